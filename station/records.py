@@ -1,0 +1,193 @@
+"""Decoders for the software record streams (the Python side of
+``target_modules/include/irqs_record.h``).
+
+Two formats exist:
+
+* ``legacy``: one little-endian int64 latency in ns per event, as the 2015 RTAI
+  modules wrote to their FIFO. No sequence numbers, so no loss accounting.
+* ``v1``: 40-byte records with a sequence number, the target-clock time of the
+  write, the latency, the board-measured width and a cumulative drop counter.
+
+Both decoders are incremental: feed them bytes as they arrive from the target
+and they return whole records, keeping any partial tail for the next call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+
+import numpy as np
+
+RECORD_MAGIC = 0x31515249
+RECORD_VERSION = 1
+RECORD_SIZE = 40
+
+V1_DTYPE = np.dtype(
+    [
+        ("magic", "<u4"),
+        ("version", "<u2"),
+        ("flags", "<u2"),
+        ("seq", "<u8"),
+        ("t_write_ns", "<u8"),
+        ("latency_ns", "<i8"),
+        ("hw_width_ns", "<u4"),
+        ("dropped", "<u4"),
+    ]
+)
+assert V1_DTYPE.itemsize == RECORD_SIZE
+
+LEGACY_DTYPE = np.dtype("<i8")
+
+
+class Flag(IntFlag):
+    CHECK = 0x0001
+    NOT_OURS = 0x0002
+    HW_WIDTH = 0x0004
+    OVERRUN = 0x0008
+
+
+IFACE_SHIFT = 8
+IFACE_MASK = 0x0F00
+
+
+class Interface(IntEnum):
+    UNKNOWN = 0
+    LPT = 1
+    PCIE = 2
+
+
+def pack_flags(interface: Interface, check: bool, extra: int = 0) -> int:
+    return (int(interface) << IFACE_SHIFT) | (Flag.CHECK if check else 0) | extra
+
+
+class RecordFormatError(ValueError):
+    """The byte stream is not what the chosen format says it is."""
+
+
+@dataclass
+class LossCounter:
+    """Sequence-gap accounting: every missing sequence number is a lost sample."""
+
+    expected_seq: int | None = None
+    lost: int = 0
+    gaps: list[tuple[int, int]] = field(default_factory=list)  # (first missing seq, count)
+
+    def observe(self, seqs: np.ndarray) -> None:
+        if seqs.size == 0:
+            return
+        seqs = seqs.astype(np.int64)
+        prev = np.empty_like(seqs)
+        prev[0] = seqs[0] - 1 if self.expected_seq is None else self.expected_seq - 1
+        prev[1:] = seqs[:-1]
+        step = seqs - prev
+        if np.any(step <= 0):
+            bad = int(np.argmax(step <= 0))
+            raise RecordFormatError(
+                f"sequence number went from {int(prev[bad])} to {int(seqs[bad])}: "
+                "records out of order or the stream restarted"
+            )
+        for i in np.flatnonzero(step > 1):
+            missing = int(step[i] - 1)
+            self.gaps.append((int(prev[i] + 1), missing))
+            self.lost += missing
+        self.expected_seq = int(seqs[-1]) + 1
+
+
+class V1Decoder:
+    """Incremental decoder for v1 records."""
+
+    format = "v1"
+    dtype = V1_DTYPE
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self.losses = LossCounter()
+        self.records = 0
+        self.dropped_by_target = 0
+
+    def feed(self, data: bytes) -> np.ndarray:
+        buf = self._tail + data
+        n = len(buf) // RECORD_SIZE
+        self._tail = buf[n * RECORD_SIZE :]
+        recs = np.frombuffer(buf[: n * RECORD_SIZE], dtype=V1_DTYPE)
+        if n == 0:
+            return recs
+        if np.any(recs["magic"] != RECORD_MAGIC):
+            i = int(np.argmax(recs["magic"] != RECORD_MAGIC))
+            raise RecordFormatError(
+                f"record {self.records + i}: magic 0x{int(recs['magic'][i]):08x}, expected "
+                f"0x{RECORD_MAGIC:08x} (is the module writing format=legacy?)"
+            )
+        if np.any(recs["version"] != RECORD_VERSION):
+            i = int(np.argmax(recs["version"] != RECORD_VERSION))
+            raise RecordFormatError(
+                f"record {self.records + i}: version {int(recs['version'][i])}, "
+                f"this station reads version {RECORD_VERSION}"
+            )
+        self.losses.observe(recs["seq"])
+        self.dropped_by_target = int(recs["dropped"][-1])
+        self.records += n
+        return recs
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._tail)
+
+
+class LegacyDecoder:
+    """Incremental decoder for the seed's bare int64 latencies."""
+
+    format = "legacy"
+    dtype = LEGACY_DTYPE
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self.losses = LossCounter()  # never increments: legacy has no sequence numbers
+        self.records = 0
+        self.dropped_by_target = 0
+
+    def feed(self, data: bytes) -> np.ndarray:
+        buf = self._tail + data
+        n = len(buf) // 8
+        self._tail = buf[n * 8 :]
+        out = np.frombuffer(buf[: n * 8], dtype=LEGACY_DTYPE)
+        self.records += n
+        return out
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._tail)
+
+
+def decoder_for(fmt: str) -> V1Decoder | LegacyDecoder:
+    if fmt == "v1":
+        return V1Decoder()
+    if fmt == "legacy":
+        return LegacyDecoder()
+    raise ValueError(f"unknown record format {fmt!r} (expected 'v1' or 'legacy')")
+
+
+def encode_v1(
+    seq: np.ndarray,
+    t_write_ns: np.ndarray,
+    latency_ns: np.ndarray,
+    flags: int | np.ndarray,
+    hw_width_ns: np.ndarray | int = 0,
+    dropped: np.ndarray | int = 0,
+) -> bytes:
+    """Pack records exactly as the kernel modules do (used by the twin)."""
+    recs = np.zeros(len(seq), dtype=V1_DTYPE)
+    recs["magic"] = RECORD_MAGIC
+    recs["version"] = RECORD_VERSION
+    recs["flags"] = flags
+    recs["seq"] = seq
+    recs["t_write_ns"] = t_write_ns
+    recs["latency_ns"] = latency_ns
+    recs["hw_width_ns"] = hw_width_ns
+    recs["dropped"] = dropped
+    return recs.tobytes()
+
+
+def encode_legacy(latency_ns: np.ndarray) -> bytes:
+    return np.asarray(latency_ns, dtype=LEGACY_DTYPE).tobytes()
