@@ -1,0 +1,60 @@
+"""The public Python API: what the CLI, the notebooks and the tests call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from station.analysis import analyse_campaign
+from station.campaign import CampaignError, CampaignResult, run_campaign
+from station.config import Campaign, TargetSettings, load_campaign
+from station.run import ProgressSink, RunProgress
+from station.store import RunData, list_runs, load_run
+from station.target import Target, TargetError, endpoint_from_settings
+
+__all__ = [
+    "Campaign", "CampaignError", "CampaignResult", "RunData", "TargetError",
+    "analyse_campaign", "cleanup_target", "list_runs", "load_campaign", "load_run",
+    "run_campaign_async", "write_campaign_report", "QuietProgress",
+]
+
+
+class QuietProgress:
+    """A progress sink that keeps messages and prints nothing (notebooks, tests)."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self.last: RunProgress | None = None
+
+    def update(self, progress: RunProgress) -> None:
+        self.last = progress
+
+    def message(self, text: str) -> None:
+        self.messages.append(text)
+
+
+async def run_campaign_async(
+    campaign: Campaign, out_dir: Path, progress: ProgressSink | None = None,
+    config_path: Path | None = None, resume: bool = True,
+) -> CampaignResult:
+    """Run every (remaining) run of the campaign, then write the reports."""
+    out_dir = Path(out_dir)
+    result = await run_campaign(campaign, out_dir, progress or QuietProgress(), config_path, resume)
+    if list_runs(out_dir):
+        result.report_paths = write_campaign_report(out_dir)
+    return result
+
+
+def write_campaign_report(out_dir: Path) -> dict[str, Path]:
+    from station.report import write_reports
+
+    report, samples = analyse_campaign(Path(out_dir))
+    return write_reports(report, samples, Path(out_dir))
+
+
+async def cleanup_target(settings: TargetSettings) -> dict[str, list[str]]:
+    target = Target(endpoint_from_settings(settings), settings)
+    await target.connect()
+    try:
+        return await target.cleanup()
+    finally:
+        await target.close()

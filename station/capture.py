@@ -1,0 +1,56 @@
+"""The scope side of a campaign: open the instrument named in the campaign,
+configure it once, and turn each single acquisition into pulse widths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from instruments.pulses import extract_pulses
+
+from instruments.scope import Scope, ScopeSettings, open_scope
+from station.config import ScopeSettingsConfig
+
+
+def instrument_settings(cfg: ScopeSettingsConfig) -> ScopeSettings:
+    return ScopeSettings(
+        channel=cfg.channel,
+        volts_per_div=cfg.volts_per_div,
+        position_div=cfg.position_div,
+        time_per_div=cfg.time_per_div,
+        record_length=cfg.record_length,
+        trigger_level_v=cfg.trigger_level,
+        trigger_slope="rise",
+        trigger_position_pct=cfg.trigger_position_pct,
+        acquire_timeout_s=cfg.timeout,
+    )
+
+
+@dataclass
+class ScopeSession:
+    scope: Scope
+    idn: str
+    resource: str
+    threshold_v: float | None
+
+    @classmethod
+    def open(cls, cfg: ScopeSettingsConfig, resource: str) -> ScopeSession:
+        scope = open_scope(resource, dialect=cfg.dialect, timeout_s=cfg.timeout)
+        try:
+            idn = scope.identify()
+            scope.reset()
+            scope.configure(instrument_settings(cfg))
+            scope.check_errors()
+        except BaseException:
+            scope.close()
+            raise
+        threshold = None if cfg.threshold == "auto" else float(cfg.threshold)
+        return cls(scope, idn, resource, threshold)
+
+    def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]:
+        wf = self.scope.acquire_single()
+        pulses = extract_pulses(wf, threshold_v=self.threshold_v)
+        return pulses.start_s, pulses.width_s
+
+    def close(self) -> None:
+        self.scope.close()

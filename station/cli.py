@@ -1,0 +1,178 @@
+"""`station`: a thin command-line shell over the Python API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+import typer
+
+from station import api
+from station.config import ConfigError, json_schema, load_campaign
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="irq-station: interrupt latency, measured twice.",
+)
+
+EXIT_USER_ERROR = 2
+EXIT_FAILED_RUNS = 3
+EXIT_INTERRUPTED = 130
+
+
+def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def _install_sigterm(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+    # SIGTERM tears down like Ctrl-C does (asyncio.run already maps SIGINT to cancel)
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+
+@app.command()
+def run(
+    config: Path = typer.Argument(..., help="campaign YAML file"),
+    out: Path = typer.Option(..., "--out", "-o", help="campaign output directory"),
+    fresh: bool = typer.Option(False, "--fresh", help="re-run every run, not only the incomplete ones"),
+) -> None:
+    """Run a campaign: every run of its matrix, then the report."""
+    try:
+        campaign = load_campaign(config)
+    except ConfigError as exc:
+        _fail(str(exc))
+    from station.progress import TerminalProgress
+
+    async def main() -> api.CampaignResult:
+        _install_sigterm(asyncio.get_running_loop(), asyncio.current_task())
+        with TerminalProgress() as progress:
+            return await api.run_campaign_async(campaign, out, progress, config_path=config, resume=not fresh)
+
+    try:
+        result = asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.secho(
+            f"interrupted: the target was cleaned up; data streamed so far is in {out}/runs "
+            f"(run the same command again to resume)",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except api.CampaignError as exc:
+        _fail(str(exc))
+    for path in ("report.html", "report.md", "report.json"):
+        if path in result.report_paths:
+            typer.echo(f"wrote {result.report_paths[path]}")
+    if not result.ok:
+        failed = [f"{o.run_id} ({o.status})" for o in result.outcomes if o.status != "complete"]
+        _fail("some runs did not complete: " + ", ".join(failed), EXIT_FAILED_RUNS)
+
+
+@app.command()
+def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> None:
+    """Check a campaign file and list the runs it would make."""
+    try:
+        campaign = load_campaign(config)
+    except ConfigError as exc:
+        _fail(str(exc))
+    from station.config import expand_runs
+
+    runs = expand_runs(campaign)
+    typer.echo(f"{config}: valid — {len(runs)} runs: " + ", ".join(r.id for r in runs))
+
+
+@app.command()
+def schema() -> None:
+    """Print the campaign file's JSON Schema."""
+    typer.echo(json_schema())
+
+
+@app.command()
+def report(out: Path = typer.Argument(..., help="campaign output directory")) -> None:
+    """(Re)generate report.html/.md/.json and stats.csv from a campaign directory."""
+    if not (out / "runs").is_dir():
+        _fail(f"{out} is not a campaign directory (no runs/ inside)")
+    for name, path in api.write_campaign_report(out).items():
+        if not name.startswith("figures/"):
+            typer.echo(f"wrote {path}")
+
+
+@app.command()
+def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming the target")) -> None:
+    """Unload every station module and stop every recorded load on the target."""
+    try:
+        campaign = load_campaign(config)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if campaign.bench.target.kind == "twin":
+        _fail("the in-process twin starts clean every time; cleanup is for ssh targets")
+    try:
+        done = asyncio.run(api.cleanup_target(campaign.bench.target))
+    except api.TargetError as exc:
+        _fail(str(exc))
+    typer.echo(json.dumps(done))
+
+
+@app.command()
+def twin(
+    state_dir: Path = typer.Option(Path("twin-state"), help="where twin.json, keys and known_hosts go"),
+    preset: str = typer.Option("seed-2015", help="event model preset"),
+    seed: int = typer.Option(2015, help="random seed of the event model"),
+    truth_dir: Path = typer.Option(None, help="write each module load's injected events here"),
+) -> None:
+    """Run the twin standalone (SSH target + SCPI scope) until Ctrl-C."""
+    from station.twin.runner import Twin, serve_forever
+
+    tw = Twin(state_dir=state_dir, preset=preset, seed=seed, truth_dir=truth_dir)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        task = asyncio.create_task(serve_forever(tw, stop))
+        while tw.endpoints is None and not task.done():
+            await asyncio.sleep(0.05)
+        if tw.endpoints is not None:
+            e = tw.endpoints
+            print(
+                f"twin ready: ssh -p {e.ssh_port} -i {e.identity_file} -o UserKnownHostsFile={e.known_hosts} "
+                f"root@127.0.0.1\n  scope: {e.scope_resource}\n  endpoints: {state_dir / 'twin.json'}",
+                flush=True,
+            )
+        await task
+
+    asyncio.run(main())
+
+
+@app.command()
+def scope(
+    resource: str = typer.Argument(..., help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"),
+    dialect: str = typer.Option("tektronix_tds"),
+    timeout: float = typer.Option(5.0, help="seconds"),
+) -> None:
+    """Identify a scope and report its error queue: a quick bench check."""
+    from instruments.scope import ScopeError, open_scope
+
+    try:
+        with open_scope(resource, dialect=dialect, timeout_s=timeout) as s:
+            typer.echo(s.identify())
+            s.check_errors()
+    except ScopeError as exc:
+        _fail(str(exc))
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""One run's lifecycle: preflight → loads → module → stream + capture → teardown.
+
+Teardown (stop capture, rmmod, stop loads, seal) runs on every exit path:
+normal end, error, Ctrl-C/SIGTERM (task cancellation) and a dropped SSH session
+(it reconnects to clean up). Data already streamed is on disk before teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from station import records
+from station.config import Campaign, RunSpec
+from station.store import RunStore
+from station.target import Target, TargetError, modules
+from station.target import loads as load_ctl
+from station.target.audit import irq_total
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningStats:
+    count: int = 0
+    min: float = math.inf
+    max: float = -math.inf
+    total: float = 0.0
+
+    def add(self, values: np.ndarray) -> None:
+        if values.size == 0:
+            return
+        self.count += int(values.size)
+        self.min = min(self.min, float(values.min()))
+        self.max = max(self.max, float(values.max()))
+        self.total += float(values.sum(dtype=np.float64))
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else math.nan
+
+
+@dataclass
+class RunProgress:
+    run_id: str
+    index: int
+    total_runs: int
+    sw: RunningStats = field(default_factory=RunningStats)
+    hw: RunningStats = field(default_factory=RunningStats)
+    acquisitions: int = 0
+    started: float = field(default_factory=time.monotonic)
+    sw_target: int | None = None
+    hw_target: int = 0
+    duration_target: float | None = None
+    phase: str = "starting"
+
+    def fraction_done(self) -> float:
+        """Every target must be met, so the run is as far along as its slowest one."""
+        parts = []
+        if self.sw_target:
+            parts.append(self.sw.count / self.sw_target)
+        if self.duration_target:
+            parts.append((time.monotonic() - self.started) / self.duration_target)
+        if self.hw_target:
+            parts.append(self.hw.count / self.hw_target)
+        return min(min(parts), 1.0) if parts else 0.0
+
+
+class ProgressSink(Protocol):
+    def update(self, progress: RunProgress) -> None: ...
+    def message(self, text: str) -> None: ...
+
+
+class ScopeCapture(Protocol):
+    """What a run needs from the scope side: one blocking acquisition → pulses."""
+
+    def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: str
+    error: str | None
+
+
+async def execute_run(
+    campaign: Campaign,
+    spec: RunSpec,
+    order: int,
+    total_runs: int,
+    target: Target,
+    scope: ScopeCapture | None,
+    store: RunStore,
+    progress_sink: ProgressSink,
+    audit: dict[str, str],
+    before_module_load: Any = None,
+) -> RunOutcome:
+    m = campaign.matrix
+    settings = target.settings
+    period_ns = round(m.period * 1e9)
+    stem = modules.module_stem(settings.family, spec.interface)
+    params = modules.module_params(
+        settings.family, spec.interface, period_ns=period_ns, check=spec.check, cpu=m.cpu,
+        fmt=m.format, fifo=settings.fifo, lpt_base=m.lpt_base, lpt_irq=m.lpt_irq,
+    )
+    progress = RunProgress(
+        spec.id, order, total_runs, sw_target=m.samples, hw_target=m.pulses if scope else 0,
+        duration_target=m.duration,
+    )
+    store.open(
+        {
+            "order": order,
+            "run": {"interface": spec.interface, "variant": spec.variant, "load": spec.load,
+                    "repetition": spec.repetition},
+            "period_ns": period_ns,
+            "format": m.format,
+            "module": {"path": target.module_path(spec.interface), "params": params},
+            "device": target.device(spec.interface),
+            "loads": [s.model_dump() for s in campaign.loads[spec.load]],
+            "campaign": campaign.model_dump(mode="json"),
+            "audit": audit,
+            "scope": scope is not None,
+        }
+    )
+    decoder = records.decoder_for(m.format)
+    running_loads: list[load_ctl.RunningLoad] = []
+    module_loaded = False
+    stream_proc = None
+    capture_task: asyncio.Task | None = None
+    status, error = "failed", None
+    irq_before = irq_after = None
+    interrupts_row: int | str = m.lpt_irq if spec.interface == "lpt" else "de4_echoer"
+    try:
+        conn = await target.live_connection()
+        # preflight: a module left by a crash would make insmod fail and the data lie
+        leftover = await modules.loaded_modules(conn) & modules.ALL_STEMS
+        if leftover:
+            progress_sink.message(f"unloading leftover module(s) {', '.join(sorted(leftover))} before {spec.id}")
+            await modules.unload_ours(conn)
+        irq_before = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row)
+
+        progress.phase = "loads"
+        progress_sink.update(progress)
+        max_seconds = int(m.max_duration) + 120
+        for load in campaign.loads[spec.load]:
+            if load.on != "target":
+                raise TargetError(f"load {load.name}: load hosts are configured but not reachable from this run")
+            running_loads.append(await load_ctl.start_load(conn, load.name, load.command, settings.work_dir,
+                                                           max_seconds))
+
+        if before_module_load is not None:
+            before_module_load(store.dir)
+        progress.phase = "module"
+        await modules.insmod(conn, target.module_path(spec.interface), params)
+        module_loaded = True
+
+        stream_proc = await conn.start(f"cat {target.device(spec.interface)}", binary=True)
+        progress.phase = "measuring"
+        progress.started = time.monotonic()
+        stop = asyncio.Event()
+        if scope is not None:
+            capture_task = asyncio.create_task(_capture(scope, store, progress, stop))
+        await _stream(stream_proc, decoder, store, progress, progress_sink, m, capture_task, stop)
+        stop.set()
+        if capture_task is not None:
+            await _finish_capture(capture_task, timeout=30)
+            capture_task = None
+        status = "complete"
+    except asyncio.CancelledError:
+        status, error = "interrupted", "interrupted by the user (Ctrl-C / SIGTERM)"
+        raise
+    except (TargetError, ScopeFailure) as exc:
+        status, error = "failed", str(exc)
+    except records.RecordFormatError as exc:
+        status, error = "failed", f"record stream from {target.device(spec.interface)}: {exc}"
+    finally:
+        progress.phase = "teardown"
+        progress_sink.update(progress)
+        teardown_errors = await _teardown(target, stem, module_loaded, running_loads, stream_proc, capture_task)
+        if teardown_errors:
+            error = "; ".join(filter(None, [error, *teardown_errors]))
+            if status == "complete":
+                status = "incomplete"
+        with contextlib.suppress(Exception):
+            conn = await target.live_connection()
+            irq_after = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row)
+        if status == "complete" and m.samples and progress.sw.count < m.samples:
+            status = "incomplete"
+        store.seal(
+            status,
+            m.format,
+            {
+                "error": error,
+                "losses": {
+                    "sw_lost": decoder.losses.lost,
+                    "gaps": len(decoder.losses.gaps),
+                    "first_gaps": decoder.losses.gaps[:20],
+                    "sw_dropped_by_target": decoder.dropped_by_target,
+                    "torn_bytes": decoder.pending_bytes,
+                },
+                "interrupts": {"row": interrupts_row, "before": irq_before, "after": irq_after},
+                "acquisitions": progress.acquisitions,
+                "duration_s": time.monotonic() - progress.started,
+            },
+        )
+    return RunOutcome(spec.id, status, error)
+
+
+class ScopeFailure(Exception):
+    """The scope stopped answering or reported an error during a run."""
+
+
+async def _stream(proc, decoder, store: RunStore, progress: RunProgress, sink: ProgressSink, m,
+                  capture_task: asyncio.Task | None, stop: asyncio.Event) -> None:
+    last_update = 0.0
+    deadline = time.monotonic() + m.max_duration
+    while True:
+        now = time.monotonic()
+        sw_done = (m.samples is None or progress.sw.count >= m.samples) and (
+            m.duration is None or now - progress.started >= m.duration
+        )
+        hw_done = capture_task is None or progress.hw.count >= progress.hw_target
+        if capture_task is not None and capture_task.done():
+            exc = capture_task.exception()
+            if exc is not None:
+                raise ScopeFailure(str(exc))
+            hw_done = True
+        if (sw_done and hw_done) or now >= deadline:
+            return
+        try:
+            data = await asyncio.wait_for(proc.stdout.read(1 << 16), 5.0)
+        except TimeoutError:
+            raise TargetError("the record stream stalled: no data for 5 s (is the module's task running?)") from None
+        if not data:
+            err = ""
+            with contextlib.suppress(Exception):
+                err = (await asyncio.wait_for(proc.stderr.read(), 1)).decode(errors="replace").strip()
+            raise TargetError(f"the record stream ended early{': ' + err if err else ''}")
+        store.append_sw(data)  # raw first: whatever the decoder thinks, the bytes are kept
+        recs = decoder.feed(data)
+        lat = recs["latency_ns"] if recs.dtype.names else recs
+        progress.sw.add(np.asarray(lat))
+        if now - last_update > 0.25:
+            sink.update(progress)
+            last_update = now
+
+
+async def _capture(scope: ScopeCapture, store: RunStore, progress: RunProgress, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        start_s, width_s = await loop.run_in_executor(None, scope.acquire_pulses)
+        store.append_pulses(progress.acquisitions, start_s, width_s)
+        progress.acquisitions += 1
+        progress.hw.add(np.asarray(width_s) * 1e9)
+
+
+async def _finish_capture(task: asyncio.Task, timeout: float) -> None:
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout)
+    except TimeoutError:
+        task.cancel()
+    except Exception as exc:  # noqa: BLE001 - a scope error after enough pulses is still reported
+        raise ScopeFailure(str(exc)) from None
+
+
+async def _teardown(target: Target, stem: str, module_loaded: bool, running_loads, stream_proc,
+                    capture_task) -> list[str]:
+    """Reverse order of set-up. Every step is attempted; failures are collected."""
+    errors: list[str] = []
+    if capture_task is not None and not capture_task.done():
+        capture_task.cancel()
+    if stream_proc is not None:
+        with contextlib.suppress(Exception):
+            stream_proc.close()
+    try:
+        conn = await target.live_connection()
+    except TargetError as exc:
+        return [f"teardown could not reach the target: {exc}; run `station cleanup`"]
+    if module_loaded:
+        try:
+            await modules.rmmod(conn, stem)
+        except TargetError as exc:
+            errors.append(f"rmmod {stem}: {exc}")
+    for load in reversed(running_loads):
+        try:
+            await load_ctl.stop_load(load)
+        except TargetError as exc:
+            errors.append(f"stopping load {load.name}: {exc}")
+    # belt and braces: anything a pid file still names is stopped too
+    with contextlib.suppress(TargetError):
+        await load_ctl.kill_recorded_loads(conn, target.settings.work_dir)
+    return errors

@@ -1,0 +1,41 @@
+"""What the target was when it was measured: kernel, RT flavour, CPU settings, IRQs."""
+
+from __future__ import annotations
+
+import re
+
+from station.target.ssh import TargetConnection
+
+AUDIT_COMMANDS = {
+    "uname": "uname -a",
+    "cmdline": "cat /proc/cmdline",
+    "nproc": "nproc",
+    "rtai": "cat /proc/rtai/hal",
+    "smt_active": "cat /sys/devices/system/cpu/smt/active",
+    "governor_cpu0": "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+    "loadavg": "cat /proc/loadavg",
+    "lsmod": "lsmod",
+    "interrupts": "cat /proc/interrupts",
+}
+
+
+async def audit(conn: TargetConnection) -> dict[str, str]:
+    facts = {}
+    for key, command in AUDIT_COMMANDS.items():
+        result = await conn.run(command, check=False)
+        if result.exit_status == 0:
+            facts[key] = (result.stdout or "").strip()
+        else:
+            facts[key] = f"unavailable: {(result.stderr or '').strip()}"
+    return facts
+
+
+def irq_total(interrupts: str, irq: int | str) -> int | None:
+    """Total count over CPUs of one /proc/interrupts row (by number or device name)."""
+    for line in interrupts.splitlines()[1:]:
+        head, _, rest = line.partition(":")
+        fields = rest.split()
+        counts = [int(f) for f in fields if f.isdigit()]
+        if head.strip() == str(irq) or (isinstance(irq, str) and re.search(rf"\b{re.escape(irq)}\b", rest)):
+            return sum(counts)
+    return None

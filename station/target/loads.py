@@ -1,0 +1,98 @@
+"""Load generators on the target or a load host.
+
+Each load runs as `setsid sh -c 'echo $$ > PIDFILE; exec timeout -s KILL N CMD'`:
+its own process group (so one kill stops the whole pipeline), a pid file (so a
+later `station cleanup` finds it after a crash) and a hard time limit (so even
+a station killed with SIGKILL cannot leave it running for ever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from dataclasses import dataclass
+
+import asyncssh
+
+from station.target.ssh import TargetConnection, TargetError
+
+
+@dataclass
+class RunningLoad:
+    name: str
+    pid: int
+    pidfile: str
+    conn: TargetConnection
+    process: asyncssh.SSHClientProcess
+
+
+def wrap(command: str, pidfile: str, max_seconds: int) -> str:
+    script = f"echo $$ > {shlex.quote(pidfile)}; exec timeout -s KILL {max_seconds} sh -c {shlex.quote(command)}"
+    if _is_simple(command):
+        script = f"echo $$ > {shlex.quote(pidfile)}; exec timeout -s KILL {max_seconds} {command}"
+    return f"setsid sh -c {shlex.quote(script)}"
+
+
+def _is_simple(command: str) -> bool:
+    """A plain program with arguments needs no extra shell."""
+    return not any(ch in command for ch in ";|&<>$`(){}") and "\n" not in command
+
+
+async def start_load(conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int) -> RunningLoad:
+    pid_dir = f"{work_dir}/loads"
+    await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
+    pidfile = f"{pid_dir}/{name}.pid"
+    process = await conn.start(wrap(command, pidfile, max_seconds))
+    try:
+        line = await asyncio.wait_for(process.stdout.readline(), 10)
+        pid = int(line.strip())
+    except (ValueError, TimeoutError):
+        err = ""
+        with contextlib.suppress(Exception):
+            err = (await asyncio.wait_for(process.stderr.read(), 2)).strip()
+        process.close()
+        raise TargetError(
+            f"{conn.endpoint.where}: load {name!r} did not start: {err or 'no pid reported'} (command: {command})"
+        ) from None
+    # a load that dies at once (missing program, bad arguments) is an error, not a quiet run
+    with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+        await asyncio.wait_for(process.wait_closed(), 0.5)
+    if process.exit_status is not None:
+        err = (await process.stderr.read()).strip()
+        raise TargetError(
+            f"{conn.endpoint.where}: load {name!r} exited at once with status {process.exit_status}: "
+            f"{err or '(no message)'}"
+        )
+    return RunningLoad(name, pid, pidfile, conn, process)
+
+
+async def stop_load(load: RunningLoad) -> None:
+    await kill_group(load.conn, load.pid)
+    await load.conn.run(f"rm -f {shlex.quote(load.pidfile)}", check=False)
+    load.process.close()
+
+
+async def kill_group(conn: TargetConnection, pid: int) -> None:
+    await conn.run(f"kill -TERM -- -{pid}", check=False)
+    await asyncio.sleep(0.2)
+    await conn.run(f"kill -KILL -- -{pid}", check=False)
+
+
+async def kill_recorded_loads(conn: TargetConnection, work_dir: str) -> list[str]:
+    """Stop every load a pid file names (after a crash); returns the load names."""
+    pid_dir = f"{work_dir}/loads"
+    listing = await conn.run(f"ls {shlex.quote(pid_dir)}", check=False)
+    if listing.exit_status != 0:
+        return []
+    stopped = []
+    for entry in (listing.stdout or "").split():
+        if not entry.endswith(".pid"):
+            continue
+        path = f"{pid_dir}/{entry}"
+        content = await conn.run(f"cat {shlex.quote(path)}", check=False)
+        with contextlib.suppress(ValueError):
+            await kill_group(conn, int((content.stdout or "").strip()))
+            stopped.append(entry.removesuffix(".pid"))
+        await conn.run(f"rm -f {shlex.quote(path)}", check=False)
+    return stopped

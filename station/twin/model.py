@@ -1,0 +1,236 @@
+"""The twin's event model: one source of truth for the software records and the
+scope's pulses, so every record the emulated target streams has its pulse on
+the emulated scope's waveform.
+
+Per event i of a loaded module (all on the target clock, ns):
+
+    ts   = t_load + i * period + wake jitter          timestamp before the write
+    rise = ts + d_sw + t_rw                           pin goes high
+    h    = rise + L                                   handler entry (IRQ latency L)
+    t_SW = h - ts = d_sw + t_rw + L                   what the module records
+    fall = h + (1 + check) * t_rw                     inb check adds one access
+    t_HW = fall - rise = L + (1 + check) * t_rw       what the scope measures
+
+d_sw is a rare software-side delay between timestamp and write (an SMI, say):
+it inflates t_SW but not t_HW. L is a shifted gamma calibrated so that t_SW
+has the preset's min/mean/std, plus a rare exponential tail that both sides see.
+Running loads switch L to the loaded distribution (the preset's figures are the
+seed's, measured under load); with no load it is narrower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, fields, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from scipy import optimize, stats
+
+PRESET_DIR = Path(__file__).with_name("presets")
+CHUNK_EVENTS = 1000
+
+
+@dataclass(frozen=True)
+class InterfaceParams:
+    t_rw: float
+    t_rw_jitter: float
+    sw_min: float
+    sw_mean: float
+    sw_std: float
+    idle_spread: float
+    tail_fraction: float
+    tail_scale: float
+    outlier_fraction: float
+    outlier_delay: tuple[float, float]
+    timer_jitter: float
+    clock_hz: float
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    calibration_samples: int
+    interfaces: dict[str, InterfaceParams]
+
+    def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> Preset:
+        known = {f.name for f in fields(InterfaceParams)}
+        ifaces = dict(self.interfaces)
+        for iface, values in overrides.items():
+            if iface not in ifaces:
+                raise ValueError(f"twin override for unknown interface {iface!r} (have: {', '.join(ifaces)})")
+            unknown = set(values) - known
+            if unknown:
+                raise ValueError(
+                    f"twin override {iface}.{sorted(unknown)[0]} is not a model parameter "
+                    f"(have: {', '.join(sorted(known))})"
+                )
+            clean = {k: tuple(v) if k == "outlier_delay" else float(v) for k, v in values.items()}
+            ifaces[iface] = replace(ifaces[iface], **clean)
+        return replace(self, interfaces=ifaces)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calibration_samples": self.calibration_samples,
+            "interfaces": {k: asdict(v) for k, v in self.interfaces.items()},
+        }
+
+
+def load_preset(name: str) -> Preset:
+    path = PRESET_DIR / f"{name}.yaml"
+    if not path.exists():
+        have = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))
+        raise ValueError(f"no twin preset {name!r} (have: {have})")
+    raw = yaml.safe_load(path.read_text())
+    ifaces = {}
+    for iface, values in raw["interfaces"].items():
+        values = dict(values)
+        values["outlier_delay"] = tuple(values["outlier_delay"])
+        ifaces[iface] = InterfaceParams(**{k: (v if k == "outlier_delay" else float(v)) for k, v in values.items()})
+    return Preset(name, raw.get("description", ""), int(raw["calibration_samples"]), ifaces)
+
+
+@cache
+def _gamma_shape(excess_mean_over_std: float, quantile: float) -> float:
+    """Shape k of a gamma whose `quantile` lies (mean - min)/std standard deviations
+    below its mean: the minimum of the calibration sample count then matches."""
+
+    def gap(k: float) -> float:
+        return np.sqrt(k) - stats.gamma.ppf(quantile, k) / np.sqrt(k) - excess_mean_over_std
+
+    return float(optimize.brentq(gap, 0.05, 1e6))
+
+
+@dataclass(frozen=True)
+class LatencyShape:
+    floor: float  # ns added to the gamma draw
+    shape: float
+    scale: float
+
+
+def latency_shape(p: InterfaceParams, calibration_samples: int, spread: float = 1.0) -> LatencyShape:
+    """IRQ latency L = floor + Gamma(shape, scale), so that t_SW = t_rw + L has the
+    preset's mean and std and its minimum over the calibration sample count."""
+    ratio = (p.sw_mean - p.sw_min) / p.sw_std
+    k = _gamma_shape(ratio, 1.0 / calibration_samples)
+    scale = spread * p.sw_std / np.sqrt(k)
+    mean_l = p.sw_min + spread * (p.sw_mean - p.sw_min) - p.t_rw
+    return LatencyShape(floor=mean_l - k * scale, shape=k, scale=scale)
+
+
+@dataclass
+class EventChunk:
+    """CHUNK_EVENTS consecutive events of one module load, all times in target ns."""
+
+    first: int
+    ts: np.ndarray  # int64 timestamp before the write
+    rise: np.ndarray  # int64
+    fall: np.ndarray  # int64
+    sw: np.ndarray  # int64 t_SW
+    d_sw: np.ndarray  # int64 software-side delay (truth)
+    latency: np.ndarray  # int64 IRQ latency L (truth)
+    t_rw: np.ndarray  # int64 (truth) per-access bus time used for this event
+    loaded: bool
+
+    @property
+    def hw(self) -> np.ndarray:
+        return self.fall - self.rise
+
+
+def board_width_ns(rise: np.ndarray, fall: np.ndarray, clock_hz: float) -> np.ndarray:
+    """Width as the echoer's cycle counter sees it: counter at the clearing read
+    minus counter at the write, times the clock period (32-bit wrap is harmless
+    for pulses far shorter than 2^32 cycles)."""
+    period = 1e9 / clock_hz
+    cycles = np.floor(fall / period).astype(np.int64) - np.floor(rise / period).astype(np.int64)
+    return np.round(cycles * period).astype(np.int64)
+
+
+class ModuleSession:
+    """The events of one insmod .. rmmod of one latency module."""
+
+    def __init__(
+        self,
+        params: InterfaceParams,
+        calibration_samples: int,
+        period_ns: int,
+        check: bool,
+        t_load_ns: int,
+        seed_material: str,
+    ) -> None:
+        self.params = params
+        self.period_ns = period_ns
+        self.check = check
+        self.t_load_ns = t_load_ns
+        self._loaded_shape = latency_shape(params, calibration_samples)
+        self._idle_shape = latency_shape(params, calibration_samples, spread=params.idle_spread)
+        self._seed = int.from_bytes(hashlib.sha256(seed_material.encode()).digest()[:8], "little")
+        self._chunks: dict[int, EventChunk] = {}
+        self.generated: list[EventChunk] = []  # in order, for ground truth
+
+    def chunk(self, index: int, loaded: bool) -> EventChunk:
+        """Chunk `index`, generated on first use with the load state of that moment."""
+        if index not in self._chunks:
+            self._chunks[index] = self._generate(index, loaded)
+            self.generated.append(self._chunks[index])
+            for old in [k for k in self._chunks if k < index - 200]:
+                del self._chunks[old]  # keep memory flat; truth keeps the arrays it needs
+        return self._chunks[index]
+
+    def _generate(self, index: int, loaded: bool) -> EventChunk:
+        p = self.params
+        rng = np.random.default_rng([self._seed, index])
+        n = CHUNK_EVENTS
+        first = index * n
+        seq = np.arange(first, first + n, dtype=np.int64)
+        jitter = rng.exponential(p.timer_jitter, n) if p.timer_jitter > 0 else np.zeros(n)
+        ts = self.t_load_ns + self.period_ns * (seq + 1) + jitter.astype(np.int64)
+        shape = self._loaded_shape if loaded else self._idle_shape
+        lat = shape.floor + rng.gamma(shape.shape, shape.scale, n)
+        tail = rng.random(n) < p.tail_fraction
+        lat[tail] += rng.exponential(p.tail_scale, int(tail.sum()))
+        d_sw = np.zeros(n)
+        out = rng.random(n) < p.outlier_fraction
+        d_sw[out] = rng.uniform(p.outlier_delay[0], p.outlier_delay[1], int(out.sum()))
+        t_rw = np.maximum(rng.normal(p.t_rw, p.t_rw_jitter, n), 0.0)
+        rise = ts + np.round(d_sw + t_rw).astype(np.int64)
+        entry = rise + np.round(lat).astype(np.int64)
+        fall = entry + np.round((1 + int(self.check)) * t_rw).astype(np.int64)
+        return EventChunk(
+            first=first,
+            ts=ts,
+            rise=rise,
+            fall=fall,
+            sw=entry - ts,
+            d_sw=np.round(d_sw).astype(np.int64),
+            latency=np.round(lat).astype(np.int64),
+            t_rw=np.round(t_rw).astype(np.int64),
+            loaded=loaded,
+        )
+
+    def index_at(self, t_ns: int) -> int:
+        """Index of the last event whose scheduled write is before t_ns (-1 if none)."""
+        return (t_ns - self.t_load_ns) // self.period_ns - 1
+
+    def truth_table(self) -> dict[str, np.ndarray]:
+        chunks = sorted(self.generated, key=lambda c: c.first)
+        if not chunks:
+            return {}
+        cat = lambda name: np.concatenate([getattr(c, name) for c in chunks])  # noqa: E731
+        return {
+            "seq": np.concatenate([np.arange(c.first, c.first + CHUNK_EVENTS) for c in chunks]),
+            "t_write_ns": cat("ts"),
+            "rise_ns": cat("rise"),
+            "fall_ns": cat("fall"),
+            "sw_ns": cat("sw"),
+            "hw_ns": cat("fall") - cat("rise"),
+            "d_sw_ns": cat("d_sw"),
+            "irq_latency_ns": cat("latency"),
+            "t_rw_ns": cat("t_rw"),
+            "loaded": np.concatenate([np.full(CHUNK_EVENTS, c.loaded) for c in chunks]),
+        }

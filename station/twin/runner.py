@@ -1,0 +1,157 @@
+"""Start and stop the twin: the SSH target and the SCPI scope, fed by one model,
+on free 127.0.0.1 ports, in a background thread with its own event loop (so the
+station's blocking VISA calls never stall it) or in the foreground (`station twin`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from station.twin.model import load_preset
+from station.twin.ssh_server import TwinSSHServer, write_client_key
+from station.twin.target import EmulatedTarget
+
+
+@dataclass(frozen=True)
+class TwinEndpoints:
+    """Everything a campaign needs to reach the twin as an ordinary bench."""
+
+    ssh_host: str
+    ssh_port: int
+    user: str
+    identity_file: str
+    known_hosts: str
+    scope_resource: str
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> TwinEndpoints:
+        return cls(**json.loads(path.read_text()))
+
+
+class Twin:
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        preset: str = "seed-2015",
+        seed: int = 2015,
+        overrides: dict[str, dict[str, Any]] | None = None,
+        truth_dir: Path | None = None,
+        scope_options: dict[str, Any] | None = None,
+        with_scope: bool = True,
+    ) -> None:
+        self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="irq-twin-")
+        self.state_dir = Path(state_dir or self._tmp.name)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.preset = load_preset(preset).with_overrides(overrides or {})
+        self.target = EmulatedTarget(self.preset, seed)
+        self.target.truth_dir = truth_dir
+        self.scope_options = scope_options or {}
+        self.with_scope = with_scope
+        self.endpoints: TwinEndpoints | None = None
+        self._ssh: TwinSSHServer | None = None
+        self._scope: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    async def start_async(self) -> TwinEndpoints:
+        key_path = self.state_dir / "client_key"
+        public = write_client_key(key_path)
+        self._ssh = TwinSSHServer(self.target, public)
+        await self._ssh.start()
+        known_hosts = self.state_dir / "known_hosts"
+        known_hosts.write_text(self._ssh.known_hosts_line())
+        scope_resource = ""
+        if self.with_scope:
+            from instruments.sim import SimScopeServer
+
+            self._scope = SimScopeServer(self.target, host="127.0.0.1", port=0, **self.scope_options)
+            await self._scope.start()
+            scope_resource = f"TCPIP::127.0.0.1::{self._scope.port}::SOCKET"
+        self.endpoints = TwinEndpoints(
+            ssh_host="127.0.0.1",
+            ssh_port=self._ssh.port,
+            user="root",
+            identity_file=str(key_path),
+            known_hosts=str(known_hosts),
+            scope_resource=scope_resource,
+        )
+        self.endpoints.write(self.state_dir / "twin.json")
+        return self.endpoints
+
+    async def stop_async(self) -> None:
+        if self._scope is not None:
+            await self._scope.stop()
+        if self._ssh is not None:
+            await self._ssh.stop()
+
+    # ---- background-thread use (in-process twin for `target: twin`) ------------------
+    def start_in_thread(self) -> TwinEndpoints:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start_async())
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop_async())
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name="irq-twin", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        assert self.endpoints is not None
+        return self.endpoints
+
+    def call(self, fn, *args):  # noqa: ANN001 - run a plain function on the twin's loop
+        assert self._loop is not None
+        done = threading.Event()
+        box: list[Any] = []
+
+        def wrapper() -> None:
+            box.append(fn(*args))
+            done.set()
+
+        self._loop.call_soon_threadsafe(wrapper)
+        done.wait(10)
+        return box[0] if box else None
+
+    def stop_thread(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def set_truth_path(self, path: Path | None) -> None:
+        """Where the twin writes the ground truth of the next module it loads."""
+        self.call(setattr, self.target, "truth_path_next", path)
+
+    def ground_truth_summary(self) -> dict[str, Any]:
+        return {"preset": self.preset.as_dict()}
+
+
+async def serve_forever(twin: Twin, stop: asyncio.Event) -> None:
+    await twin.start_async()
+    try:
+        await stop.wait()
+    finally:
+        await twin.stop_async()

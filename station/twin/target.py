@@ -1,0 +1,492 @@
+"""The emulated RTAI target behind the twin's SSH server.
+
+It understands the command vocabulary the station (and a person poking at it
+by hand) uses on a real target: uname, cat of /proc and /sys files and of the
+record stream device, lsmod, insmod with parameters, rmmod, ls, mkdir, rm,
+kill, nproc, and the load wrapper `setsid sh -c 'echo $$ > PIDFILE; exec
+timeout -s KILL N CMD'`. Loads behave like real processes started without a
+pty: closing their SSH channel does not stop them; only a kill (or their
+timeout) does, which is why the station keeps pid files and cleans up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from station import records
+from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
+
+MODULE_DIR = "/opt/irq-station/modules"
+# module file stem -> (interface, family)
+MODULES = {
+    "rtai_lpt_latency": ("lpt", "rtai"),
+    "rtai_pcie_latency": ("pcie", "rtai"),
+    "lpt_latency": ("lpt", "mainline"),
+    "pcie_latency": ("pcie", "mainline"),
+}
+RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
+KNOWN_LOAD_PROGRAMS = {"hping3", "stress-ng", "stress", "hackbench", "stressapptest", "sh", "dd", "cyclictest"}
+PARAMS = {
+    "common": {"period_us", "check", "cpu", "format", "bufsize"},
+    "lpt": {"base", "irq"},
+    "rtai": {"fifo", "fifo_size"},
+}
+STREAM_LAG_NS = 60_000  # emit an event once its handler has surely run
+
+
+class Output(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+
+@dataclass
+class CommandResult:
+    stdout: bytes = b""
+    stderr: bytes = b""
+    status: int = 0
+
+
+def _err(text: str, status: int = 1) -> CommandResult:
+    return CommandResult(stderr=(text + "\n").encode(), status=status)
+
+
+@dataclass
+class LoadedModule:
+    name: str
+    interface: str
+    family: str
+    params: dict[str, str]
+    session: ModuleSession
+    fmt: str
+    bufsize: int
+    device: str
+    irq: int
+    dropped: int = 0
+    readers: int = 0
+    truth_path: Path | None = None
+
+
+@dataclass
+class LoadProcess:
+    pid: int
+    program: str
+    cmdline: str
+    pidfile: str | None
+    deadline: float
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    status: int | None = None
+
+
+class EmulatedTarget:
+    def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin") -> None:
+        self.preset = preset
+        self.seed = seed
+        self.hostname = hostname
+        self.modules: dict[str, LoadedModule] = {}
+        self.loads: dict[int, LoadProcess] = {}
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = {"/", "/tmp", MODULE_DIR, "/proc", "/dev"}
+        self._next_pid = 4242
+        self._insmod_count = 0
+        self._boot_mono = time.monotonic_ns() - 3_600_000_000_000  # "up" for an hour
+        self.irq_counts = {7: 0, 31: 0}
+        self.truth_path_next: Path | None = None
+        self.truth_dir: Path | None = None
+        for stem in MODULES:
+            self.files[f"{MODULE_DIR}/{stem}.ko"] = b"\x7fELF twin module"
+
+    # ---- clock and state seen by the scope -------------------------------------------
+    def now_ns(self) -> int:
+        return time.monotonic_ns() - self._boot_mono
+
+    def loads_running(self) -> bool:
+        self._reap()
+        return any(p.status is None for p in self.loads.values())
+
+    def current_session(self) -> ModuleSession | None:
+        for mod in self.modules.values():
+            return mod.session
+        return None
+
+    def edges(self, t0_ns: int, t1_ns: int) -> np.ndarray:
+        """Pulses overlapping [t0, t1): what the probe on the loaded module's pin sees."""
+        session = self.current_session()
+        if session is None:
+            return np.empty((0, 2), dtype=np.int64)
+        first = max(session.index_at(t0_ns - 1_000_000), 0)
+        last = session.index_at(t1_ns) + 1
+        if last < first:
+            return np.empty((0, 2), dtype=np.int64)
+        loaded = self.loads_running()
+        parts = []
+        for ci in range(first // CHUNK_EVENTS, last // CHUNK_EVENTS + 1):
+            c = session.chunk(ci, loaded)
+            keep = (c.fall > t0_ns) & (c.rise < t1_ns)
+            parts.append(np.stack([c.rise[keep], c.fall[keep]], axis=1))
+        return np.concatenate(parts) if parts else np.empty((0, 2), dtype=np.int64)
+
+    # ---- files ------------------------------------------------------------------------
+    def _virtual_file(self, path: str) -> bytes | None:
+        if path in self.files:
+            return self.files[path]
+        ncpu = os.cpu_count() or 2
+        table = {
+            "/proc/version": f"Linux version 3.4.55-rtai (twin@{self.hostname}) (gcc 4.9) #1 SMP PREEMPT\n",
+            "/proc/cmdline": "BOOT_IMAGE=/vmlinuz-3.4.55-rtai root=/dev/sda1 ro quiet isolcpus=1 "
+            "idle=poll intel_idle.max_cstate=0\n",
+            "/proc/rtai/hal": "RTAI 3.9 (rtai_3.9.265.gd99c55e) [twin]\n",
+            "/sys/devices/system/cpu/smt/active": "0\n",
+            "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "performance\n",
+            "/proc/loadavg": f"{1.9 if self.loads_running() else 0.05:.2f} 0.80 0.40 1/120 {self._next_pid}\n",
+        }
+        if path == "/proc/interrupts":
+            cols = "".join(f"       CPU{i}" for i in range(ncpu))
+            lines = [cols]
+            lines.append("  0:" + "".join(f"{50 + i:>11}" for i in range(ncpu)) + "   IO-APIC   2-edge      timer")
+            lines.append(
+                "  7:" + f"{self.irq_counts[7]:>11}" + "".join(f"{0:>11}" for _ in range(ncpu - 1))
+                + "   IO-APIC   7-edge      parport0"
+            )
+            lines.append(
+                " 31:" + f"{self.irq_counts[31]:>11}" + "".join(f"{0:>11}" for _ in range(ncpu - 1))
+                + "   PCI-MSI 524288-edge      de4_echoer"
+            )
+            return ("\n".join(lines) + "\n").encode()
+        if path.startswith("/sys/module/") and path.endswith("/parameters/dropped"):
+            name = path.split("/")[3]
+            if name in self.modules:
+                return f"{self.modules[name].dropped}\n".encode()
+        return table[path].encode() if path in table else None
+
+    # ---- commands ---------------------------------------------------------------------
+    def run(self, command: str) -> CommandResult | tuple[str, object]:
+        """Run a simple command. Long-running ones return ("stream", module) or
+        ("load", LoadProcess) for the SSH layer to serve."""
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            return _err(f"sh: syntax error: {exc}", 2)
+        if not argv:
+            return CommandResult()
+        prog, args = argv[0], argv[1:]
+        handler = getattr(self, "_cmd_" + prog.replace("-", "_"), None)
+        if handler is None:
+            return _err(f"sh: 1: {prog}: not found", 127)
+        return handler(args)
+
+    def _cmd_true(self, args: list[str]) -> CommandResult:
+        return CommandResult()
+
+    def _cmd_echo(self, args: list[str]) -> CommandResult:
+        return CommandResult((" ".join(args) + "\n").encode())
+
+    def _cmd_uname(self, args: list[str]) -> CommandResult:
+        if "-r" in args:
+            return CommandResult(b"3.4.55-rtai\n")
+        return CommandResult(
+            f"Linux {self.hostname} 3.4.55-rtai #1 SMP PREEMPT x86_64 GNU/Linux\n".encode()
+        )
+
+    def _cmd_hostname(self, args: list[str]) -> CommandResult:
+        return CommandResult(f"{self.hostname}\n".encode())
+
+    def _cmd_nproc(self, args: list[str]) -> CommandResult:
+        return CommandResult(f"{os.cpu_count() or 2}\n".encode())
+
+    def _cmd_cat(self, args: list[str]) -> CommandResult | tuple[str, object]:
+        out = b""
+        for path in args:
+            for mod in self.modules.values():
+                if path == mod.device:
+                    if len(args) != 1:
+                        return _err("cat: twin streams one device at a time")
+                    return ("stream", mod)
+            data = self._virtual_file(path)
+            if data is None:
+                return CommandResult(out, f"cat: {path}: No such file or directory\n".encode(), 1)
+            out += data
+        return CommandResult(out)
+
+    def _cmd_ls(self, args: list[str]) -> CommandResult:
+        paths = [a for a in args if not a.startswith("-")] or ["/"]
+        out = []
+        for p in paths:
+            p = p.rstrip("/") or "/"
+            if p in self.files:
+                out.append(p)
+                continue
+            if p not in self.dirs:
+                return _err(f"ls: cannot access '{p}': No such file or directory", 2)
+            prefix = p + "/"
+            names = {f[len(prefix):].split("/")[0] for f in [*self.files, *self.dirs] if f.startswith(prefix)}
+            out.extend(sorted(n for n in names if n))
+        return CommandResult(("\n".join(out) + "\n").encode() if out else b"")
+
+    def _cmd_mkdir(self, args: list[str]) -> CommandResult:
+        for p in (a for a in args if not a.startswith("-")):
+            parts = p.rstrip("/").split("/")
+            for i in range(2, len(parts) + 1):
+                self.dirs.add("/".join(parts[:i]))
+        return CommandResult()
+
+    def _cmd_rm(self, args: list[str]) -> CommandResult:
+        force = any(a.startswith("-") and "f" in a for a in args)
+        for p in (a for a in args if not a.startswith("-")):
+            if p in self.files:
+                del self.files[p]
+            elif not force:
+                return _err(f"rm: cannot remove '{p}': No such file or directory")
+        return CommandResult()
+
+    def _cmd_lsmod(self, args: list[str]) -> CommandResult:
+        rows = ["Module                  Size  Used by"]
+        rows += [f"{m:<24}{20480:>6}  0" for m in self.modules]
+        rows += [f"{m:<24}{65536:>6}  1" for m in RTAI_BASE_MODULES]
+        return CommandResult(("\n".join(rows) + "\n").encode())
+
+    def _cmd_insmod(self, args: list[str]) -> CommandResult:
+        if not args:
+            return _err("insmod: ERROR: missing filename.", 1)
+        path, kv = args[0], args[1:]
+        stem = Path(path).name.removesuffix(".ko")
+        if path not in self.files or stem not in MODULES:
+            return _err(f"insmod: ERROR: could not load module {path}: No such file or directory")
+        if stem in self.modules:
+            return _err(f"insmod: ERROR: could not insert module {path}: File exists")
+        interface, family = MODULES[stem]
+        allowed = PARAMS["common"] | (PARAMS["lpt"] if interface == "lpt" else set())
+        allowed |= PARAMS["rtai"] if family == "rtai" else set()
+        params: dict[str, str] = {}
+        for item in kv:
+            key, _, value = item.partition("=")
+            if key not in allowed:
+                return _err(
+                    f"insmod: ERROR: could not insert module {path}: Unknown symbol in module, "
+                    "or unknown parameter (see dmesg)"
+                )
+            params[key] = value
+        bad = self._check_params(params)
+        if bad:
+            self.files["/var/log/dmesg-last"] = f"{stem}: {bad}\n".encode()
+            return _err(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
+        period_us = int(params.get("period_us", "100"))
+        check = params.get("check", "1") in ("1", "Y", "y")
+        fmt = params.get("format", "v1")
+        self._insmod_count += 1
+        session = ModuleSession(
+            self.preset.interfaces[interface],
+            self.preset.calibration_samples,
+            period_us * 1000,
+            check,
+            self.now_ns(),
+            f"{self.seed}/{self._insmod_count}/{stem}",
+        )
+        device = f"/dev/rtf{params.get('fifo', '0')}" if family == "rtai" else f"/dev/{stem}"
+        truth = self.truth_path_next or (
+            self.truth_dir / f"{self._insmod_count:03d}-{stem}.parquet" if self.truth_dir else None
+        )
+        self.truth_path_next = None
+        self.modules[stem] = LoadedModule(
+            name=stem,
+            interface=interface,
+            family=family,
+            params=params,
+            session=session,
+            fmt=fmt,
+            bufsize=int(params.get("bufsize", "65536")),
+            device=device,
+            irq=int(params.get("irq", "7")) if interface == "lpt" else 31,
+            truth_path=truth,
+        )
+        self.irq_counts.setdefault(self.modules[stem].irq, 0)
+        return CommandResult()
+
+    @staticmethod
+    def _check_params(params: dict[str, str]) -> str | None:
+        def as_int(key: str, lo: int, hi: int) -> str | None:
+            try:
+                v = int(params[key], 0)
+            except ValueError:
+                return f"{key}={params[key]!r} is not a number"
+            return None if lo <= v <= hi else f"{key}={v} out of range [{lo}, {hi}]"
+
+        checks = {
+            "period_us": (10, 1_000_000),
+            "cpu": (-1, 255),
+            "bufsize": (16, 1 << 24),
+            "irq": (0, 255),
+            "fifo": (0, 63),
+            "base": (0, 0xFFFF),
+            "fifo_size": (64, 1 << 26),
+        }
+        for key, (lo, hi) in checks.items():
+            if key in params and (msg := as_int(key, lo, hi)):
+                return msg
+        if params.get("format", "v1") not in ("v1", "legacy"):
+            return f"format={params['format']!r}: use v1 or legacy"
+        if params.get("check", "1") not in ("0", "1", "Y", "N", "y", "n"):
+            return f"check={params['check']!r}: use 0 or 1"
+        return None
+
+    def _cmd_rmmod(self, args: list[str]) -> CommandResult:
+        for name in (a for a in args if not a.startswith("-")):
+            name = Path(name).name.removesuffix(".ko")
+            if name in RTAI_BASE_MODULES:
+                return _err(f"rmmod: ERROR: Module {name} is in use")
+            mod = self.modules.pop(name, None)
+            if mod is None:
+                return _err(f"rmmod: ERROR: Module {name} is not currently loaded")
+            self._write_truth(mod)
+        return CommandResult()
+
+    def _cmd_dmesg(self, args: list[str]) -> CommandResult:
+        return CommandResult(self.files.get("/var/log/dmesg-last", b""))
+
+    def _cmd_kill(self, args: list[str]) -> CommandResult:
+        sig, targets, options_done = 15, [], False
+        for a in args:
+            if a == "--":
+                options_done = True
+            elif a.startswith("-") and not options_done:
+                name = a[1:].upper().removeprefix("SIG")
+                sig = {"KILL": 9, "9": 9, "TERM": 15, "15": 15, "INT": 2, "2": 2}.get(name, 0)
+                if not sig:
+                    return _err(f"sh: kill: {a}: invalid signal specification")
+            else:
+                try:
+                    targets.append(abs(int(a)))  # -PID is the process group: same here
+                except ValueError:
+                    return _err(f"sh: kill: {a}: arguments must be process or job IDs")
+        status = 0
+        err = b""
+        for pid in targets:
+            proc = self.loads.get(pid)
+            if proc is None or proc.status is not None:
+                status = 1
+                err += f"sh: kill: ({pid}) - No such process\n".encode()
+                continue
+            self._end(proc, 128 + sig)
+        return CommandResult(b"", err, status)
+
+    def _cmd_setsid(self, args: list[str]) -> CommandResult | tuple[str, object]:
+        if args[:1] == ["-w"]:
+            args = args[1:]
+        if len(args) != 3 or args[:2] != ["sh", "-c"]:
+            return _err("setsid: the twin runs only: setsid sh -c 'echo $$ > PIDFILE; exec timeout ...'")
+        script = args[2]
+        head, sep, rest = script.partition("; exec ")
+        pidfile = None
+        if sep:
+            words = shlex.split(head)
+            if words[:2] != ["echo", "$$"] or len(words) != 4 or words[2] != ">":
+                return _err(f"sh: twin cannot run: {head}", 2)
+            pidfile = words[3]
+        else:
+            rest = script.removeprefix("exec ")
+        argv = shlex.split(rest)
+        deadline = float("inf")
+        if argv[:1] == ["timeout"]:
+            argv = argv[1:]
+            while argv and argv[0].startswith("-"):
+                argv = argv[2:] if argv[0] in ("-s", "--signal", "-k") else argv[1:]
+            deadline = time.monotonic() + float(argv[0].rstrip("s"))
+            argv = argv[1:]
+        if not argv:
+            return _err("timeout: missing operand", 125)
+        if argv[0] not in KNOWN_LOAD_PROGRAMS:
+            return _err(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
+        if argv[0] == "hping3" and len([a for a in argv[1:] if not a.startswith("-")]) == 0:
+            return _err("hping3: missing target host", 1)
+        pid = self._next_pid
+        self._next_pid += 7
+        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline)
+        self.loads[pid] = proc
+        if pidfile:
+            self.files[pidfile] = f"{pid}\n".encode()
+        return ("load", proc)
+
+    def _cmd_ps(self, args: list[str]) -> CommandResult:
+        self._reap()
+        rows = ["  PID CMD"] + [f"{p.pid:>5} {p.cmdline}" for p in self.loads.values() if p.status is None]
+        return CommandResult(("\n".join(rows) + "\n").encode())
+
+    # ---- process and stream plumbing -------------------------------------------------
+    def _end(self, proc: LoadProcess, status: int) -> None:
+        proc.status = status
+        proc.ended.set()
+
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for proc in self.loads.values():
+            if proc.status is None and now >= proc.deadline:
+                self._end(proc, 137)  # timeout -s KILL: the dead man's switch fired
+
+    def _write_truth(self, mod: LoadedModule) -> None:
+        if mod.truth_path is None:
+            return
+        import pandas as pd
+
+        table = mod.session.truth_table()
+        if not table:
+            return
+        mod.truth_path.parent.mkdir(parents=True, exist_ok=True)
+        df = pd.DataFrame(table)
+        df.attrs = {}
+        df.to_parquet(mod.truth_path, index=False)
+
+    def records_between(self, mod: LoadedModule, first: int, last: int) -> bytes:
+        """Encode events first..last inclusive as the module would write them."""
+        loaded = self.loads_running()
+        out = []
+        iface = records.Interface.LPT if mod.interface == "lpt" else records.Interface.PCIE
+        for ci in range(first // CHUNK_EVENTS, last // CHUNK_EVENTS + 1):
+            c = mod.session.chunk(ci, loaded)
+            lo = max(first - c.first, 0)
+            hi = min(last - c.first + 1, CHUNK_EVENTS)
+            if hi <= lo:
+                continue
+            sl = slice(lo, hi)
+            seq = np.arange(c.first + lo, c.first + hi)
+            self.irq_counts[mod.irq] = self.irq_counts.get(mod.irq, 0) + (hi - lo)
+            if mod.fmt == "legacy":
+                out.append(records.encode_legacy(c.sw[sl]))
+                continue
+            clock = mod.session.params.clock_hz
+            flags = records.pack_flags(iface, mod.session.check)
+            width: np.ndarray | int = 0
+            if clock > 0:
+                flags |= records.Flag.HW_WIDTH
+                width = board_width_ns(c.rise[sl], c.fall[sl], clock)
+            out.append(records.encode_v1(seq, c.ts[sl], c.sw[sl], flags, width, mod.dropped))
+        return b"".join(out)
+
+    async def serve_stream(self, mod: LoadedModule, out: Output, drain, closed: asyncio.Event) -> int:
+        """Stream records in real time until the module is unloaded or the reader goes."""
+        next_seq = 0
+        mod.readers += 1
+        try:
+            while not closed.is_set():
+                if self.modules.get(mod.name) is not mod:
+                    return 0  # rmmod: the device is gone, the reader sees EOF
+                ready = mod.session.index_at(self.now_ns() - STREAM_LAG_NS)
+                if ready - next_seq + 1 > mod.bufsize:
+                    # the reader fell behind by more than the ring holds: drop what was
+                    # overwritten, as the module does, and count it
+                    skip = ready - next_seq + 1 - mod.bufsize
+                    mod.dropped += skip
+                    next_seq += skip
+                if ready >= next_seq:
+                    out.write(self.records_between(mod, next_seq, ready))
+                    next_seq = ready + 1
+                    await drain()
+                await asyncio.sleep(0.02)
+            return 0
+        finally:
+            mod.readers -= 1
