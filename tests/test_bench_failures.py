@@ -1,0 +1,67 @@
+"""An unreachable target and a scope that does not answer each end with one
+clear message and a non-zero exit, no traceback, and nothing left on the target."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.conftest import run_station
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_target(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    port = _free_port()  # nothing listens there
+    cfg.write_text(
+        "name: x\nbench:\n"
+        f"  target: {{kind: ssh, host: 127.0.0.1, port: {port}, connect_timeout: 3s}}\n"
+        "  scope: {kind: none}\n"
+        "matrix: {samples: 100}\n"
+    )
+    res = run_station("run", str(cfg), "--out", str(tmp_path / "out"), timeout=60)
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: target: cannot reach root@127.0.0.1:{port}")
+
+
+@pytest.fixture
+def mute_scope():
+    from instruments.sim import SimScopeServer, run_in_thread
+
+    class NoEdges:
+        def now_ns(self) -> int:
+            return 0
+
+        def edges(self, t0, t1):
+            import numpy as np
+
+            return np.empty((0, 2), dtype=np.int64)
+
+    server = SimScopeServer(NoEdges(), host="127.0.0.1", port=0, mute=True)
+    with run_in_thread(server) as running:
+        yield f"TCPIP::127.0.0.1::{running.port}::SOCKET"
+
+
+def test_scope_that_does_not_answer(tmp_path, mute_scope):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "name: x\nbench:\n"
+        "  target: {kind: twin}\n"
+        f"  scope: {{kind: visa, resource: '{mute_scope}', timeout: 2s}}\n"
+        "matrix: {samples: 100}\n"
+    )
+    res = run_station("run", str(cfg), "--out", str(tmp_path / "out"), timeout=60)
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "scope" in errors[0] and mute_scope in errors[0]
+    assert not (tmp_path / "out" / "runs").exists() or not any((tmp_path / "out" / "runs").iterdir())

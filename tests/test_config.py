@@ -1,0 +1,102 @@
+"""The campaign file: units, errors that name file:line and field, the schema."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from station.config import ConfigError, expand_runs, json_schema, load_campaign, parse_campaign
+from station.units import parse_duration, parse_voltage
+from tests.conftest import REPO, run_station
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("100us", 100e-6), ("100 µs", 100e-6), ("14min", 840.0), ("2.5 s", 2.5), ("500ns", 5e-7), (0.25, 0.25)],
+)
+def test_durations_as_people_write_them(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(("text", "volts"), [("2.5V", 2.5), ("500 mV", 0.5), ("1.5v", 1.5), (3, 3.0)])
+def test_voltages(text, volts):
+    assert parse_voltage(text) == pytest.approx(volts)
+
+
+def test_unknown_unit_is_an_error_that_lists_units():
+    with pytest.raises(ValueError, match="unknown unit 'parsecs'.*us"):
+        parse_duration("3 parsecs")
+
+
+def test_errors_name_file_line_and_field(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: x\n"
+        "matrix:\n"
+        "  interfaces: [lpt]\n"
+        "  period: 100 furlongs\n"
+        "  samples: 10\n"
+        "bench:\n"
+        "  scope:\n"
+        "    volts_per_dvi: 1V\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_campaign(path)
+    text = str(info.value)
+    assert f"{path}:4: matrix.period: unknown unit 'furlongs'" in text
+    assert f"{path}:8: bench.scope.volts_per_dvi: unknown key" in text
+
+
+def test_a_run_needs_a_stop_condition():
+    with pytest.raises(ConfigError, match=r"<string>:2: matrix: give samples or duration"):
+        parse_campaign("name: x\nmatrix:\n  period: 1ms\n")
+
+
+def test_loads_named_in_the_matrix_must_exist():
+    with pytest.raises(ConfigError, match="matrix.loads names 'heavy'"):
+        parse_campaign("name: x\nmatrix: {samples: 10, loads: [heavy]}\n")
+
+
+def test_yaml_syntax_error_has_a_line():
+    with pytest.raises(ConfigError, match=r"<string>:4: not valid YAML: mapping values"):
+        parse_campaign("name: x\nmatrix:\n  samples: 10\n   period: 1ms\n")
+
+
+def test_matrix_expands_interface_variant_load_repetition():
+    c = parse_campaign(
+        "name: x\nmatrix: {samples: 10, repetitions: 2, loads: [none, io]}\nloads: {none: [], io: []}\n"
+    )
+    ids = [r.id for r in expand_runs(c)]
+    assert len(ids) == 2 * 2 * 2 * 2 and len(set(ids)) == len(ids)
+    assert ids[0] == "lpt-inb-none-r0" and ids[-1] == "pcie-no-inb-io-r1"
+
+
+def test_every_shipped_config_validates():
+    for path in sorted((REPO / "configs").glob("*.yaml")):
+        load_campaign(path)
+
+
+def test_schema_is_json_schema_with_units_as_strings():
+    schema = json.loads(json_schema())
+    assert schema["title"] == "Campaign"
+    assert "matrix" in schema["required"]
+
+
+def test_cli_validate_bad_config_one_message_no_traceback(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("name: x\nmatrix:\n  samples: -5\n")
+    res = run_station("validate", str(bad))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr + res.stdout
+    assert f"{bad}:3: matrix.samples" in res.stderr
+
+
+def test_cli_run_bad_config_fails_cleanly(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("name: x\nmatrix: {samples: 10}\nbench: {target: {kind: telnet}}\n")
+    res = run_station("run", str(bad), "--out", str(tmp_path / "out"))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert "bench.target.kind" in res.stderr and ":3:" in res.stderr
+    assert not (tmp_path / "out").exists()
