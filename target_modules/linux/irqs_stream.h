@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Record ring, character device and helpers shared by the
+ * mainline latency modules (lpt_latency, pcie_latency).
+ *
+ * The producer runs in hard IRQ context (also on PREEMPT_RT, where the
+ * handler is IRQF_NO_THREAD unless threaded=1) and the periodic timer in hard
+ * hrtimer context (HRTIMER_MODE_*_HARD), so nothing there may sleep: the ring
+ * is lock-free and readers are woken through an irq_work, because wake_up()
+ * takes a sleeping lock on PREEMPT_RT.
+ */
+#ifndef IRQS_STREAM_H
+#define IRQS_STREAM_H
+
+#include <linux/atomic.h>
+#include <linux/cpumask.h>
+#include <linux/hrtimer.h>
+#include <linux/irq_work.h>
+#include <linux/miscdevice.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+
+#include "../include/irqs_record.h"
+
+/* Accepted parameter ranges, shared so that all modules refuse alike. */
+#define IRQS_PERIOD_US_MIN	10U
+#define IRQS_PERIOD_US_MAX	1000000U
+#define IRQS_BUFSIZE_MIN	16U
+#define IRQS_BUFSIZE_MAX	(4U << 20)
+
+/*
+ * An event still unanswered after this long (and at least
+ * IRQS_ABANDON_PERIODS periods) is given up: its sequence number is spent
+ * without a record, so the station counts it as a lost sample.
+ */
+#define IRQS_ABANDON_NS		(100 * NSEC_PER_MSEC)
+#define IRQS_ABANDON_PERIODS	10
+
+struct irqs_stream {
+	struct irqs_record_v1 *ring;	/* size records, size a power of two */
+	u32 size;
+	u32 head;			/* free-running, written by producer */
+	u32 tail;			/* free-running, written by consumer */
+	atomic64_t seq;			/* next sequence number (timer + IRQ) */
+	unsigned int dropped;		/* records lost on a full ring */
+	unsigned int missed;		/* events abandoned without an IRQ */
+	bool legacy;			/* read() yields bare int64 latencies */
+	struct irq_work wake_work;
+	wait_queue_head_t readq;
+	struct mutex read_mutex;	/* serialises read() and the bounce */
+	void *bounce;
+	atomic_t opened;		/* one reader: reads consume records */
+	struct miscdevice misc;
+};
+
+/*
+ * State of the one outstanding event, shared by the periodic timer (which
+ * starts events) and the IRQ handler (which ends them). `pending` is claimed
+ * with atomic_xchg/cmpxchg so that exactly one side finishes an event even
+ * when the timer and the handler run on different CPUs.
+ */
+struct irqs_event {
+	atomic_t pending;
+	u64 t_write_ns;			/* published before pending is set */
+	bool overrun;			/* timer fired while this event pended */
+};
+
+int irqs_stream_init(struct irqs_stream *s, const char *name, u32 size,
+		     bool legacy);
+int irqs_stream_register(struct irqs_stream *s);
+void irqs_stream_deregister(struct irqs_stream *s);
+void irqs_stream_destroy(struct irqs_stream *s);
+void irqs_stream_push(struct irqs_stream *s, u16 flags, u64 t_write_ns,
+		      s64 latency_ns, u32 hw_width_ns);
+void irqs_stream_skip(struct irqs_stream *s);
+
+int irqs_check_params(unsigned int period_us, int cpu, const char *format,
+		      unsigned int bufsize, bool *legacy);
+int irqs_timer_start(struct hrtimer *timer, int cpu, u64 period_ns);
+bool irqs_event_stale(struct irqs_event *ev, u64 now, u64 period_ns);
+bool irqs_irq_pin(unsigned int irq, int cpu, struct cpumask *saved);
+void irqs_irq_unpin(unsigned int irq, const struct cpumask *saved);
+
+/* Read-only counters exposed as /sys/module/<name>/parameters/<counter>. */
+extern const struct kernel_param_ops irqs_counter_ops;
+
+#endif /* IRQS_STREAM_H */

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pcie_latency.ko: IRQ latency of the DE4 PCIe IRQ echoer,
+ * mainline Linux and PREEMPT_RT.
+ *
+ * Every period_us a pinned hard hrtimer takes a timestamp and writes an
+ * event tag to SEND; the board raises its IRQ (MSI where available) and
+ * irqflagtap, the pin a scope watches. The handler takes a timestamp first
+ * thing, then clears the IRQ by reading RECV, which also returns the tag so
+ * that one read both checks and clears (check=0). With check=1 it first
+ * reads STATUS, the PCIe analogue of the LPT "inb" check. Boards whose
+ * VERSION says they have timestamps report the pulse width they measured,
+ * in board clock cycles, in WIDTH; it goes into the record as hw_width_ns.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/atomic.h>
+#include <linux/cpumask.h>
+#include <linux/hrtimer.h>
+#include <linux/init.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/kernel.h>
+#include <linux/ktime.h>
+#include <linux/math64.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/pci.h>
+
+#include "../include/echoer_regs.h"
+#include "irqs_stream.h"
+
+#define DRV_NAME		"pcie_latency"
+#define ECHOER_VENDOR		0x1172	/* Altera */
+#define ECHOER_DEVICE		0x0de4
+
+static unsigned int period_us = 100;
+module_param(period_us, uint, 0444);
+MODULE_PARM_DESC(period_us, "Period of the writes in microseconds, 10..1000000 (default 100)");
+
+static bool check = true;
+module_param(check, bool, 0444);
+MODULE_PARM_DESC(check, "Read STATUS in the handler to check the IRQ is ours before the clearing RECV read (the \"inb\" variant; default 1)");
+
+static int cpu = -1;
+module_param(cpu, int, 0444);
+MODULE_PARM_DESC(cpu, "CPU for the periodic timer and the IRQ, -1 = no pinning (default -1)");
+
+static char *format = "v1";
+module_param(format, charp, 0444);
+MODULE_PARM_DESC(format, "Record format: v1 (struct irqs_record_v1) or legacy (int64 ns per event)");
+
+static unsigned int bufsize = 65536;
+module_param(bufsize, uint, 0444);
+MODULE_PARM_DESC(bufsize, "Ring buffer size in records, a power of two in 16..4194304 (default 65536)");
+
+static bool threaded;
+module_param(threaded, bool, 0444);
+MODULE_PARM_DESC(threaded, "Handle the IRQ in an IRQ thread instead of hard IRQ context (default 0)");
+
+static struct irqs_stream stream;
+module_param_cb(dropped, &irqs_counter_ops, &stream.dropped, 0444);
+MODULE_PARM_DESC(dropped, "Read-only: records dropped because the ring was full");
+module_param_cb(missed, &irqs_counter_ops, &stream.missed, 0444);
+MODULE_PARM_DESC(missed, "Read-only: writes abandoned because no IRQ came");
+
+struct echoer {
+	struct pci_dev *pdev;
+	void __iomem *regs;
+	unsigned int irq;
+	u32 version;
+	u32 clock_hz;		/* 0: no board-side timestamps */
+	bool has_status;	/* STATUS exists (not a seed-era design) */
+	u32 tag;		/* value of the last SEND, published via ev */
+	struct irqs_event ev;
+	struct hrtimer timer;
+	bool irq_pinned;
+	struct cpumask saved_affinity;
+};
+
+static struct echoer echoer;	/* one board per module instance */
+static u64 period_ns;
+static u16 rec_flags;
+
+static void echoer_push(struct echoer *e, u16 flags, u64 now, u32 width)
+{
+	u64 t_write = READ_ONCE(e->ev.t_write_ns);
+
+	irqs_stream_push(&stream, flags, t_write, now - t_write, width);
+}
+
+/* Hard IRQ context (or the IRQ thread with threaded=1). */
+static irqreturn_t echoer_handler(int irqn, void *dev_id)
+{
+	struct echoer *e = dev_id;
+	u64 now = ktime_get_ns();	/* first: end of t_SW */
+	u16 flags = rec_flags;
+	u32 width = 0;
+	u32 status, value, cycles;
+
+	if (check) {
+		status = ioread32(e->regs + ECHOER_REG_STATUS);
+		/*
+		 * A seed-era board has no STATUS (the read returns
+		 * ECHOER_OTHER_VALUE): it is still made, for its bus time,
+		 * and RECV's value decides.
+		 */
+		if (e->has_status && !(status & ECHOER_STATUS_IRQ)) {
+			echoer_push(e, flags | IRQS_F_NOT_OURS, now, 0);
+			return IRQ_NONE;	/* a device sharing INTx */
+		}
+	}
+
+	value = ioread32(e->regs + ECHOER_REG_RECV);	/* clears, ends pulse */
+
+	/* Book-keeping after the clear: it does not lengthen the pulse. */
+	if (value != READ_ONCE(e->tag) || !atomic_xchg(&e->ev.pending, 0)) {
+		echoer_push(e, flags | IRQS_F_NOT_OURS, now, 0);
+		return IRQ_NONE;
+	}
+	if (READ_ONCE(e->ev.overrun))
+		flags |= IRQS_F_OVERRUN;
+	if (e->clock_hz) {
+		cycles = ioread32(e->regs + ECHOER_REG_WIDTH);
+		width = min_t(u64, U32_MAX,
+			      div_u64((u64)cycles * NSEC_PER_SEC, e->clock_hz));
+		flags |= IRQS_F_HW_WIDTH;
+	}
+	echoer_push(e, flags, now, width);
+	return IRQ_HANDLED;
+}
+
+/* Hard hrtimer context, pinned to @cpu when cpu >= 0. */
+static enum hrtimer_restart echoer_tick(struct hrtimer *t)
+{
+	struct echoer *e = container_of(t, struct echoer, timer);
+	u32 tag;
+
+	hrtimer_forward_now(t, ns_to_ktime(period_ns));
+
+	if (atomic_read(&e->ev.pending)) {
+		/* A SEND while pending would not raise a new edge. */
+		WRITE_ONCE(e->ev.overrun, true);
+		if (!irqs_event_stale(&e->ev, ktime_get_ns(), period_ns))
+			return HRTIMER_RESTART;
+		if (atomic_cmpxchg(&e->ev.pending, 1, 0) != 1)
+			return HRTIMER_RESTART;	/* the handler took it */
+		ioread32(e->regs + ECHOER_REG_RECV);
+		irqs_stream_skip(&stream);
+	}
+
+	tag = e->tag + 1;
+	WRITE_ONCE(e->tag, tag);
+	WRITE_ONCE(e->ev.overrun, false);
+	WRITE_ONCE(e->ev.t_write_ns, ktime_get_ns());
+	/* Publishes tag and t_write_ns to the handler on any CPU. */
+	atomic_set_release(&e->ev.pending, 1);
+	iowrite32(tag, e->regs + ECHOER_REG_SEND);
+	return HRTIMER_RESTART;
+}
+
+static void echoer_identify(struct echoer *e)
+{
+	struct device *dev = &e->pdev->dev;
+
+	e->version = ioread32(e->regs + ECHOER_REG_VERSION);
+	e->has_status = e->version != ECHOER_OTHER_VALUE;
+	e->clock_hz = 0;
+	if (!e->has_status) {
+		dev_info(dev, "seed-era echoer (no VERSION register): no STATUS, no board timestamps\n");
+		return;
+	}
+	if (ECHOER_VERSION_MAJOR(e->version) >= ECHOER_VERSION_MAJOR_TIMESTAMPS) {
+		e->clock_hz = ioread32(e->regs + ECHOER_REG_CLOCK_HZ);
+		if (!e->clock_hz || e->clock_hz == ECHOER_OTHER_VALUE) {
+			dev_warn(dev, "CLOCK_HZ reads %u: board widths disabled\n",
+				 e->clock_hz);
+			e->clock_hz = 0;
+		}
+	}
+	dev_info(dev, "echoer version %u.%u, board clock %u Hz\n",
+		 ECHOER_VERSION_MAJOR(e->version),
+		 ECHOER_VERSION_MINOR(e->version), e->clock_hz);
+}
+
+static int echoer_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct echoer *e = &echoer;
+	unsigned long irqflags;
+	int ret;
+
+	if (e->pdev) {
+		dev_err(&pdev->dev, "%s drives one echoer; %s already has it\n",
+			DRV_NAME, pci_name(e->pdev));
+		return -EBUSY;
+	}
+	e->pdev = pdev;
+
+	ret = pci_enable_device(pdev);
+	if (ret) {
+		dev_err(&pdev->dev, "cannot enable device (%d)\n", ret);
+		goto err_claim;
+	}
+	ret = pci_request_regions(pdev, DRV_NAME);
+	if (ret) {
+		dev_err(&pdev->dev, "BARs busy (%d)\n", ret);
+		goto err_disable;
+	}
+	if (pci_resource_len(pdev, ECHOER_BAR) < ECHOER_REG_SPAN) {
+		dev_err(&pdev->dev, "BAR%d is %llu bytes, the echoer needs %u\n",
+			ECHOER_BAR,
+			(unsigned long long)pci_resource_len(pdev, ECHOER_BAR),
+			ECHOER_REG_SPAN);
+		ret = -ENODEV;
+		goto err_regions;
+	}
+	e->regs = pci_iomap(pdev, ECHOER_BAR, ECHOER_REG_SPAN);
+	if (!e->regs) {
+		ret = -ENOMEM;
+		goto err_regions;
+	}
+	pci_set_master(pdev);	/* MSI is a memory write by the device */
+
+	if (ioread32(e->regs + ECHOER_REG_VERSION) == U32_MAX) {
+		dev_err(&pdev->dev, "BAR%d reads all ones: board not responding\n",
+			ECHOER_BAR);
+		ret = -EIO;
+		goto err_master;
+	}
+	echoer_identify(e);
+
+	ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_MSI | PCI_IRQ_LEGACY);
+	if (ret < 0) {
+		dev_err(&pdev->dev, "no IRQ vector (%d)\n", ret);
+		goto err_master;
+	}
+	e->irq = pci_irq_vector(pdev, 0);
+	/* Clear an IRQ left pending by an earlier run. */
+	ioread32(e->regs + ECHOER_REG_RECV);
+
+	atomic_set(&e->ev.pending, 0);
+	irqflags = pdev->msi_enabled ? 0 : IRQF_SHARED;
+	if (threaded)
+		ret = request_threaded_irq(e->irq, NULL, echoer_handler,
+					   irqflags | IRQF_ONESHOT, DRV_NAME, e);
+	else
+		ret = request_irq(e->irq, echoer_handler,
+				  irqflags | IRQF_NO_THREAD, DRV_NAME, e);
+	if (ret) {
+		dev_err(&pdev->dev, "cannot get IRQ %u (%d)\n", e->irq, ret);
+		goto err_vectors;
+	}
+	e->irq_pinned = irqs_irq_pin(e->irq, cpu, &e->saved_affinity);
+
+	hrtimer_init(&e->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_HARD);
+	e->timer.function = echoer_tick;
+	ret = irqs_timer_start(&e->timer, cpu, period_ns);
+	if (ret) {
+		dev_err(&pdev->dev, "cannot start the timer on CPU %d (%d)\n",
+			cpu, ret);
+		goto err_irq;
+	}
+
+	pci_set_drvdata(pdev, e);
+	dev_info(&pdev->dev, "irq %u (%s) period %u us check=%d cpu=%d format=%s%s\n",
+		 e->irq, pdev->msi_enabled ? "MSI" : "INTx", period_us, check,
+		 cpu, format, threaded ? " threaded" : "");
+	return 0;
+
+err_irq:
+	if (e->irq_pinned)
+		irqs_irq_unpin(e->irq, &e->saved_affinity);
+	free_irq(e->irq, e);
+err_vectors:
+	pci_free_irq_vectors(pdev);
+err_master:
+	pci_clear_master(pdev);
+	pci_iounmap(pdev, e->regs);
+err_regions:
+	pci_release_regions(pdev);
+err_disable:
+	pci_disable_device(pdev);
+err_claim:
+	e->pdev = NULL;
+	return ret;
+}
+
+static void echoer_remove(struct pci_dev *pdev)
+{
+	struct echoer *e = pci_get_drvdata(pdev);
+
+	hrtimer_cancel(&e->timer);
+	if (e->irq_pinned)
+		irqs_irq_unpin(e->irq, &e->saved_affinity);
+	free_irq(e->irq, e);
+	ioread32(e->regs + ECHOER_REG_RECV);	/* leave irqflagtap low */
+	pci_free_irq_vectors(pdev);
+	pci_clear_master(pdev);
+	pci_iounmap(pdev, e->regs);
+	pci_release_regions(pdev);
+	pci_disable_device(pdev);
+	e->pdev = NULL;
+}
+
+static const struct pci_device_id echoer_ids[] = {
+	{ PCI_DEVICE(ECHOER_VENDOR, ECHOER_DEVICE) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, echoer_ids);
+
+static struct pci_driver echoer_driver = {
+	.name = DRV_NAME,
+	.id_table = echoer_ids,
+	.probe = echoer_probe,
+	.remove = echoer_remove,
+};
+
+static int __init pcie_latency_init(void)
+{
+	bool legacy;
+	int ret;
+
+	ret = irqs_check_params(period_us, cpu, format, bufsize, &legacy);
+	if (ret)
+		return ret;
+	period_ns = (u64)period_us * NSEC_PER_USEC;
+	rec_flags = (IRQS_IFACE_PCIE << IRQS_F_IFACE_SHIFT) |
+		    (check ? IRQS_F_CHECK : 0);
+
+	ret = irqs_stream_init(&stream, DRV_NAME, bufsize, legacy);
+	if (ret)
+		return ret;
+	ret = irqs_stream_register(&stream);
+	if (ret) {
+		pr_err("cannot register /dev/%s (%d)\n", DRV_NAME, ret);
+		goto err_stream;
+	}
+	ret = pci_register_driver(&echoer_driver);
+	if (ret)
+		goto err_misc;
+	/* Probing is synchronous: no board bound now means none is there. */
+	if (!echoer.pdev) {
+		pr_err("no DE4 echoer (PCI %04x:%04x) found or bound\n",
+		       ECHOER_VENDOR, ECHOER_DEVICE);
+		ret = -ENODEV;
+		goto err_driver;
+	}
+	return 0;
+
+err_driver:
+	pci_unregister_driver(&echoer_driver);
+err_misc:
+	irqs_stream_deregister(&stream);
+err_stream:
+	irqs_stream_destroy(&stream);
+	return ret;
+}
+
+static void __exit pcie_latency_exit(void)
+{
+	pci_unregister_driver(&echoer_driver);
+	irqs_stream_deregister(&stream);
+	irqs_stream_destroy(&stream);
+	pr_info("unloaded: %llu events, %u dropped, %u missed\n",
+		(unsigned long long)atomic64_read(&stream.seq), stream.dropped,
+		stream.missed);
+}
+
+module_init(pcie_latency_init);
+module_exit(pcie_latency_exit);
+
+MODULE_DESCRIPTION("PCIe (DE4 IRQ echoer) IRQ latency with a sequence-numbered record stream");
+MODULE_AUTHOR("irq-station contributors");
+MODULE_LICENSE("GPL");
