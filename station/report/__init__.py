@@ -1,0 +1,47 @@
+"""Rendering of an analysed campaign: HTML, Markdown, JSON, CSV and SVG figures.
+
+The analysis produces the report dictionary (schema: docs/report-schema.md);
+this package only renders it, plus figures drawn from the raw samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from station.report.export import write_csv, write_json
+from station.report.figures import build_figures
+from station.report.html import render_html
+from station.report.markdown import render_markdown
+from station.report.samples import RunSamples
+
+__all__ = ["RunSamples", "write_reports"]
+
+
+def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
+                  out_dir: Path) -> dict[str, Path]:
+    """Write report.html, report.md, report.json, stats.csv and figures/*.svg into out_dir.
+
+    ``samples`` maps run ids to their raw arrays; a run without an entry just
+    has no figure. Returns every written file keyed by its path relative to
+    out_dir (``"report.html"``, ``"figures/sw-hist-inb.svg"`` …).
+    """
+    out_dir = Path(out_dir)
+    figure_dir = out_dir / "figures"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    figures = build_figures(report, samples)
+    paths: dict[str, Path] = {}
+    for fig in figures:
+        rel = f"figures/{fig.name}.svg"
+        (out_dir / rel).write_text(fig.svg, encoding="utf-8")
+        paths[rel] = out_dir / rel
+    paths["report.json"] = write_json(report, out_dir / "report.json")
+    paths["stats.csv"] = write_csv(report, out_dir / "stats.csv")
+    md = out_dir / "report.md"
+    md.write_text(render_markdown(report, figures), encoding="utf-8")
+    paths["report.md"] = md
+    html = out_dir / "report.html"
+    html.write_text(render_html(report, figures), encoding="utf-8")
+    paths["report.html"] = html
+    return paths

@@ -1,0 +1,84 @@
+"""How numbers are shown to people: ns → µs text and percentile trustworthiness.
+
+JSON and CSV keep raw nanoseconds; only HTML and Markdown go through here, so
+both documents print the same digits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: A percentile q of n samples is shown unmarked only if at least this many
+#: samples are expected above it, n·(1 − q) ≥ MIN_TAIL_SAMPLES. Below that the
+#: estimate is essentially one of the few largest samples (p99.999 of 100 000
+#: samples *is* the maximum), so it is printed in italics with a dagger.
+MIN_TAIL_SAMPLES = 10
+
+MISSING = "—"
+
+INTERFACE_LABEL = {"lpt": "LPT", "pcie": "PCIe"}
+
+WEAK_PERCENTILE_NOTE = (
+    f"† in italics: fewer than {MIN_TAIL_SAMPLES} samples are expected above this percentile "
+    f"(count × (1 − q) < {MIN_TAIL_SAMPLES}), so it is little more than one of the largest "
+    "samples; read it as a lower bound of the true tail."
+)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def us(value_ns: Any, decimals: int = 3) -> str:
+    """Nanoseconds as microseconds with ns resolution (3 decimals); '—' when absent."""
+    if not is_number(value_ns):
+        return MISSING
+    text = f"{float(value_ns) / 1000.0:.{decimals}f}"
+    # A tiny negative shift rounds to "-0.000"; the sign would claim a direction.
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
+
+
+def us_interval(ci_ns: Any) -> str:
+    """A [lo, hi] interval in ns as 'lo – hi' µs."""
+    if not isinstance(ci_ns, list | tuple) or len(ci_ns) != 2:
+        return MISSING
+    return f"{us(ci_ns[0])} – {us(ci_ns[1])}"
+
+
+def percentile_q(key: str) -> float | None:
+    """'p99.99' → 0.9999; None for a key that is not a percentile."""
+    if not key.startswith("p"):
+        return None
+    try:
+        q = float(key[1:]) / 100.0
+    except ValueError:
+        return None
+    return q if 0.0 <= q <= 1.0 else None
+
+
+def percentile_keys(stats_list: Iterable[Mapping[str, Any] | None]) -> list[str]:
+    """Union of percentile keys over several STATS dicts, ordered by q."""
+    keys: set[str] = set()
+    for stats in stats_list:
+        if stats:
+            found = stats.get("percentiles_ns") or {}
+            keys.update(k for k in found if percentile_q(k) is not None)
+    return sorted(keys, key=lambda k: percentile_q(k) or 0.0)
+
+
+def percentile_is_reliable(key: str, count: Any) -> bool:
+    q = percentile_q(key)
+    if q is None or not is_number(count):
+        return False
+    # round: 100 000 × (1 − 0.9999) is 9.99999999999989 in binary floating point
+    return round(count * (1.0 - q), 6) >= MIN_TAIL_SAMPLES
+
+
+def count_text(value: Any) -> str:
+    return f"{int(value):,}".replace(",", " ") if is_number(value) else MISSING
+
+
+def interface_label(interface: str) -> str:
+    return INTERFACE_LABEL.get(interface, interface.upper())

@@ -1,0 +1,88 @@
+"""Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from station.report.display import percentile_is_reliable, percentile_keys
+
+#: Leading columns of stats.csv; percentile columns (p50_ns …) and
+#: ``unreliable_percentiles`` follow. Documented in docs/report-schema.md.
+CSV_RUN_COLUMNS = ["run_id", "interface", "variant", "load", "repetition", "status", "source",
+                   "count", "min_ns", "mean_ns", "std_ns", "max_ns"]
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON types from numpy scalars/arrays, tuples, paths.
+
+    Non-finite floats become null: NaN and Infinity are not JSON, and strict
+    parsers (browsers' JSON.parse, jq) reject them.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.bool_ | bool):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> Path:
+    text = json.dumps(to_jsonable(report), indent=2, sort_keys=True, ensure_ascii=False,
+                      allow_nan=False)
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def stats_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Header and one row per run per source (sw, hw) that has statistics."""
+    runs = report.get("runs") or []
+    pkeys = percentile_keys(r.get(src) for r in runs for src in ("sw", "hw"))
+    header = [*CSV_RUN_COLUMNS, *(f"{k}_ns" for k in pkeys), "unreliable_percentiles"]
+    rows = []
+    for r in runs:
+        for source in ("sw", "hw"):
+            stats = r.get(source)
+            if not stats:
+                continue
+            percentiles = stats.get("percentiles_ns") or {}
+            row: dict[str, Any] = {
+                "run_id": r.get("id"), "interface": r.get("interface"),
+                "variant": r.get("variant"), "load": r.get("load"),
+                "repetition": r.get("repetition"), "status": r.get("status"), "source": source,
+                "count": stats.get("count"), "min_ns": stats.get("min_ns"),
+                "mean_ns": stats.get("mean_ns"), "std_ns": stats.get("std_ns"),
+                "max_ns": stats.get("max_ns"),
+            }
+            for k in pkeys:
+                row[f"{k}_ns"] = percentiles.get(k)
+            row["unreliable_percentiles"] = ";".join(
+                k for k in pkeys
+                if k in percentiles and not percentile_is_reliable(k, stats.get("count")))
+            rows.append({k: to_jsonable(v) for k, v in row.items()})
+    return header, rows
+
+
+def write_csv(report: Mapping[str, Any], path: Path) -> Path:
+    header, rows = stats_rows(report)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            # Empty cell for a missing value, repr-exact floats otherwise.
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return path

@@ -1,0 +1,316 @@
+"""The report's figures: latency histograms and tail (CCDF) plots, as SVG text.
+
+Every figure bins with one fixed width in ns shared by all its series (100 ns
+unless the span would need too many bins), so shapes are comparable, and draws
+steps rather than points, so an SVG stays a few tens of kB whatever the sample
+count.
+
+matplotlib is used through ``Figure`` objects, not pyplot: no GUI backend is
+selected, nothing global is registered, and the caller's own backend (a
+notebook's, say) is left alone. Text stays text in the SVG (``svg.fonttype:
+none``), which keeps files small and lets the numbers be found in the page.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.figure import Figure
+
+from station.report.display import interface_label
+from station.report.samples import RunSamples
+
+BIN_NS = 100
+#: Above this many bins the width steps up 100 → 200 → 500 → 1000 ns …
+MAX_BINS = 4000
+FIGSIZE_IN = (7.2, 3.6)
+
+INTERFACE_COLOR = {"lpt": "#1f77b4", "pcie": "#d95f02"}
+VARIANT_COLOR = {"inb": "#c0392b", "no-inb": "#1b9e77"}
+SW_COLOR, HW_COLOR = "#1f77b4", "#d95f02"
+FALLBACK_COLORS = ("#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+VARIANT_ORDER = ("inb", "no-inb")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One distribution in a figure."""
+
+    label: str
+    values_ns: np.ndarray
+    color: str
+    linestyle: str = "-"
+
+
+@dataclass(frozen=True)
+class RenderedFigure:
+    """A finished figure: ``name`` is the file stem under figures/."""
+
+    name: str
+    kind: str  # "overview" | "tail" | "scope" | "run"
+    title: str
+    caption: str
+    svg: str
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
+
+
+def bin_width_ns(lo_ns: float, hi_ns: float) -> int:
+    """BIN_NS, or the next 1-2-5 step that keeps the span under MAX_BINS bins."""
+    span = max(hi_ns - lo_ns, 1.0)
+    width = BIN_NS
+    steps = (2, 2.5, 2)  # 100 → 200 → 500 → 1000 → 2000 …
+    i = 0
+    while span / width > MAX_BINS:
+        width = int(width * steps[i % 3])
+        i += 1
+    return width
+
+
+def bin_edges(series: Sequence[Series]) -> np.ndarray:
+    """Edges aligned to multiples of the width, covering every series."""
+    lo = min(float(np.min(s.values_ns)) for s in series)
+    hi = max(float(np.max(s.values_ns)) for s in series)
+    width = bin_width_ns(lo, hi)
+    first = np.floor(lo / width) * width
+    last = (np.floor(hi / width) + 1) * width
+    return np.arange(first, last + width / 2, width, dtype=np.float64)
+
+
+def _steps(edges: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step outline of per-bin values, with runs of equal values merged.
+
+    Merging keeps an empty stretch between the body and a far outlier at two
+    vertices instead of one per bin.
+    """
+    starts = np.r_[0, np.flatnonzero(np.diff(values)) + 1]
+    xs = np.repeat(np.r_[edges[starts], edges[-1]], 2)[1:-1]
+    ys = np.repeat(values[starts], 2)
+    return xs, ys
+
+
+def _new_axes(title: str) -> tuple[Figure, Any]:
+    fig = Figure(figsize=FIGSIZE_IN, layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    return fig, ax
+
+
+def _to_svg(fig: Figure, name: str) -> str:
+    buf = io.StringIO()
+    # A per-figure salt gives every figure its own clip-path/marker ids, so many
+    # SVGs can be inlined in one HTML page without their ids colliding; a fixed
+    # salt and no date make the output reproducible.
+    with mpl.rc_context({"svg.hashsalt": f"irq-station-{name}", "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def histogram_svg(series: Sequence[Series], title: str, name: str,
+                  minmax_lines: bool = True) -> str:
+    """Counts per fixed-width bin on a log axis, one step line per series.
+
+    Dashed vertical lines mark each series' min and max, as in the seed's
+    figure; with a log axis a single occurrence is otherwise easy to miss.
+    """
+    series = [s for s in series if s.values_ns.size]
+    fig, ax = _new_axes(title)
+    if not series:
+        ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
+        return _to_svg(fig, name)
+    edges = bin_edges(series)
+    width = edges[1] - edges[0]
+    # Zero counts are drawn at 0.5, just below the axis, so the line drops out
+    # of view between populated bins instead of breaking the log scale.
+    floor = 0.5
+    top = 1.0
+    for s in series:
+        counts, _ = np.histogram(s.values_ns, bins=edges)
+        top = max(top, float(counts.max()))
+        xs, ys = _steps(edges, np.where(counts > 0, counts, floor).astype(np.float64))
+        xs = np.r_[xs[0], xs, xs[-1]] / 1000.0
+        ys = np.r_[floor, ys, floor]
+        lo_us, hi_us = float(np.min(s.values_ns)) / 1000, float(np.max(s.values_ns)) / 1000
+        ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
+                label=f"{s.label}  (n={s.values_ns.size:,}, min {lo_us:.3f}, max {hi_us:.3f} µs)")
+        if minmax_lines:
+            for x in (lo_us, hi_us):
+                ax.axvline(x, color=s.color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9)
+    ax.set_yscale("log")
+    ax.set_ylim(0.7, top * 2.5)
+    pad = 0.02 * (edges[-1] - edges[0]) / 1000  # keeps the dashed max line off the frame
+    ax.set_xlim(edges[0] / 1000 - pad, edges[-1] / 1000 + pad)
+    ax.set_xlabel("latency (µs)")
+    ax.set_ylabel(f"count per {width:g} ns bin")
+    ax.legend(fontsize=8, loc="upper right", framealpha=0.85, edgecolor="none")
+    return _to_svg(fig, name)
+
+
+def ccdf_svg(series: Sequence[Series], title: str, name: str) -> str:
+    """Exceedance probability P(latency ≥ x) on a log axis, binned at the histogram width.
+
+    The curve ends at 1/n at the largest sample: the tail is visible down to
+    the resolution the sample count allows, and no further.
+    """
+    series = [s for s in series if s.values_ns.size]
+    fig, ax = _new_axes(title)
+    if not series:
+        ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
+        return _to_svg(fig, name)
+    edges = bin_edges(series)
+    width = edges[1] - edges[0]
+    smallest = 1.0
+    for s in series:
+        counts, _ = np.histogram(s.values_ns, bins=edges)
+        n = counts.sum()
+        # Fraction of samples in this bin or above: P(X ≥ left edge).
+        exceed = (n - np.r_[0, np.cumsum(counts)[:-1]]) / n
+        last = int(np.flatnonzero(counts)[-1])
+        xs, ys = _steps(edges[: last + 2], exceed[: last + 1])
+        smallest = min(smallest, 1.0 / n)
+        ax.plot(xs / 1000.0, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
+                label=f"{s.label}  (n={n:,})")
+    ax.set_yscale("log")
+    ax.set_ylim(smallest / 3, 1.5)
+    ax.set_xlabel(f"latency x (µs), {width:g} ns resolution")
+    ax.set_ylabel("P(latency ≥ x)")
+    ax.legend(fontsize=8, loc="upper right", framealpha=0.85, edgecolor="none")
+    return _to_svg(fig, name)
+
+
+# --- choosing what to draw from a report -------------------------------------------------------
+
+
+def _ordered(values: Sequence[str], preferred: Sequence[str] = ()) -> list[str]:
+    seen = list(dict.fromkeys(values))
+    return [v for v in preferred if v in seen] + [v for v in seen if v not in preferred]
+
+
+def _color(mapping: Mapping[str, str], key: str, order: Sequence[str]) -> str:
+    if key in mapping:
+        return mapping[key]
+    return FALLBACK_COLORS[order.index(key) % len(FALLBACK_COLORS)]
+
+
+def _pool(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0)
+
+
+def build_figures(report: Mapping[str, Any],
+                  samples: Mapping[str, RunSamples]) -> list[RenderedFigure]:
+    """Every figure the report's runs and samples allow, in reading order.
+
+    Repetitions of the same interface × variant × load are pooled; loads are
+    never pooled together (a loaded and an idle system are different
+    distributions). Runs without samples are skipped, never an error.
+    """
+    runs = [r for r in report.get("runs") or [] if r.get("id") in samples
+            and samples[r["id"]].sw_ns.size]
+    if not runs:
+        return []
+    def key(r: Mapping[str, Any]) -> tuple[str, str, str]:
+        return (str(r.get("interface", "unknown")), str(r.get("variant", "unknown")),
+                str(r.get("load", "none")))
+
+    interfaces = _ordered([key(r)[0] for r in runs], ("lpt", "pcie"))
+    variants = _ordered([key(r)[1] for r in runs], VARIANT_ORDER)
+    loads = _ordered([key(r)[2] for r in runs])
+    one_load = len(loads) == 1
+
+    def group(interface: str, variant: str, load: str, source: str) -> np.ndarray:
+        arrays = []
+        for r in runs:
+            if key(r) == (interface, variant, load):
+                values = getattr(samples[r["id"]], f"{source}_ns")
+                if values is not None and values.size:
+                    arrays.append(values)
+        return _pool(arrays)
+
+    def suffix(*parts: str) -> str:
+        return slug("-".join(parts))
+
+    def load_text(load: str) -> str:
+        return "" if one_load else f", load {load}"
+
+    overview: list[RenderedFigure] = []
+    tails: list[RenderedFigure] = []
+    scope: list[RenderedFigure] = []
+    for load in loads:
+        for variant in variants:
+            sw_by_interface = {i: group(i, variant, load, "sw") for i in interfaces}
+            sw_by_interface = {i: a for i, a in sw_by_interface.items() if a.size}
+            if not sw_by_interface:
+                continue
+            sw = [Series(f"{interface_label(i)} SW", a, _color(INTERFACE_COLOR, i, interfaces))
+                  for i, a in sw_by_interface.items()]
+            name = "sw-hist-" + (suffix(variant) if one_load else suffix(variant, load))
+            overview.append(RenderedFigure(
+                name, "overview",
+                f"Software latency, variant {variant}{load_text(load)}",
+                "Software-measured latency per interface, repetitions pooled. Log count axis: "
+                "a single occurrence and none look almost alike. Dashed lines: min and max.",
+                histogram_svg(sw, f"SW latency, {variant}{load_text(load)}", name)))
+            tail_series = []
+            for i, s in zip(sw_by_interface, sw, strict=True):
+                tail_series.append(s)
+                hw = group(i, variant, load, "hw")
+                if hw.size:
+                    tail_series.append(Series(f"{interface_label(i)} HW (scope)", hw, s.color,
+                                              (0, (4, 2))))
+            name = "ccdf-" + (suffix(variant) if one_load else suffix(variant, load))
+            tails.append(RenderedFigure(
+                name, "tail",
+                f"Tail: exceedance probability, variant {variant}{load_text(load)}",
+                "P(latency ≥ x) per interface; solid: software, dashed: oscilloscope. "
+                "Each curve ends at 1/n at its largest sample.",
+                ccdf_svg(tail_series, f"CCDF, {variant}{load_text(load)}", name)))
+        for i in interfaces:
+            hw = [Series(f"scope, {v}", group(i, v, load, "hw"),
+                         _color(VARIANT_COLOR, v, variants)) for v in variants]
+            hw = [s for s in hw if s.values_ns.size]
+            if len(hw) < 2:
+                continue
+            name = "scope-variants-" + (suffix(i) if one_load else suffix(i, load))
+            title = f"{interface_label(i)} scope pulse widths by handler variant{load_text(load)}"
+            scope.append(RenderedFigure(
+                name, "scope", title,
+                _trw_caption(report, i),
+                histogram_svg(hw, title, name)))
+    per_run = []
+    for r in runs:
+        s = samples[r["id"]]
+        series = [Series("SW", s.sw_ns, SW_COLOR)]
+        if s.hw_ns is not None and s.hw_ns.size:
+            series.append(Series("HW (scope)", s.hw_ns, HW_COLOR))
+        name = "run-" + slug(r["id"])
+        interface, variant, load = key(r)
+        title = f"{r['id']}: {interface_label(interface)}, {variant}, load {load}"
+        per_run.append(RenderedFigure(
+            name, "run", title,
+            "Software latency and scope pulse width of the same events."
+            if len(series) == 2 else "Software latency only: no scope data for this run.",
+            histogram_svg(series, title, name)))
+    return overview + tails + scope + per_run
+
+
+def _trw_caption(report: Mapping[str, Any], interface: str) -> str:
+    text = ("Oscilloscope pulse widths with and without the inb check in the IRQ handler; "
+            "the shift between them is t_rw, one bus read.")
+    for c in (report.get("comparisons") or {}).get("t_rw") or []:
+        if c.get("interface") == interface and isinstance(c.get("estimate_ns"), int | float):
+            text += f" Estimated t_rw = {c['estimate_ns'] / 1000:.3f} µs"
+            ci = c.get("ci95_ns")
+            if isinstance(ci, list | tuple) and len(ci) == 2:
+                text += f" (95% CI {ci[0] / 1000:.3f} – {ci[1] / 1000:.3f} µs)"
+            text += "."
+    return text

@@ -1,0 +1,66 @@
+"""report.html: one self-contained page (inline CSS, inline SVG figures, no URL, no script)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from station.report.figures import RenderedFigure
+from station.report.tables import all_tables, audit_entries, campaign_facts, ground_truth_entries
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("station.report", "templates"),
+    autoescape=True,  # every string from the report dict is data, never markup
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+FIGURE_GROUPS = [
+    ("overview", "Software latency by interface"),
+    ("tail", "Tails: exceedance probability"),
+    ("scope", "Oscilloscope: inb vs no-inb (t_rw)"),
+    ("run", "Per run: software vs oscilloscope"),
+]
+
+
+def inline_svg(svg: str, title: str) -> Markup:
+    """A standalone SVG file made fit to sit inside HTML.
+
+    Drops the XML prolog and DOCTYPE (invalid in HTML), the RDF metadata and
+    the xmlns declarations: the HTML parser puts <svg> in the SVG namespace by
+    itself, and the page then carries no URL at all, not even a namespace name.
+    """
+    body = svg[svg.index("<svg"):]
+    body = re.sub(r"<metadata>.*?</metadata>\s*", "", body, flags=re.S)
+    body = re.sub(r'\s+xmlns(?::\w+)?="[^"]*"', "", body)
+    body = body.replace("<svg", f'<svg role="img" aria-label="{Markup.escape(title)}"', 1)
+    # Our own matplotlib output, already sanitised above; not user data.
+    return Markup(body)  # noqa: S704
+
+
+def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> str:
+    campaign = report.get("campaign") or {}
+    groups = []
+    for kind, heading in FIGURE_GROUPS:
+        members = [
+            {"name": f.name, "title": f.title, "caption": f.caption,
+             "svg": inline_svg(f.svg, f.title)}
+            for f in figures if f.kind == kind
+        ]
+        if members:
+            groups.append({"kind": kind, "heading": heading, "figures": members})
+    return _ENV.get_template("report.html.j2").render(
+        title=f"IRQ latency report: {campaign.get('name', 'campaign')}",
+        campaign=campaign,
+        facts=campaign_facts(report),
+        notes=[str(n) for n in report.get("notes") or []],
+        tables=all_tables(report),
+        figure_groups=groups,
+        audit=audit_entries(report),
+        ground_truth=ground_truth_entries(report),
+    )

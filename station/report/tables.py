@@ -1,0 +1,251 @@
+"""The report's tables as display-ready text, shared by the HTML and Markdown renderers.
+
+Deciding *what* a table shows lives here once; html.py and markdown.py only
+decide how a cell looks. Missing optional parts give missing tables (None) or
+'—' cells, never errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from station.report.display import (
+    MISSING,
+    WEAK_PERCENTILE_NOTE,
+    count_text,
+    interface_label,
+    is_number,
+    percentile_is_reliable,
+    percentile_keys,
+    us,
+    us_interval,
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    numeric: bool = False
+    weak: bool = False  # shown, but marked: a percentile from too few samples
+    status: str | None = None  # complete|incomplete|failed, for colouring
+    wrap: bool = False  # prose (a verdict) may wrap; names and numbers may not
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str
+    title: str
+    headers: list[str]
+    rows: list[list[Cell]]
+    notes: list[str] = field(default_factory=list)
+
+
+def _t(value: Any) -> Cell:
+    return Cell(MISSING if value is None or value == "" else str(value))
+
+
+def _n(text: str) -> Cell:
+    return Cell(text, numeric=True)
+
+
+def runs_table(report: Mapping[str, Any]) -> Table | None:
+    runs = report.get("runs") or []
+    if not runs:
+        return None
+    periods = {r.get("period_ns") for r in runs}
+    # One period for every run (the usual case) is a note, not a column.
+    common_period = periods.pop() if len(periods) == 1 else None
+    rows = []
+    for r in runs:
+        losses = r.get("losses") or {}
+        shift = r.get("shift") or {}
+        outliers = r.get("outliers") or None
+        rows.append([
+            _t(r.get("id")),
+            _t(interface_label(str(r.get("interface", "")))),
+            _t(r.get("variant")),
+            _t(r.get("load")),
+            _n(str(r.get("repetition", MISSING))),
+            Cell(str(r.get("status", MISSING)), status=str(r.get("status"))),
+            _n(f"{r['duration_s']:.1f}" if is_number(r.get("duration_s")) else MISSING),
+            *([] if common_period is not None else [_n(us(r.get("period_ns"), 1))]),
+            _n(f"{count_text((r.get('sw') or {}).get('count'))} / "
+               f"{count_text((r.get('hw') or {}).get('count'))}"),
+            _n(" / ".join(count_text(losses.get(k))
+                          for k in ("sw_lost", "sw_dropped_by_target", "gaps"))
+               + (f" ({losses['format']})" if losses.get("format") else "")),
+            _n(us(shift.get("hw_minus_sw_mean_ns"))),
+            _n(us_interval(shift.get("ci95_ns"))),
+            _n(f"{count_text(outliers.get('sw_count'))} / {count_text(outliers.get('hw_count'))}"
+               f" > {us(outliers.get('sw_threshold_ns'))}" if outliers else MISSING),
+        ])
+    notes = [f"{r.get('id')} ({r.get('status')}): {r['error']}" for r in runs if r.get("error")]
+    if common_period is not None:
+        notes.append(f"Period of the RT task: {us(common_period, 1)} µs in every run.")
+    notes += ["Samples: software records / scope pulses. Losses: records lost in transit / "
+              "dropped by the target / sequence gaps, and the stream format (legacy streams "
+              "cannot reveal gaps).",
+              "HW − SW: mean scope pulse width minus mean software latency, with its 95% CI; "
+              "≈ t_rw when the handler does an extra bus read (inb), ≈ 0 otherwise."]
+    methods = sorted({str((r.get("outliers") or {}).get("method")) for r in runs
+                      if (r.get("outliers") or {}).get("method")})
+    if methods:
+        notes.append("Outliers: SW / HW samples above the threshold (µs); method: "
+                     + "; ".join(methods) + ".")
+    return Table("runs", "Run status", [
+        "Run", "Interface", "Variant", "Load", "Rep.", "Status", "Duration (s)",
+        *([] if common_period is not None else ["Period (µs)"]), "Samples SW / HW",
+        "Lost / dropped / gaps", "HW − SW (µs)", "95% CI (µs)",
+        "Outliers SW / HW",
+    ], rows, notes)
+
+
+def stats_table(report: Mapping[str, Any]) -> Table | None:
+    runs = report.get("runs") or []
+    all_stats = [r.get(src) for r in runs for src in ("sw", "hw")]
+    if not any(all_stats):
+        return None
+    pkeys = percentile_keys(all_stats)
+    rows = []
+    any_weak = False
+    for r in runs:
+        for source in ("sw", "hw"):
+            stats = r.get(source)
+            if not stats:
+                continue
+            count = stats.get("count")
+            percentiles = stats.get("percentiles_ns") or {}
+            cells = [_t(r.get("id")), _t("SW" if source == "sw" else "HW (scope)"),
+                     _n(count_text(count)), _n(us(stats.get("min_ns"))),
+                     _n(us(stats.get("mean_ns"))), _n(us(stats.get("std_ns")))]
+            for key in pkeys:
+                value = percentiles.get(key)
+                weak = is_number(value) and not percentile_is_reliable(key, count)
+                any_weak |= weak
+                cells.append(Cell(us(value), numeric=True, weak=weak))
+            cells.append(_n(us(stats.get("max_ns"))))
+            rows.append(cells)
+    headers = ["Run", "Source", "Count", "Min", "Mean", "Std", *pkeys, "Max"]
+    return Table("stats", "Latency statistics (µs)", headers, rows,
+                 [WEAK_PERCENTILE_NOTE] if any_weak else [])
+
+
+def _comparisons(report: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
+    return (report.get("comparisons") or {}).get(key) or []
+
+
+def trw_table(report: Mapping[str, Any]) -> Table | None:
+    items = _comparisons(report, "t_rw")
+    if not items:
+        return None
+    has_truth = any(is_number(c.get("truth_ns")) for c in items)
+    rows = []
+    for c in items:
+        row = [_t(interface_label(str(c.get("interface", "")))), _n(us(c.get("estimate_ns"))),
+               _n(us_interval(c.get("ci95_ns")))]
+        if has_truth:
+            truth, est = c.get("truth_ns"), c.get("estimate_ns")
+            row += [_n(us(truth)),
+                    _n(us(est - truth) if is_number(truth) and is_number(est) else MISSING)]
+        row += [_t(c.get("inb_run")), _t(c.get("no_inb_run"))]
+        rows.append(row)
+    headers = ["Interface", "t_rw (µs)", "95% CI (µs)"]
+    if has_truth:
+        headers += ["Injected (µs)", "Error (µs)"]
+    headers += ["inb run", "no-inb run"]
+    return Table("t_rw", "Bus read/write time t_rw", headers, rows,
+                 ["t_rw: shift of the scope pulse width when the IRQ handler does one more bus "
+                  "read (inb) before clearing the line — the seed found ≈ 2 µs on LPT."])
+
+
+def outliers_table(report: Mapping[str, Any]) -> Table | None:
+    items = _comparisons(report, "cross_interface_outliers")
+    if not items:
+        return None
+    rows = []
+    for c in items:
+        fraction = c.get("sw_fraction")
+        seen = c.get("seen_by_scope")
+        rows.append([
+            _t(interface_label(str(c.get("interface", "")))),
+            _t(interface_label(str(c.get("reference_interface", "")))),
+            _n(us(c.get("threshold_ns"))),
+            _n(f"{count_text(c.get('sw_count_above'))} / {count_text(c.get('sw_total'))}"),
+            _n(f"{fraction:.2e}" if is_number(fraction) else MISSING),
+            _n(f"{count_text(c.get('hw_count_above'))} / {count_text(c.get('hw_total'))}"),
+            _t(MISSING if seen is None else ("yes" if seen else "no")),
+            Cell(str(c.get("verdict") or MISSING), wrap=True),
+        ])
+    return Table("cross_interface_outliers",
+                 "Cross-interface outliers", [
+                     "Interface", "Reference", "Threshold (µs)", "SW above / total",
+                     "SW fraction", "HW above / total", "Seen by scope", "Verdict"], rows,
+                 ["Threshold: the reference interface's largest software latency. The seed saw "
+                  "≈ 10⁻⁵ of PCIe samples above the LPT maximum in software but not on the "
+                  "scope; a delay before the bus write (an SMI, say) would do exactly that."])
+
+
+def worst_case_table(report: Mapping[str, Any]) -> Table | None:
+    items = _comparisons(report, "worst_case")
+    if not items:
+        return None
+    counts = {r.get("id"): (r.get("sw") or {}).get("count") for r in report.get("runs") or []}
+    rows = []
+    any_weak = False
+    for c in items:
+        p = c.get("p99_999_ns")
+        # Judged by the named run's SW count; unknown run → shown unmarked.
+        count = counts.get(c.get("run"))
+        weak = is_number(p) and is_number(count) and not percentile_is_reliable("p99.999", count)
+        any_weak |= weak
+        rows.append([_t(interface_label(str(c.get("interface", "")))),
+                     _n(us(c.get("observed_max_ns"))), Cell(us(p), numeric=True, weak=weak),
+                     _t(c.get("run"))])
+    return Table("worst_case", "Worst case", [
+        "Interface", "Observed max (µs)", "p99.999 (µs)", "Run"], rows,
+        [WEAK_PERCENTILE_NOTE] if any_weak else [])
+
+
+def all_tables(report: Mapping[str, Any]) -> dict[str, Table]:
+    """Tables in reading order, keyed by Table.key; absent parts are left out."""
+    tables = [worst_case_table(report), trw_table(report), outliers_table(report),
+              runs_table(report), stats_table(report)]
+    return {t.key: t for t in tables if t is not None}
+
+
+def campaign_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Label/value lines describing where and how the data was taken."""
+    campaign = report.get("campaign") or {}
+    target = campaign.get("target") or {}
+    scope = campaign.get("scope") or None
+    twin = campaign.get("twin") or None
+    facts = [
+        ("Created (UTC)", campaign.get("created_utc")),
+        ("Station version", campaign.get("station_version")),
+        ("Config", campaign.get("config_path")),
+        ("Target", f"{target.get('kind', MISSING)} {target.get('host', '')}".strip()),
+        ("Oscilloscope", f"{scope.get('idn', MISSING)} at {scope.get('resource', MISSING)}"
+         if scope else "none"),
+    ]
+    if twin:
+        facts.append(("Twin preset", twin.get("preset")))
+    facts.append(("Schema", f"report.json schema_version {report.get('schema_version', MISSING)}"
+                            " (docs/report-schema.md)"))
+    return [(label, MISSING if value in (None, "") else str(value)) for label, value in facts]
+
+
+def audit_entries(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The target audit (uname, cmdline, /proc/interrupts excerpt …), free-form text."""
+    audit = ((report.get("campaign") or {}).get("target") or {}).get("audit") or {}
+    return [(str(k), str(v)) for k, v in audit.items()]
+
+
+def ground_truth_entries(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What the twin injected, for checking estimates against it."""
+    twin = (report.get("campaign") or {}).get("twin") or {}
+    truth = twin.get("ground_truth") or {}
+    return [(str(k), v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str))
+            for k, v in truth.items()]

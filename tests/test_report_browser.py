@@ -1,0 +1,86 @@
+"""report.html in a real browser: headless Chromium renders it, we look at pixels and DOM.
+
+Needs Debian's ``chromium`` (scripts/ci/browser-deps.sh). Missing browser:
+skipped locally, a failure under CI so the check cannot silently vanish.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import report_synthetic as synthetic
+from PIL import Image
+
+from station.report import write_reports
+
+BROWSERS = ("chromium", "chromium-browser")
+# Everything that could reach a network or a profile is off: the page must
+# render from the file alone.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars"]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    message = ("headless browser not found: install Debian package 'chromium' "
+               "(scripts/ci/browser-deps.sh)")
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory):
+    report, samples = synthetic.build(n=20_000)
+    out = tmp_path_factory.mktemp("browser")
+    paths = write_reports(report, samples, out)
+    return report, samples, paths
+
+
+def _run(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    profile = tmp / "profile"
+    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_page_renders_visibly(chromium: str, rendered, tmp_path: Path) -> None:
+    _, _, paths = rendered
+    png = tmp_path / "report.png"
+    proc = _run(chromium, tmp_path, f"--screenshot={png}", "--window-size=1280,2000",
+                paths["report.html"].as_uri())
+    assert png.exists(), proc.stderr[-2000:]
+    image = np.asarray(Image.open(png).convert("RGB"))
+    assert image.shape[:2] == (2000, 1280)
+    gray = image.mean(axis=2)
+    # Not blank: many distinct colours (text, table shading, the warning box) and ink
+    # spread over the page, not just a header.
+    assert len(np.unique(image.reshape(-1, 3), axis=0)) > 50
+    assert gray.std() > 10
+    ink_rows = (gray < 128).any(axis=1)
+    assert ink_rows[:400].any() and ink_rows[1000:].any()
+
+
+def test_dom_has_figures_and_numbers(chromium: str, rendered, tmp_path: Path) -> None:
+    report, samples, paths = rendered
+    proc = _run(chromium, tmp_path, "--dump-dom", paths["report.html"].as_uri())
+    dom = proc.stdout
+    assert "<svg" in dom, proc.stderr[-2000:]
+    n_figures = sum(k.startswith("figures/") for k in paths)
+    assert dom.count("<svg") == n_figures
+    assert dom.count("<path") > 10 * n_figures  # the figures' content was parsed as SVG
+    assert report["campaign"]["name"] in dom
+    for run_id, s in samples.items():
+        assert f"{s.sw_ns.mean() / 1000:.3f}" in dom, run_id
+        assert f"{s.sw_ns.max() / 1000:.3f}" in dom, run_id
+    for item in report["comparisons"]["t_rw"]:
+        assert f"{item['estimate_ns'] / 1000:.3f}" in dom

@@ -1,0 +1,63 @@
+"""Figures: fixed bins, bounded SVG size, and the seed's min/max marks."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from station.report.figures import (
+    BIN_NS,
+    MAX_BINS,
+    Series,
+    bin_edges,
+    bin_width_ns,
+    ccdf_svg,
+    histogram_svg,
+)
+
+
+def _heavy_tail(n: int, seed: int = 7) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = 5700 + rng.gamma(4.0, 600.0, n)
+    x[:: n // 20] = rng.uniform(25_000, 40_000, len(x[:: n // 20]))  # sparse far outliers
+    return np.round(x).astype(np.int64)
+
+
+def test_bins_are_fixed_width_and_aligned() -> None:
+    assert bin_width_ns(5_000, 40_000) == BIN_NS
+    edges = bin_edges([Series("a", np.array([5_720, 9_990]), "k"),
+                       Series("b", np.array([4_810.5, 39_926]), "k")])
+    assert edges[0] == 4_800 and edges[-1] == 40_000
+    assert np.allclose(np.diff(edges), BIN_NS)
+    # A 10 ms outlier widens bins in 1-2-5 steps instead of making 100 000 of them.
+    width = bin_width_ns(5_000, 10_000_000)
+    assert width in (200, 500, 1000, 2000, 5000) and 9_995_000 / width <= MAX_BINS
+
+
+def test_svg_stays_small_with_a_million_samples() -> None:
+    sw = _heavy_tail(1_000_000)
+    hw = sw + 2000.0
+    series = [Series("SW", sw, "#1f77b4"), Series("HW", hw, "#d95f02")]
+    hist = histogram_svg(series, "t", "big-hist")
+    tail = ccdf_svg(series, "t", "big-ccdf")
+    assert len(hist) < 150_000 and len(tail) < 150_000
+    assert "<image" not in hist + tail  # nothing rasterised
+
+
+def test_histogram_marks_min_and_max() -> None:
+    values = np.array([5_000, 6_000, 6_000, 12_345])
+    svg = histogram_svg([Series("LPT SW", values, "#1f77b4")], "t", "minmax")
+    assert "min 5.000, max 12.345 µs" in svg  # text stays text (svg.fonttype none)
+    assert len(re.findall(r"stroke-dasharray", svg)) >= 2
+
+
+def test_same_figure_name_gives_identical_svg() -> None:
+    values = _heavy_tail(10_000)
+    a = histogram_svg([Series("x", values, "k")], "t", "same")
+    b = histogram_svg([Series("x", values, "k")], "t", "same")
+    assert a == b
+
+
+def test_empty_series_draws_placeholder() -> None:
+    assert "no samples" in histogram_svg([Series("x", np.empty(0), "k")], "t", "empty")
