@@ -49,7 +49,7 @@ class ScopeSession:
 
     def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]:
         wf = self.scope.acquire_single()
-        pulses = extract_pulses(wf, threshold_v=self.threshold_v)
+        pulses = extract_pulses(wf, threshold=self.threshold_v)
         return pulses.start_s, pulses.width_s
 
     def close(self) -> None:

@@ -11,9 +11,8 @@ import pytest
 
 from station import records
 from station.config import TargetSettings
-from station.target import Target, TargetError
+from station.target import Target, TargetError, modules
 from station.target import loads as load_ctl
-from station.target import modules
 from station.target.ssh import SSHEndpoint, TargetConnection
 
 
@@ -114,7 +113,7 @@ def test_loads_survive_a_closed_channel_until_killed_and_cleanup_finds_them(twin
         await asyncio.sleep(0.3)
         ps = (await conn.run("ps")).stdout
         assert str(load.pid) in ps and str(dd.pid) in ps
-        await conn.run(f"insmod /opt/irq-station/modules/rtai_lpt_latency.ko")
+        await conn.run("insmod /opt/irq-station/modules/rtai_lpt_latency.ko")
         await conn.close()
         target = Target(_endpoint(twin), settings)
         done = await target.cleanup()

@@ -1,0 +1,162 @@
+"""The simulated scope on TCP: a raw SCPI socket as PyVISA's SOCKET resources expect.
+
+Messages are lines ending in "\\n" ("\\r\\n" accepted); each reply is one line
+(binary blocks included) ending in "\\n". The server runs on the caller's
+asyncio loop (the twin's); `run_in_thread` gives tests a loop of their own.
+Every message received is logged in `commands`, so tests can assert the
+exact sequence a driver sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+
+from instruments.sim.signal import LogicSignal
+from instruments.sim.source import EdgeSource
+from instruments.sim.tds import DEFAULT_IDN, AcquisitionInfo, TdsModel
+
+DIALECTS = ("tektronix_tds",)
+
+
+class SimScopeServer:
+    """A TDS 400-family scope whose CH1 probe sees the pulses of `source`.
+
+    Signal options: `levels` (idle, active) in V, `rise_time_s`/`fall_time_s`
+    (10-90 %, linear edges), `noise_v` (Gaussian sigma). `seed` makes noise and
+    sample-clock phase reproducible. `mute=True` accepts connections and reads
+    everything but never answers (for timeout tests).
+    """
+
+    def __init__(
+        self,
+        source: EdgeSource,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        seed: int | None = None,
+        levels: tuple[float, float] = (0.0, 3.3),
+        rise_time_s: float = 15e-9,
+        fall_time_s: float | None = None,
+        noise_v: float = 0.02,
+        mute: bool = False,
+        dialect: str = "tektronix_tds",
+        probe_channel: int = 1,
+        max_record_length: int = 120_000,
+        idn: str = DEFAULT_IDN,
+        command_log_size: int = 100_000,
+    ) -> None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"the sim speaks {DIALECTS}, not {dialect!r}")
+        self.host = host
+        self._requested_port = port
+        self.mute = mute
+        self.signal = LogicSignal(tuple(levels), rise_time_s, fall_time_s, noise_v)
+        self.model = TdsModel(
+            source,
+            self.signal,
+            np.random.default_rng(seed),
+            probe_channel=probe_channel,
+            max_record_length=max_record_length,
+            idn=idn,
+        )
+        self._log: collections.deque[str] = collections.deque(maxlen=command_log_size)
+        self._log_lock = threading.Lock()  # read from test threads, written on the loop
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    # --- what tests and the twin look at ----------------------------------------------
+    @property
+    def resource(self) -> str:
+        return f"TCPIP::{self.host}::{self.port}::SOCKET"
+
+    @property
+    def commands(self) -> list[str]:
+        with self._log_lock:
+            return list(self._log)
+
+    def clear_log(self) -> None:
+        with self._log_lock:
+            self._log.clear()
+
+    @property
+    def acquisitions(self) -> list[AcquisitionInfo]:
+        return list(self.model.acquisitions)
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self._requested_port, limit=1 << 20)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.model.shutdown()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        if self._handlers:
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> SimScopeServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- one connection ----------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                message = line.decode("latin-1").strip()
+                if not message:
+                    continue
+                with self._log_lock:
+                    self._log.append(message)
+                if self.mute:
+                    continue
+                reply = await self.model.execute(message)
+                if reply is not None:
+                    writer.write(reply + b"\n")
+                    await writer.drain()
+        except (ConnectionError, ValueError, asyncio.CancelledError):
+            pass  # client gone, over-long line, or server stopping
+        # end normally even when stop() cancelled us: on Python 3.11 a connection task
+        # that ends cancelled makes asyncio's stream callback log a spurious error
+        writer.close()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await writer.wait_closed()
+        self._handlers.discard(task)
+
+
+@contextlib.contextmanager
+def run_in_thread(server: SimScopeServer) -> Iterator[SimScopeServer]:
+    """Run `server` on a fresh event loop in a daemon thread for the duration."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="sim-scope", daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
+        yield server
+    finally:
+        try:
+            asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()

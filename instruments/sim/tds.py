@@ -1,0 +1,640 @@
+"""A Tektronix TDS 400/500/600 (TDS 460A) as a state machine, fed by an edge source.
+
+It plays the subset of the TDS programmer manual the station uses (see
+`TdsModel._build_table`). Behaviour worth knowing, chosen to match the
+instrument:
+
+- Unknown headers, wrong arguments and out-of-range values set *ESR? bits
+  (command error 32, execution error 16) and queue events for ALLEv?/EVMsg?,
+  in TDS form: ``113,"Undefined header; Command not found; FOO:BAR"``. As on a
+  TDS, events become readable only after *ESR? has been read.
+- A query that fails produces no reply at all: the client times out, as it
+  would with the real instrument. The server itself never blocks on it.
+- HORizontal:RECOrdlength rounds up to the next length the TDS has (500 ...
+  120000; above the largest: execution error 222). HORizontal:MAIn:SCAle
+  rounds to the nearest 1-2.5-5 step in 5 ns..10 s.
+- *RST restores acquisition, vertical, horizontal, trigger and DATa settings;
+  HEADer and VERBose, being interface settings, are left alone.
+- Only single sequences are simulated: with ACQuire:STOPAfter RUNSTop,
+  ACQuire:STATE RUN just marks the scope running and acquires nothing.
+- The probe is on `probe_channel`; other displayed channels see 0 V + noise.
+- Not modelled: the 100 MS/s real-time limit (any time base and record length
+  give dt = 10·time_per_div / record_length), acquisition modes other than
+  SAMple, compound-field headers in WFMPre? replies with HEADer ON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from instruments.sim.commands import (
+    Fault,
+    Node,
+    boolean,
+    choice,
+    integer,
+    nr3,
+    number,
+    quoted,
+    short_form,
+    split_units,
+)
+from instruments.sim.signal import LEVELS_PER_DIV, LogicSignal, digitize
+from instruments.sim.source import EdgeSource
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IDN = "TEKTRONIX,TDS 460A,0,CF:91.1CT FV:v1.0.2e"
+RECORD_LENGTHS = (500, 1000, 2500, 5000, 15000, 30000, 60000, 120000)
+TIME_PER_DIV_RANGE = (5e-9, 10.0)
+VOLTS_PER_DIV_RANGE = (1e-3, 10.0)
+POSITION_RANGE = (-5.0, 5.0)
+CHANNELS = (1, 2, 3, 4)
+POLL_S = 0.0005  # how often a waiting acquisition looks at the source
+AUTO_TRIGGER_NS = 100_000_000  # TRIGger:MAIn:MODe AUTO fires by itself after this
+
+# *ESR? bits
+OPC, QYE, DDE, EXE, CME, PON = 1, 4, 8, 16, 32, 128
+
+ENCODINGS = {  # DATa:ENCdg -> (signed, big-endian); None: ASCII
+    "ASCII": None,
+    "RIBINARY": (True, True),
+    "RPBINARY": (False, True),
+    "SRIBINARY": (True, False),
+    "SRPBINARY": (False, False),
+}
+
+
+def _esr_bit(code: int) -> int:
+    if 100 <= code < 200:
+        return CME
+    if 200 <= code < 300:
+        return EXE
+    if 300 <= code < 400:
+        return DDE
+    if 400 <= code < 500:
+        return QYE
+    return 0
+
+
+def round_time_per_div(value: float) -> float:
+    """Nearest 1-2.5-5 step (in log scale), as the horizontal knob has."""
+    decade = 10.0 ** math.floor(math.log10(value))
+    steps = [m * decade for m in (0.5, 1.0, 2.5, 5.0, 10.0)]
+    return min(steps, key=lambda s: abs(math.log(s / value)))
+
+
+@dataclass
+class Channel:
+    scale: float = 0.1
+    position: float = 0.0
+    displayed: bool = False
+    coupling: str = "DC"
+
+
+def _default_channels() -> dict[int, Channel]:
+    return {n: Channel(displayed=(n == 1)) for n in CHANNELS}
+
+
+@dataclass
+class Settings:
+    """Everything *RST restores."""
+
+    channels: dict[int, Channel] = field(default_factory=_default_channels)
+    time_per_div: float = 500e-6
+    record_length: int = 500
+    trigger_position_pct: float = 50.0
+    trigger_source: int = 1
+    trigger_slope: str = "RISE"
+    trigger_level: float = 0.0
+    trigger_mode: str = "AUTO"
+    acquire_mode: str = "SAMPLE"
+    stop_after: str = "RUNSTOP"
+    data_source: int = 1
+    encoding: str = "RIBINARY"
+    width: int = 1
+    data_start: int = 1
+    data_stop: int = 500
+
+
+@dataclass(frozen=True)
+class AcquisitionInfo:
+    """Ground truth of one completed acquisition, on the source's clock."""
+
+    number: int  # 1, 2, ... since the server started
+    trigger_ns: float  # when the trigger level was crossed
+    first_sample_ns: float  # time of sample 0
+    dt_ns: float
+    record_length: int
+    pt_off: int  # sample index of the trigger point (the sample just after it)
+
+    def sample_times_ns(self) -> np.ndarray:
+        return self.first_sample_ns + self.dt_ns * np.arange(self.record_length)
+
+
+@dataclass
+class Record:
+    """A completed acquisition as the waveform transfer commands see it."""
+
+    info: AcquisitionInfo
+    xzero_s: float
+    time_per_div: float
+    channels: dict[int, Channel]  # vertical settings at acquisition time
+    codes: dict[int, np.ndarray]  # displayed channel -> int8 digitizer levels
+
+
+class TdsModel:
+    def __init__(
+        self,
+        source: EdgeSource,
+        signal: LogicSignal,
+        rng: np.random.Generator,
+        probe_channel: int = 1,
+        max_record_length: int = 120_000,
+        idn: str = DEFAULT_IDN,
+    ) -> None:
+        self.source = source
+        self.signal = signal
+        self.rng = rng
+        self.probe_channel = probe_channel
+        self.record_lengths = tuple(n for n in RECORD_LENGTHS if n <= max_record_length)
+        self.idn = idn
+        self.header = True
+        self.verbose = True
+        self.s = Settings()
+        self.esr = PON
+        self._pending: list[tuple[int, str]] = []  # logged, awaiting *ESR?
+        self._events: list[tuple[int, str]] = []  # readable by ALLEv?/EVMsg?
+        self._task: asyncio.Task[None] | None = None
+        self._running = False
+        self._trigger_state = "SAVE"
+        self._numacq = 0
+        self.record: Record | None = None
+        self.acquisitions: list[AcquisitionInfo] = []
+        self._table = self._build_table()
+
+    # --- message execution -------------------------------------------------------------
+    async def execute(self, message: str) -> bytes | None:
+        """Run one program message; the reply to its queries, or None if none."""
+        replies: list[bytes] = []
+        path: list[str] = []
+        for i, unit in enumerate(split_units(message)):
+            try:
+                reply, path = await self._unit(unit, path if i else [])
+            except Fault as f:
+                self.log_event(f.code, f"{f.text}; {unit}")
+                continue
+            except Exception:  # a bug in the sim: report it as the instrument would, go on
+                log.exception("sim scope failed on %r", unit)
+                self.log_event(300, f"Device-specific error; {unit}")
+                continue
+            if reply is not None:
+                replies.append(reply)
+        return b";".join(replies) if replies else None
+
+    async def _unit(self, unit: str, path: list[str]) -> tuple[bytes | None, list[str]]:
+        absolute = unit.startswith((":", "*"))
+        header, _, arg = unit.lstrip(":").partition(" ")
+        arg = arg.strip()
+        query = header.endswith("?")
+        tokens = header.removesuffix("?").split(":")
+        # after ';' a header is relative to the previous one's path, unless it starts with ':'
+        tries = [tokens] if absolute or not path else [path + tokens, tokens]
+        for toks in tries:
+            for node in self._table:
+                suffixes = node.match(toks)
+                if suffixes is not None:
+                    return await self._run(node, suffixes, arg, query), toks[:-1]
+        raise Fault(113, "Undefined header; Command not found")
+
+    async def _run(self, node: Node, suffixes: list[int], arg: str, query: bool) -> bytes | None:
+        if any(n not in CHANNELS for n in suffixes):  # every <n> in the tree is a channel
+            raise Fault(113, "Undefined header; Command not found")
+        if query:
+            if node.get is None:
+                raise Fault(113, "Undefined header; Command not found")
+            value = node.get(*suffixes)
+            if inspect.isawaitable(value):
+                value = await value
+            data = value if isinstance(value, bytes) else str(value).encode("latin-1")
+            if self.header and node.headers and not node.pattern.startswith("*"):
+                data = node.header(suffixes, self.verbose).encode() + b" " + data
+            return data
+        if node.set is None:
+            raise Fault(113, "Undefined header; Command not found")
+        result = node.set(arg, *suffixes)
+        if inspect.isawaitable(result):
+            await result
+        return None
+
+    def log_event(self, code: int, text: str) -> None:
+        self.esr |= _esr_bit(code)
+        self._pending.append((code, text))
+
+    # --- the command tree --------------------------------------------------------------
+    def _build_table(self) -> list[Node]:
+        s = self  # handlers read self.s at call time: *RST replaces it
+        ch = self._channel
+        return [
+            Node("*IDN", get=lambda: s.idn),
+            Node("*RST", set=lambda a: s.reset()),
+            Node("*CLS", set=lambda a: s._clear_status()),
+            Node("*ESR", get=s._read_esr),
+            Node("*OPC", get=s._opc_query, set=lambda a: s._opc()),
+            Node("*WAI", set=lambda a: s.idle()),
+            Node("HEADer", get=lambda: s._bool(s.header), set=lambda a: s._set_header(a)),
+            Node("VERBose", get=lambda: s._bool(s.verbose), set=lambda a: s._set_verbose(a)),
+            Node("ALLEv", get=s._allev),
+            Node("EVMsg", get=s._evmsg),
+            Node("BUSY", get=lambda: "1" if s.busy else "0"),
+            Node(
+                "SELect:CH<n>",
+                get=lambda n: s._bool(ch(n).displayed),
+                set=lambda a, n: setattr(ch(n), "displayed", boolean(a)),
+            ),
+            Node("CH<n>:SCAle", get=lambda n: nr3(ch(n).scale), set=s._set_scale),
+            Node("CH<n>:POSition", get=lambda n: nr3(ch(n).position), set=s._set_position),
+            Node(
+                "CH<n>:COUPling",
+                get=lambda n: s._kw(ch(n).coupling),
+                set=lambda a, n: setattr(ch(n), "coupling", choice(a, ("AC", "DC", "GND"))),
+            ),
+            Node("HORizontal:MAIn:SCAle", get=s._get_tdiv, set=s._set_tdiv),
+            Node("HORizontal:SCAle", get=s._get_tdiv, set=s._set_tdiv),
+            Node(
+                "HORizontal:RECOrdlength",
+                get=lambda: str(s.s.record_length),
+                set=s._set_record_length,
+            ),
+            Node(
+                "HORizontal:TRIGger:POSition",
+                get=lambda: nr3(s.s.trigger_position_pct),
+                set=s._set_trigger_position,
+            ),
+            Node("TRIGger:MAIn:TYPe", get=lambda: s._kw("EDGE"), set=lambda a: choice(a, ["EDGE"])),
+            Node(
+                "TRIGger:MAIn:EDGE:SOUrce",
+                get=lambda: f"CH{s.s.trigger_source}",
+                set=lambda a: setattr(s.s, "trigger_source", s._channel_arg(a)),
+            ),
+            Node(
+                "TRIGger:MAIn:EDGE:SLOpe",
+                get=lambda: s._kw(s.s.trigger_slope),
+                set=lambda a: setattr(s.s, "trigger_slope", choice(a, ("RISe", "FALL"))),
+            ),
+            Node(
+                "TRIGger:MAIn:EDGE:COUPling",
+                get=lambda: s._kw("DC"),
+                set=lambda a: choice(a, ("DC",)),
+            ),
+            Node(
+                "TRIGger:MAIn:LEVel",
+                get=lambda: nr3(s.s.trigger_level),
+                set=lambda a: setattr(s.s, "trigger_level", number(a)),
+            ),
+            Node(
+                "TRIGger:MAIn:MODe",
+                get=lambda: s._kw(s.s.trigger_mode),
+                set=lambda a: setattr(s.s, "trigger_mode", choice(a, ("AUTO", "NORMal"))),
+            ),
+            Node("TRIGger:STATE", get=lambda: s._trigger_state),
+            Node("ACQuire:MODe", get=lambda: s._kw(s.s.acquire_mode), set=s._set_acquire_mode),
+            Node(
+                "ACQuire:STOPAfter",
+                get=lambda: s._kw(s.s.stop_after),
+                set=lambda a: setattr(s.s, "stop_after", choice(a, ("RUNSTop", "SEQuence"))),
+            ),
+            Node("ACQuire:STATE", get=lambda: s._bool(s._running or s.busy), set=s._set_state),
+            Node("ACQuire:NUMACq", get=lambda: str(s._numacq)),
+            Node(
+                "DATa:SOUrce",
+                get=lambda: f"CH{s.s.data_source}",
+                set=lambda a: setattr(s.s, "data_source", s._channel_arg(a)),
+            ),
+            Node("DATa:ENCdg", get=lambda: s._kw(s.s.encoding), set=s._set_encoding),
+            Node("DATa:WIDth", get=lambda: str(s.s.width), set=s._set_width),
+            Node("DATa:STARt", get=lambda: str(s.s.data_start), set=s._set_start),
+            Node("DATa:STOP", get=lambda: str(s.s.data_stop), set=s._set_stop),
+            Node("WFMPre", get=lambda: s._preamble(None, None), headers=False),
+            Node("WFMPre:CH<n>", get=lambda n: s._preamble(n, None), headers=False),
+            *[
+                Node(f"WFMPre:{f}", get=lambda f=f: s._preamble(None, f))
+                for f in ("BYT_Nr", "BIT_Nr", "ENCdg", "BN_Fmt", "BYT_Or", *_WFM_FIELDS)
+            ],
+            *[Node(f"WFMPre:CH<n>:{f}", get=lambda n, f=f: s._preamble(n, f)) for f in _WFM_FIELDS],
+            Node("CURVe", get=s._curve),
+        ]
+
+    # --- helpers for replies and arguments ---------------------------------------------
+    def _kw(self, long: str) -> str:
+        return long.upper() if self.verbose else short_form(long)
+
+    def _bool(self, value: bool) -> str:
+        return "1" if value else "0"
+
+    def _channel(self, n: int) -> Channel:
+        return self.s.channels[n]
+
+    def _channel_arg(self, arg: str) -> int:
+        word = arg.upper()
+        if word.startswith("CH") and word[2:].isdigit() and int(word[2:]) in CHANNELS:
+            return int(word[2:])
+        raise Fault(141, "Invalid character data")
+
+    # --- status and events --------------------------------------------------------------
+    def _clear_status(self) -> None:
+        self.esr = 0
+        self._pending.clear()
+        self._events.clear()
+
+    def _read_esr(self) -> str:
+        value, self.esr = self.esr, 0
+        self._events.extend(self._pending)
+        self._pending.clear()
+        return str(value)
+
+    def _no_events(self) -> str:
+        if self._pending:
+            return '1,"No events to report - new events pending *ESR?"'
+        return '0,"No events to report - queue empty"'
+
+    def _allev(self) -> str:
+        if not self._events:
+            return self._no_events()
+        text = ",".join(f"{code},{quoted(msg)}" for code, msg in self._events)
+        self._events.clear()
+        return text
+
+    def _evmsg(self) -> str:
+        if not self._events:
+            return self._no_events()
+        code, msg = self._events.pop(0)
+        return f"{code},{quoted(msg)}"
+
+    def _set_header(self, arg: str) -> None:
+        self.header = boolean(arg)
+
+    def _set_verbose(self, arg: str) -> None:
+        self.verbose = boolean(arg)
+
+    def reset(self) -> None:
+        self._cancel()
+        self._running = False
+        self.s = Settings()
+
+    # --- vertical / horizontal ----------------------------------------------------------
+    def _set_scale(self, arg: str, n: int) -> None:
+        v = number(arg)
+        if not VOLTS_PER_DIV_RANGE[0] <= v <= VOLTS_PER_DIV_RANGE[1]:
+            raise Fault(222, "Data out of range")
+        self._channel(n).scale = v
+
+    def _set_position(self, arg: str, n: int) -> None:
+        v = number(arg)
+        if not POSITION_RANGE[0] <= v <= POSITION_RANGE[1]:
+            raise Fault(222, "Data out of range")
+        self._channel(n).position = v
+
+    def _get_tdiv(self) -> str:
+        return nr3(self.s.time_per_div)
+
+    def _set_tdiv(self, arg: str) -> None:
+        v = number(arg)
+        lo, hi = TIME_PER_DIV_RANGE
+        if not lo * 0.999 <= v <= hi * 1.001:
+            raise Fault(222, "Data out of range")
+        self.s.time_per_div = min(max(round_time_per_div(v), lo), hi)
+
+    def _set_record_length(self, arg: str) -> None:
+        v = integer(arg)
+        fits = [n for n in self.record_lengths if n >= v]
+        if not fits:
+            raise Fault(222, "Data out of range")
+        self.s.record_length = fits[0]
+
+    def _set_trigger_position(self, arg: str) -> None:
+        v = number(arg)
+        if not 0.0 <= v <= 100.0:
+            raise Fault(222, "Data out of range")
+        self.s.trigger_position_pct = v
+
+    def _set_acquire_mode(self, arg: str) -> None:
+        mode = choice(arg, ("SAMple", "PEAKdetect", "HIRes", "AVErage", "ENVelope"))
+        if mode != "SAMPLE":
+            raise Fault(221, "Settings conflict; only SAMple is simulated")
+        self.s.acquire_mode = mode
+
+    # --- waveform transfer settings -----------------------------------------------------
+    def _set_encoding(self, arg: str) -> None:
+        self.s.encoding = choice(arg, ("ASCIi", "RIBinary", "RPBinary", "SRIbinary", "SRPbinary"))
+
+    def _set_width(self, arg: str) -> None:
+        v = integer(arg)
+        if v not in (1, 2):
+            raise Fault(222, "Data out of range")
+        self.s.width = v
+
+    def _set_start(self, arg: str) -> None:
+        self.s.data_start = max(1, integer(arg))
+
+    def _set_stop(self, arg: str) -> None:
+        self.s.data_stop = max(1, integer(arg))
+
+    # --- acquisition ----------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def idle(self) -> None:
+        """Wait for a pending single sequence (what *OPC? and *WAI wait for)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+
+    async def _opc_query(self) -> str:
+        await self.idle()
+        return "1"
+
+    def _opc(self) -> None:
+        def done(_: object = None) -> None:
+            self.esr |= OPC
+            self._pending.append((402, "Operation complete"))
+
+        if self.busy:
+            assert self._task is not None
+            self._task.add_done_callback(done)
+        else:
+            done()
+
+    def _set_state(self, arg: str) -> None:
+        word = arg.upper()
+        if word in ("RUN", "ON") or (word not in ("STOP", "OFF") and boolean(arg)):
+            if self.s.stop_after == "SEQUENCE":
+                self._cancel()
+                self._numacq = 0
+                self._task = asyncio.get_running_loop().create_task(self._acquire())
+            else:
+                self._running = True
+        else:
+            self._cancel()
+            self._running = False
+
+    def _cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._task = None
+        self._trigger_state = "SAVE"
+
+    def shutdown(self) -> None:
+        self._cancel()
+
+    async def _acquire(self) -> None:
+        s = copy.deepcopy(self.s)  # a sequence uses the settings it was armed with
+        n = s.record_length
+        dt_ns = 10.0 * s.time_per_div / n * 1e9
+        pt_off = min(int(round(s.trigger_position_pct / 100.0 * n)), n - 1)
+        # the scope fills the pre-trigger part of the record before it accepts a trigger
+        self._trigger_state = "ARMED"
+        search_from = self.source.now_ns() + int(math.ceil(pt_off * dt_ns))
+        auto_at = search_from + AUTO_TRIGGER_NS
+        trigger_ns: float | None = None
+        self._trigger_state = "READY"
+        while trigger_ns is None:
+            now = self.source.now_ns()
+            if now > search_from:
+                trigger_ns = self._find_trigger(s, search_from, now)
+                if trigger_ns is None and s.trigger_mode == "AUTO" and now >= auto_at:
+                    trigger_ns = float(now)
+                search_from = now
+            if trigger_ns is None:
+                await asyncio.sleep(POLL_S)
+        self._trigger_state = "TRIGGER"
+
+        # the sample clock free-runs: the trigger falls somewhere between two samples
+        xzero_ns = float(self.rng.uniform(0.0, dt_ns))
+        anchor = int(math.floor(trigger_ns))
+        first_rel = (trigger_ns - anchor) + xzero_ns - pt_off * dt_ns
+        last_rel = first_rel + (n - 1) * dt_ns
+        settle = max(self.signal.ramp_ns(True), self.signal.ramp_ns(False))
+        while (now := self.source.now_ns()) < anchor + last_rel + settle:
+            await asyncio.sleep(max((anchor + last_rel + settle - now) / 1e9, POLL_S))
+
+        t0 = anchor + int(math.floor(first_rel - settle))
+        t1 = anchor + int(math.ceil(last_rel + settle)) + 1
+        pulses = np.asarray(self.source.edges(t0, t1), dtype=np.int64).reshape(-1, 2)
+        rel = (pulses - anchor).astype(np.float64)
+        codes: dict[int, np.ndarray] = {}
+        for c, chan in s.channels.items():
+            if not chan.displayed:
+                continue
+            probe = rel if c == self.probe_channel else np.empty((0, 2))
+            volts = self.signal.render(probe, first_rel, dt_ns, n, self.rng)
+            codes[c] = digitize(volts, chan.scale, chan.position)
+
+        info = AcquisitionInfo(
+            number=len(self.acquisitions) + 1,
+            trigger_ns=trigger_ns,
+            first_sample_ns=anchor + first_rel,
+            dt_ns=dt_ns,
+            record_length=n,
+            pt_off=pt_off,
+        )
+        self.acquisitions.append(info)
+        self.record = Record(info, xzero_ns * 1e-9, s.time_per_div, s.channels, codes)
+        self._numacq += 1
+        self._trigger_state = "SAVE"
+
+    def _find_trigger(self, s: Settings, t0: int, t1: int) -> float | None:
+        if s.trigger_source != self.probe_channel:
+            return None  # the other channels carry only noise around 0 V
+        margin = int(math.ceil(max(self.signal.ramp_ns(True), self.signal.ramp_ns(False))))
+        pulses = np.asarray(self.source.edges(t0 - margin, t1), dtype=np.int64).reshape(-1, 2)
+        if not len(pulses):
+            return None
+        anchor = t0
+        rel = (pulses - anchor).astype(np.float64)
+        cross = self.signal.crossings(rel, s.trigger_level, s.trigger_slope == "RISE")
+        cross = cross[(cross >= 0) & (cross < t1 - anchor)]
+        return float(anchor + cross.min()) if len(cross) else None
+
+    # --- waveform transfer ----------------------------------------------------------------
+    def _transfer_range(self, n: int) -> tuple[int, int]:
+        start, stop = sorted((self.s.data_start, self.s.data_stop))
+        start, stop = min(start, n), min(stop, n)
+        return start, stop
+
+    def _source_record(self, n: int | None) -> tuple[Record, int]:
+        channel = self.s.data_source if n is None else n
+        rec = self.record
+        if rec is None:
+            raise Fault(221, "Settings conflict; no waveform acquired")
+        if channel not in rec.codes or not self._channel(channel).displayed:
+            raise Fault(221, "Settings conflict; waveform requested is not on")
+        return rec, channel
+
+    def _preamble(self, n: int | None, field_name: str | None) -> str:
+        rec, channel = self._source_record(n)
+        info, vert = rec.info, rec.channels[channel]
+        start, stop = self._transfer_range(info.record_length)
+        enc = ENCODINGS[self.s.encoding]
+        width = self.s.width
+        scale = 256 if width == 2 else 1
+        y_off = vert.position * LEVELS_PER_DIV + (0 if enc is None or enc[0] else 128)
+        tdiv = f"{rec.time_per_div * 1e6:.4g}us/div"
+        wfid = (
+            f"Ch{channel}, {vert.coupling} coupling, {vert.scale:.4g}V/div, {tdiv}, "
+            f"{info.record_length} points, Sample mode"
+        )
+        formatting = [
+            ("BYT_NR", str(width)),
+            ("BIT_NR", str(8 * width)),
+            ("ENCDG", "ASC" if enc is None else "BIN"),
+            ("BN_FMT", "RI" if enc is None or enc[0] else "RP"),
+            ("BYT_OR", "MSB" if enc is None or enc[1] else "LSB"),
+        ]
+        waveform = [
+            ("WFID", quoted(wfid)),
+            ("NR_PT", str(stop - start + 1)),
+            ("PT_FMT", "Y"),
+            ("XUNIT", quoted("s")),
+            ("XINCR", nr3(info.dt_ns * 1e-9)),
+            ("XZERO", nr3(rec.xzero_s)),
+            ("PT_OFF", str(info.pt_off - (start - 1))),  # relative to DATa:STARt
+            ("YUNIT", quoted("Volts")),
+            ("YMULT", nr3(vert.scale / LEVELS_PER_DIV / scale)),
+            ("YOFF", nr3(y_off * scale)),
+            ("YZERO", nr3(0.0)),
+        ]
+        if field_name is not None:
+            return dict(formatting + waveform)[field_name.upper()]
+        fields = (formatting if n is None else []) + waveform
+        if not self.header:
+            return ";".join(v for _, v in fields)
+        prefix = f":WFMPRE:CH{channel}:" if n is not None else ":WFMPRE:"
+        return prefix + ";".join(f"{k} {v}" for k, v in fields)
+
+    def _curve(self) -> bytes:
+        rec, channel = self._source_record(None)
+        start, stop = self._transfer_range(rec.info.record_length)
+        codes = rec.codes[channel][start - 1 : stop].astype(np.int32)
+        enc = ENCODINGS[self.s.encoding]
+        if enc is None:
+            return ",".join(str(int(c)) for c in codes).encode()
+        signed, big = enc
+        values = codes if signed else codes + 128
+        if self.s.width == 2:
+            values = values * 256
+        kind = ("i" if signed else "u") + str(self.s.width)
+        data = values.astype((">" if big else "<") + kind).tobytes()
+        length = str(len(data))
+        return b"#" + str(len(length)).encode() + length.encode() + data
+
+
+_WFM_FIELDS = ("WFId", "NR_Pt", "PT_Fmt", "XUNit", "XINcr", "XZEro", "PT_Off", "YUNit", "YMUlt", "YOFf", "YZEro")
