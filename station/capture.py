@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from instruments.pulses import extract_pulses
 
+from instruments.pulses import extract_pulses
 from instruments.scope import Scope, ScopeSettings, open_scope
 from station.config import ScopeSettingsConfig
 

@@ -236,13 +236,17 @@ async def _stream(proc, decoder, store: RunStore, progress: RunProgress, sink: P
         if (sw_done and hw_done) or now >= deadline:
             return
         try:
-            data = await asyncio.wait_for(proc.stdout.read(1 << 16), 5.0)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a Ctrl-C that
+            # lands while a read completes, which on a busy stream is almost always
+            async with asyncio.timeout(5.0):
+                data = await proc.stdout.read(1 << 16)
         except TimeoutError:
             raise TargetError("the record stream stalled: no data for 5 s (is the module's task running?)") from None
         if not data:
             err = ""
             with contextlib.suppress(Exception):
-                err = (await asyncio.wait_for(proc.stderr.read(), 1)).decode(errors="replace").strip()
+                async with asyncio.timeout(1):
+                    err = (await proc.stderr.read()).decode(errors="replace").strip()
             raise TargetError(f"the record stream ended early{': ' + err if err else ''}")
         store.append_sw(data)  # raw first: whatever the decoder thinks, the bytes are kept
         recs = decoder.feed(data)
@@ -264,7 +268,8 @@ async def _capture(scope: ScopeCapture, store: RunStore, progress: RunProgress, 
 
 async def _finish_capture(task: asyncio.Task, timeout: float) -> None:
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout)
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(task)
     except TimeoutError:
         task.cancel()
     except Exception as exc:  # noqa: BLE001 - a scope error after enough pulses is still reported

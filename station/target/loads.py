@@ -45,19 +45,22 @@ async def start_load(conn: TargetConnection, name: str, command: str, work_dir: 
     pidfile = f"{pid_dir}/{name}.pid"
     process = await conn.start(wrap(command, pidfile, max_seconds))
     try:
-        line = await asyncio.wait_for(process.stdout.readline(), 10)
+        async with asyncio.timeout(10):
+            line = await process.stdout.readline()
         pid = int(line.strip())
     except (ValueError, TimeoutError):
         err = ""
         with contextlib.suppress(Exception):
-            err = (await asyncio.wait_for(process.stderr.read(), 2)).strip()
+            async with asyncio.timeout(2):
+                err = (await process.stderr.read()).strip()
         process.close()
         raise TargetError(
             f"{conn.endpoint.where}: load {name!r} did not start: {err or 'no pid reported'} (command: {command})"
         ) from None
     # a load that dies at once (missing program, bad arguments) is an error, not a quiet run
     with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-        await asyncio.wait_for(process.wait_closed(), 0.5)
+        async with asyncio.timeout(0.5):
+            await process.wait_closed()
     if process.exit_status is not None:
         err = (await process.stderr.read()).strip()
         raise TargetError(

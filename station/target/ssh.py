@@ -75,7 +75,8 @@ class TargetConnection:
 
     async def run(self, command: str, check: bool = True, timeout: float = 30.0) -> asyncssh.SSHCompletedProcess:
         try:
-            result = await asyncio.wait_for(self._conn.run(command, check=False), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: it can swallow Ctrl-C on 3.11
+                result = await self._conn.run(command, check=False)
         except TimeoutError:
             raise TargetError(f"{self.endpoint.where}: `{command}` did not finish within {timeout:g} s") from None
         except (asyncssh.Error, OSError) as exc:
@@ -94,4 +95,5 @@ class TargetConnection:
     async def close(self) -> None:
         self._conn.close()
         with contextlib.suppress(TimeoutError, OSError):
-            await asyncio.wait_for(self._conn.wait_closed(), 5)
+            async with asyncio.timeout(5):
+                await self._conn.wait_closed()
