@@ -111,6 +111,11 @@ class Twin:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self.stop_async())
+            # SSH sessions still open (a stream a client never closed) end with the twin
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
         self._thread = threading.Thread(target=main, name="irq-twin", daemon=True)
