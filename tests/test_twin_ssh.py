@@ -134,3 +134,18 @@ def test_a_load_that_cannot_start_is_an_error(twin):
         await conn.close()
 
     _run(main())
+
+
+def test_command_lines_typed_by_hand(twin):
+    async def main():
+        conn = await TargetConnection.open(_endpoint(twin))
+        path = "/opt/irq-station/modules/rtai_lpt_latency.ko"
+        out = (await conn.run(f"insmod {path} period_us=200 && lsmod; rmmod rtai_lpt_latency; lsmod")).stdout
+        first, second = out.split("Module ")[1:]
+        assert "rtai_lpt_latency" in first and "rtai_lpt_latency" not in second
+        res = await conn.run("rmmod rtai_lpt_latency || echo was not loaded", check=False)
+        assert res.exit_status == 0 and res.stdout == "was not loaded\n"
+        assert "is not currently loaded" in res.stderr
+        await conn.close()
+
+    _run(main())

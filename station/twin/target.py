@@ -53,6 +53,17 @@ class CommandResult:
     status: int = 0
 
 
+def _split_sequence(tokens: list[str]) -> list:
+    """[a, b, ';', c] -> [[a, b], ';', [c]]"""
+    parts: list = [[]]
+    for t in tokens:
+        if t in (";", "&&", "||"):
+            parts += [t, []]
+        else:
+            parts[-1].append(t)
+    return [p for p in parts if p != []]
+
+
 def _err(text: str, status: int = 1) -> CommandResult:
     return CommandResult(stderr=(text + "\n").encode(), status=status)
 
@@ -167,8 +178,32 @@ class EmulatedTarget:
 
     # ---- commands ---------------------------------------------------------------------
     def run(self, command: str) -> CommandResult | tuple[str, object]:
-        """Run a simple command. Long-running ones return ("stream", module) or
-        ("load", LoadProcess) for the SSH layer to serve."""
+        """Run a command line: simple commands joined by ;, && or || (as people type
+        them by hand). Long-running ones return ("stream", module) or ("load",
+        LoadProcess) for the SSH layer to serve, and must stand alone."""
+        try:
+            lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+            lexer.whitespace_split = True
+            tokens = list(lexer)
+        except ValueError as exc:
+            return _err(f"sh: syntax error: {exc}", 2)
+        if not any(t in (";", "&&", "||") for t in tokens):
+            return self._simple(command)
+        out = CommandResult()
+        op = ";"
+        for part in _split_sequence(tokens):
+            if part in (";", "&&", "||"):
+                op = part
+                continue
+            if (op == "&&" and out.status != 0) or (op == "||" and out.status == 0):
+                continue
+            result = self._simple(shlex.join(part))
+            if not isinstance(result, CommandResult):
+                return _err("sh: the twin runs streams and loads only as a command of their own", 2)
+            out = CommandResult(out.stdout + result.stdout, out.stderr + result.stderr, result.status)
+        return out
+
+    def _simple(self, command: str) -> CommandResult | tuple[str, object]:
         try:
             argv = shlex.split(command)
         except ValueError as exc:
