@@ -39,6 +39,8 @@ STYLE_FILES = sorted(
         *TM.glob("rtai/*.[ch]"),
         *TM.glob("tools/*.c"),
         TM / "include" / "irqs_record.h",
+        TM / "include" / "irqs_params.h",
+        TM / "include" / "lpt_regs.h",
         ROOT / "tests" / "c" / "irqs_write_records.c",
     ]
 )

@@ -247,28 +247,16 @@ void irqs_stream_destroy(struct irqs_stream *s)
 int irqs_check_params(unsigned int period_us, int cpu, const char *format,
 		      unsigned int bufsize, bool *legacy)
 {
-	if (period_us < IRQS_PERIOD_US_MIN || period_us > IRQS_PERIOD_US_MAX) {
-		pr_err("period_us=%u out of range: accepted %u..%u\n",
-		       period_us, IRQS_PERIOD_US_MIN, IRQS_PERIOD_US_MAX);
-		return -EINVAL;
-	}
-	if (cpu < -1 || cpu >= (int)nr_cpu_ids || (cpu >= 0 && !cpu_online(cpu))) {
-		pr_err("cpu=%d invalid: accepted -1 (no pinning) or an online CPU in 0..%u\n",
-		       cpu, nr_cpu_ids - 1);
-		return -EINVAL;
-	}
-	if (!format || (strcmp(format, "v1") && strcmp(format, "legacy"))) {
-		pr_err("format=%s invalid: accepted v1 or legacy\n",
-		       format ? format : "(null)");
-		return -EINVAL;
-	}
+	int ret = irqs_check_common_params(period_us, cpu, format, legacy);
+
+	if (ret)
+		return ret;
 	if (bufsize < IRQS_BUFSIZE_MIN || bufsize > IRQS_BUFSIZE_MAX ||
 	    !is_power_of_2(bufsize)) {
 		pr_err("bufsize=%u invalid: accepted a power of two in %u..%u records\n",
 		       bufsize, IRQS_BUFSIZE_MIN, IRQS_BUFSIZE_MAX);
 		return -EINVAL;
 	}
-	*legacy = !strcmp(format, "legacy");
 	return 0;
 }
 

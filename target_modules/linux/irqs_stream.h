@@ -22,13 +22,8 @@
 #include <linux/types.h>
 #include <linux/wait.h>
 
+#include "../include/irqs_params.h"
 #include "../include/irqs_record.h"
-
-/* Accepted parameter ranges, shared so that all modules refuse alike. */
-#define IRQS_PERIOD_US_MIN	10U
-#define IRQS_PERIOD_US_MAX	1000000U
-#define IRQS_BUFSIZE_MIN	16U
-#define IRQS_BUFSIZE_MAX	(4U << 20)
 
 /*
  * An event still unanswered after this long (and at least

@@ -30,37 +30,31 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 
+#include "../include/irqs_params.h"
+#include "../include/lpt_regs.h"
 #include "irqs_stream.h"
 
 #define DRV_NAME		"lpt_latency"
 
-/* Standard PC parallel port registers (offsets from base). */
-#define LPT_DATA(b)		(b)
-#define LPT_STATUS(b)		((b) + 1)
-#define LPT_CONTROL(b)		((b) + 2)
-#define LPT_NPORTS		3
-#define LPT_STATUS_ACK		0x40	/* level of pin 10, not inverted */
-#define LPT_CONTROL_IRQEN	0x10	/* IRQ on the rising edge of nACK */
-
 static unsigned int period_us = 100;
 module_param(period_us, uint, 0444);
-MODULE_PARM_DESC(period_us, "Period of the writes in microseconds, 10..1000000 (default 100)");
+MODULE_PARM_DESC(period_us, IRQS_DESC_PERIOD_US);
 
 static bool check = true;
 module_param(check, bool, 0444);
-MODULE_PARM_DESC(check, "Read the status port in the handler to check the IRQ is ours before clearing it (the seed's \"inb\" variant; default 1)");
+MODULE_PARM_DESC(check, IRQS_DESC_CHECK_LPT);
 
 static int cpu = -1;
 module_param(cpu, int, 0444);
-MODULE_PARM_DESC(cpu, "CPU for the periodic timer and the IRQ, -1 = no pinning (default -1)");
+MODULE_PARM_DESC(cpu, IRQS_DESC_CPU("periodic timer"));
 
 static char *format = "v1";
 module_param(format, charp, 0444);
-MODULE_PARM_DESC(format, "Record format: v1 (struct irqs_record_v1) or legacy (int64 ns per event)");
+MODULE_PARM_DESC(format, IRQS_DESC_FORMAT);
 
 static unsigned int bufsize = 65536;
 module_param(bufsize, uint, 0444);
-MODULE_PARM_DESC(bufsize, "Ring buffer size in records, a power of two in 16..4194304 (default 65536)");
+MODULE_PARM_DESC(bufsize, IRQS_DESC_BUFSIZE);
 
 static unsigned long base = 0x378;
 module_param(base, ulong, 0444);

@@ -29,6 +29,7 @@
 #include <linux/pci.h>
 
 #include "../include/echoer_regs.h"
+#include "../include/irqs_params.h"
 #include "irqs_stream.h"
 
 #define DRV_NAME		"pcie_latency"
@@ -37,23 +38,23 @@
 
 static unsigned int period_us = 100;
 module_param(period_us, uint, 0444);
-MODULE_PARM_DESC(period_us, "Period of the writes in microseconds, 10..1000000 (default 100)");
+MODULE_PARM_DESC(period_us, IRQS_DESC_PERIOD_US);
 
 static bool check = true;
 module_param(check, bool, 0444);
-MODULE_PARM_DESC(check, "Read STATUS in the handler to check the IRQ is ours before the clearing RECV read (the \"inb\" variant; default 1)");
+MODULE_PARM_DESC(check, IRQS_DESC_CHECK_PCIE);
 
 static int cpu = -1;
 module_param(cpu, int, 0444);
-MODULE_PARM_DESC(cpu, "CPU for the periodic timer and the IRQ, -1 = no pinning (default -1)");
+MODULE_PARM_DESC(cpu, IRQS_DESC_CPU("periodic timer"));
 
 static char *format = "v1";
 module_param(format, charp, 0444);
-MODULE_PARM_DESC(format, "Record format: v1 (struct irqs_record_v1) or legacy (int64 ns per event)");
+MODULE_PARM_DESC(format, IRQS_DESC_FORMAT);
 
 static unsigned int bufsize = 65536;
 module_param(bufsize, uint, 0444);
-MODULE_PARM_DESC(bufsize, "Ring buffer size in records, a power of two in 16..4194304 (default 65536)");
+MODULE_PARM_DESC(bufsize, IRQS_DESC_BUFSIZE);
 
 static bool threaded;
 module_param(threaded, bool, 0444);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Parameters, record output and event state shared by the
- * RTAI latency modules (rtai_lpt_latency, rtai_pcie_latency).
+ * Parameters, record output, event state, RT IRQ and periodic RT task
+ * shared by the RTAI latency modules (rtai_lpt_latency, rtai_pcie_latency).
  *
  * Everything here runs in the RTAI domain (RT task, RT interrupt handler):
  * no Linux locks, no sleeping, output through an RT FIFO with rtf_put_if(),
@@ -21,10 +21,9 @@
 #include <rtai_fifos.h>
 #include <rtai_sched.h>
 
+#include "../include/irqs_params.h"
 #include "../include/irqs_record.h"
 
-#define RTAI_PERIOD_US_MIN	10U
-#define RTAI_PERIOD_US_MAX	1000000U
 #define RTAI_FIFO_SIZE_MIN	(16U * IRQS_RECORD_SIZE)
 #define RTAI_FIFO_SIZE_MAX	(64U << 20)
 #define RTAI_STACK_SIZE		4096
@@ -58,21 +57,10 @@ static inline int rtai_check_params(unsigned int period_us, int cpu,
 				    const char *format, int fifo,
 				    unsigned int fifo_size, bool *legacy)
 {
-	if (period_us < RTAI_PERIOD_US_MIN || period_us > RTAI_PERIOD_US_MAX) {
-		pr_err("period_us=%u out of range: accepted %u..%u\n",
-		       period_us, RTAI_PERIOD_US_MIN, RTAI_PERIOD_US_MAX);
-		return -EINVAL;
-	}
-	if (cpu < -1 || cpu >= (int)nr_cpu_ids || (cpu >= 0 && !cpu_online(cpu))) {
-		pr_err("cpu=%d invalid: accepted -1 (no pinning) or an online CPU in 0..%d\n",
-		       cpu, (int)nr_cpu_ids - 1);
-		return -EINVAL;
-	}
-	if (!format || (strcmp(format, "v1") && strcmp(format, "legacy"))) {
-		pr_err("format=%s invalid: accepted v1 or legacy\n",
-		       format ? format : "(null)");
-		return -EINVAL;
-	}
+	int ret = irqs_check_common_params(period_us, cpu, format, legacy);
+
+	if (ret)
+		return ret;
 	if (fifo < 0 || fifo >= RTAI_FIFOS) {
 		pr_err("fifo=%d invalid: accepted 0..%d\n", fifo, RTAI_FIFOS - 1);
 		return -EINVAL;
@@ -82,8 +70,33 @@ static inline int rtai_check_params(unsigned int period_us, int cpu,
 		       fifo_size, RTAI_FIFO_SIZE_MIN, RTAI_FIFO_SIZE_MAX);
 		return -EINVAL;
 	}
-	*legacy = !strcmp(format, "legacy");
 	return 0;
+}
+
+/*
+ * Start @s on a new RT FIFO @fifo of @fifo_size bytes, seq from 0.
+ * Undone by rtai_stream_destroy().
+ */
+static inline int rtai_stream_create(struct rtai_stream *s, int fifo,
+				     unsigned int fifo_size, bool legacy)
+{
+	int ret;
+
+	s->fifo = fifo;
+	s->legacy = legacy;
+	atomic64_set(&s->seq, 0);
+	ret = rtf_create(fifo, fifo_size);
+	if (ret < 0) {
+		pr_err("cannot create RT FIFO %d of %u bytes (%d)\n",
+		       fifo, fifo_size, ret);
+		return ret;
+	}
+	return 0;
+}
+
+static inline void rtai_stream_destroy(struct rtai_stream *s)
+{
+	rtf_destroy(s->fifo);
 }
 
 /* RT interrupt handler only: the one producer of records. */
@@ -131,6 +144,95 @@ static inline bool rtai_event_stale(struct rtai_event *ev, RTIME now,
 	if (limit < RTAI_ABANDON_NS)
 		limit = RTAI_ABANDON_NS;
 	return now - atomic64_read(&ev->t_write_ns) > limit;
+}
+
+/*
+ * Take @irq for @handler in the RTAI domain, routed to @cpu (-1: no
+ * pinning), and start it. All or nothing: on failure nothing is left to
+ * undo. Undone by rtai_irq_stop() with the same @cpu.
+ */
+static inline int rtai_irq_start(unsigned int irq,
+				 int (*handler)(unsigned int irq, void *cookie),
+				 int cpu)
+{
+	int ret = rt_request_irq(irq, handler, NULL, 0);
+
+	if (ret) {
+		pr_err("cannot get RT IRQ %u (%d)\n", irq, ret);
+		return ret;
+	}
+	if (cpu >= 0)
+		rt_assign_irq_to_cpu(irq, 1UL << cpu);
+	rt_startup_irq(irq);
+	return 0;
+}
+
+static inline void rtai_irq_stop(unsigned int irq, int cpu)
+{
+	rt_shutdown_irq(irq);
+	if (cpu >= 0)
+		rt_reset_irq_to_sym_mode(irq);
+	rt_release_irq(irq);
+}
+
+/* The periodic RT task that makes the writes, and the RT timer it needs. */
+struct rtai_writer {
+	RT_TASK task;
+	bool timer_started;	/* we started the RT timer: stop it */
+};
+
+/*
+ * Run @fn as an RT task on @cpu (-1: no pinning), every @period_ns from one
+ * period after now. A running RT timer is shared; otherwise one is started
+ * in one-shot mode, and only that one is stopped again. All or nothing: on
+ * failure nothing is left to undo. Undone by rtai_writer_stop().
+ */
+static inline int rtai_writer_start(struct rtai_writer *w, void (*fn)(long),
+				    RTIME period_ns, int cpu)
+{
+	RTIME period;
+	int ret;
+
+	w->timer_started = false;
+	if (!rt_is_hard_timer_running()) {
+		rt_set_oneshot_mode();
+		start_rt_timer(0);
+		w->timer_started = true;
+	}
+	period = nano2count(period_ns);	/* depends on the timer mode */
+
+	if (cpu >= 0)
+		ret = rt_task_init_cpuid(&w->task, fn, 0, RTAI_STACK_SIZE,
+					 RTAI_TASK_PRIO, 0, NULL, cpu);
+	else
+		ret = rt_task_init(&w->task, fn, 0, RTAI_STACK_SIZE,
+				   RTAI_TASK_PRIO, 0, NULL);
+	if (ret) {
+		pr_err("cannot create the RT task (%d)\n", ret);
+		goto err_timer;
+	}
+	ret = rt_task_make_periodic(&w->task, rt_get_time() + period, period);
+	if (ret) {
+		pr_err("cannot make the RT task periodic (%d)\n", ret);
+		goto err_task;
+	}
+	return 0;
+
+err_task:
+	rt_task_delete(&w->task);
+err_timer:
+	if (w->timer_started)
+		stop_rt_timer();
+	w->timer_started = false;
+	return ret;
+}
+
+static inline void rtai_writer_stop(struct rtai_writer *w)
+{
+	rt_task_delete(&w->task);
+	if (w->timer_started)
+		stop_rt_timer();
+	w->timer_started = false;
 }
 
 static int rtai_counter_set(const char *val, const struct kernel_param *kp)

@@ -20,32 +20,27 @@
 #include <linux/ioport.h>
 #include <linux/module.h>
 
+#include "../include/irqs_params.h"
+#include "../include/lpt_regs.h"
 #include "rtai_common.h"
 
 #define DRV_NAME		"rtai_lpt_latency"
 
-#define LPT_DATA(b)		(b)
-#define LPT_STATUS(b)		((b) + 1)
-#define LPT_CONTROL(b)		((b) + 2)
-#define LPT_NPORTS		3
-#define LPT_STATUS_ACK		0x40	/* level of pin 10, not inverted */
-#define LPT_CONTROL_IRQEN	0x10	/* IRQ on the rising edge of nACK */
-
 static unsigned int period_us = 100;
 module_param(period_us, uint, 0444);
-MODULE_PARM_DESC(period_us, "Period of the writes in microseconds, 10..1000000 (default 100)");
+MODULE_PARM_DESC(period_us, IRQS_DESC_PERIOD_US);
 
 static bool check = true;
 module_param(check, bool, 0444);
-MODULE_PARM_DESC(check, "Read the status port in the handler to check the IRQ is ours before clearing it (the seed's \"inb\" variant; default 1)");
+MODULE_PARM_DESC(check, IRQS_DESC_CHECK_LPT);
 
 static int cpu = -1;
 module_param(cpu, int, 0444);
-MODULE_PARM_DESC(cpu, "CPU for the RT task and the IRQ, -1 = no pinning (default -1)");
+MODULE_PARM_DESC(cpu, IRQS_DESC_CPU("RT task"));
 
 static char *format = "v1";
 module_param(format, charp, 0444);
-MODULE_PARM_DESC(format, "Record format: v1 (struct irqs_record_v1) or legacy (int64 ns per event)");
+MODULE_PARM_DESC(format, IRQS_DESC_FORMAT);
 
 static int fifo;
 module_param(fifo, int, 0444);
@@ -70,11 +65,10 @@ module_param_cb(missed, &rtai_counter_ops, &stream.missed, 0444);
 MODULE_PARM_DESC(missed, "Read-only: writes abandoned because no IRQ came");
 
 static struct rtai_event ev;
-static RT_TASK task;
+static struct rtai_writer writer;
 static RTIME period_ns;
 static u16 rec_flags;
 static u8 saved_control;
-static bool timer_started;
 
 /* RTAI interrupt handler: runs before Linux sees anything. */
 static int lpt_handler(unsigned int irqn, void *cookie)
@@ -130,7 +124,6 @@ wait:
 
 static int __init rtai_lpt_init(void)
 {
-	RTIME period;
 	bool legacy;
 	int ret;
 
@@ -150,99 +143,55 @@ static int __init rtai_lpt_init(void)
 	period_ns = (RTIME)period_us * 1000;
 	rec_flags = (IRQS_IFACE_LPT << IRQS_F_IFACE_SHIFT) |
 		    (check ? IRQS_F_CHECK : 0);
-	stream.fifo = fifo;
-	stream.legacy = legacy;
-	atomic64_set(&stream.seq, 0);
 	atomic_set(&ev.pending, 0);
 
-	ret = rtf_create(fifo, fifo_size);
-	if (ret < 0) {
-		pr_err("cannot create RT FIFO %d of %u bytes (%d)\n",
-		       fifo, fifo_size, ret);
+	ret = rtai_stream_create(&stream, fifo, fifo_size, legacy);
+	if (ret)
 		return ret;
-	}
 
 	if (!request_region(base, LPT_NPORTS, DRV_NAME)) {
 		pr_err("I/O ports 0x%lx-0x%lx are busy: unload parport_pc (rmmod lp ppdev parport_pc) first\n",
 		       base, base + LPT_NPORTS - 1);
 		ret = -EBUSY;
-		goto err_fifo;
+		goto err_stream;
 	}
 	saved_control = inb(LPT_CONTROL(base));
 	outb(0x00, LPT_DATA(base));
 
-	ret = rt_request_irq(irq, lpt_handler, NULL, 0);
-	if (ret) {
-		pr_err("cannot get RT IRQ %d (%d)\n", irq, ret);
+	ret = rtai_irq_start(irq, lpt_handler, cpu);
+	if (ret)
 		goto err_region;
-	}
-	if (cpu >= 0)
-		rt_assign_irq_to_cpu(irq, 1UL << cpu);
-	rt_startup_irq(irq);
 	outb(LPT_CONTROL_IRQEN, LPT_CONTROL(base));
 
-	/* Share a running RT timer; stop only the one we started. */
-	if (!rt_is_hard_timer_running()) {
-		rt_set_oneshot_mode();
-		start_rt_timer(0);
-		timer_started = true;
-	}
-	period = nano2count(period_ns);
-
-	if (cpu >= 0)
-		ret = rt_task_init_cpuid(&task, lpt_task, 0, RTAI_STACK_SIZE,
-					 RTAI_TASK_PRIO, 0, NULL, cpu);
-	else
-		ret = rt_task_init(&task, lpt_task, 0, RTAI_STACK_SIZE,
-				   RTAI_TASK_PRIO, 0, NULL);
-	if (ret) {
-		pr_err("cannot create the RT task (%d)\n", ret);
-		goto err_timer;
-	}
-	ret = rt_task_make_periodic(&task, rt_get_time() + period, period);
-	if (ret) {
-		pr_err("cannot make the RT task periodic (%d)\n", ret);
-		goto err_task;
-	}
+	ret = rtai_writer_start(&writer, lpt_task, period_ns, cpu);
+	if (ret)
+		goto err_irq;
 
 	pr_info("port 0x%lx irq %d period %u us check=%d cpu=%d format=%s fifo=%d\n",
 		base, irq, period_us, check, cpu, format, fifo);
 	return 0;
 
-err_task:
-	rt_task_delete(&task);
-err_timer:
-	if (timer_started)
-		stop_rt_timer();
-	timer_started = false;
+err_irq:
 	outb(saved_control & ~LPT_CONTROL_IRQEN, LPT_CONTROL(base));
-	rt_shutdown_irq(irq);
-	if (cpu >= 0)
-		rt_reset_irq_to_sym_mode(irq);
-	rt_release_irq(irq);
+	rtai_irq_stop(irq, cpu);
 err_region:
 	outb(0x00, LPT_DATA(base));
 	outb(saved_control, LPT_CONTROL(base));
 	release_region(base, LPT_NPORTS);
-err_fifo:
-	rtf_destroy(fifo);
+err_stream:
+	rtai_stream_destroy(&stream);
 	return ret;
 }
 
 static void __exit rtai_lpt_exit(void)
 {
-	rt_task_delete(&task);
-	if (timer_started)
-		stop_rt_timer();
+	rtai_writer_stop(&writer);
 	outb(saved_control & ~LPT_CONTROL_IRQEN, LPT_CONTROL(base));
-	rt_shutdown_irq(irq);
-	if (cpu >= 0)
-		rt_reset_irq_to_sym_mode(irq);
-	rt_release_irq(irq);
+	rtai_irq_stop(irq, cpu);
 	outb(0x00, LPT_DATA(base));
 	outb(saved_control, LPT_CONTROL(base));
 	release_region(base, LPT_NPORTS);
-	rtf_destroy(fifo);
+	rtai_stream_destroy(&stream);
 	pr_info("unloaded: %lld events, %u dropped, %u missed\n",
 		(long long)atomic64_read(&stream.seq), stream.dropped,
 		stream.missed);

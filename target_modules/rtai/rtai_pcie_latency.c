@@ -24,6 +24,7 @@
 #include <linux/pci.h>
 
 #include "../include/echoer_regs.h"
+#include "../include/irqs_params.h"
 #include "rtai_common.h"
 
 #define DRV_NAME		"rtai_pcie_latency"
@@ -32,19 +33,19 @@
 
 static unsigned int period_us = 100;
 module_param(period_us, uint, 0444);
-MODULE_PARM_DESC(period_us, "Period of the writes in microseconds, 10..1000000 (default 100)");
+MODULE_PARM_DESC(period_us, IRQS_DESC_PERIOD_US);
 
 static bool check = true;
 module_param(check, bool, 0444);
-MODULE_PARM_DESC(check, "Read STATUS in the handler to check the IRQ is ours before the clearing RECV read (the \"inb\" variant; default 1)");
+MODULE_PARM_DESC(check, IRQS_DESC_CHECK_PCIE);
 
 static int cpu = -1;
 module_param(cpu, int, 0444);
-MODULE_PARM_DESC(cpu, "CPU for the RT task and the IRQ, -1 = no pinning (default -1)");
+MODULE_PARM_DESC(cpu, IRQS_DESC_CPU("RT task"));
 
 static char *format = "v1";
 module_param(format, charp, 0444);
-MODULE_PARM_DESC(format, "Record format: v1 (struct irqs_record_v1) or legacy (int64 ns per event)");
+MODULE_PARM_DESC(format, IRQS_DESC_FORMAT);
 
 static int fifo;
 module_param(fifo, int, 0444);
@@ -67,10 +68,9 @@ static u32 clock_hz;		/* 0: no board-side timestamps */
 static bool has_status;		/* STATUS exists (not a seed-era design) */
 static atomic_t tag;		/* value of the last SEND */
 static struct rtai_event ev;
-static RT_TASK task;
+static struct rtai_writer writer;
 static RTIME period_ns;
 static u16 rec_flags;
-static bool timer_started;
 
 static int echoer_handler(unsigned int irqn, void *cookie)
 {
@@ -209,7 +209,6 @@ static void echoer_release(void)
 
 static int __init rtai_pcie_init(void)
 {
-	RTIME period;
 	bool legacy;
 	int ret;
 
@@ -220,88 +219,44 @@ static int __init rtai_pcie_init(void)
 	period_ns = (RTIME)period_us * 1000;
 	rec_flags = (IRQS_IFACE_PCIE << IRQS_F_IFACE_SHIFT) |
 		    (check ? IRQS_F_CHECK : 0);
-	stream.fifo = fifo;
-	stream.legacy = legacy;
-	atomic64_set(&stream.seq, 0);
 	atomic_set(&ev.pending, 0);
 
-	ret = rtf_create(fifo, fifo_size);
-	if (ret < 0) {
-		pr_err("cannot create RT FIFO %d of %u bytes (%d)\n",
-		       fifo, fifo_size, ret);
+	ret = rtai_stream_create(&stream, fifo, fifo_size, legacy);
+	if (ret)
 		return ret;
-	}
 
 	ret = echoer_claim();
 	if (ret)
-		goto err_fifo;
+		goto err_stream;
 
-	ret = rt_request_irq(board_irq, echoer_handler, NULL, 0);
-	if (ret) {
-		pr_err("cannot get RT IRQ %u (%d)\n", board_irq, ret);
+	ret = rtai_irq_start(board_irq, echoer_handler, cpu);
+	if (ret)
 		goto err_board;
-	}
-	if (cpu >= 0)
-		rt_assign_irq_to_cpu(board_irq, 1UL << cpu);
-	rt_startup_irq(board_irq);
 
-	/* Share a running RT timer; stop only the one we started. */
-	if (!rt_is_hard_timer_running()) {
-		rt_set_oneshot_mode();
-		start_rt_timer(0);
-		timer_started = true;
-	}
-	period = nano2count(period_ns);
-
-	if (cpu >= 0)
-		ret = rt_task_init_cpuid(&task, echoer_task, 0, RTAI_STACK_SIZE,
-					 RTAI_TASK_PRIO, 0, NULL, cpu);
-	else
-		ret = rt_task_init(&task, echoer_task, 0, RTAI_STACK_SIZE,
-				   RTAI_TASK_PRIO, 0, NULL);
-	if (ret) {
-		pr_err("cannot create the RT task (%d)\n", ret);
-		goto err_timer;
-	}
-	ret = rt_task_make_periodic(&task, rt_get_time() + period, period);
-	if (ret) {
-		pr_err("cannot make the RT task periodic (%d)\n", ret);
-		goto err_task;
-	}
+	ret = rtai_writer_start(&writer, echoer_task, period_ns, cpu);
+	if (ret)
+		goto err_irq;
 
 	pr_info("%s irq %u period %u us check=%d cpu=%d format=%s fifo=%d clock %u Hz\n",
 		pci_name(pdev), board_irq, period_us, check, cpu, format, fifo,
 		clock_hz);
 	return 0;
 
-err_task:
-	rt_task_delete(&task);
-err_timer:
-	if (timer_started)
-		stop_rt_timer();
-	timer_started = false;
-	rt_shutdown_irq(board_irq);
-	if (cpu >= 0)
-		rt_reset_irq_to_sym_mode(board_irq);
-	rt_release_irq(board_irq);
+err_irq:
+	rtai_irq_stop(board_irq, cpu);
 err_board:
 	echoer_release();
-err_fifo:
-	rtf_destroy(fifo);
+err_stream:
+	rtai_stream_destroy(&stream);
 	return ret;
 }
 
 static void __exit rtai_pcie_exit(void)
 {
-	rt_task_delete(&task);
-	if (timer_started)
-		stop_rt_timer();
-	rt_shutdown_irq(board_irq);
-	if (cpu >= 0)
-		rt_reset_irq_to_sym_mode(board_irq);
-	rt_release_irq(board_irq);
+	rtai_writer_stop(&writer);
+	rtai_irq_stop(board_irq, cpu);
 	echoer_release();
-	rtf_destroy(fifo);
+	rtai_stream_destroy(&stream);
 	pr_info("unloaded: %lld events, %u dropped, %u missed\n",
 		(long long)atomic64_read(&stream.seq), stream.dropped,
 		stream.missed);
