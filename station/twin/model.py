@@ -30,6 +30,8 @@ import numpy as np
 import yaml
 from scipy import optimize, stats
 
+from station.twin import echoer
+
 PRESET_DIR = Path(__file__).with_name("presets")
 CHUNK_EVENTS = 1000
 
@@ -143,12 +145,11 @@ class EventChunk:
 
 
 def board_width_ns(rise: np.ndarray, fall: np.ndarray, clock_hz: float) -> np.ndarray:
-    """Width as the echoer's cycle counter sees it: counter at the clearing read
-    minus counter at the write, times the clock period (32-bit wrap is harmless
-    for pulses far shorter than 2^32 cycles)."""
-    period = 1e9 / clock_hz
-    cycles = np.floor(fall / period).astype(np.int64) - np.floor(rise / period).astype(np.int64)
-    return np.round(cycles * period).astype(np.int64)
+    """The width the PCIe module puts in its records: the echoer's WIDTH register
+    (counter at the clearing read minus counter at the write) converted as the
+    kernel converts it. One definition, station/twin/echoer.py, for both."""
+    hz = int(clock_hz)
+    return echoer.cycles_to_ns(echoer.width_cycles(rise, fall, hz), hz).astype(np.int64)
 
 
 class ModuleSession:
