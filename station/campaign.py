@@ -13,7 +13,7 @@ from pathlib import Path
 from station.config import Campaign, expand_runs
 from station.run import ProgressSink, RunOutcome, execute_run
 from station.store import RunStore, now_utc, station_version
-from station.target import SSHEndpoint, Target, TargetError, endpoint_from_settings
+from station.target import SSHEndpoint, Target, TargetError, endpoint_from_settings, modules
 from station.target.audit import audit
 
 
@@ -84,6 +84,16 @@ async def run_campaign(
         except TargetError as exc:
             raise CampaignError(f"target: {exc}") from None
         facts = await audit(await target.live_connection())
+        if target_settings.upload_modules:
+            stems = {modules.module_stem(target_settings.family, i) for i in campaign.matrix.interfaces}
+            try:
+                done = await modules.upload_modules(
+                    await target.live_connection(), Path(target_settings.upload_modules).expanduser(), stems,
+                    target_settings.module_dir,
+                )
+            except TargetError as exc:
+                raise CampaignError(f"target: {exc}") from None
+            progress.message(f"uploaded {', '.join(done)} to {target_settings.module_dir}")
         if bench.scope.kind != "none":
             from instruments.scope import ScopeError
             from station.capture import ScopeSession

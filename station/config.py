@@ -55,6 +55,11 @@ class TargetSettings(Strict):
     module_dir: str = Field("/opt/irq-station/modules", description="directory holding the .ko files on the target")
     work_dir: str = Field("/tmp/irq-station", description="target directory for pid files")
     fifo: int = Field(0, ge=0, le=63, description="RTAI FIFO number (rtai family)")
+    upload_modules: str | None = Field(
+        None,
+        description="local directory of prebuilt .ko files to copy into module_dir before the runs "
+        "(their vermagic must match the target's kernel)",
+    )
 
     @model_validator(mode="after")
     def _ssh_needs_host(self) -> TargetSettings:
@@ -119,6 +124,10 @@ class Matrix(Strict):
     cpu: int = Field(-1, ge=-1)
     lpt_base: int = 0x378
     lpt_irq: int = 7
+    module_params: dict[Interface, dict[str, str | int]] = Field(
+        default_factory=dict,
+        description="extra module parameters per interface, e.g. {pcie: {profile: edu}} (emulation modes)",
+    )
 
     @model_validator(mode="after")
     def _has_stop(self) -> Matrix:

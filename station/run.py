@@ -20,7 +20,7 @@ import numpy as np
 from station import records
 from station.config import Campaign, RunSpec
 from station.store import RunStore
-from station.target import Target, TargetError, modules
+from station.target import Target, TargetError, kernel_log, modules
 from station.target import loads as load_ctl
 from station.target.audit import irq_total
 
@@ -110,6 +110,7 @@ async def execute_run(
     params = modules.module_params(
         settings.family, spec.interface, period_ns=period_ns, check=spec.check, cpu=m.cpu,
         fmt=m.format, fifo=settings.fifo, lpt_base=m.lpt_base, lpt_irq=m.lpt_irq,
+        extra=m.module_params.get(spec.interface),
     )
     progress = RunProgress(
         spec.id, order, total_runs, sw_target=m.samples, hw_target=m.pulses if scope else 0,
@@ -137,7 +138,9 @@ async def execute_run(
     capture_task: asyncio.Task | None = None
     status, error = "failed", None
     irq_before = irq_after = None
-    interrupts_row: int | str = m.lpt_irq if spec.interface == "lpt" else "de4_echoer"
+    interrupts_row = modules.interrupts_row(settings.family, spec.interface, m.lpt_irq)
+    dmesg_before: list[str] = []
+    kernel_said: dict[str, list[str]] = {"new_lines": [], "trouble": []}
     try:
         conn = await target.live_connection()
         # preflight: a module left by a crash would make insmod fail and the data lie
@@ -146,6 +149,7 @@ async def execute_run(
             progress_sink.message(f"unloading leftover module(s) {', '.join(sorted(leftover))} before {spec.id}")
             await modules.unload_ours(conn)
         irq_before = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row)
+        dmesg_before = await kernel_log.snapshot(conn)
 
         progress.phase = "loads"
         progress_sink.update(progress)
@@ -192,6 +196,13 @@ async def execute_run(
         with contextlib.suppress(Exception):
             conn = await target.live_connection()
             irq_after = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row)
+            new = kernel_log.new_lines(dmesg_before, await kernel_log.snapshot(conn))
+            kernel_said = {"new_lines": new[-200:], "trouble": kernel_log.trouble(new)}
+        if kernel_said["trouble"]:
+            # an oops or WARNING during the run makes its numbers suspect: say so, keep the data
+            error = "; ".join(filter(None, [error, "kernel reported: " + kernel_said["trouble"][0]]))
+            if status == "complete":
+                status = "incomplete"
         if status == "complete" and m.samples and progress.sw.count < m.samples:
             status = "incomplete"
         store.seal(
@@ -207,6 +218,7 @@ async def execute_run(
                     "torn_bytes": decoder.pending_bytes,
                 },
                 "interrupts": {"row": interrupts_row, "before": irq_before, "after": irq_after},
+                "kernel_log": kernel_said,
                 "acquisitions": progress.acquisitions,
                 "duration_s": time.monotonic() - progress.started,
             },

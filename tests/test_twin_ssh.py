@@ -149,3 +149,26 @@ def test_command_lines_typed_by_hand(twin):
         await conn.close()
 
     _run(main())
+
+
+def test_module_upload_checks_vermagic_against_the_target_kernel(twin, tmp_path):
+    good = tmp_path / "good"
+    bad = tmp_path / "bad"
+    for d, release in ((good, "3.4.55-rtai"), (bad, "6.1.0-56-amd64")):
+        d.mkdir()
+        (d / "rtai_lpt_latency.ko").write_bytes(
+            b"\x7fELF fake" + f"\0vermagic={release} SMP preempt mod_unload\0".encode()
+        )
+
+    async def main():
+        conn = await TargetConnection.open(_endpoint(twin))
+        with pytest.raises(TargetError, match="built for kernel 6.1.0-56-amd64, but .* runs 3.4.55-rtai"):
+            await modules.upload_modules(conn, bad, {"rtai_lpt_latency"}, "/opt/uploaded")
+        assert await modules.upload_modules(conn, good, {"rtai_lpt_latency"}, "/opt/uploaded") == ["rtai_lpt_latency"]
+        assert (await conn.run("ls /opt/uploaded")).stdout.split() == ["rtai_lpt_latency.ko"]
+        await modules.insmod(conn, "/opt/uploaded/rtai_lpt_latency.ko", {})
+        assert "rtai_lpt_latency" in await modules.loaded_modules(conn)
+        await modules.rmmod(conn, "rtai_lpt_latency")
+        await conn.close()
+
+    _run(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from station.target.ssh import TargetConnection, TargetError
 
@@ -25,7 +26,7 @@ def stream_device(family: str, interface: str, fifo: int) -> str:
 
 def module_params(
     family: str, interface: str, *, period_ns: int, check: bool, cpu: int, fmt: str,
-    fifo: int, lpt_base: int, lpt_irq: int,
+    fifo: int, lpt_base: int, lpt_irq: int, extra: dict[str, str | int] | None = None,
 ) -> dict[str, str]:
     """Parameter names as documented in target_modules/README.md."""
     params = {
@@ -38,6 +39,7 @@ def module_params(
         params |= {"base": hex(lpt_base), "irq": str(lpt_irq)}
     if family == "rtai":
         params["fifo"] = str(fifo)
+    params |= {k: str(v) for k, v in (extra or {}).items()}
     return params
 
 
@@ -68,3 +70,41 @@ async def unload_ours(conn: TargetConnection) -> list[str]:
     for stem in ours:
         await rmmod(conn, stem)
     return ours
+
+
+def vermagic(ko: bytes) -> str | None:
+    """The vermagic string from a module's .modinfo section ("6.1.0-56-amd64 SMP ...")."""
+    start = ko.find(b"vermagic=")
+    if start < 0:
+        return None
+    end = ko.find(b"\0", start)
+    return ko[start + len("vermagic=") : end].decode(errors="replace")
+
+
+async def upload_modules(conn: TargetConnection, local_dir: Path, stems: set[str], module_dir: str) -> list[str]:
+    """Copy prebuilt modules to the target after checking they were built for its kernel."""
+    release = (await conn.run("uname -r")).stdout.strip()
+    await conn.run(f"mkdir -p {shlex.quote(module_dir)}")
+    uploaded = []
+    for stem in sorted(stems):
+        path = local_dir / f"{stem}.ko"
+        if not path.exists():
+            raise TargetError(f"{path} does not exist (bench.target.upload_modules); build it for {release}")
+        data = path.read_bytes()
+        magic = vermagic(data)
+        if magic is None or magic.split()[0] != release:
+            raise TargetError(
+                f"{path} was built for kernel {magic.split()[0] if magic else '(no vermagic)'}, "
+                f"but {conn.endpoint.where} runs {release}: rebuild it against that kernel's headers"
+            )
+        await conn.upload(data, f"{module_dir.rstrip('/')}/{stem}.ko")
+        uploaded.append(stem)
+    return uploaded
+
+
+def interrupts_row(family: str, interface: str, lpt_irq: int) -> int | str:
+    """The /proc/interrupts row that counts this module's IRQs: mainline modules
+    name their handler after themselves; RTAI ones show under the Linux device."""
+    if family == "mainline":
+        return module_stem(family, interface)
+    return lpt_irq if interface == "lpt" else "de4_echoer"

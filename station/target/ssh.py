@@ -86,6 +86,19 @@ class TargetConnection:
             raise TargetError(f"{self.endpoint.where}: `{command}` failed: {stderr}")
         return result
 
+    async def upload(self, data: bytes, remote_path: str) -> None:
+        """Write a file on the target through `cat >` (works on any shell, no SFTP needed)."""
+        import shlex
+
+        try:
+            async with asyncio.timeout(60):
+                result = await self._conn.run(f"cat > {shlex.quote(remote_path)}", input=data, encoding=None)
+        except (TimeoutError, asyncssh.Error, OSError) as exc:
+            raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {exc}") from None
+        if result.exit_status != 0:
+            err = (result.stderr or b"").decode(errors="replace").strip()
+            raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {err}")
+
     async def start(self, command: str, binary: bool = False) -> asyncssh.SSHClientProcess:
         try:
             return await self._conn.create_process(command, encoding=None if binary else "utf-8")

@@ -64,6 +64,11 @@ class TwinSSHServer:
             pass  # the client went away; the target's state is what it is
 
     async def _run(self, process: asyncssh.SSHServerProcess, command: str) -> int | None:
+        words = command.split()
+        if len(words) == 3 and words[:2] == ["cat", ">"]:
+            # the station's file upload: stdin to a file
+            self.target.write_file(words[2], await process.stdin.read())
+            return 0
         result = self.target.run(command)
         if isinstance(result, CommandResult):
             process.stdout.write(result.stdout)

@@ -176,6 +176,10 @@ class EmulatedTarget:
                 return f"{self.modules[name].dropped}\n".encode()
         return table[path].encode() if path in table else None
 
+    def write_file(self, path: str, data: bytes) -> None:
+        self.files[path] = data
+        self._cmd_mkdir(["-p", path.rsplit("/", 1)[0]])
+
     # ---- commands ---------------------------------------------------------------------
     def run(self, command: str) -> CommandResult | tuple[str, object]:
         """Run a command line: simple commands joined by ;, && or || (as people type
@@ -293,6 +297,8 @@ class EmulatedTarget:
         stem = Path(path).name.removesuffix(".ko")
         if path not in self.files or stem not in MODULES:
             return _err(f"insmod: ERROR: could not load module {path}: No such file or directory")
+        if not self.files[path].startswith(b"\x7fELF"):
+            return _err(f"insmod: ERROR: could not insert module {path}: Invalid module format")
         if stem in self.modules:
             return _err(f"insmod: ERROR: could not insert module {path}: File exists")
         interface, family = MODULES[stem]
