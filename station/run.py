@@ -263,6 +263,8 @@ async def _stream(proc, decoder, store: RunStore, progress: RunProgress, sink: P
         store.append_sw(data)  # raw first: whatever the decoder thinks, the bytes are kept
         recs = decoder.feed(data)
         lat = recs["latency_ns"] if recs.dtype.names else recs
+        if recs.dtype.names and len(recs):
+            store.append_arrival(time.time(), int(recs["seq"][-1]))
         progress.sw.add(np.asarray(lat))
         if now - last_update > 0.25:
             sink.update(progress)
@@ -272,8 +274,9 @@ async def _stream(proc, decoder, store: RunStore, progress: RunProgress, sink: P
 async def _capture(scope: ScopeCapture, store: RunStore, progress: RunProgress, stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     while not stop.is_set():
+        armed = time.time()  # wall clock: pairing maps it onto the records' arrival times
         start_s, width_s = await loop.run_in_executor(None, scope.acquire_pulses)
-        store.append_pulses(progress.acquisitions, start_s, width_s)
+        store.append_pulses(progress.acquisitions, start_s, width_s, armed)
         progress.acquisitions += 1
         progress.hw.add(np.asarray(width_s) * 1e9)
 

@@ -5,7 +5,9 @@ and a manifest that says what the run is and whether it is complete.
     <out>/runs/<run-id>/
         manifest.json              config, versions, audit, counts, losses, checksums, status
         sw.raw                     the target's record stream, byte for byte as received
-        hw_pulses.csv              scope pulses, one line each, appended per acquisition
+        hw_pulses.csv              scope pulses, one line each, appended per acquisition,
+                                   with the host time the scope was armed
+        sw_arrivals.csv            host time at which each batch of records arrived (event pairing)
         sw.parquet, hw.parquet     written at seal time
         twin-truth.parquet         the twin's injected events (twin benches only)
 """
@@ -66,6 +68,7 @@ class RunStore:
         self.manifest: dict[str, Any] = {}
         self._sw: BinaryIO | None = None
         self._hw: TextIO | None = None
+        self._arrivals: TextIO | None = None
         self._last_flush = 0.0
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -87,7 +90,9 @@ class RunStore:
         self.write_manifest()
         self._sw = open(self.dir / "sw.raw", "ab")  # noqa: SIM115 - open for the run's life
         self._hw = open(self.dir / "hw_pulses.csv", "a")  # noqa: SIM115
-        self._hw.write("acquisition,start_s,width_s\n")
+        self._hw.write("acquisition,start_s,width_s,armed_host_s\n")
+        self._arrivals = open(self.dir / "sw_arrivals.csv", "a")  # noqa: SIM115
+        self._arrivals.write("host_s,last_seq\n")
 
     def write_manifest(self) -> None:
         tmp = self.dir / "manifest.json.tmp"
@@ -99,11 +104,17 @@ class RunStore:
         self._sw.write(data)
         self._maybe_flush()
 
-    def append_pulses(self, acquisition: int, start_s: np.ndarray, width_s: np.ndarray) -> None:
+    def append_pulses(self, acquisition: int, start_s: np.ndarray, width_s: np.ndarray, armed_host_s: float) -> None:
         assert self._hw is not None
-        lines = "".join(f"{acquisition},{s:.12e},{w:.12e}\n" for s, w in zip(start_s, width_s, strict=True))
+        lines = "".join(
+            f"{acquisition},{s:.12e},{w:.12e},{armed_host_s:.6f}\n" for s, w in zip(start_s, width_s, strict=True)
+        )
         self._hw.write(lines)
         self._hw.flush()
+
+    def append_arrival(self, host_s: float, last_seq: int) -> None:
+        assert self._arrivals is not None
+        self._arrivals.write(f"{host_s:.6f},{last_seq}\n")
 
     def _maybe_flush(self) -> None:
         now = time.monotonic()
@@ -113,7 +124,7 @@ class RunStore:
             self._last_flush = now
 
     def close_files(self) -> None:
-        for f in (self._sw, self._hw):
+        for f in (self._sw, self._hw, self._arrivals):
             if f is not None and not f.closed:
                 f.flush()
                 os.fsync(f.fileno())
@@ -173,6 +184,7 @@ class RunData:
     sw: pd.DataFrame
     hw: pd.DataFrame
     truth: pd.DataFrame | None
+    arrivals: pd.DataFrame | None = None
 
     @property
     def run_id(self) -> str:
@@ -194,7 +206,9 @@ def load_run(run_dir: Path) -> RunData:
         hw = pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
     truth_path = run_dir / "twin-truth.parquet"
     truth = pd.read_parquet(truth_path) if truth_path.exists() else None
-    return RunData(run_dir, manifest, sw, hw, truth)
+    arrivals_path = run_dir / "sw_arrivals.csv"
+    arrivals = pd.read_csv(arrivals_path) if arrivals_path.exists() else None
+    return RunData(run_dir, manifest, sw, hw, truth, arrivals)
 
 
 def list_runs(campaign_dir: Path) -> list[Path]:

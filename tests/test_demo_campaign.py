@@ -118,3 +118,24 @@ def test_resume_skips_complete_runs(demo):
     res = run_station("run", str(REPO / "configs/demo.yaml"), "--out", str(out), timeout=120)
     assert res.returncode == 0, res.stderr
     assert not list((out / "runs").glob("*.attempt-*"))
+
+
+def test_event_pairing_finds_the_very_events_the_twin_injected(demo):
+    out, report, _ = demo
+    for run in report["runs"]:
+        p = run["pairing"]
+        assert p["pulses_paired"] >= 0.9 * p["pulses"], p
+    # each paired pulse must be the event the twin drew: its width is that event's true width
+    from station.analysis.pairing import pair_run
+    from station.store import load_run
+
+    for run in report["runs"]:
+        data = load_run(out / "runs" / run["id"])
+        pairing = pair_run(data.sw, data.hw, data.arrivals, data.manifest["period_ns"])
+        truth = data.truth.set_index("seq").loc[pairing.pairs["seq"].astype(int)]
+        dt_ns = 10 * 500e-6 / 120000 * 1e9  # the demo's sample interval
+        assert np.all(np.abs(pairing.pairs["hw_ns"].to_numpy() - truth["hw_ns"].to_numpy()) < dt_ns)
+    for est in report["comparisons"]["t_rw"]:
+        lo, hi = est["paired_ci95_ns"]
+        assert lo <= est["truth_ns"] <= hi
+        assert abs(est["paired_estimate_ns"] - est["truth_ns"]) < 5

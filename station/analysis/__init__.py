@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from station import records
 from station.analysis import correlation, outliers
+from station.analysis.pairing import Pairing, pair_run
 from station.analysis.stats import describe
 from station.report.samples import RunSamples
 from station.store import RunData, list_runs, load_run, station_version
@@ -25,8 +27,12 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
     samples: dict[str, RunSamples] = {}
     run_entries = []
     notes: list[str] = []
+    pairings: dict[str, Pairing] = {}
     for run in runs:
-        entry, sample = _analyse_run(run)
+        pairing = pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
+        if pairing is not None:
+            pairings[run.run_id] = pairing
+        entry, sample = _analyse_run(run, pairing)
         run_entries.append(entry)
         samples[entry["id"]] = sample
         if entry["status"] != "complete":
@@ -47,8 +53,8 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
         },
         "runs": run_entries,
         "comparisons": {
-            "t_rw": _t_rw(run_entries, runs),
-            "cross_interface_outliers": _cross_interface(run_entries, runs),
+            "t_rw": _t_rw(run_entries, pairings),
+            "cross_interface_outliers": _cross_interface(run_entries, runs, pairings),
             "worst_case": _worst_case(run_entries),
         },
         "notes": notes,
@@ -56,7 +62,7 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
     return report, samples
 
 
-def _analyse_run(run: RunData) -> tuple[dict[str, Any], RunSamples]:
+def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any], RunSamples]:
     m = run.manifest
     sw = run.sw["latency_ns"].to_numpy(np.int64) if len(run.sw) else np.empty(0, np.int64)
     hw = run.hw["width_s"].to_numpy(np.float64) * 1e9 if len(run.hw) else None
@@ -81,6 +87,7 @@ def _analyse_run(run: RunData) -> tuple[dict[str, Any], RunSamples]:
         "shift": correlation.shift(sw, hw) if hw is not None else None,
         "outliers": outliers.run_outliers(sw, hw) if len(sw) else None,
         "truth": _truth(run),
+        "pairing": pairing.summary() if pairing is not None else None,
     }
     return entry, RunSamples(sw_ns=sw, hw_ns=hw)
 
@@ -115,7 +122,7 @@ def _by_key(entries: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
-def _t_rw(entries: list[dict], runs: list[RunData]) -> list[dict]:
+def _t_rw(entries: list[dict], pairings: dict[str, Pairing]) -> list[dict]:
     result = []
     keyed = _by_key([e for e in entries if e["shift"] is not None])
     interfaces = sorted({i for i, _ in keyed})
@@ -124,10 +131,15 @@ def _t_rw(entries: list[dict], runs: list[RunData]) -> list[dict]:
         for a, b in zip(inb, no_inb, strict=False):
             est = correlation.t_rw(a["shift"], b["shift"])
             truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
+            paired = {}
+            pa, pb = pairings.get(a["id"]), pairings.get(b["id"])
+            if pa is not None and pb is not None and len(pa.pairs) > 1 and len(pb.pairs) > 1:
+                paired = correlation.paired_t_rw(pa.pairs["diff_ns"].to_numpy(), pb.pairs["diff_ns"].to_numpy())
             result.append(
                 {
                     "interface": iface,
                     **est,
+                    **paired,
                     "inb_run": a["id"],
                     "no_inb_run": b["id"],
                     "truth_ns": float(np.mean(truths)) if truths else None,
@@ -136,7 +148,7 @@ def _t_rw(entries: list[dict], runs: list[RunData]) -> list[dict]:
     return result
 
 
-def _cross_interface(entries: list[dict], runs: list[RunData]) -> list[dict]:
+def _cross_interface(entries: list[dict], runs: list[RunData], pairings: dict[str, Pairing]) -> list[dict]:
     by_id = {r.run_id: r for r in runs}
     ifaces = {e["interface"] for e in entries if e["sw"]}
     if not {"lpt", "pcie"} <= ifaces:
@@ -153,7 +165,12 @@ def _cross_interface(entries: list[dict], runs: list[RunData]) -> list[dict]:
             widths = np.concatenate([r.sw["hw_width_ns"].to_numpy() for r in pcie])
             board = widths[has]
             board_out = widths[has & (sw > ref_max)]
-    return [outliers.cross_interface("pcie", "lpt", ref_max, sw, hw, board, board_out)]
+    caught = [
+        p.pairs[p.pairs["sw_ns"] > ref_max].assign(run=rid)
+        for rid, p in pairings.items() if rid in {r.run_id for r in pcie}
+    ]
+    caught_df = pd.concat(caught) if caught else None
+    return [outliers.cross_interface("pcie", "lpt", ref_max, sw, hw, board, board_out, caught_df)]
 
 
 def _worst_case(entries: list[dict]) -> list[dict]:

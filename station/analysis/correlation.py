@@ -42,3 +42,12 @@ def t_rw(shift_inb: dict, shift_no_inb: dict) -> dict:
         "ci95_ns": [est - Z95 * se, est + Z95 * se],
         "median_estimate_ns": shift_inb["hw_minus_sw_median_ns"] - shift_no_inb["hw_minus_sw_median_ns"],
     }
+
+
+def paired_t_rw(diff_inb: np.ndarray, diff_no_inb: np.ndarray) -> dict:
+    """t_rw from paired events: the same events seen by both, so each difference
+    holds only the bus access and the scope's resolution, not the latency's spread."""
+    m_a, se_a = mean_se(diff_inb)
+    m_b, se_b = mean_se(diff_no_inb)
+    est, se = m_a - m_b, math.hypot(se_a, se_b)
+    return {"paired_estimate_ns": est, "paired_se_ns": se, "paired_ci95_ns": [est - Z95 * se, est + Z95 * se]}

@@ -5,6 +5,7 @@ scope (and the board, where it timestamps every event) saw them too."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 ROBUST_Z = 8.0
 
@@ -40,6 +41,7 @@ def cross_interface(
     hw_ns: np.ndarray,
     board_ns: np.ndarray | None,
     board_of_sw_outliers_ns: np.ndarray | None,
+    scope_caught: pd.DataFrame | None = None,
 ) -> dict:
     above = int(np.sum(sw_ns > threshold_ns))
     frac = above / len(sw_ns) if len(sw_ns) else 0.0
@@ -64,6 +66,11 @@ def cross_interface(
             else float(np.max(board_of_sw_outliers_ns))
         ),
     }
+    result["scope_caught"] = (
+        [] if scope_caught is None else
+        [{"run": r.run, "seq": int(r.seq), "sw_ns": float(r.sw_ns), "hw_ns": float(r.hw_ns)}
+         for r in scope_caught.itertuples()]
+    )
     result["verdict"] = _verdict(result)
     return result
 
@@ -87,6 +94,14 @@ def _verdict(r: dict) -> str:
         parts.append(
             f"The scope saw none, but its {r['hw_total']} pulses would hold only "
             f"{r['hw_expected_if_real']:.2f} such events: the scope alone cannot tell."
+        )
+    if r["scope_caught"]:
+        widths = ", ".join(f"{c['hw_ns'] / 1000:.2f}" for c in r["scope_caught"])
+        above = sum(c["hw_ns"] > r["threshold_ns"] for c in r["scope_caught"])
+        parts.append(
+            f"Event pairing found {len(r['scope_caught'])} of those very events in the scope's records, "
+            f"with pulse widths {widths} µs: {above} above the threshold"
+            + (" — the scope saw a normal pulse where software saw a late one." if above == 0 else ".")
         )
     if r["board_max_of_sw_outliers_ns"] is not None:
         verdict = "below" if r["board_max_of_sw_outliers_ns"] <= r["threshold_ns"] else "above"
