@@ -25,9 +25,10 @@ COMMON = {"period_us", "check", "cpu", "format", "dropped", "missed"}
 MAINLINE = COMMON | {"bufsize", "threaded"}
 RTAI = COMMON | {"fifo", "fifo_size"}
 LPT = {"base", "irq"}
+# Emulation-only device modes of the mainline modules (README: "Emulation modes").
 EXPECTED_PARAMS = {
-    "lpt_latency": MAINLINE | LPT,
-    "pcie_latency": MAINLINE,
+    "lpt_latency": MAINLINE | LPT | {"trigger"},
+    "pcie_latency": MAINLINE | {"profile"},
     "rtai_lpt_latency": RTAI | LPT,
     "rtai_pcie_latency": RTAI,
 }
@@ -149,6 +150,15 @@ def test_modinfo_license_and_alias(mainline_build):
     assert re.search(r"^license:\s+GPL$", res.stdout, re.M)
     # MODULE_DEVICE_TABLE: udev can autoload for the DE4 echoer.
     assert "alias:          pci:v00001172d00000DE4" in res.stdout
+    # ...but not for QEMU's edu device: profile=edu is chosen by hand.
+    assert "pci:v00001234d000011E8" not in res.stdout
+
+
+def test_readme_documents_emulation_modes():
+    text = README.read_text()
+    assert "## Emulation modes (QEMU only)" in text
+    for needle in ("profile=edu", "trigger=emulated", "not hardware timing"):
+        assert needle in text, needle
 
 
 def test_readme_documents_every_parameter():

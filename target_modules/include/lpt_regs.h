@@ -11,6 +11,9 @@
 #define LPT_CONTROL(b)		((b) + 2)
 #define LPT_NPORTS		3
 #define LPT_STATUS_ACK		0x40	/* level of pin 10, not inverted */
+#define LPT_CONTROL_STROBE	0x01	/* nStrobe, inverted */
+#define LPT_CONTROL_INIT	0x04	/* nInit, not inverted */
+#define LPT_CONTROL_SELECT	0x08	/* nSelectIn, inverted */
 #define LPT_CONTROL_IRQEN	0x10	/* IRQ on the rising edge of nACK */
 
 #endif /* LPT_REGS_H */

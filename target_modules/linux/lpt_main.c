@@ -13,6 +13,13 @@
  * The port is driven directly through a claimed I/O region, not through the
  * parport subsystem: parport would put its own IRQ dispatch between the
  * interrupt and our timestamp. Unload parport_pc (and lp, ppdev) first.
+ *
+ * trigger=emulated (emulation only) drives QEMU's emulated parallel port,
+ * which never interrupts on a data write: it raises its IRQ on a control
+ * write with INIT and SELECT set and STROBE clear when the previous control
+ * value had the IRQ enabled, and a status read clears it. The periodic write
+ * is that control write and the handler's clear is the status read, so
+ * check=1 and check=0 make the same single inb there.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -29,6 +36,7 @@
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/string.h>
 
 #include "../include/irqs_params.h"
 #include "../include/lpt_regs.h"
@@ -68,6 +76,10 @@ static bool threaded;
 module_param(threaded, bool, 0444);
 MODULE_PARM_DESC(threaded, "Handle the IRQ in an IRQ thread instead of hard IRQ context (default 0)");
 
+static char *trigger = "loopback";
+module_param(trigger, charp, 0444);
+MODULE_PARM_DESC(trigger, "How the IRQ is raised: loopback (pin 2 wired to pin 10, real port) or emulated (QEMU's parallel port, emulation only) (default loopback)");
+
 static struct irqs_stream stream;
 module_param_cb(dropped, &irqs_counter_ops, &stream.dropped, 0444);
 MODULE_PARM_DESC(dropped, "Read-only: records dropped because the ring was full");
@@ -81,6 +93,26 @@ static u16 rec_flags;
 static u8 saved_control;
 static bool irq_pinned;
 static struct cpumask saved_affinity;
+static bool emulated;		/* trigger=emulated */
+
+/*
+ * trigger=emulated: QEMU raises the IRQ on this control write because the
+ * previous control value (IRQEN alone at load, then this one) had IRQEN set.
+ */
+#define LPT_CONTROL_EMU_FIRE \
+	(LPT_CONTROL_IRQEN | LPT_CONTROL_SELECT | LPT_CONTROL_INIT)
+
+/* Stop the port interrupting, before its handler goes away. */
+static void lpt_quiet(void)
+{
+	if (emulated) {
+		/* INIT clear: QEMU raises nothing on this write. */
+		outb(LPT_CONTROL_SELECT, LPT_CONTROL(base));
+		inb(LPT_STATUS(base));	/* drops a raised IRQ */
+	} else {
+		outb(saved_control & ~LPT_CONTROL_IRQEN, LPT_CONTROL(base));
+	}
+}
 
 /* Hard IRQ context (or the IRQ thread with threaded=1). */
 static irqreturn_t lpt_handler(int irqn, void *dev_id)
@@ -88,21 +120,28 @@ static irqreturn_t lpt_handler(int irqn, void *dev_id)
 	u64 now = ktime_get_ns();	/* first: end of t_SW */
 	u16 flags = rec_flags;
 	u64 t_write;
+	u8 status;
 
-	/*
-	 * The seed read the data port and tested bit 0: that reads back the
-	 * latch we wrote, true whatever raised the IRQ. The status port shows
-	 * the level of pin 10, which is what the IRQ came from; the bus cost
-	 * (one inb, t_rw) is the same.
-	 */
-	if (check && !(inb(LPT_STATUS(base)) & LPT_STATUS_ACK)) {
-		t_write = READ_ONCE(ev.t_write_ns);
-		irqs_stream_push(&stream, flags | IRQS_F_NOT_OURS, t_write,
-				 now - t_write, 0);
-		return IRQ_NONE;
+	if (emulated) {
+		/*
+		 * QEMU clears its IRQ only on a status read, so check=0 reads
+		 * status too: both variants make this one inb, check=1 only
+		 * also tests nACK (which QEMU keeps high: always "ours").
+		 */
+		status = inb(LPT_STATUS(base));
+		if (check && !(status & LPT_STATUS_ACK))
+			goto not_ours;
+	} else {
+		/*
+		 * The seed read the data port and tested bit 0: that reads
+		 * back the latch we wrote, true whatever raised the IRQ. The
+		 * status port shows the level of pin 10, which is what the
+		 * IRQ came from; the bus cost (one inb, t_rw) is the same.
+		 */
+		if (check && !(inb(LPT_STATUS(base)) & LPT_STATUS_ACK))
+			goto not_ours;
+		outb(0x00, LPT_DATA(base));	/* ends the pulse on pin 10 */
 	}
-
-	outb(0x00, LPT_DATA(base));	/* ends the pulse on pin 10 */
 
 	/* Book-keeping after the clear: it does not lengthen the pulse. */
 	if (!atomic_xchg(&ev.pending, 0)) {
@@ -114,6 +153,12 @@ static irqreturn_t lpt_handler(int irqn, void *dev_id)
 	t_write = READ_ONCE(ev.t_write_ns);
 	irqs_stream_push(&stream, flags, t_write, now - t_write, 0);
 	return IRQ_HANDLED;
+
+not_ours:
+	t_write = READ_ONCE(ev.t_write_ns);
+	irqs_stream_push(&stream, flags | IRQS_F_NOT_OURS, t_write,
+			 now - t_write, 0);
+	return IRQ_NONE;
 }
 
 /* Hard hrtimer context, pinned to @cpu when cpu >= 0. */
@@ -128,7 +173,10 @@ static enum hrtimer_restart lpt_tick(struct hrtimer *t)
 			return HRTIMER_RESTART;
 		if (atomic_cmpxchg(&ev.pending, 1, 0) != 1)
 			return HRTIMER_RESTART;	/* the handler took it */
-		outb(0x00, LPT_DATA(base));
+		if (emulated)
+			inb(LPT_STATUS(base));
+		else
+			outb(0x00, LPT_DATA(base));
 		irqs_stream_skip(&stream);
 	}
 
@@ -136,7 +184,10 @@ static enum hrtimer_restart lpt_tick(struct hrtimer *t)
 	WRITE_ONCE(ev.t_write_ns, ktime_get_ns());
 	/* Publishes t_write_ns to the handler, which may run on another CPU. */
 	atomic_set_release(&ev.pending, 1);
-	outb(0xff, LPT_DATA(base));
+	if (emulated)
+		outb(LPT_CONTROL_EMU_FIRE, LPT_CONTROL(base));
+	else
+		outb(0xff, LPT_DATA(base));
 	return HRTIMER_RESTART;
 }
 
@@ -155,6 +206,13 @@ static int __init lpt_check_params(bool *legacy)
 		pr_err("irq=%d invalid: accepted 1..%d\n", irq, nr_irqs - 1);
 		return -EINVAL;
 	}
+	if (!trigger ||
+	    (strcmp(trigger, "loopback") && strcmp(trigger, "emulated"))) {
+		pr_err("trigger=%s invalid: accepted loopback or emulated\n",
+		       trigger ? trigger : "(null)");
+		return -EINVAL;
+	}
+	emulated = !strcmp(trigger, "emulated");
 	return 0;
 }
 
@@ -182,6 +240,8 @@ static int __init lpt_latency_init(void)
 	}
 	saved_control = inb(LPT_CONTROL(base));
 	outb(0x00, LPT_DATA(base));
+	if (emulated)
+		inb(LPT_STATUS(base));	/* drop an IRQ left raised in QEMU */
 
 	atomic_set(&ev.pending, 0);
 	if (threaded)
@@ -197,7 +257,10 @@ static int __init lpt_latency_init(void)
 	}
 	irq_pinned = irqs_irq_pin(irq, cpu, &saved_affinity);
 
-	/* Output mode (bit 5 clear) with the ACK interrupt enabled. */
+	/*
+	 * Output mode (bit 5 clear) with the ACK interrupt enabled. In QEMU
+	 * this write (INIT clear) raises nothing; it arms the next one.
+	 */
 	outb(LPT_CONTROL_IRQEN, LPT_CONTROL(base));
 
 	ret = irqs_stream_register(&stream);
@@ -214,15 +277,15 @@ static int __init lpt_latency_init(void)
 		goto err_misc;
 	}
 
-	pr_info("port 0x%lx irq %d period %u us check=%d cpu=%d format=%s%s\n",
-		base, irq, period_us, check, cpu, format,
+	pr_info("port 0x%lx irq %d trigger=%s period %u us check=%d cpu=%d format=%s%s\n",
+		base, irq, trigger, period_us, check, cpu, format,
 		threaded ? " threaded" : "");
 	return 0;
 
 err_misc:
 	irqs_stream_deregister(&stream);
 err_irq:
-	outb(saved_control & ~LPT_CONTROL_IRQEN, LPT_CONTROL(base));
+	lpt_quiet();
 	if (irq_pinned)
 		irqs_irq_unpin(irq, &saved_affinity);
 	free_irq(irq, &stream);
@@ -239,8 +302,7 @@ static void __exit lpt_latency_exit(void)
 {
 	hrtimer_cancel(&timer);
 	irqs_stream_deregister(&stream);
-	/* Quiet the port before its handler goes away. */
-	outb(saved_control & ~LPT_CONTROL_IRQEN, LPT_CONTROL(base));
+	lpt_quiet();
 	if (irq_pinned)
 		irqs_irq_unpin(irq, &saved_affinity);
 	free_irq(irq, &stream);

@@ -11,6 +11,13 @@
  * reads STATUS, the PCIe analogue of the LPT "inb" check. Boards whose
  * VERSION says they have timestamps report the pulse width they measured,
  * in board clock cycles, in WIDTH; it goes into the record as hw_width_ns.
+ *
+ * profile=edu (emulation only) drives QEMU's "edu" device (PCI 1234:11e8)
+ * instead, so that the same timer, handler, ring and character device run in
+ * a VM: the write raises the IRQ through 0x60 with the tag as its value, and
+ * the handler acknowledges through 0x64, with check=1 first reading the
+ * interrupt status at 0x24. Its timing is QEMU's, not a bus's; it has no
+ * board timestamps.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -27,6 +34,7 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/pci.h>
+#include <linux/string.h>
 
 #include "../include/echoer_regs.h"
 #include "../include/irqs_params.h"
@@ -35,6 +43,17 @@
 #define DRV_NAME		"pcie_latency"
 #define ECHOER_VENDOR		0x1172	/* Altera */
 #define ECHOER_DEVICE		0x0de4
+
+/* QEMU's educational PCI device (hw/misc/edu.c): emulation only. */
+#define EDU_VENDOR		0x1234	/* QEMU */
+#define EDU_DEVICE		0x11e8
+#define EDU_BAR			0
+#define EDU_REG_SPAN		0x80	/* 32-bit registers; BAR0 is 1 MiB */
+#define EDU_REG_IDENT		0x00	/* 0xMMmm00ed: version major.minor */
+#define EDU_IDENT_MAGIC		0xed
+#define EDU_REG_IRQ_STATUS	0x24	/* OR of the values raised, not acked */
+#define EDU_REG_IRQ_RAISE	0x60	/* ORs the value in, raises the IRQ */
+#define EDU_REG_IRQ_ACK		0x64	/* clears the bits written */
 
 static unsigned int period_us = 100;
 module_param(period_us, uint, 0444);
@@ -60,6 +79,10 @@ static bool threaded;
 module_param(threaded, bool, 0444);
 MODULE_PARM_DESC(threaded, "Handle the IRQ in an IRQ thread instead of hard IRQ context (default 0)");
 
+static char *profile = "de4";
+module_param(profile, charp, 0444);
+MODULE_PARM_DESC(profile, "Device: de4 (DE4 IRQ echoer, PCI 1172:0de4) or edu (QEMU's edu device, PCI 1234:11e8, emulation only) (default de4)");
+
 static struct irqs_stream stream;
 module_param_cb(dropped, &irqs_counter_ops, &stream.dropped, 0444);
 MODULE_PARM_DESC(dropped, "Read-only: records dropped because the ring was full");
@@ -68,6 +91,7 @@ MODULE_PARM_DESC(missed, "Read-only: writes abandoned because no IRQ came");
 
 struct echoer {
 	struct pci_dev *pdev;
+	bool edu;		/* profile=edu: QEMU's edu device */
 	void __iomem *regs;
 	unsigned int irq;
 	u32 version;
@@ -83,6 +107,7 @@ struct echoer {
 static struct echoer echoer;	/* one board per module instance */
 static u64 period_ns;
 static u16 rec_flags;
+static bool use_edu;		/* profile=edu */
 
 static void echoer_push(struct echoer *e, u16 flags, u64 now, u32 width)
 {
@@ -132,6 +157,45 @@ static irqreturn_t echoer_handler(int irqn, void *dev_id)
 	return IRQ_HANDLED;
 }
 
+/*
+ * profile=edu. Hard IRQ context (or the IRQ thread with threaded=1, where
+ * IRQF_ONESHOT keeps a level INTx masked until the acknowledge). edu's INTx
+ * stays asserted until the acknowledge, so it is done here, never deferred.
+ * check=1: read the interrupt status (is it ours?), then acknowledge what it
+ * showed, two bus operations like the LPT inb + outb. check=0: acknowledge
+ * the last raised tag at once, one write and no ownership test.
+ */
+static irqreturn_t edu_handler(int irqn, void *dev_id)
+{
+	struct echoer *e = dev_id;
+	u64 now = ktime_get_ns();	/* first: end of t_SW */
+	u16 flags = rec_flags;
+	u32 status;
+
+	if (check) {
+		status = ioread32(e->regs + EDU_REG_IRQ_STATUS);
+		if (!status) {
+			echoer_push(e, flags | IRQS_F_NOT_OURS, now, 0);
+			return IRQ_NONE;	/* a device sharing INTx */
+		}
+		iowrite32(status, e->regs + EDU_REG_IRQ_ACK);
+	} else {
+		status = READ_ONCE(e->tag);
+		iowrite32(status, e->regs + EDU_REG_IRQ_ACK);
+	}
+
+	/* Book-keeping after the acknowledge, as for the echoer. */
+	if (status != READ_ONCE(e->tag) || !atomic_xchg(&e->ev.pending, 0)) {
+		/* Acknowledged, but not the outstanding event (or none). */
+		echoer_push(e, flags | IRQS_F_NOT_OURS, now, 0);
+		return IRQ_HANDLED;
+	}
+	if (READ_ONCE(e->ev.overrun))
+		flags |= IRQS_F_OVERRUN;
+	echoer_push(e, flags, now, 0);	/* no board timestamps: no HW_WIDTH */
+	return IRQ_HANDLED;
+}
+
 /* Hard hrtimer context, pinned to @cpu when cpu >= 0. */
 static enum hrtimer_restart echoer_tick(struct hrtimer *t)
 {
@@ -147,17 +211,22 @@ static enum hrtimer_restart echoer_tick(struct hrtimer *t)
 			return HRTIMER_RESTART;
 		if (atomic_cmpxchg(&e->ev.pending, 1, 0) != 1)
 			return HRTIMER_RESTART;	/* the handler took it */
-		ioread32(e->regs + ECHOER_REG_RECV);
+		if (e->edu)
+			iowrite32(e->tag, e->regs + EDU_REG_IRQ_ACK);
+		else
+			ioread32(e->regs + ECHOER_REG_RECV);
 		irqs_stream_skip(&stream);
 	}
 
 	tag = e->tag + 1;
+	if (e->edu && !tag)
+		tag = 1;	/* edu raises nothing for a value of 0 */
 	WRITE_ONCE(e->tag, tag);
 	WRITE_ONCE(e->ev.overrun, false);
 	WRITE_ONCE(e->ev.t_write_ns, ktime_get_ns());
 	/* Publishes tag and t_write_ns to the handler on any CPU. */
 	atomic_set_release(&e->ev.pending, 1);
-	iowrite32(tag, e->regs + ECHOER_REG_SEND);
+	iowrite32(tag, e->regs + (e->edu ? EDU_REG_IRQ_RAISE : ECHOER_REG_SEND));
 	return HRTIMER_RESTART;
 }
 
@@ -185,18 +254,47 @@ static void echoer_identify(struct echoer *e)
 		 ECHOER_VERSION_MINOR(e->version), e->clock_hz);
 }
 
+static int edu_identify(struct echoer *e)
+{
+	u32 ident = ioread32(e->regs + EDU_REG_IDENT);
+
+	if ((ident & 0xff) != EDU_IDENT_MAGIC) {
+		dev_err(&e->pdev->dev, "IDENT reads 0x%08x: not QEMU's edu device\n",
+			ident);
+		return -ENODEV;
+	}
+	e->version = ident;
+	e->has_status = false;
+	e->clock_hz = 0;
+	dev_info(&e->pdev->dev, "QEMU edu device %u.%u: emulation only, no board timestamps\n",
+		 ident >> 24, (ident >> 16) & 0xff);
+	return 0;
+}
+
 static int echoer_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	struct echoer *e = &echoer;
+	unsigned short want_vendor = use_edu ? EDU_VENDOR : ECHOER_VENDOR;
+	unsigned short want_device = use_edu ? EDU_DEVICE : ECHOER_DEVICE;
+	const char *what = use_edu ? "edu device" : "echoer";
+	int bar = use_edu ? EDU_BAR : ECHOER_BAR;
+	unsigned int span = use_edu ? EDU_REG_SPAN : ECHOER_REG_SPAN;
 	unsigned long irqflags;
 	int ret;
 
+	/* Only the selected profile's id is in id_table; new_id may add more. */
+	if (pdev->vendor != want_vendor || pdev->device != want_device) {
+		dev_info(&pdev->dev, "not binding: profile=%s drives PCI %04x:%04x only\n",
+			 profile, want_vendor, want_device);
+		return -ENODEV;
+	}
 	if (e->pdev) {
 		dev_err(&pdev->dev, "%s drives one echoer; %s already has it\n",
 			DRV_NAME, pci_name(e->pdev));
 		return -EBUSY;
 	}
 	e->pdev = pdev;
+	e->edu = use_edu;
 
 	ret = pci_enable_device(pdev);
 	if (ret) {
@@ -208,28 +306,34 @@ static int echoer_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		dev_err(&pdev->dev, "BARs busy (%d)\n", ret);
 		goto err_disable;
 	}
-	if (pci_resource_len(pdev, ECHOER_BAR) < ECHOER_REG_SPAN) {
-		dev_err(&pdev->dev, "BAR%d is %llu bytes, the echoer needs %u\n",
-			ECHOER_BAR,
-			(unsigned long long)pci_resource_len(pdev, ECHOER_BAR),
-			ECHOER_REG_SPAN);
+	if (pci_resource_len(pdev, bar) < span) {
+		dev_err(&pdev->dev, "BAR%d is %llu bytes, the %s needs %u\n",
+			bar, (unsigned long long)pci_resource_len(pdev, bar),
+			what, span);
 		ret = -ENODEV;
 		goto err_regions;
 	}
-	e->regs = pci_iomap(pdev, ECHOER_BAR, ECHOER_REG_SPAN);
+	e->regs = pci_iomap(pdev, bar, span);
 	if (!e->regs) {
 		ret = -ENOMEM;
 		goto err_regions;
 	}
 	pci_set_master(pdev);	/* MSI is a memory write by the device */
 
-	if (ioread32(e->regs + ECHOER_REG_VERSION) == U32_MAX) {
+	if (ioread32(e->regs + (e->edu ? EDU_REG_IDENT : ECHOER_REG_VERSION)) ==
+	    U32_MAX) {
 		dev_err(&pdev->dev, "BAR%d reads all ones: board not responding\n",
-			ECHOER_BAR);
+			bar);
 		ret = -EIO;
 		goto err_master;
 	}
-	echoer_identify(e);
+	if (e->edu) {
+		ret = edu_identify(e);
+		if (ret)
+			goto err_master;
+	} else {
+		echoer_identify(e);
+	}
 
 	ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_MSI | PCI_IRQ_LEGACY);
 	if (ret < 0) {
@@ -238,15 +342,19 @@ static int echoer_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 	e->irq = pci_irq_vector(pdev, 0);
 	/* Clear an IRQ left pending by an earlier run. */
-	ioread32(e->regs + ECHOER_REG_RECV);
+	if (e->edu)
+		iowrite32(U32_MAX, e->regs + EDU_REG_IRQ_ACK);
+	else
+		ioread32(e->regs + ECHOER_REG_RECV);
 
 	atomic_set(&e->ev.pending, 0);
 	irqflags = pdev->msi_enabled ? 0 : IRQF_SHARED;
 	if (threaded)
-		ret = request_threaded_irq(e->irq, NULL, echoer_handler,
+		ret = request_threaded_irq(e->irq, NULL,
+					   e->edu ? edu_handler : echoer_handler,
 					   irqflags | IRQF_ONESHOT, DRV_NAME, e);
 	else
-		ret = request_irq(e->irq, echoer_handler,
+		ret = request_irq(e->irq, e->edu ? edu_handler : echoer_handler,
 				  irqflags | IRQF_NO_THREAD, DRV_NAME, e);
 	if (ret) {
 		dev_err(&pdev->dev, "cannot get IRQ %u (%d)\n", e->irq, ret);
@@ -264,9 +372,9 @@ static int echoer_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 
 	pci_set_drvdata(pdev, e);
-	dev_info(&pdev->dev, "irq %u (%s) period %u us check=%d cpu=%d format=%s%s\n",
-		 e->irq, pdev->msi_enabled ? "MSI" : "INTx", period_us, check,
-		 cpu, format, threaded ? " threaded" : "");
+	dev_info(&pdev->dev, "profile=%s irq %u (%s) period %u us check=%d cpu=%d format=%s%s\n",
+		 profile, e->irq, pdev->msi_enabled ? "MSI" : "INTx",
+		 period_us, check, cpu, format, threaded ? " threaded" : "");
 	return 0;
 
 err_irq:
@@ -295,7 +403,10 @@ static void echoer_remove(struct pci_dev *pdev)
 	if (e->irq_pinned)
 		irqs_irq_unpin(e->irq, &e->saved_affinity);
 	free_irq(e->irq, e);
-	ioread32(e->regs + ECHOER_REG_RECV);	/* leave irqflagtap low */
+	if (e->edu)
+		iowrite32(U32_MAX, e->regs + EDU_REG_IRQ_ACK);
+	else
+		ioread32(e->regs + ECHOER_REG_RECV);	/* leave irqflagtap low */
 	pci_free_irq_vectors(pdev);
 	pci_clear_master(pdev);
 	pci_iounmap(pdev, e->regs);
@@ -304,11 +415,17 @@ static void echoer_remove(struct pci_dev *pdev)
 	e->pdev = NULL;
 }
 
+/* Only the DE4 is exported for autoloading: edu is chosen by hand. */
 static const struct pci_device_id echoer_ids[] = {
 	{ PCI_DEVICE(ECHOER_VENDOR, ECHOER_DEVICE) },
 	{ }
 };
 MODULE_DEVICE_TABLE(pci, echoer_ids);
+
+static const struct pci_device_id edu_ids[] = {
+	{ PCI_DEVICE(EDU_VENDOR, EDU_DEVICE) },
+	{ }
+};
 
 static struct pci_driver echoer_driver = {
 	.name = DRV_NAME,
@@ -325,6 +442,14 @@ static int __init pcie_latency_init(void)
 	ret = irqs_check_params(period_us, cpu, format, bufsize, &legacy);
 	if (ret)
 		return ret;
+	if (!profile || (strcmp(profile, "de4") && strcmp(profile, "edu"))) {
+		pr_err("profile=%s invalid: accepted de4 or edu\n",
+		       profile ? profile : "(null)");
+		return -EINVAL;
+	}
+	use_edu = !strcmp(profile, "edu");
+	/* The driver binds the selected profile's device, never the other. */
+	echoer_driver.id_table = use_edu ? edu_ids : echoer_ids;
 	period_ns = (u64)period_us * NSEC_PER_USEC;
 	rec_flags = (IRQS_IFACE_PCIE << IRQS_F_IFACE_SHIFT) |
 		    (check ? IRQS_F_CHECK : 0);
@@ -342,8 +467,12 @@ static int __init pcie_latency_init(void)
 		goto err_misc;
 	/* Probing is synchronous: no board bound now means none is there. */
 	if (!echoer.pdev) {
-		pr_err("no DE4 echoer (PCI %04x:%04x) found or bound\n",
-		       ECHOER_VENDOR, ECHOER_DEVICE);
+		if (use_edu)
+			pr_err("profile=edu: no QEMU edu device (PCI %04x:%04x) found or bound (QEMU needs -device edu)\n",
+			       EDU_VENDOR, EDU_DEVICE);
+		else
+			pr_err("profile=de4: no DE4 echoer (PCI %04x:%04x) found or bound (in QEMU with -device edu, load with profile=edu)\n",
+			       ECHOER_VENDOR, ECHOER_DEVICE);
 		ret = -ENODEV;
 		goto err_driver;
 	}
