@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, with everything it needs: the station and its test
 # extras, headless Chromium (report tests), Debian's kernel headers and
-# checkpatch (kernel module tests). Extra arguments go to pytest.
+# checkpatch (kernel module tests), QEMU and the VM image's packages (real-kernel
+# target tests). Extra arguments go to pytest.
 set -euo pipefail
 STATION_EXTRAS="[test]" source "$(dirname "$0")/bootstrap.sh"
 cd "$REPO"
 as_root bash scripts/ci/browser-deps.sh
 as_root bash target_modules/scripts/ci-deps.sh >/dev/null
+as_root bash station/vm/ci-deps.sh >/dev/null
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest -q "$@"

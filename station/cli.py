@@ -167,6 +167,71 @@ def scope(
         _fail(str(exc))
 
 
+vm_app = typer.Typer(no_args_is_help=True, help="A real-kernel target: Debian's kernel in QEMU with our modules.")
+app.add_typer(vm_app, name="vm")
+
+
+@vm_app.command("build")
+def vm_build(force: bool = typer.Option(False, help="rebuild even if the cached image is current")) -> None:
+    """Build (or reuse) the VM image from Debian packages."""
+    from station.vm import VmError, build_image
+
+    try:
+        image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True))
+    except VmError as exc:
+        _fail(str(exc))
+    typer.echo(f"image: {image.dir} (kernel {image.kernel_release})")
+
+
+@vm_app.command("up")
+def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the VM's SSH")) -> None:
+    """Build the image if needed, boot the VM and wait until SSH answers."""
+    from station.vm import VirtualMachine, VmError, build_image
+
+    try:
+        image = build_image(log=lambda msg: typer.echo(msg, err=True))
+        vm = VirtualMachine(image, ssh_port=port)
+        vm.start()
+    except VmError as exc:
+        _fail(str(exc))
+    t = vm.timings
+    typer.echo(
+        f"VM up in {t.get('to_ssh_s', float('nan')):.1f} s (kernel {image.kernel_release}): "
+        f"ssh -p {port} -i {image.identity_file} -o UserKnownHostsFile={vm.known_hosts_file} root@127.0.0.1"
+    )
+
+
+@vm_app.command("down")
+def vm_down() -> None:
+    """Shut the VM down (poweroff over SSH; killed if it does not stop)."""
+    from station.vm import VirtualMachine, VmError, default_vm_dir
+
+    try:
+        vm = VirtualMachine.from_state(default_vm_dir())
+    except VmError as exc:
+        _fail(str(exc))
+    vm.stop()
+    typer.echo("VM stopped")
+
+
+@vm_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def vm_ssh(ctx: typer.Context) -> None:
+    """Open a shell in the running VM (or run the command given after --)."""
+    import os
+    import shutil
+
+    from station.vm import VirtualMachine, VmError, default_vm_dir
+
+    try:
+        vm = VirtualMachine.from_state(default_vm_dir())
+    except VmError as exc:
+        _fail(str(exc))
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        _fail("no OpenSSH client (ssh) on PATH: apt-get install openssh-client")
+    os.execv(ssh, vm.ssh_command(*ctx.args))
+
+
 def main() -> None:
     try:
         app()

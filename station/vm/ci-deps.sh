@@ -1,0 +1,26 @@
+#!/bin/sh
+# ci-deps.sh - install the Debian packages the VM target needs (run as root).
+#
+# The same list as station/vm/hostdeps.py HOST_PACKAGES (a test keeps them equal); build_image()
+# installs them itself when run as root, this script is for CI set-up and for sudo users.
+# Everything else the image needs (the linux-image matching the headers) is fetched by build_image()
+# with apt-get download, into the VM cache directory, never into the repository.
+set -eu
+
+PACKAGES="qemu-system-x86 linux-headers-amd64 busybox-static dropbear-bin openssh-sftp-server kmod xz-utils zstd gcc make"
+export DEBIAN_FRONTEND=noninteractive
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "ci-deps.sh: must run as root (apt-get install $PACKAGES)" >&2
+	exit 1
+fi
+
+need=""
+for p in $PACKAGES; do
+	dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || need="$need $p"
+done
+if [ -n "$need" ]; then
+	apt-get update -q
+	# shellcheck disable=SC2086
+	apt-get install -y -q --no-install-recommends $need
+fi

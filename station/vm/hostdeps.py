@@ -1,0 +1,61 @@
+"""The Debian packages the host needs to build and boot the VM, installed on demand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+
+from station.vm.errors import VmError
+
+# package -> why; the image is assembled from these and from the downloaded linux-image deb only.
+HOST_PACKAGES: dict[str, str] = {
+    "qemu-system-x86": "runs the VM",
+    "linux-headers-amd64": "the kernel the modules are built for (its release picks the linux-image)",
+    "busybox-static": "the guest's shell and tools",
+    "dropbear-bin": "the guest's SSH server and host key generator",
+    "openssh-sftp-server": "lets SFTP clients copy files into the guest",
+    "kmod": "depmod: the dependencies of the guest's NIC driver",
+    "xz-utils": "decompresses the kernel and modules",
+    "zstd": "decompresses a zstd-compressed kernel",
+    "gcc": "builds the latency modules",
+    "make": "builds the latency modules",
+}
+
+
+def missing_host_packages(packages: dict[str, str] | None = None) -> list[str]:
+    """Packages of HOST_PACKAGES that dpkg does not report as installed."""
+    wanted = list(packages or HOST_PACKAGES)
+    res = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\n", *wanted],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    installed = {ln.split()[0] for ln in res.stdout.splitlines() if ln.endswith(" installed")}
+    return [p for p in wanted if p not in installed]
+
+
+def ensure_host_packages(log: Callable[[str], None] = print) -> None:
+    """Install what is missing with apt-get (as root); otherwise say exactly what to install."""
+    missing = missing_host_packages()
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        why = "; ".join(f"{p}: {HOST_PACKAGES[p]}" for p in missing)
+        raise VmError(
+            f"missing host packages ({why}). Install them as root: "
+            f"apt-get install --no-install-recommends {' '.join(missing)}  (or run station/vm/ci-deps.sh)"
+        )
+    log(f"vm: installing {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+    ):
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if res.returncode != 0:
+            raise VmError(f"{' '.join(cmd)} failed:\n{(res.stdout + res.stderr)[-2000:]}")
+    still = missing_host_packages()
+    if still:
+        raise VmError(f"apt-get install finished but {' '.join(still)} are still not installed")

@@ -1,0 +1,226 @@
+"""The VM image: kernel, initramfs, modules and keys in one cache directory, rebuilt only when an input changes."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import lzma
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from station.vm import cpio, initramfs, kernel, keys, latency_modules
+from station.vm.errors import VmError
+from station.vm.hostdeps import ensure_host_packages
+from station.vm.paths import default_vm_dir
+
+MANIFEST = "manifest.json"
+NIC_DRIVER = "e1000"  # matches `-device e1000` in machine.py
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class VmImage:
+    dir: Path
+
+    @classmethod
+    def open(cls, vm_dir: Path | None = None) -> VmImage:
+        """A complete image already built in vm_dir (no checks that its inputs are current)."""
+        image = cls(Path(vm_dir or default_vm_dir()))
+        if not image.read_manifest().get("complete"):
+            raise VmError(f"no complete VM image in {image.dir}: build it first (build_image / station vm up)")
+        return image
+
+    def read_manifest(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.dir / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def kernel_path(self) -> Path:
+        """The uncompressed ELF vmlinux (PVH boot), or the bzImage if extraction failed."""
+        return self.dir / "kernel" / self.read_manifest().get("kernel_file", "vmlinux")
+
+    @property
+    def initrd_path(self) -> Path:
+        return self.dir / "initrd.gz"
+
+    @property
+    def kernel_release(self) -> str:
+        return self.read_manifest()["kernel_release"]
+
+    @property
+    def modules_dir(self) -> Path:
+        return self.dir / "modules"
+
+    @property
+    def identity_file(self) -> Path:
+        return self.dir / "id_ed25519"
+
+    @property
+    def host_key_file(self) -> Path:
+        return self.dir / "dropbear_ed25519_host_key"
+
+    @property
+    def host_key_pub(self) -> str:
+        return (self.dir / "host_key.pub").read_text().strip()
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _recipe(*modules: object) -> bytes:
+    """The source of the code that makes a part: changing how it is built rebuilds it."""
+    return b"".join(Path(m.__file__).read_bytes() for m in modules)  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _locked(vm_dir: Path) -> Iterator[None]:
+    # one builder at a time per cache dir (the CLI and a test may race)
+    with open(vm_dir / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _write_manifest(vm_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = vm_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    tmp.replace(vm_dir / MANIFEST)
+
+
+def _nic_load_order(image: kernel.LinuxImage, driver: str) -> list[Path]:
+    """driver's .ko and its dependencies from modules.dep, dependencies first."""
+    deps: dict[str, list[str]] = {}
+    for line in (image.modules_root / "modules.dep").read_text().splitlines():
+        mod, _, rest = line.partition(":")
+        deps[mod] = rest.split()
+    target = next((m for m in deps if Path(m).name in (f"{driver}.ko", f"{driver}.ko.xz")), None)
+    if target is None:
+        raise VmError(f"linux-image-{image.release} has no {driver}.ko")
+    # modules.dep lists each module's dependencies so that the last must be loaded first
+    return [image.modules_root / m for m in [*reversed(deps[target]), target]]
+
+
+def _build_kernel(vm_dir: Path, deb: Path, release: str, version: str, log: Log) -> dict[str, Any]:
+    staging = vm_dir / "staging"
+    out = vm_dir / "kernel"
+    log(f"vm: unpacking {deb.name}")
+    img = kernel.unpack(deb, release, version, staging)
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "nic").mkdir(parents=True)
+    try:
+        compression = kernel.extract_vmlinux(img.bzimage, out / "vmlinux")
+        kernel_file = "vmlinux"
+        log(f"vm: extracted the uncompressed vmlinux ({compression}) for direct PVH boot")
+    except VmError as exc:
+        shutil.copy2(img.bzimage, out / "bzImage")
+        kernel_file, compression = "bzImage", None
+        log(f"vm: could not extract vmlinux ({exc}); booting the bzImage (slower: decompresses in the guest)")
+    nic = []
+    for ko in _nic_load_order(img, NIC_DRIVER):
+        dest = out / "nic" / ko.name
+        if ko.suffix == ".xz":  # busybox insmod takes plain .ko only
+            dest = dest.with_suffix("")
+            dest.write_bytes(lzma.decompress(ko.read_bytes()))
+        else:
+            shutil.copy2(ko, dest)
+        nic.append(dest.name)
+    shutil.rmtree(staging)
+    return {"kernel_file": kernel_file, "kernel_compression": compression, "nic_modules": nic}
+
+
+def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = print) -> VmImage:
+    """Build (or reuse) the image in vm_dir: Debian's kernel matching the installed headers, our modules
+    built for it, and an initramfs with busybox, dropbear and the NIC driver. Idempotent: a part is
+    rebuilt only when its inputs changed (or force)."""
+    vm_dir = Path(vm_dir or default_vm_dir()).resolve()
+    vm_dir.mkdir(parents=True, exist_ok=True)
+    ensure_host_packages(log)
+    image = VmImage(vm_dir)
+    with _locked(vm_dir):
+        old = {} if force else image.read_manifest()
+        inputs = dict(old.get("inputs", {}))
+        manifest = {**old, "complete": False}
+
+        client_pub = keys.ensure_client_key(image.identity_file)
+        host_pub = keys.ensure_host_key(image.host_key_file)
+        pub = vm_dir / "host_key.pub"
+        if not pub.is_file() or pub.read_text() != host_pub + "\n":
+            # atomically: a VM starting in another process reads it for its known_hosts
+            (vm_dir / "host_key.pub.tmp").write_text(host_pub + "\n")
+            (vm_dir / "host_key.pub.tmp").replace(pub)
+
+        release, version, deb = kernel.download_linux_image(vm_dir / "debs", log)
+        key = _digest(release, version, _recipe(kernel), NIC_DRIVER)
+        kernel_ok = (vm_dir / "kernel" / old.get("kernel_file", "vmlinux")).is_file()
+        if inputs.get("kernel") != key or not kernel_ok:
+            _write_manifest(vm_dir, manifest)
+            manifest.update(_build_kernel(vm_dir, deb, release, version, log))
+            inputs["kernel"] = key
+        for stale in (vm_dir / "debs").glob("*.deb"):
+            if stale != deb:
+                stale.unlink()
+
+        kdir = kernel.headers_dir(release)
+        src_hash = latency_modules.sources_hash()
+        key = _digest(src_hash, release, version, _recipe(latency_modules))
+        modules_ok = all((image.modules_dir / m).is_file() for m in latency_modules.MODULES)
+        if inputs.get("modules") != key or not modules_ok:
+            log(f"vm: building {', '.join(latency_modules.MODULES)} against {kdir} (W=1)")
+            _write_manifest(vm_dir, manifest)
+            latency_modules.build(kdir, vm_dir / "build", image.modules_dir)
+            inputs["modules"] = key
+
+        packages = {p: kernel.package_version(p) for p in ("busybox-static", "dropbear-bin", "openssh-sftp-server")}
+        key = _digest(
+            _recipe(initramfs, cpio),
+            json.dumps(packages, sort_keys=True),
+            inputs["kernel"],
+            inputs["modules"],
+            client_pub,
+            host_pub,
+        )
+        if inputs.get("initramfs") != key or not image.initrd_path.is_file():
+            log("vm: assembling the initramfs")
+            _write_manifest(vm_dir, manifest)
+            size = initramfs.build(
+                image.initrd_path,
+                release=release,
+                nic_modules=[vm_dir / "kernel" / "nic" / n for n in manifest["nic_modules"]],
+                latency_modules=[image.modules_dir / m for m in latency_modules.MODULES],
+                host_key=image.host_key_file,
+                authorized_key=client_pub,
+            )
+            manifest["initrd_bytes"] = size
+            inputs["initramfs"] = key
+            manifest["built_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+        manifest.update(
+            complete=True,
+            schema=1,
+            kernel_release=release,
+            linux_image_version=version,
+            linux_image_deb=deb.name,
+            module_sources_sha256=src_hash,
+            modules=list(latency_modules.MODULES),
+            packages=packages,
+            inputs=inputs,
+        )
+        _write_manifest(vm_dir, manifest)
+    log(f"vm: image ready in {vm_dir} (kernel {release}, {manifest['kernel_file']})")
+    return image

@@ -1,0 +1,142 @@
+"""The guest's root filesystem, an initramfs: busybox, dropbear, the NIC driver, our modules, /init.
+
+Everything comes from installed Debian packages (busybox-static, dropbear-bin, openssh-sftp-server) and
+from the unpacked linux-image; nothing is downloaded here.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from station.vm.cpio import Tree
+from station.vm.errors import VmError
+
+BUSYBOX = Path("/bin/busybox")
+DROPBEAR = Path("/usr/sbin/dropbear")
+SFTP_SERVER = Path("/usr/lib/openssh/sftp-server")  # optional: lets SFTP clients (asyncssh, scp -s) in
+GUEST_MODULES = "opt/irq-station/modules"
+HOST_KEY = "etc/dropbear/dropbear_ed25519_host_key"
+INIT_MARKER = "irq-station-vm: /init at"
+SSHD_MARKER = "irq-station-vm: dropbear up at"
+
+# QEMU user networking: the guest is always 10.0.2.15 behind the gateway 10.0.2.2, so no DHCP wait.
+INIT = """#!/bin/sh
+# PID 1 until the last line: mount, network, SSH; then busybox init reaps orphans (the station's
+# setsid'd loads) so a finished process never lingers as a zombie that `kill -0` still finds.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+echo "{init_marker} $(cut -d' ' -f1 /proc/uptime) s"
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmp /tmp
+mount -t tmpfs run /run
+hostname irq-vm
+for m in {nic_modules}; do
+\tinsmod "$m" || echo "irq-station-vm: insmod $m failed"
+done
+ip link set lo up
+ip addr add 10.0.2.15/24 dev eth0
+ip link set eth0 up
+ip route add default via 10.0.2.2
+# e1000 reports its link a moment after "up"; until then slirp's forwarded SYNs go nowhere
+i=0
+while [ "$(cat /sys/class/net/eth0/carrier 2>/dev/null)" != 1 ] && [ $i -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+# -s: keys only; -r: the host key baked in at build time (no generation, no entropy wait)
+dropbear -s -p 22 -r /{host_key} -P /run/dropbear.pid
+echo "{sshd_marker} $(cut -d' ' -f1 /proc/uptime) s"
+exec /sbin/init
+"""
+
+# No console shell: the serial console is a log file. init only reaps and handles shutdown.
+INITTAB = """::ctrlaltdel:/sbin/poweroff -f
+::shutdown:/bin/sync
+"""
+
+
+def shared_libraries(binary: Path) -> list[Path]:
+    """The libraries and dynamic loader binary needs, as ldd resolves them on this host."""
+    res = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise VmError(f"ldd {binary} failed: {res.stderr.strip()}")
+    libs = []
+    for line in res.stdout.splitlines():
+        m = re.search(r"(/\S+) \(0x", line)
+        if m:
+            libs.append(Path(m.group(1)))
+        elif "not found" in line:
+            raise VmError(f"{binary} needs a library that is not installed: {line.strip()}")
+    return libs
+
+
+def _add_binary(tree: Tree, binary: Path) -> None:
+    tree.copy(str(binary).lstrip("/"), binary, 0o755)
+    for lib in shared_libraries(binary):
+        # at the path ldd printed: the guest has no ld.so.cache, the loader's default dirs find them
+        tree.copy(str(lib).lstrip("/"), lib, 0o755)
+
+
+def build(
+    out: Path,
+    *,
+    release: str,
+    nic_modules: list[Path],
+    latency_modules: list[Path],
+    host_key: Path,
+    authorized_key: str,
+) -> int:
+    """Write the gzip'd cpio to out; returns its size in bytes."""
+    tree = Tree()
+    for d in ("proc", "sys", "dev", "tmp", "run", "mnt", "var/log"):
+        tree.dir(d)
+    tree.symlink("var/run", "../run")
+    # the kernel opens /dev/console for init before /init can mount devtmpfs
+    tree.chardev("dev/console", 5, 1)
+    tree.chardev("dev/null", 1, 3, 0o666)
+
+    tree.copy("bin/busybox", BUSYBOX, 0o755)
+    res = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True)
+    for applet in res.stdout.split():
+        if applet == "bin/busybox":  # listed among its applets; a link would replace the binary
+            continue
+        depth = applet.count("/")
+        tree.symlink(applet, "../" * depth + "bin/busybox")
+
+    _add_binary(tree, DROPBEAR)
+    if SFTP_SERVER.is_file():
+        _add_binary(tree, SFTP_SERVER)
+        tree.symlink("usr/lib/sftp-server", "openssh/sftp-server")  # where Debian's dropbear looks
+
+    tree.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+    tree.file("etc/group", b"root:x:0:\n")
+    tree.file("etc/shells", b"/bin/sh\n")
+    tree.file("etc/inittab", INITTAB.encode())
+    tree.file("etc/hostname", b"irq-vm\n")
+    tree.dir("root", 0o700)
+    tree.dir("root/.ssh", 0o700)
+    tree.file("root/.ssh/authorized_keys", (authorized_key + "\n").encode(), 0o600)
+    tree.dir("etc/dropbear", 0o700)
+    tree.copy(HOST_KEY, host_key, 0o600)
+
+    guest_nic = []
+    for ko in nic_modules:
+        path = f"lib/modules/{release}/{ko.name}"
+        tree.copy(path, ko, 0o644)
+        guest_nic.append("/" + path)
+    for ko in latency_modules:
+        tree.copy(f"{GUEST_MODULES}/{ko.name}", ko, 0o644)
+
+    init = INIT.format(
+        init_marker=INIT_MARKER,
+        sshd_marker=SSHD_MARKER,
+        nic_modules=" ".join(guest_nic),
+        host_key=HOST_KEY,
+    )
+    tree.file("init", init.encode(), 0o755)
+    return tree.write_gzip(out)

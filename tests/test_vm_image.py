@@ -1,0 +1,142 @@
+"""The VM target: Debian's kernel under QEMU, with our modules built for it, reached over real SSH.
+
+Builds the image in the VM cache (default_vm_dir(); slow only the first time: apt downloads), boots
+it once for the module, and talks to it with asyncssh as the station does. Missing host packages are
+installed when running as root; otherwise the tests skip naming them, except under CI, where they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from station.vm import VirtualMachine, VmError, VmImage, build_image, missing_host_packages
+from station.vm.hostdeps import HOST_PACKAGES
+
+pytestmark = pytest.mark.timeout(900)  # the first build downloads QEMU and a 70 MB linux-image
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"CI: {what}")
+    pytest.skip(what)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def image() -> VmImage:
+    missing = missing_host_packages()
+    if missing and os.geteuid() != 0:
+        _missing(f"VM host packages missing and not root to install them: apt-get install {' '.join(missing)}")
+    try:
+        return build_image(log=print)
+    except VmError as exc:
+        if missing_host_packages():  # could not install: an environment problem, not a bug
+            _missing(f"VM image not built: {exc}")
+        raise
+
+
+@pytest.fixture(scope="module")
+def vm(image, tmp_path_factory) -> VirtualMachine:
+    machine = VirtualMachine(image, ssh_port=_free_port(), state_dir=tmp_path_factory.mktemp("vm"))
+    machine.start(timeout_s=180)
+    yield machine
+    machine.stop()
+
+
+def sh(vm: VirtualMachine, command: str) -> asyncssh.SSHCompletedProcess:
+    async def go() -> asyncssh.SSHCompletedProcess:
+        async with asyncssh.connect(**vm.connect_options()) as conn:
+            return await conn.run(command, check=False)
+
+    return asyncio.run(go())
+
+
+def test_ci_deps_script_installs_what_build_image_needs():
+    script = Path(__file__).resolve().parents[1] / "station" / "vm" / "ci-deps.sh"
+    listed = re.search(r'^PACKAGES="([^"]*)"', script.read_text(), re.M)
+    assert listed and listed.group(1).split() == list(HOST_PACKAGES)
+
+
+def test_image_is_reused_when_nothing_changed(image):
+    before = image.read_manifest()
+    lines: list[str] = []
+    again = build_image(image.dir, log=lines.append)
+    assert again.read_manifest()["inputs"] == before["inputs"]
+    rebuilt = [ln for ln in lines if re.search(r"unpacking|building|assembling|download", ln)]
+    assert rebuilt == []
+    for path in (image.kernel_path, image.initrd_path, image.identity_file):
+        assert path.is_file(), path
+    assert {p.name for p in image.modules_dir.glob("*.ko")} == {"lpt_latency.ko", "pcie_latency.ko"}
+    assert image.kernel_path.name == "vmlinux", "fell back to the bzImage: slower boots"
+
+
+def test_boot_timings(vm, record_property):
+    t = vm.timings
+    print(f"\nVM boot: /init after {t['boot_to_init_s']} s (guest uptime {t['guest_uptime_at_init_s']} s), "
+          f"SSH after {t['to_ssh_s']} s")
+    for key, value in t.items():
+        record_property(f"vm_{key}", value)
+    assert t["boot_to_init_s"] <= t["to_ssh_s"] < 60
+
+
+def test_guest_runs_the_kernel_the_modules_were_built_for(vm, image):
+    res = sh(vm, "uname -r")
+    assert res.exit_status == 0, res.stderr
+    assert res.stdout.strip() == image.kernel_release
+
+
+def test_host_key_is_pinned(vm):
+    line = vm.known_hosts_file.read_text().strip()
+    assert line == f"[127.0.0.1]:{vm.ssh_port} {vm.image.host_key_pub}"
+
+
+def test_interrupts_edu_device_and_parallel_port(vm):
+    res = sh(vm, "cat /proc/interrupts; echo ---; "
+                 "for d in /sys/bus/pci/devices/*; do echo $(cat $d/vendor):$(cat $d/device); done; echo ---; "
+                 "for d in /sys/bus/pnp/devices/*; do echo $(cat $d/id) $(cat $d/resources); done")
+    assert res.exit_status == 0, res.stderr
+    interrupts, pci, pnp = res.stdout.split("---\n")
+    assert re.match(r"\s*CPU0\s+CPU1", interrupts)
+    assert "0x1234:0x11e8" in pci.split(), pci  # -device edu: the PCIe module's emulated target
+    # the ISA parallel port, where the LPT module expects it (no parport_pc holds it)
+    assert re.search(r"PNP0400 .*io 0x378-0x37f irq 7", pnp), pnp
+
+
+def test_bad_parameter_is_refused_with_the_kernels_words(vm):
+    res = sh(vm, "insmod /opt/irq-station/modules/pcie_latency.ko period_us=1")
+    assert res.exit_status != 0
+    assert "Invalid argument" in res.stderr, res.stderr  # -EINVAL, as the kernel returned it
+    dmesg = sh(vm, "dmesg").stdout
+    assert "pcie_latency: period_us=1 out of range: accepted 10..1000000" in dmesg
+    assert "pcie_latency" not in sh(vm, "lsmod").stdout
+
+
+def test_console_has_no_oops_or_warning(vm):
+    text = vm.console_log.read_text(errors="replace")
+    assert "/init at" in text
+    assert not re.search(r"Oops|WARNING:|BUG:|Call Trace", text), text
+
+
+def test_stop_ends_qemu_and_is_idempotent(vm):
+    other = VirtualMachine.from_state(vm.state_dir)  # as `station vm down` finds it
+    assert other.pid == vm.pid and other.is_running()
+    other.stop()
+    assert not other.is_running()
+    vm.stop()  # reaps our child; must not fail on a VM that is already down
+    assert not Path(f"/proc/{vm.pid}").exists()
+    assert not vm.state_file.exists()
+    other.stop()
+    with pytest.raises(VmError, match="no VM state"):
+        VirtualMachine.from_state(vm.state_dir)
