@@ -135,9 +135,11 @@ async def execute_run(
     running_loads: list[load_ctl.RunningLoad] = []
     module_loaded = False
     stream_proc = None
+    stream: load_ctl.RunningLoad | None = None
     capture_task: asyncio.Task | None = None
     status, error = "failed", None
-    irq_before = irq_after = None
+    irq_before: int | None = None
+    irq_after: int | None = None
     interrupts_row = modules.interrupts_row(settings.family, spec.interface, m.lpt_irq)
     dmesg_before: list[str] = []
     kernel_said: dict[str, list[str]] = {"new_lines": [], "trouble": []}
@@ -148,7 +150,8 @@ async def execute_run(
         if leftover:
             progress_sink.message(f"unloading leftover module(s) {', '.join(sorted(leftover))} before {spec.id}")
             await modules.unload_ours(conn)
-        irq_before = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row)
+        # a mainline module's row appears with its request_irq: absent now means zero
+        irq_before = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row) or 0
         dmesg_before = await kernel_log.snapshot(conn)
 
         progress.phase = "loads"
@@ -166,7 +169,11 @@ async def execute_run(
         await modules.insmod(conn, target.module_path(spec.interface), params)
         module_loaded = True
 
-        stream_proc = await conn.start(f"cat {target.device(spec.interface)}", binary=True)
+        # the reader is tracked like a load: a reader blocked in read() never sees its SSH
+        # channel close, and an open device would make rmmod fail
+        stream = await load_ctl.start_load(conn, load_ctl.STREAM_NAME, f"cat {target.device(spec.interface)}",
+                                           settings.work_dir, max_seconds, binary=True)
+        stream_proc = stream.process
         progress.phase = "measuring"
         progress.started = time.monotonic()
         stop = asyncio.Event()
@@ -188,14 +195,16 @@ async def execute_run(
     finally:
         progress.phase = "teardown"
         progress_sink.update(progress)
-        teardown_errors = await _teardown(target, stem, module_loaded, running_loads, stream_proc, capture_task)
+        irq_seen: dict[str, int | None] = {}
+        teardown_errors = await _teardown(target, stem, module_loaded, running_loads, stream, capture_task,
+                                          interrupts_row, irq_seen)
+        irq_after = irq_seen.get("before_rmmod")
         if teardown_errors:
             error = "; ".join(filter(None, [error, *teardown_errors]))
             if status == "complete":
                 status = "incomplete"
         with contextlib.suppress(Exception):
             conn = await target.live_connection()
-            irq_after = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row)
             new = kernel_log.new_lines(dmesg_before, await kernel_log.snapshot(conn))
             kernel_said = {"new_lines": new[-200:], "trouble": kernel_log.trouble(new)}
         if kernel_said["trouble"]:
@@ -291,25 +300,34 @@ async def _finish_capture(task: asyncio.Task, timeout: float) -> None:
         raise ScopeFailure(str(exc)) from None
 
 
-async def _teardown(target: Target, stem: str, module_loaded: bool, running_loads, stream_proc,
-                    capture_task) -> list[str]:
+async def _teardown(target: Target, stem: str, module_loaded: bool, running_loads,
+                    stream: load_ctl.RunningLoad | None, capture_task, interrupts_row: int | str,
+                    irq_seen: dict[str, int | None]) -> list[str]:
     """Reverse order of set-up. Every step is attempted; failures are collected."""
     errors: list[str] = []
     if capture_task is not None and not capture_task.done():
         capture_task.cancel()
-    if stream_proc is not None:
-        with contextlib.suppress(Exception):
-            stream_proc.close()
     try:
         conn = await target.live_connection()
     except TargetError as exc:
         return [f"teardown could not reach the target: {exc}; run `station cleanup`"]
+    if stream is not None:
+        stream.conn = conn  # the session may have been re-opened
+        try:
+            await load_ctl.stop_load(stream)
+        except TargetError as exc:
+            errors.append(f"stopping the record stream: {exc}")
     if module_loaded:
+        # the IRQ count while the module still holds its line (its row goes with rmmod)
+        with contextlib.suppress(TargetError):
+            text = (await conn.run("cat /proc/interrupts")).stdout
+            irq_seen["before_rmmod"] = irq_total(text, interrupts_row)
         try:
             await modules.rmmod(conn, stem)
         except TargetError as exc:
             errors.append(f"rmmod {stem}: {exc}")
     for load in reversed(running_loads):
+        load.conn = conn
         try:
             await load_ctl.stop_load(load)
         except TargetError as exc:

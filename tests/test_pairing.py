@@ -31,7 +31,9 @@ def _run(seed: int, n: int = 50_000, acquisitions: int = 40, per_acq: int = 40, 
         widths = sw[idx] + shift + rng.normal(0, 20, per_acq)
         starts = (idx - first) * PERIOD * 1e-9 + rng.exponential(500e-9, per_acq)
         armed = host0 + first * PERIOD * 1e-9 - 0.001
-        rows.append(pd.DataFrame({"acquisition": a, "start_s": starts, "width_s": widths * 1e-9, "armed_host_s": armed}))
+        rows.append(
+            pd.DataFrame({"acquisition": a, "start_s": starts, "width_s": widths * 1e-9, "armed_host_s": armed})
+        )
         truth.append(pd.DataFrame({"acquisition": a, "seq": idx}))
     return sw_df, pd.concat(rows, ignore_index=True), arrivals, pd.concat(truth, ignore_index=True)
 

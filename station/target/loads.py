@@ -1,6 +1,6 @@
-"""Load generators on the target or a load host.
+"""Load generators — and the record stream's reader — on the target or a load host.
 
-Each load runs as `setsid sh -c 'echo $$ > PIDFILE; exec timeout -s KILL N CMD'`:
+Each such process runs as `setsid sh -c 'echo $$ > PIDFILE; exec timeout -s KILL N CMD'`:
 its own process group (so one kill stops the whole pipeline), a pid file (so a
 later `station cleanup` finds it after a crash) and a hard time limit (so even
 a station killed with SIGKILL cannot leave it running for ever).
@@ -17,6 +17,8 @@ import asyncssh
 
 from station.target.ssh import TargetConnection, TargetError
 
+STREAM_NAME = "record-stream"
+
 
 @dataclass
 class RunningLoad:
@@ -28,9 +30,9 @@ class RunningLoad:
 
 
 def wrap(command: str, pidfile: str, max_seconds: int) -> str:
-    script = f"echo $$ > {shlex.quote(pidfile)}; exec timeout -s KILL {max_seconds} sh -c {shlex.quote(command)}"
-    if _is_simple(command):
-        script = f"echo $$ > {shlex.quote(pidfile)}; exec timeout -s KILL {max_seconds} {command}"
+    """The pid goes to the pid file (for cleanup after a crash) and to stdout (for this run)."""
+    body = command if _is_simple(command) else f"sh -c {shlex.quote(command)}"
+    script = f"echo $$ > {shlex.quote(pidfile)}; echo $$; exec timeout -s KILL {max_seconds} {body}"
     return f"setsid sh -c {shlex.quote(script)}"
 
 
@@ -39,11 +41,14 @@ def _is_simple(command: str) -> bool:
     return not any(ch in command for ch in ";|&<>$`(){}") and "\n" not in command
 
 
-async def start_load(conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int) -> RunningLoad:
+async def start_load(
+    conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int, binary: bool = False
+) -> RunningLoad:
+    """Start a tracked process; with binary=True its stdout (after the pid line) is raw bytes."""
     pid_dir = f"{work_dir}/loads"
     await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
     pidfile = f"{pid_dir}/{name}.pid"
-    process = await conn.start(wrap(command, pidfile, max_seconds))
+    process = await conn.start(wrap(command, pidfile, max_seconds), binary=binary)
     try:
         async with asyncio.timeout(10):
             line = await process.stdout.readline()
@@ -52,7 +57,7 @@ async def start_load(conn: TargetConnection, name: str, command: str, work_dir: 
         err = ""
         with contextlib.suppress(Exception):
             async with asyncio.timeout(2):
-                err = (await process.stderr.read()).strip()
+                err = _text(await process.stderr.read()).strip()
         process.close()
         raise TargetError(
             f"{conn.endpoint.where}: load {name!r} did not start: {err or 'no pid reported'} (command: {command})"
@@ -62,12 +67,16 @@ async def start_load(conn: TargetConnection, name: str, command: str, work_dir: 
         async with asyncio.timeout(0.5):
             await process.wait_closed()
     if process.exit_status is not None:
-        err = (await process.stderr.read()).strip()
+        err = _text(await process.stderr.read()).strip()
         raise TargetError(
             f"{conn.endpoint.where}: load {name!r} exited at once with status {process.exit_status}: "
             f"{err or '(no message)'}"
         )
     return RunningLoad(name, pid, pidfile, conn, process)
+
+
+def _text(data: str | bytes) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
 async def stop_load(load: RunningLoad) -> None:
@@ -77,9 +86,10 @@ async def stop_load(load: RunningLoad) -> None:
 
 
 async def kill_group(conn: TargetConnection, pid: int) -> None:
-    await conn.run(f"kill -TERM -- -{pid}", check=False)
+    # `kill -SIG -PGID`, not `kill -SIG -- -PGID`: busybox's kill rejects the `--`
+    await conn.run(f"kill -TERM -{pid}", check=False)
     await asyncio.sleep(0.2)
-    await conn.run(f"kill -KILL -- -{pid}", check=False)
+    await conn.run(f"kill -KILL -{pid}", check=False)
 
 
 async def kill_recorded_loads(conn: TargetConnection, work_dir: str) -> list[str]:

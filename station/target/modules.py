@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from pathlib import Path
 
@@ -60,8 +61,16 @@ async def insmod(conn: TargetConnection, path: str, params: dict[str, str]) -> N
         raise TargetError(f"{conn.endpoint.where}: insmod refused {path}: {detail}{hint}")
 
 
-async def rmmod(conn: TargetConnection, stem: str) -> None:
-    await conn.run(f"rmmod {shlex.quote(stem)}")
+async def rmmod(conn: TargetConnection, stem: str, attempts: int = 10) -> None:
+    """rmmod, retried briefly while a just-killed reader still holds the device."""
+    for attempt in range(attempts):
+        result = await conn.run(f"rmmod {shlex.quote(stem)}", check=False)
+        if result.exit_status == 0:
+            return
+        busy = any(w in (result.stderr or "") for w in ("in use", "temporarily unavailable", "busy"))
+        if not busy or attempt == attempts - 1:
+            raise TargetError(f"{conn.endpoint.where}: `rmmod {stem}` failed: {(result.stderr or '').strip()}")
+        await asyncio.sleep(0.3)
 
 
 async def unload_ours(conn: TargetConnection) -> list[str]:

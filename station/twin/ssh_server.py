@@ -79,11 +79,15 @@ class TwinSSHServer:
         watcher = asyncio.ensure_future(self._watch_close(process, closed))
         try:
             if kind == "stream":
-                assert isinstance(obj, LoadedModule)
-                return await self.target.serve_stream(obj, process.stdout, process.stdout.drain, closed)
+                mod, tracked = obj
+                assert isinstance(mod, LoadedModule)
+                if tracked is not None and tracked.echo_pid:
+                    process.stdout.write(f"{tracked.pid}\n".encode())
+                return await self.target.serve_stream(mod, process.stdout, process.stdout.drain, closed, tracked)
             assert isinstance(obj, LoadProcess)
-            process.stdout.write(f"{obj.pid}\n".encode())
-            await process.stdout.drain()
+            if obj.echo_pid:
+                process.stdout.write(f"{obj.pid}\n".encode())
+                await process.stdout.drain()
             await self._run_load(obj, closed)
             # a load whose channel closed keeps running (no pty, as on a real target)
             return obj.status if obj.status is not None else None

@@ -91,6 +91,7 @@ class LoadProcess:
     cmdline: str
     pidfile: str | None
     deadline: float
+    echo_pid: bool = False
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     status: int | None = None
 
@@ -246,7 +247,7 @@ class EmulatedTarget:
                 if path == mod.device:
                     if len(args) != 1:
                         return _err("cat: twin streams one device at a time")
-                    return ("stream", mod)
+                    return ("stream", (mod, None))
             data = self._virtual_file(path)
             if data is None:
                 return CommandResult(out, f"cat: {path}: No such file or directory\n".encode(), 1)
@@ -381,9 +382,12 @@ class EmulatedTarget:
             name = Path(name).name.removesuffix(".ko")
             if name in RTAI_BASE_MODULES:
                 return _err(f"rmmod: ERROR: Module {name} is in use")
-            mod = self.modules.pop(name, None)
+            mod = self.modules.get(name)
             if mod is None:
                 return _err(f"rmmod: ERROR: Module {name} is not currently loaded")
+            if mod.readers:
+                return _err(f"rmmod: ERROR: Module {name} is in use")
+            del self.modules[name]
             self._write_truth(mod)
         return CommandResult()
 
@@ -391,20 +395,22 @@ class EmulatedTarget:
         return CommandResult(self.files.get("/var/log/dmesg-last", b""))
 
     def _cmd_kill(self, args: list[str]) -> CommandResult:
-        sig, targets, options_done = 15, [], False
-        for a in args:
-            if a == "--":
-                options_done = True
-            elif a.startswith("-") and not options_done:
-                name = a[1:].upper().removeprefix("SIG")
-                sig = {"KILL": 9, "9": 9, "TERM": 15, "15": 15, "INT": 2, "2": 2}.get(name, 0)
-                if not sig:
-                    return _err(f"sh: kill: {a}: invalid signal specification")
-            else:
-                try:
-                    targets.append(abs(int(a)))  # -PID is the process group: same here
-                except ValueError:
-                    return _err(f"sh: kill: {a}: arguments must be process or job IDs")
+        # `kill [-SIG] [--] PID|-PGID...`: the first `-X` is the signal; after it (or
+        # after `--`) a negative number is a process group, as in procps, bash and busybox
+        sig, rest = 15, list(args)
+        if rest and rest[0].startswith("-") and rest[0] != "--":
+            name = rest.pop(0)[1:].upper().removeprefix("SIG")
+            sig = {"KILL": 9, "9": 9, "TERM": 15, "15": 15, "INT": 2, "2": 2}.get(name, 0)
+            if not sig:
+                return _err(f"sh: kill: -{name}: invalid signal specification")
+        if rest[:1] == ["--"]:
+            rest.pop(0)
+        targets = []
+        for a in rest:
+            try:
+                targets.append(abs(int(a)))  # -PGID: the twin's loads lead their own group
+            except ValueError:
+                return _err(f"sh: kill: {a}: arguments must be process or job IDs")
         status = 0
         err = b""
         for pid in targets:
@@ -423,14 +429,17 @@ class EmulatedTarget:
             return _err("setsid: the twin runs only: setsid sh -c 'echo $$ > PIDFILE; exec timeout ...'")
         script = args[2]
         head, sep, rest = script.partition("; exec ")
-        pidfile = None
-        if sep:
-            words = shlex.split(head)
-            if words[:2] != ["echo", "$$"] or len(words) != 4 or words[2] != ">":
-                return _err(f"sh: twin cannot run: {head}", 2)
-            pidfile = words[3]
-        else:
-            rest = script.removeprefix("exec ")
+        pidfile, echo_pid = None, False
+        if not sep:
+            head, rest = "", script.removeprefix("exec ")
+        for statement in filter(None, (s.strip() for s in head.split(";"))):
+            words = shlex.split(statement)
+            if words == ["echo", "$$"]:
+                echo_pid = True  # like a real shell: the pid reaches stdout only if echoed
+            elif len(words) == 4 and words[:3] == ["echo", "$$", ">"]:
+                pidfile = words[3]
+            else:
+                return _err(f"sh: twin cannot run: {statement}", 2)
         argv = shlex.split(rest)
         deadline = float("inf")
         if argv[:1] == ["timeout"]:
@@ -441,16 +450,23 @@ class EmulatedTarget:
             argv = argv[1:]
         if not argv:
             return _err("timeout: missing operand", 125)
-        if argv[0] not in KNOWN_LOAD_PROGRAMS:
+        stream_of = None
+        if argv[0] == "cat":
+            stream_of = next((m for m in self.modules.values() if argv[1:] == [m.device]), None)
+            if stream_of is None:
+                return _err(f"cat: {' '.join(argv[1:])}: No such file or directory", 1)
+        elif argv[0] not in KNOWN_LOAD_PROGRAMS:
             return _err(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
         if argv[0] == "hping3" and len([a for a in argv[1:] if not a.startswith("-")]) == 0:
             return _err("hping3: missing target host", 1)
         pid = self._next_pid
         self._next_pid += 7
-        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline)
+        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid)
         self.loads[pid] = proc
         if pidfile:
             self.files[pidfile] = f"{pid}\n".encode()
+        if stream_of is not None:
+            return ("stream", (stream_of, proc))
         return ("load", proc)
 
     def _cmd_ps(self, args: list[str]) -> CommandResult:
@@ -508,13 +524,17 @@ class EmulatedTarget:
             out.append(records.encode_v1(seq, c.ts[sl], c.sw[sl], flags, width, mod.dropped))
         return b"".join(out)
 
-    async def serve_stream(self, mod: LoadedModule, out: Output, drain, closed: asyncio.Event) -> int:
-        """Stream records in real time until the module is unloaded or the reader goes."""
+    async def serve_stream(self, mod: LoadedModule, out: Output, drain, closed: asyncio.Event,
+                           proc: LoadProcess | None = None) -> int:
+        """Stream records in real time until the module is unloaded, the reader is
+        killed, or its channel goes."""
         next_seq = 0
         mod.readers += 1
         try:
-            while not closed.is_set():
+            while not closed.is_set() and (proc is None or proc.status is None):
                 if self.modules.get(mod.name) is not mod:
+                    if proc is not None:
+                        self._end(proc, 0)
                     return 0  # rmmod: the device is gone, the reader sees EOF
                 ready = mod.session.index_at(self.now_ns() - STREAM_LAG_NS)
                 if ready - next_seq + 1 > mod.bufsize:
@@ -528,6 +548,6 @@ class EmulatedTarget:
                     next_seq = ready + 1
                     await drain()
                 await asyncio.sleep(0.02)
-            return 0
+            return proc.status if proc is not None and proc.status is not None else 0
         finally:
             mod.readers -= 1
