@@ -172,6 +172,8 @@ class Scope(ABC):
 # dialect name -> "module:Class"; imported lazily so dialects may import this module
 DIALECTS: dict[str, str] = {
     "tektronix_tds": "instruments.tektronix_tds:TektronixTDS",
+    "tektronix_mso": "instruments.tektronix_mso:TektronixMSO",
+    "keysight_infiniivision": "instruments.keysight_infiniivision:KeysightInfiniiVision",
 }
 
 

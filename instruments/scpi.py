@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 import pyvisa
 from pyvisa import constants, errors, rname
 
-from instruments.scope import Scope, ScopeError, ScopeTimeout
+from instruments.scope import Scope, ScopeError, ScopeSettings, ScopeTimeout, Waveform
 
 TERMINATION = "\n"
 
@@ -40,13 +41,13 @@ class ScpiSession:
         with self._translated(command, timeout_s):
             return self._res.query(command).strip()
 
-    def query_block(self, command: str, datatype: str, points: int) -> np.ndarray:
-        """An IEEE 488.2 definite-length block, MSB first (Tektronix and Keysight both)."""
+    def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
+        """An IEEE 488.2 definite-length block (MSB first unless told otherwise)."""
         with self._translated(command):
             return self._res.query_binary_values(
                 command,
                 datatype=datatype,
-                is_big_endian=True,
+                is_big_endian=big_endian,
                 container=np.array,
                 data_points=points,  # only used if the block turns out indefinite (#0)
                 expect_termination=True,
@@ -225,15 +226,29 @@ class ScpiScope(Scope):
     error_bits = 32 | 16 | 8 | 4  # *ESR?: command, execution, device, query errors
     error_check_timeout_s = 1.0
 
+    busy_poll_s = (0.001, 0.02)  # polling interval while a sequence runs: first, largest
+    arm_command = ""  # starts one single sequence
+    stop_command = ""  # abandons it
+
     def __init__(self, session: ScpiSession) -> None:
         self.session = session
         self.resource_name = session.name
         self._last_command = ""
+        self._applied: ScopeSettings | None = None
+        self._acquisitions = 0
 
-    # --- dialect hook ----------------------------------------------------------------------
+    # --- dialect hooks ---------------------------------------------------------------------
     @abstractmethod
     def _error_queue_text(self, timeout_s: float | None = None) -> str:
         """Read (and so clear) the instrument's error/event queue; "" if nothing to report."""
+
+    @abstractmethod
+    def busy(self) -> bool:
+        """True while the armed single sequence has not completed."""
+
+    @abstractmethod
+    def fetch(self) -> Waveform:
+        """Transfer the last acquisition of the configured channel."""
 
     # --- raw SCPI ------------------------------------------------------------------------
     def write(self, command: str, check: bool = True) -> None:
@@ -262,10 +277,10 @@ class ScpiScope(Scope):
         except ValueError:
             raise ScopeError(command, resource=self.resource_name, detail=f"unexpected reply {reply!r}") from None
 
-    def query_block(self, command: str, datatype: str, points: int) -> np.ndarray:
+    def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
         self._last_command = command
         try:
-            return self.session.query_block(command, datatype, points)
+            return self.session.query_block(command, datatype, points, big_endian)
         except ScopeTimeout as exc:
             raise self._explained(exc) from None
 
@@ -295,6 +310,46 @@ class ScpiScope(Scope):
     # --- Scope ---------------------------------------------------------------------------
     def identify(self) -> str:
         return self.query("*IDN?", explain_timeout=False)
+
+    @property
+    def applied(self) -> ScopeSettings | None:
+        return self._applied
+
+    def acquire_single(self) -> Waveform:
+        """Arm, poll busy() with a growing interval until done or the settings' timeout, fetch."""
+        s = self._applied
+        if s is None:
+            raise RuntimeError("configure() the scope before acquiring")
+        self.write(self.arm_command)
+        deadline = time.monotonic() + s.acquire_timeout_s
+        poll, largest = self.busy_poll_s
+        while self.busy():
+            if time.monotonic() > deadline:
+                self.write(self.stop_command, check=False)
+                raise ScopeTimeout(
+                    self.arm_command,
+                    resource=self.resource_name,
+                    detail=f"no complete acquisition within {s.acquire_timeout_s:g} s: check "
+                    f"the probe on CH{s.channel}, the trigger ({s.trigger_slope} through "
+                    f"{s.trigger_level_v:g} V) and that the target produces pulses",
+                )
+            time.sleep(poll)
+            poll = min(poll * 1.5, largest)
+        return self.fetch()
+
+    def _waveform(self, t0_s: float, dt_s: float, volts: np.ndarray, resolution_v: float) -> Waveform:
+        """The next acquisition's Waveform (numbered since the scope was opened)."""
+        index = self._acquisitions
+        self._acquisitions += 1
+        return Waveform(t0_s=t0_s, dt_s=dt_s, volts=volts, channel=self.channel, index=index, resolution_v=resolution_v)
+
+    def _check_points(self, command: str, codes: np.ndarray, announced: int) -> None:
+        if len(codes) != announced:
+            raise ScopeError(
+                command,
+                resource=self.resource_name,
+                detail=f"{len(codes)} points received, the preamble announced {announced}",
+            )
 
     def check_errors(self) -> None:
         text = self._pending_errors()

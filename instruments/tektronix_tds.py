@@ -8,16 +8,14 @@ Xn = XZEro + XINcr·(n − PT_Off), Yn = YZEro + YMUlt·(yn − YOFf).
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from instruments.scope import ScopeError, ScopeSettings, ScopeTimeout, Waveform
+from instruments.scope import ScopeError, ScopeSettings, Waveform
 from instruments.scpi import (
     Control,
     ScpiScope,
-    ScpiSession,
     from_keyword,
     in_range,
     keyword,
@@ -89,7 +87,11 @@ class TektronixTDS(ScpiScope):
     """A TDS 400/500/600 oscilloscope (TDS 460A) over any VISA session."""
 
     identity_pattern = r"^TEKTRONIX,\s*TDS"
-    busy_poll_s = (0.001, 0.02)  # BUSY? polling interval: first, largest
+    arm_command = "ACQuire:STATE RUN"
+    stop_command = "ACQuire:STATE STOP"
+    encoding = "RIBinary"  # DATa:ENCdg for CURVe?
+    preamble_query = "WFMPre?"
+    preamble_type: type[Preamble] = Preamble
 
     # --- settings, declaratively (templates use {ch} = the configured channel) ---
     displayed = Control("SELect:CH{ch}?", "SELect:CH{ch} {value}", _flag, _on_off)
@@ -130,11 +132,6 @@ class TektronixTDS(ScpiScope):
     data_start = Control("DATa:STARt?", "DATa:STARt {value:d}", nr1)
     data_stop = Control("DATa:STOP?", "DATa:STOP {value:d}", nr1)
 
-    def __init__(self, session: ScpiSession) -> None:
-        super().__init__(session)
-        self._applied: ScopeSettings | None = None
-        self._acquisitions = 0
-
     # --- Scope ---------------------------------------------------------------------------
     def reset(self) -> None:
         # *CLS: forget what happened before us (power-on bit included)
@@ -145,12 +142,8 @@ class TektronixTDS(ScpiScope):
         s = settings
         self.channel = s.channel
         self.write("HEADer OFF")  # replies are bare values from here on
-        self.displayed = True  # WFMPre? and CURVe? need the channel on
-        self.volts_per_div = s.volts_per_div
-        self.position_div = s.position_div
-        self.record_length = s.record_length
-        self.time_per_div = s.time_per_div
-        self.trigger_position_pct = s.trigger_position_pct
+        self._configure_vertical(s)
+        self._configure_horizontal(s)
         self.trigger_source = f"CH{s.channel}"
         self.trigger_slope = s.trigger_slope
         self.trigger_level_v = s.trigger_level_v
@@ -158,7 +151,7 @@ class TektronixTDS(ScpiScope):
         self.acquire_mode = "sample"
         self.stop_after = "sequence"
         self.data_source = f"CH{s.channel}"
-        self.data_encoding = "RIBinary"
+        self.data_encoding = self.encoding
         self.data_width = 1
         self.data_start = 1
         # the instrument rounds record length and time base: keep what it applied
@@ -175,68 +168,38 @@ class TektronixTDS(ScpiScope):
         self._applied = applied
         return applied
 
-    @property
-    def applied(self) -> ScopeSettings | None:
-        return self._applied
+    def _configure_vertical(self, s: ScopeSettings) -> None:
+        self.displayed = True  # the preamble and CURVe? need the channel on
+        self.volts_per_div = s.volts_per_div
+        self.position_div = s.position_div
 
-    def acquire_single(self) -> Waveform:
-        s = self._applied
-        if s is None:
-            raise RuntimeError("configure() the scope before acquiring")
-        arm = "ACQuire:STATE RUN"
-        self.write(arm)
-        deadline = time.monotonic() + s.acquire_timeout_s
-        poll, largest = self.busy_poll_s
-        while self.busy():
-            if time.monotonic() > deadline:
-                self.write("ACQuire:STATE STOP", check=False)
-                raise ScopeTimeout(
-                    arm,
-                    resource=self.resource_name,
-                    detail=f"no complete acquisition within {s.acquire_timeout_s:g} s: check "
-                    f"the probe on CH{s.channel}, the trigger ({s.trigger_slope} through "
-                    f"{s.trigger_level_v:g} V) and that the target produces pulses",
-                )
-            time.sleep(poll)
-            poll = min(poll * 1.5, largest)
-        return self.fetch()
+    def _configure_horizontal(self, s: ScopeSettings) -> None:
+        self.record_length = s.record_length
+        self.time_per_div = s.time_per_div
+        self.trigger_position_pct = s.trigger_position_pct
 
     def busy(self) -> bool:
         return self.query_value("BUSY?", nr1) == 1
 
     def fetch(self) -> Waveform:
         """Transfer the last acquisition of the configured channel."""
-        command = "WFMPre?"
+        command = self.preamble_query
         reply = self.query(command)
         try:
-            pre = Preamble.parse(reply)
+            pre = self.preamble_type.parse(reply)
         except ValueError as exc:
             raise ScopeError(command, resource=self.resource_name, detail=f"unreadable preamble: {exc}") from None
         datatype = DATATYPES.get((pre.bn_fmt, pre.byte_nr))
-        if pre.encoding != "BIN" or datatype is None or pre.byte_or != "MSB":
+        if pre.encoding != "BIN" or datatype is None or pre.byte_or not in ("MSB", "LSB"):
             raise ScopeError(
                 command,
                 resource=self.resource_name,
                 detail=f"unsupported data format {pre.encoding}/{pre.bn_fmt}/{pre.byte_nr} byte(s)/{pre.byte_or}",
             )
-        codes = self.query_block("CURVe?", datatype, pre.points)
-        if len(codes) != pre.points:
-            raise ScopeError(
-                "CURVe?",
-                resource=self.resource_name,
-                detail=f"{len(codes)} points received, the preamble announced {pre.points}",
-            )
+        codes = self.query_block("CURVe?", datatype, pre.points, big_endian=pre.byte_or == "MSB")
+        self._check_points("CURVe?", codes, pre.points)
         volts = pre.y_zero + pre.y_mult * (codes.astype(np.float64) - pre.y_off)
-        index = self._acquisitions
-        self._acquisitions += 1
-        return Waveform(
-            t0_s=pre.x_zero - pre.x_incr * pre.pt_off,
-            dt_s=pre.x_incr,
-            volts=volts,
-            channel=self.channel,
-            index=index,
-            resolution_v=abs(pre.y_mult),
-        )
+        return self._waveform(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, volts, abs(pre.y_mult))
 
     # --- errors: after *ESR?, the event queue --------------------------------------------
     def _error_queue_text(self, timeout_s: float | None = None) -> str:

@@ -65,7 +65,7 @@ async def run_campaign(
             from station.twin.runner import Twin
 
             twin = Twin(preset=bench.twin.preset, seed=bench.twin.seed, overrides=bench.twin.overrides,
-                        with_scope=bench.scope.kind == "twin")
+                        with_scope=bench.scope.kind == "twin", scope_options={"dialect": bench.scope.dialect})
             endpoints = await loop.run_in_executor(None, twin.start_in_thread)
             progress.message(
                 f"twin up: ssh {endpoints.ssh_host}:{endpoints.ssh_port}, scope {endpoints.scope_resource}"

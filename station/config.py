@@ -71,7 +71,7 @@ class TargetSettings(Strict):
 class ScopeSettingsConfig(Strict):
     kind: Literal["twin", "visa", "none"] = "twin"
     resource: str | None = Field(None, description="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET")
-    dialect: Literal["tektronix_tds"] = "tektronix_tds"
+    dialect: Literal["tektronix_tds", "tektronix_mso", "keysight_infiniivision"] = "tektronix_tds"
     timeout: Seconds = 10.0
     channel: int = Field(1, ge=1, le=4)
     volts_per_div: Volts = 1.0

@@ -1,4 +1,6 @@
-"""Shared fixtures: a twin on a background thread, reached over real SSH/TCP."""
+"""Shared fixtures: a twin on a background thread, reached over real SSH/TCP; for the
+scope dialect tests (modules that set DIALECT), a pulse source, the simulated scope
+speaking that dialect, and a freshly reset driver talking to it over TCP."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scope_helpers import pulse_source, reset_scope, sim_scope
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,3 +35,20 @@ def twin(tmp_path):
     tw.start_in_thread()
     yield tw
     tw.stop_thread()
+
+
+@pytest.fixture(scope="module")
+def source():
+    return pulse_source()
+
+
+@pytest.fixture(scope="module")
+def server(request, source):
+    with sim_scope(source, request.module.DIALECT) as sim:
+        yield sim
+
+
+@pytest.fixture
+def scope(request, server):
+    with reset_scope(server, request.module.DIALECT) as s:
+        yield s

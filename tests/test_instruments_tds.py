@@ -8,7 +8,6 @@ clock), never from constants.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -17,42 +16,16 @@ from instruments.pulses import extract_pulses
 from instruments.scope import ScopeError, ScopeSettings, ScopeTimeout, open_scope
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
 from instruments.tektronix_tds import Preamble, TektronixTDS
+from tests.scope_helpers import (
+    check_mute_timeout,
+    check_on_grid,
+    check_timing,
+    check_widths,
+    settings,
+    split_log,
+)
 
-RISE_TIME_S = 15e-9
-
-
-def settings(**overrides: object) -> ScopeSettings:
-    base: dict[str, object] = dict(
-        volts_per_div=1.0,
-        position_div=-2.0,
-        time_per_div=250e-6,
-        record_length=120_000,
-        trigger_level_v=1.65,
-        trigger_slope="rise",
-        acquire_timeout_s=5.0,
-    )
-    base.update(overrides)
-    return ScopeSettings(**base)  # type: ignore[arg-type]
-
-
-@pytest.fixture(scope="module")
-def source() -> PeriodicEdgeSource:
-    return PeriodicEdgeSource(period_s=100e-6, width_s=(1e-6, 20e-6), seed=2015)
-
-
-@pytest.fixture(scope="module")
-def server(source: PeriodicEdgeSource) -> Iterator[SimScopeServer]:
-    sim = SimScopeServer(source, seed=7, rise_time_s=RISE_TIME_S, noise_v=0.02)
-    with run_in_thread(sim):
-        yield sim
-
-
-@pytest.fixture
-def scope(server: SimScopeServer) -> Iterator[TektronixTDS]:
-    with open_scope(server.resource, timeout_s=2.0) as s:
-        assert isinstance(s, TektronixTDS)
-        s.reset()
-        yield s
+DIALECT = "tektronix_tds"  # the conftest fixtures source, server and scope serve this dialect
 
 
 def test_identify_and_replies_without_headers(scope: TektronixTDS) -> None:
@@ -78,19 +51,9 @@ def test_configure_reads_back_what_the_instrument_applied(scope: TektronixTDS) -
 def test_one_acquisition_is_scaled_with_the_preamble(scope: TektronixTDS, server: SimScopeServer) -> None:
     applied = scope.configure(settings(record_length=15_000))
     wf = scope.acquire_single()
-    info = server.acquisitions[-1]
-    assert len(wf) == 15_000 and wf.volts.dtype == np.float64 and wf.channel == 1
-    assert wf.dt_s == pytest.approx(applied.sample_interval_s, rel=1e-8)
-    assert wf.dt_s * 1e9 == pytest.approx(info.dt_ns, rel=1e-8)
-    # time 0 is the trigger: sample 0 sits where the sim put it on the source clock
-    assert wf.t0_s * 1e9 == pytest.approx(info.first_sample_ns - info.trigger_ns, abs=1e-3)
-    assert -wf.t0_s == pytest.approx(0.1 * 10 * applied.time_per_div, abs=wf.dt_s)
+    check_timing(wf, server.acquisitions[-1], applied)
     # 8-bit codes at 25 per division: volts sit on a 40 mV grid offset by the position
-    codes = wf.volts / 0.04 + (-2.0 * 25)
-    np.testing.assert_allclose(codes, np.round(codes), atol=1e-6)
-    assert wf.resolution_v == pytest.approx(0.04)
-    low, high = np.percentile(wf.volts, [5, 99.5])
-    assert low == pytest.approx(0.0, abs=0.1) and high == pytest.approx(3.3, abs=0.1)
+    check_on_grid(wf, 0.04, -2.0 * 25)
 
 
 def test_preamble_without_xzero_from_older_firmware() -> None:
@@ -104,35 +67,7 @@ def test_preamble_without_xzero_from_older_firmware() -> None:
 def test_extracted_widths_equal_the_injected_ones(
     scope: TektronixTDS, server: SimScopeServer, source: PeriodicEdgeSource, record_length: int
 ) -> None:
-    applied = scope.configure(settings(record_length=record_length))
-    dt = applied.sample_interval_s
-    ramp_s = RISE_TIME_S / 0.8
-    errors = []
-    for _ in range(5):
-        wf = scope.acquire_single()
-        info = server.acquisitions[-1]
-        got = extract_pulses(wf)
-        first = info.first_sample_ns
-        last = first + (info.record_length - 1) * info.dt_ns
-        truth = source.edges(int(first) - 1, int(last) + 2)
-        margin = (ramp_s + dt) * 1e9
-        complete = truth[(truth[:, 0] > first + margin) & (truth[:, 1] < last - margin)]
-        cut = truth[(truth[:, 0] < first) | (truth[:, 1] > last)]
-        # pulses in ns on the source clock; the waveform's time 0 is the trigger
-        starts = info.trigger_ns + got.start_s * 1e9
-        nearest = np.abs(starts[:, None] - truth[None, :, 0]).argmin(axis=1)
-        matched = truth[nearest]
-        assert len(got) == len(complete) and len(got) >= 20
-        assert not np.isin(matched[:, 0], cut[:, 0]).any()
-        err = got.width_s - (matched[:, 1] - matched[:, 0]) * 1e-9
-        # each edge is found between the two samples around it (or within the ramp):
-        # a width is off by less than a sample interval plus a rise time
-        assert np.all(np.abs(err) < dt + RISE_TIME_S), err
-        assert np.all(np.abs(starts - matched[:, 0]) < (dt + RISE_TIME_S) * 1e9)
-        errors.append(err)
-    all_err = np.concatenate(errors)
-    # ... and the errors do not lean one way: sub-sample interpolation, no bias
-    assert abs(all_err.mean()) < dt / 5
+    check_widths(scope, server, source, scope.configure(settings(record_length=record_length)))
 
 
 def test_pulses_cut_by_the_record_ends_are_dropped() -> None:
@@ -181,8 +116,7 @@ def test_command_sequence(scope: TektronixTDS, server: SimScopeServer) -> None:
         "TRIGger:MAIn:LEVel?",
     ]
     configure = [f"{c};*ESR?" for c in checked] + readback + ["DATa:STOP 5000;*ESR?"]
-    assert log[: len(configure)] == configure
-    acquire = log[len(configure) :]
+    acquire = split_log(log, configure)
     assert acquire[0] == "ACQuire:STATE RUN;*ESR?"
     polls = acquire[1:-2]
     assert polls and set(polls) == {"BUSY?"}
@@ -246,12 +180,7 @@ def test_settings_are_validated_before_the_wire(scope: TektronixTDS) -> None:
 
 
 def test_mute_instrument_gives_a_timeout_naming_the_resource() -> None:
-    sim = SimScopeServer(PeriodicEdgeSource(), mute=True)
-    with run_in_thread(sim), pytest.raises(ScopeTimeout) as caught:
-        open_scope(sim.resource, timeout_s=0.3)
-    message = str(caught.value)
-    assert sim.resource in message and "*IDN?" in message and "check" in message
-    assert sim.commands == ["*IDN?"]  # it was heard, never answered
+    check_mute_timeout("tektronix_tds")
 
 
 def test_refused_connection_gives_a_clear_error() -> None:

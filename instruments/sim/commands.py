@@ -103,6 +103,14 @@ def number(arg: str) -> float:
         raise Fault(104, "Data type error") from None
 
 
+def bounded(arg: str, limits: tuple[float, float]) -> float:
+    """A number within `limits` (inclusive), else "Data out of range"."""
+    v = number(arg)
+    if not limits[0] <= v <= limits[1]:
+        raise Fault(222, "Data out of range")
+    return v
+
+
 def integer(arg: str) -> int:
     return int(round(number(arg)))
 

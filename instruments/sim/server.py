@@ -17,15 +17,25 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from instruments.sim.infiniivision import InfiniiVisionModel
+from instruments.sim.mso import MsoModel
 from instruments.sim.signal import LogicSignal
 from instruments.sim.source import EdgeSource
-from instruments.sim.tds import DEFAULT_IDN, AcquisitionInfo, TdsModel
+from instruments.sim.tds import AcquisitionInfo, TdsModel
 
-DIALECTS = ("tektronix_tds",)
+# the dialect names of instruments.scope.DIALECTS -> the instrument model speaking it
+DIALECTS: dict[str, type[TdsModel]] = {
+    "tektronix_tds": TdsModel,
+    "keysight_infiniivision": InfiniiVisionModel,
+    "tektronix_mso": MsoModel,
+}
 
 
 class SimScopeServer:
-    """A TDS 400-family scope whose CH1 probe sees the pulses of `source`.
+    """A scope whose CH1 probe sees the pulses of `source`: a TDS 400, an MSO 5 or an InfiniiVision.
+
+    `dialect` picks the instrument (a name from `DIALECTS`); `max_record_length`
+    and `idn` default to that instrument's own.
 
     Signal options: `levels` (idle, active) in V, `rise_time_s`/`fall_time_s`
     (10-90 %, linear edges), `noise_v` (Gaussian sigma). `seed` makes noise and
@@ -47,17 +57,18 @@ class SimScopeServer:
         mute: bool = False,
         dialect: str = "tektronix_tds",
         probe_channel: int = 1,
-        max_record_length: int = 120_000,
-        idn: str = DEFAULT_IDN,
+        max_record_length: int | None = None,
+        idn: str | None = None,
         command_log_size: int = 100_000,
     ) -> None:
         if dialect not in DIALECTS:
-            raise ValueError(f"the sim speaks {DIALECTS}, not {dialect!r}")
+            raise ValueError(f"the sim speaks {tuple(DIALECTS)}, not {dialect!r}")
         self.host = host
         self._requested_port = port
         self.mute = mute
         self.signal = LogicSignal(tuple(levels), rise_time_s, fall_time_s, noise_v)
-        self.model = TdsModel(
+        self.dialect = dialect
+        self.model = DIALECTS[dialect](
             source,
             self.signal,
             np.random.default_rng(seed),

@@ -87,7 +87,10 @@ class LogicSignal:
         np.add.at(frac, idx[ok], sign * corr[ok])
 
 
-def digitize(volts: np.ndarray, volts_per_div: float, position_div: float) -> np.ndarray:
-    """Volts -> int8 levels as a TDS digitizer: 25 per division, clipped at -128/127."""
-    levels = np.rint((volts / volts_per_div + position_div) * LEVELS_PER_DIV)
+def digitize(volts: np.ndarray, volts_per_div: float, position_div: float, offset_v: float = 0.0) -> np.ndarray:
+    """Volts -> int8 levels as a Tektronix digitizer: 25 per division, clipped at -128/127.
+
+    `offset_v` is subtracted before the position is added (MSO: CH<n>:OFFSet, CH<n>:POSition).
+    """
+    levels = np.rint(((volts - offset_v) / volts_per_div + position_div) * LEVELS_PER_DIV)
     return np.clip(levels, CODE_MIN, CODE_MAX).astype(np.int8)

@@ -94,7 +94,8 @@ def round_time_per_div(value: float) -> float:
 @dataclass
 class Channel:
     scale: float = 0.1
-    position: float = 0.0
+    position: float = 0.0  # divisions
+    offset: float = 0.0  # volts at centre screen (position 0)
     displayed: bool = False
     coupling: str = "DC"
 
@@ -151,24 +152,27 @@ class Record:
 
 
 class TdsModel:
+    settings_type: type[Settings] = Settings
+    default_idn = DEFAULT_IDN
+
     def __init__(
         self,
         source: EdgeSource,
         signal: LogicSignal,
         rng: np.random.Generator,
         probe_channel: int = 1,
-        max_record_length: int = 120_000,
-        idn: str = DEFAULT_IDN,
+        max_record_length: int | None = None,
+        idn: str | None = None,
     ) -> None:
         self.source = source
         self.signal = signal
         self.rng = rng
         self.probe_channel = probe_channel
-        self.record_lengths = tuple(n for n in RECORD_LENGTHS if n <= max_record_length)
-        self.idn = idn
+        self.record_lengths = self._record_lengths(max_record_length)
+        self.idn = idn or self.default_idn
         self.header = True
         self.verbose = True
-        self.s = Settings()
+        self.s = self.settings_type()
         self.esr = PON
         self._pending: list[tuple[int, str]] = []  # logged, awaiting *ESR?
         self._events: list[tuple[int, str]] = []  # readable by ALLEv?/EVMsg?
@@ -179,6 +183,9 @@ class TdsModel:
         self.record: Record | None = None
         self.acquisitions: list[AcquisitionInfo] = []
         self._table = self._build_table()
+
+    def _record_lengths(self, largest: int | None) -> tuple[int, ...]:
+        return tuple(n for n in RECORD_LENGTHS if largest is None or n <= largest)
 
     # --- message execution -------------------------------------------------------------
     async def execute(self, message: str) -> bytes | None:
@@ -387,7 +394,7 @@ class TdsModel:
     def reset(self) -> None:
         self._cancel()
         self._running = False
-        self.s = Settings()
+        self.s = self.settings_type()
 
     # --- vertical / horizontal ----------------------------------------------------------
     def _set_scale(self, arg: str, n: int) -> None:
@@ -477,14 +484,17 @@ class TdsModel:
         word = arg.upper()
         if word in ("RUN", "ON") or (word not in ("STOP", "OFF") and boolean(arg)):
             if self.s.stop_after == "SEQUENCE":
-                self._cancel()
-                self._numacq = 0
-                self._task = asyncio.get_running_loop().create_task(self._acquire())
+                self._start_sequence()
             else:
                 self._running = True
         else:
             self._cancel()
             self._running = False
+
+    def _start_sequence(self) -> None:
+        self._cancel()
+        self._numacq = 0
+        self._task = asyncio.get_running_loop().create_task(self._acquire())
 
     def _cancel(self) -> None:
         if self._task is not None and not self._task.done():
@@ -536,7 +546,7 @@ class TdsModel:
                 continue
             probe = rel if c == self.probe_channel else np.empty((0, 2))
             volts = self.signal.render(probe, first_rel, dt_ns, n, self.rng)
-            codes[c] = digitize(volts, chan.scale, chan.position)
+            codes[c] = self._digitize(volts, chan)
 
         info = AcquisitionInfo(
             number=len(self.acquisitions) + 1,
@@ -551,6 +561,12 @@ class TdsModel:
         self._numacq += 1
         self._trigger_state = "SAVE"
 
+    def _digitize(self, volts: np.ndarray, chan: Channel) -> np.ndarray:
+        return digitize(volts, chan.scale, chan.position, chan.offset)
+
+    def _trigger_level(self, s: Settings) -> float:
+        return s.trigger_level
+
     def _find_trigger(self, s: Settings, t0: int, t1: int) -> float | None:
         if s.trigger_source != self.probe_channel:
             return None  # the other channels carry only noise around 0 V
@@ -560,7 +576,7 @@ class TdsModel:
             return None
         anchor = t0
         rel = (pulses - anchor).astype(np.float64)
-        cross = self.signal.crossings(rel, s.trigger_level, s.trigger_slope == "RISE")
+        cross = self.signal.crossings(rel, self._trigger_level(s), s.trigger_slope == "RISE")
         cross = cross[(cross >= 0) & (cross < t1 - anchor)]
         return float(anchor + cross.min()) if len(cross) else None
 

@@ -1,0 +1,183 @@
+"""Keysight InfiniiVision 2000/3000/4000 X dialect (raw socket, port 5025).
+
+Single acquisitions (:SINGle, then :OPERegister:CONDition? until the Run bit,
+bit 3, clears) of one channel, transferred as unsigned BYTE data in RAW points
+mode and scaled with :WAVeform:PREamble?
+(format,type,points,count,xinc,xorig,xref,yinc,yorig,yref):
+t = (i − xref)·xinc + xorig, V = (d − yref)·yinc + yorig. Code 0x00 marks a
+hole (no sample in that time bucket) and is filled with the previous sample;
+0x01/0xFF (clipped low/high) are kept as the screen limits they stand for.
+Errors come from :SYSTem:ERRor? (``-113,"Undefined header"``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from instruments.scope import ScopeError, ScopeSettings, Waveform
+from instruments.scpi import Control, ScpiScope, from_keyword, in_range, keyword, nr1
+
+SLOPES = {"rise": "POSitive", "fall": "NEGative"}
+SWEEPS = {"auto": "AUTO", "normal": "NORMal"}
+REFERENCES = {"left": "LEFT", "center": "CENTer", "right": "RIGHt"}
+ACQUIRE_TYPES = {"normal": "NORMal"}
+POINTS_MODES = {"normal": "NORMal", "maximum": "MAXimum", "raw": "RAW"}
+RUN_BIT = 8  # :OPERegister:CONDition? bit 3: the scope is running (armed or acquiring)
+HOLE = 0x00
+_ERROR = re.compile(r'([+-]?\d+),"((?:[^"]|"")*)"')
+MAX_ERRORS = 30  # the instrument's error queue holds no more than this
+
+
+def _flag(reply: str) -> bool:
+    return reply.strip().upper() in ("1", "ON")
+
+
+def _one_zero(value: bool) -> str:
+    return "1" if value else "0"
+
+
+@dataclass(frozen=True)
+class Preamble:
+    """The :WAVeform:PREamble? fields."""
+
+    format: int  # 0 BYTE, 1 WORD, 4 ASCii
+    type: int  # 0 NORMal, 1 PEAK, 2 AVERage, 3 HRESolution
+    points: int
+    count: int
+    x_increment: float
+    x_origin: float
+    x_reference: float
+    y_increment: float
+    y_origin: float
+    y_reference: float
+
+    @classmethod
+    def parse(cls, reply: str) -> Preamble:
+        f = [x.strip() for x in reply.split(",")]
+        if len(f) != 10:
+            raise ValueError(f"expected 10 fields, got {len(f)}")
+        return cls(nr1(f[0]), nr1(f[1]), nr1(f[2]), nr1(f[3]), *(float(x) for x in f[4:]))
+
+    def times_origin(self) -> float:
+        """t of sample 0: (0 − xref)·xinc + xorig."""
+        return self.x_origin - self.x_reference * self.x_increment
+
+
+def fill_holes(codes: np.ndarray) -> np.ndarray:
+    """Replace hole codes (0x00) by the sample before them (the first valid one at the start)."""
+    holes = codes == HOLE
+    if not holes.any() or holes.all():
+        return codes
+    idx = np.where(holes, 0, np.arange(len(codes)))
+    np.maximum.accumulate(idx, out=idx)
+    filled = codes[idx]
+    first = int(np.argmax(~holes))
+    filled[:first] = codes[first]
+    return filled
+
+
+class KeysightInfiniiVision(ScpiScope):
+    """An InfiniiVision 2000/3000/4000 X oscilloscope over any VISA session."""
+
+    identity_pattern = r"^(KEYSIGHT|AGILENT) TECHNOLOGIES,\s*[DM]SO-?X"
+    arm_command = ":SINGle"
+    stop_command = ":STOP"
+
+    displayed = Control(":CHANnel{ch}:DISPlay?", ":CHANnel{ch}:DISPlay {value}", _flag, _one_zero)
+    volts_per_div = Control(":CHANnel{ch}:SCALe?", ":CHANnel{ch}:SCALe {value:.9g}", float, in_range(1e-3, 5.0))
+    offset_v = Control(":CHANnel{ch}:OFFSet?", ":CHANnel{ch}:OFFSet {value:.9g}")
+    time_per_div = Control(":TIMebase:SCALe?", ":TIMebase:SCALe {value:.9g}")
+    time_reference = Control(
+        ":TIMebase:REFerence?", ":TIMebase:REFerence {value}", from_keyword(REFERENCES), keyword(REFERENCES)
+    )
+    time_position_s = Control(":TIMebase:POSition?", ":TIMebase:POSition {value:.9g}")
+    trigger_type = Control(":TRIGger:MODE?", ":TRIGger:MODE {value}", str)
+    trigger_source = Control(":TRIGger:EDGE:SOURce?", ":TRIGger:EDGE:SOURce {value}", str)
+    trigger_slope = Control(
+        ":TRIGger:EDGE:SLOPe?", ":TRIGger:EDGE:SLOPe {value}", from_keyword(SLOPES), keyword(SLOPES)
+    )
+    trigger_level_v = Control(":TRIGger:EDGE:LEVel?", ":TRIGger:EDGE:LEVel {value:.9g}")
+    trigger_sweep = Control(":TRIGger:SWEep?", ":TRIGger:SWEep {value}", from_keyword(SWEEPS), keyword(SWEEPS))
+    acquire_type = Control(
+        ":ACQuire:TYPE?", ":ACQuire:TYPE {value}", from_keyword(ACQUIRE_TYPES), keyword(ACQUIRE_TYPES)
+    )
+    data_source = Control(":WAVeform:SOURce?", ":WAVeform:SOURce {value}", str)
+    data_format = Control(":WAVeform:FORMat?", ":WAVeform:FORMat {value}", str)
+    points_mode = Control(
+        ":WAVeform:POINts:MODE?",
+        ":WAVeform:POINts:MODE {value}",
+        from_keyword(POINTS_MODES),
+        keyword(POINTS_MODES),
+    )
+    points = Control(":WAVeform:POINts?", ":WAVeform:POINts {value:d}", nr1)
+
+    # --- Scope ---------------------------------------------------------------------------
+    def reset(self) -> None:
+        self.write("*RST;*CLS")
+        self._applied = None
+
+    def configure(self, settings: ScopeSettings) -> ScopeSettings:
+        s = settings
+        self.channel = s.channel
+        self.displayed = True
+        self.volts_per_div = s.volts_per_div
+        # a trace `position_div` divisions above centre: centre screen shows −position·V/div
+        self.offset_v = -s.position_div * s.volts_per_div
+        self.time_per_div = s.time_per_div
+        self.time_reference = "center"
+        # the time from the trigger to centre screen puts the trigger at trigger_position_pct
+        self.time_position_s = (50.0 - s.trigger_position_pct) / 100.0 * 10.0 * s.time_per_div
+        self.trigger_type = "EDGE"
+        self.trigger_source = f"CHANnel{s.channel}"
+        self.trigger_slope = s.trigger_slope
+        self.trigger_level_v = s.trigger_level_v
+        self.trigger_sweep = "normal"  # wait for a real edge; AUTO would trigger on nothing
+        self.acquire_type = "normal"
+        self.data_source = f"CHANnel{s.channel}"
+        self.data_format = "BYTE"
+        self.points_mode = "raw"  # the acquisition record, not ~1000 screen points
+        self.points = s.record_length
+        volts_per_div = self.volts_per_div
+        time_per_div = self.time_per_div
+        applied = replace(
+            s,
+            volts_per_div=volts_per_div,
+            position_div=-self.offset_v / volts_per_div,
+            time_per_div=time_per_div,
+            record_length=self.points,
+            trigger_position_pct=50.0 - 100.0 * self.time_position_s / (10.0 * time_per_div),
+            trigger_level_v=self.trigger_level_v,
+        )
+        self._applied = applied
+        return applied
+
+    def busy(self) -> bool:
+        return self.query_value(":OPERegister:CONDition?", nr1) & RUN_BIT != 0
+
+    def fetch(self) -> Waveform:
+        command = ":WAVeform:PREamble?"
+        reply = self.query(command)
+        try:
+            pre = Preamble.parse(reply)
+        except ValueError as exc:
+            raise ScopeError(command, resource=self.resource_name, detail=f"unreadable preamble: {exc}") from None
+        if pre.format != 0:
+            raise ScopeError(command, resource=self.resource_name, detail=f"unsupported data format {pre.format}")
+        codes = self.query_block(":WAVeform:DATA?", "B", pre.points)
+        self._check_points(":WAVeform:DATA?", codes, pre.points)
+        codes = fill_holes(codes)
+        volts = (codes.astype(np.float64) - pre.y_reference) * pre.y_increment + pre.y_origin
+        return self._waveform(pre.times_origin(), pre.x_increment, volts, abs(pre.y_increment))
+
+    # --- errors: the SCPI error queue ----------------------------------------------------
+    def _error_queue_text(self, timeout_s: float | None = None) -> str:
+        errors = []
+        for _ in range(MAX_ERRORS):
+            m = _ERROR.match(self.session.query(":SYSTem:ERRor?", timeout_s))
+            if m is None or int(m.group(1)) == 0:
+                break
+            errors.append(m.group(0))
+        return " | ".join(errors)

@@ -1,0 +1,274 @@
+"""A Keysight InfiniiVision 2000/3000/4000 X scope as a state machine, fed by an edge source.
+
+It shares the TDS model's engine (program messages, *ESR?, *OPC?, the single
+sequence task and the signal model) and answers the InfiniiVision tree the
+station uses:
+
+- :CHANnel<n>:SCALe/OFFSet/DISPlay (OFFSet is the voltage at centre screen),
+  :TIMebase:SCALe/POSition/REFerence (POSition is the time from the trigger to
+  the reference point, REFerence LEFT/CENTer/RIGHt sits 1, 5 or 9 divisions
+  from the left), :TRIGger:MODE EDGE, :TRIGger:SWEep, :TRIGger:EDGE:SOURce/
+  SLOPe/LEVel, :ACQuire:TYPE, :SINGle, :STOP, :RUN, :OPERegister:CONDition?
+  (bit 3, value 8, set while running), :TER? (1 once triggered, cleared by the
+  read), :WAVeform:SOURce/FORMat/POINts:MODE/POINts/PREamble?/DATA?.
+- Errors go to the SCPI error queue read by :SYSTem:ERRor? (``-113,"Undefined
+  header"``; ``+0,"No error"`` when empty) and set the *ESR? bits; a query that
+  fails gets no reply.
+- BYTE data: unsigned codes, 32 per division, 128 at centre screen; 0x01 and
+  0xFF are clipped low/high (0x00, a hole, never occurs here). Preamble:
+  format,type,points,count,xinc,xorig,xref,yinc,yorig,yref with
+  t = (i − xref)·xinc + xorig and V = (d − yref)·yinc + yorig.
+
+Simplified: the acquisition memory depth is what :WAVeform:POINts asked for
+(rounded up to 100, 250, 500, 1000, 2000, 5000, 10000 ... 8000000 and clamped to the largest),
+where a real scope's depth follows its sample rate and :POINts decimates it;
+headers are matched as on the TDS model (any spelling from the short to the
+long form); only NORMal acquisitions and BYTE transfers are simulated; a trigger
+position outside the record is clamped to its ends.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, number, short_form
+from instruments.sim.tds import CHANNELS, Channel, Settings, TdsModel, _esr_bit
+
+DEFAULT_IDN = "KEYSIGHT TECHNOLOGIES,DSOX3034T,MY00000001,07.50.2021102830"
+# :WAVeform:POINts values (RAW mode)
+POINTS = (100, 250, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000)
+POINTS += (1_000_000, 2_000_000, 4_000_000, 8_000_000)
+DEFAULT_MAX_POINTS = 1_000_000
+CODES_PER_DIV = 32  # 8 divisions over 256 codes
+Y_REFERENCE = 128  # the code at centre screen
+CLIPPED_LOW, CLIPPED_HIGH = 0x01, 0xFF
+RUN_BIT = 8  # :OPERegister:CONDition? bit 3
+REFERENCES = {"LEFT": 10.0, "CENTER": 50.0, "RIGHT": 90.0}  # % of the screen from the left
+TIME_PER_DIV_RANGE = (1e-9, 50.0)
+VOLTS_PER_DIV_RANGE = (1e-3, 5.0)
+OFFSET_RANGE = (-40.0, 40.0)
+KEYWORDS = ("CENTer", "RIGHt", "LEFT", "EDGE", "AUTO", "NORMal", "RAW", "MAXimum")
+_CHANNEL = re.compile(r"(?:CHAN|CHANNEL)(\d+)", re.IGNORECASE)
+
+
+def _default_channels() -> dict[int, Channel]:
+    return {n: Channel(scale=1.0, displayed=(n == 1)) for n in CHANNELS}
+
+
+@dataclass
+class KeysightSettings(Settings):
+    channels: dict[int, Channel] = field(default_factory=_default_channels)
+    time_per_div: float = 100e-6
+    time_position: float = 0.0
+    reference: str = "CENTER"
+    trigger_type: str = "EDGE"
+    acquire_type: str = "NORMAL"
+    points_mode: str = "NORMAL"
+    points: int = 1000
+    wave_format: str = "BYTE"
+
+
+def nr3(value: float) -> str:
+    """InfiniiVision numbers: +1.000000000E+00."""
+    return f"{value:+.9E}"
+
+
+class InfiniiVisionModel(TdsModel):
+    settings_type = KeysightSettings
+    default_idn = DEFAULT_IDN
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.header = False  # InfiniiVision replies carry no headers
+        self._ter_mark = 0
+
+    @property
+    def ks(self) -> KeysightSettings:
+        assert isinstance(self.s, KeysightSettings)
+        return self.s
+
+    def _record_lengths(self, largest: int | None) -> tuple[int, ...]:
+        return tuple(n for n in POINTS if n <= (largest or DEFAULT_MAX_POINTS))
+
+    # --- errors: the SCPI error queue --------------------------------------------------
+    def log_event(self, code: int, text: str) -> None:
+        self.esr |= _esr_bit(abs(code))
+        # "Undefined header; Command not found; FOO:BAR" -> -113,"Undefined header"
+        self._events.append((-abs(code), text.split(";")[0]))
+
+    def _system_error(self) -> str:
+        if not self._events:
+            return '+0,"No error"'
+        code, text = self._events.pop(0)
+        return f'{code:+d},"{text}"'
+
+    # --- the command tree --------------------------------------------------------------
+    def _build_table(self) -> list[Node]:
+        s = self
+        ch = self._channel
+        common = [n for n in super()._build_table() if n.pattern.startswith("*")]
+        return common + [
+            Node("SYSTem:ERRor", get=s._system_error),
+            Node("CHANnel<n>:SCALe", get=lambda n: nr3(ch(n).scale), set=s._set_scale),
+            Node("CHANnel<n>:OFFSet", get=lambda n: nr3(ch(n).offset), set=s._set_offset),
+            Node(
+                "CHANnel<n>:DISPlay",
+                get=lambda n: s._bool(ch(n).displayed),
+                set=lambda a, n: setattr(ch(n), "displayed", boolean(a)),
+            ),
+            Node("TIMebase:SCALe", get=lambda: nr3(s.ks.time_per_div), set=s._set_tdiv),
+            Node("TIMebase:POSition", get=lambda: nr3(s.ks.time_position), set=s._set_time_position),
+            Node(
+                "TIMebase:REFerence",
+                get=lambda: _short(s.ks.reference),
+                set=lambda a: setattr(s.ks, "reference", choice(a, ("LEFT", "CENTer", "RIGHt"))),
+            ),
+            Node(
+                "TRIGger:MODE",
+                get=lambda: _short(s.ks.trigger_type),
+                set=lambda a: setattr(s.ks, "trigger_type", choice(a, ("EDGE",))),
+            ),
+            Node(
+                "TRIGger:SWEep",
+                get=lambda: _short(s.ks.trigger_mode),
+                set=lambda a: setattr(s.ks, "trigger_mode", choice(a, ("AUTO", "NORMal"))),
+            ),
+            Node(
+                "TRIGger:EDGE:SOURce",
+                get=lambda: f"CHAN{s.ks.trigger_source}",
+                set=lambda a: setattr(s.ks, "trigger_source", _channel_arg(a)),
+            ),
+            Node("TRIGger:EDGE:SLOPe", get=s._get_slope, set=s._set_slope),
+            Node(
+                "TRIGger:EDGE:LEVel",
+                get=lambda: nr3(s.ks.trigger_level),
+                set=lambda a: setattr(s.ks, "trigger_level", number(a)),
+            ),
+            Node("ACQuire:TYPE", get=lambda: _short(s.ks.acquire_type), set=s._set_acquire_type),
+            Node("SINGle", set=lambda a: s._single()),
+            Node("RUN", set=lambda a: setattr(s, "_running", True)),
+            Node("STOP", set=lambda a: s._stop()),
+            Node("OPERegister:CONDition", get=lambda: f"{RUN_BIT if s.busy or s._running else 0:+d}"),
+            Node("TER", get=s._ter),
+            Node(
+                "WAVeform:SOURce",
+                get=lambda: f"CHAN{s.ks.data_source}",
+                set=lambda a: setattr(s.ks, "data_source", _channel_arg(a)),
+            ),
+            Node("WAVeform:FORMat", get=lambda: s.ks.wave_format, set=s._set_format),
+            Node(
+                "WAVeform:POINts:MODE",
+                get=lambda: _short(s.ks.points_mode),
+                set=lambda a: setattr(s.ks, "points_mode", choice(a, ("NORMal", "MAXimum", "RAW"))),
+            ),
+            Node("WAVeform:POINts", get=lambda: f"{s.ks.points:+d}", set=s._set_points),
+            Node("WAVeform:PREamble", get=s._preamble_reply),
+            Node("WAVeform:DATA", get=s._data),
+        ]
+
+    # --- settings ------------------------------------------------------------------------
+    def _set_scale(self, arg: str, n: int) -> None:
+        self._channel(n).scale = bounded(arg, VOLTS_PER_DIV_RANGE)
+
+    def _set_offset(self, arg: str, n: int) -> None:
+        self._channel(n).offset = bounded(arg, OFFSET_RANGE)
+
+    def _set_tdiv(self, arg: str) -> None:
+        self.ks.time_per_div = bounded(arg, TIME_PER_DIV_RANGE)
+
+    def _set_time_position(self, arg: str) -> None:
+        self.ks.time_position = bounded(arg, (-500.0, 500.0))
+
+    def _get_slope(self) -> str:
+        return "POS" if self.ks.trigger_slope == "RISE" else "NEG"
+
+    def _set_slope(self, arg: str) -> None:
+        word = choice(arg, ("POSitive", "NEGative", "EITHer", "ALTernate"))
+        if word not in ("POSITIVE", "NEGATIVE"):
+            raise Fault(221, "Settings conflict")
+        self.ks.trigger_slope = "RISE" if word == "POSITIVE" else "FALL"
+
+    def _set_acquire_type(self, arg: str) -> None:
+        if choice(arg, ("NORMal", "AVERage", "HRESolution", "PEAK")) != "NORMAL":
+            raise Fault(221, "Settings conflict")
+        self.ks.acquire_type = "NORMAL"
+
+    def _set_format(self, arg: str) -> None:
+        if choice(arg, ("BYTE", "WORD", "ASCii")) != "BYTE":
+            raise Fault(221, "Settings conflict")
+        self.ks.wave_format = "BYTE"
+
+    def _set_points(self, arg: str) -> None:
+        largest = self.record_lengths[-1]
+        if arg.upper().startswith("MAX"):
+            self.ks.points = largest
+            return
+        v = integer(arg)
+        if v < 1:
+            raise Fault(222, "Data out of range")
+        self.ks.points = next((n for n in self.record_lengths if n >= v), largest)
+
+    # --- acquisition ---------------------------------------------------------------------
+    def _single(self) -> None:
+        s = self.ks
+        s.record_length = s.points
+        screen = 10.0 * s.time_per_div
+        pct = REFERENCES[s.reference] - 100.0 * s.time_position / screen
+        s.trigger_position_pct = min(max(pct, 0.0), 100.0)
+        self._running = False
+        self._start_sequence()
+
+    def _stop(self) -> None:
+        self._cancel()
+        self._running = False
+
+    def _ter(self) -> str:
+        fired = len(self.acquisitions) > self._ter_mark or self._trigger_state == "TRIGGER"
+        if fired:
+            self._ter_mark = len(self.acquisitions)
+        return "+1" if fired else "+0"
+
+    def _digitize(self, volts: np.ndarray, chan: Channel) -> np.ndarray:
+        codes = np.rint((volts - chan.offset) / chan.scale * CODES_PER_DIV + Y_REFERENCE)
+        return np.clip(codes, CLIPPED_LOW, CLIPPED_HIGH).astype(np.uint8)
+
+    # --- waveform transfer ----------------------------------------------------------------
+    def _preamble_reply(self) -> str:
+        rec, channel = self._source_record(None)
+        info, vert = rec.info, rec.channels[channel]
+        fields = [
+            "+0",  # format: BYTE
+            "+0",  # type: NORMal
+            f"{info.record_length:+d}",
+            "+1",  # count
+            nr3(info.dt_ns * 1e-9),
+            nr3((info.first_sample_ns - info.trigger_ns) * 1e-9),  # xorigin: sample 0 from the trigger
+            "+0",  # xreference
+            nr3(vert.scale / CODES_PER_DIV),
+            nr3(vert.offset),
+            f"{Y_REFERENCE:+d}",
+        ]
+        return ",".join(fields)
+
+    def _data(self) -> bytes:
+        rec, channel = self._source_record(None)
+        data = rec.codes[channel].tobytes()
+        return b"#8" + f"{len(data):08d}".encode() + data
+
+
+def _short(stored: str) -> str:
+    """Keysight replies with the short form of a keyword: CENTER -> CENT."""
+    for word in KEYWORDS:
+        if word.upper() == stored:
+            return short_form(word)
+    return stored
+
+
+def _channel_arg(arg: str) -> int:
+    m = _CHANNEL.fullmatch(arg.strip())
+    if m and int(m.group(1)) in CHANNELS:
+        return int(m.group(1))
+    raise Fault(141, "Invalid character data")

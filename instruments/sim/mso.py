@@ -1,0 +1,189 @@
+"""A Tektronix MSO 4/5/6 series scope as a state machine: the TDS model with the MSO's tree.
+
+The MSO keeps the TDS's conventions (HEADer/VERBose, *ESR? then ALLEv?, BUSY?,
+DATa:* and CURVe?) and differs where the station looks:
+
+- Trigger: TRIGger:A:EDGE:SOUrce/SLOpe, TRIGger:A:MODe and a level per source,
+  TRIGger:A:LEVel:CH<n>. Horizontal: HORizontal:SCAle, HORizontal:RECOrdlength,
+  HORizontal:POSition (trigger position, % of the record), HORizontal:MODe
+  (AUTO|MANual, stored only). Channels: DISplay:GLObal:CH<n>:STATE to show one,
+  CH<n>:OFFSet (volts subtracted before CH<n>:POSition is applied).
+- WFMOutpre? replaces WFMPre?: BYT_NR;BIT_NR;ENCDG;BN_FMT;BYT_OR;WFID;NR_PT;
+  PT_FMT;PT_ORDER;XUNIT;XINCR;XZERO;PT_OFF;YUNIT;YMULT;YOFF;YZERO;DOMAIN;WFMTYPE;
+  CENTERFREQUENCY;SPAN;REFLEVEL. PT_OFF is 0 and XZERO is the time of the first
+  transferred sample from the trigger (so it changes with every acquisition);
+  YOFF is 0 for signed data and YZERO carries offset and position:
+  Yn = YZERO + YMULT·(yn − YOFF).
+- Record lengths come in 1-1.25-2-2.5-5 steps from 1000 (rounded up, as on the TDS).
+
+Not modelled: the sample-rate limits that tie record length to the time base
+(any HORizontal:SCAle is kept as sent), FastFrame, measurements, 12-bit data
+at DATa:WIDth 2 (the 8-bit codes are scaled by 256, as on the TDS model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from instruments.sim.commands import Node, boolean, bounded, choice, nr3, number, quoted
+from instruments.sim.signal import LEVELS_PER_DIV
+from instruments.sim.tds import CHANNELS, ENCODINGS, Settings, TdsModel
+
+DEFAULT_IDN = "TEKTRONIX,MSO54,C000001,CF:91.1CT FV:1.44.3.433"
+RECORD_STEPS = (1000, 1250, 2000, 2500, 5000)
+LARGEST_RECORD = 62_500_000
+DEFAULT_MAX_RECORD = 1_000_000  # what the sim renders by default; a real MSO 5 holds 62.5 M
+TIME_PER_DIV_RANGE = (200e-12, 1000.0)
+OFFSET_RANGE = (-10.0, 10.0)
+_TDS_ONLY = ("HORizontal:MAIn", "HORizontal:TRIGger", "TRIGger:MAIn", "WFMPre")
+PREAMBLE_FIELDS = (
+    "BYT_Nr",
+    "BIT_Nr",
+    "ENCdg",
+    "BN_Fmt",
+    "BYT_Or",
+    "WFId",
+    "NR_Pt",
+    "PT_Fmt",
+    "PT_ORder",
+    "XUNit",
+    "XINcr",
+    "XZEro",
+    "PT_Off",
+    "YUNit",
+    "YMUlt",
+    "YOFf",
+    "YZEro",
+    "DOMain",
+    "WFMTYPe",
+    "CENTERFREQuency",
+    "SPAN",
+    "REFLevel",
+)
+
+
+def _default_levels() -> dict[int, float]:
+    return dict.fromkeys(CHANNELS, 0.0)
+
+
+@dataclass
+class MsoSettings(Settings):
+    record_length: int = 10_000
+    data_stop: int = 10_000
+    trigger_levels: dict[int, float] = field(default_factory=_default_levels)
+    horizontal_mode: str = "AUTO"
+
+
+class MsoModel(TdsModel):
+    settings_type = MsoSettings
+    default_idn = DEFAULT_IDN
+
+    def _record_lengths(self, largest: int | None) -> tuple[int, ...]:
+        cap = min(largest or DEFAULT_MAX_RECORD, LARGEST_RECORD)
+        lengths, decade = [], 1
+        while decade * RECORD_STEPS[0] <= cap:
+            lengths += [n * decade for n in RECORD_STEPS if n * decade <= cap]
+            decade *= 10
+        return tuple(lengths)
+
+    def _build_table(self) -> list[Node]:
+        s = self
+        ch = self._channel
+        shared = [n for n in super()._build_table() if not n.pattern.startswith(_TDS_ONLY)]
+        return shared + [
+            Node(
+                "DISplay:GLObal:CH<n>:STATE",
+                get=lambda n: s._bool(ch(n).displayed),
+                set=lambda a, n: setattr(ch(n), "displayed", boolean(a)),
+            ),
+            Node("CH<n>:OFFSet", get=lambda n: nr3(ch(n).offset), set=s._set_offset),
+            Node(
+                "HORizontal:MODe",
+                get=lambda: s._kw(s.s.horizontal_mode),
+                set=lambda a: setattr(s.s, "horizontal_mode", choice(a, ("AUTO", "CONStant", "MANual"))),
+            ),
+            Node(
+                "HORizontal:POSition",
+                get=lambda: nr3(s.s.trigger_position_pct),
+                set=s._set_trigger_position,
+            ),
+            Node("TRIGger:A:TYPe", get=lambda: s._kw("EDGE"), set=lambda a: choice(a, ["EDGE"])),
+            Node(
+                "TRIGger:A:EDGE:SOUrce",
+                get=lambda: f"CH{s.s.trigger_source}",
+                set=lambda a: setattr(s.s, "trigger_source", s._channel_arg(a)),
+            ),
+            Node(
+                "TRIGger:A:EDGE:SLOpe",
+                get=lambda: s._kw(s.s.trigger_slope),
+                set=lambda a: setattr(s.s, "trigger_slope", choice(a, ("RISe", "FALL"))),
+            ),
+            Node(
+                "TRIGger:A:LEVel:CH<n>",
+                get=lambda n: nr3(s.s.trigger_levels[n]),
+                set=lambda a, n: s.s.trigger_levels.__setitem__(n, number(a)),
+            ),
+            Node(
+                "TRIGger:A:MODe",
+                get=lambda: s._kw(s.s.trigger_mode),
+                set=lambda a: setattr(s.s, "trigger_mode", choice(a, ("AUTO", "NORMal"))),
+            ),
+            Node("WFMOutpre", get=lambda: s._outpre(None), headers=False),
+            *[Node(f"WFMOutpre:{f}", get=lambda f=f: s._outpre(f)) for f in PREAMBLE_FIELDS],
+        ]
+
+    def _trigger_level(self, s: Settings) -> float:
+        assert isinstance(s, MsoSettings)
+        return s.trigger_levels[s.trigger_source]
+
+    def _set_tdiv(self, arg: str) -> None:
+        self.s.time_per_div = bounded(arg, TIME_PER_DIV_RANGE)
+
+    def _set_offset(self, arg: str, n: int) -> None:
+        self._channel(n).offset = bounded(arg, OFFSET_RANGE)
+
+    def _outpre(self, field_name: str | None) -> str:
+        rec, channel = self._source_record(None)
+        info, vert = rec.info, rec.channels[channel]
+        start, stop = self._transfer_range(info.record_length)
+        enc = ENCODINGS[self.s.encoding]
+        width = self.s.width
+        scale = 256 if width == 2 else 1
+        signed = enc is None or enc[0]
+        dt_s = info.dt_ns * 1e-9
+        # time of the first transferred sample from the trigger: new with every acquisition
+        xzero = (info.first_sample_ns - info.trigger_ns) * 1e-9 + (start - 1) * dt_s
+        wfid = (
+            f"Ch{channel}, DC coupling, {vert.scale:.4g}V/div, {rec.time_per_div * 1e6:.4g}us/div, "
+            f"{info.record_length} points, Sample mode"
+        )
+        values = [
+            str(width),
+            str(8 * width),
+            "ASC" if enc is None else "BIN",
+            "RI" if signed else "RP",
+            "MSB" if enc is None or enc[1] else "LSB",
+            quoted(wfid),
+            str(stop - start + 1),
+            "Y",
+            "LINEAR",
+            quoted("s"),
+            nr3(dt_s),
+            nr3(xzero),
+            "0",
+            quoted("V"),
+            nr3(vert.scale / LEVELS_PER_DIV / scale),
+            nr3(0.0 if signed else 128.0 * scale),
+            nr3(vert.offset - vert.position * vert.scale),
+            "TIME",
+            "ANALOG",
+            nr3(0.0),
+            nr3(0.0),
+            nr3(0.0),
+        ]
+        names = [f.upper() for f in PREAMBLE_FIELDS]
+        if field_name is not None:
+            return values[names.index(field_name.upper())]
+        if not self.header:
+            return ";".join(values)
+        return ":WFMOUTPRE:" + ";".join(f"{k} {v}" for k, v in zip(names, values, strict=True))

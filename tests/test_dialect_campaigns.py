@@ -1,0 +1,28 @@
+"""The whole campaign through each scope dialect the twin can play: the same
+estimates, whatever the instrument's command set and data format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, run_station
+
+
+@pytest.mark.parametrize("dialect", ["keysight_infiniivision", "tektronix_mso"])
+def test_campaign_through_dialect(dialect, tmp_path):
+    cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    cfg["bench"]["scope"]["dialect"] = dialect
+    cfg["matrix"] |= {"interfaces": ["lpt"], "samples": 20000, "pulses": 1000}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = run_station("run", str(path), "--out", str(tmp_path / "out"), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["campaign"]["scope"]["idn"].upper().startswith(("KEYSIGHT", "TEKTRONIX,MSO"))
+    (est,) = report["comparisons"]["t_rw"]
+    assert abs(est["paired_estimate_ns"] - est["truth_ns"]) < 10
+    lo, hi = est["ci95_ns"]
+    assert lo <= est["truth_ns"] <= hi
