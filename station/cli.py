@@ -30,9 +30,22 @@ def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     raise typer.Exit(code)
 
 
-def _install_sigterm(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
-    # SIGTERM tears down like Ctrl-C does (asyncio.run already maps SIGINT to cancel)
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+def _install_signal_handlers(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+    """The first Ctrl-C or SIGTERM cancels the campaign, which tears the run down; later
+    ones only say so. (asyncio's default would abort on the second Ctrl-C, mid-teardown,
+    leaving a module loaded.)"""
+    seen = 0
+
+    def on_signal() -> None:
+        nonlocal seen
+        seen += 1
+        if seen == 1:
+            task.cancel()
+        else:
+            typer.secho("still cleaning up the target — please wait", fg=typer.colors.YELLOW, err=True)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
 
 
 @app.command()
@@ -49,7 +62,7 @@ def run(
     from station.progress import TerminalProgress
 
     async def main() -> api.CampaignResult:
-        _install_sigterm(asyncio.get_running_loop(), asyncio.current_task())
+        _install_signal_handlers(asyncio.get_running_loop(), asyncio.current_task())
         with TerminalProgress() as progress:
             return await api.run_campaign_async(campaign, out, progress, config_path=config, resume=not fresh)
 
@@ -57,8 +70,8 @@ def run(
         result = asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         typer.secho(
-            f"interrupted: the target was cleaned up; data streamed so far is in {out}/runs "
-            f"(run the same command again to resume)",
+            f"interrupted: the run was torn down (any problem doing so is printed above); data streamed so far "
+            f"is in {out}/runs (run the same command again to resume)",
             fg=typer.colors.YELLOW,
             err=True,
         )

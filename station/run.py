@@ -132,58 +132,49 @@ async def execute_run(
         }
     )
     decoder = records.decoder_for(m.format)
-    running_loads: list[load_ctl.RunningLoad] = []
-    module_loaded = False
-    stream_proc = None
-    stream: load_ctl.RunningLoad | None = None
-    capture_task: asyncio.Task | None = None
+    state = _SetUp(interrupts_row=modules.interrupts_row(settings.family, spec.interface, m.lpt_irq))
     status, error = "failed", None
-    irq_before: int | None = None
-    irq_after: int | None = None
-    interrupts_row = modules.interrupts_row(settings.family, spec.interface, m.lpt_irq)
-    dmesg_before: list[str] = []
-    kernel_said: dict[str, list[str]] = {"new_lines": [], "trouble": []}
     try:
+        # preflight: whatever a crash left (a module, a load, a reader holding the device)
+        # would make insmod fail or the data lie
+        cleaned = await target.cleanup(within_s=30)
+        if cleaned["modules_unloaded"] or cleaned["loads_stopped"]:
+            progress_sink.message(f"before {spec.id}: stopped leftovers {cleaned}")
         conn = await target.live_connection()
-        # preflight: a module left by a crash would make insmod fail and the data lie
-        leftover = await modules.loaded_modules(conn) & modules.ALL_STEMS
-        if leftover:
-            progress_sink.message(f"unloading leftover module(s) {', '.join(sorted(leftover))} before {spec.id}")
-            await modules.unload_ours(conn)
         # a mainline module's row appears with its request_irq: absent now means zero
-        irq_before = irq_total((await conn.run("cat /proc/interrupts")).stdout, interrupts_row) or 0
-        dmesg_before = await kernel_log.snapshot(conn)
+        state.irq_before = irq_total((await conn.run("cat /proc/interrupts")).stdout, state.interrupts_row) or 0
+        state.dmesg_before = await kernel_log.snapshot(conn)
 
         progress.phase = "loads"
         progress_sink.update(progress)
-        max_seconds = int(m.max_duration) + 120
+        max_seconds = int(m.max_duration) + 120  # the dead man's switch on every process we start
         for load in campaign.loads[spec.load]:
-            if load.on != "target":
-                raise TargetError(f"load {load.name}: load hosts are configured but not reachable from this run")
-            running_loads.append(await load_ctl.start_load(conn, load.name, load.command, settings.work_dir,
-                                                           max_seconds))
+            state.loads.append(
+                await load_ctl.start_load(conn, load.name, load.command, settings.work_dir, max_seconds)
+            )
 
         if before_module_load is not None:
             before_module_load(store.dir)
         progress.phase = "module"
+        state.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
         await modules.insmod(conn, target.module_path(spec.interface), params)
-        module_loaded = True
 
         # the reader is tracked like a load: a reader blocked in read() never sees its SSH
         # channel close, and an open device would make rmmod fail
-        stream = await load_ctl.start_load(conn, load_ctl.STREAM_NAME, f"cat {target.device(spec.interface)}",
-                                           settings.work_dir, max_seconds, binary=True)
-        stream_proc = stream.process
+        state.stream = await load_ctl.start_load(
+            conn, load_ctl.STREAM_NAME, f"cat {target.device(spec.interface)}", settings.work_dir, max_seconds,
+            binary=True,
+        )
         progress.phase = "measuring"
         progress.started = time.monotonic()
         stop = asyncio.Event()
         if scope is not None:
-            capture_task = asyncio.create_task(_capture(scope, store, progress, stop))
-        await _stream(stream_proc, decoder, store, progress, progress_sink, m, capture_task, stop)
+            state.capture = asyncio.create_task(_capture(scope, store, progress, stop))
+        await _stream(state.stream.process, decoder, store, progress, progress_sink, m, state.capture, stop)
         stop.set()
-        if capture_task is not None:
-            await _finish_capture(capture_task, timeout=30)
-            capture_task = None
+        if state.capture is not None:
+            await _finish_capture(state.capture, timeout=30)
+            state.capture = None
         status = "complete"
     except asyncio.CancelledError:
         status, error = "interrupted", "interrupted by the user (Ctrl-C / SIGTERM)"
@@ -192,47 +183,86 @@ async def execute_run(
         status, error = "failed", str(exc)
     except records.RecordFormatError as exc:
         status, error = "failed", f"record stream from {target.device(spec.interface)}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a bug or a full disk: the run fails, the target is still cleaned
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
-        progress.phase = "teardown"
-        progress_sink.update(progress)
-        irq_seen: dict[str, int | None] = {}
-        teardown_errors = await _teardown(target, stem, module_loaded, running_loads, stream, capture_task,
-                                          interrupts_row, irq_seen)
-        irq_after = irq_seen.get("before_rmmod")
-        if teardown_errors:
-            error = "; ".join(filter(None, [error, *teardown_errors]))
-            if status == "complete":
-                status = "incomplete"
-        with contextlib.suppress(Exception):
-            conn = await target.live_connection()
-            new = kernel_log.new_lines(dmesg_before, await kernel_log.snapshot(conn))
-            kernel_said = {"new_lines": new[-200:], "trouble": kernel_log.trouble(new)}
-        if kernel_said["trouble"]:
-            # an oops or WARNING during the run makes its numbers suspect: say so, keep the data
-            error = "; ".join(filter(None, [error, "kernel reported: " + kernel_said["trouble"][0]]))
-            if status == "complete":
-                status = "incomplete"
-        if status == "complete" and m.samples and progress.sw.count < m.samples:
-            status = "incomplete"
-        store.seal(
-            status,
-            m.format,
-            {
-                "error": error,
-                "losses": {
-                    "sw_lost": decoder.losses.lost,
-                    "gaps": len(decoder.losses.gaps),
-                    "first_gaps": decoder.losses.gaps[:20],
-                    "sw_dropped_by_target": decoder.dropped_by_target,
-                    "torn_bytes": decoder.pending_bytes,
-                },
-                "interrupts": {"row": interrupts_row, "before": irq_before, "after": irq_after},
-                "kernel_log": kernel_said,
-                "acquisitions": progress.acquisitions,
-                "duration_s": time.monotonic() - progress.started,
-            },
+        finish = asyncio.ensure_future(
+            _finish_run(target, stem, state, store, decoder, progress, progress_sink, m, status, error)
         )
+        status, error = await _uncancellable(finish)
     return RunOutcome(spec.id, status, error)
+
+
+@dataclass
+class _SetUp:
+    """What a run has set up on the target so far: teardown undoes exactly this."""
+
+    interrupts_row: int | str
+    loads: list[load_ctl.RunningLoad] = field(default_factory=list)
+    module_maybe_loaded: bool = False
+    stream: load_ctl.RunningLoad | None = None
+    capture: asyncio.Task | None = None
+    irq_before: int | None = None
+    dmesg_before: list[str] = field(default_factory=list)
+
+
+async def _uncancellable(task: asyncio.Future):
+    """Await the teardown to its end whatever signals arrive meanwhile (a second Ctrl-C
+    must not leave a module loaded), then pass the cancellation on."""
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
+async def _finish_run(target: Target, stem: str, state: _SetUp, store: RunStore, decoder, progress: RunProgress,
+                      sink: ProgressSink, m, status: str, error: str | None) -> tuple[str, str | None]:
+    progress.phase = "teardown"
+    sink.update(progress)
+    errors, irq_after = await _teardown(target, stem, state, sink)
+    if errors:
+        error = "; ".join(filter(None, [error, *errors]))
+        if status == "complete":
+            status = "incomplete"
+    kernel_said: dict[str, list[str]] = {"new_lines": [], "trouble": []}
+    with contextlib.suppress(Exception):
+        conn = await target.live_connection()
+        new = kernel_log.new_lines(state.dmesg_before, await kernel_log.snapshot(conn))
+        kernel_said = {"new_lines": new[-200:], "trouble": kernel_log.trouble(new)}
+    if kernel_said["trouble"]:
+        # an oops or WARNING during the run makes its numbers suspect: say so, keep the data
+        error = "; ".join(filter(None, [error, "kernel reported: " + kernel_said["trouble"][0]]))
+        if status == "complete":
+            status = "incomplete"
+    if status == "complete" and m.samples and progress.sw.count < m.samples:
+        status, error = "incomplete", f"max_duration reached with {progress.sw.count} of {m.samples} samples"
+    if status == "complete" and progress.hw_target and progress.hw.count < progress.hw_target:
+        status, error = "incomplete", f"max_duration reached with {progress.hw.count} of {progress.hw_target} pulses"
+    store.seal(
+        status,
+        m.format,
+        {
+            "error": error,
+            "losses": {
+                "sw_lost": decoder.losses.lost,
+                "gaps": len(decoder.losses.gaps),
+                "first_gaps": decoder.losses.gaps[:20],
+                "sw_dropped_by_target": decoder.dropped_by_target,
+                "torn_bytes": decoder.pending_bytes,
+            },
+            "interrupts": {"row": state.interrupts_row, "before": state.irq_before, "after": irq_after},
+            "kernel_log": kernel_said,
+            "acquisitions": progress.acquisitions,
+            "duration_s": time.monotonic() - progress.started,
+        },
+    )
+    return status, error
 
 
 class ScopeFailure(Exception):
@@ -300,39 +330,36 @@ async def _finish_capture(task: asyncio.Task, timeout: float) -> None:
         raise ScopeFailure(str(exc)) from None
 
 
-async def _teardown(target: Target, stem: str, module_loaded: bool, running_loads,
-                    stream: load_ctl.RunningLoad | None, capture_task, interrupts_row: int | str,
-                    irq_seen: dict[str, int | None]) -> list[str]:
-    """Reverse order of set-up. Every step is attempted; failures are collected."""
-    errors: list[str] = []
-    if capture_task is not None and not capture_task.done():
-        capture_task.cancel()
+async def _teardown(target: Target, stem: str, state: _SetUp, sink: ProgressSink) -> tuple[list[str], int | None]:
+    """Reverse order of set-up: the reader, the module, the loads. If the session fails
+    on the way, reconnect and clean up everything recorded (bounded in time).
+    Returns (errors that left the target dirty, the IRQ count before rmmod)."""
+    if state.capture is not None and not state.capture.done():
+        state.capture.cancel()
+    irq_before_rmmod = None
+    settings = target.settings
     try:
         conn = await target.live_connection()
-    except TargetError as exc:
-        return [f"teardown could not reach the target: {exc}; run `station cleanup`"]
-    if stream is not None:
-        stream.conn = conn  # the session may have been re-opened
-        try:
-            await load_ctl.stop_load(stream)
-        except TargetError as exc:
-            errors.append(f"stopping the record stream: {exc}")
-    if module_loaded:
-        # the IRQ count while the module still holds its line (its row goes with rmmod)
-        with contextlib.suppress(TargetError):
+        if state.stream is not None:
+            state.stream.conn = conn
+            await load_ctl.stop_load(state.stream)
+        else:  # started but not yet tracked when the run was stopped
+            await load_ctl.kill_pidfile(conn, settings.work_dir, load_ctl.STREAM_NAME)
+        if state.module_maybe_loaded and stem in await modules.loaded_modules(conn):
+            # the IRQ count while the module still holds its line (its row goes with rmmod)
             text = (await conn.run("cat /proc/interrupts")).stdout
-            irq_seen["before_rmmod"] = irq_total(text, interrupts_row)
-        try:
+            irq_before_rmmod = irq_total(text, state.interrupts_row)
             await modules.rmmod(conn, stem)
-        except TargetError as exc:
-            errors.append(f"rmmod {stem}: {exc}")
-    for load in reversed(running_loads):
-        load.conn = conn
-        try:
+        for load in reversed(state.loads):
+            load.conn = conn
             await load_ctl.stop_load(load)
-        except TargetError as exc:
-            errors.append(f"stopping load {load.name}: {exc}")
-    # belt and braces: anything a pid file still names is stopped too
-    with contextlib.suppress(TargetError):
-        await load_ctl.kill_recorded_loads(conn, target.settings.work_dir)
-    return errors
+        await load_ctl.kill_recorded_loads(conn, settings.work_dir)  # anything a pid file still names
+        return [], irq_before_rmmod
+    except TargetError as exc:
+        sink.message(f"teardown: {exc}; reconnecting to clean up")
+        target.forget_connection()
+    try:
+        await target.cleanup(within_s=60)
+    except TargetError as exc:
+        return [str(exc)], irq_before_rmmod
+    return [], irq_before_rmmod

@@ -14,6 +14,7 @@ and a manifest that says what the run is and whether it is complete.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,9 +30,7 @@ import pandas as pd
 
 from station import records
 
-STATUS_COMPLETE = "complete"
 STATUS_RUNNING = "running"
-TERMINAL_STATUSES = ("complete", "incomplete", "interrupted", "failed")
 
 
 def now_utc() -> str:
@@ -119,8 +118,9 @@ class RunStore:
     def _maybe_flush(self) -> None:
         now = time.monotonic()
         if now - self._last_flush > 0.5:  # a crash loses at most the last half second
-            assert self._sw is not None
-            self._sw.flush()
+            for f in (self._sw, self._arrivals):
+                if f is not None:
+                    f.flush()
             self._last_flush = now
 
     def close_files(self) -> None:
@@ -131,20 +131,28 @@ class RunStore:
                 f.close()
 
     def seal(self, status: str, fmt: str, extra: dict[str, Any]) -> None:
-        """Close the raw files, convert them to Parquet, record counts and checksums."""
-        self.close_files()
-        sw = decode_raw(self.dir / "sw.raw", fmt)
-        sw.to_parquet(self.dir / "sw.parquet", index=False)
-        hw = pd.read_csv(self.dir / "hw_pulses.csv")
-        hw.to_parquet(self.dir / "hw.parquet", index=False)
+        """Close the raw files, record the outcome, then convert to Parquet with counts and
+        checksums. Never raises: a failed conversion (a full disk, say) is recorded and the
+        raw files, which hold everything, stay as they are."""
         self.manifest.update(extra)
         self.manifest["status"] = status
         self.manifest["ended_utc"] = now_utc()
-        self.manifest["counts"] = {"sw_records": int(len(sw)), "hw_pulses": int(len(hw))}
-        self.manifest["checksums_sha256"] = {
-            name: sha256(self.dir / name) for name in ("sw.raw", "hw_pulses.csv")
-        }
-        self.write_manifest()
+        try:
+            self.close_files()
+            self.write_manifest()  # the outcome first, whatever happens next
+            sw = decode_raw(self.dir / "sw.raw", fmt)
+            sw.to_parquet(self.dir / "sw.parquet", index=False)
+            hw = pd.read_csv(self.dir / "hw_pulses.csv")
+            hw.to_parquet(self.dir / "hw.parquet", index=False)
+            self.manifest["counts"] = {"sw_records": int(len(sw)), "hw_pulses": int(len(hw))}
+            self.manifest["checksums_sha256"] = {
+                name: sha256(self.dir / name) for name in ("sw.raw", "hw_pulses.csv")
+            }
+            self.write_manifest()
+        except Exception as exc:  # noqa: BLE001 - the run's data must survive its own bookkeeping
+            self.manifest["seal_error"] = f"{type(exc).__name__}: {exc}"
+            with contextlib.suppress(Exception):
+                self.write_manifest()
 
 
 def decode_raw(path: Path, fmt: str) -> pd.DataFrame:

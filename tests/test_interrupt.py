@@ -60,9 +60,13 @@ async def _target_state(endpoints: dict) -> tuple[str, str, str]:
     return lsmod, ps, pids
 
 
-@pytest.mark.parametrize(("sig", "with_scope"), [(signal.SIGINT, True), (signal.SIGTERM, False)])
+@pytest.mark.parametrize(
+    ("sig", "with_scope", "repeat"),
+    [(signal.SIGINT, True, 1), (signal.SIGTERM, False, 1), (signal.SIGINT, False, 3), (signal.SIGTERM, True, 3)],
+    ids=["ctrl-c", "sigterm", "ctrl-c-thrice", "sigterm-thrice"],
+)
 def test_interrupted_campaign_leaves_the_target_clean_and_keeps_the_data(standalone_twin, tmp_path, sig,
-                                                                         with_scope):
+                                                                         with_scope, repeat):
     cfg = tmp_path / "c.yaml"
     _config(standalone_twin, cfg, with_scope)
     out = tmp_path / "out"
@@ -78,7 +82,9 @@ def test_interrupted_campaign_leaves_the_target_clean_and_keeps_the_data(standal
     lsmod, ps, _ = asyncio.run(_target_state(standalone_twin))
     assert "rtai_lpt_latency" in lsmod and "hping3" in ps and "dd" in ps
 
-    run.send_signal(sig)
+    for _ in range(repeat):  # an impatient user: more signals while the teardown runs
+        run.send_signal(sig)
+        time.sleep(0.05)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 130, stderr
     assert "Traceback" not in stderr

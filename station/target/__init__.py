@@ -3,15 +3,14 @@ down in reverse order on every exit path (labgrid's activate/deactivate idea).""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import logging
+import time
 
 from station.config import TargetSettings
 from station.target import loads as load_ctl
 from station.target import modules
 from station.target.ssh import SSHEndpoint, TargetConnection, TargetError
-
-log = logging.getLogger(__name__)
 
 __all__ = ["Target", "TargetError", "SSHEndpoint", "endpoint_from_settings"]
 
@@ -36,6 +35,13 @@ class Target:
             self.conn = await TargetConnection.open(self.endpoint)
         return self.conn
 
+    def forget_connection(self) -> None:
+        """Drop a session that failed (a half-dead link looks open): the next call reconnects."""
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.abort()
+        self.conn = None
+
     def module_path(self, interface: str) -> str:
         stem = modules.module_stem(self.settings.family, interface)
         return f"{self.settings.module_dir.rstrip('/')}/{stem}.ko"
@@ -43,12 +49,31 @@ class Target:
     def device(self, interface: str) -> str:
         return modules.stream_device(self.settings.family, interface, self.settings.fifo)
 
-    async def cleanup(self) -> dict[str, list[str]]:
-        """Unload every station module and stop every recorded load (idempotent)."""
-        conn = await self.live_connection()
-        unloaded = await modules.unload_ours(conn)
-        stopped = await load_ctl.kill_recorded_loads(conn, self.settings.work_dir)
-        return {"modules_unloaded": unloaded, "loads_stopped": stopped}
+    async def cleanup(self, within_s: float = 60.0) -> dict[str, list[str]]:
+        """Stop every recorded process (loads and the stream reader, which holds the
+        device), then unload every station module. Reconnects and retries until the
+        target is clean or `within_s` has passed; then raises TargetError."""
+        deadline = time.monotonic() + within_s
+        stopped: list[str] = []
+        unloaded: list[str] = []
+        delay = 0.5
+        while True:
+            try:
+                conn = await self.live_connection()
+                stopped += await load_ctl.kill_recorded_loads(conn, self.settings.work_dir)
+                done, errors = await modules.unload_ours(conn)
+                unloaded += done
+                if not errors:
+                    return {"modules_unloaded": sorted(set(unloaded)), "loads_stopped": sorted(set(stopped))}
+                problem = "; ".join(errors)
+            except TargetError as exc:
+                problem = str(exc)
+                self.forget_connection()
+            if time.monotonic() + delay > deadline:
+                raise TargetError(f"the target is not clean after {within_s:g} s: {problem}; "
+                                  "run `station cleanup` when it is reachable")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 8.0)
 
     async def close(self) -> None:
         if self.conn is not None:

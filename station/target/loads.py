@@ -48,6 +48,10 @@ async def start_load(
     pid_dir = f"{work_dir}/loads"
     await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
     pidfile = f"{pid_dir}/{name}.pid"
+    # a pid file left by a crash names a process nobody else will stop: stop it first
+    old = await conn.run(f"cat {shlex.quote(pidfile)}", check=False)
+    with contextlib.suppress(ValueError):
+        await kill_group(conn, int((old.stdout or "").strip()))
     process = await conn.start(wrap(command, pidfile, max_seconds), binary=binary)
     try:
         async with asyncio.timeout(10):
@@ -93,19 +97,19 @@ async def kill_group(conn: TargetConnection, pid: int) -> None:
 
 
 async def kill_recorded_loads(conn: TargetConnection, work_dir: str) -> list[str]:
-    """Stop every load a pid file names (after a crash); returns the load names."""
-    pid_dir = f"{work_dir}/loads"
-    listing = await conn.run(f"ls {shlex.quote(pid_dir)}", check=False)
+    """Stop every process a pid file names (after a crash); returns their names."""
+    listing = await conn.run(f"ls {shlex.quote(work_dir + '/loads')}", check=False)
     if listing.exit_status != 0:
         return []
-    stopped = []
-    for entry in (listing.stdout or "").split():
-        if not entry.endswith(".pid"):
-            continue
-        path = f"{pid_dir}/{entry}"
-        content = await conn.run(f"cat {shlex.quote(path)}", check=False)
-        with contextlib.suppress(ValueError):
-            await kill_group(conn, int((content.stdout or "").strip()))
-            stopped.append(entry.removesuffix(".pid"))
-        await conn.run(f"rm -f {shlex.quote(path)}", check=False)
-    return stopped
+    names = [entry.removesuffix(".pid") for entry in (listing.stdout or "").split() if entry.endswith(".pid")]
+    for name in names:
+        await kill_pidfile(conn, work_dir, name)
+    return names
+
+
+async def kill_pidfile(conn: TargetConnection, work_dir: str, name: str) -> None:
+    path = f"{work_dir}/loads/{name}.pid"
+    content = await conn.run(f"cat {shlex.quote(path)}", check=False)
+    with contextlib.suppress(ValueError):
+        await kill_group(conn, int((content.stdout or "").strip()))
+    await conn.run(f"rm -f {shlex.quote(path)}", check=False)

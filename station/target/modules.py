@@ -73,12 +73,17 @@ async def rmmod(conn: TargetConnection, stem: str, attempts: int = 10) -> None:
         await asyncio.sleep(0.3)
 
 
-async def unload_ours(conn: TargetConnection) -> list[str]:
-    """rmmod every irq-station latency module that is loaded; returns their names."""
-    ours = sorted(await loaded_modules(conn) & ALL_STEMS)
-    for stem in ours:
-        await rmmod(conn, stem)
-    return ours
+async def unload_ours(conn: TargetConnection) -> tuple[list[str], list[str]]:
+    """rmmod every irq-station latency module that is loaded. Every module is tried;
+    returns (unloaded, errors)."""
+    unloaded, errors = [], []
+    for stem in sorted(await loaded_modules(conn) & ALL_STEMS):
+        try:
+            await rmmod(conn, stem)
+            unloaded.append(stem)
+        except TargetError as exc:
+            errors.append(str(exc))
+    return unloaded, errors
 
 
 def vermagic(ko: bytes) -> str | None:

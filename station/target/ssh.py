@@ -105,6 +105,9 @@ class TargetConnection:
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: cannot start `{command}`: {exc}") from None
 
+    def abort(self) -> None:
+        self._conn.abort()
+
     async def close(self) -> None:
         self._conn.close()
         with contextlib.suppress(TimeoutError, OSError):
