@@ -10,7 +10,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from station.config import Campaign, expand_runs
+from station.config import Campaign, expand_runs, measurement_hash
 from station.run import ProgressSink, RunOutcome, execute_run
 from station.store import RunStore, now_utc, station_version
 from station.target import SSHEndpoint, Target, TargetError, endpoint_from_settings, modules
@@ -33,12 +33,24 @@ class CampaignResult:
         return all(o.status == "complete" for o in self.outcomes)
 
 
-def completed_runs(out_dir: Path) -> set[str]:
-    done = set()
+def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
+    """Runs already complete under this same configuration. Runs measured under another
+    one make resuming an error: mixing them would make the report lie."""
+    done, foreign = set(), []
     for manifest in (out_dir / "runs").glob("*/manifest.json"):
         data = json.loads(manifest.read_text())
-        if data.get("status") == "complete" and ".attempt-" not in manifest.parent.name:
+        if ".attempt-" in manifest.parent.name:
+            continue
+        if data.get("config_hash") != config_hash:
+            foreign.append(data["run_id"])
+        elif data.get("status") == "complete":
             done.add(data["run_id"])
+    if foreign:
+        raise CampaignError(
+            f"{out_dir} holds runs measured with different settings ({', '.join(sorted(foreign)[:3])}"
+            f"{' …' if len(foreign) > 3 else ''}): use --fresh to measure again there (earlier data is kept "
+            "as .attempt-N) or choose another --out"
+        )
     return done
 
 
@@ -50,8 +62,11 @@ async def run_campaign(
     resume: bool = True,
 ) -> CampaignResult:
     out_dir.mkdir(parents=True, exist_ok=True)
-    if config_path is not None:
-        shutil.copyfile(config_path, out_dir / "campaign.yaml")
+    config_hash = measurement_hash(campaign)
+    done = completed_runs(out_dir, config_hash) if resume else set()
+    copy = out_dir / "campaign.yaml"
+    if config_path is not None and not (copy.exists() and copy.samefile(config_path)):
+        shutil.copyfile(config_path, copy)
     result = CampaignResult(out_dir)
     bench = campaign.bench
     twin = None
@@ -83,7 +98,10 @@ async def run_campaign(
             await target.connect()
         except TargetError as exc:
             raise CampaignError(f"target: {exc}") from None
-        facts = await audit(await target.live_connection())
+        try:
+            facts = await audit(await target.live_connection())
+        except TargetError as exc:
+            raise CampaignError(f"target: {exc}") from None
         if target_settings.upload_modules:
             stems = {modules.module_stem(target_settings.family, i) for i in campaign.matrix.interfaces}
             try:
@@ -106,7 +124,6 @@ async def run_campaign(
         _write_campaign_json(out_dir, campaign, target.endpoint, facts, scope_session, twin)
 
         runs = expand_runs(campaign)
-        done = completed_runs(out_dir) if resume else set()
         for order, spec in enumerate(runs):
             if spec.id in done:
                 result.skipped.append(spec.id)
@@ -116,7 +133,7 @@ async def run_campaign(
             if twin is not None and bench.twin.ground_truth:
                 hook = lambda run_dir: twin.set_truth_path(run_dir / "twin-truth.parquet")  # noqa: E731
             outcome = await execute_run(
-                campaign, spec, order, len(runs), target, scope_session, store, progress, facts, hook
+                campaign, spec, order, len(runs), target, scope_session, store, progress, facts, hook, config_hash
             )
             result.outcomes.append(outcome)
             progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))

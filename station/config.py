@@ -7,8 +7,10 @@ name the file, the line and the field; unknown keys are errors.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -40,11 +42,18 @@ class TwinSettings(Strict):
         description="Per-interface model parameters replacing the preset's, e.g. {pcie: {outlier_fraction: 5e-5}}",
     )
 
+    @model_validator(mode="after")
+    def _preset_and_overrides_exist(self) -> TwinSettings:
+        from station.twin.model import load_preset
+
+        load_preset(self.preset).with_overrides(self.overrides)  # raises with the names it knows
+        return self
+
 
 class TargetSettings(Strict):
     kind: Literal["twin", "ssh"] = "twin"
     host: str = "127.0.0.1"
-    port: int = 22
+    port: int = Field(22, ge=1, le=65535)
     user: str = "root"
     identity_file: str | None = Field(None, description="private key; default: ssh-agent / ~/.ssh keys")
     known_hosts: str | None = Field(
@@ -91,16 +100,26 @@ class ScopeSettingsConfig(Strict):
 
 class LoadHost(Strict):
     host: str
-    port: int = 22
+    port: int = Field(22, ge=1, le=65535)
     user: str = "root"
     identity_file: str | None = None
     known_hosts: str | None = None
 
 
+NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+RESERVED_LOAD_NAMES = {"record-stream"}  # the station's own tracked reader
+
+
 class LoadSpec(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=NAME_PATTERN)
     command: str
-    on: str = Field("target", description="'target' or the name of a load host")
+    host: str = Field("target", description="'target' or the name of a bench.load_hosts entry")
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> LoadSpec:
+        if self.name in RESERVED_LOAD_NAMES:
+            raise ValueError(f"load name {self.name!r} is reserved by the station")
+        return self
 
 
 class Bench(Strict):
@@ -130,11 +149,21 @@ class Matrix(Strict):
     )
 
     @model_validator(mode="after")
-    def _has_stop(self) -> Matrix:
+    def _consistent(self) -> Matrix:
         if self.samples is None and self.duration is None:
             raise ValueError("give samples or duration (or both) to say when a run ends")
-        if self.period <= 0:
-            raise ValueError("period must be positive")
+        period_us = self.period * 1e6
+        if period_us < 10 or abs(period_us - round(period_us)) > 1e-6:
+            raise ValueError(f"period {period_us:g} us: the modules take whole microseconds, at least 10 us")
+        for name, values in (("interfaces", self.interfaces), ("variants", self.variants), ("loads", self.loads)):
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} lists a value twice: {values}")
+        needed = max(self.duration or 0.0, (self.samples or 0) * self.period)
+        if needed > self.max_duration:
+            raise ValueError(
+                f"a run needs at least {needed:g} s (samples × period, or duration) but max_duration is "
+                f"{self.max_duration:g} s: every run would end incomplete"
+            )
         return self
 
 
@@ -146,17 +175,24 @@ class Campaign(Strict):
     loads: dict[str, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
 
     @model_validator(mode="after")
-    def _loads_exist(self) -> Campaign:
+    def _references_resolve(self) -> Campaign:
         for name in self.matrix.loads:
             if name not in self.loads:
                 known = ", ".join(sorted(self.loads)) or "none defined"
                 raise ValueError(f"matrix.loads names {name!r}, which is not under loads: ({known})")
         for set_name, specs in self.loads.items():
+            if not re.match(NAME_PATTERN, set_name):
+                raise ValueError(f"load set name {set_name!r}: use letters, digits, '_', '.', '-' (it names runs)")
+            names = [s.name for s in specs]
+            if len(set(names)) != len(names):
+                raise ValueError(f"load set {set_name!r} uses a load name twice: {names}")
             for spec in specs:
-                if spec.on != "target" and spec.on not in self.bench.load_hosts:
+                if spec.host != "target" and spec.host not in self.bench.load_hosts:
                     raise ValueError(
-                        f"load {set_name}/{spec.name} runs on {spec.on!r}, not a bench.load_hosts entry"
+                        f"load {set_name}/{spec.name} runs on {spec.host!r}, not a bench.load_hosts entry"
                     )
+        if self.matrix.pulses and self.bench.scope.kind == "none":
+            raise ValueError("matrix.pulses asks for scope pulses but bench.scope.kind is none")
         return self
 
 
@@ -176,6 +212,16 @@ class RunSpec:
     @property
     def check(self) -> bool:
         return self.variant == "inb"
+
+
+def measurement_hash(campaign: Campaign) -> str:
+    """What a run's numbers depend on. Name, description and the number of repetitions
+    are left out: changing those does not invalidate runs already measured."""
+    data = campaign.model_dump(mode="json")
+    for key in ("name", "description"):
+        data.pop(key)
+    data["matrix"].pop("repetitions")
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def expand_runs(campaign: Campaign) -> list[RunSpec]:

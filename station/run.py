@@ -102,6 +102,7 @@ async def execute_run(
     progress_sink: ProgressSink,
     audit: dict[str, str],
     before_module_load: Any = None,
+    config_hash: str = "",
 ) -> RunOutcome:
     m = campaign.matrix
     settings = target.settings
@@ -119,6 +120,7 @@ async def execute_run(
     store.open(
         {
             "order": order,
+            "config_hash": config_hash,
             "run": {"interface": spec.interface, "variant": spec.variant, "load": spec.load,
                     "repetition": spec.repetition},
             "period_ns": period_ns,

@@ -100,3 +100,42 @@ def test_cli_run_bad_config_fails_cleanly(tmp_path):
     assert "Traceback" not in res.stderr
     assert "bench.target.kind" in res.stderr and ":3:" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("matrix", "message"),
+    [
+        ("{samples: 10, interfaces: [lpt, lpt]}", "interfaces lists a value twice"),
+        ("{samples: 10, period: 100.5us}", "whole microseconds"),
+        ("{samples: 10, period: 5us}", "at least 10 us"),
+        ("{samples: 10000000, period: 1ms, max_duration: 1h}", "max_duration is 3600 s"),
+        ("{duration: 2h, max_duration: 1h}", "max_duration is 3600 s"),
+    ],
+)
+def test_matrices_that_could_never_complete_are_refused(matrix, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_campaign(f"name: x\nmatrix: {matrix}\n")
+
+
+def test_load_names_that_would_collide_are_refused():
+    with pytest.raises(ConfigError, match="uses a load name twice"):
+        parse_campaign("name: x\nmatrix: {samples: 10, loads: [io]}\n"
+                       "loads: {io: [{name: a, command: x}, {name: a, command: y}]}\n")
+    with pytest.raises(ConfigError, match="reserved"):
+        parse_campaign(
+            "name: x\nmatrix: {samples: 10, loads: [io]}\nloads: {io: [{name: record-stream, command: x}]}\n"
+        )
+    with pytest.raises(ConfigError, match="load set name 'a/b'"):
+        parse_campaign("name: x\nmatrix: {samples: 10, loads: [a/b]}\nloads: {a/b: []}\n")
+
+
+def test_twin_preset_and_overrides_are_checked_when_validating():
+    with pytest.raises(ConfigError, match=r"<string>:3: bench\.twin.*no twin preset 'seed-2051'"):
+        parse_campaign("name: x\nbench:\n  twin: {preset: seed-2051}\nmatrix: {samples: 10}\n")
+    with pytest.raises(ConfigError, match="t_rvv"):
+        parse_campaign("name: x\nbench:\n  twin: {overrides: {lpt: {t_rvv: 1}}}\nmatrix: {samples: 10}\n")
+
+
+def test_pulses_need_a_scope():
+    with pytest.raises(ConfigError, match="bench.scope.kind is none"):
+        parse_campaign("name: x\nbench: {scope: {kind: none}}\nmatrix: {samples: 10, pulses: 100}\n")

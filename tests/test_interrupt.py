@@ -42,7 +42,7 @@ def _config(endpoints: dict, path, with_scope: bool) -> None:
         f"  target: {{kind: ssh, host: 127.0.0.1, port: {endpoints['ssh_port']}, user: root,\n"
         f"           identity_file: '{endpoints['identity_file']}', known_hosts: '{endpoints['known_hosts']}'}}\n"
         + scope +
-        "matrix: {interfaces: [lpt], variants: [inb], loads: [seed-io], samples: 10000000, max_duration: 5min}\n"
+        "matrix: {interfaces: [lpt], variants: [inb], loads: [seed-io], samples: 10000000, max_duration: 30min}\n"
         "loads:\n"
         "  seed-io:\n"
         "    - {name: hping3, command: hping3 --icmp --fast 127.0.0.1}\n"

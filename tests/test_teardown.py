@@ -11,9 +11,8 @@ import pytest
 
 from station import api
 from station.config import parse_campaign
-from station.target import Target, TargetError
+from station.target import Target, TargetError, modules
 from station.target import loads as load_ctl
-from station.target import modules
 from station.target.ssh import SSHEndpoint, TargetConnection
 
 

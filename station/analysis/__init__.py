@@ -55,7 +55,7 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
         "comparisons": {
             "t_rw": _t_rw(run_entries, pairings),
             "cross_interface_outliers": _cross_interface(run_entries, runs, pairings),
-            "worst_case": _worst_case(run_entries),
+            "worst_case": _worst_case(run_entries, runs),
         },
         "notes": notes,
     }
@@ -84,7 +84,7 @@ def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any],
             "format": m.get("format", "v1"),
         },
         "interrupts": m.get("interrupts"),
-        "shift": correlation.shift(sw, hw) if hw is not None else None,
+        "shift": correlation.shift(sw, hw, run.hw["acquisition"].to_numpy()) if hw is not None else None,
         "outliers": outliers.run_outliers(sw, hw) if len(sw) else None,
         "truth": _truth(run),
         "pairing": pairing.summary() if pairing is not None else None,
@@ -115,76 +115,92 @@ def _truth(run: RunData) -> dict | None:
     }
 
 
-def _by_key(entries: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    out: dict[tuple[str, str], list[dict]] = {}
-    for e in entries:
-        out.setdefault((e["interface"], e["variant"]), []).append(e)
-    return out
-
-
 def _t_rw(entries: list[dict], pairings: dict[str, Pairing]) -> list[dict]:
+    """One estimate per (interface, load, repetition): the inb run against the no-inb run
+    measured under the same load, never against another load's."""
     result = []
-    keyed = _by_key([e for e in entries if e["shift"] is not None])
-    interfaces = sorted({i for i, _ in keyed})
-    for iface in interfaces:
-        inb, no_inb = keyed.get((iface, "inb"), []), keyed.get((iface, "no-inb"), [])
-        for a, b in zip(inb, no_inb, strict=False):
-            est = correlation.t_rw(a["shift"], b["shift"])
-            truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
-            paired = {}
-            pa, pb = pairings.get(a["id"]), pairings.get(b["id"])
-            if pa is not None and pb is not None and len(pa.pairs) > 1 and len(pb.pairs) > 1:
-                paired = correlation.paired_t_rw(pa.pairs["diff_ns"].to_numpy(), pb.pairs["diff_ns"].to_numpy())
-            result.append(
-                {
-                    "interface": iface,
-                    **est,
-                    **paired,
-                    "inb_run": a["id"],
-                    "no_inb_run": b["id"],
-                    "truth_ns": float(np.mean(truths)) if truths else None,
-                }
-            )
+    cells: dict[tuple, dict[str, dict]] = {}
+    for e in entries:
+        if e["shift"] is not None:
+            cells.setdefault((e["interface"], e["load"], e["repetition"]), {})[e["variant"]] = e
+    for (iface, load, _rep), cell in sorted(cells.items()):
+        if "inb" not in cell or "no-inb" not in cell:
+            continue
+        a, b = cell["inb"], cell["no-inb"]
+        est = correlation.t_rw(a["shift"], b["shift"])
+        truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
+        paired = {}
+        pa, pb = pairings.get(a["id"]), pairings.get(b["id"])
+        if pa is not None and pb is not None and len(pa.pairs) > 1 and len(pb.pairs) > 1:
+            paired = correlation.paired_t_rw(pa.pairs["diff_ns"].to_numpy(), pb.pairs["diff_ns"].to_numpy())
+        result.append(
+            {
+                "interface": iface,
+                "load": load,
+                **est,
+                **paired,
+                "inb_run": a["id"],
+                "no_inb_run": b["id"],
+                "truth_ns": float(np.mean(truths)) if truths else None,
+            }
+        )
     return result
 
 
 def _cross_interface(entries: list[dict], runs: list[RunData], pairings: dict[str, Pairing]) -> list[dict]:
+    """The seed's criterion, per load: PCIe software samples above the LPT software maximum
+    measured under the same load, and whether the scope and the board saw them. Scope widths
+    are compared after removing their run's HW−SW shift (the inb check's extra t_rw)."""
     by_id = {r.run_id: r for r in runs}
-    ifaces = {e["interface"] for e in entries if e["sw"]}
-    if not {"lpt", "pcie"} <= ifaces:
-        return []
-    ref_max = max(e["sw"]["max_ns"] for e in entries if e["interface"] == "lpt" and e["sw"])
-    pcie = [by_id[e["id"]] for e in entries if e["interface"] == "pcie" and e["sw"]]
-    sw = np.concatenate([r.sw["latency_ns"].to_numpy() for r in pcie])
-    hw = np.concatenate([r.hw["width_s"].to_numpy() * 1e9 for r in pcie]) if pcie else np.empty(0)
-    board = board_out = None
-    if all("hw_width_ns" in r.sw for r in pcie):
-        flags = np.concatenate([r.sw["flags"].to_numpy() for r in pcie])
-        has = (flags & int(records.Flag.HW_WIDTH)) != 0
-        if has.any():
-            widths = np.concatenate([r.sw["hw_width_ns"].to_numpy() for r in pcie])
-            board = widths[has]
-            board_out = widths[has & (sw > ref_max)]
-    caught = [
-        p.pairs[p.pairs["sw_ns"] > ref_max].assign(run=rid)
-        for rid, p in pairings.items() if rid in {r.run_id for r in pcie}
-    ]
-    caught_df = pd.concat(caught) if caught else None
-    return [outliers.cross_interface("pcie", "lpt", ref_max, sw, hw, board, board_out, caught_df)]
-
-
-def _worst_case(entries: list[dict]) -> list[dict]:
     result = []
-    for iface in sorted({e["interface"] for e in entries if e["sw"]}):
-        mine = [e for e in entries if e["interface"] == iface and e["sw"]]
+    for load in sorted({e["load"] for e in entries}):
+        lpt = [e for e in entries if e["load"] == load and e["interface"] == "lpt" and e["sw"]]
+        pcie_entries = [e for e in entries if e["load"] == load and e["interface"] == "pcie" and e["sw"]]
+        if not lpt or not pcie_entries:
+            continue
+        ref_max = max(e["sw"]["max_ns"] for e in lpt)
+        pcie = [by_id[e["id"]] for e in pcie_entries]
+        sw = np.concatenate([r.sw["latency_ns"].to_numpy() for r in pcie])
+        hw = np.concatenate([
+            r.hw["width_s"].to_numpy() * 1e9 - (e["shift"]["hw_minus_sw_median_ns"] if e["shift"] else 0.0)
+            for r, e in zip(pcie, pcie_entries, strict=True)
+        ])
+        board = board_out = None
+        if all("hw_width_ns" in r.sw for r in pcie):
+            flags = np.concatenate([r.sw["flags"].to_numpy() for r in pcie])
+            has = (flags & int(records.Flag.HW_WIDTH)) != 0
+            if has.any():
+                widths = np.concatenate([r.sw["hw_width_ns"].to_numpy() for r in pcie])
+                board = widths[has]
+                board_out = widths[has & (sw > ref_max)]
+        caught = []
+        for r in pcie:
+            if r.run_id in pairings:
+                pairs = pairings[r.run_id].pairs
+                caught.append(pairs[pairs["sw_ns"] > ref_max].assign(run=r.run_id))
+        caught_df = pd.concat(caught) if caught else None
+        entry = outliers.cross_interface("pcie", "lpt", ref_max, sw, hw, board, board_out, caught_df)
+        result.append({"load": load, **entry})
+    return result
+
+
+def _worst_case(entries: list[dict], runs: list[RunData]) -> list[dict]:
+    """Per interface and load: the largest software latency seen, and the p99.999 of all
+    that interface's samples under that load pooled."""
+    by_id = {r.run_id: r for r in runs}
+    result = []
+    for iface, load in sorted({(e["interface"], e["load"]) for e in entries if e["sw"]}):
+        mine = [e for e in entries if e["interface"] == iface and e["load"] == load and e["sw"]]
         worst = max(mine, key=lambda e: e["sw"]["max_ns"])
+        pooled = np.concatenate([by_id[e["id"]].sw["latency_ns"].to_numpy() for e in mine])
         result.append(
             {
                 "interface": iface,
+                "load": load,
                 "observed_max_ns": worst["sw"]["max_ns"],
-                "p99_999_ns": worst["sw"]["percentiles_ns"]["p99.999"],
+                "p99_999_ns": float(np.percentile(pooled, 99.999)),
                 "run": worst["id"],
-                "samples": int(sum(e["sw"]["count"] for e in mine)),
+                "samples": int(len(pooled)),
             }
         )
     return result

@@ -18,10 +18,13 @@ from station.analysis.stats import mean_se
 Z95 = 1.959963984540054
 
 
-def shift(sw_ns: np.ndarray, hw_ns: np.ndarray) -> dict | None:
+def shift(sw_ns: np.ndarray, hw_ns: np.ndarray, acquisitions: np.ndarray | None = None) -> dict | None:
+    """HW − SW mean difference. Scope pulses come in bursts of consecutive events (one
+    acquisition each), which drift together under load: their standard error is the
+    cluster-robust one over acquisitions, not the one for independent pulses."""
     if len(sw_ns) < 2 or len(hw_ns) < 2:
         return None
-    m_hw, se_hw = mean_se(hw_ns)
+    m_hw, se_hw = _cluster_mean_se(np.asarray(hw_ns, np.float64), acquisitions)
     m_sw, se_sw = mean_se(sw_ns)
     d = m_hw - m_sw
     se = math.hypot(se_hw, se_sw)
@@ -31,6 +34,16 @@ def shift(sw_ns: np.ndarray, hw_ns: np.ndarray) -> dict | None:
         "ci95_ns": [d - Z95 * se, d + Z95 * se],
         "hw_minus_sw_median_ns": float(np.median(hw_ns) - np.median(sw_ns)),
     }
+
+
+def _cluster_mean_se(values: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float]:
+    if clusters is None or len(np.unique(clusters)) < 10:
+        return mean_se(values)
+    mean = float(values.mean())
+    _, inverse = np.unique(clusters, return_inverse=True)
+    sums = np.bincount(inverse, weights=values - mean)
+    k = len(sums)
+    return mean, float(math.sqrt(k / (k - 1) * np.sum(sums**2)) / len(values))
 
 
 def t_rw(shift_inb: dict, shift_no_inb: dict) -> dict:

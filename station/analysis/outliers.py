@@ -14,7 +14,9 @@ def robust_threshold(values: np.ndarray, z: float = ROBUST_Z) -> float:
     v = np.asarray(values, dtype=np.float64)
     med = np.median(v)
     mad = np.median(np.abs(v - med)) * 1.4826
-    return float(med + z * mad)
+    if mad == 0:  # more than half the sample on one value (coarse quantisation): fall back to the std
+        mad = float(v.std())
+    return float(med + z * mad) if mad > 0 else float("inf")
 
 
 def run_outliers(sw_ns: np.ndarray, hw_ns: np.ndarray | None) -> dict:

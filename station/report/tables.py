@@ -137,6 +137,12 @@ def _comparisons(report: Mapping[str, Any], key: str) -> Sequence[Mapping[str, A
     return (report.get("comparisons") or {}).get(key) or []
 
 
+def _label(c: Mapping[str, Any]) -> str:
+    """Interface, and the load when comparisons are made per load."""
+    label = interface_label(str(c.get("interface", "")))
+    return f"{label} · {c['load']}" if c.get("load") else label
+
+
 def trw_table(report: Mapping[str, Any]) -> Table | None:
     items = _comparisons(report, "t_rw")
     if not items:
@@ -145,7 +151,7 @@ def trw_table(report: Mapping[str, Any]) -> Table | None:
     has_paired = any(is_number(c.get("paired_estimate_ns")) for c in items)
     rows = []
     for c in items:
-        row = [_t(interface_label(str(c.get("interface", "")))), _n(us(c.get("estimate_ns"))),
+        row = [_t(_label(c)), _n(us(c.get("estimate_ns"))),
                _n(us_interval(c.get("ci95_ns")))]
         if has_truth:
             truth, est = c.get("truth_ns"), c.get("estimate_ns")
@@ -175,7 +181,7 @@ def outliers_table(report: Mapping[str, Any]) -> Table | None:
         fraction = c.get("sw_fraction")
         seen = c.get("seen_by_scope")
         rows.append([
-            _t(interface_label(str(c.get("interface", "")))),
+            _t(_label(c)),
             _t(interface_label(str(c.get("reference_interface", "")))),
             _n(us(c.get("threshold_ns"))),
             _n(f"{count_text(c.get('sw_count_above'))} / {count_text(c.get('sw_total'))}"),
@@ -206,7 +212,7 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
         count = counts.get(c.get("run"))
         weak = is_number(p) and is_number(count) and not percentile_is_reliable("p99.999", count)
         any_weak |= weak
-        rows.append([_t(interface_label(str(c.get("interface", "")))),
+        rows.append([_t(_label(c)),
                      _n(us(c.get("observed_max_ns"))), Cell(us(p), numeric=True, weak=weak),
                      _t(c.get("run"))])
     return Table("worst_case", "Worst case", [

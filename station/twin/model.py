@@ -163,6 +163,7 @@ class ModuleSession:
         check: bool,
         t_load_ns: int,
         seed_material: str,
+        keep_truth: bool = False,
     ) -> None:
         self.params = params
         self.period_ns = period_ns
@@ -172,13 +173,15 @@ class ModuleSession:
         self._idle_shape = latency_shape(params, calibration_samples, spread=params.idle_spread)
         self._seed = int.from_bytes(hashlib.sha256(seed_material.encode()).digest()[:8], "little")
         self._chunks: dict[int, EventChunk] = {}
-        self.generated: list[EventChunk] = []  # in order, for ground truth
+        self.keep_truth = keep_truth
+        self.generated: list[EventChunk] = []  # every chunk, for ground truth (only when asked: it grows)
 
     def chunk(self, index: int, loaded: bool) -> EventChunk:
         """Chunk `index`, generated on first use with the load state of that moment."""
         if index not in self._chunks:
             self._chunks[index] = self._generate(index, loaded)
-            self.generated.append(self._chunks[index])
+            if self.keep_truth:
+                self.generated.append(self._chunks[index])
             for old in [k for k in self._chunks if k < index - 200]:
                 del self._chunks[old]  # keep memory flat; truth keeps the arrays it needs
         return self._chunks[index]

@@ -322,6 +322,10 @@ class EmulatedTarget:
         check = params.get("check", "1") in ("1", "Y", "y")
         fmt = params.get("format", "v1")
         self._insmod_count += 1
+        truth = self.truth_path_next or (
+            self.truth_dir / f"{self._insmod_count:03d}-{stem}.parquet" if self.truth_dir else None
+        )
+        self.truth_path_next = None
         session = ModuleSession(
             self.preset.interfaces[interface],
             self.preset.calibration_samples,
@@ -329,12 +333,9 @@ class EmulatedTarget:
             check,
             self.now_ns(),
             f"{self.seed}/{self._insmod_count}/{stem}",
+            keep_truth=truth is not None,
         )
         device = f"/dev/rtf{params.get('fifo', '0')}" if family == "rtai" else f"/dev/{stem}"
-        truth = self.truth_path_next or (
-            self.truth_dir / f"{self._insmod_count:03d}-{stem}.parquet" if self.truth_dir else None
-        )
-        self.truth_path_next = None
         self.modules[stem] = LoadedModule(
             name=stem,
             interface=interface,
