@@ -6,14 +6,14 @@ from pathlib import Path
 
 from station.analysis import analyse_campaign
 from station.campaign import CampaignError, CampaignResult, run_campaign
-from station.config import Campaign, TargetSettings, load_campaign
+from station.config import Campaign, load_campaign
 from station.run import ProgressSink, RunProgress
 from station.store import RunData, list_runs, load_run
-from station.target import Target, TargetError, endpoint_from_settings
+from station.target import Host, Target, TargetError, endpoint_from_settings, load_host
 
 __all__ = [
     "Campaign", "CampaignError", "CampaignResult", "RunData", "TargetError",
-    "analyse_campaign", "cleanup_target", "list_runs", "load_campaign", "load_run",
+    "analyse_campaign", "cleanup_bench", "list_runs", "load_campaign", "load_run",
     "run_campaign_async", "write_campaign_report", "QuietProgress",
 ]
 
@@ -51,10 +51,16 @@ def write_campaign_report(out_dir: Path) -> dict[str, Path]:
     return write_reports(report, samples, Path(out_dir))
 
 
-async def cleanup_target(settings: TargetSettings) -> dict[str, list[str]]:
-    target = Target(endpoint_from_settings(settings), settings)
-    await target.connect()
+async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
+    """Stop every recorded process and unload every station module on the target, and
+    stop every recorded load on the load hosts: what a crashed station left behind."""
+    hosts: dict[str, Host] = {"target": Target(endpoint_from_settings(campaign.bench.target), campaign.bench.target)}
+    hosts |= {name: load_host(name, lh) for name, lh in campaign.bench.load_hosts.items()}
+    done = {}
     try:
-        return await target.cleanup()
+        for name, host in hosts.items():
+            done[name] = await host.cleanup(within_s=20)
     finally:
-        await target.close()
+        for host in hosts.values():
+            await host.close()
+    return done

@@ -13,7 +13,7 @@ from pathlib import Path
 from station.config import Campaign, expand_runs, measurement_hash
 from station.run import ProgressSink, RunOutcome, execute_run
 from station.store import RunStore, now_utc, station_version
-from station.target import SSHEndpoint, Target, TargetError, endpoint_from_settings, modules
+from station.target import Host, SSHEndpoint, Target, TargetError, endpoint_from_settings, load_host, modules
 from station.target.audit import audit
 
 
@@ -72,6 +72,7 @@ async def run_campaign(
     twin = None
     scope_session = None
     target: Target | None = None
+    load_hosts: dict[str, Host] = {}
     loop = asyncio.get_running_loop()
     try:
         target_settings = bench.target
@@ -102,6 +103,13 @@ async def run_campaign(
             facts = await audit(await target.live_connection())
         except TargetError as exc:
             raise CampaignError(f"target: {exc}") from None
+        used = {spec.host for name in campaign.matrix.loads for spec in campaign.loads[name]} - {"target"}
+        for name in sorted(used):
+            load_hosts[name] = load_host(name, bench.load_hosts[name])
+            try:
+                await load_hosts[name].connect()
+            except TargetError as exc:
+                raise CampaignError(f"load host {name!r}: {exc}") from None
         if target_settings.upload_modules:
             stems = {modules.module_stem(target_settings.family, i) for i in campaign.matrix.interfaces}
             try:
@@ -133,7 +141,8 @@ async def run_campaign(
             if twin is not None and bench.twin.ground_truth:
                 hook = lambda run_dir: twin.set_truth_path(run_dir / "twin-truth.parquet")  # noqa: E731
             outcome = await execute_run(
-                campaign, spec, order, len(runs), target, scope_session, store, progress, facts, hook, config_hash
+                campaign, spec, order, len(runs), target, scope_session, store, progress, facts, hook, config_hash,
+                load_hosts,
             )
             result.outcomes.append(outcome)
             progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
@@ -141,8 +150,8 @@ async def run_campaign(
         if scope_session is not None:
             with contextlib.suppress(Exception):
                 scope_session.close()
-        if target is not None:
-            await target.close()
+        for host in [*load_hosts.values(), *([target] if target is not None else [])]:
+            await host.close()
         if twin is not None:
             await loop.run_in_executor(None, twin.stop_thread)
     return result

@@ -117,7 +117,7 @@ def report(out: Path = typer.Argument(..., help="campaign output directory")) ->
 
 @app.command()
 def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming the target")) -> None:
-    """Unload every station module and stop every recorded load on the target."""
+    """Unload every station module and stop every recorded process on the target and load hosts."""
     try:
         campaign = load_campaign(config)
     except ConfigError as exc:
@@ -125,7 +125,7 @@ def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming t
     if campaign.bench.target.kind == "twin":
         _fail("the in-process twin starts clean every time; cleanup is for ssh targets")
     try:
-        done = asyncio.run(api.cleanup_target(campaign.bench.target))
+        done = asyncio.run(api.cleanup_bench(campaign))
     except api.TargetError as exc:
         _fail(str(exc))
     typer.echo(json.dumps(done))

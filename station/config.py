@@ -99,11 +99,15 @@ class ScopeSettingsConfig(Strict):
 
 
 class LoadHost(Strict):
+    """Another machine that runs load generators aimed at the target (e.g. the seed's hping3 flood)."""
+
     host: str
     port: int = Field(22, ge=1, le=65535)
     user: str = "root"
     identity_file: str | None = None
     known_hosts: str | None = None
+    connect_timeout: Seconds = 10.0
+    work_dir: str = "/tmp/irq-station"
 
 
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"

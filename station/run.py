@@ -20,7 +20,7 @@ import numpy as np
 from station import records
 from station.config import Campaign, RunSpec
 from station.store import RunStore
-from station.target import Target, TargetError, kernel_log, modules
+from station.target import Host, Target, TargetError, kernel_log, modules
 from station.target import loads as load_ctl
 from station.target.audit import irq_total
 
@@ -103,6 +103,7 @@ async def execute_run(
     audit: dict[str, str],
     before_module_load: Any = None,
     config_hash: str = "",
+    load_hosts: dict[str, Host] | None = None,
 ) -> RunOutcome:
     m = campaign.matrix
     settings = target.settings
@@ -134,14 +135,16 @@ async def execute_run(
         }
     )
     decoder = records.decoder_for(m.format)
+    hosts: dict[str, Host] = {"target": target, **(load_hosts or {})}
     state = _SetUp(interrupts_row=modules.interrupts_row(settings.family, spec.interface, m.lpt_irq))
     status, error = "failed", None
     try:
         # preflight: whatever a crash left (a module, a load, a reader holding the device)
         # would make insmod fail or the data lie
-        cleaned = await target.cleanup(within_s=30)
-        if cleaned["modules_unloaded"] or cleaned["loads_stopped"]:
-            progress_sink.message(f"before {spec.id}: stopped leftovers {cleaned}")
+        for host in hosts.values():
+            cleaned = await host.cleanup(within_s=30)
+            if cleaned["modules_unloaded"] or cleaned["loads_stopped"]:
+                progress_sink.message(f"before {spec.id}: stopped leftovers on {host.name}: {cleaned}")
         conn = await target.live_connection()
         # a mainline module's row appears with its request_irq: absent now means zero
         state.irq_before = irq_total((await conn.run("cat /proc/interrupts")).stdout, state.interrupts_row) or 0
@@ -151,9 +154,12 @@ async def execute_run(
         progress_sink.update(progress)
         max_seconds = int(m.max_duration) + 120  # the dead man's switch on every process we start
         for load in campaign.loads[spec.load]:
-            state.loads.append(
-                await load_ctl.start_load(conn, load.name, load.command, settings.work_dir, max_seconds)
+            host = target if load.host == "target" else hosts[load.host]
+            started = await load_ctl.start_load(
+                await host.live_connection(), load.name, load.command, host.work_dir, max_seconds
             )
+            started.where = load.host
+            state.loads.append(started)
 
         if before_module_load is not None:
             before_module_load(store.dir)
@@ -189,7 +195,7 @@ async def execute_run(
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
         finish = asyncio.ensure_future(
-            _finish_run(target, stem, state, store, decoder, progress, progress_sink, m, status, error)
+            _finish_run(target, hosts, stem, state, store, decoder, progress, progress_sink, m, status, error)
         )
         status, error = await _uncancellable(finish)
     return RunOutcome(spec.id, status, error)
@@ -223,11 +229,13 @@ async def _uncancellable(task: asyncio.Future):
     return result
 
 
-async def _finish_run(target: Target, stem: str, state: _SetUp, store: RunStore, decoder, progress: RunProgress,
-                      sink: ProgressSink, m, status: str, error: str | None) -> tuple[str, str | None]:
+async def _finish_run(
+    target: Target, hosts: dict[str, Host], stem: str, state: _SetUp, store: RunStore, decoder,
+    progress: RunProgress, sink: ProgressSink, m, status: str, error: str | None,
+) -> tuple[str, str | None]:
     progress.phase = "teardown"
     sink.update(progress)
-    errors, irq_after = await _teardown(target, stem, state, sink)
+    errors, irq_after = await _teardown(target, hosts, stem, state, sink)
     if errors:
         error = "; ".join(filter(None, [error, *errors]))
         if status == "complete":
@@ -332,36 +340,51 @@ async def _finish_capture(task: asyncio.Task, timeout: float) -> None:
         raise ScopeFailure(str(exc)) from None
 
 
-async def _teardown(target: Target, stem: str, state: _SetUp, sink: ProgressSink) -> tuple[list[str], int | None]:
-    """Reverse order of set-up: the reader, the module, the loads. If the session fails
-    on the way, reconnect and clean up everything recorded (bounded in time).
-    Returns (errors that left the target dirty, the IRQ count before rmmod)."""
+async def _teardown(target: Target, hosts: dict[str, Host], stem: str, state: _SetUp,
+                    sink: ProgressSink) -> tuple[list[str], int | None]:
+    """Reverse order of set-up: the reader, the module, the loads. If a session fails on
+    the way, reconnect and clean up everything recorded there (bounded in time).
+    Returns (errors that left a host dirty, the IRQ count before rmmod)."""
     if state.capture is not None and not state.capture.done():
         state.capture.cancel()
     irq_before_rmmod = None
-    settings = target.settings
+    failed: list[Host] = []
     try:
         conn = await target.live_connection()
         if state.stream is not None:
             state.stream.conn = conn
             await load_ctl.stop_load(state.stream)
         else:  # started but not yet tracked when the run was stopped
-            await load_ctl.kill_pidfile(conn, settings.work_dir, load_ctl.STREAM_NAME)
+            await load_ctl.kill_pidfile(conn, target.work_dir, load_ctl.STREAM_NAME)
         if state.module_maybe_loaded and stem in await modules.loaded_modules(conn):
             # the IRQ count while the module still holds its line (its row goes with rmmod)
             text = (await conn.run("cat /proc/interrupts")).stdout
             irq_before_rmmod = irq_total(text, state.interrupts_row)
             await modules.rmmod(conn, stem)
-        for load in reversed(state.loads):
-            load.conn = conn
-            await load_ctl.stop_load(load)
-        await load_ctl.kill_recorded_loads(conn, settings.work_dir)  # anything a pid file still names
-        return [], irq_before_rmmod
     except TargetError as exc:
         sink.message(f"teardown: {exc}; reconnecting to clean up")
-        target.forget_connection()
-    try:
-        await target.cleanup(within_s=60)
-    except TargetError as exc:
-        return [str(exc)], irq_before_rmmod
-    return [], irq_before_rmmod
+        failed.append(target)
+    for load in reversed(state.loads):
+        host = hosts[load.where]
+        if host in failed:
+            continue
+        try:
+            load.conn = await host.live_connection()
+            await load_ctl.stop_load(load)
+        except TargetError as exc:
+            sink.message(f"teardown on {host.name}: {exc}; reconnecting to clean up")
+            failed.append(host)
+    for host in hosts.values():  # anything a pid file still names, everywhere
+        if host not in failed:
+            try:
+                await load_ctl.kill_recorded_loads(await host.live_connection(), host.work_dir)
+            except TargetError:
+                failed.append(host)
+    errors = []
+    for host in dict.fromkeys(failed):
+        host.forget_connection()
+        try:
+            await host.cleanup(within_s=60)
+        except TargetError as exc:
+            errors.append(str(exc))
+    return errors, irq_before_rmmod

@@ -108,3 +108,37 @@ def test_cleanup_after_a_crash_stops_the_reader_before_unloading(twin):
     done = asyncio.run(crash_then_cleanup())
     assert done == {"modules_unloaded": ["rtai_lpt_latency"], "loads_stopped": ["dd", "record-stream"]}
     _assert_clean(twin)
+
+
+def test_loads_on_a_load_host_are_started_there_and_stopped_on_every_exit(twin, tmp_path, monkeypatch):
+    """A load host (here a second SSH session to the twin under another name, with its own
+    pid directory) runs the flood; a failure mid-run still stops it, and cleanup finds it."""
+    e = twin.endpoints
+    campaign = parse_campaign(
+        "name: lh\n"
+        "bench:\n"
+        f"  target: {{kind: ssh, host: 127.0.0.1, port: {e.ssh_port}, identity_file: '{e.identity_file}',"
+        f" known_hosts: '{e.known_hosts}'}}\n"
+        "  scope: {kind: none}\n"
+        "  load_hosts:\n"
+        f"    peer: {{host: 127.0.0.1, port: {e.ssh_port}, identity_file: '{e.identity_file}',"
+        f" known_hosts: '{e.known_hosts}', work_dir: /tmp/peer}}\n"
+        "matrix: {interfaces: [lpt], variants: [inb], loads: [flood], samples: 3000}\n"
+        "loads:\n"
+        "  flood: [{name: hping3, command: hping3 --icmp --fast 127.0.0.1, host: peer}]\n"
+    )
+    seen = {}
+    real = modules.insmod
+
+    async def insmod_and_look(conn, path, params):
+        await real(conn, path, params)
+        seen["peer_pids"] = (await conn.run("ls /tmp/peer/loads")).stdout.split()
+        raise TargetError("lost mid-run")
+
+    monkeypatch.setattr(modules, "insmod", insmod_and_look)
+    result = asyncio.run(api.run_campaign_async(campaign, tmp_path / "out"))
+    assert result.outcomes[0].status == "failed"
+    assert seen["peer_pids"] == ["hping3.pid"]  # it ran on the load host, under its pid directory
+    _assert_clean(twin)
+    loaded, ps, _ = asyncio.run(_state(twin))
+    assert "hping3" not in ps

@@ -27,6 +27,7 @@ class RunningLoad:
     pidfile: str
     conn: TargetConnection
     process: asyncssh.SSHClientProcess
+    where: str = "target"  # the load host's name, or "target"
 
 
 def wrap(command: str, pidfile: str, max_seconds: int) -> str:
