@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -23,8 +22,6 @@ from station.store import RunStore
 from station.target import Host, Target, TargetError, kernel_log, modules
 from station.target import loads as load_ctl
 from station.target.audit import irq_total
-
-log = logging.getLogger(__name__)
 
 
 @dataclass

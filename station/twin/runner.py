@@ -127,17 +127,13 @@ class Twin:
         return self.endpoints
 
     def call(self, fn, *args):  # noqa: ANN001 - run a plain function on the twin's loop
+        """Run fn on the twin's thread (its state is not thread-safe); its exception is raised here."""
         assert self._loop is not None
-        done = threading.Event()
-        box: list[Any] = []
 
-        def wrapper() -> None:
-            box.append(fn(*args))
-            done.set()
+        async def run():  # noqa: ANN202
+            return fn(*args)
 
-        self._loop.call_soon_threadsafe(wrapper)
-        done.wait(10)
-        return box[0] if box else None
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=10)
 
     def stop_thread(self) -> None:
         if self._loop is not None and self._thread is not None:
