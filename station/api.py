@@ -7,7 +7,7 @@ from pathlib import Path
 from station.analysis import analyse_campaign
 from station.campaign import CampaignError, CampaignResult, run_campaign
 from station.config import Campaign, load_campaign
-from station.run import ProgressSink, RunProgress
+from station.progress import ProgressSink, QuietProgress
 from station.store import RunData, list_runs, load_run
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host
 
@@ -16,20 +16,6 @@ __all__ = [
     "analyse_campaign", "cleanup_bench", "list_runs", "load_campaign", "load_run",
     "run_campaign_async", "write_campaign_report", "QuietProgress",
 ]
-
-
-class QuietProgress:
-    """A progress sink that keeps messages and prints nothing (notebooks, tests)."""
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-        self.last: RunProgress | None = None
-
-    def update(self, progress: RunProgress) -> None:
-        self.last = progress
-
-    def message(self, text: str) -> None:
-        self.messages.append(text)
 
 
 async def run_campaign_async(
@@ -59,8 +45,9 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
     done = {}
     try:
         for name, host in hosts.items():
+            await host.activate(connect=False)  # cleanup connects, and retries a dropped link
             done[name] = await host.cleanup(within_s=20)
     finally:
         for host in hosts.values():
-            await host.close()
+            await host.deactivate()
     return done

@@ -1,24 +1,22 @@
-"""The campaign loop: set up the bench, run the matrix (resuming after the
-last complete run), tear the bench down, analyse and report."""
+"""The campaign loop: the matrix of runs on one active bench, resuming after the
+last complete run, and stopping early — resumably — when the bench itself fails."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from station.bench import Bench, BenchError
 from station.config import Campaign, expand_runs, measurement_hash
-from station.run import ProgressSink, RunOutcome, execute_run
-from station.store import RunStore, now_utc, station_version
-from station.target import Host, SSHEndpoint, Target, TargetError, endpoint_from_settings, load_host, modules
-from station.target.audit import audit
+from station.progress import ProgressSink, RunProgress
+from station.run import RunOutcome, execute_run
+from station.store import RunStore, StoreError, now_utc, station_version
 
 
 class CampaignError(Exception):
-    """The bench could not be set up; nothing was measured."""
+    """The campaign could not start, or had to stop; the message says why and what to do."""
 
 
 @dataclass
@@ -27,10 +25,11 @@ class CampaignResult:
     outcomes: list[RunOutcome] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     report_paths: dict[str, Path] = field(default_factory=dict)
+    stopped: str | None = None  # why the campaign stopped before its last run
 
     @property
     def ok(self) -> bool:
-        return all(o.status == "complete" for o in self.outcomes)
+        return self.stopped is None and all(o.status == "complete" for o in self.outcomes)
 
 
 def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
@@ -38,11 +37,14 @@ def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
     one make resuming an error: mixing them would make the report lie."""
     done, foreign = set(), []
     for manifest in (out_dir / "runs").glob("*/manifest.json"):
-        data = json.loads(manifest.read_text())
         if ".attempt-" in manifest.parent.name:
             continue
+        try:
+            data = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue  # a manifest torn by a crash: that run is not complete
         if data.get("config_hash") != config_hash:
-            foreign.append(data["run_id"])
+            foreign.append(str(data.get("run_id", manifest.parent.name)))
         elif data.get("status") == "complete":
             done.add(data["run_id"])
     if foreign:
@@ -61,111 +63,53 @@ async def run_campaign(
     config_path: Path | None = None,
     resume: bool = True,
 ) -> CampaignResult:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config_hash = measurement_hash(campaign)
-    done = completed_runs(out_dir, config_hash) if resume else set()
-    copy = out_dir / "campaign.yaml"
-    if config_path is not None and not (copy.exists() and copy.samefile(config_path)):
-        shutil.copyfile(config_path, copy)
     result = CampaignResult(out_dir)
-    bench = campaign.bench
-    twin = None
-    scope_session = None
-    target: Target | None = None
-    load_hosts: dict[str, Host] = {}
-    loop = asyncio.get_running_loop()
+    config_hash = measurement_hash(campaign)
     try:
-        target_settings = bench.target
-        scope_resource = bench.scope.resource
-        if bench.target.kind == "twin" or bench.scope.kind == "twin":
-            from station.twin.runner import Twin
-
-            twin = Twin(preset=bench.twin.preset, seed=bench.twin.seed, overrides=bench.twin.overrides,
-                        with_scope=bench.scope.kind == "twin", scope_options={"dialect": bench.scope.dialect})
-            endpoints = await loop.run_in_executor(None, twin.start_in_thread)
-            progress.message(
-                f"twin up: ssh {endpoints.ssh_host}:{endpoints.ssh_port}, scope {endpoints.scope_resource}"
-            )
-            if bench.target.kind == "twin":
-                target_settings = bench.target.model_copy(
-                    update={"kind": "ssh", "host": endpoints.ssh_host, "port": endpoints.ssh_port,
-                            "user": endpoints.user, "identity_file": endpoints.identity_file,
-                            "known_hosts": endpoints.known_hosts}
-                )
-            if bench.scope.kind == "twin":
-                scope_resource = endpoints.scope_resource
-        target = Target(endpoint_from_settings(target_settings), target_settings)
-        try:
-            await target.connect()
-        except TargetError as exc:
-            raise CampaignError(f"target: {exc}") from None
-        try:
-            facts = await audit(await target.live_connection())
-        except TargetError as exc:
-            raise CampaignError(f"target: {exc}") from None
-        used = {spec.host for name in campaign.matrix.loads for spec in campaign.loads[name]} - {"target"}
-        for name in sorted(used):
-            load_hosts[name] = load_host(name, bench.load_hosts[name])
-            try:
-                await load_hosts[name].connect()
-            except TargetError as exc:
-                raise CampaignError(f"load host {name!r}: {exc}") from None
-        if target_settings.upload_modules:
-            stems = {modules.module_stem(target_settings.family, i) for i in campaign.matrix.interfaces}
-            try:
-                done = await modules.upload_modules(
-                    await target.live_connection(), Path(target_settings.upload_modules).expanduser(), stems,
-                    target_settings.module_dir,
-                )
-            except TargetError as exc:
-                raise CampaignError(f"target: {exc}") from None
-            progress.message(f"uploaded {', '.join(done)} to {target_settings.module_dir}")
-        if bench.scope.kind != "none":
-            from instruments.scope import ScopeError
-            from station.capture import ScopeSession
-
-            try:
-                scope_session = await loop.run_in_executor(None, ScopeSession.open, bench.scope, scope_resource)
-            except ScopeError as exc:
-                raise CampaignError(f"scope: {exc}") from None
-            progress.message(f"scope: {scope_session.idn}")
-        _write_campaign_json(out_dir, campaign, target.endpoint, facts, scope_session, twin)
-
-        runs = expand_runs(campaign)
-        for order, spec in enumerate(runs):
-            if spec.id in done:
-                result.skipped.append(spec.id)
-                continue
-            store = RunStore(out_dir, spec.id)
-            hook = None
-            if twin is not None and bench.twin.ground_truth:
-                hook = lambda run_dir: twin.set_truth_path(run_dir / "twin-truth.parquet")  # noqa: E731
-            outcome = await execute_run(
-                campaign, spec, order, len(runs), target, scope_session, store, progress, facts, hook, config_hash,
-                load_hosts,
-            )
-            result.outcomes.append(outcome)
-            progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
-    finally:
-        if scope_session is not None:
-            with contextlib.suppress(Exception):
-                scope_session.close()
-        for host in [*load_hosts.values(), *([target] if target is not None else [])]:
-            await host.close()
-        if twin is not None:
-            await loop.run_in_executor(None, twin.stop_thread)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        completed = completed_runs(out_dir, config_hash) if resume else set()
+        copy = out_dir / "campaign.yaml"
+        if config_path is not None and not (copy.exists() and copy.samefile(config_path)):
+            shutil.copyfile(config_path, copy)
+    except OSError as exc:
+        raise CampaignError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    runs = expand_runs(campaign)
+    todo = [(order, spec) for order, spec in enumerate(runs) if spec.id not in completed]
+    result.skipped = [spec.id for spec in runs if spec.id in completed]
+    if not todo:
+        progress.message(f"all {len(runs)} runs of {campaign.name!r} are complete in {out_dir} "
+                         "(--fresh measures them again)")
+        return result
+    try:
+        async with Bench(campaign, progress) as bench:
+            _write_campaign_json(out_dir, campaign, bench)
+            for order, spec in todo:
+                run_progress = RunProgress(spec.id, order, len(runs))
+                outcome = await execute_run(bench, campaign, spec, RunStore(out_dir, spec.id), run_progress,
+                                            progress, config_hash)
+                result.outcomes.append(outcome)
+                progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
+                why = outcome.fatal or (await bench.lost() if outcome.status == "failed" else None)
+                if why is not None:
+                    result.stopped = why
+                    left = len(todo) - len(result.outcomes)
+                    progress.message(f"campaign stopped after {spec.id}: {why}; {left} run(s) not started — "
+                                     "run the same command again to resume")
+                    break
+    except BenchError as exc:
+        raise CampaignError(str(exc)) from None
+    except (StoreError, OSError) as exc:
+        raise CampaignError(f"cannot write to {out_dir}: {getattr(exc, 'strerror', None) or exc}") from None
     return result
 
 
-def _write_campaign_json(out_dir: Path, campaign: Campaign, endpoint: SSHEndpoint, facts, scope_session, twin) -> None:
+def _write_campaign_json(out_dir: Path, campaign: Campaign, bench: Bench) -> None:
     data = {
         "name": campaign.name,
         "description": campaign.description,
         "created_utc": now_utc(),
         "station_version": station_version(),
-        "target": {"kind": campaign.bench.target.kind, "host": endpoint.where, "audit": facts},
-        "scope": None if scope_session is None else {"idn": scope_session.idn, "resource": scope_session.resource},
-        "twin": None if twin is None else twin.ground_truth_summary(),
+        **bench.describe(),
         "config": campaign.model_dump(mode="json"),
     }
     (out_dir / "campaign.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -59,7 +59,7 @@ def run(
         campaign = load_campaign(config)
     except ConfigError as exc:
         _fail(str(exc))
-    from station.progress import TerminalProgress
+    from station.terminal import TerminalProgress
 
     async def main() -> api.CampaignResult:
         _install_signal_handlers(asyncio.get_running_loop(), asyncio.current_task())
@@ -81,6 +81,9 @@ def run(
     for path in ("report.html", "report.md", "report.json"):
         if path in result.report_paths:
             typer.echo(f"wrote {result.report_paths[path]}")
+    if result.stopped is not None:
+        _fail(f"campaign stopped: {result.stopped} (data so far is in {out}; run the same command again to "
+              "resume)", EXIT_FAILED_RUNS)
     if not result.ok:
         failed = [f"{o.run_id} ({o.status})" for o in result.outcomes if o.status != "complete"]
         _fail("some runs did not complete: " + ", ".join(failed), EXIT_FAILED_RUNS)

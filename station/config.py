@@ -208,6 +208,7 @@ class RunSpec:
     variant: str
     load: str
     repetition: int
+    kind: str = "module"  # the run kind (station/kinds/) that measures it
 
     @property
     def id(self) -> str:

@@ -1,66 +1,76 @@
-"""Live progress on the terminal: samples and pulses so far, running
-min/mean/max, time left. On a terminal it redraws one panel; elsewhere (CI,
-pipes) it prints a plain line every few seconds."""
+"""A run's progress as it happens: counts and running statistics, the phase, and
+the sinks that show it (the terminal's is station/terminal.py)."""
 
 from __future__ import annotations
 
-import sys
+import math
 import time
+from dataclasses import dataclass, field
+from typing import Protocol
 
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
-
-from station.run import RunProgress
+import numpy as np
 
 
-def _us(ns: float) -> str:
-    return "—" if ns != ns or ns in (float("inf"), float("-inf")) else f"{ns / 1000:.2f}"
+@dataclass
+class RunningStats:
+    count: int = 0
+    min: float = math.inf
+    max: float = -math.inf
+    total: float = 0.0
+
+    def add(self, values: np.ndarray) -> None:
+        if values.size == 0:
+            return
+        self.count += int(values.size)
+        self.min = min(self.min, float(values.min()))
+        self.max = max(self.max, float(values.max()))
+        self.total += float(values.sum(dtype=np.float64))
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else math.nan
 
 
-class TerminalProgress:
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
-        self.interactive = self.console.is_terminal
-        self._live: Live | None = None
-        self._last_plain = 0.0
+@dataclass
+class RunProgress:
+    run_id: str
+    index: int
+    total_runs: int
+    sw: RunningStats = field(default_factory=RunningStats)
+    hw: RunningStats = field(default_factory=RunningStats)
+    acquisitions: int = 0
+    started: float = field(default_factory=time.monotonic)
+    sw_target: int | None = None
+    hw_target: int = 0
+    duration_target: float | None = None
+    phase: str = "starting"
 
-    def __enter__(self) -> TerminalProgress:
-        if self.interactive:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
-            self._live.__enter__()
-        return self
+    def fraction_done(self) -> float:
+        """Every target must be met, so the run is as far along as its slowest one."""
+        parts = []
+        if self.sw_target:
+            parts.append(self.sw.count / self.sw_target)
+        if self.duration_target:
+            parts.append((time.monotonic() - self.started) / self.duration_target)
+        if self.hw_target:
+            parts.append(self.hw.count / self.hw_target)
+        return min(min(parts), 1.0) if parts else 0.0
 
-    def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.__exit__(None, None, None)
+
+class ProgressSink(Protocol):
+    def update(self, progress: RunProgress) -> None: ...
+    def message(self, text: str) -> None: ...
+
+
+class QuietProgress:
+    """A progress sink that keeps messages and prints nothing (notebooks, tests)."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self.last: RunProgress | None = None
+
+    def update(self, progress: RunProgress) -> None:
+        self.last = progress
 
     def message(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
-
-    def update(self, p: RunProgress) -> None:
-        elapsed = time.monotonic() - p.started
-        frac = p.fraction_done()
-        left = (elapsed / frac - elapsed) if frac > 0.01 and p.phase == "measuring" else float("nan")
-        if self._live is not None:
-            self._live.update(self._table(p, frac, left))
-        elif time.monotonic() - self._last_plain > 5 or p.phase == "teardown":
-            self._last_plain = time.monotonic()
-            print(
-                f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: sw {p.sw.count} "
-                f"(min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} us), "
-                f"scope {p.hw.count} pulses, {frac:.0%}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    @staticmethod
-    def _table(p: RunProgress, frac: float, left: float) -> Table:
-        t = Table(title=f"run {p.index + 1}/{p.total_runs}: {p.run_id} — {p.phase}", title_justify="left")
-        for col in ("", "count", "min µs", "mean µs", "max µs"):
-            t.add_column(col, justify="right")
-        t.add_row("software t_SW", str(p.sw.count), _us(p.sw.min), _us(p.sw.mean), _us(p.sw.max))
-        t.add_row(f"scope t_HW ({p.acquisitions} acq.)", str(p.hw.count), _us(p.hw.min), _us(p.hw.mean),
-                  _us(p.hw.max))
-        t.caption = f"{frac:.0%} done" + ("" if left != left else f", about {left:.0f} s left")
-        return t
+        self.messages.append(text)

@@ -10,14 +10,24 @@ Two formats exist:
 
 Both decoders are incremental: feed them bytes as they arrive from the target
 and they return whole records, keeping any partial tail for the next call.
+This module is the one place in Python that knows the formats: the run, the
+store and the twin all go through it (``decoder_for``, ``decode``, ``detect``,
+``encode_v1``/``encode_legacy``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FORMATS = ("v1", "legacy")
 
 RECORD_MAGIC = 0x31515249
 RECORD_VERSION = 1
@@ -94,6 +104,27 @@ class LossCounter:
         self.expected_seq = int(seqs[-1]) + 1
 
 
+def checked_v1(data: bytes, first_index: int = 0) -> np.ndarray:
+    """Whole v1 records of `data` (its length a multiple of RECORD_SIZE), magic and
+    version checked; `first_index` numbers the records in the error message."""
+    recs = np.frombuffer(data, dtype=V1_DTYPE)
+    bad_magic = recs["magic"] != RECORD_MAGIC
+    if np.any(bad_magic):
+        i = int(np.argmax(bad_magic))
+        raise RecordFormatError(
+            f"record {first_index + i}: magic 0x{int(recs['magic'][i]):08x}, expected "
+            f"0x{RECORD_MAGIC:08x} (is the module writing format=legacy?)"
+        )
+    bad_version = recs["version"] != RECORD_VERSION
+    if np.any(bad_version):
+        i = int(np.argmax(bad_version))
+        raise RecordFormatError(
+            f"record {first_index + i}: version {int(recs['version'][i])}, "
+            f"this station reads version {RECORD_VERSION}"
+        )
+    return recs
+
+
 class V1Decoder:
     """Incremental decoder for v1 records."""
 
@@ -110,21 +141,9 @@ class V1Decoder:
         buf = self._tail + data
         n = len(buf) // RECORD_SIZE
         self._tail = buf[n * RECORD_SIZE :]
-        recs = np.frombuffer(buf[: n * RECORD_SIZE], dtype=V1_DTYPE)
+        recs = checked_v1(buf[: n * RECORD_SIZE], self.records)
         if n == 0:
             return recs
-        if np.any(recs["magic"] != RECORD_MAGIC):
-            i = int(np.argmax(recs["magic"] != RECORD_MAGIC))
-            raise RecordFormatError(
-                f"record {self.records + i}: magic 0x{int(recs['magic'][i]):08x}, expected "
-                f"0x{RECORD_MAGIC:08x} (is the module writing format=legacy?)"
-            )
-        if np.any(recs["version"] != RECORD_VERSION):
-            i = int(np.argmax(recs["version"] != RECORD_VERSION))
-            raise RecordFormatError(
-                f"record {self.records + i}: version {int(recs['version'][i])}, "
-                f"this station reads version {RECORD_VERSION}"
-            )
         self.losses.observe(recs["seq"])
         self.dropped_by_target = int(recs["dropped"][-1])
         self.records += n
@@ -133,6 +152,18 @@ class V1Decoder:
     @property
     def pending_bytes(self) -> int:
         return len(self._tail)
+
+    @staticmethod
+    def latencies(recs: np.ndarray) -> np.ndarray:
+        return recs["latency_ns"]
+
+    @staticmethod
+    def last_seq(recs: np.ndarray) -> int | None:
+        return int(recs["seq"][-1]) if len(recs) else None
+
+    @staticmethod
+    def columns(recs: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: recs[name] for name in V1_DTYPE.names if name not in ("magic", "version")}
 
 
 class LegacyDecoder:
@@ -159,13 +190,54 @@ class LegacyDecoder:
     def pending_bytes(self) -> int:
         return len(self._tail)
 
+    @staticmethod
+    def latencies(recs: np.ndarray) -> np.ndarray:
+        return recs
 
-def decoder_for(fmt: str) -> V1Decoder | LegacyDecoder:
+    @staticmethod
+    def last_seq(recs: np.ndarray) -> int | None:
+        return None  # no sequence numbers: nothing to pair arrivals with
+
+    @staticmethod
+    def columns(recs: np.ndarray) -> dict[str, np.ndarray]:
+        return {"latency_ns": recs}
+
+
+Decoder = V1Decoder | LegacyDecoder
+
+
+def decoder_for(fmt: str) -> Decoder:
     if fmt == "v1":
         return V1Decoder()
     if fmt == "legacy":
         return LegacyDecoder()
     raise ValueError(f"unknown record format {fmt!r} (expected 'v1' or 'legacy')")
+
+
+def detect(data: bytes) -> str:
+    """The format of a stream from its first bytes: v1 records start with their magic and
+    version; anything else is taken as the seed's bare int64 latencies."""
+    if len(data) >= 6 and int.from_bytes(data[:4], "little") == RECORD_MAGIC:
+        return "v1"
+    return "legacy"
+
+
+def decode(data: bytes, fmt: str) -> pd.DataFrame:
+    """Every whole record of a stream as columns (magic and version checked; sequence
+    gaps are the incremental decoder's business); a torn last record, as a crash
+    leaves, is ignored."""
+    import pandas as pd
+
+    decoder = decoder_for(fmt)  # unknown formats are refused here
+    if fmt == "v1":
+        n = len(data) // RECORD_SIZE
+        return pd.DataFrame(V1Decoder.columns(checked_v1(data[: n * RECORD_SIZE])))
+    n = len(data) // LEGACY_DTYPE.itemsize
+    return pd.DataFrame(decoder.columns(np.frombuffer(data[: n * LEGACY_DTYPE.itemsize], dtype=LEGACY_DTYPE)))
+
+
+def decode_file(path: Path, fmt: str) -> pd.DataFrame:
+    return decode(path.read_bytes() if path.exists() else b"", fmt)
 
 
 def encode_v1(

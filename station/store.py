@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import platform
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -31,6 +33,11 @@ import pandas as pd
 from station import records
 
 STATUS_RUNNING = "running"
+STATUS_ABANDONED = "abandoned"  # an attempt that never sealed (the station was killed)
+
+
+class StoreError(Exception):
+    """Writing the run's data failed (a full disk, say); what was written before stays readable."""
 
 
 def now_utc() -> str:
@@ -60,25 +67,67 @@ def versions() -> dict[str, str]:
     }
 
 
+class Appender:
+    """One raw file of a run, appended as data arrives and flushed at least every
+    half second (a crash loses at most that). A failed write raises StoreError
+    naming the file; the bytes before it stay on disk."""
+
+    FLUSH_EVERY_S = 0.5
+
+    def __init__(self, path: Path, header: str | None = None) -> None:
+        self.path = path
+        self._last_flush = 0.0
+        try:
+            self._file: BinaryIO = open(path, "ab")  # noqa: SIM115 - open for the run's life
+        except OSError as exc:
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if header is not None:
+            self.write(header, flush=True)
+
+    def write(self, data: bytes | str, flush: bool = False) -> None:
+        try:
+            self._file.write(data if isinstance(data, bytes) else data.encode())
+            now = time.monotonic()
+            if flush or now - self._last_flush > self.FLUSH_EVERY_S:
+                self._file.flush()
+                self._last_flush = now
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError:
+            pass  # a full disk: what reached the file is all there is, and seal records the error
+        finally:
+            with contextlib.suppress(OSError):
+                self._file.close()
+
+
+# A conversion at seal time: reads the run directory, writes its Parquet files and
+# returns the counts it wants in the manifest.
+Conversion = Callable[[Path], dict[str, int]]
+
+
 class RunStore:
+    """A run's directory: the manifest plus the raw files the run's kind appends to."""
+
     def __init__(self, campaign_dir: Path, run_id: str) -> None:
         self.dir = campaign_dir / "runs" / run_id
         self.run_id = run_id
         self.manifest: dict[str, Any] = {}
-        self._sw: BinaryIO | None = None
-        self._hw: TextIO | None = None
-        self._arrivals: TextIO | None = None
-        self._last_flush = 0.0
+        self._files: dict[str, Appender] = {}
 
-    # ---- lifecycle ---------------------------------------------------------------------
     def open(self, manifest: dict[str, Any]) -> None:
-        if self.dir.exists():
-            # an earlier attempt that did not complete: keep it, never overwrite data
-            n = 1
-            while (self.dir.parent / f"{self.run_id}.attempt-{n}").exists():
-                n += 1
-            self.dir.rename(self.dir.parent / f"{self.run_id}.attempt-{n}")
-        self.dir.mkdir(parents=True)
+        try:
+            if self.dir.exists():
+                self._keep_earlier_attempt()
+            self.dir.mkdir(parents=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {self.dir}: {exc.strerror or exc}") from None
         self.manifest = {
             "run_id": self.run_id,
             "status": STATUS_RUNNING,
@@ -87,67 +136,53 @@ class RunStore:
             **manifest,
         }
         self.write_manifest()
-        self._sw = open(self.dir / "sw.raw", "ab")  # noqa: SIM115 - open for the run's life
-        self._hw = open(self.dir / "hw_pulses.csv", "a")  # noqa: SIM115
-        self._hw.write("acquisition,start_s,width_s,armed_host_s\n")
-        self._arrivals = open(self.dir / "sw_arrivals.csv", "a")  # noqa: SIM115
-        self._arrivals.write("host_s,last_seq\n")
+
+    def _keep_earlier_attempt(self) -> None:
+        """An earlier attempt that did not complete: keep it, never overwrite data. One the
+        station never sealed (killed with SIGKILL, a power cut) is marked abandoned."""
+        n = 1
+        while (self.dir.parent / f"{self.run_id}.attempt-{n}").exists():
+            n += 1
+        kept = self.dir.parent / f"{self.run_id}.attempt-{n}"
+        self.dir.rename(kept)
+        path = kept / "manifest.json"
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(path.read_text())
+            if data.get("status") == STATUS_RUNNING:
+                data["status"] = STATUS_ABANDONED
+                data["error"] = data.get("error") or "the station stopped without sealing this attempt"
+                _write_json(path, data)
+
+    def appender(self, name: str, header: str | None = None) -> Appender:
+        """A raw file of this run, created now (raw files are checksummed at seal time)."""
+        self._files[name] = Appender(self.dir / name, header)
+        return self._files[name]
 
     def write_manifest(self) -> None:
-        tmp = self.dir / "manifest.json.tmp"
-        tmp.write_text(json.dumps(self.manifest, indent=2, sort_keys=True, default=_jsonable) + "\n")
-        os.replace(tmp, self.dir / "manifest.json")
-
-    def append_sw(self, data: bytes) -> None:
-        assert self._sw is not None
-        self._sw.write(data)
-        self._maybe_flush()
-
-    def append_pulses(self, acquisition: int, start_s: np.ndarray, width_s: np.ndarray, armed_host_s: float) -> None:
-        assert self._hw is not None
-        lines = "".join(
-            f"{acquisition},{s:.12e},{w:.12e},{armed_host_s:.6f}\n" for s, w in zip(start_s, width_s, strict=True)
-        )
-        self._hw.write(lines)
-        self._hw.flush()
-
-    def append_arrival(self, host_s: float, last_seq: int) -> None:
-        assert self._arrivals is not None
-        self._arrivals.write(f"{host_s:.6f},{last_seq}\n")
-
-    def _maybe_flush(self) -> None:
-        now = time.monotonic()
-        if now - self._last_flush > 0.5:  # a crash loses at most the last half second
-            for f in (self._sw, self._arrivals):
-                if f is not None:
-                    f.flush()
-            self._last_flush = now
+        try:
+            _write_json(self.dir / "manifest.json", self.manifest)
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.dir / 'manifest.json'}: {exc.strerror or exc}") from None
 
     def close_files(self) -> None:
-        for f in (self._sw, self._hw, self._arrivals):
-            if f is not None and not f.closed:
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
+        for f in self._files.values():
+            f.close()
 
-    def seal(self, status: str, fmt: str, extra: dict[str, Any]) -> None:
+    def seal(self, status: str, extra: dict[str, Any], conversions: Sequence[Conversion] = ()) -> None:
         """Close the raw files, record the outcome, then convert to Parquet with counts and
         checksums. Never raises: a failed conversion (a full disk, say) is recorded and the
         raw files, which hold everything, stay as they are."""
         self.manifest.update(extra)
         self.manifest["status"] = status
         self.manifest["ended_utc"] = now_utc()
+        self.close_files()
         try:
-            self.close_files()
             self.write_manifest()  # the outcome first, whatever happens next
-            sw = decode_raw(self.dir / "sw.raw", fmt)
-            sw.to_parquet(self.dir / "sw.parquet", index=False)
-            hw = pd.read_csv(self.dir / "hw_pulses.csv")
-            hw.to_parquet(self.dir / "hw.parquet", index=False)
-            self.manifest["counts"] = {"sw_records": int(len(sw)), "hw_pulses": int(len(hw))}
-            self.manifest["checksums_sha256"] = {
-                name: sha256(self.dir / name) for name in ("sw.raw", "hw_pulses.csv")
-            }
+            counts: dict[str, int] = {}
+            for convert in conversions:
+                counts |= convert(self.dir)
+            self.manifest["counts"] = counts
+            self.manifest["checksums_sha256"] = {name: sha256(self.dir / name) for name in self._files}
             self.write_manifest()
         except Exception as exc:  # noqa: BLE001 - the run's data must survive its own bookkeeping
             self.manifest["seal_error"] = f"{type(exc).__name__}: {exc}"
@@ -155,16 +190,23 @@ class RunStore:
                 self.write_manifest()
 
 
-def decode_raw(path: Path, fmt: str) -> pd.DataFrame:
-    """Whole records of a raw stream file; a torn last record (crash) is ignored."""
-    data = path.read_bytes() if path.exists() else b""
-    if fmt == "v1":
-        n = len(data) // records.RECORD_SIZE
-        recs = np.frombuffer(data[: n * records.RECORD_SIZE], dtype=records.V1_DTYPE)
-        df = pd.DataFrame({name: recs[name] for name in records.V1_DTYPE.names if name not in ("magic", "version")})
-        return df
-    n = len(data) // 8
-    return pd.DataFrame({"latency_ns": np.frombuffer(data[: n * 8], dtype=records.LEGACY_DTYPE)})
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomically: the old file stays whole if the new one cannot be written."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def read_csv_lines(path: Path) -> pd.DataFrame:
+    """A CSV the station appended to, up to its last complete line: a line torn by a
+    crash or a full disk could otherwise read as a plausible but wrong number."""
+    data = path.read_bytes()
+    return pd.read_csv(io.BytesIO(data[: data.rfind(b"\n") + 1]))
 
 
 def sha256(path: Path) -> str:
@@ -205,17 +247,20 @@ def load_run(run_dir: Path) -> RunData:
     if (run_dir / "sw.parquet").exists():
         sw = pd.read_parquet(run_dir / "sw.parquet")
     else:  # interrupted before seal: read what streamed
-        sw = decode_raw(run_dir / "sw.raw", fmt)
+        try:
+            sw = records.decode_file(run_dir / "sw.raw", fmt)
+        except records.RecordFormatError:  # the run failed on this very stream; its manifest says why
+            sw = records.decode(b"", fmt)
     if (run_dir / "hw.parquet").exists():
         hw = pd.read_parquet(run_dir / "hw.parquet")
     elif (run_dir / "hw_pulses.csv").exists():
-        hw = pd.read_csv(run_dir / "hw_pulses.csv")
+        hw = read_csv_lines(run_dir / "hw_pulses.csv")
     else:
         hw = pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
     truth_path = run_dir / "twin-truth.parquet"
     truth = pd.read_parquet(truth_path) if truth_path.exists() else None
     arrivals_path = run_dir / "sw_arrivals.csv"
-    arrivals = pd.read_csv(arrivals_path) if arrivals_path.exists() else None
+    arrivals = read_csv_lines(arrivals_path) if arrivals_path.exists() else None
     return RunData(run_dir, manifest, sw, hw, truth, arrivals)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from station.analysis import _t_rw
+from station.analysis.campaign import _t_rw
 from station.analysis.correlation import shift
 from station.analysis.outliers import robust_threshold
 

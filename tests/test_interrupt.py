@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from station.store import decode_raw
+from station.records import decode_file
 from tests.conftest import station_cmd
 
 
@@ -99,6 +99,6 @@ def test_interrupted_campaign_leaves_the_target_clean_and_keeps_the_data(standal
     assert manifest["status"] == "interrupted"
     sw = pd.read_parquet(out / "runs" / "lpt-inb-seed-io-r0" / "sw.parquet")
     assert len(sw) >= 5000
-    assert len(sw) == len(decode_raw(raw, "v1"))
+    assert len(sw) == len(decode_file(raw, "v1"))
     assert np.array_equal(sw["seq"].to_numpy(), np.arange(len(sw)))  # nothing lost before the stop
     assert manifest["losses"]["sw_lost"] == 0

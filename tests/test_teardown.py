@@ -12,7 +12,7 @@ import pytest
 from station import api
 from station.config import parse_campaign
 from station.target import Target, TargetError, modules
-from station.target import loads as load_ctl
+from station.target import processes as load_ctl
 from station.target.ssh import SSHEndpoint, TargetConnection
 
 
@@ -73,8 +73,8 @@ def test_insmod_succeeded_but_its_reply_was_lost(twin, tmp_path, monkeypatch, fa
 def test_stopped_while_the_reader_was_starting(twin, tmp_path, monkeypatch):
     real = load_ctl.start_load
 
-    async def start_then_cancel(conn, name, command, work_dir, max_seconds, binary=False):
-        started = await real(conn, name, command, work_dir, max_seconds, binary)
+    async def start_then_cancel(conn, name, command, work_dir, max_seconds, **options):
+        started = await real(conn, name, command, work_dir, max_seconds, **options)
         if name == load_ctl.STREAM_NAME:  # running and holding the device, but not yet tracked
             raise asyncio.CancelledError
         return started
@@ -101,8 +101,9 @@ def test_cleanup_after_a_crash_stops_the_reader_before_unloading(twin):
         from station.config import TargetSettings
 
         target = Target(_endpoint(twin), TargetSettings(kind="ssh"))
+        await target.activate()
         done = await target.cleanup()
-        await target.close()
+        await target.deactivate()
         return done
 
     done = asyncio.run(crash_then_cleanup())

@@ -12,7 +12,7 @@ import pytest
 from station import records
 from station.config import TargetSettings
 from station.target import Target, TargetError, modules
-from station.target import loads as load_ctl
+from station.target import processes as load_ctl
 from station.target.ssh import SSHEndpoint, TargetConnection
 
 
@@ -50,7 +50,7 @@ def test_key_auth_only_and_host_key_checked(twin, tmp_path):
 def test_unreachable_target_is_one_clear_error():
     async def main():
         with pytest.raises(TargetError, match="cannot reach root@127.0.0.1:1"):
-            await TargetConnection.open(SSHEndpoint("127.0.0.1", 1, connect_timeout=3))
+            await TargetConnection.open(SSHEndpoint("127.0.0.1", 1, "root", connect_timeout=3))
 
     _run(main())
 
@@ -116,12 +116,13 @@ def test_loads_survive_a_closed_channel_until_killed_and_cleanup_finds_them(twin
         await conn.run("insmod /opt/irq-station/modules/rtai_lpt_latency.ko")
         await conn.close()
         target = Target(_endpoint(twin), settings)
+        await target.activate()
         done = await target.cleanup()
         assert done == {"modules_unloaded": ["rtai_lpt_latency"], "loads_stopped": ["dd", "hping3"]}
         conn = await target.live_connection()
         assert str(load.pid) not in (await conn.run("ps")).stdout
         assert (await conn.run("ls /tmp/irq-station/loads")).stdout.strip() == ""
-        await target.close()
+        await target.deactivate()
 
     _run(main())
 

@@ -64,8 +64,9 @@ def test_vm_campaign_runs_the_real_modules_end_to_end(vm, tmp_path, record_prope
         losses = manifest["losses"]
         assert losses["sw_lost"] == 0 or losses["sw_lost"] == losses["sw_dropped_by_target"], losses
         p50, p99 = run["sw"]["percentiles_ns"]["p50"], run["sw"]["percentiles_ns"]["p99"]
-        assert 100 < p50 < 200_000, p50  # microseconds under emulation, not nanoseconds nor seconds
-        assert p99 < 5_000_000, p99
+        # units, not speed: emulated time stretches with the host's load, so no latency bound here
+        # beyond "nanoseconds, and less than a second" (a unit slip would miss by 10^3 or more)
+        assert 1_000 < p50 <= p99 < 1_000_000_000, (p50, p99)
         # the real kernel said nothing alarming while the module ran
         assert manifest["kernel_log"]["trouble"] == [], manifest["kernel_log"]["trouble"]
         # and its /proc/interrupts row counted (at least) every record

@@ -1,108 +1,12 @@
-"""The machines the station starts things on: the target, and load hosts that run
-load generators against it. Each is one SSH session plus what the station has
-set up there, torn down in reverse order on every exit path (labgrid's
-activate/deactivate idea), with a cleanup that reconnects when it must."""
+"""Everything the station does on a target or a load host over SSH, and nowhere
+else: the session (ssh), the machines and their cleanup (hosts), tracked
+processes such as loads and the record-stream reader (processes), the latency
+modules (modules), the audit (audit) and the kernel log (kernel_log)."""
 
-from __future__ import annotations
+from station.target.hosts import Host, Target, endpoint_from_settings, load_host
+from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection, TargetError
 
-import asyncio
-import contextlib
-import time
-
-from station.config import LoadHost, TargetSettings
-from station.target import loads as load_ctl
-from station.target import modules
-from station.target.ssh import SSHEndpoint, TargetConnection, TargetError
-
-__all__ = ["Host", "Target", "TargetError", "SSHEndpoint", "endpoint_from_settings", "load_host"]
-
-
-def endpoint_from_settings(s: TargetSettings | LoadHost) -> SSHEndpoint:
-    return SSHEndpoint(s.host, s.port, s.user, s.identity_file, s.known_hosts, s.connect_timeout)
-
-
-class Host:
-    """An SSH host on which the station starts tracked processes (pid files in work_dir)."""
-
-    def __init__(self, endpoint: SSHEndpoint, work_dir: str, name: str = "target") -> None:
-        self.endpoint = endpoint
-        self.work_dir = work_dir
-        self.name = name
-        self.conn: TargetConnection | None = None
-
-    async def connect(self) -> TargetConnection:
-        self.conn = await TargetConnection.open(self.endpoint)
-        return self.conn
-
-    async def live_connection(self) -> TargetConnection:
-        """The session, re-opened if it dropped (teardown must still reach the host)."""
-        if self.conn is None or self.conn.is_closed:
-            self.conn = await TargetConnection.open(self.endpoint)
-        return self.conn
-
-    def forget_connection(self) -> None:
-        """Drop a session that failed (a half-dead link looks open): the next call reconnects."""
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                self.conn.abort()
-        self.conn = None
-
-    async def _clean_once(self, conn: TargetConnection) -> tuple[list[str], list[str], list[str]]:
-        """One pass: (processes stopped, modules unloaded, errors)."""
-        return await load_ctl.kill_recorded_loads(conn, self.work_dir), [], []
-
-    async def cleanup(self, within_s: float = 60.0) -> dict[str, list[str]]:
-        """Stop everything the station left here. Reconnects and retries until clean or
-        `within_s` has passed; then raises TargetError."""
-        deadline = time.monotonic() + within_s
-        stopped: list[str] = []
-        unloaded: list[str] = []
-        delay = 0.5
-        while True:
-            try:
-                conn = await self.live_connection()
-                done_stopped, done_unloaded, errors = await self._clean_once(conn)
-                stopped += done_stopped
-                unloaded += done_unloaded
-                if not errors:
-                    return {"modules_unloaded": sorted(set(unloaded)), "loads_stopped": sorted(set(stopped))}
-                problem = "; ".join(errors)
-            except TargetError as exc:
-                problem = str(exc)
-                self.forget_connection()
-            if time.monotonic() + delay > deadline:
-                raise TargetError(f"{self.name} is not clean after {within_s:g} s: {problem}; "
-                                  "run `station cleanup` when it is reachable")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 8.0)
-
-    async def close(self) -> None:
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                await self.conn.close()
-            self.conn = None
-
-
-class Target(Host):
-    """The machine under test: also loads and unloads the latency modules."""
-
-    def __init__(self, endpoint: SSHEndpoint, settings: TargetSettings) -> None:
-        super().__init__(endpoint, settings.work_dir, "the target")
-        self.settings = settings
-
-    def module_path(self, interface: str) -> str:
-        stem = modules.module_stem(self.settings.family, interface)
-        return f"{self.settings.module_dir.rstrip('/')}/{stem}.ko"
-
-    def device(self, interface: str) -> str:
-        return modules.stream_device(self.settings.family, interface, self.settings.fifo)
-
-    async def _clean_once(self, conn: TargetConnection) -> tuple[list[str], list[str], list[str]]:
-        # processes first: the stream reader holds the device and would make rmmod fail
-        stopped = await load_ctl.kill_recorded_loads(conn, self.work_dir)
-        unloaded, errors = await modules.unload_ours(conn)
-        return stopped, unloaded, errors
-
-
-def load_host(name: str, settings: LoadHost) -> Host:
-    return Host(endpoint_from_settings(settings), settings.work_dir, f"load host {name!r}")
+__all__ = [
+    "AuthenticationRefused", "Host", "SSHEndpoint", "Target", "TargetConnection", "TargetError",
+    "endpoint_from_settings", "load_host",
+]

@@ -39,3 +39,8 @@ def irq_total(interrupts: str, irq: int | str) -> int | None:
         if head.strip() == str(irq) or (isinstance(irq, str) and re.search(rf"\b{re.escape(irq)}\b", rest)):
             return sum(counts)
     return None
+
+
+async def interrupt_count(conn: TargetConnection, row: int | str) -> int | None:
+    """The current total of one /proc/interrupts row (None: no such row now)."""
+    return irq_total((await conn.run("cat /proc/interrupts")).stdout or "", row)

@@ -14,7 +14,7 @@ TROUBLE = re.compile(
 
 
 async def snapshot(conn: TargetConnection) -> list[str]:
-    result = await conn.run("dmesg", check=False)
+    result = await conn.run("dmesg", check=False, timeout=10, privileged=True)
     return (result.stdout or "").splitlines() if result.exit_status == 0 else []
 
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 from pathlib import Path
 
+from station.target import kernel_log
 from station.target.ssh import TargetConnection, TargetError
+
+# a kernel module parameter name; values go through shlex.quote as well
+PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 MODULE_STEMS = {
     ("rtai", "lpt"): "rtai_lpt_latency",
@@ -44,19 +49,27 @@ def module_params(
     return params
 
 
+def insmod_arguments(params: dict[str, str]) -> str:
+    """`name=value ...` for insmod: names must be parameter names, values are quoted, so no
+    campaign text can run as a command on the target."""
+    for key in params:
+        if not PARAM_NAME.match(key):
+            raise TargetError(f"module parameter name {key!r} is not a kernel parameter name")
+    return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in params.items())
+
+
 async def loaded_modules(conn: TargetConnection) -> set[str]:
     out = (await conn.run("lsmod")).stdout
     return {line.split()[0] for line in out.splitlines()[1:] if line.strip()}
 
 
 async def insmod(conn: TargetConnection, path: str, params: dict[str, str]) -> None:
-    args = " ".join(f"{k}={shlex.quote(v)}" for k, v in params.items())
-    result = await conn.run(f"insmod {shlex.quote(path)} {args}", check=False)
+    args = insmod_arguments(params)
+    result = await conn.run(f"insmod {shlex.quote(path)} {args}", check=False, privileged=True)
     if result.exit_status != 0:
         # the kernel's own words, verbatim, plus dmesg's reason when it gives one
         detail = (result.stderr or "").strip()
-        dmesg = await conn.run("dmesg", check=False, timeout=10)
-        tail = [ln for ln in (dmesg.stdout or "").splitlines() if ln.strip()][-3:]
+        tail = [ln for ln in await kernel_log.snapshot(conn) if ln.strip()][-3:]
         hint = ("\n  dmesg: " + "\n  dmesg: ".join(tail)) if tail else ""
         raise TargetError(f"{conn.endpoint.where}: insmod refused {path}: {detail}{hint}")
 
@@ -64,7 +77,7 @@ async def insmod(conn: TargetConnection, path: str, params: dict[str, str]) -> N
 async def rmmod(conn: TargetConnection, stem: str, attempts: int = 10) -> None:
     """rmmod, retried briefly while a just-killed reader still holds the device."""
     for attempt in range(attempts):
-        result = await conn.run(f"rmmod {shlex.quote(stem)}", check=False)
+        result = await conn.run(f"rmmod {shlex.quote(stem)}", check=False, privileged=True)
         if result.exit_status == 0:
             return
         busy = any(w in (result.stderr or "") for w in ("in use", "temporarily unavailable", "busy"))

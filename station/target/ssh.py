@@ -1,10 +1,16 @@
-"""One SSH session to a target (or a load host), with errors a person can act on."""
+"""One SSH session to a target (or a load host), with errors a person can act on.
+
+The user's OpenSSH client configuration (~/.ssh/config: Host aliases, HostName,
+User, Port, IdentityFile, ProxyJump) applies as it does for `ssh`: the station
+passes only what the campaign sets explicitly. Host keys are always checked.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,18 +21,44 @@ class TargetError(Exception):
     """Something on or about the target went wrong; the message says what and where."""
 
 
+class AuthenticationRefused(TargetError):
+    """The host refused our key, or its host key is not the one we trust: retrying cannot help."""
+
+
+SUDO_PASSWORD_WORDS = ("a password is required", "a terminal is required", "no tty present")
+
+
 @dataclass(frozen=True)
 class SSHEndpoint:
     host: str
-    port: int = 22
-    user: str = "root"
+    port: int | None = None  # None: ~/.ssh/config's Port, else 22
+    user: str | None = None  # None: ~/.ssh/config's User, else the local user name
     identity_file: str | None = None
     known_hosts: str | None = None
     connect_timeout: float = 10.0
+    sudo: bool = False  # privileged commands (insmod, rmmod, the stream reader, kill) through `sudo -n`
 
     @property
     def where(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}"
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        return f"{user}{self.host}{port}"
+
+
+def _known_host_entry_exists(known_hosts: str | None, host: str, port: int | None) -> bool:
+    """Whether known_hosts already holds a key for this host (then a mismatch means it changed)."""
+    path = Path(os.path.expanduser(known_hosts or "~/.ssh/known_hosts"))
+    try:
+        trusted = asyncssh.read_known_hosts(str(path))
+    except (OSError, ValueError, asyncssh.Error):
+        return False
+    names = [host] if not port or port == 22 else [f"[{host}]:{port}"]
+    with contextlib.suppress(Exception):
+        for name in names:
+            host_keys, ca_keys, *_ = trusted.match(name, "", None)
+            if host_keys or ca_keys:
+                return True
+    return False
 
 
 class TargetConnection:
@@ -36,29 +68,35 @@ class TargetConnection:
 
     @classmethod
     async def open(cls, ep: SSHEndpoint) -> TargetConnection:
-        known_hosts = os.path.expanduser(ep.known_hosts) if ep.known_hosts else ()
-        options = {
-            "username": ep.user,
-            "known_hosts": known_hosts,
-            "connect_timeout": ep.connect_timeout,
-            "keepalive_interval": 5,
-            "keepalive_count_max": 3,
-        }
+        options: dict = {"connect_timeout": ep.connect_timeout, "keepalive_interval": 5, "keepalive_count_max": 3}
+        if ep.user:
+            options["username"] = ep.user
+        if ep.known_hosts:
+            options["known_hosts"] = os.path.expanduser(ep.known_hosts)
         if ep.identity_file:
             key = Path(os.path.expanduser(ep.identity_file))
             if not key.exists():
-                raise TargetError(f"identity file {key} does not exist (bench.target.identity_file)")
+                raise AuthenticationRefused(f"identity file {key} does not exist (bench.target.identity_file)")
             options["client_keys"] = [str(key)]
         try:
-            conn = await asyncssh.connect(ep.host, ep.port, **options)
+            conn = await asyncssh.connect(ep.host, ep.port or (), **options)
         except asyncssh.HostKeyNotVerifiable as exc:
-            raise TargetError(
+            if _known_host_entry_exists(ep.known_hosts, ep.host, ep.port):
+                file = ep.known_hosts or "~/.ssh/known_hosts"
+                name = ep.host if not ep.port or ep.port == 22 else f"[{ep.host}]:{ep.port}"
+                raise AuthenticationRefused(
+                    f"the host key of {ep.where} has CHANGED since it was recorded in {file}: someone may be "
+                    "intercepting the connection (man-in-the-middle), or the target was reinstalled. The station "
+                    f"refuses to connect. Only if you know why it changed: ssh-keygen -R '{name}' -f {file}, "
+                    "then add the new key after checking its fingerprint on the target's console"
+                ) from None
+            raise AuthenticationRefused(
                 f"host key of {ep.where} is not trusted ({exc.reason}); add it to "
-                f"{ep.known_hosts or '~/.ssh/known_hosts'} (ssh-keyscan -p {ep.port} {ep.host}) — "
-                "the station never skips host key checks"
+                f"{ep.known_hosts or '~/.ssh/known_hosts'} (ssh-keyscan -p {ep.port or 22} {ep.host}, after "
+                "checking its fingerprint) — the station never skips host key checks"
             ) from None
         except asyncssh.PermissionDenied:
-            raise TargetError(
+            raise AuthenticationRefused(
                 f"{ep.where} refused our key (identity_file: {ep.identity_file or 'agent/default keys'})"
             ) from None
         except TimeoutError:
@@ -73,23 +111,41 @@ class TargetConnection:
     def is_closed(self) -> bool:
         return self._conn.is_closed() if hasattr(self._conn, "is_closed") else False
 
-    async def run(self, command: str, check: bool = True, timeout: float = 30.0) -> asyncssh.SSHCompletedProcess:
+    def privileged(self, command: str) -> str:
+        """The command as root: through `sudo -n` (never a password prompt) when the bench says so."""
+        return f"sudo -n {command}" if self.endpoint.sudo else command
+
+    async def run(
+        self, command: str, check: bool = True, timeout: float = 30.0, privileged: bool = False
+    ) -> asyncssh.SSHCompletedProcess:
+        if privileged:
+            command = self.privileged(command)
         try:
             async with asyncio.timeout(timeout):  # not wait_for: it can swallow Ctrl-C on 3.11
                 result = await self._conn.run(command, check=False)
         except TimeoutError:
             raise TargetError(f"{self.endpoint.where}: `{command}` did not finish within {timeout:g} s") from None
         except (asyncssh.Error, OSError) as exc:
-            raise TargetError(f"{self.endpoint.where}: lost the SSH session running `{command}`: {exc}") from None
+            raise TargetError(f"{self.endpoint.where}: lost the SSH session running `{command}`: "
+                              f"{getattr(exc, 'reason', None) or exc}") from None
+        if privileged and self.endpoint.sudo and result.exit_status != 0:
+            self.explain_sudo_refusal(command, result.stderr or "")
         if check and result.exit_status != 0:
             stderr = (result.stderr or "").strip() or f"exit status {result.exit_status}"
             raise TargetError(f"{self.endpoint.where}: `{command}` failed: {stderr}")
         return result
 
+    def explain_sudo_refusal(self, command: str, stderr: str | bytes) -> None:
+        text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+        if any(words in text for words in SUDO_PASSWORD_WORDS):
+            raise AuthenticationRefused(
+                f"{self.endpoint.where}: `{command}` needs root, and sudo asks {self.endpoint.user or 'this user'} "
+                "for a password; the station never types one. Allow the station's commands without a password "
+                "(a sudoers NOPASSWD rule for insmod, rmmod, kill, cat, dmesg) or log in as root"
+            )
+
     async def upload(self, data: bytes, remote_path: str) -> None:
         """Write a file on the target through `cat >` (works on any shell, no SFTP needed)."""
-        import shlex
-
         try:
             async with asyncio.timeout(60):
                 result = await self._conn.run(f"cat > {shlex.quote(remote_path)}", input=data, encoding=None)

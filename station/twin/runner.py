@@ -146,6 +146,12 @@ class Twin:
         """Where the twin writes the ground truth of the next module it loads."""
         self.call(setattr, self.target, "truth_path_next", path)
 
+    def begin_run(self, run_id: str, truth_path: Path | None) -> None:
+        """The next module load belongs to this run: its random streams are keyed to the run's
+        identity, and its injected events go to truth_path (None: not kept)."""
+        self.call(setattr, self.target, "run_key_next", run_id)
+        self.set_truth_path(truth_path)
+
     def ground_truth_summary(self) -> dict[str, Any]:
         return {"preset": self.preset.as_dict()}
 

@@ -22,16 +22,12 @@ from typing import Protocol
 import numpy as np
 
 from station import records
+from station.target import modules as station_modules
 from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
 
 MODULE_DIR = "/opt/irq-station/modules"
-# module file stem -> (interface, family)
-MODULES = {
-    "rtai_lpt_latency": ("lpt", "rtai"),
-    "rtai_pcie_latency": ("pcie", "rtai"),
-    "lpt_latency": ("lpt", "mainline"),
-    "pcie_latency": ("pcie", "mainline"),
-}
+# module file stem -> (interface, family): the station's own table, so the two never drift
+MODULES = {stem: (interface, family) for (family, interface), stem in station_modules.MODULE_STEMS.items()}
 RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
 KNOWN_LOAD_PROGRAMS = {"hping3", "stress-ng", "stress", "hackbench", "stressapptest", "sh", "dd", "cyclictest"}
 PARAMS = {
@@ -92,6 +88,7 @@ class LoadProcess:
     pidfile: str | None
     deadline: float
     echo_pid: bool = False
+    argv: list[str] = field(default_factory=list)  # as /proc/PID/cmdline shows it (after exec)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     status: int | None = None
 
@@ -110,6 +107,9 @@ class EmulatedTarget:
         self._boot_mono = time.monotonic_ns() - 3_600_000_000_000  # "up" for an hour
         self.irq_counts = {7: 0, 31: 0}
         self.truth_path_next: Path | None = None
+        # the identity of the next run (campaign seed + run id): its random streams follow it, not
+        # the order modules happen to be loaded in, so a resumed campaign equals an uninterrupted one
+        self.run_key_next: str | None = None
         self.truth_dir: Path | None = None
         for stem in MODULES:
             self.files[f"{MODULE_DIR}/{stem}.ko"] = b"\x7fELF twin module"
@@ -171,6 +171,11 @@ class EmulatedTarget:
                 + "   PCI-MSI 524288-edge      de4_echoer"
             )
             return ("\n".join(lines) + "\n").encode()
+        if path.startswith("/proc/") and path.endswith("/cmdline") and path.count("/") == 3:
+            self._reap()
+            proc = self.loads.get(int(path.split("/")[2])) if path.split("/")[2].isdigit() else None
+            if proc is not None and proc.status is None:
+                return "".join(a + "\0" for a in proc.argv).encode()
         if path.startswith("/sys/module/") and path.endswith("/parameters/dropped"):
             name = path.split("/")[3]
             if name in self.modules:
@@ -215,6 +220,8 @@ class EmulatedTarget:
             return _err(f"sh: syntax error: {exc}", 2)
         if not argv:
             return CommandResult()
+        if argv[:2] == ["sudo", "-n"]:  # the twin's user is root: sudo -n just runs the command
+            argv = argv[2:] or ["true"]
         prog, args = argv[0], argv[1:]
         handler = getattr(self, "_cmd_" + prog.replace("-", "_"), None)
         if handler is None:
@@ -326,16 +333,17 @@ class EmulatedTarget:
             self.truth_dir / f"{self._insmod_count:03d}-{stem}.parquet" if self.truth_dir else None
         )
         self.truth_path_next = None
+        run_key, self.run_key_next = self.run_key_next or str(self._insmod_count), None
         session = ModuleSession(
             self.preset.interfaces[interface],
             self.preset.calibration_samples,
             period_us * 1000,
             check,
             self.now_ns(),
-            f"{self.seed}/{self._insmod_count}/{stem}",
+            f"{self.seed}/{run_key}/{stem}",
             keep_truth=truth is not None,
         )
-        device = f"/dev/rtf{params.get('fifo', '0')}" if family == "rtai" else f"/dev/{stem}"
+        device = station_modules.stream_device(family, interface, int(params.get("fifo", "0")))
         self.modules[stem] = LoadedModule(
             name=stem,
             interface=interface,
@@ -442,6 +450,7 @@ class EmulatedTarget:
             else:
                 return _err(f"sh: twin cannot run: {statement}", 2)
         argv = shlex.split(rest)
+        exec_argv = list(argv)
         deadline = float("inf")
         if argv[:1] == ["timeout"]:
             argv = argv[1:]
@@ -462,7 +471,7 @@ class EmulatedTarget:
             return _err("hping3: missing target host", 1)
         pid = self._next_pid
         self._next_pid += 7
-        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid)
+        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, exec_argv)
         self.loads[pid] = proc
         if pidfile:
             self.files[pidfile] = f"{pid}\n".encode()

@@ -1,9 +1,13 @@
-"""Load generators — and the record stream's reader — on the target or a load host.
+"""Tracked processes on the target or a load host: load generators, the record
+stream's reader, probes.
 
 Each such process runs as `setsid sh -c 'echo $$ > PIDFILE; exec timeout -s KILL N CMD'`:
 its own process group (so one kill stops the whole pipeline), a pid file (so a
 later `station cleanup` finds it after a crash) and a hard time limit (so even
-a station killed with SIGKILL cannot leave it running for ever).
+a station killed with SIGKILL cannot leave it running for ever). A pid file is
+only acted on when the pid is > 1 and still names such a wrapper (`timeout -s
+KILL …` leading its own group): a stale file must never make the station signal
+a stranger's process, let alone `kill -TERM -1`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ STREAM_NAME = "record-stream"
 
 
 @dataclass
-class RunningLoad:
+class TrackedProcess:
     name: str
     pid: int
     pidfile: str
@@ -43,27 +47,32 @@ def _is_simple(command: str) -> bool:
 
 
 async def start_load(
-    conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int, binary: bool = False
-) -> RunningLoad:
-    """Start a tracked process; with binary=True its stdout (after the pid line) is raw bytes."""
+    conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int, binary: bool = False,
+    privileged: bool = False,
+) -> TrackedProcess:
+    """Start a tracked process; with binary=True its stdout (after the pid line) is raw bytes;
+    privileged: as root (through `sudo -n` where the bench says so)."""
     pid_dir = f"{work_dir}/loads"
     await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
-    pidfile = f"{pid_dir}/{name}.pid"
+    pidfile = pidfile_path(work_dir, name)
     # a pid file left by a crash names a process nobody else will stop: stop it first
-    old = await conn.run(f"cat {shlex.quote(pidfile)}", check=False)
-    with contextlib.suppress(ValueError):
-        await kill_group(conn, int((old.stdout or "").strip()))
-    process = await conn.start(wrap(command, pidfile, max_seconds), binary=binary)
+    await kill_pidfile(conn, pidfile)
+    wrapped = wrap(command, pidfile, max_seconds)
+    process = await conn.start(conn.privileged(wrapped) if privileged else wrapped, binary=binary)
     try:
         async with asyncio.timeout(10):
             line = await process.stdout.readline()
         pid = int(line.strip())
+        if pid <= 1:
+            raise ValueError(pid)
     except (ValueError, TimeoutError):
         err = ""
         with contextlib.suppress(Exception):
             async with asyncio.timeout(2):
                 err = _text(await process.stderr.read()).strip()
         process.close()
+        if privileged:
+            conn.explain_sudo_refusal(wrapped, err)
         raise TargetError(
             f"{conn.endpoint.where}: load {name!r} did not start: {err or 'no pid reported'} (command: {command})"
         ) from None
@@ -73,44 +82,69 @@ async def start_load(
             await process.wait_closed()
     if process.exit_status is not None:
         err = _text(await process.stderr.read()).strip()
+        if privileged:
+            conn.explain_sudo_refusal(wrapped, err)
         raise TargetError(
             f"{conn.endpoint.where}: load {name!r} exited at once with status {process.exit_status}: "
             f"{err or '(no message)'}"
         )
-    return RunningLoad(name, pid, pidfile, conn, process)
+    return TrackedProcess(name, pid, pidfile, conn, process)
 
 
 def _text(data: str | bytes) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-async def stop_load(load: RunningLoad) -> None:
+async def stop_load(load: TrackedProcess) -> None:
     await kill_group(load.conn, load.pid)
-    await load.conn.run(f"rm -f {shlex.quote(load.pidfile)}", check=False)
+    await load.conn.run(f"rm -f {shlex.quote(load.pidfile)}", check=False, privileged=True)
     load.process.close()
 
 
 async def kill_group(conn: TargetConnection, pid: int) -> None:
+    """TERM, then KILL, the process group a tracked process leads."""
+    if pid <= 1:  # `kill -TERM -1` would signal every process the user may signal
+        raise TargetError(f"{conn.endpoint.where}: refusing to signal process group {pid}")
     # `kill -SIG -PGID`, not `kill -SIG -- -PGID`: busybox's kill rejects the `--`
-    await conn.run(f"kill -TERM -{pid}", check=False)
+    await conn.run(f"kill -TERM -{pid}", check=False, privileged=True)
     await asyncio.sleep(0.2)
-    await conn.run(f"kill -KILL -{pid}", check=False)
+    await conn.run(f"kill -KILL -{pid}", check=False, privileged=True)
 
 
-async def kill_recorded_loads(conn: TargetConnection, work_dir: str) -> list[str]:
+async def is_tracked_wrapper(conn: TargetConnection, pid: int) -> bool:
+    """Whether pid is still one of our wrappers: `timeout -s KILL N …` (what `exec
+    timeout` left in its place). A pid reused by any other program is not ours."""
+    if pid <= 1:
+        return False
+    result = await conn.run(f"cat /proc/{pid}/cmdline", check=False, privileged=True)
+    argv = (result.stdout or "").split("\0") if result.exit_status == 0 else []
+    return bool(argv) and argv[0].rsplit("/", 1)[-1] == "timeout" and "KILL" in argv[1:3]
+
+
+def parse_pid(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else None
+
+
+async def kill_recorded(conn: TargetConnection, work_dir: str) -> list[str]:
     """Stop every process a pid file names (after a crash); returns their names."""
     listing = await conn.run(f"ls {shlex.quote(work_dir + '/loads')}", check=False)
     if listing.exit_status != 0:
         return []
     names = [entry.removesuffix(".pid") for entry in (listing.stdout or "").split() if entry.endswith(".pid")]
     for name in names:
-        await kill_pidfile(conn, work_dir, name)
+        await kill_pidfile(conn, pidfile_path(work_dir, name))
     return names
 
 
-async def kill_pidfile(conn: TargetConnection, work_dir: str, name: str) -> None:
-    path = f"{work_dir}/loads/{name}.pid"
+def pidfile_path(work_dir: str, name: str) -> str:
+    return f"{work_dir}/loads/{name}.pid"
+
+
+async def kill_pidfile(conn: TargetConnection, path: str) -> None:
+    """Stop the group a pid file names, if it is still ours; then remove the file."""
     content = await conn.run(f"cat {shlex.quote(path)}", check=False)
-    with contextlib.suppress(ValueError):
-        await kill_group(conn, int((content.stdout or "").strip()))
-    await conn.run(f"rm -f {shlex.quote(path)}", check=False)
+    pid = parse_pid(content.stdout or "") if content.exit_status == 0 else None
+    if pid is not None and await is_tracked_wrapper(conn, pid):
+        await kill_group(conn, pid)
+    await conn.run(f"rm -f {shlex.quote(path)}", check=False, privileged=True)

@@ -1,0 +1,206 @@
+"""Analysis of a campaign directory into the report dictionary
+(schema: docs/report-schema.md) and the per-run samples the figures need."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from station import records
+from station.analysis import correlation, outliers
+from station.analysis.pairing import Pairing, pair_run
+from station.analysis.stats import describe
+from station.report.samples import RunSamples
+from station.store import RunData, list_runs, load_run, station_version
+
+SCHEMA_VERSION = 1
+
+
+def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSamples]]:
+    out_dir = Path(out_dir)
+    campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
+    runs = [load_run(d) for d in list_runs(out_dir)]
+    samples: dict[str, RunSamples] = {}
+    run_entries = []
+    notes: list[str] = []
+    pairings: dict[str, Pairing] = {}
+    for run in runs:
+        pairing = pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
+        if pairing is not None:
+            pairings[run.run_id] = pairing
+        entry, sample = _analyse_run(run, pairing)
+        run_entries.append(entry)
+        samples[entry["id"]] = sample
+        if entry["status"] != "complete":
+            notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+        if entry["losses"]["sw_lost"]:
+            notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "campaign": {
+            "name": campaign.get("name", out_dir.name),
+            "description": campaign.get("description", ""),
+            "config_path": str(out_dir / "campaign.yaml"),
+            "created_utc": campaign.get("created_utc", ""),
+            "station_version": station_version(),
+            "target": campaign.get("target", {}),
+            "scope": campaign.get("scope"),
+            "twin": campaign.get("twin"),
+        },
+        "runs": run_entries,
+        "comparisons": {
+            "t_rw": _t_rw(run_entries, pairings),
+            "cross_interface_outliers": _cross_interface(run_entries, runs, pairings),
+            "worst_case": _worst_case(run_entries, runs),
+        },
+        "notes": notes,
+    }
+    return report, samples
+
+
+def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any], RunSamples]:
+    m = run.manifest
+    sw = run.sw["latency_ns"].to_numpy(np.int64) if len(run.sw) else np.empty(0, np.int64)
+    hw = run.hw["width_s"].to_numpy(np.float64) * 1e9 if len(run.hw) else None
+    losses = m.get("losses", {})
+    entry = {
+        "id": m["run_id"],
+        **m["run"],
+        "period_ns": m.get("period_ns"),
+        "status": m.get("status"),
+        "error": m.get("error"),
+        "duration_s": m.get("duration_s"),
+        "sw": describe(sw),
+        "hw": describe(hw) if hw is not None else None,
+        "board": _board(run),
+        "losses": {
+            "sw_lost": int(losses.get("sw_lost", 0)),
+            "sw_dropped_by_target": int(losses.get("sw_dropped_by_target", 0)),
+            "gaps": int(losses.get("gaps", 0)),
+            "format": m.get("format", "v1"),
+        },
+        "interrupts": m.get("interrupts"),
+        "shift": correlation.shift(sw, hw, run.hw["acquisition"].to_numpy()) if hw is not None else None,
+        "outliers": outliers.run_outliers(sw, hw) if len(sw) else None,
+        "truth": _truth(run),
+        "pairing": pairing.summary() if pairing is not None else None,
+    }
+    return entry, RunSamples(sw_ns=sw, hw_ns=hw)
+
+
+def _board(run: RunData) -> dict | None:
+    """Statistics of the board-measured widths (PCIe echoer timestamps), if present."""
+    if "flags" not in run.sw or not len(run.sw):
+        return None
+    has = (run.sw["flags"].to_numpy() & int(records.Flag.HW_WIDTH)) != 0
+    if not has.any():
+        return None
+    return describe(run.sw["hw_width_ns"].to_numpy()[has])
+
+
+def _truth(run: RunData) -> dict | None:
+    """What the twin injected, for the events this run recorded."""
+    if run.truth is None or not len(run.sw) or "seq" not in run.sw:
+        return None
+    t = run.truth.set_index("seq").reindex(run.sw["seq"].to_numpy())
+    t = t.dropna()
+    return {
+        "t_rw_mean_ns": float(t["t_rw_ns"].mean()),
+        "hw_minus_sw_mean_ns": float((t["hw_ns"] - t["sw_ns"]).mean()),
+        "sw_outliers_injected": int((t["d_sw_ns"] > 0).sum()),
+    }
+
+
+def _t_rw(entries: list[dict], pairings: dict[str, Pairing]) -> list[dict]:
+    """One estimate per (interface, load, repetition): the inb run against the no-inb run
+    measured under the same load, never against another load's."""
+    result = []
+    cells: dict[tuple, dict[str, dict]] = {}
+    for e in entries:
+        if e["shift"] is not None:
+            cells.setdefault((e["interface"], e["load"], e["repetition"]), {})[e["variant"]] = e
+    for (iface, load, _rep), cell in sorted(cells.items()):
+        if "inb" not in cell or "no-inb" not in cell:
+            continue
+        a, b = cell["inb"], cell["no-inb"]
+        est = correlation.t_rw(a["shift"], b["shift"])
+        truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
+        paired = {}
+        pa, pb = pairings.get(a["id"]), pairings.get(b["id"])
+        if pa is not None and pb is not None and len(pa.pairs) > 1 and len(pb.pairs) > 1:
+            paired = correlation.paired_t_rw(pa.pairs["diff_ns"].to_numpy(), pb.pairs["diff_ns"].to_numpy())
+        result.append(
+            {
+                "interface": iface,
+                "load": load,
+                **est,
+                **paired,
+                "inb_run": a["id"],
+                "no_inb_run": b["id"],
+                "truth_ns": float(np.mean(truths)) if truths else None,
+            }
+        )
+    return result
+
+
+def _cross_interface(entries: list[dict], runs: list[RunData], pairings: dict[str, Pairing]) -> list[dict]:
+    """The seed's criterion, per load: PCIe software samples above the LPT software maximum
+    measured under the same load, and whether the scope and the board saw them. Scope widths
+    are compared after removing their run's HW−SW shift (the inb check's extra t_rw)."""
+    by_id = {r.run_id: r for r in runs}
+    result = []
+    for load in sorted({e["load"] for e in entries}):
+        lpt = [e for e in entries if e["load"] == load and e["interface"] == "lpt" and e["sw"]]
+        pcie_entries = [e for e in entries if e["load"] == load and e["interface"] == "pcie" and e["sw"]]
+        if not lpt or not pcie_entries:
+            continue
+        ref_max = max(e["sw"]["max_ns"] for e in lpt)
+        pcie = [by_id[e["id"]] for e in pcie_entries]
+        sw = np.concatenate([r.sw["latency_ns"].to_numpy() for r in pcie])
+        hw = np.concatenate([
+            r.hw["width_s"].to_numpy() * 1e9 - (e["shift"]["hw_minus_sw_median_ns"] if e["shift"] else 0.0)
+            for r, e in zip(pcie, pcie_entries, strict=True)
+        ])
+        board = board_out = None
+        if all("hw_width_ns" in r.sw for r in pcie):
+            flags = np.concatenate([r.sw["flags"].to_numpy() for r in pcie])
+            has = (flags & int(records.Flag.HW_WIDTH)) != 0
+            if has.any():
+                widths = np.concatenate([r.sw["hw_width_ns"].to_numpy() for r in pcie])
+                board = widths[has]
+                board_out = widths[has & (sw > ref_max)]
+        caught = []
+        for r in pcie:
+            if r.run_id in pairings:
+                pairs = pairings[r.run_id].pairs
+                caught.append(pairs[pairs["sw_ns"] > ref_max].assign(run=r.run_id))
+        caught_df = pd.concat(caught) if caught else None
+        entry = outliers.cross_interface("pcie", "lpt", ref_max, sw, hw, board, board_out, caught_df)
+        result.append({"load": load, **entry})
+    return result
+
+
+def _worst_case(entries: list[dict], runs: list[RunData]) -> list[dict]:
+    """Per interface and load: the largest software latency seen, and the p99.999 of all
+    that interface's samples under that load pooled."""
+    by_id = {r.run_id: r for r in runs}
+    result = []
+    for iface, load in sorted({(e["interface"], e["load"]) for e in entries if e["sw"]}):
+        mine = [e for e in entries if e["interface"] == iface and e["load"] == load and e["sw"]]
+        worst = max(mine, key=lambda e: e["sw"]["max_ns"])
+        pooled = np.concatenate([by_id[e["id"]].sw["latency_ns"].to_numpy() for e in mine])
+        result.append(
+            {
+                "interface": iface,
+                "load": load,
+                "observed_max_ns": worst["sw"]["max_ns"],
+                "p99_999_ns": float(np.percentile(pooled, 99.999)),
+                "run": worst["id"],
+                "samples": int(len(pooled)),
+            }
+        )
+    return result

@@ -1,0 +1,182 @@
+"""The bench: everything a campaign measures with, owned in one place.
+
+Parts are activated in order — the twin (if used), the target, the load hosts,
+the modules' upload, the scope — and deactivated in reverse order on every exit
+path, a cancellation included (labgrid's target/driver model). A run borrows the
+active parts; it never sets any of them up itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from station.config import Campaign, TargetSettings
+from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
+from station.target.audit import audit
+
+
+class BenchError(Exception):
+    """The bench could not be set up, or stopped answering; the message says which part."""
+
+
+class Messages(Protocol):
+    def message(self, text: str) -> None: ...
+
+
+@dataclass
+class Bench:
+    campaign: Campaign
+    log: Messages
+    twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
+    target: Target | None = None
+    load_hosts: dict[str, Host] = field(default_factory=dict)
+    scope: Any = None  # station.scope_session.ScopeSession, or None without a scope
+    facts: dict[str, str] = field(default_factory=dict)
+    _undo: list[tuple[str, Any]] = field(default_factory=list)
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> Bench:
+        try:
+            await self.activate()
+        except BaseException:
+            await self.deactivate()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.deactivate()
+
+    async def activate(self) -> None:
+        settings = self.campaign.bench
+        target_settings, scope_resource = settings.target, settings.scope.resource
+        if settings.target.kind == "twin" or settings.scope.kind == "twin":
+            target_settings, scope_resource = await self._start_twin()
+        self.target = Target(endpoint_from_settings(target_settings), target_settings)
+        await self._activate_host(self.target, "target")
+        try:
+            self.facts = await audit(await self.target.live_connection())
+        except TargetError as exc:
+            raise BenchError(f"target: {exc}") from None
+        for name in sorted(self.used_load_hosts()):
+            self.load_hosts[name] = load_host(name, settings.load_hosts[name])
+            await self._activate_host(self.load_hosts[name], f"load host {name!r}")
+        if target_settings.upload_modules:
+            await self._upload_modules(target_settings)
+        if settings.scope.kind != "none":
+            await self._open_scope(scope_resource)
+
+    async def deactivate(self) -> None:
+        """Reverse order of activation; every part is tried, whatever the others do."""
+        while self._undo:
+            what, undo = self._undo.pop()
+            try:
+                await undo()
+            except Exception as exc:  # noqa: BLE001 - the next part must still be deactivated
+                self.log.message(f"bench: deactivating {what}: {exc}")
+
+    async def _start_twin(self) -> tuple[TargetSettings, str | None]:
+        from station.twin.runner import Twin
+
+        settings = self.campaign.bench
+        twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
+                    with_scope=settings.scope.kind == "twin", scope_options={"dialect": settings.scope.dialect})
+        loop = asyncio.get_running_loop()
+        endpoints = await loop.run_in_executor(None, twin.start_in_thread)
+        self.twin = twin
+        self._undo.append(("the twin", lambda: loop.run_in_executor(None, twin.stop_thread)))
+        self.log.message(f"twin up: ssh {endpoints.ssh_host}:{endpoints.ssh_port}, scope {endpoints.scope_resource}")
+        target_settings, scope_resource = settings.target, settings.scope.resource
+        if settings.target.kind == "twin":
+            target_settings = settings.target.model_copy(
+                update={"kind": "ssh", "host": endpoints.ssh_host, "port": endpoints.ssh_port,
+                        "user": endpoints.user, "identity_file": endpoints.identity_file,
+                        "known_hosts": endpoints.known_hosts}
+            )
+        if settings.scope.kind == "twin":
+            scope_resource = endpoints.scope_resource
+        return target_settings, scope_resource
+
+    async def _activate_host(self, host: Host, what: str) -> None:
+        self._undo.append((what, host.deactivate))
+        try:
+            await host.activate()
+        except TargetError as exc:
+            raise BenchError(f"{what}: {exc}") from None
+
+    async def _upload_modules(self, target_settings: TargetSettings) -> None:
+        assert self.target is not None
+        stems = {modules.module_stem(target_settings.family, i) for i in self.campaign.matrix.interfaces}
+        try:
+            uploaded = await modules.upload_modules(
+                await self.target.live_connection(), Path(target_settings.upload_modules).expanduser(), stems,
+                target_settings.module_dir,
+            )
+        except TargetError as exc:
+            raise BenchError(f"target: {exc}") from None
+        self.log.message(f"uploaded {', '.join(uploaded)} to {target_settings.module_dir}")
+
+    async def _open_scope(self, resource: str | None) -> None:
+        from instruments.scope import ScopeError
+        from station.scope_session import ScopeSession
+
+        loop = asyncio.get_running_loop()
+        try:
+            self.scope = await loop.run_in_executor(None, ScopeSession.open, self.campaign.bench.scope, resource)
+        except ScopeError as exc:
+            raise BenchError(f"scope: {exc}") from None
+        scope = self.scope
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):
+                scope.close()
+
+        self._undo.append(("the scope", close))
+        self.log.message(f"scope: {scope.idn}")
+
+    # ---- what runs use -------------------------------------------------------------------
+    def used_load_hosts(self) -> set[str]:
+        c = self.campaign
+        return {spec.host for name in c.matrix.loads for spec in c.loads[name]} - {"target"}
+
+    @property
+    def hosts(self) -> dict[str, Host]:
+        """Every SSH host of the bench by the name loads use ('target' or a load host's name)."""
+        assert self.target is not None
+        return {"target": self.target, **self.load_hosts}
+
+    def begin_run(self, run_id: str, run_dir: Path) -> None:
+        """Tell the twin (if any) which run the next module load belongs to."""
+        if self.twin is not None:
+            keep = self.campaign.bench.twin.ground_truth
+            self.twin.begin_run(f"{self.campaign.bench.twin.seed}/{run_id}",
+                                run_dir / "twin-truth.parquet" if keep else None)
+
+    async def lost(self) -> str | None:
+        """After a failed run: None if the bench still answers, else what stopped answering
+        (then every later run would fail the same way, slowly)."""
+        assert self.target is not None
+        for host in self.hosts.values():
+            problem = await host.answers()
+            if problem is not None:
+                return f"{host.name}: {problem}"
+        if self.scope is not None:
+            loop = asyncio.get_running_loop()
+            try:
+                await loop.run_in_executor(None, self.scope.scope.identify)
+            except Exception as exc:  # noqa: BLE001 - any failure means the same: the scope is gone
+                return f"scope: {exc}"
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What campaign.json records of the bench."""
+        assert self.target is not None
+        return {
+            "target": {"kind": self.campaign.bench.target.kind, "host": self.target.endpoint.where,
+                       "audit": self.facts},
+            "scope": None if self.scope is None else {"idn": self.scope.idn, "resource": self.scope.resource},
+            "twin": None if self.twin is None else self.twin.ground_truth_summary(),
+        }

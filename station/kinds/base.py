@@ -1,0 +1,94 @@
+"""The contract between the run lifecycle and a run kind."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from station.progress import ProgressSink, RunProgress
+from station.store import Conversion, RunStore
+
+if TYPE_CHECKING:
+    from station.bench import Bench
+    from station.config import Campaign, RunSpec
+
+
+@dataclass
+class RunContext:
+    """What one run works with: the active bench, its cell of the matrix, its store."""
+
+    bench: Bench
+    campaign: Campaign
+    spec: RunSpec
+    store: RunStore
+    progress: RunProgress
+    sink: ProgressSink
+    max_seconds: int  # the dead man's switch on every process a run starts on a host
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def target(self):  # noqa: ANN201 - station.target.Target
+        assert self.bench.target is not None
+        return self.bench.target
+
+
+class Measurement(ABC):
+    """One run's measurement. The lifecycle calls, in order: `manifest` and `open_files`
+    (store open), `baseline` (before loads), `start` (after loads), `measure` (until the
+    run's end criteria are met), then — on every exit path, even if `start` failed
+    half-way — `stop`, `verdict` and `seal_extra`."""
+
+    name: ClassVar[str]
+    # file name in the run directory -> what it holds (docs/architecture.md lists them)
+    outputs: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def manifest(self) -> dict[str, Any]:
+        """What this kind adds to manifest.json when the run opens."""
+        return {}
+
+    def open_files(self, store: RunStore) -> None:  # noqa: B027 - optional
+        """Create the raw files this kind appends to while it measures."""
+
+    async def baseline(self) -> None:  # noqa: B027 - optional
+        """Before the loads start: counters to compare with at the end."""
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Set up what measures on the target (a module, a probe)."""
+
+    @abstractmethod
+    async def measure(self) -> None:
+        """Measure until the run's end criteria; raise to fail the run."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Undo `start` for sure (it may have stopped half-way); raise TargetError if the
+        target could not be reached (the lifecycle then reconnects and cleans up)."""
+
+    def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
+        """A complete run that fell short of its targets is incomplete; say why."""
+        return status, error
+
+    def seal_extra(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def conversions(self) -> list[Conversion]:
+        return []
+
+
+_KINDS: dict[str, type[Measurement]] = {}
+
+
+def register(kind: type[Measurement]) -> type[Measurement]:
+    """Class decorator: make a kind available to campaigns under `kind.name`."""
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def registered() -> dict[str, type[Measurement]]:
+    return dict(_KINDS)

@@ -1,0 +1,263 @@
+"""The module run (seed 000): the LPT or PCIe latency module's record stream
+(t_SW), with the scope capturing every pulse width (t_HW) at the same time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import asyncssh
+import numpy as np
+
+from station import records
+from station.kinds.base import Measurement, RunContext, register
+from station.store import StoreError, read_csv_lines
+from station.target import TargetError, modules
+from station.target import processes as proc_ctl
+from station.target.audit import interrupt_count
+
+STALL_S = 5.0  # no record for this long: the stream has stalled
+
+
+class ScopeFailure(Exception):
+    """The scope stopped answering or reported an error during a run."""
+
+
+class ScopeCapture(Protocol):
+    """What a run needs from the scope side: one blocking acquisition → pulses."""
+
+    def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@register
+class ModuleRun(Measurement):
+    name = "module"
+    outputs = {
+        "sw.raw": "the module's record stream, byte for byte as received (→ sw.parquet)",
+        "sw_arrivals.csv": "host time at which each batch of records arrived (event pairing)",
+        "hw_pulses.csv": "scope pulses, appended per acquisition, with the host time it was armed (→ hw.parquet)",
+    }
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        m, spec, target = ctx.campaign.matrix, ctx.spec, ctx.target
+        self.period_ns = round(m.period * 1e9)
+        self.family = target.settings.family
+        self.stem = modules.module_stem(self.family, spec.interface)
+        self.device = target.device(spec.interface)
+        self.params = modules.module_params(
+            self.family, spec.interface, period_ns=self.period_ns, check=spec.check, cpu=m.cpu,
+            fmt=m.format, fifo=target.settings.fifo, lpt_base=m.lpt_base, lpt_irq=m.lpt_irq,
+            extra=m.module_params.get(spec.interface),
+        )
+        self.decoder = records.decoder_for(m.format)
+        self.scope: ScopeCapture | None = ctx.bench.scope
+        self.interrupts_row = modules.interrupts_row(self.family, spec.interface, m.lpt_irq)
+        self.irq_before: int | None = None
+        self.irq_after: int | None = None
+        self.module_maybe_loaded = False
+        self.stream: proc_ctl.TrackedProcess | None = None
+        self.capture: asyncio.Task | None = None
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "period_ns": self.period_ns,
+            "format": self.ctx.campaign.matrix.format,
+            "module": {"path": self.ctx.target.module_path(self.ctx.spec.interface), "params": self.params},
+            "device": self.device,
+            "scope": self.scope is not None,
+        }
+
+    def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
+        self.sw_raw = store.appender("sw.raw")
+        self.hw_csv = store.appender("hw_pulses.csv", header="acquisition,start_s,width_s,armed_host_s\n")
+        self.arrivals = store.appender("sw_arrivals.csv", header="host_s,last_seq\n")
+
+    async def baseline(self) -> None:
+        # a mainline module's row appears with its request_irq: absent now means zero
+        conn = await self.ctx.target.live_connection()
+        self.irq_before = await interrupt_count(conn, self.interrupts_row) or 0
+
+    async def start(self) -> None:
+        target = self.ctx.target
+        conn = await target.live_connection()
+        self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
+        await modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params)
+        # the reader is tracked like a load: a reader blocked in read() never sees its SSH
+        # channel close, and an open device would make rmmod fail
+        self.stream = await proc_ctl.start_load(
+            conn, proc_ctl.STREAM_NAME, f"cat {self.device}", target.work_dir, self.ctx.max_seconds,
+            binary=True, privileged=True,
+        )
+
+    async def measure(self) -> None:
+        progress = self.ctx.progress
+        progress.sw_target = self.ctx.campaign.matrix.samples
+        progress.hw_target = self.ctx.campaign.matrix.pulses if self.scope else 0
+        progress.duration_target = self.ctx.campaign.matrix.duration
+        progress.phase = "measuring"
+        progress.started = time.monotonic()
+        stop = asyncio.Event()
+        if self.scope is not None:
+            self.capture = asyncio.create_task(self._capture(stop))
+            # whatever happens to the run, the task's exception is collected (never "never retrieved")
+            self.capture.add_done_callback(lambda t: t.cancelled() or t.exception())
+        try:
+            await self._stream()
+        finally:
+            stop.set()
+        if self.capture is not None:
+            await _finish_capture(self.capture, timeout=30)
+            self.capture = None
+
+    async def stop(self) -> None:
+        if self.capture is not None and not self.capture.done():
+            self.capture.cancel()
+        target = self.ctx.target
+        conn = await target.live_connection()
+        if self.stream is not None:
+            self.stream.conn = conn
+            await proc_ctl.stop_load(self.stream)
+        else:  # started but not yet tracked when the run was stopped
+            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir, proc_ctl.STREAM_NAME))
+        if self.module_maybe_loaded and self.stem in await modules.loaded_modules(conn):
+            # the IRQ count while the module still holds its line (its row goes with rmmod)
+            self.irq_after = await interrupt_count(conn, self.interrupts_row)
+            await modules.rmmod(conn, self.stem)
+
+    def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
+        m, p = self.ctx.campaign.matrix, self.ctx.progress
+        if status == "complete" and m.samples and p.sw.count < m.samples:
+            return "incomplete", f"max_duration reached with {p.sw.count} of {m.samples} samples"
+        if status == "complete" and p.hw_target and p.hw.count < p.hw_target:
+            return "incomplete", f"max_duration reached with {p.hw.count} of {p.hw_target} pulses"
+        return status, error
+
+    def seal_extra(self) -> dict[str, Any]:
+        d = self.decoder
+        return {
+            "losses": {
+                "sw_lost": d.losses.lost,
+                "gaps": len(d.losses.gaps),
+                "first_gaps": d.losses.gaps[:20],
+                "sw_dropped_by_target": d.dropped_by_target,
+                "torn_bytes": d.pending_bytes,
+            },
+            "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},
+            "acquisitions": self.ctx.progress.acquisitions,
+        }
+
+    @property
+    def conversions(self) -> list:
+        fmt = self.ctx.campaign.matrix.format
+
+        def sw(run_dir: Path) -> dict[str, int]:
+            frame = records.decode_file(run_dir / "sw.raw", fmt)
+            frame.to_parquet(run_dir / "sw.parquet", index=False)
+            return {"sw_records": len(frame)}
+
+        def hw(run_dir: Path) -> dict[str, int]:
+            frame = read_csv_lines(run_dir / "hw_pulses.csv")
+            frame.to_parquet(run_dir / "hw.parquet", index=False)
+            return {"hw_pulses": len(frame)}
+
+        return [sw, hw]
+
+    # ---- the two concurrent halves -------------------------------------------------------
+    async def _stream(self) -> None:
+        assert self.stream is not None
+        ctx, m, progress = self.ctx, self.ctx.campaign.matrix, self.ctx.progress
+        proc = self.stream.process
+        last_update = 0.0
+        deadline = time.monotonic() + m.max_duration
+        while True:
+            now = time.monotonic()
+            sw_done = (m.samples is None or progress.sw.count >= m.samples) and (
+                m.duration is None or now - progress.started >= m.duration
+            )
+            hw_done = self.capture is None or progress.hw.count >= progress.hw_target
+            if self.capture is not None and self.capture.done():
+                exc = self.capture.exception()
+                if isinstance(exc, StoreError):
+                    raise exc
+                if exc is not None:
+                    raise ScopeFailure(str(exc))
+                hw_done = True
+            if (sw_done and hw_done) or now >= deadline:
+                return
+            data = await self._read(proc)
+            self.sw_raw.write(data)  # raw first: whatever the decoder thinks, the bytes are kept
+            recs = self.decoder.feed(data)
+            last_seq = self.decoder.last_seq(recs)
+            if last_seq is not None:
+                self.arrivals.write(f"{time.time():.6f},{last_seq}\n")
+            progress.sw.add(np.asarray(self.decoder.latencies(recs)))
+            if now - last_update > 0.25:
+                ctx.sink.update(progress)
+                last_update = now
+
+    async def _read(self, proc: asyncssh.SSHClientProcess) -> bytes:
+        where = self.ctx.target.endpoint.where
+        try:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a Ctrl-C that
+            # lands while a read completes, which on a busy stream is almost always
+            async with asyncio.timeout(STALL_S):
+                data = await proc.stdout.read(1 << 16)
+        except TimeoutError:
+            raise TargetError(await self._why_silent()) from None
+        except (asyncssh.Error, OSError) as exc:
+            raise TargetError(f"lost the SSH session to {where} while streaming records: "
+                              f"{getattr(exc, 'reason', None) or exc}") from None
+        if not data:
+            conn = self.ctx.target.conn
+            if conn is None or conn.is_closed:
+                raise TargetError(f"lost the SSH session to {where} while streaming records (connection closed)")
+            err = ""
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1):
+                    err = (await proc.stderr.read()).decode(errors="replace").strip()
+            raise TargetError(f"the record stream ended early{': ' + err if err else ''}")
+        return data
+
+    async def _why_silent(self) -> str:
+        """No record for STALL_S: is it the module, or the link to the target?"""
+        where = self.ctx.target.endpoint.where
+        conn = self.ctx.target.conn
+        try:
+            if conn is None:
+                raise TargetError("no session")
+            await conn.run("true", timeout=STALL_S)
+        except TargetError:
+            return (f"the SSH link to {where} went silent: no record and no answer to a trivial command "
+                    f"for {2 * STALL_S:g} s (network, cable or a frozen target?)")
+        return f"the record stream stalled: no data for {STALL_S:g} s while {where} still answers " \
+               "(is the module's task running?)"
+
+    async def _capture(self, stop: asyncio.Event) -> None:
+        assert self.scope is not None
+        loop = asyncio.get_running_loop()
+        progress = self.ctx.progress
+        while not stop.is_set():
+            armed = time.time()  # wall clock: pairing maps it onto the records' arrival times
+            start_s, width_s = await loop.run_in_executor(None, self.scope.acquire_pulses)
+            n = progress.acquisitions
+            self.hw_csv.write("".join(
+                f"{n},{s:.12e},{w:.12e},{armed:.6f}\n" for s, w in zip(start_s, width_s, strict=True)
+            ), flush=True)
+            progress.acquisitions += 1
+            progress.hw.add(np.asarray(width_s) * 1e9)
+
+
+async def _finish_capture(task: asyncio.Task, timeout: float) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(task)
+    except TimeoutError:
+        task.cancel()
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a scope error after enough pulses is still reported
+        raise ScopeFailure(str(exc)) from None

@@ -1,0 +1,66 @@
+"""Live progress on the terminal: samples and pulses so far, running
+min/mean/max, time left. On a terminal it redraws one panel; elsewhere (CI,
+pipes) it prints a plain line every few seconds."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from station.progress import RunProgress
+
+
+def _us(ns: float) -> str:
+    return "—" if ns != ns or ns in (float("inf"), float("-inf")) else f"{ns / 1000:.2f}"
+
+
+class TerminalProgress:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.interactive = self.console.is_terminal
+        self._live: Live | None = None
+        self._last_plain = 0.0
+
+    def __enter__(self) -> TerminalProgress:
+        if self.interactive:
+            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def message(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    def update(self, p: RunProgress) -> None:
+        elapsed = time.monotonic() - p.started
+        frac = p.fraction_done()
+        left = (elapsed / frac - elapsed) if frac > 0.01 and p.phase == "measuring" else float("nan")
+        if self._live is not None:
+            self._live.update(self._table(p, frac, left))
+        elif time.monotonic() - self._last_plain > 5 or p.phase == "teardown":
+            self._last_plain = time.monotonic()
+            print(
+                f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: sw {p.sw.count} "
+                f"(min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs), "
+                f"scope {p.hw.count} pulses, {frac:.0%}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    @staticmethod
+    def _table(p: RunProgress, frac: float, left: float) -> Table:
+        t = Table(title=f"run {p.index + 1}/{p.total_runs}: {p.run_id} — {p.phase}", title_justify="left")
+        for col in ("", "count", "min µs", "mean µs", "max µs"):
+            t.add_column(col, justify="right")
+        t.add_row("software t_SW", str(p.sw.count), _us(p.sw.min), _us(p.sw.mean), _us(p.sw.max))
+        t.add_row(f"scope t_HW ({p.acquisitions} acq.)", str(p.hw.count), _us(p.hw.min), _us(p.hw.mean),
+                  _us(p.hw.max))
+        t.caption = f"{frac:.0%} done" + ("" if left != left else f", about {left:.0f} s left")
+        return t
