@@ -6,6 +6,7 @@
 from instruments.pulses import Pulses, auto_threshold, extract_pulses, find_edges
 from instruments.scope import (
     Scope,
+    ScopeDataError,
     ScopeError,
     ScopeSettings,
     ScopeTimeout,
@@ -16,6 +17,7 @@ from instruments.scope import (
 __all__ = [
     "Pulses",
     "Scope",
+    "ScopeDataError",
     "ScopeError",
     "ScopeSettings",
     "ScopeTimeout",

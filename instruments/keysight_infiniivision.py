@@ -13,12 +13,25 @@ Errors come from :SYSTem:ERRor? (``-113,"Undefined header"``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from instruments.scope import ScopeError, ScopeSettings, Waveform
-from instruments.scpi import Control, ScpiScope, from_keyword, in_range, keyword, nr1
+from instruments.scope import ScopeDataError, ScopeError, ScopeSettings, Waveform
+from instruments.scpi import (
+    Control,
+    ReplyFields,
+    ScpiScope,
+    count,
+    flag,
+    from_keyword,
+    in_range,
+    keyword,
+    nr1,
+    one_zero,
+    positive,
+)
 
 SLOPES = {"rise": "POSitive", "fall": "NEGative"}
 SWEEPS = {"auto": "AUTO", "normal": "NORMal"}
@@ -29,19 +42,19 @@ RUN_BIT = 8  # :OPERegister:CONDition? bit 3: the scope is running (armed or acq
 HOLE = 0x00
 _ERROR = re.compile(r'([+-]?\d+),"((?:[^"]|"")*)"')
 MAX_ERRORS = 30  # the instrument's error queue holds no more than this
-
-
-def _flag(reply: str) -> bool:
-    return reply.strip().upper() in ("1", "ON")
-
-
-def _one_zero(value: bool) -> str:
-    return "1" if value else "0"
+# :WAVeform:PREamble? fields, named as in the programmer's guide
+FIELDS = ("format", "type", "points", "count", "xincrement", "xorigin", "xreference")
+FIELDS += ("yincrement", "yorigin", "yreference")
+CODE_LIMIT = 1 << 16  # no BYTE or WORD code lies outside ±this: the volts of all must be finite
 
 
 @dataclass(frozen=True)
 class Preamble:
     """The :WAVeform:PREamble? fields."""
+
+    query: ClassVar[str] = ":WAVeform:PREamble?"
+    # the largest :WAVeform:POINts of the 2000/3000/4000 X (and of the sim): a bound on garbage
+    max_points: ClassVar[int] = 8_000_000
 
     format: int  # 0 BYTE, 1 WORD, 4 ASCii
     type: int  # 0 NORMal, 1 PEAK, 2 AVERage, 3 HRESolution
@@ -56,10 +69,45 @@ class Preamble:
 
     @classmethod
     def parse(cls, reply: str) -> Preamble:
-        f = [x.strip() for x in reply.split(",")]
-        if len(f) != 10:
-            raise ValueError(f"expected 10 fields, got {len(f)}")
-        return cls(nr1(f[0]), nr1(f[1]), nr1(f[2]), nr1(f[3]), *(float(x) for x in f[4:]))
+        """Ten comma-separated fields (FIELDS), each checked: points a whole number from 1 to
+        `max_points`, xincrement finite and > 0, yincrement finite and non-zero, the other
+        numbers finite, every sample's time and voltage finite; else ScopeDataError."""
+        f = reply.split(",")
+        if len(f) != len(FIELDS):
+            raise ScopeDataError(
+                cls.query,
+                field="reply",
+                value=reply,
+                detail=f"{len(FIELDS)} comma-separated fields expected, got {len(f)}",
+            )
+        r = ReplyFields(cls.query, dict(zip(FIELDS, f, strict=True)))
+        pre = cls(
+            format=r.integer("format", "the data format (0 BYTE, 1 WORD, 4 ASCii)", 0, 4),
+            type=r.integer("type", "the acquisition type", 0, 3),
+            points=r.integer("points", "the number of points", 1, cls.max_points),
+            count=r.integer("count", "the average count", 0, 1 << 32),
+            x_increment=r.real("xincrement", "the sample interval", positive=True),
+            x_origin=r.real("xorigin", "the time of the first point"),
+            x_reference=r.real("xreference", "the reference point"),
+            y_increment=r.real("yincrement", "the volts per digitizer code", nonzero=True),
+            y_origin=r.real("yorigin", "the volts at yreference"),
+            y_reference=r.real("yreference", "the reference code"),
+        )
+        t0 = pre.times_origin()
+        r.check_finite(
+            "xincrement",
+            f"with xorigin {pre.x_origin:g}, xreference {pre.x_reference:g} and {pre.points} points, "
+            "the record's sample times must be finite numbers",
+            t0,
+            t0 + (pre.points - 1) * pre.x_increment,
+        )
+        r.check_finite(
+            "yincrement",
+            f"with yorigin {pre.y_origin:g} and yreference {pre.y_reference:g}, "
+            "the volts of every code must be finite numbers",
+            *((code - pre.y_reference) * pre.y_increment + pre.y_origin for code in (-CODE_LIMIT, CODE_LIMIT)),
+        )
+        return pre
 
     def times_origin(self) -> float:
         """t of sample 0: (0 − xref)·xinc + xorig."""
@@ -86,10 +134,10 @@ class KeysightInfiniiVision(ScpiScope):
     arm_command = ":SINGle"
     stop_command = ":STOP"
 
-    displayed = Control(":CHANnel{ch}:DISPlay?", ":CHANnel{ch}:DISPlay {value}", _flag, _one_zero)
-    volts_per_div = Control(":CHANnel{ch}:SCALe?", ":CHANnel{ch}:SCALe {value:.9g}", float, in_range(1e-3, 5.0))
+    displayed = Control(":CHANnel{ch}:DISPlay?", ":CHANnel{ch}:DISPlay {value}", flag, one_zero)
+    volts_per_div = Control(":CHANnel{ch}:SCALe?", ":CHANnel{ch}:SCALe {value:.9g}", positive, in_range(1e-3, 5.0))
     offset_v = Control(":CHANnel{ch}:OFFSet?", ":CHANnel{ch}:OFFSet {value:.9g}")
-    time_per_div = Control(":TIMebase:SCALe?", ":TIMebase:SCALe {value:.9g}")
+    time_per_div = Control(":TIMebase:SCALe?", ":TIMebase:SCALe {value:.9g}", positive)
     time_reference = Control(
         ":TIMebase:REFerence?", ":TIMebase:REFerence {value}", from_keyword(REFERENCES), keyword(REFERENCES)
     )
@@ -112,7 +160,7 @@ class KeysightInfiniiVision(ScpiScope):
         from_keyword(POINTS_MODES),
         keyword(POINTS_MODES),
     )
-    points = Control(":WAVeform:POINts?", ":WAVeform:POINts {value:d}", nr1)
+    points = Control(":WAVeform:POINts?", ":WAVeform:POINts {value:d}", count)
 
     # --- Scope ---------------------------------------------------------------------------
     def reset(self) -> None:
@@ -142,7 +190,7 @@ class KeysightInfiniiVision(ScpiScope):
         self.points = s.record_length
         volts_per_div = self.volts_per_div
         time_per_div = self.time_per_div
-        applied = replace(
+        applied = self._read_back(
             s,
             volts_per_div=volts_per_div,
             position_div=-self.offset_v / volts_per_div,
@@ -158,17 +206,11 @@ class KeysightInfiniiVision(ScpiScope):
         return self.query_value(":OPERegister:CONDition?", nr1) & RUN_BIT != 0
 
     def fetch(self) -> Waveform:
-        command = ":WAVeform:PREamble?"
-        reply = self.query(command)
-        try:
-            pre = Preamble.parse(reply)
-        except ValueError as exc:
-            raise ScopeError(command, resource=self.resource_name, detail=f"unreadable preamble: {exc}") from None
+        command = Preamble.query
+        pre = self.query_value(command, Preamble.parse)
         if pre.format != 0:
             raise ScopeError(command, resource=self.resource_name, detail=f"unsupported data format {pre.format}")
-        codes = self.query_block(":WAVeform:DATA?", "B", pre.points)
-        self._check_points(":WAVeform:DATA?", codes, pre.points)
-        codes = fill_holes(codes)
+        codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points))
         volts = (codes.astype(np.float64) - pre.y_reference) * pre.y_increment + pre.y_origin
         return self._waveform(pre.times_origin(), pre.x_increment, volts, abs(pre.y_increment))
 

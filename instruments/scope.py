@@ -1,14 +1,16 @@
 """The oscilloscope interface the station programs against, and its value types.
 
 A dialect module (one per instrument family) implements `Scope`; `open_scope`
-opens a VISA resource and hands it to the dialect named in the configuration,
-so swapping a real bench for the twin, or one scope family for another,
-changes a string, not a code path.
+connects to a resource through the dialect named in the configuration, so
+swapping a real bench for the twin, or one scope family for another, changes a
+string, not a code path. This module depends on no other module of the package
+but `instruments.dialects`, the registry of dialect names (which imports
+nothing): the VISA layer (`instruments.scpi`) and the dialects depend on it,
+never the reverse.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -16,6 +18,8 @@ from types import TracebackType
 from typing import Literal
 
 import numpy as np
+
+from instruments.dialects import dialect_class
 
 Slope = Literal["rise", "fall"]
 
@@ -118,6 +122,44 @@ class ScopeTimeout(ScopeError):
         return f"{self.command!r} timed out" if self.command else "timed out"
 
 
+class ScopeDataError(ScopeError):
+    """A reply that arrived but cannot be used: a malformed data block or preamble field.
+
+    `field` names the part of the reply at fault (a preamble field such as
+    "XINCR", or "block header", "block length", "block data"), `value` is the
+    text received there (shortened; None if there was none), `detail` says
+    what was expected. `str()` reads "<resource>: WFMPre?: XINCR is '0' — the
+    sample interval must be a positive finite number".
+    """
+
+    def __init__(
+        self,
+        command: str,
+        instrument_text: str = "",
+        *,
+        resource: str = "",
+        detail: str = "",
+        field: str = "",
+        value: str | None = None,
+    ) -> None:
+        super().__init__(command, instrument_text, resource=resource, detail=detail)
+        self.field = field
+        self.value = None if value is None else shorten(value)
+
+    def _message(self) -> str:
+        where = f"{self.resource}: " if self.resource else ""
+        what = self.field or "reply rejected"
+        if self.value is not None:
+            what += f" is {self.value!r}"
+        why = f" — {self.detail}" if self.detail else ""
+        return f"{where}{self.command}: {what}{why}"
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """`text` cut to `limit` characters (an instrument's garbage can be megabytes long)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class Scope(ABC):
     """An oscilloscope seen as: configure once, then acquire single records.
 
@@ -128,6 +170,11 @@ class Scope(ABC):
     resource_name: str = ""
     # regex an *IDN? answer must match for this dialect ("" accepts any instrument)
     identity_pattern: str = ""
+
+    @classmethod
+    @abstractmethod
+    def connect(cls, resource: str, *, timeout_s: float, visa_library: str) -> Scope:
+        """A driver with a session open on `resource`; nothing is sent yet (see `open_scope`)."""
 
     @abstractmethod
     def identify(self) -> str:
@@ -169,24 +216,6 @@ class Scope(ABC):
         self.close()
 
 
-# dialect name -> "module:Class"; imported lazily so dialects may import this module
-DIALECTS: dict[str, str] = {
-    "tektronix_tds": "instruments.tektronix_tds:TektronixTDS",
-    "tektronix_mso": "instruments.tektronix_mso:TektronixMSO",
-    "keysight_infiniivision": "instruments.keysight_infiniivision:KeysightInfiniiVision",
-}
-
-
-def _dialect_class(dialect: str) -> type:
-    try:
-        target = DIALECTS[dialect]
-    except KeyError:
-        known = ", ".join(sorted(DIALECTS))
-        raise ValueError(f"unknown scope dialect {dialect!r} (known: {known})") from None
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def open_scope(
     resource: str,
     dialect: str = "tektronix_tds",
@@ -195,15 +224,15 @@ def open_scope(
 ) -> Scope:
     """Open `resource` (a VISA resource string) and return the dialect's driver.
 
-    The instrument must answer *IDN? within `timeout_s`; otherwise
+    `dialect` is a name from `instruments.dialects.DIALECTS` (ValueError if
+    unknown). The instrument must answer *IDN? within `timeout_s`; otherwise
     ScopeTimeout/ScopeError names the resource and what to check.
     """
-    from instruments import scpi  # the VISA layer; kept out of import time of the types
-
-    cls = _dialect_class(dialect)
-    session = scpi.open_session(resource, timeout_s=timeout_s, visa_library=visa_library)
+    cls = dialect_class(dialect)
+    if not (isinstance(cls, type) and issubclass(cls, Scope)):
+        raise TypeError(f"dialect {dialect!r} is registered as {cls!r}, which is no Scope")
+    scope = cls.connect(resource, timeout_s=timeout_s, visa_library=visa_library)
     try:
-        scope = cls(session)
         try:
             idn = scope.identify()
         except ScopeError as exc:
@@ -224,6 +253,6 @@ def open_scope(
                 f"{cls.identity_pattern!r}: choose the dialect of this instrument",
             )
     except BaseException:
-        session.close()
+        scope.close()
         raise
     return scope

@@ -1,25 +1,36 @@
-"""SCPI over VISA: the session, declarative settings, and the error discipline.
+"""SCPI over VISA: the session, declarative settings, reply parsing, and the error discipline.
 
 Everything PyVISA can raise is translated here into ScopeError/ScopeTimeout
 naming the resource and the command, so no VISA traceback reaches a user.
 Dialects subclass `ScpiScope` and describe their settings with `Control`
 (in the spirit of PyMeasure's `Instrument.control`, without depending on it).
+
+What an instrument sends is checked before it is used: IEEE 488.2 blocks by
+`read_block` (header, length against the points announced, whole samples, the
+terminator), preambles through `ReplyFields` (finite numbers, positive counts
+within bounds). A reply that fails is a ScopeDataError naming the command, the
+field and what it held; nothing is allocated on the word of a header alone.
+Dialects share the reply/command helpers defined here (`flag`, `on_off`,
+`one_zero`, `real`, `positive`, `nr1`, `count`, ...); they do not define their own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
+import math
+import select
+import socket
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyvisa
 from pyvisa import constants, errors, rname
 
-from instruments.scope import Scope, ScopeError, ScopeSettings, ScopeTimeout, Waveform
+from instruments.scope import Scope, ScopeDataError, ScopeError, ScopeSettings, ScopeTimeout, Waveform, shorten
 
 TERMINATION = "\n"
 
@@ -42,21 +53,78 @@ class ScpiSession:
             return self._res.query(command).strip()
 
     def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
-        """An IEEE 488.2 definite-length block (MSB first unless told otherwise)."""
-        with self._translated(command):
-            return self._res.query_binary_values(
+        """`points` samples of `datatype` in an IEEE 488.2 block (MSB first unless told otherwise).
+
+        See `read_block`. A rejected reply is flushed so that the next query is
+        not answered by its remains; a reply that stops half-way times out
+        saying how far it got.
+        """
+        received = pending = 0  # bytes read; bytes of the read under way
+
+        def read(count: int) -> bytes:
+            nonlocal received, pending
+            pending = count
+            data = self._res.read_bytes(count)
+            received += len(data)
+            return data
+
+        terminator = self._res.read_termination
+        try:
+            with self._translated(command):
+                self._res.write(command)
+                return read_block(
+                    read,
+                    command,
+                    datatype,
+                    points,
+                    big_endian=big_endian,
+                    termination=terminator.encode("ascii") if terminator else b"",
+                )
+        except ScopeDataError as exc:
+            self.clear()
+            exc.resource = self.name
+            raise
+        except ScopeTimeout as exc:
+            if not received:
+                raise
+            raise ScopeTimeout(
                 command,
-                datatype=datatype,
-                is_big_endian=big_endian,
-                container=np.array,
-                data_points=points,  # only used if the block turns out indefinite (#0)
-                expect_termination=True,
-            )
+                resource=self.name,
+                detail=f"{exc.detail}, {received} bytes into the reply, while {pending} more were due: "
+                "the block is shorter than its header says",
+            ) from None
 
     def clear(self) -> None:
         """Drop a late reply so the next query is not answered by the previous one."""
-        with contextlib.suppress(errors.Error, OSError, NotImplementedError):
-            self._res.clear()
+        sock = self._raw_socket()
+        if sock is None:
+            with contextlib.suppress(errors.Error, OSError, NotImplementedError):
+                self._res.clear()
+            return
+        # pyvisa-py's own clear() spins for ever on a socket the instrument closed (select
+        # says readable, recv returns b""): drain it here, bounded, and say when it is closed
+        self._pyvisa_py_session()._pending_buffer.clear()
+        deadline = time.monotonic() + max(self.timeout_s, 0.5)
+        try:
+            while time.monotonic() < deadline:
+                readable, _, _ = select.select([sock], [], [], 0.1)
+                if not readable:
+                    return
+                if not sock.recv(65536):
+                    raise ConnectionResetError("closed by the peer")
+        except OSError as exc:
+            raise ScopeError("", resource=self.name, detail=f"the connection was lost: {exc}") from None
+
+    def _pyvisa_py_session(self) -> Any:
+        return self._res.visalib.sessions[self._res.session]
+
+    def _raw_socket(self) -> socket.socket | None:
+        """The TCP socket under a pyvisa-py SOCKET resource (None for any other backend)."""
+        try:
+            sock = getattr(self._pyvisa_py_session(), "interface", None)
+        except (AttributeError, KeyError, TypeError, errors.Error):
+            return None
+        return sock if isinstance(sock, socket.socket) else None
 
     def close(self) -> None:
         with contextlib.suppress(errors.Error, OSError):
@@ -118,6 +186,222 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> 
     return ScpiSession(res, resource, timeout_s)
 
 
+# --- IEEE 488.2 blocks --------------------------------------------------------------------
+BLOCK_CHUNK = 1 << 20  # bytes asked of the transport at once
+MAX_BLOCK_BYTES = 1 << 31  # no dialect's preamble bound comes near: a last guard for direct callers
+
+
+def read_block(
+    read: Callable[[int], bytes],
+    command: str,
+    datatype: str,
+    points: int,
+    *,
+    big_endian: bool = True,
+    termination: bytes = b"\n",
+) -> np.ndarray:
+    """Read `#<n><length><data>` (or `#0<data>`) holding exactly `points` samples of `datatype`.
+
+    `read(count)` returns up to `count` bytes of the reply (VISA's read_bytes
+    returns them all or times out); fewer means the reply ended. `datatype` is
+    a struct/numpy code ("b", "B", "h", "H"). The header is checked before any
+    data is read: '#', a digit, that many decimal digits, a byte count that is
+    a whole number of samples and equals `points` of them (the preamble's
+    count), so a header number alone never decides how much is read or
+    allocated. An indefinite block (#0) holds `points` samples. `termination`
+    must follow the data. Anything else raises ScopeDataError naming
+    `command`, the part at fault and what it held.
+    """
+    dtype = np.dtype(datatype).newbyteorder(">" if big_endian else "<")
+    width = dtype.itemsize
+    if not 1 <= points <= MAX_BLOCK_BYTES // width:
+        raise ScopeDataError(
+            command,
+            field="points",
+            value=str(points),
+            detail=f"a block of 1 to {MAX_BLOCK_BYTES // width} {width}-byte samples was expected",
+        )
+    expected = points * width
+    # one byte at a time: an empty or short reply must not leave us waiting for a second one
+    head = _read_exactly(read, 1, command, "block header")
+    if head != b"#":
+        raise ScopeDataError(
+            command,
+            field="block header",
+            value=_latin1(head),
+            detail="an IEEE 488.2 block starts with '#' (are replies sent with headers?)",
+        )
+    head += _read_exactly(read, 1, command, "block header")
+    if not head[1:].isdigit():
+        raise ScopeDataError(
+            command,
+            field="block header",
+            value=_latin1(head),
+            detail="'#' must be followed by the number of length digits, 0 to 9",
+        )
+    digits = int(head[1:])
+    if digits == 0:  # indefinite length: the data runs to the terminator
+        length = expected
+    else:
+        text = _read_exactly(read, digits, command, "block length")
+        if not text.isdigit():  # ASCII digits only: no sign, space, point or exponent
+            raise ScopeDataError(
+                command,
+                field="block length",
+                value=_latin1(text),
+                detail=f"'#{digits}' must be followed by {digits} decimal digits",
+            )
+        length = int(text)
+        if length % width:
+            raise ScopeDataError(
+                command,
+                field="block length",
+                value=str(length),
+                detail=f"{length} bytes are not a whole number of {width}-byte samples",
+            )
+        if length != expected:
+            raise ScopeDataError(
+                command,
+                field="block length",
+                value=str(length),
+                detail=f"the block holds {length // width} samples, the preamble announced {points}",
+            )
+    data = _read_exactly(read, length, command, "block data")
+    if termination:
+        end = _read_exactly(read, len(termination), command, "block end")
+        if end != termination:
+            raise ScopeDataError(
+                command,
+                field="block end",
+                value=_latin1(end),
+                detail=f"the message terminator {_latin1(termination)!r} must follow the {length} data bytes: "
+                "the block is longer than its header says",
+            )
+    return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="))
+
+
+def _read_exactly(read: Callable[[int], bytes], count: int, command: str, part: str) -> bytes:
+    chunks: list[bytes] = []
+    got = 0
+    while got < count:
+        chunk = read(min(count - got, BLOCK_CHUNK))
+        if not chunk:
+            raise ScopeDataError(
+                command,
+                field=part,
+                detail=f"the reply ended after {got} of {count} bytes",
+            )
+        chunks.append(chunk[: count - got])
+        got += len(chunks[-1])
+    return b"".join(chunks)
+
+
+def _latin1(data: bytes) -> str:
+    return data.decode("latin-1")
+
+
+# --- replies: parsing what the instrument says, formatting what we send ----------------------
+def real(reply: str) -> float:
+    """A numeric reply that must be a finite number (NR2/NR3); ValueError otherwise."""
+    value = float(reply)
+    if not math.isfinite(value):
+        raise ValueError(f"{reply!r} is not a finite number")
+    return value
+
+
+def positive(reply: str) -> float:
+    """A scale read back (volts or seconds per division): finite and > 0; ValueError otherwise."""
+    value = real(reply)
+    if not value > 0:
+        raise ValueError(f"{reply!r} is not a positive number")
+    return value
+
+
+def nr1(reply: str) -> int:
+    """Integer replies; some instruments send them as NR3 (1.2E+5). ValueError if not finite."""
+    return int(round(real(reply)))
+
+
+def count(reply: str) -> int:
+    """A length read back (record length, points): a whole number >= 1; ValueError otherwise."""
+    value = nr1(reply)
+    if value < 1:
+        raise ValueError(f"{reply!r} is not a count of at least 1")
+    return value
+
+
+def flag(reply: str) -> bool:
+    """A boolean reply: ON/OFF or a number (1/0, +1/+0), any case; ValueError otherwise."""
+    word = reply.strip().upper()
+    if word in ("ON", "OFF"):
+        return word == "ON"
+    return nr1(word) != 0
+
+
+def on_off(value: bool) -> str:
+    """A boolean argument as ON/OFF (Tektronix style)."""
+    return "ON" if value else "OFF"
+
+
+def one_zero(value: bool) -> str:
+    """A boolean argument as 1/0 (Keysight style)."""
+    return "1" if value else "0"
+
+
+class ReplyFields:
+    """The named fields of one reply (a preamble), each parsed with an error that says which.
+
+    Every failure is a ScopeDataError naming `command`, the field and the text
+    it held: a missing field, a non-number, a non-finite number, a scale that
+    cannot be (zero or negative where only a positive value makes sense), a
+    count that is not a whole number within bounds.
+    """
+
+    def __init__(self, command: str, fields: Mapping[str, str]) -> None:
+        self.command = command
+        self.fields = fields
+
+    def error(self, name: str, value: str | None, detail: str) -> ScopeDataError:
+        return ScopeDataError(self.command, field=name, value=value, detail=detail)
+
+    def text(self, name: str) -> str:
+        try:
+            return self.fields[name].strip()
+        except KeyError:
+            raise self.error(name, None, "missing from the reply") from None
+
+    def real(self, name: str, meaning: str, *, positive: bool = False, nonzero: bool = False) -> float:
+        """A finite number; `positive`: > 0, `nonzero`: != 0. `meaning` names it for a user."""
+        text = self.text(name)
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if positive and not (math.isfinite(value) and value > 0):
+            raise self.error(name, text, f"{meaning} must be a positive finite number")
+        if nonzero and not (math.isfinite(value) and value != 0):
+            raise self.error(name, text, f"{meaning} must be a finite number other than 0")
+        if not math.isfinite(value):
+            raise self.error(name, text, f"{meaning} must be a finite number")
+        return value
+
+    def integer(self, name: str, meaning: str, low: int, high: int) -> int:
+        """A whole number in low..high (sent as NR1, or as NR3 such as 1.0E+3)."""
+        text = self.text(name)
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value.is_integer() and low <= value <= high):
+            raise self.error(name, text, f"{meaning} must be a whole number from {low} to {high}")
+        return int(value)
+
+    def check_finite(self, name: str, detail: str, *results: float) -> None:
+        """Values derived from fields (sample times, voltages) must be finite too; `name` is blamed."""
+        if not all(math.isfinite(r) for r in results):
+            raise self.error(name, self.text(name), detail)
+
+
 # --- declarative settings ----------------------------------------------------------------
 class Control:
     """One instrument setting as an attribute: reading queries, assigning commands.
@@ -131,7 +415,7 @@ class Control:
         self,
         get: str,
         set: str,
-        from_scpi: Callable[[str], Any] = float,
+        from_scpi: Callable[[str], Any] = real,
         to_scpi: Callable[[Any], Any] | None = None,
         doc: str = "",
     ) -> None:
@@ -189,17 +473,22 @@ def from_keyword(mapping: Mapping[str, str]) -> Callable[[str], str]:
     return parse
 
 
-def nr1(reply: str) -> int:
-    """Integer replies; some instruments send them as NR3 (1.2E+5)."""
-    return int(round(float(reply)))
-
-
-_FIELD = re.compile(r'"(?:[^"]|"")*"|[^;]+')
-
-
 def split_fields(reply: str) -> list[str]:
-    """Split a compound reply at ';' outside quoted strings."""
-    return [m.group(0).strip() for m in _FIELD.finditer(reply)]
+    """Split a compound reply at ';' outside quoted strings, keeping empty fields in place.
+
+    ("a;;b" is three fields: dropping the empty one would shift every later
+    field into the wrong name.)
+    """
+    fields: list[str] = []
+    start, quoted = 0, False
+    for i, c in enumerate(reply):
+        if c == '"':
+            quoted = not quoted  # '""' inside a string toggles twice
+        elif c == ";" and not quoted:
+            fields.append(reply[start:i].strip())
+            start = i + 1
+    fields.append(reply[start:].strip())
+    return fields
 
 
 def unquote(text: str) -> str:
@@ -237,6 +526,11 @@ class ScpiScope(Scope):
         self._applied: ScopeSettings | None = None
         self._acquisitions = 0
 
+    @classmethod
+    def connect(cls, resource: str, *, timeout_s: float, visa_library: str = "@py") -> ScpiScope:
+        """The driver on a new VISA session to `resource` (see `open_session`)."""
+        return cls(open_session(resource, timeout_s=timeout_s, visa_library=visa_library))
+
     # --- dialect hooks ---------------------------------------------------------------------
     @abstractmethod
     def _error_queue_text(self, timeout_s: float | None = None) -> str:
@@ -269,13 +563,21 @@ class ScpiScope(Scope):
                 raise
             raise self._explained(exc) from None
 
-    def query_value(self, command: str, parse: Callable[[str], Any] = float) -> Any:
-        """A query whose reply must parse (e.g. not ":BUSY 0" after someone set HEADer ON)."""
+    def query_value(self, command: str, parse: Callable[[str], Any] = real) -> Any:
+        """A query whose reply must parse (e.g. not ":BUSY 0" after someone set HEADer ON).
+
+        `parse` raises ValueError, or a ScopeDataError that names the field at fault.
+        """
         reply = self.query(command)
         try:
             return parse(reply)
+        except ScopeDataError as exc:
+            exc.resource = self.resource_name
+            raise
         except ValueError:
-            raise ScopeError(command, resource=self.resource_name, detail=f"unexpected reply {reply!r}") from None
+            raise ScopeError(
+                command, resource=self.resource_name, detail=f"unexpected reply {shorten(reply)!r}"
+            ) from None
 
     def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
         self._last_command = command
@@ -337,19 +639,22 @@ class ScpiScope(Scope):
             poll = min(poll * 1.5, largest)
         return self.fetch()
 
+    def _read_back(self, settings: ScopeSettings, **applied: Any) -> ScopeSettings:
+        """`settings` with what the instrument reports it applied; ScopeError if that is no valid setting."""
+        try:
+            return replace(settings, **applied)
+        except ValueError as exc:
+            raise ScopeError(
+                self._last_command,
+                resource=self.resource_name,
+                detail=f"the instrument reports settings that cannot be: {exc}",
+            ) from None
+
     def _waveform(self, t0_s: float, dt_s: float, volts: np.ndarray, resolution_v: float) -> Waveform:
         """The next acquisition's Waveform (numbered since the scope was opened)."""
         index = self._acquisitions
         self._acquisitions += 1
         return Waveform(t0_s=t0_s, dt_s=dt_s, volts=volts, channel=self.channel, index=index, resolution_v=resolution_v)
-
-    def _check_points(self, command: str, codes: np.ndarray, announced: int) -> None:
-        if len(codes) != announced:
-            raise ScopeError(
-                command,
-                resource=self.resource_name,
-                detail=f"{len(codes)} points received, the preamble announced {announced}",
-            )
 
     def check_errors(self) -> None:
         text = self._pending_errors()

@@ -18,10 +18,11 @@ and Yn = YZEro + YMUlt·(yn − YOFf) (YOFf is 0, YZEro carries offset and posit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
-from instruments.scope import ScopeSettings
-from instruments.scpi import Control, from_keyword, in_range, keyword, nr1, split_fields, unquote
-from instruments.tektronix_tds import SLOPES, TRIGGER_MODES, Preamble, TektronixTDS, _flag, _on_off
+from instruments.scope import ScopeDataError, ScopeSettings
+from instruments.scpi import Control, flag, from_keyword, in_range, keyword, on_off, positive, real, split_fields
+from instruments.tektronix_tds import SLOPES, TRIGGER_MODES, Preamble, TektronixTDS
 
 HORIZONTAL_MODES = {"auto": "AUTO", "manual": "MANual"}
 # WFMOutpre? fields in the documented order (the first 17 are all the driver needs)
@@ -48,37 +49,30 @@ FIELDS = (
 
 @dataclass(frozen=True)
 class OutputPreamble(Preamble):
-    """WFMOutpre? fields, read by header name (HEADer ON) or in the documented order."""
+    """WFMOutpre? fields, read by header name (HEADer ON) or in the documented order,
+    and checked as the TDS preamble's are."""
+
+    query: ClassVar[str] = "WFMOutpre?"
+    # the MSO 5's standard record length; long-record options hold more: raise it for them
+    max_points: ClassVar[int] = 62_500_000
 
     @classmethod
-    def parse(cls, reply: str) -> OutputPreamble:
+    def parse(cls, reply: str) -> Self:
         f = split_fields(reply.strip())
         if f and f[0].startswith(":"):  # ":WFMOUTPRE:BYT_NR 1": drop the compound header's path
             f[0] = f[0].rsplit(":", 1)[-1]
-        named = all(" " in x for x in f)
-        if named:
+        if all(" " in x for x in f):  # every field named
             values = {k.upper(): v.strip() for k, _, v in (x.partition(" ") for x in f)}
-            missing = [k for k in FIELDS if k not in values]
-            if missing:
-                raise ValueError(f"missing fields {missing}")
         else:
             if len(f) < len(FIELDS):
-                raise ValueError(f"expected at least {len(FIELDS)} fields, got {len(f)}")
+                raise ScopeDataError(
+                    cls.query,
+                    field="reply",
+                    value=reply,
+                    detail=f"at least {len(FIELDS)} ';'-separated fields expected, got {len(f)}",
+                )
             values = dict(zip(FIELDS, f, strict=False))
-        return cls(
-            byte_nr=nr1(values["BYT_NR"]),
-            encoding=values["ENCDG"].upper()[:3],
-            bn_fmt=values["BN_FMT"].upper()[:2],
-            byte_or=values["BYT_OR"].upper()[:3],
-            wfid=unquote(values["WFID"]),
-            points=nr1(values["NR_PT"]),
-            x_incr=float(values["XINCR"]),
-            x_zero=float(values["XZERO"]),
-            pt_off=nr1(values["PT_OFF"]),
-            y_mult=float(values["YMULT"]),
-            y_off=float(values["YOFF"]),
-            y_zero=float(values["YZERO"]),
-        )
+        return cls.from_fields(values)
 
 
 class TektronixMSO(TektronixTDS):
@@ -86,17 +80,16 @@ class TektronixMSO(TektronixTDS):
 
     identity_pattern = r"^TEKTRONIX,\s*MSO[456]"
     encoding = "SRIbinary"
-    preamble_query = "WFMOutpre?"
     preamble_type = OutputPreamble
 
-    displayed = Control("DISplay:GLObal:CH{ch}:STATE?", "DISplay:GLObal:CH{ch}:STATE {value}", _flag, _on_off)
+    displayed = Control("DISplay:GLObal:CH{ch}:STATE?", "DISplay:GLObal:CH{ch}:STATE {value}", flag, on_off)
     offset_v = Control("CH{ch}:OFFSet?", "CH{ch}:OFFSet {value:.9g}")
     horizontal_mode = Control(
         "HORizontal:MODe?", "HORizontal:MODe {value}", from_keyword(HORIZONTAL_MODES), keyword(HORIZONTAL_MODES)
     )
-    time_per_div = Control("HORizontal:SCAle?", "HORizontal:SCAle {value:.9g}")
+    time_per_div = Control("HORizontal:SCAle?", "HORizontal:SCAle {value:.9g}", positive)
     trigger_position_pct = Control(
-        "HORizontal:POSition?", "HORizontal:POSition {value:.9g}", float, in_range(0.0, 100.0)
+        "HORizontal:POSition?", "HORizontal:POSition {value:.9g}", real, in_range(0.0, 100.0)
     )
     trigger_source = Control("TRIGger:A:EDGE:SOUrce?", "TRIGger:A:EDGE:SOUrce {value}", str)
     trigger_slope = Control(

@@ -8,18 +8,25 @@ Xn = XZEro + XINcr·(n − PT_Off), Yn = YZEro + YMUlt·(yn − YOFf).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import ClassVar, Self
 
 import numpy as np
 
-from instruments.scope import ScopeError, ScopeSettings, Waveform
+from instruments.scope import ScopeDataError, ScopeError, ScopeSettings, Waveform
 from instruments.scpi import (
     Control,
+    ReplyFields,
     ScpiScope,
+    count,
+    flag,
     from_keyword,
     in_range,
     keyword,
     nr1,
+    on_off,
+    positive,
+    real,
     split_fields,
     unquote,
 )
@@ -31,19 +38,40 @@ ACQUIRE_MODES = {"sample": "SAMple"}
 DATATYPES = {("RI", 1): "b", ("RI", 2): "h", ("RP", 1): "B", ("RP", 2): "H"}
 _EVENT = re.compile(r'(-?\d+),"((?:[^"]|"")*)"')
 _QUIET_EVENTS = {0, 1, 402}  # "no events", "pending *ESR?", "operation complete"
-
-
-def _on_off(value: bool) -> str:
-    return "ON" if value else "OFF"
-
-
-def _flag(reply: str) -> bool:
-    return reply.strip().upper() in ("1", "ON")
+# WFMPre? fields in the documented order; older TDS firmware omits XZERO
+FIELDS = (
+    "BYT_NR",
+    "BIT_NR",
+    "ENCDG",
+    "BN_FMT",
+    "BYT_OR",
+    "WFID",
+    "NR_PT",
+    "PT_FMT",
+    "XUNIT",
+    "XINCR",
+    "XZERO",
+    "PT_OFF",
+    "YUNIT",
+    "YMULT",
+    "YOFF",
+    "YZERO",
+)
+CODE_LIMIT = 1 << 16  # no 1- or 2-byte code lies outside ±this: the volts of all must be finite
 
 
 @dataclass(frozen=True)
 class Preamble:
-    """The WFMPre? fields needed to turn a CURVe? block into volts and seconds."""
+    """The WFMPre? fields needed to turn a CURVe? block into volts and seconds.
+
+    `parse` accepts only what can be used: NR_PT a whole number from 1 to
+    `max_points`, XINCR finite and > 0, YMULT finite and non-zero, the other
+    numbers finite, and every sample's time and voltage a finite number;
+    anything else is a ScopeDataError naming `query`, the field and its text.
+    """
+
+    query: ClassVar[str] = "WFMPre?"
+    max_points: ClassVar[int] = 10_000_000  # more than any TDS holds: a bound, not a feature
 
     byte_nr: int
     encoding: str  # BIN | ASC
@@ -59,28 +87,52 @@ class Preamble:
     y_zero: float
 
     @classmethod
-    def parse(cls, reply: str) -> Preamble:
+    def parse(cls, reply: str) -> Self:
         """BYT_NR;BIT_NR;ENCDG;BN_FMT;BYT_OR; then WFID;NR_PT;PT_FMT;XUNIT;XINCR;[XZERO;]
         PT_OFF;YUNIT;YMULT;YOFF;YZERO. Older TDS firmware omits XZERO (taken as 0)."""
         f = split_fields(reply)
         if len(f) == 15:
             f.insert(10, "0")
         if len(f) != 16:
-            raise ValueError(f"expected 15 or 16 fields, got {len(f)}")
-        return cls(
-            byte_nr=nr1(f[0]),
-            encoding=f[2].upper()[:3],
-            bn_fmt=f[3].upper()[:2],
-            byte_or=f[4].upper()[:3],
-            wfid=unquote(f[5]),
-            points=nr1(f[6]),
-            x_incr=float(f[9]),
-            x_zero=float(f[10]),
-            pt_off=nr1(f[11]),
-            y_mult=float(f[13]),
-            y_off=float(f[14]),
-            y_zero=float(f[15]),
+            raise ScopeDataError(
+                cls.query,
+                field="reply",
+                value=reply,
+                detail=f"15 or 16 ';'-separated fields expected, got {len(f)}",
+            )
+        return cls.from_fields(dict(zip(FIELDS, f, strict=True)))
+
+    @classmethod
+    def from_fields(cls, values: dict[str, str]) -> Self:
+        """The preamble from its fields by name (FIELDS), each checked."""
+        r = ReplyFields(cls.query, values)
+        pre = cls(
+            byte_nr=r.integer("BYT_NR", "the bytes per point", 1, 8),
+            encoding=r.text("ENCDG").upper()[:3],
+            bn_fmt=r.text("BN_FMT").upper()[:2],
+            byte_or=r.text("BYT_OR").upper()[:3],
+            wfid=unquote(r.text("WFID")),
+            points=r.integer("NR_PT", "the number of points", 1, cls.max_points),
+            x_incr=r.real("XINCR", "the sample interval", positive=True),
+            x_zero=r.real("XZERO", "the time of the first point"),
+            pt_off=r.integer("PT_OFF", "the trigger point", -(1 << 53), 1 << 53),
+            y_mult=r.real("YMULT", "the volts per digitizer code", nonzero=True),
+            y_off=r.real("YOFF", "the code offset"),
+            y_zero=r.real("YZERO", "the volts at YOFF"),
         )
+        r.check_finite(
+            "XINCR",
+            f"with XZERO {pre.x_zero:g}, PT_OFF {pre.pt_off} and NR_PT {pre.points}, "
+            "the record's sample times must be finite numbers",
+            pre.x_zero - pre.x_incr * pre.pt_off,
+            pre.x_zero + pre.x_incr * (pre.points - 1 - pre.pt_off),
+        )
+        r.check_finite(
+            "YMULT",
+            f"with YOFF {pre.y_off:g} and YZERO {pre.y_zero:g}, the volts of every code must be finite numbers",
+            *(pre.y_zero + pre.y_mult * (code - pre.y_off) for code in (-CODE_LIMIT, CODE_LIMIT)),
+        )
+        return pre
 
 
 class TektronixTDS(ScpiScope):
@@ -90,19 +142,18 @@ class TektronixTDS(ScpiScope):
     arm_command = "ACQuire:STATE RUN"
     stop_command = "ACQuire:STATE STOP"
     encoding = "RIBinary"  # DATa:ENCdg for CURVe?
-    preamble_query = "WFMPre?"
-    preamble_type: type[Preamble] = Preamble
+    preamble_type: type[Preamble] = Preamble  # its `query` fetches it
 
     # --- settings, declaratively (templates use {ch} = the configured channel) ---
-    displayed = Control("SELect:CH{ch}?", "SELect:CH{ch} {value}", _flag, _on_off)
-    volts_per_div = Control("CH{ch}:SCAle?", "CH{ch}:SCAle {value:.9g}", float, in_range(1e-3, 10.0))
-    position_div = Control("CH{ch}:POSition?", "CH{ch}:POSition {value:.9g}", float, in_range(-5.0, 5.0))
-    time_per_div = Control("HORizontal:MAIn:SCAle?", "HORizontal:MAIn:SCAle {value:.9g}")
-    record_length = Control("HORizontal:RECOrdlength?", "HORizontal:RECOrdlength {value:d}", nr1)
+    displayed = Control("SELect:CH{ch}?", "SELect:CH{ch} {value}", flag, on_off)
+    volts_per_div = Control("CH{ch}:SCAle?", "CH{ch}:SCAle {value:.9g}", positive, in_range(1e-3, 10.0))
+    position_div = Control("CH{ch}:POSition?", "CH{ch}:POSition {value:.9g}", real, in_range(-5.0, 5.0))
+    time_per_div = Control("HORizontal:MAIn:SCAle?", "HORizontal:MAIn:SCAle {value:.9g}", positive)
+    record_length = Control("HORizontal:RECOrdlength?", "HORizontal:RECOrdlength {value:d}", count)
     trigger_position_pct = Control(
         "HORizontal:TRIGger:POSition?",
         "HORizontal:TRIGger:POSition {value:.9g}",
-        float,
+        real,
         in_range(0.0, 100.0),
     )
     trigger_source = Control("TRIGger:MAIn:EDGE:SOUrce?", "TRIGger:MAIn:EDGE:SOUrce {value}", str)
@@ -155,7 +206,7 @@ class TektronixTDS(ScpiScope):
         self.data_width = 1
         self.data_start = 1
         # the instrument rounds record length and time base: keep what it applied
-        applied = replace(
+        applied = self._read_back(
             s,
             volts_per_div=self.volts_per_div,
             position_div=self.position_div,
@@ -183,12 +234,8 @@ class TektronixTDS(ScpiScope):
 
     def fetch(self) -> Waveform:
         """Transfer the last acquisition of the configured channel."""
-        command = self.preamble_query
-        reply = self.query(command)
-        try:
-            pre = self.preamble_type.parse(reply)
-        except ValueError as exc:
-            raise ScopeError(command, resource=self.resource_name, detail=f"unreadable preamble: {exc}") from None
+        command = self.preamble_type.query
+        pre = self.query_value(command, self.preamble_type.parse)
         datatype = DATATYPES.get((pre.bn_fmt, pre.byte_nr))
         if pre.encoding != "BIN" or datatype is None or pre.byte_or not in ("MSB", "LSB"):
             raise ScopeError(
@@ -197,7 +244,6 @@ class TektronixTDS(ScpiScope):
                 detail=f"unsupported data format {pre.encoding}/{pre.bn_fmt}/{pre.byte_nr} byte(s)/{pre.byte_or}",
             )
         codes = self.query_block("CURVe?", datatype, pre.points, big_endian=pre.byte_or == "MSB")
-        self._check_points("CURVe?", codes, pre.points)
         volts = pre.y_zero + pre.y_mult * (codes.astype(np.float64) - pre.y_off)
         return self._waveform(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, volts, abs(pre.y_mult))
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, number, short_form
-from instruments.sim.tds import CHANNELS, Channel, Settings, TdsModel, _esr_bit
+from instruments.sim.tds import CHANNELS, Channel, Settings, TdsModel, esr_bit
 
 DEFAULT_IDN = "KEYSIGHT TECHNOLOGIES,DSOX3034T,MY00000001,07.50.2021102830"
 # :WAVeform:POINts values (RAW mode)
@@ -95,7 +95,7 @@ class InfiniiVisionModel(TdsModel):
 
     # --- errors: the SCPI error queue --------------------------------------------------
     def log_event(self, code: int, text: str) -> None:
-        self.esr |= _esr_bit(abs(code))
+        self.esr |= esr_bit(abs(code))
         # "Undefined header; Command not found; FOO:BAR" -> -113,"Undefined header"
         self._events.append((-abs(code), text.split(";")[0]))
 

@@ -4,7 +4,9 @@ Messages are lines ending in "\\n" ("\\r\\n" accepted); each reply is one line
 (binary blocks included) ending in "\\n". The server runs on the caller's
 asyncio loop (the twin's); `run_in_thread` gives tests a loop of their own.
 Every message received is logged in `commands`, so tests can assert the
-exact sequence a driver sent.
+exact sequence a driver sent, and `tamper` lets a test corrupt the reply to a
+given message (a preamble field, a block header) to see what a driver makes of
+a faulty instrument.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from instruments.sim.signal import LogicSignal
 from instruments.sim.source import EdgeSource
 from instruments.sim.tds import AcquisitionInfo, TdsModel
 
-# the dialect names of instruments.scope.DIALECTS -> the instrument model speaking it
+# the dialect names of instruments.dialects.DIALECTS -> the instrument model speaking it
 DIALECTS: dict[str, type[TdsModel]] = {
     "tektronix_tds": TdsModel,
     "keysight_infiniivision": InfiniiVisionModel,
@@ -40,7 +42,7 @@ class SimScopeServer:
     Signal options: `levels` (idle, active) in V, `rise_time_s`/`fall_time_s`
     (10-90 %, linear edges), `noise_v` (Gaussian sigma). `seed` makes noise and
     sample-clock phase reproducible. `mute=True` accepts connections and reads
-    everything but never answers (for timeout tests).
+    everything but never answers (for timeout tests); `tamper` alters chosen replies.
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class SimScopeServer:
         )
         self._log: collections.deque[str] = collections.deque(maxlen=command_log_size)
         self._log_lock = threading.Lock()  # read from test threads, written on the loop
+        self._tampered: dict[str, Callable[[bytes], bytes]] = {}  # guarded by _log_lock
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self.port = 0
@@ -95,6 +98,20 @@ class SimScopeServer:
     def clear_log(self) -> None:
         with self._log_lock:
             self._log.clear()
+
+    def tamper(self, message: str, edit: Callable[[bytes], bytes] | None) -> None:
+        """Fault injection: send `edit(reply)` instead of the reply to `message`.
+
+        `message` is matched whole, ignoring case ("WFMPre?", "CURVe?"); the
+        instrument executes it as usual and `edit` gets the reply without its
+        terminator (the server adds "\\n" after whatever `edit` returns). None
+        restores the genuine reply.
+        """
+        with self._log_lock:
+            if edit is None:
+                self._tampered.pop(message.strip().upper(), None)
+            else:
+                self._tampered[message.strip().upper()] = edit
 
     @property
     def acquisitions(self) -> list[AcquisitionInfo]:
@@ -139,9 +156,12 @@ class SimScopeServer:
                     continue
                 with self._log_lock:
                     self._log.append(message)
+                    edit = self._tampered.get(message.upper())
                 if self.mute:
                     continue
                 reply = await self.model.execute(message)
+                if reply is not None and edit is not None:
+                    reply = edit(reply)
                 if reply is not None:
                     writer.write(reply + b"\n")
                     await writer.drain()

@@ -72,7 +72,8 @@ ENCODINGS = {  # DATa:ENCdg -> (signed, big-endian); None: ASCII
 }
 
 
-def _esr_bit(code: int) -> int:
+def esr_bit(code: int) -> int:
+    """The *ESR? bit an event code sets (IEEE 488.2: 1xx command, 2xx execution, 3xx device, 4xx query)."""
     if 100 <= code < 200:
         return CME
     if 200 <= code < 300:
@@ -242,7 +243,7 @@ class TdsModel:
         return None
 
     def log_event(self, code: int, text: str) -> None:
-        self.esr |= _esr_bit(code)
+        self.esr |= esr_bit(code)
         self._pending.append((code, text))
 
     # --- the command tree --------------------------------------------------------------
