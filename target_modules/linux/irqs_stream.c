@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Record ring and character device of the mainline latency
- * modules. Each module links its own copy (see lpt_stream.c, pcie_stream.c):
- * kbuild warns about one object shared by several modules.
+ * Record ring and character device (/dev/<module>) of the mainline latency
+ * modules.
  *
  * The ring is single-producer, single-consumer and lock-free: the only
  * producer is the module's IRQ handler (never concurrent with itself), the
@@ -10,25 +9,16 @@
  * therefore never delay the handler being measured.
  */
 
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
-#include <linux/cpumask.h>
 #include <linux/fs.h>
-#include <linux/interrupt.h>
-#include <linux/irq.h>
 #include <linux/kernel.h>
-#include <linux/log2.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/poll.h>
 #include <linux/slab.h>
-#include <linux/smp.h>
-#include <linux/string.h>
-#include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 
-#include "irqs_stream.h"
+#include "irqs_common.h"
 
 #ifdef __BIG_ENDIAN
 #error "records are little-endian on the wire: add byte swapping for this target"
@@ -243,94 +233,3 @@ void irqs_stream_destroy(struct irqs_stream *s)
 	kvfree(s->ring);
 	s->ring = NULL;
 }
-
-int irqs_check_params(unsigned int period_us, int cpu, const char *format,
-		      unsigned int bufsize, bool *legacy)
-{
-	int ret = irqs_check_common_params(period_us, cpu, format, legacy);
-
-	if (ret)
-		return ret;
-	if (bufsize < IRQS_BUFSIZE_MIN || bufsize > IRQS_BUFSIZE_MAX ||
-	    !is_power_of_2(bufsize)) {
-		pr_err("bufsize=%u invalid: accepted a power of two in %u..%u records\n",
-		       bufsize, IRQS_BUFSIZE_MIN, IRQS_BUFSIZE_MAX);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-struct irqs_timer_arg {
-	struct hrtimer *timer;
-	u64 period_ns;
-};
-
-static void irqs_timer_start_here(void *data)
-{
-	struct irqs_timer_arg *arg = data;
-
-	/* Queued on this CPU and kept here: PINNED. */
-	hrtimer_start(arg->timer, ns_to_ktime(ktime_get_ns() + arg->period_ns),
-		      HRTIMER_MODE_ABS_PINNED_HARD);
-}
-
-/*
- * @timer must have been set up with hrtimer_init(..., HRTIMER_MODE_ABS_HARD):
- * HARD keeps the callback in hard interrupt context on PREEMPT_RT too.
- */
-int irqs_timer_start(struct hrtimer *timer, int cpu, u64 period_ns)
-{
-	struct irqs_timer_arg arg = { .timer = timer, .period_ns = period_ns };
-
-	if (cpu < 0) {
-		hrtimer_start(timer, ns_to_ktime(ktime_get_ns() + period_ns),
-			      HRTIMER_MODE_ABS_HARD);
-		return 0;
-	}
-	return smp_call_function_single(cpu, irqs_timer_start_here, &arg, 1);
-}
-
-bool irqs_event_stale(struct irqs_event *ev, u64 now, u64 period_ns)
-{
-	u64 limit = max_t(u64, IRQS_ABANDON_NS, IRQS_ABANDON_PERIODS * period_ns);
-
-	return now - READ_ONCE(ev->t_write_ns) > limit;
-}
-
-/*
- * Route @irq to @cpu, the CPU of the timer, so that write and handler share
- * one CPU as the RTAI task and handler do. Returns true if the affinity was
- * changed (and @saved must be restored with irqs_irq_unpin()).
- */
-bool irqs_irq_pin(unsigned int irq, int cpu, struct cpumask *saved)
-{
-	const struct cpumask *cur = irq_get_affinity_mask(irq);
-	int ret;
-
-	if (cpu < 0)
-		return false;
-	cpumask_copy(saved, cur ? cur : cpu_possible_mask);
-	ret = irq_set_affinity(irq, cpumask_of(cpu));
-	if (ret) {
-		pr_warn("cannot route IRQ %u to CPU %d (%d): it stays where it is\n",
-			irq, cpu, ret);
-		return false;
-	}
-	return true;
-}
-
-void irqs_irq_unpin(unsigned int irq, const struct cpumask *saved)
-{
-	irq_set_affinity(irq, saved);
-}
-
-static int irqs_counter_set(const char *val, const struct kernel_param *kp)
-{
-	pr_err("%s is a read-only counter\n", kp->name);
-	return -EPERM;
-}
-
-const struct kernel_param_ops irqs_counter_ops = {
-	.set = irqs_counter_set,
-	.get = param_get_uint,
-};

@@ -40,7 +40,7 @@
 
 #include "../include/irqs_params.h"
 #include "../include/lpt_regs.h"
-#include "irqs_stream.h"
+#include "irqs_common.h"
 
 #define DRV_NAME		"lpt_latency"
 

@@ -38,7 +38,7 @@
 
 #include "../include/echoer_regs.h"
 #include "../include/irqs_params.h"
-#include "irqs_stream.h"
+#include "irqs_common.h"
 
 #define DRV_NAME		"pcie_latency"
 #define ECHOER_VENDOR		0x1172	/* Altera */

@@ -31,7 +31,7 @@
 /* Size of RTAI's FIFO table (MAX_FIFOS in its fifos.c, not in a header). */
 #define RTAI_FIFOS		64
 
-/* See IRQS_ABANDON_* in linux/irqs_stream.h: same policy. */
+/* See IRQS_ABANDON_* in linux/irqs_common.h: same policy. */
 #define RTAI_ABANDON_NS		100000000LL
 #define RTAI_ABANDON_PERIODS	10
 

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Record ring, character device and helpers shared by the
- * mainline latency modules (lpt_latency, pcie_latency).
+ * The code the mainline latency modules (lpt_latency, pcie_latency) share,
+ * one file each (Kbuild builds them into both modules):
+ *
+ *   irqs_stream.c  record ring and character device
+ *   irqs_params.c  checks of the shared parameters, read-only counters
+ *   irqs_timer.c   periodic hard hrtimer, abandoning unanswered events
+ *   irqs_pin.c     routing the IRQ to the timer's CPU
  *
  * The producer runs in hard IRQ context (also on PREEMPT_RT, where the
  * handler is IRQF_NO_THREAD unless threaded=1) and the periodic timer in hard
@@ -9,8 +14,8 @@
  * is lock-free and readers are woken through an irq_work, because wake_up()
  * takes a sleeping lock on PREEMPT_RT.
  */
-#ifndef IRQS_STREAM_H
-#define IRQS_STREAM_H
+#ifndef IRQS_COMMON_H
+#define IRQS_COMMON_H
 
 #include <linux/atomic.h>
 #include <linux/cpumask.h>
@@ -25,13 +30,7 @@
 #include "../include/irqs_params.h"
 #include "../include/irqs_record.h"
 
-/*
- * An event still unanswered after this long (and at least
- * IRQS_ABANDON_PERIODS periods) is given up: its sequence number is spent
- * without a record, so the station counts it as a lost sample.
- */
-#define IRQS_ABANDON_NS		(100 * NSEC_PER_MSEC)
-#define IRQS_ABANDON_PERIODS	10
+/* irqs_stream.c: record ring and character device /dev/<name>. */
 
 struct irqs_stream {
 	struct irqs_record_v1 *ring;	/* size records, size a power of two */
@@ -50,6 +49,33 @@ struct irqs_stream {
 	struct miscdevice misc;
 };
 
+int irqs_stream_init(struct irqs_stream *s, const char *name, u32 size,
+		     bool legacy);
+int irqs_stream_register(struct irqs_stream *s);
+void irqs_stream_deregister(struct irqs_stream *s);
+void irqs_stream_destroy(struct irqs_stream *s);
+void irqs_stream_push(struct irqs_stream *s, u16 flags, u64 t_write_ns,
+		      s64 latency_ns, u32 hw_width_ns);
+void irqs_stream_skip(struct irqs_stream *s);
+
+/* irqs_params.c: parameters. */
+
+int irqs_check_params(unsigned int period_us, int cpu, const char *format,
+		      unsigned int bufsize, bool *legacy);
+
+/* Read-only counters exposed as /sys/module/<name>/parameters/<counter>. */
+extern const struct kernel_param_ops irqs_counter_ops;
+
+/* irqs_timer.c: the periodic timer and the event it starts. */
+
+/*
+ * An event still unanswered after this long (and at least
+ * IRQS_ABANDON_PERIODS periods) is given up: its sequence number is spent
+ * without a record, so the station counts it as a lost sample.
+ */
+#define IRQS_ABANDON_NS		(100 * NSEC_PER_MSEC)
+#define IRQS_ABANDON_PERIODS	10
+
 /*
  * State of the one outstanding event, shared by the periodic timer (which
  * starts events) and the IRQ handler (which ends them). `pending` is claimed
@@ -62,23 +88,12 @@ struct irqs_event {
 	bool overrun;			/* timer fired while this event pended */
 };
 
-int irqs_stream_init(struct irqs_stream *s, const char *name, u32 size,
-		     bool legacy);
-int irqs_stream_register(struct irqs_stream *s);
-void irqs_stream_deregister(struct irqs_stream *s);
-void irqs_stream_destroy(struct irqs_stream *s);
-void irqs_stream_push(struct irqs_stream *s, u16 flags, u64 t_write_ns,
-		      s64 latency_ns, u32 hw_width_ns);
-void irqs_stream_skip(struct irqs_stream *s);
-
-int irqs_check_params(unsigned int period_us, int cpu, const char *format,
-		      unsigned int bufsize, bool *legacy);
 int irqs_timer_start(struct hrtimer *timer, int cpu, u64 period_ns);
 bool irqs_event_stale(struct irqs_event *ev, u64 now, u64 period_ns);
+
+/* irqs_pin.c: IRQ affinity. */
+
 bool irqs_irq_pin(unsigned int irq, int cpu, struct cpumask *saved);
 void irqs_irq_unpin(unsigned int irq, const struct cpumask *saved);
 
-/* Read-only counters exposed as /sys/module/<name>/parameters/<counter>. */
-extern const struct kernel_param_ops irqs_counter_ops;
-
-#endif /* IRQS_STREAM_H */
+#endif /* IRQS_COMMON_H */
