@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 from station.vm.errors import VmError
+
+CI_DEPS = Path(__file__).with_name("ci-deps.sh")  # installs HOST_PACKAGES; shipped beside this module
 
 # package -> why; the image is assembled from these and from the downloaded linux-image deb only.
 HOST_PACKAGES: dict[str, str] = {
@@ -45,7 +48,7 @@ def ensure_host_packages(log: Callable[[str], None] = print) -> None:
         why = "; ".join(f"{p}: {HOST_PACKAGES[p]}" for p in missing)
         raise VmError(
             f"missing host packages ({why}). Install them as root: "
-            f"apt-get install --no-install-recommends {' '.join(missing)}  (or run station/vm/ci-deps.sh)"
+            f"apt-get install --no-install-recommends {' '.join(missing)}  (or, as root: sh {CI_DEPS})"
         )
     log(f"vm: installing {' '.join(missing)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")

@@ -177,13 +177,14 @@ def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = prin
                 stale.unlink()
 
         kdir = kernel.headers_dir(release)
-        src_hash = latency_modules.sources_hash()
+        src = latency_modules.module_sources()  # the installed package's copy, or the checkout's
+        src_hash = latency_modules.sources_hash(src)
         key = _digest(src_hash, release, version, _recipe(latency_modules))
         modules_ok = all((image.modules_dir / m).is_file() for m in latency_modules.MODULES)
         if inputs.get("modules") != key or not modules_ok:
-            log(f"vm: building {', '.join(latency_modules.MODULES)} against {kdir} (W=1)")
+            log(f"vm: building {', '.join(latency_modules.MODULES)} from {src} against {kdir} (W=1)")
             _write_manifest(vm_dir, manifest)
-            latency_modules.build(kdir, vm_dir / "build", image.modules_dir)
+            latency_modules.build(kdir, vm_dir / "build", image.modules_dir, src)
             inputs["modules"] = key
 
         packages = {p: kernel.package_version(p) for p in ("busybox-static", "dropbear-bin", "openssh-sftp-server")}
