@@ -26,7 +26,10 @@ async def run_campaign_async(
     out_dir = Path(out_dir)
     result = await run_campaign(campaign, out_dir, progress or QuietProgress(), config_path, resume)
     if list_runs(out_dir):
-        result.report_paths = write_campaign_report(out_dir)
+        try:
+            result.report_paths = write_campaign_report(out_dir)
+        except OSError as exc:  # a full disk: the runs' data is safe, the report can be made later
+            result.report_error = f"the report was not written ({exc.strerror or exc}): run `station report {out_dir}`"
     return result
 
 

@@ -26,10 +26,11 @@ class CampaignResult:
     skipped: list[str] = field(default_factory=list)
     report_paths: dict[str, Path] = field(default_factory=dict)
     stopped: str | None = None  # why the campaign stopped before its last run
+    report_error: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.stopped is None and all(o.status == "complete" for o in self.outcomes)
+        return self.stopped is None and self.report_error is None and all(o.status == "complete" for o in self.outcomes)
 
 
 def completed_runs(out_dir: Path, config_hash: str) -> set[str]:

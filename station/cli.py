@@ -81,9 +81,12 @@ def run(
     for path in ("report.html", "report.md", "report.json"):
         if path in result.report_paths:
             typer.echo(f"wrote {result.report_paths[path]}")
+    also = f"; {result.report_error}" if result.report_error else ""
     if result.stopped is not None:
         _fail(f"campaign stopped: {result.stopped} (data so far is in {out}; run the same command again to "
-              "resume)", EXIT_FAILED_RUNS)
+              f"resume){also}", EXIT_FAILED_RUNS)
+    if result.report_error:
+        _fail(result.report_error, EXIT_FAILED_RUNS)
     if not result.ok:
         failed = [f"{o.run_id} ({o.status})" for o in result.outcomes if o.status != "complete"]
         _fail("some runs did not complete: " + ", ".join(failed), EXIT_FAILED_RUNS)

@@ -20,11 +20,15 @@ from station import records
 from station.bench import Bench
 from station.config import Campaign, RunSpec
 from station.kinds import Measurement, RunContext, kind_for
-from station.kinds.module_run import ScopeFailure
+from station.kinds.base import MeasurementFailure
 from station.progress import ProgressSink, RunProgress
 from station.store import RunStore, StoreError
 from station.target import Host, TargetError, kernel_log
 from station.target import processes as proc_ctl
+
+# what the lifecycle writes in every manifest: a kind's seal_extra() cannot replace these
+RESERVED_MANIFEST_KEYS = frozenset({"run_id", "kind", "status", "error", "counts", "checksums_sha256",
+                                    "kernel_log", "duration_s", "config_hash", "order"})
 
 # every process a run starts on a host ends by itself this long after max_duration,
 # even if the station is killed with SIGKILL
@@ -78,7 +82,7 @@ async def execute_run(
     except StoreError as exc:
         status, error = "failed", str(exc)
         fatal = f"cannot keep the data: {exc}"
-    except (TargetError, ScopeFailure) as exc:
+    except (TargetError, MeasurementFailure) as exc:
         status, error = "failed", str(exc)
     except records.RecordFormatError as exc:
         status, error = "failed", f"record stream: {exc}"
@@ -151,10 +155,15 @@ async def _finish(
         error = "; ".join(filter(None, [error, "kernel reported: " + kernel_said["trouble"][0]]))
         if status == "complete":
             status = "incomplete"
-    status, error = kind.verdict(status, error)
-    extra = {"error": error, "kernel_log": kernel_said, "duration_s": time.monotonic() - ctx.progress.started}
-    with contextlib.suppress(Exception):
-        extra |= kind.seal_extra()
+    kind_extra: dict = {}
+    try:
+        status, error = kind.verdict(status, error)
+        kind_extra = {k: v for k, v in kind.seal_extra().items() if k not in RESERVED_MANIFEST_KEYS}
+    except Exception as exc:  # noqa: BLE001 - the seal must happen whatever the kind does
+        error = "; ".join(filter(None, [error, f"{kind.name} seal: {type(exc).__name__}: {exc}"]))
+        status = "failed" if status == "complete" else status
+    extra = kind_extra | {"error": error, "kernel_log": kernel_said,
+                          "duration_s": time.monotonic() - ctx.progress.started}
     ctx.store.seal(status, extra, kind.conversions)
     return status, error
 
@@ -165,10 +174,14 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
     Returns the errors that left a host dirty."""
     hosts = ctx.bench.hosts
     failed: list[Host] = []
+    errors: list[str] = []
     try:
         await kind.stop()
     except TargetError as exc:
         ctx.sink.message(f"teardown: {exc}; reconnecting to clean up")
+        failed.append(ctx.target)
+    except Exception as exc:  # noqa: BLE001 - a bug in the kind: the loads must still stop
+        errors.append(f"{kind.name} stop: {type(exc).__name__}: {exc}")
         failed.append(ctx.target)
     for load in reversed(started.loads):
         host = hosts[load.where]
@@ -186,7 +199,6 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
                 await proc_ctl.kill_recorded(await host.live_connection(), host.work_dir)
             except TargetError:
                 failed.append(host)
-    errors = []
     for host in dict.fromkeys(failed):
         host.forget_connection()
         try:

@@ -34,6 +34,9 @@ from station import records
 
 STATUS_RUNNING = "running"
 STATUS_ABANDONED = "abandoned"  # an attempt that never sealed (the station was killed)
+# space set aside when a run opens and given back at seal time, so that a disk filled by
+# the run's own data still takes the manifest that says what happened
+RESERVE_FILE, RESERVE_BYTES = ".space-reserve", 256 * 1024
 
 
 class StoreError(Exception):
@@ -136,6 +139,10 @@ class RunStore:
             **manifest,
         }
         self.write_manifest()
+        try:
+            (self.dir / RESERVE_FILE).write_bytes(b"\0" * RESERVE_BYTES)
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.dir / RESERVE_FILE}: {exc.strerror or exc}") from None
 
     def _keep_earlier_attempt(self) -> None:
         """An earlier attempt that did not complete: keep it, never overwrite data. One the
@@ -176,6 +183,8 @@ class RunStore:
         self.manifest["status"] = status
         self.manifest["ended_utc"] = now_utc()
         self.close_files()
+        with contextlib.suppress(OSError):
+            (self.dir / RESERVE_FILE).unlink()
         try:
             self.write_manifest()  # the outcome first, whatever happens next
             counts: dict[str, int] = {}
@@ -195,6 +204,19 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """Whole or not at all: a full disk must not leave a truncated Parquet file that the
+    report would then trust over the raw data."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        frame.to_parquet(tmp, index=False)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -4,9 +4,12 @@ speaking that dialect, and a freshly reset driver talking to it over TCP."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +55,18 @@ def server(request, source):
 def scope(request, server):
     with reset_scope(server, request.module.DIALECT) as s:
         yield s
+
+
+@pytest.fixture
+def standalone_twin(tmp_path):
+    state = tmp_path / "twin"
+    proc = subprocess.Popen(station_cmd("twin", "--state-dir", str(state)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (state / "twin.json").exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the twin did not start"
+        time.sleep(0.1)
+    yield json.loads((state / "twin.json").read_text())
+    proc.send_signal(signal.SIGINT)
+    proc.wait(20)

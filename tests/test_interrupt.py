@@ -18,21 +18,6 @@ from station.records import decode_file
 from tests.conftest import station_cmd
 
 
-@pytest.fixture
-def standalone_twin(tmp_path):
-    state = tmp_path / "twin"
-    proc = subprocess.Popen(station_cmd("twin", "--state-dir", str(state)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (state / "twin.json").exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline, "the twin did not start"
-        time.sleep(0.1)
-    yield json.loads((state / "twin.json").read_text())
-    proc.send_signal(signal.SIGINT)
-    proc.wait(20)
-
-
 def _config(endpoints: dict, path, with_scope: bool) -> None:
     scope = (f"  scope: {{kind: visa, resource: '{endpoints['scope_resource']}', time_per_div: 500us, "
              f"record_length: 120000}}\n" if with_scope else "  scope: {kind: none}\n")

@@ -23,10 +23,16 @@ SCHEMA_VERSION = 1
 def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSamples]]:
     out_dir = Path(out_dir)
     campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
-    runs = [load_run(d) for d in list_runs(out_dir)]
+    notes: list[str] = []
+    runs = []
+    for run_dir in list_runs(out_dir):
+        kind = json.loads((run_dir / "manifest.json").read_text()).get("kind", "module")
+        if kind != "module":  # this analysis reads module runs; other kinds bring their own
+            notes.append(f"Run {run_dir.name} is a {kind!r} run: not part of this report.")
+            continue
+        runs.append(load_run(run_dir))
     samples: dict[str, RunSamples] = {}
     run_entries = []
-    notes: list[str] = []
     pairings: dict[str, Pairing] = {}
     for run in runs:
         pairing = pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)

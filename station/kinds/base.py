@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from station.config import Campaign, RunSpec
 
 
+class MeasurementFailure(Exception):
+    """An instrument or probe of the run failed (the scope, say); the message says how."""
+
+
 @dataclass
 class RunContext:
     """What one run works with: the active bench, its cell of the matrix, its store."""

@@ -13,8 +13,8 @@ import asyncssh
 import numpy as np
 
 from station import records
-from station.kinds.base import Measurement, RunContext, register
-from station.store import StoreError, read_csv_lines
+from station.kinds.base import Measurement, MeasurementFailure, RunContext, register
+from station.store import StoreError, read_csv_lines, write_parquet
 from station.target import TargetError, modules
 from station.target import processes as proc_ctl
 from station.target.audit import interrupt_count
@@ -22,7 +22,7 @@ from station.target.audit import interrupt_count
 STALL_S = 5.0  # no record for this long: the stream has stalled
 
 
-class ScopeFailure(Exception):
+class ScopeFailure(MeasurementFailure):
     """The scope stopped answering or reported an error during a run."""
 
 
@@ -156,12 +156,12 @@ class ModuleRun(Measurement):
 
         def sw(run_dir: Path) -> dict[str, int]:
             frame = records.decode_file(run_dir / "sw.raw", fmt)
-            frame.to_parquet(run_dir / "sw.parquet", index=False)
+            write_parquet(frame, run_dir / "sw.parquet")
             return {"sw_records": len(frame)}
 
         def hw(run_dir: Path) -> dict[str, int]:
             frame = read_csv_lines(run_dir / "hw_pulses.csv")
-            frame.to_parquet(run_dir / "hw.parquet", index=False)
+            write_parquet(frame, run_dir / "hw.parquet")
             return {"hw_pulses": len(frame)}
 
         return [sw, hw]

@@ -1,0 +1,252 @@
+"""Faults a real bench meets, injected from outside a real `station run`: the SSH
+link or the scope link cut, frozen or restored (a TCP relay between the station
+and the twin), the station killed with SIGKILL, a changed host key, a full disk.
+For each: one clear message, a non-zero exit, every sample received before the
+fault on disk and readable, and nothing left loaded or running on the target
+(checked over SSH, bypassing the faulty link)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import asyncssh
+import numpy as np
+import pytest
+
+from station.records import decode_file
+from station.store import load_run
+from tests.conftest import run_station, station_cmd
+from tests.fault_proxy import FaultyLink
+
+RUN = "lpt-inb-io-r0"
+
+
+def _config(path: Path, twin: dict, ssh_port: int, scope_port: int | None = None, samples: int = 10_000_000,
+            known_hosts: str | None = None) -> Path:
+    if known_hosts is None and ssh_port != twin["ssh_port"]:  # the twin's key, under the relay's port
+        key = Path(twin["known_hosts"]).read_text().split(" ", 1)[1]
+        known_hosts = str(path.with_name("known_hosts_relay"))
+        Path(known_hosts).write_text(f"[127.0.0.1]:{ssh_port} {key}")
+    scope = (f"  scope: {{kind: visa, resource: 'TCPIP::127.0.0.1::{scope_port}::SOCKET', timeout: 3s}}\n"
+             if scope_port else "  scope: {kind: none}\n")
+    path.write_text(
+        "name: faults\n"
+        "bench:\n"
+        f"  target: {{kind: ssh, host: 127.0.0.1, port: {ssh_port}, user: root, connect_timeout: 3s,\n"
+        f"           identity_file: '{twin['identity_file']}', known_hosts: '{known_hosts or twin['known_hosts']}'}}\n"
+        + scope +
+        f"matrix: {{interfaces: [lpt], variants: [inb], loads: [io], samples: {samples}, max_duration: 30min}}\n"
+        "loads:\n"
+        "  io: [{name: dd-loop, command: 'while :; do dd if=/dev/zero of=x bs=1M count=8; done'}]\n"
+    )
+    return path
+
+
+def _start(cfg: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen(station_cmd("run", str(cfg), "--out", str(out)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, COLUMNS="200"))
+
+
+def _wait_streaming(run: subprocess.Popen, out: Path, min_records: int = 3000, pulses: bool = False) -> None:
+    raw, hw = out / "runs" / RUN / "sw.raw", out / "runs" / RUN / "hw_pulses.csv"
+    deadline = time.monotonic() + 90
+    while not (raw.exists() and raw.stat().st_size >= 40 * min_records
+               and (not pulses or (hw.exists() and hw.stat().st_size > 10_000))):
+        assert run.poll() is None, run.communicate()
+        assert time.monotonic() < deadline, "no data streamed"
+        time.sleep(0.1)
+
+
+def _finish(run: subprocess.Popen, timeout: float = 180) -> tuple[int, str]:
+    _, stderr = run.communicate(timeout=timeout)
+    assert "Traceback" not in stderr, stderr
+    assert "never retrieved" not in stderr, stderr
+    return run.returncode, stderr
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+async def _state(twin: dict) -> tuple[str, str, str]:
+    async with asyncssh.connect("127.0.0.1", twin["ssh_port"], username="root", client_keys=[twin["identity_file"]],
+                                known_hosts=twin["known_hosts"]) as conn:
+        return ((await conn.run("lsmod")).stdout, (await conn.run("ps")).stdout,
+                (await conn.run("ls /tmp/irq-station/loads", check=False)).stdout)
+
+
+def _assert_clean(twin: dict) -> None:
+    lsmod, ps, pids = asyncio.run(_state(twin))
+    assert "latency" not in lsmod, lsmod
+    assert "dd" not in ps and "cat" not in ps, ps
+    assert pids.strip() == "", pids
+
+
+def _assert_data_kept(out: Path, at_least: int = 3000) -> dict:
+    """The samples streamed before the fault: on disk, whole, in sequence, readable by the API."""
+    run_dir = out / "runs" / RUN
+    raw = decode_file(run_dir / "sw.raw", "v1")
+    assert len(raw) >= at_least
+    assert np.array_equal(raw["seq"].to_numpy(), np.arange(len(raw)))
+    data = load_run(run_dir)
+    assert len(data.sw) == len(raw)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert not list(run_dir.glob("*.tmp"))
+    return manifest
+
+
+@pytest.fixture
+def ssh_link(standalone_twin):
+    with FaultyLink(standalone_twin["ssh_port"]) as link:
+        yield link
+
+
+def test_ssh_link_cut_and_back(standalone_twin, ssh_link, tmp_path):
+    """The link drops mid-run (sshd restarted, a switch rebooted) and returns: the run fails
+    saying so, teardown reconnects and cleans up."""
+    out = tmp_path / "out"
+    run = _start(_config(tmp_path / "c.yaml", standalone_twin, ssh_link.port), out)
+    _wait_streaming(run, out)
+    ssh_link.cut()
+    time.sleep(2)
+    ssh_link.restore()
+    code, stderr = _finish(run)
+    assert code == 3
+    assert "lost the SSH session" in stderr
+    assert _errors(stderr) == [f"error: some runs did not complete: {RUN} (failed)"]
+    manifest = _assert_data_kept(out)
+    assert manifest["status"] == "failed" and "lost the SSH session" in manifest["error"]
+    _assert_clean(standalone_twin)
+
+
+def test_ssh_link_frozen_names_the_link(standalone_twin, ssh_link, tmp_path):
+    """No byte passes, no connection closes: the station says the link went silent (not
+    'is the module running?'), then cleans up once the link thaws."""
+    out = tmp_path / "out"
+    run = _start(_config(tmp_path / "c.yaml", standalone_twin, ssh_link.port), out)
+    _wait_streaming(run, out)
+    ssh_link.freeze()
+    time.sleep(20)  # the stall is noticed after 5 s + a 5 s probe; keepalives give up after 15 s
+    ssh_link.restore()
+    code, stderr = _finish(run)
+    assert code == 3
+    manifest = _assert_data_kept(out)
+    assert "SSH link to" in manifest["error"] and "went silent" in manifest["error"], manifest["error"]
+    _assert_clean(standalone_twin)
+
+
+def test_ssh_link_gone_stops_the_campaign_and_cleanup_repairs_later(standalone_twin, ssh_link, tmp_path):
+    """The target stays unreachable: the run fails, the campaign stops instead of trying every
+    remaining run, and `station cleanup` repairs the target once it is back."""
+    out = tmp_path / "out"
+    cfg = _config(tmp_path / "c.yaml", standalone_twin, ssh_link.port)
+    cfg.write_text(cfg.read_text().replace("variants: [inb]", "variants: [inb, no-inb]"))
+    run = _start(cfg, out)
+    _wait_streaming(run, out)
+    ssh_link.cut()
+    code, stderr = _finish(run, timeout=240)
+    assert code == 3
+    [error] = _errors(stderr)
+    assert error.startswith("error: campaign stopped: the target:") and "resume" in error
+    assert not (out / "runs" / "lpt-no-inb-io-r0").exists()  # the next run was not attempted
+    manifest = _assert_data_kept(out)
+    assert manifest["status"] == "failed"
+    lsmod, _, _ = asyncio.run(_state(standalone_twin))
+    assert "rtai_lpt_latency" in lsmod  # unreachable: nobody could unload it
+    ssh_link.restore()
+    res = run_station("cleanup", str(cfg), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["target"]["modules_unloaded"] == ["rtai_lpt_latency"]
+    _assert_clean(standalone_twin)
+
+
+@pytest.mark.parametrize("fault", ["cut", "freeze"])
+def test_scope_link_fault_fails_the_run_and_stops_the_campaign(standalone_twin, tmp_path, fault):
+    scope_port = int(standalone_twin["scope_resource"].split("::")[2])
+    with FaultyLink(scope_port) as scope_link:
+        out = tmp_path / "out"
+        run = _start(_config(tmp_path / "c.yaml", standalone_twin, standalone_twin["ssh_port"], scope_link.port),
+                     out)
+        _wait_streaming(run, out, pulses=True)
+        getattr(scope_link, fault)()
+        code, stderr = _finish(run)
+    assert code == 3
+    [error] = _errors(stderr)
+    assert error.startswith("error: campaign stopped: scope:"), error
+    manifest = _assert_data_kept(out)
+    assert manifest["status"] == "failed"
+    hw = load_run(out / "runs" / RUN).hw
+    assert len(hw) > 0 and np.all(hw["width_s"] > 0)  # pulses captured before the fault are kept
+    _assert_clean(standalone_twin)
+
+
+def test_sigkill_then_cleanup_then_resume(standalone_twin, tmp_path):
+    """SIGKILL leaves the module and the load running (nothing can run in a killed process);
+    `station cleanup` stops them, the streamed data is readable, and a resumed campaign
+    keeps the killed attempt marked as abandoned."""
+    out = tmp_path / "out"
+    cfg = _config(tmp_path / "c.yaml", standalone_twin, standalone_twin["ssh_port"], samples=20_000)
+    run = _start(cfg, out)
+    _wait_streaming(run, out)
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=30)
+    lsmod, ps, _ = asyncio.run(_state(standalone_twin))
+    assert "rtai_lpt_latency" in lsmod and "dd" in ps
+    res = run_station("cleanup", str(cfg), timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["target"] == {"modules_unloaded": ["rtai_lpt_latency"],
+                                                "loads_stopped": ["dd-loop", "record-stream"]}
+    _assert_clean(standalone_twin)
+    assert _assert_data_kept(out)["status"] == "running"  # as the kill left it
+    res = run_station("run", str(cfg), "--out", str(out), timeout=120)
+    assert res.returncode == 0, res.stderr
+    attempt = json.loads((out / "runs" / f"{RUN}.attempt-1" / "manifest.json").read_text())
+    assert attempt["status"] == "abandoned"
+    assert json.loads((out / "runs" / RUN / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_changed_host_key_is_refused_plainly_and_never_retried(standalone_twin, ssh_link, tmp_path):
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{ssh_link.port} {other}\n")
+    cfg = _config(tmp_path / "c.yaml", standalone_twin, ssh_link.port, known_hosts=str(known))
+    res = run_station("run", str(cfg), "--out", str(tmp_path / "out"), timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    [error] = _errors(res.stderr)
+    assert "CHANGED" in error and "man-in-the-middle" in error and "ssh-keygen -R" in error
+    before = ssh_link.connections
+    res = run_station("cleanup", str(cfg), timeout=60)
+    assert res.returncode == 2 and "CHANGED" in res.stderr
+    assert ssh_link.connections == before + 1  # one attempt: a refusal is final
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    if os.geteuid() != 0:
+        pytest.fail("the disk-full test mounts a tmpfs and needs root (CI runs as root)")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_disk_full_ends_the_campaign_cleanly(standalone_twin, small_disk, tmp_path):
+    out = small_disk / "out"
+    run = _start(_config(tmp_path / "c.yaml", standalone_twin, standalone_twin["ssh_port"]), out)
+    code, stderr = _finish(run)
+    assert code != 0
+    [error] = _errors(stderr)
+    assert "No space left on device" in error and "sw.raw" in error, error
+    run_dir = out / "runs" / RUN
+    raw = decode_file(run_dir / "sw.raw", "v1")
+    assert len(raw) > 10_000 and np.array_equal(raw["seq"].to_numpy(), np.arange(len(raw)))
+    assert len(load_run(run_dir).sw) == len(raw)
+    assert not list(run_dir.glob("*.tmp"))
+    _assert_clean(standalone_twin)
