@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import signal
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from instruments.dialects import DIALECTS
 from station import api
 from station.config import ConfigError, json_schema, load_campaign
 
@@ -19,6 +21,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="irq-station: interrupt latency, measured twice.",
 )
+
+ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS)}, type=str)
 
 EXIT_USER_ERROR = 2
 EXIT_FAILED_RUNS = 3
@@ -172,14 +176,18 @@ def twin(
 @app.command()
 def scope(
     resource: str = typer.Argument(..., help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"),
-    dialect: str = typer.Option("tektronix_tds"),
+    dialect: ScopeDialect = typer.Option(
+        "tektronix_tds",
+        help="command set: tektronix_tds (TDS 400/500/600), tektronix_mso (MSO 4/5/6, port 4000), "
+        "keysight_infiniivision (2000/3000/4000 X, port 5025)",
+    ),
     timeout: float = typer.Option(5.0, help="seconds"),
 ) -> None:
     """Identify a scope and report its error queue: a quick bench check."""
     from instruments.scope import ScopeError, open_scope
 
     try:
-        with open_scope(resource, dialect=dialect, timeout_s=timeout) as s:
+        with open_scope(resource, dialect=dialect.value, timeout_s=timeout) as s:
             typer.echo(s.identify())
             s.check_errors()
     except ScopeError as exc:
