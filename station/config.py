@@ -3,151 +3,528 @@
 A campaign names the bench (target, scope, load hosts), the run matrix
 (interfaces × variants × loads × repetitions) and how much to measure. Errors
 name the file, the line and the field; unknown keys are errors.
+
+Hardening, because a campaign file drives a root shell on the target:
+
+* Loading is bounded before any Python object is built: at most 1 MiB of
+  UTF-8 text, 32 levels of nesting, 100 alias uses, no recursive alias, and
+  100000 values once aliases are expanded (billion laughs). Every failure,
+  whatever its cause, is a ConfigError "<source>:<line or ?>: <field>: ...".
+* Quantities are finite and physical; durations and voltages written in a
+  file carry their unit (a Python caller may still pass plain floats).
+* Every value that reaches a remote shell is checked here: module parameter
+  names and values, remote paths, host and user names, load and load-set names.
+  Load commands are shell commands by design; only NUL and control characters
+  (other than newline and tab) are refused in them.
+* load_campaign() also checks, for ssh targets and load hosts, that the key
+  files named exist and are readable and that upload_modules is a directory.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import ipaddress
 import itertools
 import json
+import os
 import re
+import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from station.units import parse_duration, parse_voltage
+from instruments.dialects import DIALECTS
+from station.campaign_yaml import MAX_FILE_BYTES, ConfigError, clip, line_at, load_yaml
+from station.units import format_duration, format_voltage, parse_duration, parse_voltage, shorten
 
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(json_schema_extra={"examples": ["100us", "14min"]})]
-Volts = Annotated[float, BeforeValidator(parse_voltage), Field(json_schema_extra={"examples": ["2.5V", "500mV"]})]
+# --- limits -------------------------------------------------------------------------------------
+
+MAX_REPETITIONS = 10_000
+MAX_RUNS = 100_000  # interfaces × variants × loads × repetitions
+MAX_ERRORS = 20  # messages listed; the rest are counted
+
+# Physical bounds, chosen so that no real bench is refused and no typo is accepted.
+PERIOD_RANGE = (10e-6, 1.0, "10 us", "1 s")
+DURATION_RANGE = (1e-3, 7 * 86400.0, "1 ms", "7 days (168h)")
+MAX_DURATION_RANGE = (1.0, 7 * 86400.0, "1 s", "7 days (168h)")
+TIMEOUT_RANGE = (0.1, 3600.0, "100 ms", "1 h")
+TIME_PER_DIV_RANGE = (1e-9, 1000.0, "1 ns", "1000 s")
+VOLTS_PER_DIV_RANGE = (1e-4, 1000.0, "100 uV", "1 kV")
+LEVEL_RANGE = (-1000.0, 1000.0, "-1 kV", "+1 kV")
+MAX_SAMPLES = 100_000_000_000  # 1e11: 7 days at 10 us is 6e10
+MAX_PULSES = 1_000_000_000
+MAX_RECORD_LENGTH = 100_000_000  # deepest scope memories are 62.5M-250M points; 1e8 per acquisition
+TWIN_MAX_NS = 1e9  # every twin model time is below 1 s
+TWIN_CLOCK_HZ = (1e3, 1e10)  # a board clock, or 0 for none
+
+
+class LocatedError(ValueError):
+    """A validation problem below the place pydantic reports it: `loc` is relative to the
+    model (or field) whose validator raised it. parse_campaign() turns it into a line."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(f"{'.'.join(str(p) for p in loc)}: {message}" if loc else message)
+        self.loc = loc
+        self.message = message
+
+
+# --- field types ----------------------------------------------------------------------------
+
+
+def _from_file(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("from_file"))
+
+
+def _seconds(value: object, info: ValidationInfo) -> float:
+    return parse_duration(value, require_unit=_from_file(info))  # type: ignore[arg-type]
+
+
+def _volts(value: object, info: ValidationInfo) -> float:
+    return parse_voltage(value, require_unit=_from_file(info))  # type: ignore[arg-type]
+
+
+def _volts_or_auto(value: object, info: ValidationInfo) -> float | str:
+    return value if value == "auto" else _volts(value, info)  # type: ignore[return-value]
+
+
+def _range(lo: float, hi: float, lo_text: str, hi_text: str, fmt: Callable[[float], str]) -> AfterValidator:
+    def check(value: float) -> float:
+        if value < lo:
+            raise ValueError(f"{fmt(value)} is too small: at least {lo_text}")
+        if value > hi:
+            raise ValueError(f"{fmt(value)} is too large: at most {hi_text}")
+        return value
+
+    return AfterValidator(check)
+
+
+def Seconds(bounds: tuple[float, float, str, str]) -> Any:  # noqa: N802 - reads as a type
+    return Annotated[
+        float,
+        BeforeValidator(_seconds),
+        _range(*bounds, format_duration),
+        Field(json_schema_extra={"examples": ["100us", "14min"]}),
+    ]
+
+
+def Volts(bounds: tuple[float, float, str, str]) -> Any:  # noqa: N802
+    return Annotated[
+        float,
+        BeforeValidator(_volts),
+        _range(*bounds, format_voltage),
+        Field(json_schema_extra={"examples": ["2.5V", "500mV"]}),
+    ]
+
+
+def _not_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Float = Annotated[float, BeforeValidator(_not_bool)]
+
+
+def _control_chars(text: str, allowed: str = "") -> int | None:
+    for i, ch in enumerate(text):
+        if ch not in allowed and unicodedata.category(ch) in ("Cc", "Cs"):
+            return i
+    return None
+
+
+def _text(max_len: int, allowed: str = "") -> AfterValidator:
+    def check(value: str) -> str:
+        if len(value) > max_len:
+            raise ValueError(f"too long ({len(value)} characters; at most {max_len})")
+        i = _control_chars(value, allowed)
+        if i is not None:
+            raise ValueError(f"character {i} is a control character (U+{ord(value[i]):04X})")
+        return value
+
+    return AfterValidator(check)
+
+
+def _pattern(regex: str, what: str) -> AfterValidator:
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"{shorten(value)} is not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+_NAME_WHAT = "a name: letters, digits, '_', '.', '-', not starting with '.' or '-', at most 64 (it names files)"
+Name = Annotated[str, _pattern(NAME_PATTERN, _NAME_WHAT)]
+
+
+def _load_set_name(value: str) -> str:
+    if not re.fullmatch(NAME_PATTERN, value):
+        raise ValueError(
+            f"load set name {shorten(value)}: use letters, digits, '_', '.', '-', not starting with '.' or '-', "
+            "at most 64 (it names runs)"
+        )
+    return value
+
+
+LoadSetName = Annotated[str, AfterValidator(_load_set_name)]
+RESERVED_LOAD_NAMES = {"record-stream"}  # the station's own tracked reader
+
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
+
+
+def _host(value: str) -> str:
+    if ":" in value:
+        try:
+            ipaddress.IPv6Address(value)
+            return value
+        except ValueError:
+            pass
+    elif _HOSTNAME.fullmatch(value):
+        return value
+    raise ValueError(f"{shorten(value)} is not a host name or IP address")
+
+
+Host = Annotated[str, AfterValidator(_host)]
+User = Annotated[str, _pattern(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", "a user name (letters, digits, '_', '.', '-')")]
+
+_REMOTE_PATH = re.compile(r"(?:/[A-Za-z0-9_.+,@=-]+)+/?")
+
+
+def _remote_path(value: str) -> str:
+    if len(value) > 1024 or not _REMOTE_PATH.fullmatch(value):
+        raise ValueError(
+            f"{shorten(value)} is not an absolute path of safe characters "
+            "(letters, digits, '/', '_', '.', '+', ',', '@', '=', '-'; it goes into shell commands)"
+        )
+    if any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(f"{shorten(value)}: '.' and '..' are not allowed in a target path")
+    return value
+
+
+RemotePath = Annotated[str, AfterValidator(_remote_path)]
+LocalPath = Annotated[str, Field(min_length=1), _text(4096)]
+
+MODULE_PARAM_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+MODULE_PARAM_VALUE = r"[A-Za-z0-9_.,:+-]{0,256}"
+# parameters the station sets itself from the matrix; module_params must not change them behind its back
+STATION_MODULE_PARAMS = {
+    "period_us": "matrix.period",
+    "check": "matrix.variants",
+    "cpu": "matrix.cpu",
+    "format": "matrix.format",
+    "base": "matrix.lpt_base",
+    "irq": "matrix.lpt_irq",
+    "fifo": "bench.target.fifo",
+}
+
+
+def _module_param_name(value: str) -> str:
+    if not re.fullmatch(MODULE_PARAM_NAME, value):
+        raise ValueError(
+            f"{shorten(value)} is not a module parameter name (letters, digits, '_', not starting with a digit)"
+        )
+    if value in STATION_MODULE_PARAMS:
+        raise ValueError(f"{value} is set by the station from {STATION_MODULE_PARAMS[value]}; set it there")
+    return value
+
+
+def _module_param_value(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(f"expected a word or an integer, got {shorten(value)}")
+    if isinstance(value, int):
+        if abs(value) >= 2**64:
+            raise ValueError("integer out of range (64 bits)")
+        return value
+    if not re.fullmatch(MODULE_PARAM_VALUE, value):
+        raise ValueError(
+            f"{shorten(value)}: a module parameter value uses letters, digits and '_.,:+-' only, at most 256"
+        )
+    return value
+
+
+ModuleParamName = Annotated[str, AfterValidator(_module_param_name)]
+ModuleParamValue = Annotated[str | int, BeforeValidator(_module_param_value)]
 
 Interface = Literal["lpt", "pcie"]
 Variant = Literal["inb", "no-inb"]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# --- the schema -----------------------------------------------------------------------------
+
+
+def _twin_ns(lo_open: bool = False) -> Any:
+    def check(value: float) -> float:
+        if value < 0 or (lo_open and value == 0):
+            raise ValueError(f"{value:g} ns: must be {'positive' if lo_open else 'zero or positive'}")
+        if value > TWIN_MAX_NS:
+            raise ValueError(f"{value:g} ns is too large: at most {TWIN_MAX_NS:g} ns (1 s)")
+        return value
+
+    return Annotated[float, BeforeValidator(_not_bool), AfterValidator(check)]
+
+
+def _fraction(value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{value:g}: a fraction is between 0 and 1")
+    return value
+
+
+def _spread(value: float) -> float:
+    if not 0.0 < value <= 10.0:
+        raise ValueError(f"{value:g}: idle_spread scales the loaded spread; between 0 (excluded) and 10")
+    return value
+
+
+def _clock(value: float) -> float:
+    lo, hi = TWIN_CLOCK_HZ
+    if value != 0 and not (lo <= value <= hi and value == int(value)):
+        raise ValueError(f"{value:g} Hz: 0 (no board clock) or a whole number of Hz from {lo:g} to {hi:g}")
+    return value
+
+
+class TwinInterfaceOverrides(Strict):
+    """The twin model's parameters (station/twin/model.py InterfaceParams), times in ns.
+    A parameter left out keeps the preset's value (the None defaults are never validated,
+    so an explicit null in the file is refused)."""
+
+    t_rw: _twin_ns() = None
+    t_rw_jitter: _twin_ns() = None
+    sw_min: _twin_ns(lo_open=True) = None
+    sw_mean: _twin_ns(lo_open=True) = None
+    sw_std: _twin_ns(lo_open=True) = None
+    idle_spread: Annotated[Float, AfterValidator(_spread)] = None
+    tail_fraction: Annotated[Float, AfterValidator(_fraction)] = None
+    tail_scale: _twin_ns() = None
+    outlier_fraction: Annotated[Float, AfterValidator(_fraction)] = None
+    outlier_delay: tuple[_twin_ns(), _twin_ns()] = None
+    timer_jitter: _twin_ns() = None
+    clock_hz: Annotated[Float, AfterValidator(_clock)] = None
+
+    @model_validator(mode="after")
+    def _delay_interval(self) -> TwinInterfaceOverrides:
+        if self.outlier_delay is not None and self.outlier_delay[0] > self.outlier_delay[1]:
+            raise LocatedError(("outlier_delay",), "[low, high] with low <= high")
+        return self
+
+
+_TWIN_OVERRIDES = TypeAdapter(dict[Interface, TwinInterfaceOverrides])
 
 
 class TwinSettings(Strict):
     """The built-in twin: an emulated target (SSH) and scope (SCPI) on 127.0.0.1."""
 
     preset: str = "seed-2015"
-    seed: int = 2015
+    seed: Int = Field(2015, ge=0, lt=2**64)
     ground_truth: bool = True
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Per-interface model parameters replacing the preset's, e.g. {pcie: {outlier_fraction: 5e-5}}",
+        description="Per-interface model parameters replacing the preset's, e.g. {pcie: {outlier_fraction: 5e-5}}; "
+        "times in ns, fractions within [0, 1]",
     )
 
-    @model_validator(mode="after")
-    def _preset_and_overrides_exist(self) -> TwinSettings:
+    @field_validator("preset")
+    @classmethod
+    def _preset_exists(cls, value: str) -> str:
         from station.twin.model import load_preset
 
-        load_preset(self.preset).with_overrides(self.overrides)  # raises with the names it knows
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value):
+            raise ValueError(f"{shorten(value)} is not a preset name (letters, digits, '_', '-')")
+        load_preset(value)  # raises with the names it knows
+        return value
+
+    @field_validator("overrides", mode="before")
+    @classmethod
+    def _overrides_in_range(cls, value: object) -> dict[str, dict[str, Any]]:
+        try:
+            parsed = _TWIN_OVERRIDES.validate_python(value)
+        except ValidationError as exc:
+            loc, message = _explain(exc.errors()[0])
+            raise LocatedError(loc, message) from None
+        return {iface: o.model_dump(exclude_unset=True) for iface, o in parsed.items()}
+
+    @model_validator(mode="after")
+    def _model_can_be_calibrated(self) -> TwinSettings:
+        from station.twin.model import latency_shape, load_preset
+
+        preset = load_preset(self.preset).with_overrides(self.overrides)
+        for iface, p in preset.interfaces.items():
+            where = ("overrides", iface) if iface in self.overrides else ("preset",)
+            name = "" if iface in self.overrides else f"{iface}: "
+            if not p.sw_min < p.sw_mean:
+                raise LocatedError(where, f"{name}sw_mean ({p.sw_mean:g}) must exceed sw_min ({p.sw_min:g})")
+            if p.t_rw > p.sw_min:
+                raise LocatedError(
+                    where, f"{name}t_rw ({p.t_rw:g}) exceeds sw_min ({p.sw_min:g}); t_SW includes one bus access"
+                )
+            try:
+                for spread in (1.0, p.idle_spread):
+                    latency_shape(p, preset.calibration_samples, spread)
+            except Exception as exc:  # noqa: BLE001 - scipy's solver says little; say what to change
+                raise LocatedError(
+                    where,
+                    f"{name}the latency model cannot be calibrated to sw_min/sw_mean/sw_std = "
+                    f"{p.sw_min:g}/{p.sw_mean:g}/{p.sw_std:g} ns ({type(exc).__name__})",
+                ) from None
         return self
 
 
 class TargetSettings(Strict):
     kind: Literal["twin", "ssh"] = "twin"
-    host: str = "127.0.0.1"
-    port: int = Field(22, ge=1, le=65535)
-    user: str = "root"
-    identity_file: str | None = Field(None, description="private key; default: ssh-agent / ~/.ssh keys")
-    known_hosts: str | None = Field(
+    host: Host = Field("127.0.0.1", description="a name or address; ~/.ssh/config's Host aliases, HostName, "
+                       "User, Port, IdentityFile and ProxyJump apply as they do for ssh")
+    port: Int | None = Field(None, ge=1, le=65535, description="default: ~/.ssh/config's Port for this host, else 22")
+    user: User | None = Field(
+        None, description="default: ~/.ssh/config's User for this host, else your local user name"
+    )
+    identity_file: LocalPath | None = Field(None, description="private key; default: ssh-agent / ~/.ssh keys")
+    known_hosts: LocalPath | None = Field(
         None, description="known_hosts file; default ~/.ssh/known_hosts. Host keys are always checked."
     )
-    connect_timeout: Seconds = 10.0
+    connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
     family: Literal["rtai", "mainline"] = "rtai"
-    module_dir: str = Field("/opt/irq-station/modules", description="directory holding the .ko files on the target")
-    work_dir: str = Field("/tmp/irq-station", description="target directory for pid files")
-    fifo: int = Field(0, ge=0, le=63, description="RTAI FIFO number (rtai family)")
-    upload_modules: str | None = Field(
+    module_dir: RemotePath = Field(
+        "/opt/irq-station/modules", description="directory holding the .ko files on the target"
+    )
+    work_dir: RemotePath = Field("/tmp/irq-station", description="target directory for pid files")
+    fifo: Int = Field(0, ge=0, le=63, description="RTAI FIFO number (rtai family)")
+    sudo: bool = Field(
+        False, description="log in as an ordinary user and run insmod, rmmod, dmesg, the stream reader and "
+        "kill through `sudo -n` (needs a NOPASSWD sudoers rule; the station never types a password)",
+    )
+    upload_modules: LocalPath | None = Field(
         None,
         description="local directory of prebuilt .ko files to copy into module_dir before the runs "
         "(their vermagic must match the target's kernel)",
     )
 
-    @model_validator(mode="after")
-    def _ssh_needs_host(self) -> TargetSettings:
-        if self.kind == "ssh" and not self.host:
-            raise ValueError("an ssh target needs a host")
-        return self
+
+ScopeDialect = Literal[tuple(sorted(DIALECTS))]  # one list of dialects: the instruments' registry
 
 
 class ScopeSettingsConfig(Strict):
     kind: Literal["twin", "visa", "none"] = "twin"
-    resource: str | None = Field(None, description="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET")
-    dialect: Literal["tektronix_tds", "tektronix_mso", "keysight_infiniivision"] = "tektronix_tds"
-    timeout: Seconds = 10.0
-    channel: int = Field(1, ge=1, le=4)
-    volts_per_div: Volts = 1.0
-    position_div: float = Field(-3.0, ge=-5, le=5)
-    time_per_div: Seconds = 500e-6
-    record_length: int = Field(120000, gt=0)
-    trigger_level: Volts = 1.5
-    trigger_position_pct: float = Field(10.0, ge=0, le=100)
-    threshold: Volts | Literal["auto"] = "auto"
+    resource: Annotated[str, _text(256)] | None = Field(
+        None, description="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"
+    )
+    dialect: ScopeDialect = Field("tektronix_tds", description="the scope's command set (instruments/dialects.py)")
+    timeout: Seconds(TIMEOUT_RANGE) = 10.0
+    channel: Int = Field(1, ge=1, le=4)
+    volts_per_div: Volts(VOLTS_PER_DIV_RANGE) = 1.0
+    position_div: Float = Field(-3.0, ge=-5, le=5)
+    time_per_div: Seconds(TIME_PER_DIV_RANGE) = 500e-6
+    record_length: Int = Field(120000, gt=0, le=MAX_RECORD_LENGTH)
+    trigger_level: Volts(LEVEL_RANGE) = 1.5
+    trigger_position_pct: Float = Field(10.0, ge=0, le=100)
+    threshold: Annotated[
+        float | Literal["auto"],
+        BeforeValidator(_volts_or_auto),
+        AfterValidator(lambda v: v if v == "auto" else _range(*LEVEL_RANGE, format_voltage).func(v)),
+    ] = "auto"
 
     @model_validator(mode="after")
     def _visa_needs_resource(self) -> ScopeSettingsConfig:
         if self.kind == "visa" and not self.resource:
-            raise ValueError("a visa scope needs a resource, e.g. TCPIP::192.168.1.30::4000::SOCKET")
+            raise LocatedError(
+                ("resource",), "a visa scope needs a resource, e.g. TCPIP::192.168.1.30::4000::SOCKET"
+            )
         return self
 
 
 class LoadHost(Strict):
     """Another machine that runs load generators aimed at the target (e.g. the seed's hping3 flood)."""
 
-    host: str
-    port: int = Field(22, ge=1, le=65535)
-    user: str = "root"
-    identity_file: str | None = None
-    known_hosts: str | None = None
-    connect_timeout: Seconds = 10.0
-    work_dir: str = "/tmp/irq-station"
-
-
-NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
-RESERVED_LOAD_NAMES = {"record-stream"}  # the station's own tracked reader
+    host: Host
+    port: Int | None = Field(None, ge=1, le=65535, description="default: ~/.ssh/config's Port for this host, else 22")
+    user: User | None = Field(
+        None, description="default: ~/.ssh/config's User for this host, else your local user name"
+    )
+    identity_file: LocalPath | None = None
+    known_hosts: LocalPath | None = None
+    connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
+    work_dir: RemotePath = "/tmp/irq-station"
+    sudo: bool = Field(False, description="stop loads started with `sudo -n` through `sudo -n kill`")
 
 
 class LoadSpec(Strict):
-    name: str = Field(pattern=NAME_PATTERN)
-    command: str
-    host: str = Field("target", description="'target' or the name of a bench.load_hosts entry")
+    name: Name
+    command: Annotated[str, Field(min_length=1), _text(10_000, allowed="\n\t")] = Field(
+        description="a shell command, run as written (sh -c) on its host"
+    )
+    host: Name = Field("target", description="'target' or the name of a bench.load_hosts entry")
 
-    @model_validator(mode="after")
-    def _not_reserved(self) -> LoadSpec:
-        if self.name in RESERVED_LOAD_NAMES:
-            raise ValueError(f"load name {self.name!r} is reserved by the station")
-        return self
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_LOAD_NAMES:
+            raise ValueError(f"load name {value!r} is reserved by the station")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a load needs a command")
+        return value
 
 
 class Bench(Strict):
     target: TargetSettings = TargetSettings()
     twin: TwinSettings = TwinSettings()
     scope: ScopeSettingsConfig = ScopeSettingsConfig()
-    load_hosts: dict[str, LoadHost] = Field(default_factory=dict)
+    load_hosts: dict[Name, LoadHost] = Field(default_factory=dict)
+
+
+def _period(value: float) -> float:
+    period_us = value * 1e6
+    if abs(period_us - round(period_us)) > 1e-6:
+        raise ValueError(f"period {period_us:g} us: the modules take whole microseconds, at least 10 us")
+    return value
 
 
 class Matrix(Strict):
     interfaces: list[Interface] = Field(default_factory=lambda: ["lpt", "pcie"], min_length=1)
     variants: list[Variant] = Field(default_factory=lambda: ["inb", "no-inb"], min_length=1)
-    loads: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
-    repetitions: int = Field(1, ge=1)
-    period: Seconds = 100e-6
-    samples: int | None = Field(None, gt=0, description="stop a run after this many software samples")
-    duration: Seconds | None = Field(None, gt=0, description="stop a run after this long")
-    pulses: int = Field(0, ge=0, description="at least this many scope pulses per run (0: no minimum)")
-    max_duration: Seconds = Field(3600.0, gt=0, description="hard limit per run, whatever else is unmet")
+    loads: list[Annotated[str, Field(max_length=64)]] = Field(
+        default_factory=lambda: ["none"], min_length=1, max_length=1000, description="names of load sets (loads:)"
+    )
+    repetitions: Int = Field(1, ge=1, le=MAX_REPETITIONS)
+    period: Annotated[Seconds(PERIOD_RANGE), AfterValidator(_period)] = 100e-6
+    samples: Int | None = Field(
+        None, gt=0, le=MAX_SAMPLES, description="stop a run after this many software samples"
+    )
+    duration: Seconds(DURATION_RANGE) | None = Field(None, description="stop a run after this long")
+    pulses: Int = Field(0, ge=0, le=MAX_PULSES, description="at least this many scope pulses per run (0: no minimum)")
+    max_duration: Seconds(MAX_DURATION_RANGE) = Field(
+        3600.0, description="hard limit per run, whatever else is unmet"
+    )
     format: Literal["v1", "legacy"] = "v1"
-    cpu: int = Field(-1, ge=-1)
-    lpt_base: int = 0x378
-    lpt_irq: int = 7
-    module_params: dict[Interface, dict[str, str | int]] = Field(
+    cpu: Int = Field(-1, ge=-1, le=4095, description="CPU the module's task and IRQ run on (-1: any)")
+    lpt_base: Int = Field(0x378, ge=0, le=0xFFFF, description="I/O port base of the parallel port")
+    lpt_irq: Int = Field(7, ge=0, le=255)
+    module_params: dict[Interface, dict[ModuleParamName, ModuleParamValue]] = Field(
         default_factory=dict,
         description="extra module parameters per interface, e.g. {pcie: {profile: edu}} (emulation modes)",
     )
@@ -156,47 +533,61 @@ class Matrix(Strict):
     def _consistent(self) -> Matrix:
         if self.samples is None and self.duration is None:
             raise ValueError("give samples or duration (or both) to say when a run ends")
-        period_us = self.period * 1e6
-        if period_us < 10 or abs(period_us - round(period_us)) > 1e-6:
-            raise ValueError(f"period {period_us:g} us: the modules take whole microseconds, at least 10 us")
         for name, values in (("interfaces", self.interfaces), ("variants", self.variants), ("loads", self.loads)):
             if len(set(values)) != len(values):
-                raise ValueError(f"{name} lists a value twice: {values}")
+                raise LocatedError((name,), f"{name} lists a value twice: {values}")
+        runs = run_count(self)
+        if runs > MAX_RUNS:
+            raise LocatedError(
+                ("repetitions",),
+                f"{len(self.interfaces)} interfaces × {len(self.variants)} variants × {len(self.loads)} loads × "
+                f"{self.repetitions} repetitions = {runs} runs; at most {MAX_RUNS}",
+            )
         needed = max(self.duration or 0.0, (self.samples or 0) * self.period)
         if needed > self.max_duration:
-            raise ValueError(
+            raise LocatedError(
+                ("max_duration",),
                 f"a run needs at least {needed:g} s (samples × period, or duration) but max_duration is "
-                f"{self.max_duration:g} s: every run would end incomplete"
+                f"{self.max_duration:g} s: every run would end incomplete",
             )
         return self
 
 
 class Campaign(Strict):
-    name: str
-    description: str = ""
+    name: Annotated[str, Field(min_length=1), _text(200)]
+    description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
     bench: Bench = Bench()
     matrix: Matrix
-    loads: dict[str, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
+    loads: dict[LoadSetName, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Campaign:
-        for name in self.matrix.loads:
+        for i, name in enumerate(self.matrix.loads):
             if name not in self.loads:
                 known = ", ".join(sorted(self.loads)) or "none defined"
-                raise ValueError(f"matrix.loads names {name!r}, which is not under loads: ({known})")
+                close = difflib.get_close_matches(name, list(self.loads), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise LocatedError(
+                    ("matrix", "loads", i), f"names {name!r}, which is not under loads: ({known}){hint}"
+                )
+        hosts = self.bench.load_hosts
         for set_name, specs in self.loads.items():
-            if not re.match(NAME_PATTERN, set_name):
-                raise ValueError(f"load set name {set_name!r}: use letters, digits, '_', '.', '-' (it names runs)")
-            names = [s.name for s in specs]
-            if len(set(names)) != len(names):
-                raise ValueError(f"load set {set_name!r} uses a load name twice: {names}")
-            for spec in specs:
-                if spec.host != "target" and spec.host not in self.bench.load_hosts:
-                    raise ValueError(
-                        f"load {set_name}/{spec.name} runs on {spec.host!r}, not a bench.load_hosts entry"
+            seen: set[str] = set()
+            for j, spec in enumerate(specs):
+                if spec.name in seen:
+                    raise LocatedError(
+                        ("loads", set_name, j, "name"),
+                        f"load set {set_name!r} uses a load name twice: {[s.name for s in specs]}",
+                    )
+                seen.add(spec.name)
+                if spec.host != "target" and spec.host not in hosts:
+                    have = ", ".join(sorted(hosts)) or "none defined"
+                    raise LocatedError(
+                        ("loads", set_name, j, "host"),
+                        f"load {set_name}/{spec.name} runs on {spec.host!r}, not a bench.load_hosts entry ({have})",
                     )
         if self.matrix.pulses and self.bench.scope.kind == "none":
-            raise ValueError("matrix.pulses asks for scope pulses but bench.scope.kind is none")
+            raise LocatedError(("matrix", "pulses"), "asks for scope pulses but bench.scope.kind is none")
         return self
 
 
@@ -229,79 +620,160 @@ def measurement_hash(campaign: Campaign) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def run_count(matrix: Matrix) -> int:
+    return len(matrix.interfaces) * len(matrix.variants) * len(matrix.loads) * matrix.repetitions
+
+
 def expand_runs(campaign: Campaign) -> list[RunSpec]:
+    """Every run of the matrix, repetition-major. Validation caps the count at MAX_RUNS; a
+    Campaign changed with model_copy() bypasses validation, so the cap is checked again."""
     m = campaign.matrix
+    if run_count(m) > MAX_RUNS:
+        raise ConfigError(f"matrix: {run_count(m)} runs; at most {MAX_RUNS}")
     return [
         RunSpec(i, v, load, r)
         for r, load, i, v in itertools.product(range(m.repetitions), m.loads, m.interfaces, m.variants)
     ]
 
 
-class ConfigError(Exception):
-    """A campaign file that cannot be used; the message names file, line and field."""
+# --- errors with lines ------------------------------------------------------------------------
+
+_TAG_PARTS = {"str", "int", "float", "bool", "none", "list", "dict", "tuple", "[key]"}
 
 
-class _LineLoader(yaml.SafeLoader):
-    """Safe YAML loader that remembers the line of every mapping key and item."""
+def _is_tag(part: object) -> bool:
+    return isinstance(part, str) and (
+        part in _TAG_PARTS or "[" in part or part.startswith(("function-", "literal", "constrained-"))
+    )
 
 
-def _compose_lines(node: yaml.Node, path: tuple, lines: dict[tuple, int]) -> None:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            _compose_lines(value_node, (*path, key), lines)
-            lines[(*path, key)] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _compose_lines(item, (*path, i), lines)
+def _explain(err: dict[str, Any]) -> tuple[tuple, str]:
+    """(location, message) of one pydantic error, with LocatedError's inner location appended
+    and pydantic's own union/validator tags removed from the end."""
+    loc = tuple(err["loc"])
+    while loc and _is_tag(loc[-1]):
+        loc = loc[:-1]
+    inner = (err.get("ctx") or {}).get("error")
+    if isinstance(inner, LocatedError):
+        return (*loc, *inner.loc), inner.message
+    if err["type"] == "extra_forbidden":
+        return loc, "unknown key (check the spelling; `station schema` lists the keys)"
+    msg = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return loc, msg
 
 
 def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
-    # pydantic locations may carry extra parts (union branches, validator names);
-    # walk back to the deepest path that exists in the document.
-    parts = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
-    for n in range(len(parts), -1, -1):
-        if parts[:n] in lines:
-            return lines[parts[:n]]
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
     return None
 
 
-def load_campaign(path: str | Path) -> Campaign:
+_PLAIN_PART = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
+def _field(loc: tuple) -> str:
+    parts = [str(p) if isinstance(p, int) or _PLAIN_PART.fullmatch(str(p)) else shorten(str(p)) for p in loc]
+    return ".".join(parts) or "(top level)"
+
+
+def _format_errors(errors: list[tuple[tuple, str]], source: str, lines: dict[tuple, int]) -> str:
+    out = []
+    for loc, message in errors[:MAX_ERRORS]:
+        out.append(f"{source}:{_line_for(loc, lines) or '?'}: {_field(loc)}: {clip(message)}")
+    if len(errors) > MAX_ERRORS:
+        out.append(f"{source}:?: (top level): ... and {len(errors) - MAX_ERRORS} more errors")
+    return "\n".join(out)
+
+
+# --- files named by the campaign --------------------------------------------------------------
+
+
+def _local_file_problem(value: str, want_dir: bool) -> str | None:
+    path = Path(os.path.expanduser(value))
+    hint = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
+    try:
+        if not path.exists():
+            return f"{path} does not exist{hint}"
+        if want_dir and not path.is_dir():
+            return f"{path} is not a directory"
+        if not want_dir and not path.is_file():
+            return f"{path} is not a file"
+        if not os.access(path, os.R_OK | (os.X_OK if want_dir else 0)):
+            return f"{path} is not readable"
+    except (OSError, ValueError) as exc:
+        return f"{path}: {exc}"
+    return None
+
+
+def _check_files(campaign: Campaign) -> list[tuple[tuple, str]]:
+    """Key files, known_hosts files and the module directory of every ssh endpoint exist."""
+    problems: list[tuple[tuple, str]] = []
+    endpoints: list[tuple[tuple, TargetSettings | LoadHost]] = []
+    if campaign.bench.target.kind == "ssh":
+        endpoints.append((("bench", "target"), campaign.bench.target))
+    endpoints += [(("bench", "load_hosts", name), host) for name, host in campaign.bench.load_hosts.items()]
+    for loc, settings in endpoints:
+        for field in ("identity_file", "known_hosts"):
+            value = getattr(settings, field)
+            if value and (problem := _local_file_problem(value, want_dir=False)):
+                problems.append(((*loc, field), problem))
+        upload = settings.upload_modules if isinstance(settings, TargetSettings) else None
+        if upload and (problem := _local_file_problem(upload, want_dir=True)):
+            problems.append(((*loc, "upload_modules"), problem))
+    return problems
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+
+def load_campaign(path: str | Path, *, check_files: bool = True) -> Campaign:
+    """Read, parse and validate a campaign file. With check_files (the default, as for
+    `station validate` and `station run`), the key files and module directory it names
+    must exist on this machine."""
     path = Path(path)
+    source = str(path)
     try:
-        text = path.read_text()
+        if not path.is_file():
+            what = "does not exist" if not path.exists() else "is not a regular file"
+            raise ConfigError(f"{source}:?: cannot read: {what}")
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_campaign(text, str(path))
+        raise ConfigError(f"{source}:?: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"{source}:?: too large (more than {MAX_FILE_BYTES} bytes; a campaign file is at most 1 MiB)")
+    return parse_campaign(data, source, check_files=check_files)
 
 
-def parse_campaign(text: str, source: str = "<string>") -> Campaign:
-    try:
-        node = yaml.compose(text, Loader=_LineLoader)
-        data = yaml.load(text, Loader=_LineLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+def parse_campaign(text: str | bytes, source: str = "<string>", *, check_files: bool = False) -> Campaign:
+    """Parse and validate campaign YAML (text, or bytes that must be UTF-8). Durations and
+    voltages must carry units, as in a file. check_files as for load_campaign()."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_FILE_BYTES:
+            raise ConfigError(f"{source}:?: too large ({len(text)} bytes; a campaign file is at most 1 MiB)")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            valid = text[: exc.start].decode("utf-8")
+            line = line_at(valid, len(valid))
+            raise ConfigError(f"{source}:{line}: not a text file (byte {exc.start} is not UTF-8)") from None
+    data, lines = load_yaml(text, source)
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: a campaign file is a mapping with at least name: and matrix:")
-    lines: dict[tuple, int] = {}
-    _compose_lines(node, (), lines)
+        raise ConfigError(f"{source}:1: (top level): a campaign file is a mapping with at least name: and matrix:")
     try:
-        return Campaign.model_validate(data)
+        campaign = Campaign.model_validate(data, context={"from_file": True})
     except ValidationError as exc:
-        messages = []
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            line = _line_for(loc, lines)
-            field = ".".join(str(p) for p in loc) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown key (check the spelling; `station schema` lists the keys)"
-            messages.append(f"{source}:{line or '?'}: {field}: {msg}")
-        raise ConfigError("\n".join(messages)) from None
+        raise ConfigError(_format_errors([_explain(e) for e in exc.errors()], source, lines)) from None
+    except (RecursionError, MemoryError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+        # a validator that failed in a way it should not; still one clean message, never a traceback
+        raise ConfigError(
+            f"{source}:?: (top level): internal error while validating (please report): "
+            f"{type(exc).__name__}: {clip(str(exc), 80)}"
+        ) from None
+    if check_files and (problems := _check_files(campaign)):
+        raise ConfigError(_format_errors(problems, source, lines))
+    return campaign
 
 
 def json_schema() -> str:

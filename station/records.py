@@ -86,6 +86,9 @@ class LossCounter:
     def observe(self, seqs: np.ndarray) -> None:
         if seqs.size == 0:
             return
+        if int(seqs.max()) >= 1 << 62:  # 10^18 events: centuries at 10 kHz, so a corrupt record
+            bad = int(np.argmax(seqs >= 1 << 62))
+            raise RecordFormatError(f"sequence number {int(seqs[bad])} is out of any plausible range")
         seqs = seqs.astype(np.int64)
         prev = np.empty_like(seqs)
         prev[0] = seqs[0] - 1 if self.expected_seq is None else self.expected_seq - 1

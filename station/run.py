@@ -23,7 +23,7 @@ from station.kinds import Measurement, RunContext, kind_for
 from station.kinds.base import MeasurementFailure
 from station.progress import ProgressSink, RunProgress
 from station.store import RunStore, StoreError
-from station.target import Host, TargetError, kernel_log
+from station.target import AuthenticationRefused, Host, TargetError, kernel_log
 from station.target import processes as proc_ctl
 
 # what the lifecycle writes in every manifest: a kind's seal_extra() cannot replace these
@@ -82,6 +82,9 @@ async def execute_run(
     except StoreError as exc:
         status, error = "failed", str(exc)
         fatal = f"cannot keep the data: {exc}"
+    except AuthenticationRefused as exc:  # every later run would be refused the same way
+        status, error = "failed", str(exc)
+        fatal = str(exc)
     except (TargetError, MeasurementFailure) as exc:
         status, error = "failed", str(exc)
     except records.RecordFormatError as exc:
@@ -175,12 +178,15 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
     hosts = ctx.bench.hosts
     failed: list[Host] = []
     errors: list[str] = []
+    stop_failed = False
     try:
         await kind.stop()
     except TargetError as exc:
+        stop_failed = True
         ctx.sink.message(f"teardown: {exc}; reconnecting to clean up")
         failed.append(ctx.target)
     except Exception as exc:  # noqa: BLE001 - a bug in the kind: the loads must still stop
+        stop_failed = True
         errors.append(f"{kind.name} stop: {type(exc).__name__}: {exc}")
         failed.append(ctx.target)
     for load in reversed(started.loads):
@@ -205,4 +211,11 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
             await host.cleanup(within_s=60)
         except TargetError as exc:
             errors.append(str(exc))
+            continue
+        if host is ctx.target and stop_failed:
+            # cleanup knows pid files and our modules; the kind may have set up more
+            try:
+                await kind.stop()
+            except Exception as exc:  # noqa: BLE001 - said in the manifest, the seal goes on
+                errors.append(f"{kind.name} stop, after reconnecting: {type(exc).__name__}: {exc}")
     return errors

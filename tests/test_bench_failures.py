@@ -30,7 +30,7 @@ def test_unreachable_target(tmp_path):
     assert "Traceback" not in res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"error: target: cannot reach root@127.0.0.1:{port}")
+    assert lines[0].startswith(f"error: target: cannot reach 127.0.0.1:{port}")
 
 
 @pytest.fixture

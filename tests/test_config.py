@@ -54,7 +54,7 @@ def test_a_run_needs_a_stop_condition():
 
 
 def test_loads_named_in_the_matrix_must_exist():
-    with pytest.raises(ConfigError, match="matrix.loads names 'heavy'"):
+    with pytest.raises(ConfigError, match=r"<string>:2: matrix\.loads\.0: names 'heavy', which is not under loads"):
         parse_campaign("name: x\nmatrix: {samples: 10, loads: [heavy]}\n")
 
 
@@ -73,8 +73,10 @@ def test_matrix_expands_interface_variant_load_repetition():
 
 
 def test_every_shipped_config_validates():
+    # the key files a real-bench config names exist only on that bench (vm.yaml's appear
+    # with `station vm up`): the schema is checked here, the files by test_config_hardening
     for path in sorted((REPO / "configs").glob("*.yaml")):
-        load_campaign(path)
+        load_campaign(path, check_files=False)
 
 
 def test_schema_is_json_schema_with_units_as_strings():

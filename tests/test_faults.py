@@ -67,6 +67,9 @@ def _finish(run: subprocess.Popen, timeout: float = 180) -> tuple[int, str]:
     _, stderr = run.communicate(timeout=timeout)
     assert "Traceback" not in stderr, stderr
     assert "never retrieved" not in stderr, stderr
+    # what the user saw, for the record (pytest -s shows it)
+    said = [ln for ln in stderr.splitlines() if ln.startswith(("error:", "lpt-", "campaign stopped", "teardown"))]
+    print(f"\n[exit {run.returncode}] " + "\n  ".join(said))
     return run.returncode, stderr
 
 

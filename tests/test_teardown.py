@@ -143,3 +143,31 @@ def test_loads_on_a_load_host_are_started_there_and_stopped_on_every_exit(twin, 
     _assert_clean(twin)
     loaded, ps, _ = asyncio.run(_state(twin))
     assert "hping3" not in ps
+
+
+def test_a_pid_file_is_acted_on_only_when_it_still_names_our_process(twin):
+    """Stale pid files (a reboot, a reused pid, a hand edit) never make the station signal a
+    stranger: `1` would have been `kill -TERM -1`, and a live process started for another
+    pid file is not this file's process."""
+
+    async def main():
+        conn = await TargetConnection.open(_endpoint(twin))
+        other = await load_ctl.start_load(conn, "hping3", "hping3 --icmp --fast 127.0.0.1", "/tmp/irq-station", 60)
+        await conn.run(f"echo {other.pid} > /tmp/irq-station/loads/stale.pid")
+        await conn.run("echo 1 > /tmp/irq-station/loads/init.pid")
+        await conn.run("echo 'not a pid' > /tmp/irq-station/loads/junk.pid")
+        twin.call(twin.target.command_log.clear)
+        for name in ("stale", "init", "junk"):
+            await load_ctl.kill_pidfile(conn, f"/tmp/irq-station/loads/{name}.pid")
+        kills = [c for c in twin.call(lambda: list(twin.target.command_log)) if c.startswith("kill")]
+        ps = (await conn.run("ps")).stdout
+        left = (await conn.run("ls /tmp/irq-station/loads")).stdout.split()
+        await load_ctl.stop_load(other)
+        await conn.close()
+        return kills, ps, left, other.pid
+
+    kills, ps, left, pid = asyncio.run(main())
+    assert kills == []  # no signal at all
+    assert str(pid) in ps  # the live process named by the stale file still runs
+    assert left == ["hping3.pid"]  # the stale files are gone, the live one's own file stays
+    _assert_clean(twin)

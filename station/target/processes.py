@@ -5,9 +5,9 @@ Each such process runs as `setsid sh -c 'echo $$ > PIDFILE; exec timeout -s KILL
 its own process group (so one kill stops the whole pipeline), a pid file (so a
 later `station cleanup` finds it after a crash) and a hard time limit (so even
 a station killed with SIGKILL cannot leave it running for ever). A pid file is
-only acted on when the pid is > 1 and still names such a wrapper (`timeout -s
-KILL …` leading its own group): a stale file must never make the station signal
-a stranger's process, let alone `kill -TERM -1`.
+only acted on when the pid is > 1 and its process still carries our tag in its
+environment: a stale file must never make the station signal a stranger's
+process, let alone `kill -TERM -1`.
 """
 
 from __future__ import annotations
@@ -34,11 +34,16 @@ class TrackedProcess:
     where: str = "target"  # the load host's name, or "target"
 
 
+TAG_VARIABLE = "IRQ_STATION_TAG"
+
+
 def wrap(command: str, pidfile: str, max_seconds: int) -> str:
-    """The pid goes to the pid file (for cleanup after a crash) and to stdout (for this run)."""
+    """The pid goes to the pid file (for cleanup after a crash) and to stdout (for this run);
+    the environment carries a tag naming the pid file, which every program the wrapper
+    execs inherits: how a later cleanup tells our process from a stranger's reused pid."""
     body = command if _is_simple(command) else f"sh -c {shlex.quote(command)}"
     script = f"echo $$ > {shlex.quote(pidfile)}; echo $$; exec timeout -s KILL {max_seconds} {body}"
-    return f"setsid sh -c {shlex.quote(script)}"
+    return f"setsid env {shlex.quote(f'{TAG_VARIABLE}={pidfile}')} sh -c {shlex.quote(script)}"
 
 
 def _is_simple(command: str) -> bool:
@@ -96,7 +101,8 @@ def _text(data: str | bytes) -> str:
 
 
 async def stop_load(load: TrackedProcess) -> None:
-    await kill_group(load.conn, load.pid)
+    if await is_ours(load.conn, load.pid, load.pidfile):  # not if it ended and its pid was reused
+        await kill_group(load.conn, load.pid)
     await load.conn.run(f"rm -f {shlex.quote(load.pidfile)}", check=False, privileged=True)
     load.process.close()
 
@@ -111,14 +117,14 @@ async def kill_group(conn: TargetConnection, pid: int) -> None:
     await conn.run(f"kill -KILL -{pid}", check=False, privileged=True)
 
 
-async def is_tracked_wrapper(conn: TargetConnection, pid: int) -> bool:
-    """Whether pid is still one of our wrappers: `timeout -s KILL N …` (what `exec
-    timeout` left in its place). A pid reused by any other program is not ours."""
+async def is_ours(conn: TargetConnection, pid: int, pidfile: str) -> bool:
+    """Whether pid is still the process a wrapper started for this pid file: its environment
+    holds our tag (whatever `timeout` execs, busybox's or coreutils', inherits it). A pid reused
+    by any other program is not ours, and is never signalled."""
     if pid <= 1:
         return False
-    result = await conn.run(f"cat /proc/{pid}/cmdline", check=False, privileged=True)
-    argv = (result.stdout or "").split("\0") if result.exit_status == 0 else []
-    return bool(argv) and argv[0].rsplit("/", 1)[-1] == "timeout" and "KILL" in argv[1:3]
+    result = await conn.run(f"cat /proc/{pid}/environ", check=False, privileged=True)
+    return result.exit_status == 0 and f"{TAG_VARIABLE}={pidfile}" in (result.stdout or "").split("\0")
 
 
 def parse_pid(text: str) -> int | None:
@@ -145,6 +151,6 @@ async def kill_pidfile(conn: TargetConnection, path: str) -> None:
     """Stop the group a pid file names, if it is still ours; then remove the file."""
     content = await conn.run(f"cat {shlex.quote(path)}", check=False)
     pid = parse_pid(content.stdout or "") if content.exit_status == 0 else None
-    if pid is not None and await is_tracked_wrapper(conn, pid):
+    if pid is not None and await is_ours(conn, pid, path):
         await kill_group(conn, pid)
     await conn.run(f"rm -f {shlex.quote(path)}", check=False, privileged=True)

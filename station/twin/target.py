@@ -89,6 +89,7 @@ class LoadProcess:
     deadline: float
     echo_pid: bool = False
     argv: list[str] = field(default_factory=list)  # as /proc/PID/cmdline shows it (after exec)
+    environ: list[str] = field(default_factory=list)  # as /proc/PID/environ shows it
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     status: int | None = None
 
@@ -110,6 +111,9 @@ class EmulatedTarget:
         # the identity of the next run (campaign seed + run id): its random streams follow it, not
         # the order modules happen to be loaded in, so a resumed campaign equals an uninterrupted one
         self.run_key_next: str | None = None
+        self.sudo_needs_password = False  # a test's knob: sudo -n refuses as without NOPASSWD
+        self.command_log: list[str] = []  # every command line received, for tests and by-hand debugging
+        self.sudo_commands: list[str] = []  # what ran through `sudo -n` (the station's privileged calls)
         self.truth_dir: Path | None = None
         for stem in MODULES:
             self.files[f"{MODULE_DIR}/{stem}.ko"] = b"\x7fELF twin module"
@@ -171,11 +175,13 @@ class EmulatedTarget:
                 + "   PCI-MSI 524288-edge      de4_echoer"
             )
             return ("\n".join(lines) + "\n").encode()
-        if path.startswith("/proc/") and path.endswith("/cmdline") and path.count("/") == 3:
+        parts = path.split("/")
+        if len(parts) == 4 and parts[1] == "proc" and parts[2].isdigit() and parts[3] in ("cmdline", "environ"):
             self._reap()
-            proc = self.loads.get(int(path.split("/")[2])) if path.split("/")[2].isdigit() else None
+            proc = self.loads.get(int(parts[2]))
             if proc is not None and proc.status is None:
-                return "".join(a + "\0" for a in proc.argv).encode()
+                words = proc.argv if parts[3] == "cmdline" else proc.environ
+                return "".join(w + "\0" for w in words).encode()
         if path.startswith("/sys/module/") and path.endswith("/parameters/dropped"):
             name = path.split("/")[3]
             if name in self.modules:
@@ -191,6 +197,7 @@ class EmulatedTarget:
         """Run a command line: simple commands joined by ;, && or || (as people type
         them by hand). Long-running ones return ("stream", module) or ("load",
         LoadProcess) for the SSH layer to serve, and must stand alone."""
+        self.command_log.append(command)
         try:
             lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
             lexer.whitespace_split = True
@@ -220,7 +227,10 @@ class EmulatedTarget:
             return _err(f"sh: syntax error: {exc}", 2)
         if not argv:
             return CommandResult()
-        if argv[:2] == ["sudo", "-n"]:  # the twin's user is root: sudo -n just runs the command
+        if argv[:2] == ["sudo", "-n"]:
+            if self.sudo_needs_password:  # a sudoers rule without NOPASSWD, as sudo -n reports it
+                return _err("sudo: a password is required", 1)
+            self.sudo_commands.append(shlex.join(argv[2:]))
             argv = argv[2:] or ["true"]
         prog, args = argv[0], argv[1:]
         handler = getattr(self, "_cmd_" + prog.replace("-", "_"), None)
@@ -434,6 +444,11 @@ class EmulatedTarget:
     def _cmd_setsid(self, args: list[str]) -> CommandResult | tuple[str, object]:
         if args[:1] == ["-w"]:
             args = args[1:]
+        environ: list[str] = []
+        if args[:1] == ["env"]:
+            args = args[1:]
+            while args and "=" in args[0] and not args[0].startswith("-"):
+                environ.append(args.pop(0))
         if len(args) != 3 or args[:2] != ["sh", "-c"]:
             return _err("setsid: the twin runs only: setsid sh -c 'echo $$ > PIDFILE; exec timeout ...'")
         script = args[2]
@@ -471,7 +486,7 @@ class EmulatedTarget:
             return _err("hping3: missing target host", 1)
         pid = self._next_pid
         self._next_pid += 7
-        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, exec_argv)
+        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, exec_argv, environ)
         self.loads[pid] = proc
         if pidfile:
             self.files[pidfile] = f"{pid}\n".encode()
