@@ -86,8 +86,7 @@ async def run_campaign(
             _write_campaign_json(out_dir, campaign, bench)
             for order, spec in todo:
                 run_progress = RunProgress(spec.id, order, len(runs))
-                outcome = await execute_run(bench, campaign, spec, RunStore(out_dir, spec.id), run_progress,
-                                            progress, config_hash)
+                outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
                 result.outcomes.append(outcome)
                 progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
                 why = outcome.fatal or (await bench.lost() if outcome.status == "failed" else None)

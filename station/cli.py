@@ -24,6 +24,8 @@ app = typer.Typer(
 
 ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS)}, type=str)
 
+FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
+
 EXIT_USER_ERROR = 2
 EXIT_FAILED_RUNS = 3
 EXIT_INTERRUPTED = 130
@@ -56,7 +58,7 @@ def _install_signal_handlers(loop: asyncio.AbstractEventLoop, task: asyncio.Task
 def run(
     config: Path = typer.Argument(..., help="campaign YAML file"),
     out: Path = typer.Option(..., "--out", "-o", help="campaign output directory"),
-    fresh: bool = typer.Option(False, "--fresh", help="re-run every run, not only the incomplete ones"),
+    fresh: bool = typer.Option(False, "--fresh", help="re-run every run, not only the incomplete ones", metavar=FLAG),
 ) -> None:
     """Run a campaign: every run of its matrix, then the report."""
     try:
@@ -199,7 +201,9 @@ app.add_typer(vm_app, name="vm")
 
 
 @vm_app.command("build")
-def vm_build(force: bool = typer.Option(False, help="rebuild even if the cached image is current")) -> None:
+def vm_build(
+    force: bool = typer.Option(False, help="rebuild even if the cached image is current", metavar=FLAG),
+) -> None:
     """Build (or reuse) the VM image from Debian packages."""
     from station.vm import VmError, build_image
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from station import records
 from station.bench import Bench
-from station.config import Campaign, RunSpec
+from station.config import RunSpec, measurement_hash
 from station.kinds import Measurement, RunContext, kind_for
 from station.kinds.base import MeasurementFailure
 from station.progress import ProgressSink, RunProgress
@@ -51,17 +51,17 @@ class _Started:
     dmesg_before: list[str] = field(default_factory=list)
 
 
-async def execute_run(
-    bench: Bench, campaign: Campaign, spec: RunSpec, store: RunStore, progress: RunProgress, sink: ProgressSink,
-    config_hash: str,
-) -> RunOutcome:
+async def execute_run(bench: Bench, spec: RunSpec, store: RunStore, progress: RunProgress,
+                      sink: ProgressSink) -> RunOutcome:
+    """One run of the campaign on the active bench; its data goes to store."""
+    campaign = bench.campaign
     ctx = RunContext(bench, campaign, spec, store, progress, sink,
                      max_seconds=int(campaign.matrix.max_duration) + DEAD_MANS_SWITCH_S)
     kind = kind_for(spec.kind)(ctx)
     store.open({
         "kind": kind.name,
         "order": progress.index,
-        "config_hash": config_hash,
+        "config_hash": measurement_hash(campaign),
         "run": {"interface": spec.interface, "variant": spec.variant, "load": spec.load,
                 "repetition": spec.repetition},
         "loads": [s.model_dump() for s in campaign.loads[spec.load]],

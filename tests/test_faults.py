@@ -252,4 +252,6 @@ def test_disk_full_ends_the_campaign_cleanly(standalone_twin, small_disk, tmp_pa
     assert len(raw) > 10_000 and np.array_equal(raw["seq"].to_numpy(), np.arange(len(raw)))
     assert len(load_run(run_dir).sw) == len(raw)
     assert not list(run_dir.glob("*.tmp"))
+    manifest = json.loads((run_dir / "manifest.json").read_text())  # the reserve made room for the outcome
+    assert manifest["status"] == "failed" and "No space left on device" in manifest["error"]
     _assert_clean(standalone_twin)

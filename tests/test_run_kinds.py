@@ -21,7 +21,7 @@ import pytest
 
 from station import kinds
 from station.bench import Bench
-from station.config import RunSpec, measurement_hash, parse_campaign
+from station.config import RunSpec, parse_campaign
 from station.progress import QuietProgress, RunProgress
 from station.run import execute_run
 from station.store import RunStore, read_csv_lines
@@ -123,8 +123,7 @@ async def _execute(campaign, out: Path):
     sink = QuietProgress()
     async with Bench(campaign, sink) as bench:
         store = RunStore(out, SPEC.id)
-        outcome = await execute_run(bench, campaign, SPEC, store, RunProgress(SPEC.id, 0, 1), sink,
-                                    measurement_hash(campaign))
+        outcome = await execute_run(bench, SPEC, store, RunProgress(SPEC.id, 0, 1), sink)
     return outcome, store.dir
 
 
