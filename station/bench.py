@@ -1,6 +1,6 @@
 """The bench: everything a campaign measures with, owned in one place.
 
-Parts are activated in order — the twin (if used), the target, the load hosts,
+Parts are activated in order — the twin or the VM (if used), the target, the load hosts,
 the modules' upload, the scope — and deactivated in reverse order on every exit
 path, a cancellation included (labgrid's target/driver model). A run borrows the
 active parts; it never sets any of them up itself.
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +34,7 @@ class Bench:
     campaign: Campaign
     log: Messages
     twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
+    vm: Any = None  # station.vm.VirtualMachine when the target is kind: vm
     target: Target | None = None
     load_hosts: dict[str, Host] = field(default_factory=dict)
     scope: Any = None  # station.scope_session.ScopeSession, or None without a scope
@@ -55,6 +58,8 @@ class Bench:
         target_settings, scope_resource = settings.target, settings.scope.resource
         if settings.target.kind == "twin" or settings.scope.kind == "twin":
             target_settings, scope_resource = await self._start_twin()
+        if settings.target.kind == "vm":
+            target_settings = await self._start_vm()
         self.target = Target(endpoint_from_settings(target_settings), target_settings)
         await self._activate_host(self.target, "target")
         try:
@@ -99,6 +104,27 @@ class Bench:
         if settings.scope.kind == "twin":
             scope_resource = endpoints.scope_resource
         return target_settings, scope_resource
+
+    async def _start_vm(self) -> TargetSettings:
+        """Build (or reuse) the VM image and boot it on a free port; powered off at deactivation."""
+        from station.vm import VirtualMachine, VmError, build_image
+
+        loop = asyncio.get_running_loop()
+        try:
+            image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message))
+            vm = VirtualMachine(image, ssh_port=_free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")))
+            self._undo.append(("the VM", lambda: loop.run_in_executor(None, vm.stop)))
+            await vm.start_async()
+        except VmError as exc:
+            raise BenchError(f"vm: {exc}") from None
+        self.vm = vm
+        self.log.message(f"VM up on 127.0.0.1:{vm.ssh_port} (kernel {image.kernel_release})")
+        target = self.campaign.bench.target
+        return target.model_copy(update={
+            "kind": "ssh", "host": "127.0.0.1", "port": vm.ssh_port, "user": "root",
+            "identity_file": str(image.identity_file), "known_hosts": str(vm.known_hosts_file),
+            "upload_modules": target.upload_modules or str(image.modules_dir),
+        })
 
     async def _activate_host(self, host: Host, what: str) -> None:
         self._undo.append((what, host.deactivate))
@@ -180,3 +206,9 @@ class Bench:
             "scope": None if self.scope is None else {"idn": self.scope.idn, "resource": self.scope.resource},
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
         }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

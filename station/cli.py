@@ -134,8 +134,8 @@ def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming t
         campaign = load_campaign(config)
     except ConfigError as exc:
         _fail(str(exc))
-    if campaign.bench.target.kind == "twin":
-        _fail("the in-process twin starts clean every time; cleanup is for ssh targets")
+    if campaign.bench.target.kind in ("twin", "vm"):
+        _fail(f"a campaign's {campaign.bench.target.kind} starts clean every time; cleanup is for ssh targets")
     try:
         done = asyncio.run(api.cleanup_bench(campaign))
     except api.TargetError as exc:

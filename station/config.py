@@ -392,7 +392,10 @@ class TwinSettings(Strict):
 
 
 class TargetSettings(Strict):
-    kind: Literal["twin", "ssh"] = "twin"
+    kind: Literal["twin", "ssh", "vm"] = Field(
+        "twin", description="twin: the built-in emulated RTAI box; ssh: a real target; vm: Debian's kernel "
+        "in QEMU, built and booted by the bench for the campaign (family mainline)",
+    )
     host: Host = Field("127.0.0.1", description="a name or address; ~/.ssh/config's Host aliases, HostName, "
                        "User, Port, IdentityFile and ProxyJump apply as they do for ssh")
     port: Int | None = Field(None, ge=1, le=65535, description="default: ~/.ssh/config's Port for this host, else 22")
@@ -419,6 +422,12 @@ class TargetSettings(Strict):
         description="local directory of prebuilt .ko files to copy into module_dir before the runs "
         "(their vermagic must match the target's kernel)",
     )
+
+    @model_validator(mode="after")
+    def _vm_runs_mainline(self) -> TargetSettings:
+        if self.kind == "vm" and self.family != "mainline":
+            raise ValueError("a vm target runs Debian's kernel: set family: mainline (RTAI needs its own kernel)")
+        return self
 
 
 ScopeDialect = Literal[tuple(sorted(DIALECTS))]  # one list of dialects: the instruments' registry

@@ -35,7 +35,8 @@ def vm(tmp_path_factory):
 
 def _config(vm, tmp_path, **matrix_overrides) -> str:
     cfg = yaml.safe_load((REPO / "configs/vm.yaml").read_text())
-    cfg["bench"]["target"] |= {"port": vm.ssh_port, "identity_file": str(vm.image.identity_file),
+    cfg["bench"]["target"] |= {"kind": "ssh", "host": "127.0.0.1", "user": "root",  # the fixture's VM
+                               "port": vm.ssh_port, "identity_file": str(vm.image.identity_file),
                                "known_hosts": str(vm.known_hosts_file), "upload_modules": str(vm.image.modules_dir)}
     cfg["matrix"] |= matrix_overrides
     path = tmp_path / "vm.yaml"
