@@ -93,8 +93,8 @@ async def run_campaign(
                 if why is not None:
                     result.stopped = why
                     left = len(todo) - len(result.outcomes)
-                    progress.message(f"campaign stopped after {spec.id}: {why}; {left} run(s) not started — "
-                                     "run the same command again to resume")
+                    progress.message(f"campaign stopped after {spec.id}: {why}"
+                                     + (f"; {left} run(s) not started" if left else ""))
                     break
     except BenchError as exc:
         raise CampaignError(str(exc)) from None

@@ -36,7 +36,7 @@ class TerminalProgress:
             self._live.__exit__(None, None, None)
 
     def message(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)  # a message is one line
 
     def update(self, p: RunProgress) -> None:
         elapsed = time.monotonic() - p.started
