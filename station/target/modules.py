@@ -59,8 +59,14 @@ def insmod_arguments(params: dict[str, str]) -> str:
 
 
 async def loaded_modules(conn: TargetConnection) -> set[str]:
-    out = (await conn.run("lsmod")).stdout
-    return {line.split()[0] for line in out.splitlines()[1:] if line.strip()}
+    """Names of the loaded modules. A kernel without /proc/modules (built without module
+    support, or a container that hides it) has none of ours loaded."""
+    result = await conn.run("cat /proc/modules", check=False)
+    if result.exit_status != 0:
+        if "No such file" in (result.stderr or ""):
+            return set()
+        raise TargetError(f"{conn.endpoint.where}: cannot read /proc/modules: {(result.stderr or '').strip()}")
+    return {line.split()[0] for line in (result.stdout or "").splitlines() if line.strip()}
 
 
 async def insmod(conn: TargetConnection, path: str, params: dict[str, str]) -> None:

@@ -1,8 +1,8 @@
 """Tracked processes on the target or a load host: load generators, the record
 stream's reader, probes.
 
-Each such process runs as `setsid sh -c 'echo $$ > PIDFILE; exec timeout -s KILL N CMD'`:
-its own process group (so one kill stops the whole pipeline), a pid file (so a
+Each such process runs as `setsid env IRQ_STATION_TAG=PIDFILE sh -c 'echo $$ > PIDFILE;
+exec timeout -s KILL N CMD' & wait $!`: its own session and process group (so one kill stops the whole pipeline), a pid file (so a
 later `station cleanup` finds it after a crash) and a hard time limit (so even
 a station killed with SIGKILL cannot leave it running for ever). A pid file is
 only acted on when the pid is > 1 and its process still carries our tag in its
@@ -43,7 +43,10 @@ def wrap(command: str, pidfile: str, max_seconds: int) -> str:
     execs inherits: how a later cleanup tells our process from a stranger's reused pid."""
     body = command if _is_simple(command) else f"sh -c {shlex.quote(command)}"
     script = f"echo $$ > {shlex.quote(pidfile)}; echo $$; exec timeout -s KILL {max_seconds} {body}"
-    return f"setsid env {shlex.quote(f'{TAG_VARIABLE}={pidfile}')} sh -c {shlex.quote(script)}"
+    # `setsid` forks (and its parent exits at once) when it leads a process group, as the
+    # command of an SSH session does; run as a background job it is no group leader, so it
+    # makes the new session in place, and `wait` keeps the channel open until the job ends
+    return f"setsid env {shlex.quote(f'{TAG_VARIABLE}={pidfile}')} sh -c {shlex.quote(script)} & wait $!"
 
 
 def _is_simple(command: str) -> bool:

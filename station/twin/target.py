@@ -35,7 +35,8 @@ PARAMS = {
     "lpt": {"base", "irq"},
     "rtai": {"fifo", "fifo_size"},
 }
-STREAM_LAG_NS = 60_000  # emit an event once its handler has surely run
+STREAM_LAG_NS = 60_000
+BACKGROUND_AND_WAIT = " & wait $!"  # emit an event once its handler has surely run
 
 
 class Output(Protocol):
@@ -162,6 +163,9 @@ class EmulatedTarget:
             "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "performance\n",
             "/proc/loadavg": f"{1.9 if self.loads_running() else 0.05:.2f} 0.80 0.40 1/120 {self._next_pid}\n",
         }
+        if path == "/proc/modules":
+            names = [*self.modules, *RTAI_BASE_MODULES]
+            return "".join(f"{m} 20480 0 - Live 0x0000000000000000\n" for m in names).encode()
         if path == "/proc/interrupts":
             cols = "".join(f"       CPU{i}" for i in range(ncpu))
             lines = [cols]
@@ -198,6 +202,8 @@ class EmulatedTarget:
         them by hand). Long-running ones return ("stream", module) or ("load",
         LoadProcess) for the SSH layer to serve, and must stand alone."""
         self.command_log.append(command)
+        if command.endswith(BACKGROUND_AND_WAIT):  # the station's wrapper: one job, waited for
+            return self._simple(command.removesuffix(BACKGROUND_AND_WAIT))
         try:
             lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
             lexer.whitespace_split = True
