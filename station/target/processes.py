@@ -2,8 +2,9 @@
 stream's reader, probes.
 
 Each such process runs as `setsid env IRQ_STATION_TAG=PIDFILE sh -c 'echo $$ > PIDFILE;
-exec timeout -s KILL N CMD' & wait $!`: its own session and process group (so one kill stops the whole pipeline), a pid file (so a
-later `station cleanup` finds it after a crash) and a hard time limit (so even
+exec timeout -s KILL N CMD' & wait $!`: its own session and process group (so one
+kill stops the whole pipeline), a pid file (so a later `station cleanup` finds it
+after a crash) and a hard time limit (so even
 a station killed with SIGKILL cannot leave it running for ever). A pid file is
 only acted on when the pid is > 1 and its process still carries our tag in its
 environment: a stale file must never make the station signal a stranger's
