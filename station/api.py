@@ -45,12 +45,18 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
     stop every recorded load on the load hosts: what a crashed station left behind."""
     hosts: dict[str, Host] = {"target": Target(endpoint_from_settings(campaign.bench.target), campaign.bench.target)}
     hosts |= {name: load_host(name, lh) for name, lh in campaign.bench.load_hosts.items()}
-    done = {}
+    done, errors = {}, []
     try:
-        for name, host in hosts.items():
+        for name, host in hosts.items():  # every host, even when one cannot be reached
             await host.activate(connect=False)  # cleanup connects, and retries a dropped link
-            done[name] = await host.cleanup(within_s=20)
+            try:
+                done[name] = await host.cleanup(within_s=20)
+            except TargetError as exc:
+                errors.append(str(exc))
     finally:
         for host in hosts.values():
             await host.deactivate()
+    if errors:
+        cleaned = f" (cleaned: {', '.join(done)})" if done else ""
+        raise TargetError("; ".join(errors) + cleaned)
     return done

@@ -192,7 +192,7 @@ class Bench:
         if self.scope is not None:
             loop = asyncio.get_running_loop()
             try:
-                await loop.run_in_executor(None, self.scope.scope.identify)
+                await loop.run_in_executor(None, self.scope.answers)
             except Exception as exc:  # noqa: BLE001 - any failure means the same: the scope is gone
                 return f"scope: {exc}"
         return None

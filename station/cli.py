@@ -50,7 +50,8 @@ def _install_signal_handlers(loop: asyncio.AbstractEventLoop, task: asyncio.Task
         else:
             typer.secho("still cleaning up the target — please wait", fg=typer.colors.YELLOW, err=True)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: a closed terminal or a dropped SSH session to the station must not skip teardown
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, on_signal)
 
 

@@ -226,15 +226,20 @@ def detect(data: bytes) -> str:
 
 
 def decode(data: bytes, fmt: str) -> pd.DataFrame:
-    """Every whole record of a stream as columns (magic and version checked; sequence
-    gaps are the incremental decoder's business); a torn last record, as a crash
+    """Every whole record of a stream as columns, up to the first one whose magic or
+    version is wrong (the run that received it failed there and says so); sequence
+    gaps are the incremental decoder's business; a torn last record, as a crash
     leaves, is ignored."""
     import pandas as pd
 
     decoder = decoder_for(fmt)  # unknown formats are refused here
     if fmt == "v1":
         n = len(data) // RECORD_SIZE
-        return pd.DataFrame(V1Decoder.columns(checked_v1(data[: n * RECORD_SIZE])))
+        recs = np.frombuffer(data[: n * RECORD_SIZE], dtype=V1_DTYPE)
+        bad = (recs["magic"] != RECORD_MAGIC) | (recs["version"] != RECORD_VERSION)
+        if np.any(bad):  # the records before the first corrupt one: what the run did receive whole
+            recs = recs[: int(np.argmax(bad))]
+        return pd.DataFrame(V1Decoder.columns(recs))
     n = len(data) // LEGACY_DTYPE.itemsize
     return pd.DataFrame(decoder.columns(np.frombuffer(data[: n * LEGACY_DTYPE.itemsize], dtype=LEGACY_DTYPE)))
 

@@ -20,7 +20,7 @@ from station import records
 from station.bench import Bench
 from station.config import RunSpec, measurement_hash
 from station.kinds import Measurement, RunContext, kind_for
-from station.kinds.base import MeasurementFailure
+from station.kinds.base import MeasurementFailure, settled
 from station.progress import ProgressSink, RunProgress
 from station.store import RunStore, StoreError
 from station.target import AuthenticationRefused, Host, TargetError, kernel_log
@@ -112,9 +112,9 @@ async def _set_up(ctx: RunContext, kind: Measurement, started: _Started) -> None
     sink.update(progress)
     for load in ctx.campaign.loads[ctx.spec.load]:
         host = bench.hosts[load.host]
-        running = await proc_ctl.start_load(
+        running = await settled(proc_ctl.start_load(
             await host.live_connection(), load.name, load.command, host.work_dir, ctx.max_seconds
-        )
+        ))
         running.where = load.host
         started.loads.append(running)
 

@@ -3,6 +3,7 @@ configure it once, and turn each single acquisition into pulse widths."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,10 +48,21 @@ class ScopeSession:
         threshold = None if cfg.threshold == "auto" else float(cfg.threshold)
         return cls(scope, idn, resource, threshold)
 
+    def __post_init__(self) -> None:
+        # one conversation at a time: a capture cancelled by its run keeps going in its thread
+        # until the scope answers, and the next caller must not interleave with it
+        self._lock = threading.Lock()
+
     def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]:
-        wf = self.scope.acquire_single()
+        with self._lock:
+            wf = self.scope.acquire_single()
         pulses = extract_pulses(wf, threshold=self.threshold_v)
         return pulses.start_s, pulses.width_s
+
+    def answers(self) -> None:
+        """Raises if the scope no longer answers *IDN? (after the acquisition in flight, if any)."""
+        with self._lock:
+            self.scope.identify()
 
     def close(self) -> None:
         self.scope.close()

@@ -246,7 +246,9 @@ def _jsonable(obj: Any) -> Any:
         return float(obj)
     if isinstance(obj, Path):
         return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=repr)
+    return repr(obj)  # a manifest that says something beats one that cannot be written
 
 
 @dataclass

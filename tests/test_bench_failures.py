@@ -65,3 +65,19 @@ def test_scope_that_does_not_answer(tmp_path, mute_scope):
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "scope" in errors[0] and mute_scope in errors[0]
     assert not (tmp_path / "out" / "runs").exists() or not any((tmp_path / "out" / "runs").iterdir())
+
+
+def test_garbage_key_file_is_one_clear_error(tmp_path):
+    key = tmp_path / "id_bad"
+    key.write_text("this is not a private key\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "name: x\nbench:\n"
+        f"  target: {{kind: ssh, host: 127.0.0.1, port: {_free_port()}, identity_file: '{key}'}}\n"
+        "  scope: {kind: none}\n"
+        "matrix: {samples: 100}\n"
+    )
+    for command in (["run", str(cfg), "--out", str(tmp_path / "out")], ["cleanup", str(cfg)]):
+        res = run_station(*command, timeout=60)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert "cannot read the key files" in res.stderr and str(key) in res.stderr

@@ -47,8 +47,9 @@ async def _target_state(endpoints: dict) -> tuple[str, str, str]:
 
 @pytest.mark.parametrize(
     ("sig", "with_scope", "repeat"),
-    [(signal.SIGINT, True, 1), (signal.SIGTERM, False, 1), (signal.SIGINT, False, 3), (signal.SIGTERM, True, 3)],
-    ids=["ctrl-c", "sigterm", "ctrl-c-thrice", "sigterm-thrice"],
+    [(signal.SIGINT, True, 1), (signal.SIGTERM, False, 1), (signal.SIGINT, False, 3), (signal.SIGTERM, True, 3),
+     (signal.SIGHUP, False, 1)],
+    ids=["ctrl-c", "sigterm", "ctrl-c-thrice", "sigterm-thrice", "hangup"],
 )
 def test_interrupted_campaign_leaves_the_target_clean_and_keeps_the_data(standalone_twin, tmp_path, sig,
                                                                          with_scope, repeat):

@@ -171,3 +171,21 @@ def test_sigkilled_station_then_station_cleanup(local, work_dir, tmp_path):
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["target"] == {"modules_unloaded": [], "loads_stopped": ["dd-loop", "sleeper"]}
     assert _wait_gone(members) == []
+
+
+def test_commands_with_assignments_and_odd_bytes_on_a_real_shell(local, work_dir):
+    """`VAR=value program` is shell syntax, not a program name; a pid file holding a byte
+    that is not UTF-8 must not cost the SSH session that cleanup needs."""
+
+    async def main():
+        conn = await TargetConnection.open(_endpoint(local))
+        load = await proc_ctl.start_load(conn, "env-load", "LC_ALL=C sleep 300", work_dir, 60)
+        Path(work_dir, "loads", "odd.pid").write_bytes(b"12\xe9\n")
+        stopped = await proc_ctl.kill_recorded(conn, work_dir)
+        assert (await conn.run("true")).exit_status == 0  # the session survived the odd byte
+        await conn.close()
+        return load.pid, stopped
+
+    pid, stopped = asyncio.run(main())
+    assert sorted(stopped) == ["env-load", "odd"]
+    assert _wait_gone([pid]) == []

@@ -13,7 +13,7 @@ import asyncssh
 import numpy as np
 
 from station import records
-from station.kinds.base import Measurement, MeasurementFailure, RunContext, register
+from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
 from station.store import StoreError, read_csv_lines, write_parquet
 from station.target import TargetError, modules
 from station.target import processes as proc_ctl
@@ -85,13 +85,13 @@ class ModuleRun(Measurement):
         target = self.ctx.target
         conn = await target.live_connection()
         self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
-        await modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params)
+        await settled(modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params))
         # the reader is tracked like a load: a reader blocked in read() never sees its SSH
         # channel close, and an open device would make rmmod fail
-        self.stream = await proc_ctl.start_load(
+        self.stream = await settled(proc_ctl.start_load(
             conn, proc_ctl.STREAM_NAME, f"cat {self.device}", target.work_dir, self.ctx.max_seconds,
             binary=True, privileged=True,
-        )
+        ))
 
     async def measure(self) -> None:
         progress = self.ctx.progress

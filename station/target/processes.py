@@ -52,7 +52,8 @@ def wrap(command: str, pidfile: str, max_seconds: int) -> str:
 
 def _is_simple(command: str) -> bool:
     """A plain program with arguments needs no extra shell."""
-    return not any(ch in command for ch in ";|&<>$`(){}") and "\n" not in command
+    first = command.split(maxsplit=1)[0] if command.split() else ""
+    return not any(ch in command for ch in ";|&<>$`(){}*?[]~'\"\\") and "\n" not in command and "=" not in first
 
 
 async def start_load(

@@ -95,6 +95,9 @@ class TargetConnection:
                 f"{ep.known_hosts or '~/.ssh/known_hosts'} (ssh-keyscan -p {ep.port or 22} {ep.host}, after "
                 "checking its fingerprint) — the station never skips host key checks"
             ) from None
+        except (asyncssh.KeyImportError, ValueError) as exc:
+            files = ", ".join(f for f in (ep.identity_file, ep.known_hosts) if f)
+            raise AuthenticationRefused(f"cannot read the key files for {ep.where} ({files}): {exc}") from None
         except asyncssh.PermissionDenied:
             raise AuthenticationRefused(
                 f"{ep.where} refused our key (identity_file: {ep.identity_file or 'agent/default keys'})"
@@ -122,7 +125,9 @@ class TargetConnection:
             command = self.privileged(command)
         try:
             async with asyncio.timeout(timeout):  # not wait_for: it can swallow Ctrl-C on 3.11
-                result = await self._conn.run(command, check=False)
+                # errors="replace": a stray non-UTF-8 byte (a Latin-1 environment, a corrupt pid
+                # file) must not make asyncssh drop the whole connection mid-cleanup
+                result = await self._conn.run(command, check=False, errors="replace")
         except TimeoutError:
             raise TargetError(f"{self.endpoint.where}: `{command}` did not finish within {timeout:g} s") from None
         except (asyncssh.Error, OSError) as exc:
