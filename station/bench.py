@@ -112,7 +112,8 @@ class Bench:
         loop = asyncio.get_running_loop()
         try:
             image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message))
-            vm = VirtualMachine(image, ssh_port=_free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")))
+            vm = VirtualMachine(image, ssh_port=_free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
+                                die_with_caller=True)
             self._undo.append(("the VM", lambda: loop.run_in_executor(None, vm.stop)))
             await vm.start_async()
         except VmError as exc:

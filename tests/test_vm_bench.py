@@ -36,3 +36,31 @@ def test_the_bench_boots_and_powers_off_its_vm(tmp_path):
     res = run_station("run", str(path), "--out", str(tmp_path / "out2"), timeout=600)
     assert res.returncode == 3 and "Traceback" not in res.stderr
     assert _qemu_processes() == before
+
+
+def test_a_killed_station_takes_its_vm_with_it(tmp_path):
+    """SIGKILL runs no teardown; the VM the bench booted must still not be left running."""
+    import signal
+    import time
+
+    from tests.conftest import station_cmd
+
+    cfg = yaml.safe_load((REPO / "configs/vm.yaml").read_text())
+    cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 1_000_000, "max_duration": "1h"}
+    path = tmp_path / "vm.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    before = _qemu_processes()
+    run = subprocess.Popen(station_cmd("run", str(path), "--out", str(tmp_path / "out")),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    raw = tmp_path / "out/runs/lpt-inb-io-r0/sw.raw"
+    deadline = time.monotonic() + 300
+    while not (raw.exists() and raw.stat().st_size > 0):
+        assert run.poll() is None and time.monotonic() < deadline, "the run did not start streaming"
+        time.sleep(0.2)
+    assert _qemu_processes() - before  # its VM is up
+    run.send_signal(signal.SIGKILL)
+    run.wait(10)
+    deadline = time.monotonic() + 30
+    while _qemu_processes() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _qemu_processes() == before

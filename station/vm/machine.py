@@ -53,9 +53,21 @@ def _pid_state(pid: int) -> str | None:
     return stat.rpartition(")")[2].split()[0]
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the process that started it dies (Linux prctl)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
 class VirtualMachine:
-    def __init__(self, image: VmImage, ssh_port: int = 10022, state_dir: Path | None = None) -> None:
+    def __init__(
+        self, image: VmImage, ssh_port: int = 10022, state_dir: Path | None = None, die_with_caller: bool = False
+    ) -> None:
         self.image = image
+        # a campaign's VM must not outlive a station killed with SIGKILL (nobody would find it)
+        self.die_with_caller = die_with_caller
         self.ssh_port = ssh_port
         # default: the image's own directory, where `station vm down` looks (from_state(default_vm_dir()));
         # absolute: the path is how a later process recognises our QEMU among others (is_running)
@@ -205,6 +217,7 @@ class VirtualMachine:
                     stdout=qlog,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # outlives `station vm up` and the terminal's Ctrl-C
+                    preexec_fn=_die_with_parent if self.die_with_caller else None,
                 )
             except FileNotFoundError:
                 raise VmError("qemu-system-x86_64 not found (apt-get install qemu-system-x86)") from None
