@@ -171,3 +171,29 @@ def test_a_pid_file_is_acted_on_only_when_it_still_names_our_process(twin):
     assert str(pid) in ps  # the live process named by the stale file still runs
     assert left == ["hping3.pid"]  # the stale files are gone, the live one's own file stays
     _assert_clean(twin)
+
+
+def test_cleanup_reaches_every_host_even_when_one_is_down(twin):
+    """The target is unreachable; the flood on the load host must be stopped all the same."""
+    e = twin.endpoints
+
+    async def main():
+        conn = await TargetConnection.open(_endpoint(twin))
+        await load_ctl.start_load(conn, "hping3", "hping3 --icmp --fast 127.0.0.1", "/tmp/peer", 60)
+        await conn.close()
+        campaign = parse_campaign(
+            "name: lh\n"
+            "bench:\n"
+            "  target: {kind: ssh, host: 127.0.0.1, port: 1, connect_timeout: 1s}\n"
+            "  scope: {kind: none}\n"
+            "  load_hosts:\n"
+            f"    peer: {{host: 127.0.0.1, port: {e.ssh_port}, identity_file: '{e.identity_file}',"
+            f" known_hosts: '{e.known_hosts}', work_dir: /tmp/peer}}\n"
+            "matrix: {samples: 100}\n"
+        )
+        with pytest.raises(TargetError, match=r"the target is not clean.*\(cleaned: peer\)"):
+            await api.cleanup_bench(campaign)
+
+    asyncio.run(main())
+    _, ps, _ = asyncio.run(_state(twin))
+    assert "hping3" not in ps
