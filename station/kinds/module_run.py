@@ -226,11 +226,7 @@ class ModuleRun(Measurement):
         """No record for STALL_S: is it the module, or the link to the target?"""
         where = self.ctx.target.endpoint.where
         conn = self.ctx.target.conn
-        try:
-            if conn is None:
-                raise TargetError("no session")
-            await conn.run("true", timeout=STALL_S)
-        except TargetError:
+        if conn is None or not await conn.responds(timeout=STALL_S):
             return (f"the SSH link to {where} went silent: no record and no answer to a trivial command "
                     f"for {2 * STALL_S:g} s (network, cable or a frozen target?)")
         return f"the record stream stalled: no data for {STALL_S:g} s while {where} still answers " \

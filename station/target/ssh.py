@@ -114,6 +114,14 @@ class TargetConnection:
     def is_closed(self) -> bool:
         return self._conn.is_closed() if hasattr(self._conn, "is_closed") else False
 
+    async def responds(self, timeout: float) -> bool:
+        """Whether the session still carries a trivial command within timeout."""
+        try:
+            await self.run("true", timeout=timeout)
+        except TargetError:
+            return False
+        return True
+
     def privileged(self, command: str) -> str:
         """The command as root: through `sudo -n` (never a password prompt) when the bench says so."""
         return f"sudo -n {command}" if self.endpoint.sudo else command
