@@ -715,6 +715,27 @@ def _local_file_problem(value: str, want_dir: bool) -> str | None:
     return None
 
 
+def _key_file_problem(value: str, field: str) -> str | None:
+    """What SSH will make of the file: a private key (an encrypted one is the agent's business),
+    or known_hosts lines."""
+    import asyncssh
+
+    path = os.path.expanduser(value)
+    try:
+        if field == "identity_file":
+            asyncssh.read_private_key(path)
+        else:
+            asyncssh.read_known_hosts(path)
+    except asyncssh.KeyEncryptionError:
+        return None
+    except (asyncssh.KeyImportError, ValueError, OSError) as exc:
+        if "passphrase" in str(exc).lower():
+            return None
+        what = "a private key" if field == "identity_file" else "a known_hosts file"
+        return f"{path} is not {what} SSH can read: {clip(str(exc), 120)}"
+    return None
+
+
 def _check_files(campaign: Campaign) -> list[tuple[tuple, str]]:
     """Key files, known_hosts files and the module directory of every ssh endpoint exist."""
     problems: list[tuple[tuple, str]] = []
@@ -725,7 +746,7 @@ def _check_files(campaign: Campaign) -> list[tuple[tuple, str]]:
     for loc, settings in endpoints:
         for field in ("identity_file", "known_hosts"):
             value = getattr(settings, field)
-            if value and (problem := _local_file_problem(value, want_dir=False)):
+            if value and (problem := _local_file_problem(value, want_dir=False) or _key_file_problem(value, field)):
                 problems.append(((*loc, field), problem))
         upload = settings.upload_modules if isinstance(settings, TargetSettings) else None
         if upload and (problem := _local_file_problem(upload, want_dir=True)):

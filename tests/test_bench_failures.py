@@ -77,7 +77,24 @@ def test_garbage_key_file_is_one_clear_error(tmp_path):
         "  scope: {kind: none}\n"
         "matrix: {samples: 100}\n"
     )
-    for command in (["run", str(cfg), "--out", str(tmp_path / "out")], ["cleanup", str(cfg)]):
+    for command in (["validate", str(cfg)], ["run", str(cfg), "--out", str(tmp_path / "out")], ["cleanup", str(cfg)]):
         res = run_station(*command, timeout=60)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-        assert "cannot read the key files" in res.stderr and str(key) in res.stderr
+        assert f"c.yaml:3: bench.target.identity_file: {key} is not a private key SSH can read" in res.stderr
+
+
+def test_garbage_key_file_through_the_api_is_refused_once(tmp_path):
+    """Python callers skip the file check of load_campaign: the connection refuses, plainly."""
+    import asyncio
+
+    from station import api
+    from station.config import parse_campaign
+
+    key = tmp_path / "id_bad"
+    key.write_text("this is not a private key\n")
+    campaign = parse_campaign(
+        f"name: x\nbench: {{target: {{kind: ssh, host: 127.0.0.1, port: {_free_port()}, identity_file: '{key}'}},"
+        " scope: {kind: none}}\nmatrix: {samples: 100}\n"
+    )
+    with pytest.raises(api.CampaignError, match="cannot read the key files"):
+        asyncio.run(api.run_campaign_async(campaign, tmp_path / "out"))

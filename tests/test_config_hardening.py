@@ -367,7 +367,9 @@ def test_missing_identity_file_at_validate(tmp_path):
 
 def test_files_that_exist_pass_and_tilde_is_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / "id").write_text("key")
+    import asyncssh
+
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(tmp_path / "id"))
     (tmp_path / "kh").write_text("")
     (tmp_path / "mods").mkdir()
     path = tmp_path / "c.yaml"
