@@ -107,25 +107,27 @@ class LossCounter:
         self.expected_seq = int(seqs[-1]) + 1
 
 
+def first_bad_v1(recs: np.ndarray) -> int | None:
+    """Index of the first record whose magic or version is not ours (None: all are)."""
+    bad = (recs["magic"] != RECORD_MAGIC) | (recs["version"] != RECORD_VERSION)
+    return int(np.argmax(bad)) if np.any(bad) else None
+
+
 def checked_v1(data: bytes, first_index: int = 0) -> np.ndarray:
     """Whole v1 records of `data` (its length a multiple of RECORD_SIZE), magic and
     version checked; `first_index` numbers the records in the error message."""
     recs = np.frombuffer(data, dtype=V1_DTYPE)
-    bad_magic = recs["magic"] != RECORD_MAGIC
-    if np.any(bad_magic):
-        i = int(np.argmax(bad_magic))
+    i = first_bad_v1(recs)
+    if i is None:
+        return recs
+    if recs["magic"][i] != RECORD_MAGIC:
         raise RecordFormatError(
             f"record {first_index + i}: magic 0x{int(recs['magic'][i]):08x}, expected "
             f"0x{RECORD_MAGIC:08x} (is the module writing format=legacy?)"
         )
-    bad_version = recs["version"] != RECORD_VERSION
-    if np.any(bad_version):
-        i = int(np.argmax(bad_version))
-        raise RecordFormatError(
-            f"record {first_index + i}: version {int(recs['version'][i])}, "
-            f"this station reads version {RECORD_VERSION}"
-        )
-    return recs
+    raise RecordFormatError(
+        f"record {first_index + i}: version {int(recs['version'][i])}, this station reads version {RECORD_VERSION}"
+    )
 
 
 class V1Decoder:
@@ -236,9 +238,9 @@ def decode(data: bytes, fmt: str) -> pd.DataFrame:
     if fmt == "v1":
         n = len(data) // RECORD_SIZE
         recs = np.frombuffer(data[: n * RECORD_SIZE], dtype=V1_DTYPE)
-        bad = (recs["magic"] != RECORD_MAGIC) | (recs["version"] != RECORD_VERSION)
-        if np.any(bad):  # the records before the first corrupt one: what the run did receive whole
-            recs = recs[: int(np.argmax(bad))]
+        bad = first_bad_v1(recs)
+        if bad is not None:  # the records before the first corrupt one: what the run did receive whole
+            recs = recs[:bad]
         return pd.DataFrame(V1Decoder.columns(recs))
     n = len(data) // LEGACY_DTYPE.itemsize
     return pd.DataFrame(decoder.columns(np.frombuffer(data[: n * LEGACY_DTYPE.itemsize], dtype=LEGACY_DTYPE)))
