@@ -10,6 +10,7 @@ from station.config import Campaign, load_campaign
 from station.progress import ProgressSink, QuietProgress
 from station.store import RunData, list_runs, load_run
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host
+from station.target.local_sshd import LocalSshdError, new_local_sshd, serve_locally
 
 __all__ = [
     "Campaign", "CampaignError", "CampaignResult", "RunData", "TargetError",
@@ -41,9 +42,22 @@ def write_campaign_report(out_dir: Path) -> dict[str, Path]:
 
 
 async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
-    """Stop every recorded process and unload every station module on the target, and
-    stop every recorded load on the load hosts: what a crashed station left behind."""
-    hosts: dict[str, Host] = {"target": Target(endpoint_from_settings(campaign.bench.target), campaign.bench.target)}
+    """Stop every recorded process and unload every station module on each ssh or local
+    target, and stop every recorded load on the load hosts: what a crashed station left
+    behind. (A twin or VM target starts clean every time.)"""
+    hosts: dict[str, Host] = {}
+    local_sshds = []
+    for name, settings in campaign.bench.named_targets().items():
+        if settings.kind == "local":
+            try:
+                local_sshds.append(new_local_sshd())
+                settings = serve_locally(settings, local_sshds[-1])
+            except LocalSshdError as exc:
+                for sshd in local_sshds:
+                    sshd.stop()
+                raise TargetError(f"local target: {exc}") from None
+        if settings.kind == "ssh":
+            hosts[name or "target"] = Target(endpoint_from_settings(settings), settings)
     hosts |= {name: load_host(name, lh) for name, lh in campaign.bench.load_hosts.items()}
     done, errors = {}, []
     try:
@@ -56,6 +70,8 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
     finally:
         for host in hosts.values():
             await host.deactivate()
+        for sshd in local_sshds:
+            sshd.stop()
     if errors:
         cleaned = f" (cleaned: {', '.join(done)})" if done else ""
         raise TargetError("; ".join(errors) + cleaned)

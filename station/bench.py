@@ -33,6 +33,7 @@ class Messages(Protocol):
 class Bench:
     campaign: Campaign
     log: Messages
+    target_name: str | None = None  # which of bench.targets (None: the single bench.target)
     twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
     vm: Any = None  # station.vm.VirtualMachine when the target is kind: vm
     target: Target | None = None
@@ -53,13 +54,23 @@ class Bench:
     async def __aexit__(self, *exc: object) -> None:
         await self.deactivate()
 
+    @property
+    def target_settings(self) -> TargetSettings:
+        return self.campaign.bench.named_targets()[self.target_name]
+
+    @property
+    def uses_scope(self) -> bool:
+        return self.campaign.matrix.kind == "module" and self.campaign.bench.scope.kind != "none"
+
     async def activate(self) -> None:
         settings = self.campaign.bench
-        target_settings, scope_resource = settings.target, settings.scope.resource
-        if settings.target.kind == "twin" or settings.scope.kind == "twin":
+        target_settings, scope_resource = self.target_settings, settings.scope.resource
+        if target_settings.kind == "twin" or (self.uses_scope and settings.scope.kind == "twin"):
             target_settings, scope_resource = await self._start_twin()
-        if settings.target.kind == "vm":
+        if target_settings.kind == "vm":
             target_settings = await self._start_vm()
+        if target_settings.kind == "local":
+            target_settings = await self._start_local_sshd()
         self.target = Target(endpoint_from_settings(target_settings), target_settings)
         await self._activate_host(self.target, "target")
         try:
@@ -69,9 +80,9 @@ class Bench:
         for name in sorted(self.used_load_hosts()):
             self.load_hosts[name] = load_host(name, settings.load_hosts[name])
             await self._activate_host(self.load_hosts[name], f"load host {name!r}")
-        if target_settings.upload_modules:
+        if target_settings.upload_modules and self.campaign.matrix.kind == "module":
             await self._upload_modules(target_settings)
-        if settings.scope.kind != "none":
+        if self.uses_scope:
             await self._open_scope(scope_resource)
 
     async def deactivate(self) -> None:
@@ -88,20 +99,21 @@ class Bench:
 
         settings = self.campaign.bench
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
-                    with_scope=settings.scope.kind == "twin", scope_options={"dialect": settings.scope.dialect})
+                    with_scope=self.uses_scope and settings.scope.kind == "twin",
+                    scope_options={"dialect": settings.scope.dialect})
         loop = asyncio.get_running_loop()
         endpoints = await loop.run_in_executor(None, twin.start_in_thread)
         self.twin = twin
         self._undo.append(("the twin", lambda: loop.run_in_executor(None, twin.stop_thread)))
         self.log.message(f"twin up: ssh {endpoints.ssh_host}:{endpoints.ssh_port}, scope {endpoints.scope_resource}")
-        target_settings, scope_resource = settings.target, settings.scope.resource
-        if settings.target.kind == "twin":
-            target_settings = settings.target.model_copy(
+        target_settings, scope_resource = self.target_settings, settings.scope.resource
+        if target_settings.kind == "twin":
+            target_settings = target_settings.model_copy(
                 update={"kind": "ssh", "host": endpoints.ssh_host, "port": endpoints.ssh_port,
                         "user": endpoints.user, "identity_file": endpoints.identity_file,
                         "known_hosts": endpoints.known_hosts}
             )
-        if settings.scope.kind == "twin":
+        if self.uses_scope and settings.scope.kind == "twin":
             scope_resource = endpoints.scope_resource
         return target_settings, scope_resource
 
@@ -110,8 +122,9 @@ class Bench:
         from station.vm import VirtualMachine, VmError, build_image
 
         loop = asyncio.get_running_loop()
+        target = self.target_settings
         try:
-            image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message))
+            image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message, kernel=target.kernel))
             vm = VirtualMachine(image, ssh_port=_free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
                                 die_with_caller=True)
             self._undo.append(("the VM", lambda: loop.run_in_executor(None, vm.stop)))
@@ -120,12 +133,26 @@ class Bench:
             raise BenchError(f"vm: {exc}") from None
         self.vm = vm
         self.log.message(f"VM up on 127.0.0.1:{vm.ssh_port} (kernel {image.kernel_release})")
-        target = self.campaign.bench.target
         return target.model_copy(update={
             "kind": "ssh", "host": "127.0.0.1", "port": vm.ssh_port, "user": "root",
             "identity_file": str(image.identity_file), "known_hosts": str(vm.known_hosts_file),
             "upload_modules": target.upload_modules or str(image.modules_dir),
         })
+
+    async def _start_local_sshd(self) -> TargetSettings:
+        """This machine through a throw-away sshd on 127.0.0.1 (stopped at deactivation)."""
+        from station.kinds.base import settled
+        from station.target.local_sshd import LocalSshdError, new_local_sshd, serve_locally
+
+        loop = asyncio.get_running_loop()
+        sshd = new_local_sshd()
+        self._undo.append(("the local sshd", lambda: loop.run_in_executor(None, sshd.stop)))
+        try:
+            settings = await settled(loop.run_in_executor(None, serve_locally, self.target_settings, sshd))
+        except LocalSshdError as exc:
+            raise BenchError(f"local target: {exc}") from None
+        self.log.message(f"this machine as the target: sshd on 127.0.0.1:{settings.port}, user {settings.user}")
+        return settings
 
     async def _activate_host(self, host: Host, what: str) -> None:
         self._undo.append((what, host.deactivate))
@@ -202,8 +229,9 @@ class Bench:
         """What campaign.json records of the bench."""
         assert self.target is not None
         return {
-            "target": {"kind": self.campaign.bench.target.kind, "host": self.target.endpoint.where,
-                       "audit": self.facts},
+            "target": {"name": self.target_name, "kind": self.target_settings.kind,
+                       "kernel": self.target_settings.kernel if self.target_settings.kind == "vm" else None,
+                       "host": self.target.endpoint.where, "audit": self.facts},
             "scope": None if self.scope is None else {"idn": self.scope.idn, "resource": self.scope.resource},
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
         }

@@ -7,9 +7,10 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from station.bench import Bench, BenchError
-from station.config import Campaign, expand_runs, measurement_hash
+from station.config import Campaign, RunSpec, expand_runs, measurement_hash
 from station.progress import ProgressSink, RunProgress
 from station.run import RunOutcome, execute_run
 from station.store import RunStore, StoreError, now_utc, station_version
@@ -27,10 +28,12 @@ class CampaignResult:
     report_paths: dict[str, Path] = field(default_factory=dict)
     stopped: str | None = None  # why the campaign stopped before its last run
     report_error: str | None = None
+    unavailable: dict[str, str] = field(default_factory=dict)  # target name -> why its bench did not come up
 
     @property
     def ok(self) -> bool:
-        return self.stopped is None and self.report_error is None and all(o.status == "complete" for o in self.outcomes)
+        return (self.stopped is None and self.report_error is None and not self.unavailable
+                and all(o.status == "complete" for o in self.outcomes))
 
 
 def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
@@ -81,35 +84,70 @@ async def run_campaign(
         progress.message(f"all {len(runs)} runs of {campaign.name!r} are complete in {out_dir} "
                          "(--fresh measures them again)")
         return result
+    by_target: dict[str | None, list[tuple[int, RunSpec]]] = {}
+    for order, spec in todo:
+        by_target.setdefault(spec.target, []).append((order, spec))
+    described = _described_targets(out_dir)
     try:
-        async with Bench(campaign, progress) as bench:
-            _write_campaign_json(out_dir, campaign, bench)
-            for order, spec in todo:
-                run_progress = RunProgress(spec.id, order, len(runs))
-                outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
-                result.outcomes.append(outcome)
-                progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
-                why = outcome.fatal or (await bench.lost() if outcome.status == "failed" else None)
-                if why is not None:
-                    result.stopped = why
-                    left = len(todo) - len(result.outcomes)
-                    progress.message(f"campaign stopped after {spec.id}: {why}"
-                                     + (f"; {left} run(s) not started" if left else ""))
-                    break
-    except BenchError as exc:
-        raise CampaignError(str(exc)) from None
+        for target_name, target_runs in by_target.items():
+            try:
+                async with Bench(campaign, progress, target_name=target_name) as bench:
+                    latest = bench.describe()
+                    described[target_name or ""] = latest["target"]
+                    _write_campaign_json(out_dir, campaign, latest, described)
+                    await _run_on(bench, target_runs, len(runs), out_dir, progress, result)
+            except BenchError as exc:
+                if target_name is None:
+                    raise CampaignError(str(exc)) from None
+                result.unavailable[target_name] = str(exc)
+                progress.message(f"target {target_name!r} is unavailable, its {len(target_runs)} run(s) are not "
+                                 f"measured: {exc}")
+            if result.stopped is not None:
+                break
     except (StoreError, OSError) as exc:
         raise CampaignError(f"cannot write to {out_dir}: {getattr(exc, 'strerror', None) or exc}") from None
+    if result.unavailable and len(result.unavailable) == len(by_target):
+        raise CampaignError("no target could be set up: "
+                            + "; ".join(f"{name}: {why}" for name, why in result.unavailable.items()))
     return result
 
 
-def _write_campaign_json(out_dir: Path, campaign: Campaign, bench: Bench) -> None:
+async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out_dir: Path,
+                  progress: ProgressSink, result: CampaignResult) -> None:
+    """The runs of one target on its active bench; stops when the bench is lost."""
+    for i, (order, spec) in enumerate(todo):
+        run_progress = RunProgress(spec.id, order, total)
+        outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
+        result.outcomes.append(outcome)
+        progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
+        why = outcome.fatal or (await bench.lost() if outcome.status == "failed" else None)
+        if why is not None:
+            result.stopped = why
+            left = len(todo) - i - 1
+            progress.message(f"campaign stopped after {spec.id}: {why}"
+                             + (f"; {left} run(s) of this target not started" if left else ""))
+            return
+
+
+def _described_targets(out_dir: Path) -> dict[str, Any]:
+    """What an earlier session recorded of each target (a resumed campaign keeps it)."""
+    try:
+        return dict(json.loads((out_dir / "campaign.json").read_text()).get("targets") or {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, Any],
+                         targets: dict[str, Any]) -> None:
+    """campaign.json: `targets` as each target's session found it; `target`, `scope` and
+    `twin` as the latest session did (a single-target campaign has just that one)."""
     data = {
         "name": campaign.name,
         "description": campaign.description,
         "created_utc": now_utc(),
         "station_version": station_version(),
-        **bench.describe(),
+        **latest,
+        "targets": targets,
         "config": campaign.model_dump(mode="json"),
     }
     (out_dir / "campaign.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

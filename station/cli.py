@@ -135,8 +135,10 @@ def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming t
         campaign = load_campaign(config)
     except ConfigError as exc:
         _fail(str(exc))
-    if campaign.bench.target.kind in ("twin", "vm"):
-        _fail(f"a campaign's {campaign.bench.target.kind} starts clean every time; cleanup is for ssh targets")
+    kinds = {t.kind for t in campaign.bench.named_targets().values()}
+    if kinds <= {"twin", "vm"} and not campaign.bench.load_hosts:
+        _fail(f"a campaign's {' and '.join(sorted(kinds))} starts clean every time; cleanup is for ssh and local "
+              "targets and load hosts")
     try:
         done = asyncio.run(api.cleanup_bench(campaign))
     except api.TargetError as exc:

@@ -392,9 +392,13 @@ class TwinSettings(Strict):
 
 
 class TargetSettings(Strict):
-    kind: Literal["twin", "ssh", "vm"] = Field(
+    kind: Literal["twin", "ssh", "vm", "local"] = Field(
         "twin", description="twin: the built-in emulated RTAI box; ssh: a real target; vm: Debian's kernel "
-        "in QEMU, built and booted by the bench for the campaign (family mainline)",
+        "in QEMU, built and booted by the bench for the campaign (family mainline); local: this machine, "
+        "through a throw-away OpenSSH server the bench starts on 127.0.0.1 (the same SSH path as ssh)",
+    )
+    kernel: Literal["regular", "rt"] = Field(
+        "regular", description="vm only: Debian's regular kernel or its PREEMPT_RT build (linux-image-rt-amd64)"
     )
     host: Host = Field("127.0.0.1", description="a name or address; ~/.ssh/config's Host aliases, HostName, "
                        "User, Port, IdentityFile and ProxyJump apply as they do for ssh")
@@ -423,10 +427,21 @@ class TargetSettings(Strict):
         "(their vermagic must match the target's kernel)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mainline_by_default(cls, data: object) -> object:
+        # a VM or this machine runs a mainline kernel: family need not be spelled out
+        if isinstance(data, dict) and data.get("kind") in ("vm", "local") and "family" not in data:
+            return {**data, "family": "mainline"}
+        return data
+
     @model_validator(mode="after")
     def _vm_runs_mainline(self) -> TargetSettings:
-        if self.kind == "vm" and self.family != "mainline":
-            raise ValueError("a vm target runs Debian's kernel: set family: mainline (RTAI needs its own kernel)")
+        if self.kind in ("vm", "local") and self.family != "mainline":
+            raise ValueError(f"a {self.kind} target runs a mainline kernel: set family: mainline "
+                             "(RTAI needs its own kernel)")
+        if self.kernel != "regular" and self.kind != "vm":
+            raise LocatedError(("kernel",), "chooses the VM's kernel: only for kind: vm")
         return self
 
 
@@ -501,9 +516,26 @@ class LoadSpec(Strict):
 
 class Bench(Strict):
     target: TargetSettings = TargetSettings()
+    targets: dict[Name, TargetSettings] = Field(
+        default_factory=dict, max_length=64,
+        description="instead of target: several named targets (e.g. a regular and a PREEMPT_RT build); "
+        "the whole matrix runs on each, one target after the other, and run ids start with its name",
+    )
     twin: TwinSettings = TwinSettings()
     scope: ScopeSettingsConfig = ScopeSettingsConfig()
     load_hosts: dict[Name, LoadHost] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_way_to_name_targets(self) -> Bench:
+        if self.targets and "target" in self.model_fields_set:
+            raise LocatedError(("targets",), "give either target: (one) or targets: (several by name), not both")
+        if sum(t.kind == "twin" for t in self.targets.values()) > 1:
+            raise LocatedError(("targets",), "at most one twin target (the twin is one emulated box)")
+        return self
+
+    def named_targets(self) -> dict[str | None, TargetSettings]:
+        """The targets by name; a single bench.target has no name (its run ids carry none)."""
+        return dict(self.targets) if self.targets else {None: self.target}
 
 
 def _period(value: float) -> float:
@@ -513,7 +545,16 @@ def _period(value: float) -> float:
     return value
 
 
+RunKind = Literal["module", "cyclictest"]
+# matrix keys that only the module run reads: a probe campaign that sets them is a mistake
+MODULE_ONLY_KEYS = ("interfaces", "variants", "period", "pulses", "format", "lpt_base", "lpt_irq", "module_params")
+
+
 class Matrix(Strict):
+    kind: RunKind = Field(
+        "module", description="what each run measures: module (the LPT/PCIe latency module, t_SW and t_HW) "
+        "or cyclictest (a probe run: cyclictest on the target, options under cyclictest:)",
+    )
     interfaces: list[Interface] = Field(default_factory=lambda: ["lpt", "pcie"], min_length=1)
     variants: list[Variant] = Field(default_factory=lambda: ["inb", "no-inb"], min_length=1)
     loads: list[Annotated[str, Field(max_length=64)]] = Field(
@@ -547,11 +588,15 @@ class Matrix(Strict):
                 raise LocatedError((name,), f"{name} lists a value twice: {values}")
         runs = run_count(self)
         if runs > MAX_RUNS:
-            raise LocatedError(
-                ("repetitions",),
-                f"{len(self.interfaces)} interfaces × {len(self.variants)} variants × {len(self.loads)} loads × "
-                f"{self.repetitions} repetitions = {runs} runs; at most {MAX_RUNS}",
-            )
+            module = self.kind == "module"
+            cells = f"{len(self.interfaces)} interfaces × {len(self.variants)} variants × " if module else ""
+            raise LocatedError(("repetitions",), f"{cells}{len(self.loads)} loads × {self.repetitions} repetitions "
+                               f"= {runs} runs; at most {MAX_RUNS}")
+        if self.kind != "module":
+            for key in MODULE_ONLY_KEYS:
+                if key in self.model_fields_set:
+                    raise LocatedError((key,), f"is a module-run key; a {self.kind} campaign does not use it")
+            return self  # its run length depends on the probe's own settings (Campaign checks it)
         needed = max(self.duration or 0.0, (self.samples or 0) * self.period)
         if needed > self.max_duration:
             raise LocatedError(
@@ -562,12 +607,106 @@ class Matrix(Strict):
         return self
 
 
+CT_INTERVAL_RANGE = (10e-6, 1.0, "10 us", "1 s")
+CT_HISTOGRAM_RANGE = (1e-6, 0.1, "1 us", "100 ms")  # one 1 µs bucket per µs, per thread
+CT_BREAK_RANGE = (1e-6, 1.0, "1 us", "1 s")
+CPU_LIST = r"[0-9]{1,4}(?:-[0-9]{1,4})?(?:,[0-9]{1,4}(?:-[0-9]{1,4})?){0,63}"
+RT_POLICIES = ("fifo", "rr")
+
+
+def _whole_us(value: float) -> float:
+    us = value * 1e6
+    if abs(us - round(us)) > 1e-6:
+        raise ValueError(f"{us:g} us: cyclictest takes whole microseconds")
+    return value
+
+
+WholeMicroseconds = AfterValidator(_whole_us)
+
+
+class CyclictestSettings(Strict):
+    """cyclictest's options (rt-tests), for matrix.kind: cyclictest. The run length is
+    matrix.duration (-D) or matrix.samples (-l, loops per thread)."""
+
+    interval: Annotated[Seconds(CT_INTERVAL_RANGE), WholeMicroseconds] = Field(1e-3, description="-i: wake-up period")
+    priority: Int | None = Field(None, ge=0, le=99, description="-p: default 95 for fifo/rr, 0 otherwise")
+    policy: Literal["fifo", "rr", "other", "batch", "idle"] = Field("fifo", description="--policy")
+    smp: bool = Field(False, description="-S: one thread per CPU, each pinned, clock_nanosleep (sets threads "
+                      "and affinity itself)")
+    threads: Literal["per-cpu"] | Annotated[Int, Field(ge=1, le=4096)] = Field(
+        "per-cpu", description="-t: one thread per CPU, or this many"
+    )
+    affinity: Literal["all", "none"] | Annotated[str, _pattern(CPU_LIST, "a CPU list such as 0-3,6")] = Field(
+        "all", description="-a: pin threads to all CPUs in turn, to this CPU list, or none (unpinned)"
+    )
+    mlockall: bool = Field(True, description="-m: lock memory (page faults would measure the pager)")
+    histogram: Annotated[Seconds(CT_HISTOGRAM_RANGE), WholeMicroseconds] = Field(
+        10e-3, description="-h: histogram range in 1 us buckets; longer latencies count as overflows"
+    )
+    smi: bool = Field(False, description="--smi: count SMIs (x86 with the msr driver; root)")
+    breaktrace: Annotated[Seconds(CT_BREAK_RANGE), WholeMicroseconds] | None = Field(
+        None, description="-b: stop the run at the first latency above this (with ftrace, the trace shows why)"
+    )
+    deadline: Seconds(CT_BREAK_RANGE) | None = Field(
+        None, description="a latency the application cannot exceed (seed 004: 125us for an 8 kHz device); the "
+        "report flags the cases whose maximum is above it",
+    )
+    cpu_dma_latency: Literal["off"] | Annotated[Int, Field(ge=0, le=10_000_000)] = Field(
+        0, description="the value cyclictest holds in /dev/cpu_dma_latency for the run (us; 0: no C-state "
+        "exit latency allowed, cyclictest's default), or off (--laptop: leave power management alone)"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CyclictestSettings:
+        if self.smp and {"threads", "affinity"} & self.model_fields_set:
+            raise LocatedError(("smp",), "-S sets threads and affinity itself: give smp or threads/affinity")
+        p = self.priority
+        if p is not None and self.policy in RT_POLICIES and p < 1:
+            raise LocatedError(("priority",), f"policy {self.policy} needs a priority from 1 to 99")
+        if p not in (None, 0) and self.policy not in RT_POLICIES:
+            raise LocatedError(("priority",), f"policy {self.policy} has no real-time priority: leave it out or 0")
+        return self
+
+    @property
+    def effective_priority(self) -> int:
+        if self.priority is not None:
+            return self.priority
+        return 95 if self.policy in RT_POLICIES else 0
+
+
 class Campaign(Strict):
     name: Annotated[str, Field(min_length=1), _text(200)]
     description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
     bench: Bench = Bench()
     matrix: Matrix
+    cyclictest: CyclictestSettings = CyclictestSettings()
     loads: dict[LoadSetName, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
+
+    @model_validator(mode="after")
+    def _kind_fits(self) -> Campaign:
+        m, targets = self.matrix, self.bench.named_targets()
+        if m.kind != "cyclictest" and "cyclictest" in self.model_fields_set:
+            raise LocatedError(("cyclictest",), "cyclictest options are for matrix.kind: cyclictest")
+        if m.kind == "module":
+            return self
+        for name, t in targets.items():
+            if t.kind == "twin":
+                where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
+                raise LocatedError(where, f"a {m.kind} run measures a real kernel: use kind local, vm or ssh "
+                                   "(the twin only plays the latency modules)")
+        runs = run_count(m, len(targets))
+        if runs > MAX_RUNS:
+            raise LocatedError(("matrix", "repetitions"), f"{runs} runs; at most {MAX_RUNS}")
+        if m.duration is not None and (m.duration < 1 or m.duration != int(m.duration)):
+            raise LocatedError(("matrix", "duration"), f"cyclictest -D takes whole seconds; {m.duration:g} s is not")
+        needed = max(m.duration or 0.0, (m.samples or 0) * self.cyclictest.interval)
+        if needed > m.max_duration:
+            raise LocatedError(
+                ("matrix", "max_duration"),
+                f"a run needs at least {needed:g} s (samples × cyclictest.interval, or duration) but "
+                f"max_duration is {m.max_duration:g} s: every run would end incomplete",
+            )
+        return self
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Campaign:
@@ -609,10 +748,14 @@ class RunSpec:
     load: str
     repetition: int
     kind: str = "module"  # the run kind (station/kinds/) that measures it
+    target: str | None = None  # the name under bench.targets; None for a single bench.target
 
     @property
     def id(self) -> str:
-        return f"{self.interface}-{self.variant}-{self.load}-r{self.repetition}"
+        where = f"{self.target}-" if self.target else ""
+        if self.kind != "module":  # a probe run has no interface or variant
+            return f"{where}{self.load}-r{self.repetition}"
+        return f"{where}{self.interface}-{self.variant}-{self.load}-r{self.repetition}"
 
     @property
     def check(self) -> bool:
@@ -629,19 +772,24 @@ def measurement_hash(campaign: Campaign) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_count(matrix: Matrix) -> int:
-    return len(matrix.interfaces) * len(matrix.variants) * len(matrix.loads) * matrix.repetitions
+def run_count(matrix: Matrix, targets: int = 1) -> int:
+    cells = len(matrix.interfaces) * len(matrix.variants) if matrix.kind == "module" else 1
+    return targets * cells * len(matrix.loads) * matrix.repetitions
 
 
 def expand_runs(campaign: Campaign) -> list[RunSpec]:
     """Every run of the matrix, repetition-major. Validation caps the count at MAX_RUNS; a
     Campaign changed with model_copy() bypasses validation, so the cap is checked again."""
     m = campaign.matrix
-    if run_count(m) > MAX_RUNS:
-        raise ConfigError(f"matrix: {run_count(m)} runs; at most {MAX_RUNS}")
+    targets = list(campaign.bench.named_targets())
+    if run_count(m, len(targets)) > MAX_RUNS:
+        raise ConfigError(f"matrix: {run_count(m, len(targets))} runs; at most {MAX_RUNS}")
+    cells = list(itertools.product(m.interfaces, m.variants)) if m.kind == "module" else [("", "")]
+    # target-major: each target's bench (a VM boot, say) is set up once
     return [
-        RunSpec(i, v, load, r)
-        for r, load, i, v in itertools.product(range(m.repetitions), m.loads, m.interfaces, m.variants)
+        RunSpec(i, v, load, r, kind=m.kind, target=t)
+        for t in targets
+        for r, load, (i, v) in itertools.product(range(m.repetitions), m.loads, cells)
     ]
 
 
@@ -740,8 +888,9 @@ def _check_files(campaign: Campaign) -> list[tuple[tuple, str]]:
     """Key files, known_hosts files and the module directory of every ssh endpoint exist."""
     problems: list[tuple[tuple, str]] = []
     endpoints: list[tuple[tuple, TargetSettings | LoadHost]] = []
-    if campaign.bench.target.kind == "ssh":
-        endpoints.append((("bench", "target"), campaign.bench.target))
+    for name, target in campaign.bench.named_targets().items():
+        if target.kind == "ssh":
+            endpoints.append((("bench", "targets", name) if name else ("bench", "target"), target))
     endpoints += [(("bench", "load_hosts", name), host) for name, host in campaign.bench.load_hosts.items()]
     for loc, settings in endpoints:
         for field in ("identity_file", "known_hosts"):

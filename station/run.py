@@ -63,7 +63,7 @@ async def execute_run(bench: Bench, spec: RunSpec, store: RunStore, progress: Ru
         "order": progress.index,
         "config_hash": measurement_hash(campaign),
         "run": {"interface": spec.interface, "variant": spec.variant, "load": spec.load,
-                "repetition": spec.repetition},
+                "repetition": spec.repetition, "target": spec.target},
         "loads": [s.model_dump() for s in campaign.loads[spec.load]],
         "campaign": campaign.model_dump(mode="json"),
         "audit": bench.facts,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,9 +15,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_sshd import start_sshd, stop_sshd
 from tests.scope_helpers import pulse_source, reset_scope, sim_scope
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def missing(what: str) -> None:
+    """A tool the test needs is absent: a failure in CI (which installs it), a skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI: {what}")
+    pytest.skip(what)
 
 
 def station_cmd(*args: str) -> list[str]:
@@ -70,3 +85,12 @@ def standalone_twin(tmp_path):
     yield json.loads((state / "twin.json").read_text())
     proc.send_signal(signal.SIGINT)
     proc.wait(20)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    """This machine as a real target: OpenSSH's sshd on 127.0.0.1 with throw-away keys."""
+    state = tmp_path_factory.mktemp("sshd")
+    server, target = start_sshd(state)
+    yield target
+    stop_sshd(server, state)

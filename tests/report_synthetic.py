@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from station.report import RunSamples
+from station.report import RunSamples, ThreadHistogram
 
 PERCENTILES = {"p50": 50.0, "p99": 99.0, "p99.99": 99.99, "p99.999": 99.999}
 TRW_NS = 2000.0
@@ -148,5 +148,114 @@ def build(n: int = 50_000, seed: int = 2015) -> tuple[dict[str, Any], dict[str, 
         },
         "notes": ["Run lpt-no-inb-r1 is incomplete: 3 records dropped by the target, 1 gap.",
                   "Run pcie-no-inb-r1 failed: insmod could not insert irq_pcie.ko."],
+    }
+    return report, samples
+
+
+# --- cyclictest (seed 004) ----------------------------------------------------------------------
+
+CT_TARGETS = ("regular", "rt")
+CT_CASES = ("no-load", "hackbench", "stress-light", "stress-medium", "stress-hard")
+#: The seed's "Maximum latency" table (µs): each cell's largest sample, planted in repetition 0.
+CT_SEED_MAX_US = {"regular": (5959, 6167, 6195, 6153, 7937), "rt": (71, 97, 172, 157, 176)}
+CT_DEADLINE_US = 125
+CT_RANGE_US = {"regular": 6000, "rt": 1000}  # cyclictest -h: regular's worst cells overflow it
+CT_FAILED = ("regular", "hackbench")  # both repetitions failed: no value, a problem
+CT_INCOMPLETE = ("rt", "stress-hard", 1)  # a larger max that the table must not count
+CT_PROBLEMS = {
+    "regular": {"hackbench": "failed: cyclictest exited with status 1: "
+                             "sched_setscheduler: Operation not permitted"},
+    "rt": {"stress-hard": "1 of 2 runs incomplete: stopped after 31 s of 60 s"},
+}
+
+
+def histogram_stats(values_us: np.ndarray, range_us: int) -> dict[str, Any]:
+    """STATS of whole-µs latencies as a 1 µs histogram with ``range_us`` buckets sees them."""
+    inside = values_us[values_us < range_us]
+    pct = np.percentile(values_us, list(PERCENTILES.values()), method="inverted_cdf")
+    in_range = {k: float(p) * 1000 if p < range_us else None
+                for k, p in zip(PERCENTILES, pct, strict=True)}
+    return {
+        "count": int(values_us.size), "min_ns": float(inside.min()) * 1000,
+        "mean_ns": float(inside.mean()) * 1000, "std_ns": float(inside.std(ddof=1)) * 1000,
+        "max_ns": float(inside.max()) * 1000, "percentiles_ns": in_range,
+        "resolution_ns": 1000, "overflows": int((values_us >= range_us).sum()),
+        "percentile_ci95_ns": {k: None if v is None else [v - 1000, v + 1000]
+                               for k, v in in_range.items()},
+    }
+
+
+def build_cyclictest(n: int = 20_000, threads: int = 2,
+                     seed: int = 4) -> tuple[dict[str, Any], dict[str, RunSamples]]:
+    """Report dict and samples of a seed-004-like campaign: 2 targets × 5 cases × 2 repetitions."""
+    rng = np.random.default_rng(seed)
+    runs: list[dict[str, Any]] = []
+    samples: dict[str, RunSamples] = {}
+    for target in CT_TARGETS:
+        scale = 2.0 if target == "rt" else 25.0
+        range_us = CT_RANGE_US[target]
+        for case, seed_max in zip(CT_CASES, CT_SEED_MAX_US[target], strict=True):
+            for rep in (0, 1):
+                run_id = f"{target}-{case}-r{rep}"
+                run: dict[str, Any] = {
+                    "id": run_id, "target": target, "load": case, "repetition": rep,
+                    "status": "complete", "error": None, "cyclictest_version": "2.40",
+                    "arguments": ["-q", "--policy=fifo", "--priority=95", "-a", "-t", "-m",
+                                  f"-h{range_us}", "-i200", "-D60"],
+                    "duration_s": 60.4, "threads": [], "combined": None, "break": None}
+                runs.append(run)
+                if (target, case) == CT_FAILED:
+                    run.update(status="failed", duration_s=0.2,
+                               error=CT_PROBLEMS[target][case].removeprefix("failed: "))
+                    samples[run_id] = RunSamples(sw_ns=np.empty(0))
+                    continue
+                if (target, case, rep) == CT_INCOMPLETE:
+                    run.update(status="incomplete", error="stopped after 31 s of 60 s")
+                histograms, pooled = [], []
+                for t in range(threads):
+                    v = np.round(3 + rng.gamma(2.0, scale, n)).astype(np.int64)
+                    v = np.minimum(v, seed_max - 1)
+                    if rep == 0 and t == threads - 1:
+                        v[n // 2] = seed_max
+                    if (target, case, rep) == CT_INCOMPLETE:
+                        v[0] = seed_max + 74
+                    pooled.append(v)
+                    buckets, counts = np.unique(v[v < range_us], return_counts=True)
+                    label = f"thread {t} (CPU {t})"
+                    histograms.append(ThreadHistogram(label, buckets, counts))
+                    run["threads"].append({
+                        "thread": t, "cpu": t, "cycles": n, "min_us": int(v.min()),
+                        "avg_us": round(float(v.mean()), 2), "max_us": int(v.max()),
+                        "overflows": int((v >= range_us).sum()),
+                        "stats": histogram_stats(v, range_us)})
+                run["combined"] = histogram_stats(np.concatenate(pooled), range_us)
+                samples[run_id] = RunSamples(sw_ns=np.empty(0), histograms=tuple(histograms))
+    table = {"targets": list(CT_TARGETS), "cases": list(CT_CASES),
+             "max_latency_us": {t: {c: None if (t, c) == CT_FAILED else m
+                                    for c, m in zip(CT_CASES, CT_SEED_MAX_US[t], strict=True)}
+                                for t in CT_TARGETS},
+             "problems": CT_PROBLEMS}
+    targets = {
+        "regular": {"kind": "vm", "kernel_release": "6.1.0-28-amd64", "preempt_rt": False,
+                    "emulated": True, "cpus": threads,
+                    "uname": "Linux regular 6.1.0-28-amd64 #1 SMP PREEMPT_DYNAMIC Debian x86_64"},
+        "rt": {"kind": "vm", "kernel_release": "6.1.0-28-rt-amd64", "preempt_rt": True,
+               "emulated": True, "cpus": threads,
+               "uname": "Linux rt 6.1.0-28-rt-amd64 #1 SMP PREEMPT_RT Debian x86_64"},
+    }
+    report: dict[str, Any] = {
+        "schema_version": 1,
+        "campaign": {"name": "seed-004-vm", "description": "cyclictest on a regular and a "
+                     "PREEMPT_RT kernel under five loads.", "config_path": "configs/seed-004.yaml",
+                     "created_utc": "2025-01-02T03:04:05Z", "station_version": "0.1.0",
+                     "target": {"kind": "ssh", "host": "127.0.0.1:10022"},
+                     "targets": {"regular": {"kind": "ssh", "host": "127.0.0.1:10022"},
+                                 "rt": {"kind": "ssh", "host": "127.0.0.1:10023"}},
+                     "scope": None, "twin": None},
+        "runs": [], "comparisons": {},
+        "cyclictest": {"table": table, "targets": targets, "runs": runs,
+                       "deadline_us": CT_DEADLINE_US},
+        "notes": ["Run regular-hackbench-r0 failed: cyclictest exited with status 1.",
+                  "Run rt-stress-hard-r1 is incomplete: stopped after 31 s of 60 s."],
     }
     return report, samples

@@ -3,17 +3,10 @@ clear message and a non-zero exit, no traceback, and nothing left on the target.
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
+from tests.conftest import free_port as _free_port
 from tests.conftest import run_station
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_unreachable_target(tmp_path):

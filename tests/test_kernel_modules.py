@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import missing as _missing
+
 ROOT = Path(__file__).resolve().parents[1]
 TM = ROOT / "target_modules"
 README = TM / "README.md"
@@ -46,12 +48,6 @@ STYLE_FILES = sorted(
     ]
 )
 STYLE_FILES = [p for p in STYLE_FILES if not p.name.endswith(".mod.c")]
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI: {what}")
-    pytest.skip(what)
 
 
 def _debian_kdir() -> Path:

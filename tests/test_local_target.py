@@ -20,17 +20,8 @@ import pytest
 from station.target import SSHEndpoint, Target, TargetConnection
 from station.target import processes as proc_ctl
 from tests.conftest import run_station
-from tests.local_sshd import start_sshd, stop_sshd
 
 LOOP = "while :; do dd if=/dev/zero of=/dev/null bs=1M count=64 2>/dev/null; done"
-
-
-@pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    state = tmp_path_factory.mktemp("sshd")
-    proc, target = start_sshd(state)
-    yield target
-    stop_sshd(proc, state)
 
 
 @pytest.fixture

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import asyncssh
 import pytest
 import yaml
 
 from tests.conftest import REPO, run_station
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import free_port as _free_port
 
 
 @pytest.fixture(scope="module")

@@ -10,39 +10,28 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import socket
 from pathlib import Path
 
 import asyncssh
 import pytest
 
 from station.vm import VirtualMachine, VmError, VmImage, build_image, missing_host_packages
-from station.vm.hostdeps import HOST_PACKAGES
+from station.vm.hostdeps import HOST_PACKAGES, host_packages
+from tests.conftest import free_port as _free_port
+from tests.conftest import missing as _missing
 
 pytestmark = pytest.mark.timeout(900)  # the first build downloads QEMU and a 70 MB linux-image
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI: {what}")
-    pytest.skip(what)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def image() -> VmImage:
-    missing = missing_host_packages()
+    missing = missing_host_packages(host_packages("regular"))  # the RT headers are test_vm_rt's
     if missing and os.geteuid() != 0:
         _missing(f"VM host packages missing and not root to install them: apt-get install {' '.join(missing)}")
     try:
         return build_image(log=print)
     except VmError as exc:
-        if missing_host_packages():  # could not install: an environment problem, not a bug
+        if missing_host_packages(host_packages("regular")):  # could not install: the environment, not a bug
             _missing(f"VM image not built: {exc}")
         raise
 

@@ -11,13 +11,16 @@ import numpy as np
 import pandas as pd
 
 from station import records
-from station.analysis import correlation, outliers
+from station.analysis import correlation, cyclictest, outliers
 from station.analysis.pairing import Pairing, pair_run
 from station.analysis.stats import describe
 from station.report.samples import RunSamples
 from station.store import RunData, list_runs, load_run, station_version
 
 SCHEMA_VERSION = 1
+# a probe kind's analysis: (its run directories, campaign.json) -> (report section, samples, notes);
+# the section goes into the report under the kind's name
+PROBE_ANALYSES = {"cyclictest": cyclictest.analyse_runs}
 
 
 def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSamples]]:
@@ -25,13 +28,21 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
     campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
     notes: list[str] = []
     runs = []
+    probe_runs: dict[str, list[Path]] = {}
     for run_dir in list_runs(out_dir):
         kind = json.loads((run_dir / "manifest.json").read_text()).get("kind", "module")
-        if kind != "module":  # this analysis reads module runs; other kinds bring their own
-            notes.append(f"Run {run_dir.name} is a {kind!r} run: not part of this report.")
-            continue
-        runs.append(load_run(run_dir))
+        if kind == "module":
+            runs.append(load_run(run_dir))
+        elif kind in PROBE_ANALYSES:
+            probe_runs.setdefault(kind, []).append(run_dir)
+        else:
+            notes.append(f"Run {run_dir.name} is a {kind!r} run, which this station version cannot analyse.")
     samples: dict[str, RunSamples] = {}
+    probe_sections = {}
+    for kind, dirs in probe_runs.items():
+        probe_sections[kind], kind_samples, kind_notes = PROBE_ANALYSES[kind](dirs, campaign)
+        samples |= kind_samples
+        notes += kind_notes
     run_entries = []
     pairings: dict[str, Pairing] = {}
     for run in runs:
@@ -56,6 +67,7 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
             "target": campaign.get("target", {}),
             "scope": campaign.get("scope"),
             "twin": campaign.get("twin"),
+            "targets": campaign.get("targets") or {},
         },
         "runs": run_entries,
         "comparisons": {
@@ -64,6 +76,7 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
             "worst_case": _worst_case(run_entries, runs),
         },
         "notes": notes,
+        **probe_sections,
     }
     return report, samples
 

@@ -10,18 +10,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from station.report.export import write_csv, write_json
+from station.report.cyclictest_figures import build_cyclictest_figures
+from station.report.export import write_csv, write_cyclictest_csv, write_json
 from station.report.figures import build_figures
 from station.report.html import render_html
 from station.report.markdown import render_markdown
-from station.report.samples import RunSamples
+from station.report.samples import RunSamples, ThreadHistogram
 
-__all__ = ["RunSamples", "write_reports"]
+__all__ = ["RunSamples", "ThreadHistogram", "write_reports"]
 
 
 def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
                   out_dir: Path) -> dict[str, Path]:
-    """Write report.html, report.md, report.json, stats.csv and figures/*.svg into out_dir.
+    """Write report.html, report.md, report.json, stats.csv and figures/*.svg into out_dir,
+    and cyclictest.csv when the report has a "cyclictest" section.
 
     ``samples`` maps run ids to their raw arrays; a run without an entry just
     has no figure. Returns every written file keyed by its path relative to
@@ -30,7 +32,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     out_dir = Path(out_dir)
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
-    figures = build_figures(report, samples)
+    # cyclictest's plots first: they sit under the maximum-latency table the page opens with.
+    figures = build_cyclictest_figures(report, samples) + build_figures(report, samples)
     paths: dict[str, Path] = {}
     for fig in figures:
         rel = f"figures/{fig.name}.svg"
@@ -38,6 +41,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
         paths[rel] = out_dir / rel
     paths["report.json"] = write_json(report, out_dir / "report.json")
     paths["stats.csv"] = write_csv(report, out_dir / "stats.csv")
+    if report.get("cyclictest"):
+        paths["cyclictest.csv"] = write_cyclictest_csv(report, out_dir / "cyclictest.csv")
     md = out_dir / "report.md"
     md.write_text(render_markdown(report, figures), encoding="utf-8")
     paths["report.md"] = md

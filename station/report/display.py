@@ -7,6 +7,7 @@ both documents print the same digits.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -37,6 +38,20 @@ def us(value_ns: Any, decimals: int = 3) -> str:
         return MISSING
     text = f"{float(value_ns) / 1000.0:.{decimals}f}"
     # A tiny negative shift rounds to "-0.000"; the sign would claim a direction.
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
+
+
+def plain_us(value_us: Any, decimals: int | None = None) -> str:
+    """A value already in µs, as cyclictest prints it: whole numbers bare, else ≤ 3 decimals.
+
+    ``decimals`` fixes the count instead (a column of averages should line up).
+    """
+    if not is_number(value_us):
+        return MISSING
+    if decimals is not None:
+        text = f"{float(value_us):.{decimals}f}"
+    else:
+        text = f"{float(value_us):.3f}".rstrip("0").rstrip(".")
     return text[1:] if text.startswith("-") and float(text) == 0.0 else text
 
 
@@ -78,6 +93,23 @@ def percentile_is_reliable(key: str, count: Any) -> bool:
 
 def count_text(value: Any) -> str:
     return f"{int(value):,}".replace(",", " ") if is_number(value) else MISSING
+
+
+def slug(text: str) -> str:
+    """A file-name and HTML-id safe form of a name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
+
+
+def ordered(values: Iterable[Any], preferred: Iterable[Any] = (), *,
+            keep_unseen: bool = False) -> list[Any]:
+    """Distinct values, those in ``preferred`` first and in its order, then the rest as met.
+
+    ``keep_unseen`` keeps preferred entries that never occur (a table row the
+    analysis lists although nothing was measured for it).
+    """
+    seen = list(dict.fromkeys(values))
+    first = [v for v in dict.fromkeys(preferred) if keep_unseen or v in seen]
+    return first + [v for v in seen if v not in first]
 
 
 def interface_label(interface: str) -> str:

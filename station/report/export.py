@@ -17,6 +17,12 @@ from station.report.display import percentile_is_reliable, percentile_keys
 #: ``unreliable_percentiles`` follow. Documented in docs/report-schema.md.
 CSV_RUN_COLUMNS = ["run_id", "interface", "variant", "load", "repetition", "status", "source",
                    "count", "min_ns", "mean_ns", "std_ns", "max_ns"]
+#: Leading columns of cyclictest.csv: cyclictest's own per-thread summary (whole µs, as it
+#: reports them), then the histogram statistics in ns like stats.csv.
+CYCLICTEST_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "thread", "cpu",
+                          "cycles", "min_us", "avg_us", "max_us", "overflows",
+                          "count", "min_ns", "mean_ns", "std_ns", "max_ns"]
+STATS_COLUMNS = ("count", "min_ns", "mean_ns", "std_ns", "max_ns")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -77,8 +83,46 @@ def stats_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any
     return header, rows
 
 
-def write_csv(report: Mapping[str, Any], path: Path) -> Path:
-    header, rows = stats_rows(report)
+def _percentile_columns(stats: Mapping[str, Any], pkeys: list[str]) -> dict[str, Any]:
+    """p*_ns columns, and which percentiles are from too few samples or beyond the histogram."""
+    percentiles = stats.get("percentiles_ns") or {}
+    return {
+        **{f"{k}_ns": percentiles.get(k) for k in pkeys},
+        "unreliable_percentiles": ";".join(
+            k for k in pkeys if percentiles.get(k) is not None
+            and not percentile_is_reliable(k, stats.get("count"))),
+        # null here is a statement (above the histogram's range), not a missing value
+        "beyond_range_percentiles": ";".join(
+            k for k in pkeys if k in percentiles and percentiles[k] is None),
+    }
+
+
+def cyclictest_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Header and one row per cyclictest run per thread, then its pooled "all" row."""
+    runs = (report.get("cyclictest") or {}).get("runs") or []
+    pkeys = percentile_keys([t.get("stats") for r in runs for t in r.get("threads") or []]
+                            + [r.get("combined") for r in runs])
+    header = [*CYCLICTEST_CSV_COLUMNS, *(f"{k}_ns" for k in pkeys), "unreliable_percentiles",
+              "beyond_range_percentiles"]
+    rows = []
+    for r in runs:
+        run = {"run_id": r.get("id"), "target": r.get("target"), "load": r.get("load"),
+               "repetition": r.get("repetition"), "status": r.get("status")}
+        entries = [({"thread": t.get("thread"), "cpu": t.get("cpu"), "cycles": t.get("cycles"),
+                     "min_us": t.get("min_us"), "avg_us": t.get("avg_us"),
+                     "max_us": t.get("max_us"), "overflows": t.get("overflows")},
+                    t.get("stats") or {}) for t in r.get("threads") or []]
+        if r.get("combined"):
+            entries.append(({"thread": "all", "overflows": r["combined"].get("overflows")},
+                            r["combined"]))
+        for own, stats in entries:
+            row = {**run, **own, **{k: stats.get(k) for k in STATS_COLUMNS},
+                   **_percentile_columns(stats, pkeys)}
+            rows.append({k: to_jsonable(row.get(k)) for k in header})
+    return header, rows
+
+
+def _write_rows(path: Path, header: list[str], rows: list[dict[str, Any]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         writer.writeheader()
@@ -86,3 +130,11 @@ def write_csv(report: Mapping[str, Any], path: Path) -> Path:
             # Empty cell for a missing value, repr-exact floats otherwise.
             writer.writerow({k: "" if v is None else v for k, v in row.items()})
     return path
+
+
+def write_csv(report: Mapping[str, Any], path: Path) -> Path:
+    return _write_rows(path, *stats_rows(report))
+
+
+def write_cyclictest_csv(report: Mapping[str, Any], path: Path) -> Path:
+    return _write_rows(path, *cyclictest_rows(report))

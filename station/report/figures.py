@@ -14,7 +14,6 @@ none``), which keeps files small and lets the numbers be found in the page.
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
-from station.report.display import interface_label
+from station.report.display import interface_label, ordered, slug
 from station.report.samples import RunSamples
 
 BIN_NS = 100
@@ -53,14 +52,10 @@ class RenderedFigure:
     """A finished figure: ``name`` is the file stem under figures/."""
 
     name: str
-    kind: str  # "overview" | "tail" | "scope" | "run"
+    kind: str  # "overview" | "tail" | "scope" | "run" | "cyclictest"
     title: str
     caption: str
     svg: str
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
 def bin_width_ns(lo_ns: float, hi_ns: float) -> int:
@@ -191,11 +186,6 @@ def ccdf_svg(series: Sequence[Series], title: str, name: str) -> str:
 # --- choosing what to draw from a report -------------------------------------------------------
 
 
-def _ordered(values: Sequence[str], preferred: Sequence[str] = ()) -> list[str]:
-    seen = list(dict.fromkeys(values))
-    return [v for v in preferred if v in seen] + [v for v in seen if v not in preferred]
-
-
 def _color(mapping: Mapping[str, str], key: str, order: Sequence[str]) -> str:
     if key in mapping:
         return mapping[key]
@@ -222,9 +212,9 @@ def build_figures(report: Mapping[str, Any],
         return (str(r.get("interface", "unknown")), str(r.get("variant", "unknown")),
                 str(r.get("load", "none")))
 
-    interfaces = _ordered([key(r)[0] for r in runs], ("lpt", "pcie"))
-    variants = _ordered([key(r)[1] for r in runs], VARIANT_ORDER)
-    loads = _ordered([key(r)[2] for r in runs])
+    interfaces = ordered([key(r)[0] for r in runs], ("lpt", "pcie"))
+    variants = ordered([key(r)[1] for r in runs], VARIANT_ORDER)
+    loads = ordered([key(r)[2] for r in runs])
     one_load = len(loads) == 1
 
     def group(interface: str, variant: str, load: str, source: str) -> np.ndarray:

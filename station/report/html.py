@@ -9,8 +9,16 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
+from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
-from station.report.tables import all_tables, audit_entries, campaign_facts, ground_truth_entries
+from station.report.tables import (
+    Cell,
+    all_tables,
+    audit_entries,
+    campaign_facts,
+    ground_truth_entries,
+)
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("station.report", "templates"),
@@ -19,6 +27,17 @@ _ENV = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def cell_class(cell: Cell) -> str:
+    """The CSS classes that make a cell look like what it is."""
+    classes = ["num" if cell.numeric else "", "weak" if cell.weak else "",
+               "wrap" if cell.wrap else "", f"status-{cell.status}" if cell.status else "",
+               *(f"flag-{f}" for f in cell.flags)]
+    return " ".join(c for c in classes if c)
+
+
+_ENV.filters["cell_class"] = cell_class
 
 FIGURE_GROUPS = [
     ("overview", "Software latency by interface"),
@@ -43,15 +62,16 @@ def inline_svg(svg: str, title: str) -> Markup:
     return Markup(body)  # noqa: S704
 
 
+def _figure_items(figures: Sequence[RenderedFigure], kind: str) -> list[dict[str, Any]]:
+    return [{"name": f.name, "title": f.title, "caption": f.caption,
+             "svg": inline_svg(f.svg, f.title)} for f in figures if f.kind == kind]
+
+
 def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> str:
     campaign = report.get("campaign") or {}
     groups = []
     for kind, heading in FIGURE_GROUPS:
-        members = [
-            {"name": f.name, "title": f.title, "caption": f.caption,
-             "svg": inline_svg(f.svg, f.title)}
-            for f in figures if f.kind == kind
-        ]
+        members = _figure_items(figures, kind)
         if members:
             groups.append({"kind": kind, "heading": heading, "figures": members})
     return _ENV.get_template("report.html.j2").render(
@@ -60,6 +80,8 @@ def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) ->
         facts=campaign_facts(report),
         notes=[str(n) for n in report.get("notes") or []],
         tables=all_tables(report),
+        cyclictest=cyclictest_tables(report),
+        cyclictest_figures=_figure_items(figures, CYCLICTEST_KIND),
         figure_groups=groups,
         audit=audit_entries(report),
         ground_truth=ground_truth_entries(report),

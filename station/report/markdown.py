@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
+from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
 from station.report.tables import (
     Cell,
@@ -24,7 +26,13 @@ def _escape(text: str) -> str:
 
 def _cell(cell: Cell) -> str:
     text = _escape(cell.text)
-    return f"*{text}*†" if cell.weak else text
+    text = f"*{text}*†" if cell.weak else text
+    if cell.mark:
+        text += f" {_escape(cell.mark)}"
+    # A flagged cell is bold: Markdown has no colour, and the mark alone is easy to miss.
+    if cell.flags:
+        text = f"**{text}**"
+    return text + "".join(f" `{badge}`" for _, badge in cell.badges)
 
 
 def render_table(table: Table) -> str:
@@ -47,6 +55,14 @@ def _fenced(text: str) -> str:
     return f"{fence}\n{text.rstrip()}\n{fence}"
 
 
+def _figure_list(figures: Sequence[RenderedFigure], figure_dir: str) -> list[str]:
+    out = []
+    for fig in figures:
+        out += [f"### {fig.title}", "", f"![{fig.title}]({figure_dir}/{fig.name}.svg)", "",
+                fig.caption, ""]
+    return out
+
+
 def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
                     figure_dir: str = "figures") -> str:
     campaign = report.get("campaign") or {}
@@ -56,10 +72,23 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += [str(campaign["description"]), ""]
     out += [f"- **{label}:** {_escape(value)}" for label, value in campaign_facts(report)]
     out.append("")
+    # cyclictest's maximum-latency table comes first, as on the HTML page.
+    ct = cyclictest_tables(report)
+    if ct:
+        out += ["## cyclictest: maximum latency", "", render_table(ct.max_latency), ""]
+        if ct.targets:
+            out += [render_table(ct.targets), ""]
     if report.get("notes"):
         out += ["> **Warnings**", ">"]
         out += [f"> - {_escape(str(n))}" for n in report["notes"]]
         out.append("")
+    ct_figures = [f for f in figures if f.kind == CYCLICTEST_KIND]
+    if ct_figures:
+        out += ["## Latency plots", "", *_figure_list(ct_figures, figure_dir)]
+    if ct and ct.threads:
+        out += ["## cyclictest runs, per thread", ""]
+        for table in ct.threads:
+            out += [render_table(table), ""]
     findings = [k for k in ("worst_case", "t_rw", "cross_interface_outliers") if k in tables]
     if findings:
         out += ["## Findings", ""]
@@ -70,11 +99,9 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         for key in ("runs", "pairing", "stats"):
             if key in tables:
                 out += [render_table(tables[key]), ""]
-    if figures:
-        out += ["## Figures", ""]
-        for fig in figures:
-            out += [f"### {fig.title}", "", f"![{fig.title}]({figure_dir}/{fig.name}.svg)", "",
-                    fig.caption, ""]
+    others = [f for f in figures if f.kind != CYCLICTEST_KIND]
+    if others:
+        out += ["## Figures", "", *_figure_list(others, figure_dir)]
     audit = audit_entries(report)
     truth = ground_truth_entries(report)
     if audit or truth:

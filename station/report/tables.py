@@ -32,6 +32,10 @@ class Cell:
     weak: bool = False  # shown, but marked: a percentile from too few samples
     status: str | None = None  # complete|incomplete|failed, for colouring
     wrap: bool = False  # prose (a verdict) may wrap; names and numbers may not
+    mark: str = ""  # short marker after the text in every format: "▲", a footnote "[1]"
+    flags: tuple[str, ...] = ()  # why the cell is highlighted: "problem", "over-deadline"
+    title: str | None = None  # the full explanation, a tooltip in HTML
+    badges: tuple[tuple[str, str], ...] = ()  # (kind, text) labels after the text: kernel, emulation
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Table:
     headers: list[str]
     rows: list[list[Cell]]
     notes: list[str] = field(default_factory=list)
+    row_headers: bool = False  # the first column names the row (a target), not a value
 
 
 def _t(value: Any) -> Cell:
@@ -264,11 +269,21 @@ def campaign_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Oscilloscope", f"{scope.get('idn', MISSING)} at {scope.get('resource', MISSING)}"
          if scope else "none"),
     ]
+    targets = campaign.get("targets") or {}
+    if targets:  # a campaign over several targets (cyclictest: regular vs PREEMPT_RT)
+        facts.append(("Targets", "; ".join(_target_fact(str(n), d) for n, d in targets.items())))
     if twin:
         facts.append(("Twin preset", twin.get("preset")))
     facts.append(("Schema", f"report.json schema_version {report.get('schema_version', MISSING)}"
                             " (docs/report-schema.md)"))
     return [(label, MISSING if value in (None, "") else str(value)) for label, value in facts]
+
+
+def _target_fact(name: str, description: Any) -> str:
+    if isinstance(description, Mapping):
+        where = " ".join(str(description[k]) for k in ("kind", "host") if description.get(k))
+        return f"{name} ({where})" if where else name
+    return f"{name}: {description}" if description else name
 
 
 def audit_entries(report: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ AUDIT_COMMANDS = {
     "cmdline": "cat /proc/cmdline",
     "nproc": "nproc",
     "rtai": "cat /proc/rtai/hal",
+    "realtime": "cat /sys/kernel/realtime",  # "1" on a PREEMPT_RT kernel; absent otherwise
     "smt_active": "cat /sys/devices/system/cpu/smt/active",
     "governor_cpu0": "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
     "loadavg": "cat /proc/loadavg",

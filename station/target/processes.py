@@ -58,10 +58,11 @@ def _is_simple(command: str) -> bool:
 
 async def start_load(
     conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int, binary: bool = False,
-    privileged: bool = False,
+    privileged: bool = False, finite: bool = False,
 ) -> TrackedProcess:
     """Start a tracked process; with binary=True its stdout (after the pid line) is raw bytes;
-    privileged: as root (through `sudo -n` where the bench says so)."""
+    privileged: as root (through `sudo -n` where the bench says so); finite: it ends by itself
+    (a probe with a duration), so ending at once with status 0 is no error."""
     pid_dir = f"{work_dir}/loads"
     await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
     pidfile = pidfile_path(work_dir, name)
@@ -90,10 +91,14 @@ async def start_load(
     with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
         async with asyncio.timeout(0.5):
             await process.wait_closed()
-    if process.exit_status is not None:
+    if process.exit_status is not None and not (finite and process.exit_status == 0):
         err = _text(await process.stderr.read()).strip()
         if privileged:
             conn.explain_sudo_refusal(wrapped, err)
+        if not err:  # some tools (stressapptest) say why on stdout
+            out = _text(await process.stdout.read()).strip().splitlines()
+            err = " | ".join(line for line in out if "error" in line.lower() or "fail" in line.lower())[-500:]
+            err = err or " | ".join(out[-3:])[-500:]
         raise TargetError(
             f"{conn.endpoint.where}: load {name!r} exited at once with status {process.exit_status}: "
             f"{err or '(no message)'}"
@@ -105,20 +110,28 @@ def _text(data: str | bytes) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-async def stop_load(load: TrackedProcess) -> None:
+async def stop_load(load: TrackedProcess, grace_s: float = 0.2) -> None:
+    """Stop a tracked process's group; grace_s: how long it may take to end after TERM
+    (a probe writes its results then) before KILL."""
     if await is_ours(load.conn, load.pid, load.pidfile):  # not if it ended and its pid was reused
-        await kill_group(load.conn, load.pid)
+        await kill_group(load.conn, load.pid, grace_s)
     await load.conn.run(f"rm -f {shlex.quote(load.pidfile)}", check=False, privileged=True)
     load.process.close()
 
 
-async def kill_group(conn: TargetConnection, pid: int) -> None:
-    """TERM, then KILL, the process group a tracked process leads."""
+async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2) -> None:
+    """TERM, then (after grace_s, or as soon as the group is gone) KILL, the process group
+    a tracked process leads."""
     if pid <= 1:  # `kill -TERM -1` would signal every process the user may signal
         raise TargetError(f"{conn.endpoint.where}: refusing to signal process group {pid}")
     # `kill -SIG -PGID`, not `kill -SIG -- -PGID`: busybox's kill rejects the `--`
     await conn.run(f"kill -TERM -{pid}", check=False, privileged=True)
-    await asyncio.sleep(0.2)
+    waited = 0.0
+    while waited < grace_s:
+        await asyncio.sleep(0.2)
+        waited += 0.2
+        if waited < grace_s and (await conn.run(f"kill -0 -{pid}", check=False, privileged=True)).exit_status:
+            return  # the whole group has ended
     await conn.run(f"kill -KILL -{pid}", check=False, privileged=True)
 
 

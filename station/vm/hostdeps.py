@@ -15,6 +15,7 @@ CI_DEPS = Path(__file__).with_name("ci-deps.sh")  # installs HOST_PACKAGES; ship
 HOST_PACKAGES: dict[str, str] = {
     "qemu-system-x86": "runs the VM",
     "linux-headers-amd64": "the kernel the modules are built for (its release picks the linux-image)",
+    "linux-headers-rt-amd64": 'the PREEMPT_RT kernel the modules are built for (kernel="rt")',
     "busybox-static": "the guest's shell and tools",
     "dropbear-bin": "the guest's SSH server and host key generator",
     "openssh-sftp-server": "lets SFTP clients copy files into the guest",
@@ -23,7 +24,18 @@ HOST_PACKAGES: dict[str, str] = {
     "zstd": "decompresses a zstd-compressed kernel",
     "gcc": "builds the latency modules",
     "make": "builds the latency modules",
+    "rt-tests": "cyclictest and hackbench in the guest",
+    "stressapptest": "a memory, disk and network load in the guest",
+    "stress-ng": "CPU and other loads in the guest",
+    "procps": "pgrep and pkill in the guest (busybox-static has neither)",
 }
+# packages needed only by one kernel flavour (build_image(kernel=...)); the others every flavour needs
+FLAVOUR_PACKAGES: dict[str, str] = {"linux-headers-rt-amd64": "rt"}
+
+
+def host_packages(kernel: str | None = None) -> dict[str, str]:
+    """HOST_PACKAGES a build of that kernel flavour needs (all of them for None)."""
+    return {p: why for p, why in HOST_PACKAGES.items() if kernel is None or FLAVOUR_PACKAGES.get(p, kernel) == kernel}
 
 
 def missing_host_packages(packages: dict[str, str] | None = None) -> list[str]:
@@ -39,9 +51,10 @@ def missing_host_packages(packages: dict[str, str] | None = None) -> list[str]:
     return [p for p in wanted if p not in installed]
 
 
-def ensure_host_packages(log: Callable[[str], None] = print) -> None:
-    """Install what is missing with apt-get (as root); otherwise say exactly what to install."""
-    missing = missing_host_packages()
+def ensure_host_packages(log: Callable[[str], None] = print, kernel: str | None = None) -> None:
+    """Install what a build of kernel (None: any flavour) lacks with apt-get (as root); else say what to install."""
+    wanted = host_packages(kernel)
+    missing = missing_host_packages(wanted)
     if not missing:
         return
     if os.geteuid() != 0:
@@ -59,6 +72,6 @@ def ensure_host_packages(log: Callable[[str], None] = print) -> None:
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if res.returncode != 0:
             raise VmError(f"{' '.join(cmd)} failed:\n{(res.stdout + res.stderr)[-2000:]}")
-    still = missing_host_packages()
+    still = missing_host_packages(wanted)
     if still:
         raise VmError(f"apt-get install finished but {' '.join(still)} are still not installed")

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from station.vm import cpio, initramfs, kernel, keys, latency_modules
+from station.vm import cpio, initramfs, keys, latency_modules
+from station.vm import kernel as kernel_mod
 from station.vm.errors import VmError
 from station.vm.hostdeps import ensure_host_packages
-from station.vm.paths import default_vm_dir
+from station.vm.paths import image_dir
 
 MANIFEST = "manifest.json"
 NIC_DRIVER = "e1000"  # matches `-device e1000` in machine.py
@@ -29,11 +30,18 @@ class VmImage:
     dir: Path
 
     @classmethod
-    def open(cls, vm_dir: Path | None = None) -> VmImage:
-        """A complete image already built in vm_dir (no checks that its inputs are current)."""
-        image = cls(Path(vm_dir or default_vm_dir()))
-        if not image.read_manifest().get("complete"):
-            raise VmError(f"no complete VM image in {image.dir}: build it first (build_image / station vm up)")
+    def open(cls, vm_dir: Path | None = None, kernel: str = "regular") -> VmImage:
+        """A complete image of that kernel flavour already built under vm_dir (as build_image puts it;
+        no checks that its inputs are current)."""
+        kernel_mod.check_flavour(kernel)
+        image = cls(image_dir(vm_dir, kernel))
+        manifest = image.read_manifest()
+        if not manifest.get("complete"):
+            raise VmError(
+                f"no complete VM image in {image.dir}: build it first (build_image(kernel={kernel!r}) / station vm up)"
+            )
+        if image.flavour != kernel:
+            raise VmError(f"{image.dir} holds a {image.flavour!r} image, not {kernel!r}")
         return image
 
     def read_manifest(self) -> dict[str, Any]:
@@ -49,11 +57,21 @@ class VmImage:
 
     @property
     def initrd_path(self) -> Path:
-        return self.dir / "initrd.gz"
+        return self.dir / "initrd.cpio"  # uncompressed: faster boots under TCG (cpio.Tree.write)
 
     @property
     def kernel_release(self) -> str:
+        """uname -r in the guest: "6.1.0-56-amd64", "6.1.0-56-rt-amd64"."""
         return self.read_manifest()["kernel_release"]
+
+    @property
+    def flavour(self) -> str:
+        """The kernel flavour: "regular" (Debian's generic kernel) or "rt" (Debian's PREEMPT_RT build)."""
+        return self.read_manifest().get("kernel_flavour", "regular")  # images built before flavours: regular
+
+    @property
+    def preempt_rt(self) -> bool:
+        return self.flavour == "rt"
 
     @property
     def modules_dir(self) -> Path:
@@ -102,7 +120,7 @@ def _write_manifest(vm_dir: Path, manifest: dict[str, Any]) -> None:
     tmp.replace(vm_dir / MANIFEST)
 
 
-def _nic_load_order(image: kernel.LinuxImage, driver: str) -> list[Path]:
+def _nic_load_order(image: kernel_mod.LinuxImage, driver: str) -> list[Path]:
     """driver's .ko and its dependencies from modules.dep, dependencies first."""
     deps: dict[str, list[str]] = {}
     for line in (image.modules_root / "modules.dep").read_text().splitlines():
@@ -119,12 +137,12 @@ def _build_kernel(vm_dir: Path, deb: Path, release: str, version: str, log: Log)
     staging = vm_dir / "staging"
     out = vm_dir / "kernel"
     log(f"vm: unpacking {deb.name}")
-    img = kernel.unpack(deb, release, version, staging)
+    img = kernel_mod.unpack(deb, release, version, staging)
     if out.exists():
         shutil.rmtree(out)
     (out / "nic").mkdir(parents=True)
     try:
-        compression = kernel.extract_vmlinux(img.bzimage, out / "vmlinux")
+        compression = kernel_mod.extract_vmlinux(img.bzimage, out / "vmlinux")
         kernel_file = "vmlinux"
         log(f"vm: extracted the uncompressed vmlinux ({compression}) for direct PVH boot")
     except VmError as exc:
@@ -144,18 +162,29 @@ def _build_kernel(vm_dir: Path, deb: Path, release: str, version: str, log: Log)
     return {"kernel_file": kernel_file, "kernel_compression": compression, "nic_modules": nic}
 
 
-def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = print) -> VmImage:
-    """Build (or reuse) the image in vm_dir: Debian's kernel matching the installed headers, our modules
-    built for it, and an initramfs with busybox, dropbear and the NIC driver. Idempotent: a part is
-    rebuilt only when its inputs changed (or force)."""
-    vm_dir = Path(vm_dir or default_vm_dir()).resolve()
+def build_image(
+    vm_dir: Path | None = None, force: bool = False, log: Log = print, *, kernel: str = "regular"
+) -> VmImage:
+    """Build (or reuse) the image of a kernel flavour: Debian's kernel matching the installed headers
+    ("regular"), or Debian's PREEMPT_RT build of the same version ("rt"), our modules built for it, and
+    an initramfs with busybox, dropbear, the NIC driver and the load/probe tools (cyclictest, hackbench,
+    stressapptest, stress-ng). vm_dir is the cache root: the regular image lives in it, the rt image in
+    <vm_dir>/rt, so both coexist. Idempotent: a part is rebuilt only when its inputs changed (or force)."""
+    kernel_mod.check_flavour(kernel)
+    vm_dir = image_dir(vm_dir, kernel).resolve()
     vm_dir.mkdir(parents=True, exist_ok=True)
-    ensure_host_packages(log)
+    ensure_host_packages(log, kernel=kernel)
     image = VmImage(vm_dir)
     with _locked(vm_dir):
-        old = {} if force else image.read_manifest()
+        old = image.read_manifest()
+        if old and old.get("kernel_flavour", "regular") != kernel:
+            raise VmError(
+                f"{vm_dir} holds the {old.get('kernel_flavour', 'regular')!r} image, not {kernel!r}: pass the cache "
+                "root as vm_dir (the rt image lives in <vm_dir>/rt)"
+            )
+        old = {} if force else old
         inputs = dict(old.get("inputs", {}))
-        manifest = {**old, "complete": False}
+        manifest = {**old, "complete": False, "kernel_flavour": kernel}
 
         client_pub = keys.ensure_client_key(image.identity_file)
         host_pub = keys.ensure_host_key(image.host_key_file)
@@ -165,8 +194,8 @@ def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = prin
             (vm_dir / "host_key.pub.tmp").write_text(host_pub + "\n")
             (vm_dir / "host_key.pub.tmp").replace(pub)
 
-        release, version, deb = kernel.download_linux_image(vm_dir / "debs", log)
-        key = _digest(release, version, _recipe(kernel), NIC_DRIVER)
+        release, version, deb = kernel_mod.download_linux_image(vm_dir / "debs", log, flavour=kernel)
+        key = _digest(release, version, _recipe(kernel_mod), NIC_DRIVER)
         kernel_ok = (vm_dir / "kernel" / old.get("kernel_file", "vmlinux")).is_file()
         if inputs.get("kernel") != key or not kernel_ok:
             _write_manifest(vm_dir, manifest)
@@ -176,7 +205,7 @@ def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = prin
             if stale != deb:
                 stale.unlink()
 
-        kdir = kernel.headers_dir(release)
+        kdir = kernel_mod.ensure_headers(release, version, log)  # the rt headers are installed here
         src = latency_modules.module_sources()  # the installed package's copy, or the checkout's
         src_hash = latency_modules.sources_hash(src)
         key = _digest(src_hash, release, version, _recipe(latency_modules))
@@ -187,7 +216,7 @@ def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = prin
             latency_modules.build(kdir, vm_dir / "build", image.modules_dir, src)
             inputs["modules"] = key
 
-        packages = {p: kernel.package_version(p) for p in ("busybox-static", "dropbear-bin", "openssh-sftp-server")}
+        packages = {p: kernel_mod.package_version(p) for p in initramfs.HOST_SOURCES}
         key = _digest(
             _recipe(initramfs, cpio),
             json.dumps(packages, sort_keys=True),
@@ -208,6 +237,7 @@ def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = prin
                 authorized_key=client_pub,
             )
             manifest["initrd_bytes"] = size
+            (vm_dir / "initrd.gz").unlink(missing_ok=True)  # what images before initrd.cpio booted
             inputs["initramfs"] = key
             manifest["built_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
@@ -215,7 +245,9 @@ def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = prin
             complete=True,
             schema=1,
             kernel_release=release,
+            kernel_flavour=kernel,
             linux_image_version=version,
+            headers_version=kernel_mod.package_version(f"linux-headers-{release}"),
             linux_image_deb=deb.name,
             module_sources_sha256=src_hash,
             modules=list(latency_modules.MODULES),
@@ -223,5 +255,5 @@ def build_image(vm_dir: Path | None = None, force: bool = False, log: Log = prin
             inputs=inputs,
         )
         _write_manifest(vm_dir, manifest)
-    log(f"vm: image ready in {vm_dir} (kernel {release}, {manifest['kernel_file']})")
+    log(f"vm: {kernel} image ready in {vm_dir} (kernel {release}, {manifest['kernel_file']})")
     return image

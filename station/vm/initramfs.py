@@ -1,7 +1,8 @@
-"""The guest's root filesystem, an initramfs: busybox, dropbear, the NIC driver, our modules, /init.
+"""The guest's root filesystem, an initramfs: busybox, dropbear, the NIC driver, our modules, the load and
+probe tools (cyclictest, hackbench, stressapptest, stress-ng, pgrep/pkill, chrt), /init.
 
-Everything comes from installed Debian packages (busybox-static, dropbear-bin, openssh-sftp-server) and
-from the unpacked linux-image; nothing is downloaded here.
+Everything comes from installed Debian packages (HOST_SOURCES) and from the unpacked linux-image;
+nothing is downloaded here. Dynamically linked binaries bring the libraries ldd finds for them on this host.
 """
 
 from __future__ import annotations
@@ -16,6 +17,20 @@ from station.vm.errors import VmError
 BUSYBOX = Path("/bin/busybox")
 DROPBEAR = Path("/usr/sbin/dropbear")
 SFTP_SERVER = Path("/usr/lib/openssh/sftp-server")  # optional: lets SFTP clients (asyncssh, scp -s) in
+# the guest's load and probe tools: binary -> the Debian package it comes from (hostdeps installs them)
+GUEST_TOOLS: dict[str, str] = {
+    "/usr/bin/cyclictest": "rt-tests",
+    "/usr/bin/hackbench": "rt-tests",
+    "/usr/bin/stressapptest": "stressapptest",
+    "/usr/bin/stress-ng": "stress-ng",
+    "/usr/bin/pgrep": "procps",  # busybox-static has no pgrep/pkill
+    "/usr/bin/pkill": "procps",
+    "/usr/bin/chrt": "util-linux",  # essential in Debian; busybox has taskset but no chrt
+}
+# glibc dlopen()s libgcc_s for pthread_cancel/pthread_exit unwinding: ldd does not list it for C programs
+DLOPENED = ("libgcc_s.so.1",)
+# the packages whose files the initramfs copies: their versions are inputs of its cache key
+HOST_SOURCES = ("busybox-static", "dropbear-bin", "openssh-sftp-server", *dict.fromkeys(GUEST_TOOLS.values()), "libc6")
 GUEST_MODULES = "opt/irq-station/modules"
 HOST_KEY = "etc/dropbear/dropbear_ed25519_host_key"
 INIT_MARKER = "irq-station-vm: /init at"
@@ -75,10 +90,26 @@ def shared_libraries(binary: Path) -> list[Path]:
     return libs
 
 
-def _add_binary(tree: Tree, binary: Path) -> None:
+def _add_binary(tree: Tree, binary: Path) -> list[Path]:
     tree.copy(str(binary).lstrip("/"), binary, 0o755)
-    for lib in shared_libraries(binary):
+    libs = shared_libraries(binary)
+    for lib in libs:
         # at the path ldd printed: the guest has no ld.so.cache, the loader's default dirs find them
+        tree.copy(str(lib).lstrip("/"), lib, 0o755)
+    return libs
+
+
+def _add_tools(tree: Tree) -> None:
+    libdirs: set[Path] = set()
+    for path, package in GUEST_TOOLS.items():
+        binary = Path(path)
+        if not binary.is_file():
+            raise VmError(f"{binary} is missing: apt-get install --no-install-recommends {package}")
+        libdirs.update(lib.parent for lib in _add_binary(tree, binary) if lib.name.startswith("libc.so"))
+    for name in DLOPENED:
+        lib = next((d / name for d in sorted(libdirs) if (d / name).is_file()), None)
+        if lib is None:
+            raise VmError(f"no {name} beside libc in {', '.join(map(str, sorted(libdirs)))}")
         tree.copy(str(lib).lstrip("/"), lib, 0o755)
 
 
@@ -91,7 +122,7 @@ def build(
     host_key: Path,
     authorized_key: str,
 ) -> int:
-    """Write the gzip'd cpio to out; returns its size in bytes."""
+    """Write the cpio (uncompressed) to out; returns its size in bytes."""
     tree = Tree()
     for d in ("proc", "sys", "dev", "tmp", "run", "mnt", "var/log"):
         tree.dir(d)
@@ -112,12 +143,16 @@ def build(
     if SFTP_SERVER.is_file():
         _add_binary(tree, SFTP_SERVER)
         tree.symlink("usr/lib/sftp-server", "openssh/sftp-server")  # where Debian's dropbear looks
+    _add_tools(tree)
 
     tree.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
     tree.file("etc/group", b"root:x:0:\n")
     tree.file("etc/shells", b"/bin/sh\n")
     tree.file("etc/inittab", INITTAB.encode())
     tree.file("etc/hostname", b"irq-vm\n")
+    # glibc's built-in files backend resolves localhost (stressapptest -n, stress-ng's socket stressors)
+    tree.file("etc/hosts", b"127.0.0.1 localhost irq-vm\n::1 localhost ip6-localhost ip6-loopback\n")
+    tree.file("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files\n")
     tree.dir("root", 0o700)
     tree.dir("root/.ssh", 0o700)
     tree.file("root/.ssh/authorized_keys", (authorized_key + "\n").encode(), 0o600)
@@ -139,4 +174,4 @@ def build(
         host_key=HOST_KEY,
     )
     tree.file("init", init.encode(), 0o755)
-    return tree.write_gzip(out)
+    return tree.write(out)

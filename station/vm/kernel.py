@@ -2,6 +2,10 @@
 
 The modules are built against /usr/src/linux-headers-<release>; the kernel checks vermagic at insmod, so
 the guest must run exactly that release. Only Debian's archive is used (apt-get download).
+
+Two flavours of the same Debian kernel version: "regular" (linux-image-<abi>-amd64, the release of the
+newest installed linux-headers-*-amd64) and "rt" (linux-image-<abi>-rt-amd64, PREEMPT_RT, built by Debian
+from the same source package and version), so regular and RT runs differ in the kernel build only.
 """
 
 from __future__ import annotations
@@ -20,6 +24,31 @@ from station.vm.errors import VmError
 
 HEADERS_ROOT = Path("/usr/src")
 Log = Callable[[str], None]
+FLAVOURS = ("regular", "rt")
+# Debian's amd64 kernel flavours by the end of their release name; "regular" is the plain -amd64 one
+_OTHER_SUFFIXES = {"-rt-amd64": "rt", "-cloud-amd64": "cloud"}
+
+
+def release_flavour(release: str) -> str | None:
+    """The flavour of a release: 6.1.0-56-amd64 is "regular", 6.1.0-56-rt-amd64 "rt"; None if not amd64."""
+    for suffix, flavour in _OTHER_SUFFIXES.items():
+        if release.endswith(suffix):
+            return flavour
+    return "regular" if release.endswith("-amd64") else None
+
+
+def flavour_release(release: str, flavour: str) -> str:
+    """The release of flavour built from the same Debian kernel as release: 6.1.0-56-amd64 -> 6.1.0-56-rt-amd64."""
+    check_flavour(flavour)
+    if release_flavour(release) != "regular":
+        raise VmError(f"{release} is not a regular Debian amd64 kernel release")
+    base = release.removesuffix("-amd64")
+    return release if flavour == "regular" else f"{base}-{flavour}-amd64"
+
+
+def check_flavour(flavour: str) -> None:
+    if flavour not in FLAVOURS:
+        raise VmError(f"unknown kernel flavour {flavour!r}: choose one of {', '.join(FLAVOURS)}")
 
 
 @dataclass(frozen=True)
@@ -41,14 +70,14 @@ def _version_key(name: str) -> list:
     return [int(x) if x.isdigit() else x for x in re.split(r"[.-]", name)]
 
 
-def headers_releases() -> list[str]:
-    """Releases of the installed Debian amd64 headers, newest last."""
+def headers_releases(flavour: str = "regular") -> list[str]:
+    """Releases of the installed Debian amd64 headers of flavour, newest last."""
     found = [
         p.name.removeprefix("linux-headers-")
         for p in HEADERS_ROOT.glob("linux-headers-*-amd64")
         if (p / "Makefile").is_file()
     ]
-    return sorted(found, key=_version_key)
+    return sorted((r for r in found if release_flavour(r) == flavour), key=_version_key)
 
 
 def headers_dir(release: str) -> Path:
@@ -90,31 +119,77 @@ def _user_exists(name: str) -> bool:
     return True
 
 
-def _upgrade_headers(log: Log) -> None:
-    """The archive moved on: take the current linux-headers-amd64, whose image it still carries."""
-    if os.geteuid() != 0:
-        raise VmError(
-            "Debian's archive no longer has the linux-image for the installed headers; as root run: "
-            "apt-get update && apt-get install linux-headers-amd64  (headers and image must match: vermagic)"
-        )
-    log("vm: archive moved on; upgrading linux-headers-amd64 so headers and image match")
+def _meta_headers(flavour: str) -> list[str]:
+    """The metapackages that follow the archive's current kernel: the regular one, and flavour's."""
+    return ["linux-headers-amd64"] + ([] if flavour == "regular" else [f"linux-headers-{flavour}-amd64"])
+
+
+def _apt(cmds: list[list[str]]) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "linux-headers-amd64"]):
+    for cmd in cmds:
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if res.returncode != 0:
             raise VmError(f"{' '.join(cmd)} failed:\n{(res.stdout + res.stderr)[-2000:]}")
 
 
-def download_linux_image(debs_dir: Path, log: Log) -> tuple[str, str, Path]:
-    """(release, version, deb) of the linux-image matching the newest installed headers."""
+def _upgrade_headers(log: Log, flavour: str = "regular") -> None:
+    """The archive moved on: take the current linux-headers-amd64, whose image it still carries."""
+    meta = " ".join(_meta_headers(flavour))
+    if os.geteuid() != 0:
+        raise VmError(
+            "Debian's archive no longer has the linux-image for the installed headers; as root run: "
+            f"apt-get update && apt-get install {meta}  (headers and image must match: vermagic)"
+        )
+    log(f"vm: archive moved on; upgrading {meta} so headers and image match")
+    _apt([["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *_meta_headers(flavour)]])
+
+
+def ensure_headers(release: str, version: str, log: Log) -> Path:
+    """/usr/src/linux-headers-<release> at exactly version (the image's), installed with apt-get when root.
+
+    The regular headers are there by construction (their release picks the image); the RT headers of the
+    same Debian version are installed here, or the VmError says exactly what to install.
+    """
+    pkg = f"linux-headers-{release}"
+    kdir = headers_dir(release)
+    installed = package_version(pkg)
+    if installed == version and (kdir / "Makefile").is_file():
+        return kdir
+    want = f"{pkg}={version}"
+    have = f"{pkg} {installed} is installed" if installed else f"{pkg} is not installed"
+    if os.geteuid() != 0:
+        raise VmError(
+            f"the modules for linux-image-{release} {version} need its headers ({have}); "
+            f"as root run: apt-get install --no-install-recommends {want}"
+        )
+    log(f"vm: apt-get install {want}")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", want]
+    try:
+        _apt([install])
+    except VmError:
+        try:
+            _apt([["apt-get", "update", "-q"], install])  # the package lists may predate the version
+        except VmError as exc:
+            raise VmError(f"cannot install {want} (needed to build the modules for {release}): {exc}") from None
+    if package_version(pkg) != version or not (kdir / "Makefile").is_file():
+        raise VmError(f"apt-get install {want} finished but {kdir} is not there: install it by hand")
+    return kdir
+
+
+def download_linux_image(debs_dir: Path, log: Log, flavour: str = "regular") -> tuple[str, str, Path]:
+    """(release, version, deb) of the linux-image of flavour matching the newest installed regular headers.
+
+    For "rt" that is linux-image-<abi>-rt-amd64 of the same Debian version as linux-headers-<abi>-amd64.
+    """
+    check_flavour(flavour)
     for attempt in (1, 2):
-        releases = headers_releases()
+        releases = headers_releases("regular")
         if not releases:
             raise VmError("no /usr/src/linux-headers-*-amd64: install linux-headers-amd64")
-        release = releases[-1]
-        version = package_version(f"linux-headers-{release}")
+        version = package_version(f"linux-headers-{releases[-1]}")
         if version is None:
-            raise VmError(f"linux-headers-{release} is in /usr/src but dpkg does not list it as installed")
+            raise VmError(f"linux-headers-{releases[-1]} is in /usr/src but dpkg does not list it as installed")
+        release = flavour_release(releases[-1], flavour)
         cached = debs_dir / f"linux-image-{release}_{version}_amd64.deb"
         if cached.is_file():
             return release, version, cached
@@ -125,7 +200,7 @@ def download_linux_image(debs_dir: Path, log: Log) -> tuple[str, str, Path]:
                 deb.rename(cached)
                 return release, version, cached
         if attempt == 1:
-            _upgrade_headers(log)
+            _upgrade_headers(log, flavour)
     raise VmError(f"apt-get download linux-image-{release}={version} failed even after upgrading the headers")
 
 

@@ -32,6 +32,10 @@ STATE_FILE = "vm.json"
 # quiet: the console log is for Oops/WARNING lines, not boot chatter; panic=-1 + -no-reboot: a panic
 # ends QEMU instead of hanging; trust_cpu: no wait for entropy.
 KERNEL_CMDLINE = "console=ttyS0 quiet random.trust_cpu=on panic=-1"
+# room for `stressapptest -M 256` beside the initramfs (held in RAM) and the loads
+MEMORY_MIB = 1024
+# cyclictest -t -a runs a thread per CPU; two vCPUs cost little boot time under TCG (docs/vm.md)
+CPUS = 2
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -63,9 +67,18 @@ def _die_with_parent() -> None:
 
 class VirtualMachine:
     def __init__(
-        self, image: VmImage, ssh_port: int = 10022, state_dir: Path | None = None, die_with_caller: bool = False
+        self,
+        image: VmImage,
+        ssh_port: int = 10022,
+        state_dir: Path | None = None,
+        die_with_caller: bool = False,
+        *,
+        memory_mib: int = MEMORY_MIB,
+        cpus: int = CPUS,
     ) -> None:
         self.image = image
+        self.memory_mib = memory_mib
+        self.cpus = cpus
         # a campaign's VM must not outlive a station killed with SIGKILL (nobody would find it)
         self.die_with_caller = die_with_caller
         self.ssh_port = ssh_port
@@ -104,8 +117,8 @@ class VirtualMachine:
             "-accel", "tcg,thread=multi",
             "-machine", "q35",
             "-cpu", "max",
-            "-m", "512",
-            "-smp", "2",
+            "-m", str(self.memory_mib),
+            "-smp", str(self.cpus),
             "-display", "none",
             "-vga", "none",
             "-no-reboot",
@@ -162,6 +175,9 @@ class VirtualMachine:
             "user": "root",
             "image_dir": str(self.image.dir),
             "kernel_release": self.image.kernel_release,
+            "kernel_flavour": self.image.flavour,
+            "memory_mib": self.memory_mib,
+            "cpus": self.cpus,
             "identity_file": str(self.image.identity_file),
             "known_hosts": str(self.known_hosts_file),
             "console_log": str(self.console_log),
@@ -179,7 +195,13 @@ class VirtualMachine:
             state = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise VmError(f"no VM state in {state_dir} ({exc.__class__.__name__}: {path})") from None
-        vm = cls(VmImage(Path(state["image_dir"])), ssh_port=int(state["ssh_port"]), state_dir=Path(state_dir))
+        vm = cls(
+            VmImage(Path(state["image_dir"])),
+            ssh_port=int(state["ssh_port"]),
+            state_dir=Path(state_dir),
+            memory_mib=int(state.get("memory_mib", MEMORY_MIB)),
+            cpus=int(state.get("cpus", CPUS)),
+        )
         vm._pid = int(state["pid"])
         vm.timings = dict(state.get("timings") or {})
         return vm

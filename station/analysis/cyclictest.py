@@ -1,0 +1,230 @@
+"""Analysis of cyclictest runs (seed 004): per-thread figures as cyclictest reported
+them (its min/avg/max are exact), histogram statistics per thread and for all threads
+together (station/analysis/histogram.py), and the seed's maximum-latency table
+(rows: targets, columns: cases = the campaign's loads)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from station.analysis.histogram import Histogram, combine, from_cyclictest
+from station.parsers.cyclictest import (
+    CyclictestOutputError,
+    CyclictestReport,
+    CyclictestThread,
+    HistogramOutput,
+    parse_histogram,
+    parse_json,
+)
+from station.report.samples import RunSamples, ThreadHistogram
+
+SINGLE_TARGET = "target"  # the row name of a campaign with one unnamed bench.target
+EMULATED_KINDS = ("vm", "twin")
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """What one cyclictest run printed: its stdout histogram and its --json file."""
+
+    text: HistogramOutput | None
+    json: CyclictestReport | None
+
+    @property
+    def threads(self) -> tuple[CyclictestThread, ...]:
+        # JSON first: it has each thread's CPU and an average to two decimals (the text's is truncated)
+        source = self.json or self.text
+        return source.threads if source is not None else ()
+
+    @property
+    def histogram_range(self) -> int | None:
+        for source in (self.json, self.text):
+            if source is not None and source.histogram_range is not None:
+                return source.histogram_range
+        return None
+
+    def overflows(self, index: int) -> int | None:
+        """The overflow count cyclictest printed for a thread (the JSON has none)."""
+        if self.text is not None:
+            for t in self.text.threads:
+                if t.index == index:
+                    return t.overflows
+        return None
+
+
+def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
+    """Parse a run directory's cyclictest.out and cyclictest.json (either may be absent);
+    raises CyclictestOutputError on output that cannot be read."""
+    text, js = _read(run_dir / "cyclictest.out"), _read(run_dir / "cyclictest.json")
+    out = RunOutput(parse_histogram(text, nsecs=nsecs) if text.strip() else None,
+                    parse_json(js) if js.strip() else None)
+    if not out.threads:
+        raise CyclictestOutputError("cyclictest printed no results")
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def histogram(out: RunOutput, thread: CyclictestThread) -> Histogram | None:
+    if not thread.has_histogram:
+        return None
+    h = from_cyclictest(thread, range_us=out.histogram_range)
+    printed = out.overflows(thread.index)
+    if printed is not None and printed != h.overflows:
+        raise CyclictestOutputError(f"thread {thread.index}: {printed} overflows printed but the JSON's "
+                                    f"cycles and histogram leave {h.overflows}")
+    return h
+
+
+def thread_rows(out: RunOutput) -> list[dict[str, Any]]:
+    """Per thread: cyclictest's own cycles/min/avg/max (in its unit, µs unless -N), the CPU,
+    the overflows and the histogram statistics (ns)."""
+    rows = []
+    for t in out.threads:
+        h = histogram(out, t)
+        rows.append({
+            "thread": t.index, "cpu": t.cpu, "cycles": t.cycles,
+            "min_us": t.min, "avg_us": t.avg, "max_us": t.max,
+            "overflows": h.overflows if h is not None else out.overflows(t.index),
+            "stats": h.describe() if h is not None else None,
+        })
+    return rows
+
+
+def summary(out: RunOutput) -> dict[str, Any]:
+    """What a run's manifest records: per-thread figures, the worst case, a break trace hit."""
+    threads = [{k: v for k, v in row.items() if k != "stats"} for row in thread_rows(out)]
+    maxima = [t["max_us"] for t in threads if t["max_us"] is not None]
+    text = out.text
+    hit = text is not None and text.break_thread is not None
+    return {
+        "threads": threads,
+        "max_us": max(maxima) if maxima else None,
+        "samples": sum(t["cycles"] for t in threads),
+        "break": {"thread": text.break_thread, "value_us": text.break_value} if hit else None,
+        "cpu_dma_latency_us": text.dma_latency_us if text is not None else None,
+        "kernel": None if out.json is None else {"release": out.json.sysinfo.release,
+                                                 "version": out.json.sysinfo.version,
+                                                 "realtime": out.json.sysinfo.realtime},
+    }
+
+
+def histogram_table(out: RunOutput) -> pd.DataFrame:
+    """One row per non-empty bucket per thread: thread, cpu, latency_us (bucket), count."""
+    parts = []
+    for t in out.threads:
+        parts.append(pd.DataFrame({
+            "thread": np.full(t.buckets.size, t.index, dtype=np.int64),
+            "cpu": np.full(t.buckets.size, -1 if t.cpu is None else t.cpu, dtype=np.int64),
+            "latency_us": np.asarray(t.buckets, dtype=np.int64),
+            "count": np.asarray(t.counts, dtype=np.int64),
+        }))
+    return pd.concat(parts, ignore_index=True)
+
+
+# ---- the campaign --------------------------------------------------------------------------------
+def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict[str, RunSamples],
+                                                                          list[str]]:
+    """(report["cyclictest"], samples by run id, notes) for a campaign's cyclictest runs."""
+    config = campaign.get("config") or {}
+    notes: list[str] = []
+    entries, samples = [], {}
+    for run_dir in run_dirs:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        entry, hists = _run_entry(run_dir, manifest, notes)
+        entries.append(entry)
+        if hists:
+            samples[entry["id"]] = RunSamples(np.empty(0, dtype=np.int64), None, tuple(hists))
+    targets = _target_names(config, entries)
+    cases = list((config.get("matrix") or {}).get("loads") or dict.fromkeys(e["load"] for e in entries))
+    deadline = (config.get("cyclictest") or {}).get("deadline")
+    section = {
+        "table": _max_table(entries, targets, cases),
+        "targets": {t: _target_facts(t, campaign) for t in targets},
+        "runs": entries,
+        "deadline_us": None if deadline is None else round(deadline * 1e6, 3),
+    }
+    if any(f.get("emulated") for f in section["targets"].values()):
+        notes.append("Emulated targets (QEMU/TCG): their latencies are the emulator's, not hardware numbers; "
+                     "compare them with each other (regular vs PREEMPT_RT), never with a board.")
+    return section, samples, notes
+
+
+def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any],
+                                                                                   list[ThreadHistogram]]:
+    run = manifest.get("run") or {}
+    ct = manifest.get("cyclictest") or {}
+    entry: dict[str, Any] = {
+        "id": manifest.get("run_id", run_dir.name), "target": run.get("target") or SINGLE_TARGET,
+        "load": run.get("load"), "repetition": run.get("repetition"), "status": manifest.get("status"),
+        "error": manifest.get("error"), "cyclictest_version": ct.get("version"),
+        "arguments": (manifest.get("probe") or {}).get("arguments"), "duration_s": manifest.get("duration_s"),
+        "threads": [], "combined": None, "break": ct.get("break"),
+    }
+    if entry["status"] != "complete":
+        notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+    try:
+        out = read_outputs(run_dir)
+        rows = thread_rows(out)
+        hists = [h for t in out.threads if (h := histogram(out, t)) is not None]
+    except (CyclictestOutputError, ValueError) as exc:
+        if entry["status"] == "complete":
+            notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
+        return entry, []
+    entry["threads"] = rows
+    entry["combined"] = combine(hists).describe() if hists else None
+    curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts))
+              for t in out.threads if t.has_histogram]
+    return entry, curves
+
+
+def _label(t: CyclictestThread) -> str:
+    return f"thread {t.index}" + ("" if t.cpu is None else f" (CPU {t.cpu})")
+
+
+def _target_names(config: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
+    named = list((config.get("bench") or {}).get("targets") or {})
+    seen = list(dict.fromkeys(e["target"] for e in entries))
+    return named + [t for t in seen if t not in named] if named else seen
+
+
+def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[str]) -> dict[str, Any]:
+    """The seed's table: the largest latency any thread of any complete run saw, per cell."""
+    table: dict[str, dict[str, int | float | None]] = {t: dict.fromkeys(cases) for t in targets}
+    problems: dict[str, dict[str, str]] = {}
+    for e in entries:
+        cell = table.setdefault(e["target"], {})
+        if e["status"] != "complete" or not e["threads"]:
+            why = f"{e['status']}: {e['error']}" if e["error"] else str(e["status"])
+            problems.setdefault(e["target"], {})[e["load"]] = why
+            cell.setdefault(e["load"], None)
+            continue
+        worst = max((t["max_us"] for t in e["threads"] if t["max_us"] is not None), default=None)
+        if worst is not None:
+            cell[e["load"]] = worst if cell.get(e["load"]) is None else max(cell[e["load"]], worst)
+    return {"targets": targets, "cases": cases, "max_latency_us": table, "problems": problems}
+
+
+def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
+    described = (campaign.get("targets") or {}).get("" if name == SINGLE_TARGET else name) or {}
+    audit = described.get("audit") or {}
+    uname = str(audit.get("uname") or "")
+    words = uname.split()
+    return {
+        "kind": described.get("kind"),
+        "kernel_release": words[2] if len(words) > 2 else None,
+        "preempt_rt": audit.get("realtime") == "1" or "PREEMPT_RT" in uname,
+        "emulated": described.get("kind") in EMULATED_KINDS,
+        "cpus": int(audit["nproc"]) if str(audit.get("nproc", "")).isdigit() else None,
+        "uname": uname or None,
+    }

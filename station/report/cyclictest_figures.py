@@ -1,0 +1,133 @@
+"""OSADL-style cyclictest latency plots: one figure per target × case, one step curve per thread.
+
+The curves are cyclictest's own histograms (``RunSamples.histograms``, 1 µs
+buckets), not re-binned samples: x is the latency in µs with one bin per µs,
+y the sample count on a log axis, and a dashed line marks each thread's max.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import matplotlib as mpl
+import numpy as np
+
+from station.report.display import ordered, slug
+from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg
+from station.report.samples import RunSamples, ThreadHistogram
+
+KIND = "cyclictest"
+# Ten distinct colours: threads are unordered categories, one per CPU.
+THREAD_COLORS = tuple(mpl.colors.to_hex(c) for c in mpl.colormaps["tab10"].colors)
+# Zero-count bins are drawn at this height, below the axis: the line drops out of
+# view between populated bins instead of breaking the log scale (as figures.py does).
+FLOOR = 0.5
+
+Curve = tuple[np.ndarray, np.ndarray]  # (bucket µs ascending, counts), non-empty buckets only
+
+
+def pool_by_label(histograms: Iterable[ThreadHistogram]) -> dict[str, Curve]:
+    """Sum the histograms that share a label (repetitions of one thread), in first-seen order."""
+    parts: dict[str, list[ThreadHistogram]] = {}
+    for h in histograms:
+        parts.setdefault(h.label, []).append(h)
+    pooled = {}
+    for label, hs in parts.items():
+        buckets = np.concatenate([h.bucket_us for h in hs])
+        counts = np.concatenate([h.counts for h in hs])
+        keep = counts > 0
+        values, inverse = np.unique(buckets[keep], return_inverse=True)
+        totals = np.zeros(values.size, dtype=np.int64)
+        np.add.at(totals, inverse, counts[keep])
+        pooled[label] = (values, totals)
+    return pooled
+
+
+def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
+    """Counts per 1 µs bin on a log axis, one step curve per thread, dashed at each max.
+
+    Bin b (cyclictest's "b µs") is drawn centred on b, so the max line sits on it.
+    Each curve is an SVG group with id ``<name>-curve-<i>`` (its max line
+    ``<name>-max-<i>``): unique in a page holding many figures, findable by tests.
+    """
+    curves = {label: c for label, c in curves.items() if c[0].size}
+    fig, ax = _new_axes(title)
+    if not curves:
+        ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
+        return _to_svg(fig, name)
+    lo = min(int(b[0]) for b, _ in curves.values())
+    hi = max(int(b[-1]) for b, _ in curves.values())
+    edges = np.arange(lo, hi + 2, dtype=np.float64) - 0.5
+    top = 1.0
+    for i, (label, (buckets, counts)) in enumerate(curves.items()):
+        dense = np.full(edges.size - 1, FLOOR)
+        dense[buckets - lo] = counts
+        xs, ys = _steps(edges, dense)
+        color = THREAD_COLORS[i % len(THREAD_COLORS)]
+        top = max(top, float(counts.max()))
+        worst = int(buckets[-1])
+        ax.plot(np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR], color=color, linewidth=1.0,
+                gid=f"{name}-curve-{i}",
+                label=f"{label}  (n={int(counts.sum()):,}, max {worst} µs)")
+        ax.axvline(worst, color=color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9,
+                   gid=f"{name}-max-{i}")
+    ax.set_yscale("log")
+    ax.set_ylim(0.7, top * 2.5)
+    # From 0 µs, as OSADL's plots: where the body sits is part of the picture.
+    pad = 0.02 * (hi + 1)
+    ax.set_xlim(min(lo, 0) - 0.5, hi + 0.5 + pad)
+    ax.set_xlabel("latency (µs)")
+    ax.set_ylabel("samples per 1 µs bin")
+    many = len(curves) > 6
+    ax.legend(fontsize=7 if many else 8, ncols=2 if many else 1, loc="upper right",
+              framealpha=0.85, edgecolor="none")
+    return _to_svg(fig, name)
+
+
+def _caption(section: Mapping[str, Any], target: str, runs: list[Mapping[str, Any]],
+             complete: bool) -> str:
+    reps = len(runs)
+    text = (f"cyclictest latency per thread ({reps} run{'s' if reps != 1 else ''} pooled per "
+            "thread), 1 µs bins, log count axis; dashed: each thread's max.")
+    if not complete:
+        text += " No complete run: drawn from runs that did not complete."
+    overflows = sum(int(t.get("overflows") or 0) for r in runs for t in r.get("threads") or [])
+    if overflows:
+        text += (f" {overflows:,} sample{'s' if overflows != 1 else ''} beyond the histogram's "
+                 "range not drawn; the per-thread table has cyclictest's own max.")
+    if ((section.get("targets") or {}).get(target) or {}).get("emulated"):
+        text += " Emulated target (QEMU/TCG): not hardware numbers."
+    return text
+
+
+def build_cyclictest_figures(report: Mapping[str, Any],
+                             samples: Mapping[str, RunSamples]) -> list[RenderedFigure]:
+    """One latency plot per target × case that has histograms, in the max-latency table's order.
+
+    The complete runs are pooled, as the table's maximum counts only them; a
+    cell without a complete run is drawn from whatever runs left histograms.
+    """
+    section = report.get("cyclictest") or {}
+    runs = [r for r in section.get("runs") or []
+            if r.get("id") in samples and samples[r["id"]].histograms]
+    if not runs:
+        return []
+    table = section.get("table") or {}
+    targets = ordered([str(r.get("target")) for r in runs], [str(t) for t in table.get("targets") or ()])
+    cases = ordered([str(r.get("load")) for r in runs], [str(c) for c in table.get("cases") or ()])
+    figures = []
+    for target in targets:
+        for case in cases:
+            group = [r for r in runs if (str(r.get("target")), str(r.get("load"))) == (target, case)]
+            if not group:
+                continue
+            complete = [r for r in group if r.get("status") == "complete"]
+            used = complete or group
+            curves = pool_by_label(h for r in used for h in samples[r["id"]].histograms)
+            name = f"{KIND}-{slug(target)}-{slug(case)}"
+            title = f"{target}: {case}"
+            figures.append(RenderedFigure(name, KIND, title,
+                                          _caption(section, target, used, bool(complete)),
+                                          latency_plot_svg(curves, title, name)))
+    return figures

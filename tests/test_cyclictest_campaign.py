@@ -1,0 +1,144 @@
+"""cyclictest campaigns for real (seed 004): cyclictest, hackbench and stressapptest run
+on this machine through a real OpenSSH server, driven by the station like any bench.
+The station's figures are compared with cyclictest's own JSON, read here
+independently; the loads and the probe are gone afterwards, even after a SIGKILL.
+Latencies on a shared CI machine are never bounded here: only their bookkeeping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import asyncssh
+import pandas as pd
+import yaml
+
+from station import api
+from station.config import parse_campaign
+from tests.conftest import REPO, run_station, station_cmd
+
+PROBE_AND_LOADS = ("cyclictest", "hackbench", "stressapptest", "stress-ng")
+
+
+def seed_004(targets: dict, duration: str = "2s", memory_mb: int = 64, network: bool = True) -> dict:
+    """configs/seed-004.yaml, shortened: seconds per case, a smaller stressapptest. Without
+    network: case 5 without its network threads, whose listener binds every address (on
+    this machine, nothing may listen beyond 127.0.0.1; inside a VM it may)."""
+    text = (REPO / "configs/seed-004.yaml").read_text().replace("-M 256", f"-M {memory_mb}")
+    cfg = yaml.safe_load(text)
+    cfg["bench"]["targets"] = targets
+    cfg["matrix"] |= {"duration": duration, "max_duration": "2min"}
+    if not network:
+        hard = [load for load in cfg["loads"]["stress-hard"] if load["name"] != "sat-listener"]
+        for load in hard:
+            load["command"] = load["command"].replace(" -n 127.0.0.1", "")
+        cfg["loads"]["stress-hard"] = hard
+    return cfg
+
+
+def _ssh_target(local) -> dict:
+    return {"kind": "ssh", "host": local.host, "port": local.port, "user": local.user,
+            "identity_file": local.identity_file, "known_hosts": local.known_hosts}
+
+
+async def _running(local, names=PROBE_AND_LOADS) -> dict[str, str]:
+    """pgrep over SSH: which of the probe and load programs run on the target now."""
+    async with asyncssh.connect(local.host, local.port, username=local.user, client_keys=[local.identity_file],
+                                known_hosts=local.known_hosts) as conn:
+        found = {}
+        for name in names:
+            result = await conn.run(f"pgrep -a -x {name}", check=False)
+            if result.exit_status == 0:
+                found[name] = result.stdout.strip()
+        return found
+
+
+def _overflows(out_text: str) -> list[int]:
+    match = re.search(r"^# Histogram Overflows:(.*)$", out_text, re.M)
+    assert match, "cyclictest printed no overflow line"
+    return [int(x) for x in match.group(1).split()]
+
+
+def check_run_against_cyclictest(run_dir: Path, entry: dict) -> None:
+    """The station's per-thread figures are cyclictest's own, and its histogram accounts
+    for every cycle cyclictest counted."""
+    own = json.loads((run_dir / "cyclictest.json").read_text())
+    threads = own["thread"]
+    assert len(entry["threads"]) == len(threads) == own["num_threads"]
+    hist = pd.read_parquet(run_dir / "cyclictest_histogram.parquet")
+    overflows = _overflows((run_dir / "cyclictest.out").read_text())
+    for t in entry["threads"]:
+        theirs = threads[str(t["thread"])]
+        assert (t["min_us"], t["avg_us"], t["max_us"], t["cycles"], t["cpu"]) == (
+            theirs["min"], theirs["avg"], theirs["max"], theirs["cycles"], theirs["cpu"])
+        counted = int(hist.loc[hist["thread"] == t["thread"], "count"].sum())
+        assert counted == sum(int(c) for c in theirs["histogram"].values())
+        assert counted + overflows[t["thread"]] == theirs["cycles"]
+        assert t["overflows"] == overflows[t["thread"]]
+        assert t["stats"]["count"] == theirs["cycles"]
+
+
+def test_shortened_seed_004_here_and_on_both_vm_kernels(local, tmp_path):
+    """The done criterion: the seed's sheet, seconds per case, on this machine (real sshd) and
+    on Debian's regular and PREEMPT_RT kernels in QEMU; the report holds the seed's table."""
+    targets = {"this-machine": _ssh_target(local), "vm-regular": {"kind": "vm", "kernel": "regular"},
+               "vm-rt": {"kind": "vm", "kernel": "rt"}}
+    cfg = seed_004(targets, network=False)
+    campaign = parse_campaign(yaml.safe_dump(cfg), check_files=True)
+    out = tmp_path / "seed-004"
+    result = asyncio.run(api.run_campaign_async(campaign, out))
+    assert [o.status for o in result.outcomes] == ["complete"] * 15, [(o.run_id, o.error) for o in result.outcomes]
+    report = json.loads((out / "report.json").read_text())
+    section = report["cyclictest"]
+    table = section["table"]
+    assert table["targets"] == list(targets)
+    assert table["cases"] == cfg["matrix"]["loads"]
+    assert len(section["runs"]) == 15
+    for entry in section["runs"]:
+        run_dir = out / "runs" / entry["id"]
+        check_run_against_cyclictest(run_dir, entry)
+        own = json.loads((run_dir / "cyclictest.json").read_text())
+        worst = max(t["max"] for t in own["thread"].values())
+        assert table["max_latency_us"][entry["target"]][entry["load"]] == worst
+        # the kernel cyclictest saw is the one asked for
+        assert own["sysinfo"]["realtime"] == (1 if entry["target"] == "vm-rt" else own["sysinfo"]["realtime"])
+    facts = section["targets"]
+    assert facts["vm-rt"]["preempt_rt"] and not facts["vm-regular"]["preempt_rt"]
+    assert facts["vm-rt"]["emulated"] and facts["vm-regular"]["emulated"] and not facts["this-machine"]["emulated"]
+    assert asyncio.run(_running(local)) == {}, "a load or the probe outlived the campaign"
+    html = (out / "report.html").read_text()
+    assert "Maximum latency" in html and "PREEMPT_RT" in html
+    (tmp_path.parent / "seed-004-table.json").write_text(json.dumps(table, indent=1))  # for the closing note
+
+
+def test_killed_station_then_cleanup_leaves_nothing_running(local, tmp_path):
+    cfg = seed_004({"this-machine": _ssh_target(local)}, duration="60s", network=False)
+    cfg["matrix"]["loads"] = ["hackbench", "stress-light"]
+    cfg["loads"]["hackbench"].append(cfg["loads"]["stress-light"][0])  # both load kinds at once
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.Popen(station_cmd("run", str(path), "--out", str(tmp_path / "out")),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while set(asyncio.run(_running(local))) < {"cyclictest", "hackbench", "stressapptest"}:
+            assert proc.poll() is None, "the station ended before its probe and loads were seen running"
+            assert time.monotonic() < deadline, "cyclictest, hackbench and stressapptest never ran together"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert set(asyncio.run(_running(local))) >= {"cyclictest", "hackbench", "stressapptest"}, \
+        "a SIGKILLed station cannot stop anything itself"
+    done = run_station("cleanup", str(path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert asyncio.run(_running(local)) == {}
+    stopped = json.loads(done.stdout)["this-machine"]["loads_stopped"]
+    assert {"cyclictest", "hackbench", "stressapptest"} <= set(stopped)

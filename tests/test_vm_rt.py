@@ -1,0 +1,204 @@
+"""Two kernels for the VM: Debian's regular one and its PREEMPT_RT build of the same version, each image
+with cyclictest, hackbench, stressapptest and stress-ng in the guest.
+
+Each flavour's image is built once (cached side by side: <vm dir> and <vm dir>/rt) and booted once for
+the module; every guest test runs on both. Latencies under TCG are emulated: nothing here bounds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+
+import asyncssh
+import pytest
+
+from station.target.processes import TAG_VARIABLE, wrap
+from station.vm import VirtualMachine, VmError, VmImage, build_image, kernel, missing_host_packages
+from station.vm.hostdeps import HOST_PACKAGES, host_packages
+from station.vm.paths import image_dir
+from tests.conftest import free_port as _free_port
+from tests.conftest import missing as _missing
+
+pytestmark = pytest.mark.timeout(900)  # the first build downloads a 70 MB linux-image per flavour
+
+FLAVOURS = ("regular", "rt")
+TOOLS = ("pgrep", "pkill", "kill", "setsid", "timeout", "nproc", "taskset", "chrt",
+         "cyclictest", "hackbench", "stressapptest", "stress-ng")  # fmt: skip
+
+
+def _image(flavour: str) -> VmImage:
+    missing = missing_host_packages(host_packages(flavour))
+    if missing and os.geteuid() != 0:
+        _missing(f"VM host packages missing and not root to install them: apt-get install {' '.join(missing)}")
+    try:
+        return build_image(log=print, kernel=flavour)
+    except VmError as exc:
+        if missing_host_packages(host_packages(flavour)):  # could not install: the environment, not a bug
+            _missing(f"{flavour} VM image not built: {exc}")
+        raise
+
+
+@pytest.fixture(scope="module", params=FLAVOURS)
+def guest(request, tmp_path_factory) -> VirtualMachine:
+    """One booted VM per flavour; pytest runs every test of one flavour before booting the next."""
+    image = _image(request.param)
+    vm = VirtualMachine(image, ssh_port=_free_port(), state_dir=tmp_path_factory.mktemp(f"vm-{request.param}"),
+                        die_with_caller=True)  # fmt: skip
+    vm.start(timeout_s=180)
+    print(f"\n{request.param} VM ({image.kernel_release}): {vm.timings}")
+    yield vm
+    vm.stop()
+    console = vm.console_log.read_text(errors="replace")
+    assert not re.search(r"Oops|WARNING:|BUG:|Call Trace", console), console[-3000:]
+
+
+def sh(vm: VirtualMachine, command: str, timeout: float = 120) -> asyncssh.SSHCompletedProcess:
+    async def go() -> asyncssh.SSHCompletedProcess:
+        async with asyncssh.connect(**vm.connect_options()) as conn:
+            return await conn.run(command, check=False, timeout=timeout)
+
+    return asyncio.run(go())
+
+
+# -- without a VM ---------------------------------------------------------------------------------
+
+
+def test_flavour_releases():
+    assert kernel.flavour_release("6.1.0-56-amd64", "regular") == "6.1.0-56-amd64"
+    assert kernel.flavour_release("6.1.0-56-amd64", "rt") == "6.1.0-56-rt-amd64"
+    assert kernel.release_flavour("6.1.0-56-rt-amd64") == "rt"
+    assert kernel.release_flavour("6.1.0-56-cloud-amd64") == "cloud"
+    assert kernel.release_flavour("6.12.12+bpo-amd64") == "regular"
+    with pytest.raises(VmError, match="not a regular"):
+        kernel.flavour_release("6.1.0-56-rt-amd64", "rt")
+    # installed RT headers must not pass for the regular kernel's (they sort after them)
+    assert all(kernel.release_flavour(r) == "regular" for r in kernel.headers_releases())
+    assert all(r.endswith("-rt-amd64") for r in kernel.headers_releases("rt"))
+
+
+def test_unknown_flavour_is_refused(tmp_path):
+    with pytest.raises(VmError, match="unknown kernel flavour 'lowlatency': choose one of regular, rt"):
+        build_image(tmp_path, kernel="lowlatency")
+    assert not any(tmp_path.iterdir())
+
+
+def test_rt_headers_are_a_host_package_of_the_rt_build_only():
+    assert "linux-headers-rt-amd64" in HOST_PACKAGES  # ci-deps.sh installs it (test_vm_image keeps them equal)
+    assert "linux-headers-rt-amd64" in host_packages("rt")
+    assert "linux-headers-rt-amd64" not in host_packages("regular")
+    for tool_package in ("rt-tests", "stressapptest", "stress-ng", "procps"):
+        assert tool_package in host_packages("regular") and tool_package in host_packages("rt")
+
+
+def test_missing_rt_headers_say_what_to_install(monkeypatch):
+    monkeypatch.setattr(kernel, "package_version", lambda package: None)
+    monkeypatch.setattr(kernel.os, "geteuid", lambda: 1000)
+    with pytest.raises(VmError) as info:
+        kernel.ensure_headers("6.1.0-56-rt-amd64", "6.1.192-2", log=print)
+    assert "apt-get install --no-install-recommends linux-headers-6.1.0-56-rt-amd64=6.1.192-2" in str(info.value)
+
+
+# -- the two images -------------------------------------------------------------------------------
+
+
+def test_both_images_coexist_and_are_reused():
+    images = {flavour: _image(flavour) for flavour in FLAVOURS}
+    regular, rt = images["regular"], images["rt"]
+    assert rt.dir == image_dir(regular.dir, "rt") == regular.dir / "rt"
+    assert (regular.flavour, rt.flavour) == ("regular", "rt") and rt.preempt_rt and not regular.preempt_rt
+    assert rt.kernel_release == kernel.flavour_release(regular.kernel_release, "rt")
+    assert rt.read_manifest()["linux_image_version"] == regular.read_manifest()["linux_image_version"]
+    assert rt.read_manifest()["headers_version"] == rt.read_manifest()["linux_image_version"]
+    for flavour, image in images.items():
+        assert image.kernel_path.name == "vmlinux", f"{flavour}: fell back to the bzImage: slower boots"
+        assert {p.name for p in image.modules_dir.glob("*.ko")} == {"lpt_latency.ko", "pcie_latency.ko"}
+        assert VmImage.open(regular.dir, kernel=flavour) == image
+        lines: list[str] = []
+        build_image(regular.dir, log=lines.append, kernel=flavour)  # building one leaves the other as it is
+        assert [ln for ln in lines if re.search(r"unpacking|building|assembling|download|install", ln)] == []
+    with pytest.raises(VmError, match="holds the 'rt' image"):
+        build_image(rt.dir, kernel="regular")  # the cache root is expected, not the rt image's directory
+
+
+# -- in each guest --------------------------------------------------------------------------------
+
+
+def test_uname_says_preempt_rt_on_the_rt_kernel_only(guest):
+    res = sh(guest, "uname -r; uname -v; cat /sys/kernel/realtime 2>/dev/null || echo none")
+    assert res.exit_status == 0, res.stderr
+    release, version, realtime = res.stdout.splitlines()
+    assert release == guest.image.kernel_release
+    if guest.image.preempt_rt:
+        assert "PREEMPT_RT" in version.split() and realtime == "1", res.stdout
+    else:
+        assert "PREEMPT_RT" not in version and realtime == "none", res.stdout
+
+
+def test_guest_has_the_tools_devices_and_loopback(guest):
+    res = sh(guest, "for t in " + " ".join(TOOLS) + "; do command -v $t >/dev/null || echo missing $t; done; "
+                    "test -c /dev/cpu_dma_latency || echo missing /dev/cpu_dma_latency; "
+                    "head -1 /proc/interrupts; nproc; grep MemTotal /proc/meminfo; ip -4 addr show dev lo")
+    assert res.exit_status == 0, res.stderr
+    assert "missing" not in res.stdout, res.stdout
+    assert re.search(r"^\s*CPU0\s+CPU1\s*$", res.stdout, re.M) and "\n2\n" in res.stdout, res.stdout
+    mem_kib = int(re.search(r"MemTotal:\s+(\d+) kB", res.stdout).group(1))
+    assert mem_kib > 900 * 1024, "stressapptest -M 256 needs room"
+    assert re.search(r"lo: <LOOPBACK,UP", res.stdout) and "inet 127.0.0.1/8" in res.stdout, res.stdout
+
+
+def test_cyclictest_writes_json_with_a_thread_per_cpu(guest):
+    res = sh(guest, "cyclictest -m -p 80 -i 1000 -t -a -h 100 -q -D 2 --json=/tmp/x.json && cat /tmp/x.json")
+    assert res.exit_status == 0, res.stderr
+    report = json.loads(res.stdout[res.stdout.index("{"):])
+    assert report["return_code"] == 0
+    assert report["num_threads"] == 2 and sorted(report["thread"]) == ["0", "1"]
+    for thread in report["thread"].values():
+        assert thread["cycles"] > 0 and thread["histogram"]  # the values are emulated: no bounds
+    assert report["sysinfo"]["release"] == guest.image.kernel_release
+    assert report["sysinfo"]["realtime"] == int(guest.image.preempt_rt)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "hackbench -s 128 -l 100 -g 2",
+        "stressapptest -M 16 -m 2 -s 2",
+        "stressapptest -M 16 -m 1 -s 2 -f /tmp/sat.file",  # a disk thread, on the guest's tmpfs
+        "stress-ng --cpu 1 -t 2",
+    ],
+)
+def test_loads_run_in_the_guest(guest, command):
+    res = sh(guest, f"cd /tmp && {command}")
+    assert res.exit_status == 0, f"{command}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
+
+
+def test_a_wrapped_cyclictest_is_tracked_and_stops_on_term(guest):
+    """The station's wrapper (processes.wrap) around a probe: pid file, tag in /proc/PID/environ, pgrep
+    finds it, and SIGTERM to its group makes cyclictest write its JSON before it ends."""
+    pidfile = "/tmp/loads/cyclictest.pid"
+    probe = "cyclictest -m -p 80 -i 1000 -t -a -q -D 60 --json=/tmp/wrapped.json"
+
+    async def go() -> tuple[str, str, asyncssh.SSHCompletedProcess]:
+        async with asyncssh.connect(**guest.connect_options()) as conn:
+            await conn.run("mkdir -p /tmp/loads", check=True)
+            proc = await conn.create_process(wrap(probe, pidfile, 120))
+            pid = int(await asyncio.wait_for(proc.stdout.readline(), 10))
+            await asyncio.sleep(1)
+            tag = (await conn.run(f"tr '\\0' '\\n' < /proc/{pid}/environ | grep {TAG_VARIABLE}=")).stdout
+            # anchored: busybox timeout's watchdog child and the shells also hold "cyclictest" in their cmdline
+            found = (await conn.run(f"cat {pidfile}; pgrep -x cyclictest; pgrep -f '^cyclictest .*-D 60'")).stdout
+            await conn.run(f"kill -TERM -{pid}")
+            await asyncio.wait_for(proc.wait_closed(), 20)
+            gone = await conn.run(f"kill -0 -{pid} 2>/dev/null; echo $?; cat /tmp/wrapped.json")
+            return tag, found + f"pid {pid}", gone
+
+    tag, found, gone = asyncio.run(go())
+    assert tag.strip() == f"{TAG_VARIABLE}={pidfile}"
+    pids = found.split()
+    assert pids[0] == pids[-1] and pids.count(pids[0]) >= 3, found  # pid file, pgrep -x, pgrep -f, the pid line
+    status, _, report = gone.stdout.partition("\n")
+    assert status == "1", "the group outlived SIGTERM"
+    assert json.loads(report)["num_threads"] == 2
