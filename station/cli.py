@@ -96,6 +96,7 @@ def run(
         _fail(result.report_error, EXIT_FAILED_RUNS)
     if not result.ok:
         failed = [f"{o.run_id} ({o.status})" for o in result.outcomes if o.status != "complete"]
+        failed += [f"target {name} unavailable ({why})" for name, why in result.unavailable.items()]
         _fail("some runs did not complete: " + ", ".join(failed), EXIT_FAILED_RUNS)
 
 
@@ -203,27 +204,38 @@ vm_app = typer.Typer(no_args_is_help=True, help="A real-kernel target: Debian's 
 app.add_typer(vm_app, name="vm")
 
 
+KERNEL_OPTION = typer.Option("regular", help="regular: Debian's kernel; rt: its PREEMPT_RT build")
+
+
+def _vm_state_dir(kernel: str) -> Path:
+    from station.vm.paths import image_dir
+
+    return image_dir(None, kernel)  # where build_image puts that flavour (and `vm up` its state)
+
+
 @vm_app.command("build")
 def vm_build(
     force: bool = typer.Option(False, help="rebuild even if the cached image is current", metavar=FLAG),
+    kernel: str = KERNEL_OPTION,
 ) -> None:
     """Build (or reuse) the VM image from Debian packages."""
     from station.vm import VmError, build_image
 
     try:
-        image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True))
+        image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True), kernel=kernel)
     except VmError as exc:
         _fail(str(exc))
     typer.echo(f"image: {image.dir} (kernel {image.kernel_release})")
 
 
 @vm_app.command("up")
-def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the VM's SSH")) -> None:
+def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the VM's SSH"),
+          kernel: str = KERNEL_OPTION) -> None:
     """Build the image if needed, boot the VM and wait until SSH answers."""
     from station.vm import VirtualMachine, VmError, build_image
 
     try:
-        image = build_image(log=lambda msg: typer.echo(msg, err=True))
+        image = build_image(log=lambda msg: typer.echo(msg, err=True), kernel=kernel)
         vm = VirtualMachine(image, ssh_port=port)
         vm.start()
     except VmError as exc:
@@ -236,12 +248,12 @@ def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the 
 
 
 @vm_app.command("down")
-def vm_down() -> None:
+def vm_down(kernel: str = KERNEL_OPTION) -> None:
     """Shut the VM down (poweroff over SSH; killed if it does not stop)."""
-    from station.vm import VirtualMachine, VmError, default_vm_dir
+    from station.vm import VirtualMachine, VmError
 
     try:
-        vm = VirtualMachine.from_state(default_vm_dir())
+        vm = VirtualMachine.from_state(_vm_state_dir(kernel))
     except VmError as exc:
         _fail(str(exc))
     vm.stop()
@@ -249,15 +261,15 @@ def vm_down() -> None:
 
 
 @vm_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def vm_ssh(ctx: typer.Context) -> None:
+def vm_ssh(ctx: typer.Context, kernel: str = KERNEL_OPTION) -> None:
     """Open a shell in the running VM (or run the command given after --)."""
     import os
     import shutil
 
-    from station.vm import VirtualMachine, VmError, default_vm_dir
+    from station.vm import VirtualMachine, VmError
 
     try:
-        vm = VirtualMachine.from_state(default_vm_dir())
+        vm = VirtualMachine.from_state(_vm_state_dir(kernel))
     except VmError as exc:
         _fail(str(exc))
     ssh = shutil.which("ssh")

@@ -547,7 +547,8 @@ def _period(value: float) -> float:
 
 RunKind = Literal["module", "cyclictest"]
 # matrix keys that only the module run reads: a probe campaign that sets them is a mistake
-MODULE_ONLY_KEYS = ("interfaces", "variants", "period", "pulses", "format", "lpt_base", "lpt_irq", "module_params")
+MODULE_ONLY_KEYS = ("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
+                    "module_params")
 
 
 class Matrix(Strict):
@@ -689,6 +690,9 @@ class Campaign(Strict):
             raise LocatedError(("cyclictest",), "cyclictest options are for matrix.kind: cyclictest")
         if m.kind == "module":
             return self
+        if "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
+            raise LocatedError(("bench", "scope", "kind"), f"a {m.kind} campaign uses no scope: set none or leave "
+                               "bench.scope out")
         for name, t in targets.items():
             if t.kind == "twin":
                 where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")

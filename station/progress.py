@@ -44,6 +44,7 @@ class RunProgress:
     hw_target: int = 0
     duration_target: float | None = None
     phase: str = "starting"
+    probe: str | None = None  # a probe run (e.g. "cyclictest"): no live samples, its results come at the end
 
     def fraction_done(self) -> float:
         """Every target must be met, so the run is as far along as its slowest one."""

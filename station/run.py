@@ -113,7 +113,7 @@ async def _set_up(ctx: RunContext, kind: Measurement, started: _Started) -> None
     for load in ctx.campaign.loads[ctx.spec.load]:
         host = bench.hosts[load.host]
         running = await settled(proc_ctl.start_load(
-            await host.live_connection(), load.name, load.command, host.work_dir, ctx.max_seconds
+            await host.live_connection(), load.name, load.command, host.work_dir, ctx.max_seconds, to_log=True
         ))
         running.where = load.host
         started.loads.append(running)

@@ -46,17 +46,20 @@ class TerminalProgress:
             self._live.update(self._table(p, frac, left))
         elif time.monotonic() - self._last_plain > 5 or p.phase == "teardown":
             self._last_plain = time.monotonic()
-            print(
-                f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: sw {p.sw.count} "
-                f"(min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs), "
-                f"scope {p.hw.count} pulses, {frac:.0%}",
-                file=sys.stderr,
-                flush=True,
-            )
+            counts = (f"{p.probe} runs on the target, results at its end" if p.probe else
+                      f"sw {p.sw.count} (min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs), "
+                      f"scope {p.hw.count} pulses")
+            print(f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: {counts}, {frac:.0%}",
+                  file=sys.stderr, flush=True)
 
     @staticmethod
     def _table(p: RunProgress, frac: float, left: float) -> Table:
         t = Table(title=f"run {p.index + 1}/{p.total_runs}: {p.run_id} — {p.phase}", title_justify="left")
+        if p.probe:
+            t.add_column(p.probe)
+            t.add_row("runs on the target; its results come when it ends")
+            t.caption = f"{frac:.0%} done" + ("" if left != left else f", about {left:.0f} s left")
+            return t
         for col in ("", "count", "min µs", "mean µs", "max µs"):
             t.add_column(col, justify="right")
         t.add_row("software t_SW", str(p.sw.count), _us(p.sw.min), _us(p.sw.mean), _us(p.sw.max))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 import signal
 import subprocess
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import asyncssh
 import pandas as pd
+import pytest
 import yaml
 
 from station import api
@@ -41,20 +43,34 @@ def seed_004(targets: dict, duration: str = "2s", memory_mb: int = 64, network: 
     return cfg
 
 
-def _ssh_target(local) -> dict:
+def _ssh_target(local, work_dir: str) -> dict:
     return {"kind": "ssh", "host": local.host, "port": local.port, "user": local.user,
-            "identity_file": local.identity_file, "known_hosts": local.known_hosts}
+            "identity_file": local.identity_file, "known_hosts": local.known_hosts, "work_dir": work_dir}
 
 
-async def _running(local, names=PROBE_AND_LOADS) -> dict[str, str]:
-    """pgrep over SSH: which of the probe and load programs run on the target now."""
+@pytest.fixture
+def work_dir():
+    path = f"/tmp/irq-station-test-{secrets.token_hex(4)}"
+    yield path
+    subprocess.run(["rm", "-rf", path], check=False)
+
+
+async def _running(local, work_dir: str, names=PROBE_AND_LOADS) -> dict[str, str]:
+    """pgrep over SSH: which of the probe and load programs run on the target now, started by
+    the station for this test (their environment carries the station's tag naming work_dir;
+    other cyclictest users on the same machine are not ours to count)."""
     async with asyncssh.connect(local.host, local.port, username=local.user, client_keys=[local.identity_file],
                                 known_hosts=local.known_hosts) as conn:
-        found = {}
-        for name in names:
-            result = await conn.run(f"pgrep -a -x {name}", check=False)
-            if result.exit_status == 0:
-                found[name] = result.stdout.strip()
+        # one round trip: hackbench alone runs hundreds of processes; a zombie (ended, its reaping
+        # pending) has an empty environ and is not counted
+        script = (f"for p in $(pgrep -x '{'|'.join(names)}'); do "
+                  f"grep -qz '^IRQ_STATION_TAG={work_dir}/' /proc/$p/environ 2>/dev/null && "
+                  "echo $p $(cat /proc/$p/comm); done; true")
+        listing = (await conn.run(script, check=False)).stdout
+        found: dict[str, str] = {}
+        for line in listing.splitlines():
+            pid, comm = line.split(maxsplit=1)
+            found[comm] = f"{found[comm]} {pid}" if comm in found else pid
         return found
 
 
@@ -83,10 +99,10 @@ def check_run_against_cyclictest(run_dir: Path, entry: dict) -> None:
         assert t["stats"]["count"] == theirs["cycles"]
 
 
-def test_shortened_seed_004_here_and_on_both_vm_kernels(local, tmp_path):
+def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_path):
     """The done criterion: the seed's sheet, seconds per case, on this machine (real sshd) and
     on Debian's regular and PREEMPT_RT kernels in QEMU; the report holds the seed's table."""
-    targets = {"this-machine": _ssh_target(local), "vm-regular": {"kind": "vm", "kernel": "regular"},
+    targets = {"this-machine": _ssh_target(local, work_dir), "vm-regular": {"kind": "vm", "kernel": "regular"},
                "vm-rt": {"kind": "vm", "kernel": "rt"}}
     cfg = seed_004(targets, network=False)
     campaign = parse_campaign(yaml.safe_dump(cfg), check_files=True)
@@ -110,14 +126,14 @@ def test_shortened_seed_004_here_and_on_both_vm_kernels(local, tmp_path):
     facts = section["targets"]
     assert facts["vm-rt"]["preempt_rt"] and not facts["vm-regular"]["preempt_rt"]
     assert facts["vm-rt"]["emulated"] and facts["vm-regular"]["emulated"] and not facts["this-machine"]["emulated"]
-    assert asyncio.run(_running(local)) == {}, "a load or the probe outlived the campaign"
+    assert asyncio.run(_running(local, work_dir)) == {}, "a load or the probe outlived the campaign"
     html = (out / "report.html").read_text()
     assert "Maximum latency" in html and "PREEMPT_RT" in html
     (tmp_path.parent / "seed-004-table.json").write_text(json.dumps(table, indent=1))  # for the closing note
 
 
-def test_killed_station_then_cleanup_leaves_nothing_running(local, tmp_path):
-    cfg = seed_004({"this-machine": _ssh_target(local)}, duration="60s", network=False)
+def test_killed_station_then_cleanup_leaves_nothing_running(local, work_dir, tmp_path):
+    cfg = seed_004({"this-machine": _ssh_target(local, work_dir)}, duration="60s", network=False)
     cfg["matrix"]["loads"] = ["hackbench", "stress-light"]
     cfg["loads"]["hackbench"].append(cfg["loads"]["stress-light"][0])  # both load kinds at once
     path = tmp_path / "c.yaml"
@@ -126,7 +142,7 @@ def test_killed_station_then_cleanup_leaves_nothing_running(local, tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while set(asyncio.run(_running(local))) < {"cyclictest", "hackbench", "stressapptest"}:
+        while set(asyncio.run(_running(local, work_dir))) < {"cyclictest", "hackbench", "stressapptest"}:
             assert proc.poll() is None, "the station ended before its probe and loads were seen running"
             assert time.monotonic() < deadline, "cyclictest, hackbench and stressapptest never ran together"
             time.sleep(0.5)
@@ -135,10 +151,40 @@ def test_killed_station_then_cleanup_leaves_nothing_running(local, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert set(asyncio.run(_running(local))) >= {"cyclictest", "hackbench", "stressapptest"}, \
+    # the loads write to log files on the target, not to the dead station's SSH channel: they
+    # outlive it (stressapptest, which reports as it runs, would otherwise die of SIGPIPE)
+    assert set(asyncio.run(_running(local, work_dir))) >= {"cyclictest", "hackbench", "stressapptest"}, \
         "a SIGKILLed station cannot stop anything itself"
     done = run_station("cleanup", str(path), timeout=120)
     assert done.returncode == 0, done.stderr
-    assert asyncio.run(_running(local)) == {}
+    assert asyncio.run(_running(local, work_dir)) == {}
     stopped = json.loads(done.stdout)["this-machine"]["loads_stopped"]
     assert {"cyclictest", "hackbench", "stressapptest"} <= set(stopped)
+
+
+def test_ctrl_c_keeps_what_cyclictest_printed_and_leaves_nothing_running(local, work_dir, tmp_path):
+    cfg = seed_004({"this-machine": _ssh_target(local, work_dir)}, duration="60s", network=False)
+    cfg["matrix"]["loads"] = ["hackbench"]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(station_cmd("run", str(path), "--out", str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while set(asyncio.run(_running(local, work_dir))) < {"cyclictest", "hackbench"}:
+        assert proc.poll() is None and time.monotonic() < deadline, "cyclictest and hackbench never ran together"
+        time.sleep(0.5)
+    time.sleep(2)  # some cycles to report
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0, output
+    assert asyncio.run(_running(local, work_dir)) == {}, output
+    run_dir = out / "runs" / "this-machine-hackbench-r0"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert manifest["cyclictest"]["stopped_by_station"] is True
+    text = (run_dir / "cyclictest.out").read_text()
+    assert "# Max Latencies:" in text, "the histogram cyclictest printed on SIGTERM was lost"
+    own = json.loads((run_dir / "cyclictest.json").read_text())
+    assert all(t["cycles"] > 0 for t in own["thread"].values())
+    assert manifest["cyclictest"]["samples"] == sum(t["cycles"] for t in own["thread"].values())

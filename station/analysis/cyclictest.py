@@ -181,6 +181,9 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
         if entry["status"] == "complete":
             notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
         return entry, []
+    if out.json is not None and out.json.repairs:
+        notes.append(f"Run {entry['id']}: cyclictest wrote invalid JSON, read after repairs: "
+                     + "; ".join(out.json.repairs))
     entry["threads"] = rows
     entry["combined"] = combine(hists).describe() if hists else None
     curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts))

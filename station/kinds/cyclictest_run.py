@@ -53,6 +53,8 @@ class CyclictestRun(Measurement):
         self.exit_status: int | None = None
         self.summary: dict[str, Any] | None = None
         self.stopped_by_station = False
+        self.readers: asyncio.Future | None = None
+        ctx.progress.probe = "cyclictest"
 
     def _args(self, json_path: str | None) -> list[str]:
         return ct_target.arguments(self.settings, duration_s=self.duration_s, loops=self.loops, json_path=json_path)
@@ -78,8 +80,8 @@ class CyclictestRun(Measurement):
         target = self.ctx.target
         conn = await target.live_connection()
         json_path = self.json_remote if self.installed.has_json else None
-        await conn.run(f"mkdir -p {shlex.quote(self.json_remote.rsplit('/', 1)[0])}; "
-                       f"rm -f {shlex.quote(self.json_remote)}", privileged=True)
+        await conn.run(f"mkdir -p {shlex.quote(self.json_remote.rsplit('/', 1)[0])}", privileged=True)
+        await conn.run(f"rm -f {shlex.quote(self.json_remote)}", privileged=True)
         command = shlex.join(["cyclictest", *self._args(json_path)])
         # privileged: SCHED_FIFO and mlockall need root (or sudo where the bench says so)
         self.probe = await settled(proc_ctl.start_load(
@@ -95,11 +97,14 @@ class CyclictestRun(Measurement):
         progress.duration_target = self.duration_s or (self.loops or 0) * self.settings.interval
         self.ctx.sink.update(progress)
         proc = self.probe.process
-        readers = asyncio.gather(_copy(proc.stdout, self.out), _copy(proc.stderr, self.err))
+        # the readers outlive measure() when it is cut short: stop() lets cyclictest print its
+        # results on SIGTERM and drains them into the run directory before closing the channel
+        self.readers = asyncio.gather(_copy(proc.stdout, self.out), _copy(proc.stderr, self.err))
+        self.readers.add_done_callback(lambda t: t.cancelled() or t.exception())
         ticker = asyncio.create_task(self._tick())
         try:
             async with asyncio.timeout(m.max_duration + EXIT_SLACK_S):
-                await readers
+                await asyncio.shield(self.readers)
                 await proc.wait_closed()
         except TimeoutError:
             raise ProbeFailure(f"cyclictest did not end within max_duration ({m.max_duration:g} s)") from None
@@ -108,9 +113,6 @@ class CyclictestRun(Measurement):
                               f"{getattr(exc, 'reason', None) or exc}") from None
         finally:
             ticker.cancel()
-            readers.cancel()
-            with contextlib.suppress(BaseException):
-                await readers
         self.exit_status = proc.exit_status
         await self._fetch_json()
         if self.exit_status != 0:
@@ -143,15 +145,29 @@ class CyclictestRun(Measurement):
         conn = await self.ctx.target.live_connection()
         if self.probe is not None:
             self.probe.conn = conn
-            running = self.probe.process.exit_status is None
-            await proc_ctl.stop_load(self.probe, grace_s=STOP_GRACE_S)
-            if running:  # ended by the station (Ctrl-C, a failure): keep what it wrote on TERM
+            if self.probe.process.exit_status is None and await proc_ctl.is_ours(conn, self.probe.pid,
+                                                                                 self.probe.pidfile):
+                # ended by the station (Ctrl-C, a failure): on TERM cyclictest prints its histogram
+                # and writes its JSON; keep both
                 self.stopped_by_station = True
+                await proc_ctl.kill_group(conn, self.probe.pid, grace_s=STOP_GRACE_S)
+            await self._drain(timeout=5.0)
+            await proc_ctl.stop_load(self.probe)  # the pid file, the channel (and KILL if it is still ours)
+            if self.stopped_by_station:
                 with contextlib.suppress(Exception):
                     await self._fetch_json()
         else:  # started but not yet tracked when the run was stopped
             await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir, PROBE_NAME))
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", check=False, privileged=True)
+
+    async def _drain(self, timeout: float) -> None:
+        readers = self.readers
+        if readers is None or readers.done():
+            return
+        with contextlib.suppress(BaseException):
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(readers)
+        readers.cancel()
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         try:
@@ -160,6 +176,9 @@ class CyclictestRun(Measurement):
             if status == "complete":
                 return "failed", f"cyclictest output: {exc}"
             return status, error
+        threads, worst = self.summary["threads"], self.summary["max_us"]
+        self.ctx.sink.message(f"{self.ctx.spec.id}: cyclictest max {worst} µs over {len(threads)} thread(s), "
+                              f"{self.summary['samples']} samples")
         # a break trace hit ends the run early by design: a result (summary.break), not a failure
         return status, error
 

@@ -261,17 +261,18 @@ def campaign_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     target = campaign.get("target") or {}
     scope = campaign.get("scope") or None
     twin = campaign.get("twin") or None
+    targets = {n: d for n, d in (campaign.get("targets") or {}).items() if n}  # "": a single unnamed target
     facts = [
         ("Created (UTC)", campaign.get("created_utc")),
         ("Station version", campaign.get("station_version")),
         ("Config", campaign.get("config_path")),
-        ("Target", f"{target.get('kind', MISSING)} {target.get('host', '')}".strip()),
-        ("Oscilloscope", f"{scope.get('idn', MISSING)} at {scope.get('resource', MISSING)}"
-         if scope else "none"),
     ]
-    targets = campaign.get("targets") or {}
-    if targets:  # a campaign over several targets (cyclictest: regular vs PREEMPT_RT)
+    if targets:  # a campaign over several named targets (cyclictest: regular vs PREEMPT_RT)
         facts.append(("Targets", "; ".join(_target_fact(str(n), d) for n, d in targets.items())))
+    else:
+        facts.append(("Target", f"{target.get('kind', MISSING)} {target.get('host', '')}".strip()))
+    facts.append(("Oscilloscope", f"{scope.get('idn', MISSING)} at {scope.get('resource', MISSING)}"
+                  if scope else "none"))
     if twin:
         facts.append(("Twin preset", twin.get("preset")))
     facts.append(("Schema", f"report.json schema_version {report.get('schema_version', MISSING)}"

@@ -19,6 +19,7 @@ from pathlib import Path
 import asyncssh
 
 from station.config import TargetSettings
+from station.lifetime import die_with_parent
 
 SSHD = "/usr/sbin/sshd"
 START_TIMEOUT_S = 20.0
@@ -90,7 +91,7 @@ class LocalSshd:
         log = self.state / "sshd.log"
         with open(log, "wb") as err:
             self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
-                                         stderr=err, start_new_session=True)
+                                         stderr=err, start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.proc.poll() is not None:

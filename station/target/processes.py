@@ -38,12 +38,16 @@ class TrackedProcess:
 TAG_VARIABLE = "IRQ_STATION_TAG"
 
 
-def wrap(command: str, pidfile: str, max_seconds: int) -> str:
+def wrap(command: str, pidfile: str, max_seconds: int, log: str | None = None) -> str:
     """The pid goes to the pid file (for cleanup after a crash) and to stdout (for this run);
     the environment carries a tag naming the pid file, which every program the wrapper
-    execs inherits: how a later cleanup tells our process from a stranger's reused pid."""
+    execs inherits: how a later cleanup tells our process from a stranger's reused pid.
+    With log, the command's output goes to that file on the host instead of the SSH
+    channel: a load that writes as it runs (stressapptest) must not die of SIGPIPE when
+    the session drops or the station is killed."""
     body = command if _is_simple(command) else f"sh -c {shlex.quote(command)}"
-    script = f"echo $$ > {shlex.quote(pidfile)}; echo $$; exec timeout -s KILL {max_seconds} {body}"
+    redirect = f" > {shlex.quote(log)} 2>&1" if log else ""
+    script = f"echo $$ > {shlex.quote(pidfile)}; echo $$; exec timeout -s KILL {max_seconds} {body}{redirect}"
     # `setsid` forks (and its parent exits at once) when it leads a process group, as the
     # command of an SSH session does; run as a background job it is no group leader, so it
     # makes the new session in place, and `wait` keeps the channel open until the job ends
@@ -58,17 +62,19 @@ def _is_simple(command: str) -> bool:
 
 async def start_load(
     conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int, binary: bool = False,
-    privileged: bool = False, finite: bool = False,
+    privileged: bool = False, finite: bool = False, to_log: bool = False,
 ) -> TrackedProcess:
     """Start a tracked process; with binary=True its stdout (after the pid line) is raw bytes;
     privileged: as root (through `sudo -n` where the bench says so); finite: it ends by itself
-    (a probe with a duration), so ending at once with status 0 is no error."""
+    (a probe with a duration), so ending at once with status 0 is no error; to_log: its output
+    goes to <work_dir>/loads/<name>.log on the host, not through the SSH channel (loads)."""
     pid_dir = f"{work_dir}/loads"
     await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
     pidfile = pidfile_path(work_dir, name)
+    log = f"{pid_dir}/{name}.log" if to_log else None
     # a pid file left by a crash names a process nobody else will stop: stop it first
     await kill_pidfile(conn, pidfile)
-    wrapped = wrap(command, pidfile, max_seconds)
+    wrapped = wrap(command, pidfile, max_seconds, log)
     process = await conn.start(conn.privileged(wrapped) if privileged else wrapped, binary=binary)
     try:
         async with asyncio.timeout(10):
@@ -95,8 +101,12 @@ async def start_load(
         err = _text(await process.stderr.read()).strip()
         if privileged:
             conn.explain_sudo_refusal(wrapped, err)
+        if not err and log:
+            err = (await conn.run(f"tail -c 4000 {shlex.quote(log)}", check=False)).stdout or ""
         if not err:  # some tools (stressapptest) say why on stdout
-            out = _text(await process.stdout.read()).strip().splitlines()
+            err = _text(await process.stdout.read())
+        if err:
+            out = err.strip().splitlines()
             err = " | ".join(line for line in out if "error" in line.lower() or "fail" in line.lower())[-500:]
             err = err or " | ".join(out[-3:])[-500:]
         raise TargetError(

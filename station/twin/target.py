@@ -471,6 +471,9 @@ class EmulatedTarget:
             else:
                 return _err(f"sh: twin cannot run: {statement}", 2)
         argv = shlex.split(rest)
+        if len(argv) >= 3 and argv[-3] == ">" and argv[-1] == "2>&1":  # output to a log file on the host
+            self.files[argv[-2]] = b""
+            argv = argv[:-3]
         exec_argv = list(argv)
         deadline = float("inf")
         if argv[:1] == ["timeout"]:

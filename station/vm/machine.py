@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import asyncssh
 
+from station.lifetime import die_with_parent
 from station.vm.errors import VmError
 from station.vm.image import VmImage
 from station.vm.initramfs import INIT_MARKER, SSHD_MARKER
@@ -55,14 +56,6 @@ def _pid_state(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rpartition(")")[2].split()[0]
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the process that started it dies (Linux prctl)."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 class VirtualMachine:
@@ -239,7 +232,7 @@ class VirtualMachine:
                     stdout=qlog,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # outlives `station vm up` and the terminal's Ctrl-C
-                    preexec_fn=_die_with_parent if self.die_with_caller else None,
+                    preexec_fn=die_with_parent if self.die_with_caller else None,
                 )
             except FileNotFoundError:
                 raise VmError("qemu-system-x86_64 not found (apt-get install qemu-system-x86)") from None
