@@ -106,10 +106,23 @@ async def run_campaign(
                 break
     except (StoreError, OSError) as exc:
         raise CampaignError(f"cannot write to {out_dir}: {getattr(exc, 'strerror', None) or exc}") from None
-    if result.unavailable and len(result.unavailable) == len(by_target):
-        raise CampaignError("no target could be set up: "
-                            + "; ".join(f"{name}: {why}" for name, why in result.unavailable.items()))
+    if result.unavailable:
+        _record_unavailable(out_dir, result.unavailable)
+        if not result.outcomes:
+            raise CampaignError("no target could be set up: "
+                                + "; ".join(f"{name}: {why}" for name, why in result.unavailable.items()))
     return result
+
+
+def _record_unavailable(out_dir: Path, unavailable: dict[str, str]) -> None:
+    """campaign.json says which targets this session could not measure, and why (the report shows it)."""
+    path = out_dir / "campaign.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data["unavailable"] = dict(unavailable)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out_dir: Path,
@@ -120,12 +133,21 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
         outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
         result.outcomes.append(outcome)
         progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
-        why = outcome.fatal or (await bench.lost() if outcome.status == "failed" else None)
-        if why is not None:
-            result.stopped = why
+        if outcome.fatal is not None:  # the data cannot be kept, or the key is refused: stop everything
+            result.stopped = outcome.fatal
+            progress.message(f"campaign stopped after {spec.id}: {outcome.fatal}")
+            return
+        lost = await bench.lost() if outcome.status == "failed" else None
+        if lost is not None:
             left = len(todo) - i - 1
-            progress.message(f"campaign stopped after {spec.id}: {why}"
-                             + (f"; {left} run(s) of this target not started" if left else ""))
+            if bench.target_name is None:
+                result.stopped = lost
+                progress.message(f"campaign stopped after {spec.id}: {lost}"
+                                 + (f"; {left} run(s) not started" if left else ""))
+            else:  # other targets are other machines: they go on
+                result.unavailable[bench.target_name] = f"lost after {spec.id}: {lost}"
+                progress.message(f"target {bench.target_name!r} lost after {spec.id}: {lost}"
+                                 + (f"; its {left} other run(s) not started" if left else ""))
             return
 
 

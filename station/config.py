@@ -186,7 +186,7 @@ def _load_set_name(value: str) -> str:
 
 
 LoadSetName = Annotated[str, AfterValidator(_load_set_name)]
-RESERVED_LOAD_NAMES = {"record-stream"}  # the station's own tracked reader
+RESERVED_LOAD_NAMES = {"record-stream", "cyclictest"}  # the station's own tracked reader and probes
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
 
@@ -631,7 +631,8 @@ class CyclictestSettings(Strict):
 
     interval: Annotated[Seconds(CT_INTERVAL_RANGE), WholeMicroseconds] = Field(1e-3, description="-i: wake-up period")
     priority: Int | None = Field(None, ge=0, le=99, description="-p: default 95 for fifo/rr, 0 otherwise")
-    policy: Literal["fifo", "rr", "other", "batch", "idle"] = Field("fifo", description="--policy")
+    # batch and idle are not offered: cyclictest measures them as SCHED_OTHER (or, given -p, as FIFO)
+    policy: Literal["fifo", "rr", "other"] = Field("fifo", description="--policy (other: no -p, a normal thread)")
     smp: bool = Field(False, description="-S: one thread per CPU, each pinned, clock_nanosleep (sets threads "
                       "and affinity itself)")
     threads: Literal["per-cpu"] | Annotated[Int, Field(ge=1, le=4096)] = Field(
@@ -703,7 +704,9 @@ class Campaign(Strict):
             raise LocatedError(("matrix", "repetitions"), f"{runs} runs; at most {MAX_RUNS}")
         if m.duration is not None and (m.duration < 1 or m.duration != int(m.duration)):
             raise LocatedError(("matrix", "duration"), f"cyclictest -D takes whole seconds; {m.duration:g} s is not")
-        needed = max(m.duration or 0.0, (m.samples or 0) * self.cyclictest.interval)
+        # cyclictest ends at whichever of -D and -l comes first
+        lengths = [x for x in (m.duration, m.samples and m.samples * self.cyclictest.interval) if x]
+        needed = min(lengths)
         if needed > m.max_duration:
             raise LocatedError(
                 ("matrix", "max_duration"),

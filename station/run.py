@@ -174,7 +174,8 @@ async def _finish(
 async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> list[str]:
     """Reverse order of set-up: what the kind started, then the loads. If a session fails on
     the way, reconnect and clean up everything recorded there (bounded in time).
-    Returns the errors that left a host dirty."""
+    Returns the errors that left a host dirty, or the run short of what it claims (a load
+    that ended on its own)."""
     hosts = ctx.bench.hosts
     failed: list[Host] = []
     errors: list[str] = []
@@ -193,6 +194,9 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
         host = hosts[load.where]
         if host in failed:
             continue
+        if load.process.exit_status is not None:  # a load runs until the run stops it
+            errors.append(f"load {load.name!r} on {host.name} ended during the run (status "
+                          f"{load.process.exit_status}): the run was not loaded throughout")
         try:
             load.conn = await host.live_connection()
             await proc_ctl.stop_load(load)
@@ -207,6 +211,11 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
                 failed.append(host)
     for host in dict.fromkeys(failed):
         host.forget_connection()
+        if host is ctx.target and stop_failed:
+            # the kind's own stop first, once the target answers again: it stops its probe
+            # gently (a probe writes its results on TERM); cleanup's stop is abrupt
+            with contextlib.suppress(Exception):
+                await kind.stop()
         try:
             await host.cleanup(within_s=60)
         except TargetError as exc:

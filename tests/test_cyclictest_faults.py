@@ -7,6 +7,7 @@ with a work_dir of its own, so that the tests signal only the processes they sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -66,10 +67,8 @@ def _signal_when_running(work_dir: Path, comm: str, sig: int, after_s: float) ->
             time.sleep(0.05)
         time.sleep(after_s)
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
 
     thread = threading.Thread(target=act, daemon=True)
     thread.start()
@@ -86,10 +85,17 @@ def test_a_load_cannot_take_the_probes_pid_file():
         parse_campaign(text, "c.yaml")
 
 
-@pytest.mark.parametrize("policy", ["other", "batch", "idle"])
+def test_batch_and_idle_are_not_offered():
+    """cyclictest measures them as SCHED_OTHER (or with -p as FIFO): offering them would lie."""
+    for policy in ("batch", "idle"):
+        with pytest.raises(ValueError):
+            CyclictestSettings(policy=policy)
+
+
+@pytest.mark.parametrize("policy", ["other"])
 def test_a_non_real_time_policy_is_not_measured_as_sched_fifo(policy, tmp_path):
     """cyclictest's -p switches a non-RT --policy to SCHED_FIFO (and -p0 then defaults to
-    priority 2): policy other/batch/idle must not end up measuring a FIFO thread."""
+    priority 2): policy other must not end up measuring a FIFO thread."""
     if not Path("/usr/bin/cyclictest").exists():
         missing("cyclictest (apt-get install rt-tests)")
     settings = CyclictestSettings(policy=policy, threads=1, affinity="none", mlockall=False, histogram=1e-4)
@@ -101,10 +107,8 @@ def test_a_non_real_time_policy_is_not_measured_as_sched_fifo(policy, tmp_path):
         while not policies and time.monotonic() < deadline and proc.poll() is None:
             for task in Path(f"/proc/{proc.pid}/task").glob("*"):
                 if int(task.name) != proc.pid:  # the measuring thread, not main()
-                    try:
+                    with contextlib.suppress(OSError):
                         policies.append(os.sched_getscheduler(int(task.name)))
-                    except OSError:
-                        pass
             time.sleep(0.02)
         _, err = proc.communicate(timeout=10)
     finally:

@@ -34,6 +34,7 @@ class RunOutput:
 
     text: HistogramOutput | None
     json: CyclictestReport | None
+    problems: tuple[str, ...] = ()  # an output that could not be read while the other could
 
     @property
     def threads(self) -> tuple[CyclictestThread, ...]:
@@ -60,11 +61,19 @@ class RunOutput:
 def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
     """Parse a run directory's cyclictest.out and cyclictest.json (either may be absent);
     raises CyclictestOutputError on output that cannot be read."""
-    text, js = _read(run_dir / "cyclictest.out"), _read(run_dir / "cyclictest.json")
-    out = RunOutput(parse_histogram(text, nsecs=nsecs) if text.strip() else None,
-                    parse_json(js) if js.strip() else None)
+    parsed: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, parse in (("cyclictest.out", lambda t: parse_histogram(t, nsecs=nsecs)),
+                        ("cyclictest.json", parse_json)):
+        content = _read(run_dir / name)
+        try:
+            parsed[name] = parse(content) if content.strip() else None
+        except CyclictestOutputError as exc:  # a truncated file: the other one may still hold the results
+            parsed[name] = None
+            problems.append(f"{name}: {exc}")
+    out = RunOutput(parsed["cyclictest.out"], parsed["cyclictest.json"], tuple(problems))
     if not out.threads:
-        raise CyclictestOutputError("cyclictest printed no results")
+        raise CyclictestOutputError("; ".join(problems) or "cyclictest printed no results")
     return out
 
 
@@ -154,6 +163,9 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         "runs": entries,
         "deadline_us": None if deadline is None else round(deadline * 1e6, 3),
     }
+    for name, why in (campaign.get("unavailable") or {}).items():
+        notes.append(f"Target {name} was unavailable in the last session: {why}")
+        section["targets"].setdefault(name, {})["unavailable"] = why
     if any(f.get("emulated") for f in section["targets"].values()):
         notes.append("Emulated targets (QEMU/TCG): their latencies are the emulator's, not hardware numbers; "
                      "compare them with each other (regular vs PREEMPT_RT), never with a board.")
@@ -181,6 +193,7 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
         if entry["status"] == "complete":
             notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
         return entry, []
+    notes.extend(f"Run {entry['id']}: {problem} (its figures come from the other output)" for problem in out.problems)
     if out.json is not None and out.json.repairs:
         notes.append(f"Run {entry['id']}: cyclictest wrote invalid JSON, read after repairs: "
                      + "; ".join(out.json.repairs))
@@ -223,6 +236,9 @@ def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
     audit = described.get("audit") or {}
     uname = str(audit.get("uname") or "")
     words = uname.split()
+    if not described:  # never reached: nothing is known of its kernel
+        return {"kind": None, "kernel_release": None, "preempt_rt": None, "emulated": None, "cpus": None,
+                "uname": None}
     return {
         "kind": described.get("kind"),
         "kernel_release": words[2] if len(words) > 2 else None,

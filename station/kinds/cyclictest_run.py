@@ -54,6 +54,8 @@ class CyclictestRun(Measurement):
         self.summary: dict[str, Any] | None = None
         self.stopped_by_station = False
         self.readers: asyncio.Future | None = None
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
         ctx.progress.probe = "cyclictest"
 
     def _args(self, json_path: str | None) -> list[str]:
@@ -84,10 +86,15 @@ class CyclictestRun(Measurement):
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", privileged=True)
         command = shlex.join(["cyclictest", *self._args(json_path)])
         # privileged: SCHED_FIFO and mlockall need root (or sudo where the bench says so)
-        self.probe = await settled(proc_ctl.start_load(
-            conn, PROBE_NAME, command, target.work_dir, self.ctx.max_seconds, binary=True, privileged=True,
-            finite=True,
-        ))
+        try:
+            self.probe = await settled(proc_ctl.start_load(
+                conn, PROBE_NAME, command, target.work_dir, self.ctx.max_seconds, binary=True, privileged=True,
+                finite=True, role="probe",
+            ))
+        except TargetError as exc:
+            self.err.write(f"{exc}\n", flush=True)  # what cyclictest said belongs with the run's outputs
+            raise
+        self.started_at = time.monotonic()
 
     async def measure(self) -> None:
         assert self.probe is not None
@@ -113,10 +120,27 @@ class CyclictestRun(Measurement):
                               f"{getattr(exc, 'reason', None) or exc}") from None
         finally:
             ticker.cancel()
+        self.ended_at = time.monotonic()
         self.exit_status = proc.exit_status
         await self._fetch_json()
         if self.exit_status != 0:
             raise ProbeFailure(f"cyclictest exited with status {self.exit_status}: {self._stderr_tail()}")
+
+    def _ended_early(self) -> str | None:
+        """cyclictest exits 0 on SIGTERM too: a run someone else stopped (a `station cleanup`
+        elsewhere, a shutdown) must not pass for the whole measurement."""
+        assert self.summary is not None
+        if self.loops is not None:
+            short = [t for t in self.summary["threads"] if t["cycles"] < self.loops]
+            if short and self.duration_s is None:
+                return (f"cyclictest ended after {min(t['cycles'] for t in short)} of {self.loops} loops "
+                        "(stopped from outside?)")
+        if self.duration_s is not None and self.started_at is not None and self.ended_at is not None:
+            ran = self.ended_at - self.started_at
+            if ran < self.duration_s - max(1.0, 0.05 * self.duration_s) and (
+                    self.loops is None or all(t["cycles"] < self.loops for t in self.summary["threads"])):
+                return f"cyclictest ended after {ran:.1f} s of {self.duration_s:g} s (stopped from outside?)"
+        return None
 
     async def _tick(self) -> None:
         while True:
@@ -153,9 +177,9 @@ class CyclictestRun(Measurement):
                 await proc_ctl.kill_group(conn, self.probe.pid, grace_s=STOP_GRACE_S)
             await self._drain(timeout=5.0)
             await proc_ctl.stop_load(self.probe)  # the pid file, the channel (and KILL if it is still ours)
-            if self.stopped_by_station:
-                with contextlib.suppress(Exception):
-                    await self._fetch_json()
+            # whoever ended it (it, the station, a cleanup after a lost session), keep its JSON
+            with contextlib.suppress(TargetError):
+                await self._fetch_json()
         else:  # started but not yet tracked when the run was stopped
             await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir, PROBE_NAME))
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", check=False, privileged=True)
@@ -176,6 +200,8 @@ class CyclictestRun(Measurement):
             if status == "complete":
                 return "failed", f"cyclictest output: {exc}"
             return status, error
+        if status == "complete" and self.summary["break"] is None and (short := self._ended_early()):
+            status, error = "incomplete", short
         threads, worst = self.summary["threads"], self.summary["max_us"]
         self.ctx.sink.message(f"{self.ctx.spec.id}: cyclictest max {worst} µs over {len(threads)} thread(s), "
                               f"{self.summary['samples']} samples")

@@ -210,7 +210,7 @@ def thread_tables(section: Mapping[str, Any]) -> list[Table]:
             threads = r.get("threads") or []
             for t in threads:
                 rows.append([*head, Cell(str(t.get("thread", MISSING))),
-                             Cell(str(t.get("cpu", MISSING)), numeric=True),
+                             Cell(MISSING if t.get("cpu") is None else str(t["cpu"]), numeric=True),
                              Cell(count_text(t.get("cycles")), numeric=True),
                              Cell(plain_us(t.get("min_us")), numeric=True),
                              Cell(plain_us(t.get("avg_us"), AVG_DECIMALS), numeric=True),

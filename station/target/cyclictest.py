@@ -46,8 +46,10 @@ def arguments(s: CyclictestSettings, *, duration_s: float | None, loops: int | N
               json_path: str | None) -> list[str]:
     """cyclictest's argument list for one run (quiet: results at the end only, so the
     terminal output never competes with the measurement)."""
-    args = ["-q", f"--policy={s.policy}", f"-p{s.effective_priority}", f"-i{round(s.interval * 1e6)}",
-            f"-h{round(s.histogram * 1e6)}"]
+    args = ["-q", f"--policy={s.policy}"]
+    if s.policy in ("fifo", "rr"):  # -p makes any policy SCHED_FIFO: never give it for other
+        args.append(f"-p{s.effective_priority}")
+    args += [f"-i{round(s.interval * 1e6)}", f"-h{round(s.histogram * 1e6)}"]
     if s.smp:
         args.append("-S")
     else:

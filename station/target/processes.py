@@ -62,16 +62,18 @@ def _is_simple(command: str) -> bool:
 
 async def start_load(
     conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int, binary: bool = False,
-    privileged: bool = False, finite: bool = False, to_log: bool = False,
+    privileged: bool = False, finite: bool = False, to_log: bool = False, role: str = "load",
 ) -> TrackedProcess:
     """Start a tracked process; with binary=True its stdout (after the pid line) is raw bytes;
     privileged: as root (through `sudo -n` where the bench says so); finite: it ends by itself
     (a probe with a duration), so ending at once with status 0 is no error; to_log: its output
-    goes to <work_dir>/loads/<name>.log on the host, not through the SSH channel (loads)."""
+    goes to <work_dir>/logs/<name>.log on the host, not through the SSH channel (loads)."""
     pid_dir = f"{work_dir}/loads"
     await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
     pidfile = pidfile_path(work_dir, name)
-    log = f"{pid_dir}/{name}.log" if to_log else None
+    log = f"{work_dir}/logs/{name}.log" if to_log else None
+    if log:
+        await conn.run(f"mkdir -p {shlex.quote(work_dir + '/logs')}")
     # a pid file left by a crash names a process nobody else will stop: stop it first
     await kill_pidfile(conn, pidfile)
     wrapped = wrap(command, pidfile, max_seconds, log)
@@ -91,7 +93,7 @@ async def start_load(
         if privileged:
             conn.explain_sudo_refusal(wrapped, err)
         raise TargetError(
-            f"{conn.endpoint.where}: load {name!r} did not start: {err or 'no pid reported'} (command: {command})"
+            f"{conn.endpoint.where}: {role} {name!r} did not start: {err or 'no pid reported'} (command: {command})"
         ) from None
     # a load that dies at once (missing program, bad arguments) is an error, not a quiet run
     with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
@@ -110,7 +112,7 @@ async def start_load(
             err = " | ".join(line for line in out if "error" in line.lower() or "fail" in line.lower())[-500:]
             err = err or " | ".join(out[-3:])[-500:]
         raise TargetError(
-            f"{conn.endpoint.where}: load {name!r} exited at once with status {process.exit_status}: "
+            f"{conn.endpoint.where}: {role} {name!r} exited at once with status {process.exit_status}: "
             f"{err or '(no message)'}"
         )
     return TrackedProcess(name, pid, pidfile, conn, process)
