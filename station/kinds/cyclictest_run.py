@@ -128,8 +128,14 @@ class CyclictestRun(Measurement):
 
     def _ended_early(self) -> str | None:
         """cyclictest exits 0 on SIGTERM too: a run someone else stopped (a `station cleanup`
-        elsewhere, a shutdown) must not pass for the whole measurement."""
+        elsewhere, a shutdown) must not pass for the whole measurement. Nor may a thread that
+        never measured: its CPU has no figure (seen under hackbench in an emulated guest, where
+        a thread, which starts as a normal task, did not get to raise its priority in 2 s)."""
         assert self.summary is not None
+        idle = [t for t in self.summary["threads"] if t["cycles"] == 0]
+        if idle:
+            which = ", ".join(f"{t['thread']}" + ("" if t["cpu"] is None else f" (CPU {t['cpu']})") for t in idle)
+            return f"cyclictest thread {which} measured nothing: no figure for that CPU"
         if self.loops is not None:
             short = [t for t in self.summary["threads"] if t["cycles"] < self.loops]
             if short and self.duration_s is None:
