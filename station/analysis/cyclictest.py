@@ -95,24 +95,30 @@ def histogram(out: RunOutput, thread: CyclictestThread) -> Histogram | None:
     return h
 
 
-def thread_rows(out: RunOutput) -> list[dict[str, Any]]:
+def histograms(out: RunOutput) -> list[Histogram | None]:
+    """Each thread's histogram (None without -h), in the order of out.threads."""
+    return [histogram(out, t) for t in out.threads]
+
+
+def thread_rows(out: RunOutput, hists: list[Histogram | None], with_stats: bool = True) -> list[dict[str, Any]]:
     """Per thread: cyclictest's own cycles/min/avg/max (in its unit, µs unless -N), the CPU,
-    the overflows and the histogram statistics (ns)."""
+    the overflows and (with_stats) the histogram statistics (ns)."""
     rows = []
-    for t in out.threads:
-        h = histogram(out, t)
-        rows.append({
+    for t, h in zip(out.threads, hists, strict=True):
+        row = {
             "thread": t.index, "cpu": t.cpu, "cycles": t.cycles,
             "min_us": t.min, "avg_us": t.avg, "max_us": t.max,
             "overflows": h.overflows if h is not None else out.overflows(t.index),
-            "stats": h.describe() if h is not None else None,
-        })
+        }
+        if with_stats:
+            row["stats"] = h.describe() if h is not None else None
+        rows.append(row)
     return rows
 
 
 def summary(out: RunOutput) -> dict[str, Any]:
     """What a run's manifest records: per-thread figures, the worst case, a break trace hit."""
-    threads = [{k: v for k, v in row.items() if k != "stats"} for row in thread_rows(out)]
+    threads = thread_rows(out, histograms(out), with_stats=False)
     maxima = [t["max_us"] for t in threads if t["max_us"] is not None]
     text = out.text
     hit = text is not None and text.break_thread is not None
@@ -187,8 +193,9 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
         notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
     try:
         out = read_outputs(run_dir)
-        rows = thread_rows(out)
-        hists = [h for t in out.threads if (h := histogram(out, t)) is not None]
+        per_thread = histograms(out)
+        rows = thread_rows(out, per_thread)
+        hists = [h for h in per_thread if h is not None]
     except (CyclictestOutputError, ValueError) as exc:
         if entry["status"] == "complete":
             notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
