@@ -1,40 +1,31 @@
 """The cyclictest run (seed 004): a probe run. cyclictest runs on the target while the
 run's loads run; its raw output (stdout with the histogram, stderr, the --json file)
-is kept in the run directory byte for byte and parsed at the end. The probe is a
-tracked process: stopped on every exit path, found by `station cleanup` after a crash,
-and ended by its own dead man's switch even if the station is killed."""
+is kept in the run directory byte for byte and parsed at the end (station/kinds/probe_run.py:
+how a probe is started, drained and stopped on every exit path)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import shlex
-import time
 from pathlib import Path
 from typing import Any
 
-import asyncssh
-
 from station.analysis import cyclictest as ct_analysis
-from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
+from station.kinds.base import RunContext, register
+from station.kinds.probe_run import ProbeRun
 from station.parsers.cyclictest import CyclictestOutputError
 from station.store import write_parquet
-from station.target import TargetError
 from station.target import cyclictest as ct_target
-from station.target import processes as proc_ctl
 
 PROBE_NAME = "cyclictest"
-STOP_GRACE_S = 5.0  # after SIGTERM cyclictest prints its histogram and writes its JSON
-EXIT_SLACK_S = 30.0  # -D is cyclictest's own clock: allow it this much beyond
-
-
-class ProbeFailure(MeasurementFailure):
-    """The probe exited with an error or printed something the station cannot read."""
 
 
 @register
-class CyclictestRun(Measurement):
+class CyclictestRun(ProbeRun):
     name = "cyclictest"
+    probe_name = PROBE_NAME
+    stdout_file = "cyclictest.out"
+    stderr_file = "cyclictest.err"
+    stop_grace_s = 5.0  # after SIGTERM cyclictest prints its histogram and writes its JSON
     outputs = {
         "cyclictest.out": "cyclictest's stdout: the -h histogram and summary lines (→ cyclictest_histogram.parquet)",
         "cyclictest.err": "cyclictest's stderr",
@@ -49,14 +40,10 @@ class CyclictestRun(Measurement):
         self.loops = m.samples
         self.json_remote = f"{ctx.target.work_dir}/cyclictest/{ctx.spec.id}.json"
         self.installed: ct_target.Installed | None = None
-        self.probe: proc_ctl.TrackedProcess | None = None
-        self.exit_status: int | None = None
         self.summary: dict[str, Any] | None = None
-        self.stopped_by_station = False
-        self.readers: asyncio.Future | None = None
-        self.started_at: float | None = None
-        self.ended_at: float | None = None
-        ctx.progress.probe = "cyclictest"
+
+    def planned_seconds(self) -> float:
+        return self.duration_s or (self.loops or 0) * self.settings.interval
 
     def _args(self, json_path: str | None) -> list[str]:
         return ct_target.arguments(self.settings, duration_s=self.duration_s, loops=self.loops, json_path=json_path)
@@ -66,8 +53,7 @@ class CyclictestRun(Measurement):
                           "arguments": self._args(self.json_remote)}}
 
     def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
-        self.out = store.appender("cyclictest.out")
-        self.err = store.appender("cyclictest.err")
+        super().open_files(store)
         self.json = store.appender("cyclictest.json")
         self.json_fetched = False
 
@@ -84,47 +70,7 @@ class CyclictestRun(Measurement):
         json_path = self.json_remote if self.installed.has_json else None
         await conn.run(f"mkdir -p {shlex.quote(self.json_remote.rsplit('/', 1)[0])}", privileged=True)
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", privileged=True)
-        command = shlex.join(["cyclictest", *self._args(json_path)])
-        # privileged: SCHED_FIFO and mlockall need root (or sudo where the bench says so)
-        try:
-            self.probe = await settled(proc_ctl.start_load(
-                conn, PROBE_NAME, command, target.work_dir, self.ctx.max_seconds, binary=True, privileged=True,
-                finite=True, role="probe",
-            ))
-        except TargetError as exc:
-            self.err.write(f"{exc}\n", flush=True)  # what cyclictest said belongs with the run's outputs
-            raise
-        self.started_at = time.monotonic()
-
-    async def measure(self) -> None:
-        assert self.probe is not None
-        progress, m = self.ctx.progress, self.ctx.campaign.matrix
-        progress.phase = "measuring"
-        progress.started = time.monotonic()
-        progress.duration_target = self.duration_s or (self.loops or 0) * self.settings.interval
-        self.ctx.sink.update(progress)
-        proc = self.probe.process
-        # the readers outlive measure() when it is cut short: stop() lets cyclictest print its
-        # results on SIGTERM and drains them into the run directory before closing the channel
-        self.readers = asyncio.gather(_copy(proc.stdout, self.out), _copy(proc.stderr, self.err))
-        self.readers.add_done_callback(lambda t: t.cancelled() or t.exception())
-        ticker = asyncio.create_task(self._tick())
-        try:
-            async with asyncio.timeout(m.max_duration + EXIT_SLACK_S):
-                await asyncio.shield(self.readers)
-                await proc.wait_closed()
-        except TimeoutError:
-            raise ProbeFailure(f"cyclictest did not end within max_duration ({m.max_duration:g} s)") from None
-        except (asyncssh.Error, OSError) as exc:
-            raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while cyclictest ran: "
-                              f"{getattr(exc, 'reason', None) or exc}") from None
-        finally:
-            ticker.cancel()
-        self.ended_at = time.monotonic()
-        self.exit_status = proc.exit_status
-        await self._fetch_json()
-        if self.exit_status != 0:
-            raise ProbeFailure(f"cyclictest exited with status {self.exit_status}: {self._stderr_tail()}")
+        await self.start_probe(shlex.join(["cyclictest", *self._args(json_path)]))
 
     def _ended_early(self) -> str | None:
         """cyclictest exits 0 on SIGTERM too: a run someone else stopped (a `station cleanup`
@@ -148,12 +94,7 @@ class CyclictestRun(Measurement):
                 return f"cyclictest ended after {ran:.1f} s of {self.duration_s:g} s (stopped from outside?)"
         return None
 
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            self.ctx.sink.update(self.ctx.progress)
-
-    async def _fetch_json(self) -> None:
+    async def after_exit(self) -> None:
         if not (self.installed and self.installed.has_json) or self.json_fetched:
             return
         conn = await self.ctx.target.live_connection()
@@ -163,41 +104,10 @@ class CyclictestRun(Measurement):
             self.json_fetched = True
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", check=False, privileged=True)
 
-    def _stderr_tail(self) -> str:
-        path = self.ctx.store.dir / "cyclictest.err"
-        with contextlib.suppress(OSError):
-            text = path.read_text(errors="replace").strip()
-            if text:
-                return text[-500:]
-        return "(no message)"
-
     async def stop(self) -> None:
+        await super().stop()
         conn = await self.ctx.target.live_connection()
-        if self.probe is not None:
-            self.probe.conn = conn
-            if self.probe.process.exit_status is None and await proc_ctl.is_ours(conn, self.probe.pid,
-                                                                                 self.probe.pidfile):
-                # ended by the station (Ctrl-C, a failure): on TERM cyclictest prints its histogram
-                # and writes its JSON; keep both
-                self.stopped_by_station = True
-                await proc_ctl.kill_group(conn, self.probe.pid, grace_s=STOP_GRACE_S)
-            await self._drain(timeout=5.0)
-            await proc_ctl.stop_load(self.probe)  # the pid file, the channel (and KILL if it is still ours)
-            # whoever ended it (it, the station, a cleanup after a lost session), keep its JSON
-            with contextlib.suppress(TargetError):
-                await self._fetch_json()
-        else:  # started but not yet tracked when the run was stopped
-            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir, PROBE_NAME))
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", check=False, privileged=True)
-
-    async def _drain(self, timeout: float) -> None:
-        readers = self.readers
-        if readers is None or readers.done():
-            return
-        with contextlib.suppress(BaseException):
-            async with asyncio.timeout(timeout):
-                await asyncio.shield(readers)
-        readers.cancel()
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         try:
@@ -233,7 +143,3 @@ class CyclictestRun(Measurement):
 
         return [histogram]
 
-
-async def _copy(stream: asyncssh.SSHReader, appender) -> None:  # noqa: ANN001 - store Appender
-    while data := await stream.read(1 << 16):
-        appender.write(data, flush=True)
