@@ -186,7 +186,7 @@ def _load_set_name(value: str) -> str:
 
 
 LoadSetName = Annotated[str, AfterValidator(_load_set_name)]
-RESERVED_LOAD_NAMES = {"record-stream", "cyclictest"}  # the station's own tracked reader and probes
+RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap"}  # the station's own tracked reader and probes
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
 
@@ -545,7 +545,7 @@ def _period(value: float) -> float:
     return value
 
 
-RunKind = Literal["module", "cyclictest"]
+RunKind = Literal["module", "cyclictest", "interruptions"]
 # matrix keys that only the module run reads: a probe campaign that sets them is a mistake
 MODULE_ONLY_KEYS = ("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
                     "module_params")
@@ -554,7 +554,8 @@ MODULE_ONLY_KEYS = ("interfaces", "variants", "period", "pulses", "format", "cpu
 class Matrix(Strict):
     kind: RunKind = Field(
         "module", description="what each run measures: module (the LPT/PCIe latency module, t_SW and t_HW) "
-        "or cyclictest (a probe run: cyclictest on the target, options under cyclictest:)",
+        "or cyclictest (a probe run: cyclictest on the target, options under cyclictest:), or interruptions "
+        "(the interruption detector: every gap in a pinned spin loop, options under interruptions:)",
     )
     interfaces: list[Interface] = Field(default_factory=lambda: ["lpt", "pcie"], min_length=1)
     variants: list[Variant] = Field(default_factory=lambda: ["inb", "no-inb"], min_length=1)
@@ -676,19 +677,53 @@ class CyclictestSettings(Strict):
         return 95 if self.policy in RT_POLICIES else 0
 
 
+IG_THRESHOLD_RANGE = (100e-9, 0.1, "100 ns", "100 ms")
+
+
+class InterruptionsSettings(Strict):
+    """The interruption detector (seed 003), for matrix.kind: interruptions: a spin loop pinned to
+    one CPU records every gap above a threshold; each gap is tied to the interrupts that ran in it
+    or flagged as not explained by any (firmware, SMI, a hypervisor). The run length is
+    matrix.duration (whole seconds)."""
+
+    cpu: Literal["last"] | Annotated[Int, Field(ge=0, le=4095)] = Field(
+        "last", description="the CPU the spin loop holds (last: the highest online CPU, the one usually isolated)"
+    )
+    threshold: Seconds(IG_THRESHOLD_RANGE) = Field(
+        5e-6, description="a loop iteration longer than this is a gap (seed 003: about 1 us on bare metal; "
+        "emulated targets need more)"
+    )
+    priority: Int = Field(99, ge=0, le=99, description="SCHED_FIFO priority of the loop (0: SCHED_OTHER)")
+    clock: Literal["auto", "tsc", "monotonic"] = Field(
+        "auto", description="what the loop reads: the TSC (calibrated against CLOCK_MONOTONIC) or the monotonic "
+        "clock; auto takes the TSC where it is invariant (constant_tsc and nonstop_tsc)"
+    )
+    counts: bool = Field(True, description="read the CPU's /proc/interrupts and /proc/softirqs counts after "
+                         "every gap (the attribution needs them)")
+    trace: Literal["auto", "on", "off"] = Field(
+        "auto", description="record the kernel's interrupt tracepoints on that CPU (a tracefs instance of the "
+        "station's own) to know how long each handler ran in a gap; auto: where tracefs is available"
+    )
+    smi: Literal["auto", "on", "off"] = Field(
+        "auto", description="read the CPU's SMI count (MSR 0x34, x86 with the msr driver) after every gap"
+    )
+
+
 class Campaign(Strict):
     name: Annotated[str, Field(min_length=1), _text(200)]
     description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
     bench: Bench = Bench()
     matrix: Matrix
     cyclictest: CyclictestSettings = CyclictestSettings()
+    interruptions: InterruptionsSettings = InterruptionsSettings()
     loads: dict[LoadSetName, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
 
     @model_validator(mode="after")
     def _kind_fits(self) -> Campaign:
         m, targets = self.matrix, self.bench.named_targets()
-        if m.kind != "cyclictest" and "cyclictest" in self.model_fields_set:
-            raise LocatedError(("cyclictest",), "cyclictest options are for matrix.kind: cyclictest")
+        for section in ("cyclictest", "interruptions"):
+            if m.kind != section and section in self.model_fields_set:
+                raise LocatedError((section,), f"{section} options are for matrix.kind: {section}")
         if m.kind == "module":
             return self
         if "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
@@ -702,8 +737,16 @@ class Campaign(Strict):
         runs = run_count(m, len(targets))
         if runs > MAX_RUNS:
             raise LocatedError(("matrix", "repetitions"), f"{runs} runs; at most {MAX_RUNS}")
+        tool = "cyclictest -D" if m.kind == "cyclictest" else "the detector"
         if m.duration is not None and (m.duration < 1 or m.duration != int(m.duration)):
-            raise LocatedError(("matrix", "duration"), f"cyclictest -D takes whole seconds; {m.duration:g} s is not")
+            raise LocatedError(("matrix", "duration"), f"{tool} takes whole seconds; {m.duration:g} s is not")
+        if m.kind == "interruptions":
+            if m.samples is not None:
+                raise LocatedError(("matrix", "samples"), "the detector runs for matrix.duration; it counts no samples")
+            if m.duration is not None and m.duration > m.max_duration:
+                raise LocatedError(("matrix", "max_duration"), f"a run needs {m.duration:g} s but max_duration is "
+                                   f"{m.max_duration:g} s: every run would end incomplete")
+            return self
         # cyclictest ends at whichever of -D and -l comes first
         lengths = [x for x in (m.duration, m.samples and m.samples * self.cyclictest.interval) if x]
         needed = min(lengths)

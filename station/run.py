@@ -23,11 +23,11 @@ from station.kinds import Measurement, RunContext, kind_for
 from station.kinds.base import MeasurementFailure, settled
 from station.progress import ProgressSink, RunProgress
 from station.store import RunStore, StoreError
-from station.target import AuthenticationRefused, Host, TargetError, kernel_log
+from station.target import AuthenticationRefused, Host, TargetError, kernel_log, spoilers
 from station.target import processes as proc_ctl
 
 # what the lifecycle writes in every manifest: a kind's seal_extra() cannot replace these
-RESERVED_MANIFEST_KEYS = frozenset({"run_id", "kind", "status", "error", "counts", "checksums_sha256",
+RESERVED_MANIFEST_KEYS = frozenset({"run_id", "kind", "status", "error", "counts", "checksums_sha256", "spoilers",
                                     "kernel_log", "duration_s", "config_hash", "order"})
 
 # every process a run starts on a host ends by itself this long after max_duration,
@@ -107,6 +107,9 @@ async def _set_up(ctx: RunContext, kind: Measurement, started: _Started) -> None
             sink.message(f"before {ctx.spec.id}: stopped leftovers on {host.name}: {cleaned}")
     started.dmesg_before = await kernel_log.snapshot(await ctx.target.live_connection())
     await kind.baseline()
+    with contextlib.suppress(TargetError):  # facts for the report; the run does not depend on them
+        ctx.spoilers = await spoilers.check(await ctx.target.live_connection(), kind.measured_cpu(),
+                                            kind.device_row())
 
     progress.phase = "loads"
     sink.update(progress)
@@ -165,7 +168,7 @@ async def _finish(
     except Exception as exc:  # noqa: BLE001 - the seal must happen whatever the kind does
         error = "; ".join(filter(None, [error, f"{kind.name} seal: {type(exc).__name__}: {exc}"]))
         status = "failed" if status == "complete" else status
-    extra = kind_extra | {"error": error, "kernel_log": kernel_said,
+    extra = kind_extra | {"error": error, "kernel_log": kernel_said, "spoilers": ctx.spoilers,
                           "duration_s": time.monotonic() - ctx.progress.started}
     ctx.store.seal(status, extra, kind.conversions)
     return status, error

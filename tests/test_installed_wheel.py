@@ -42,6 +42,8 @@ BUILD_PRODUCTS = (
     "linux/Module.symvers",
     "linux/modules.order",
     "tools/irqs-dump",
+    "tools/irqgap",
+    "tools/irqgap-static",
 )
 
 

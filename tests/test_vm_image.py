@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from station.vm import VirtualMachine, VmError, VmImage, build_image, missing_host_packages
+from station.vm import VirtualMachine, VmError, VmImage, build_image, latency_modules, missing_host_packages
 from station.vm.hostdeps import HOST_PACKAGES, host_packages
 from tests.conftest import free_port as _free_port
 from tests.conftest import missing as _missing
@@ -67,7 +67,7 @@ def test_image_is_reused_when_nothing_changed(image):
     assert rebuilt == []
     for path in (image.kernel_path, image.initrd_path, image.identity_file):
         assert path.is_file(), path
-    assert {p.name for p in image.modules_dir.glob("*.ko")} == {"lpt_latency.ko", "pcie_latency.ko"}
+    assert {p.name for p in image.modules_dir.glob("*.ko")} == set(latency_modules.MODULES)
     assert image.kernel_path.name == "vmlinux", "fell back to the bzImage: slower boots"
 
 

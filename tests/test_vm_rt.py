@@ -16,7 +16,7 @@ import asyncssh
 import pytest
 
 from station.target.processes import TAG_VARIABLE, wrap
-from station.vm import VirtualMachine, VmError, VmImage, build_image, kernel, missing_host_packages
+from station.vm import VirtualMachine, VmError, VmImage, build_image, kernel, latency_modules, missing_host_packages
 from station.vm.hostdeps import HOST_PACKAGES, host_packages
 from station.vm.paths import image_dir
 from tests.conftest import free_port as _free_port
@@ -114,7 +114,7 @@ def test_both_images_coexist_and_are_reused():
     assert rt.read_manifest()["headers_version"] == rt.read_manifest()["linux_image_version"]
     for flavour, image in images.items():
         assert image.kernel_path.name == "vmlinux", f"{flavour}: fell back to the bzImage: slower boots"
-        assert {p.name for p in image.modules_dir.glob("*.ko")} == {"lpt_latency.ko", "pcie_latency.ko"}
+        assert {p.name for p in image.modules_dir.glob("*.ko")} == set(latency_modules.MODULES)
         assert VmImage.open(regular.dir, kernel=flavour) == image
         lines: list[str] = []
         build_image(regular.dir, log=lines.append, kernel=flavour)  # building one leaves the other as it is

@@ -50,6 +50,7 @@ class RunContext:
     sink: ProgressSink
     max_seconds: int  # the dead man's switch on every process a run starts on a host
     messages: list[str] = field(default_factory=list)
+    spoilers: dict[str, Any] | None = None  # station/target/spoilers.py, read after the baseline
 
     @property
     def target(self):  # noqa: ANN201 - station.target.Target
@@ -92,6 +93,14 @@ class Measurement(ABC):
     async def stop(self) -> None:
         """Undo `start` for sure (it may have stopped half-way); raise TargetError if the
         target could not be reached (the lifecycle then reconnects and cleans up)."""
+
+    def measured_cpu(self) -> int | None:
+        """The CPU this run measures (its spoilers are checked), None if not one CPU."""
+        return None
+
+    def device_row(self) -> int | str | None:
+        """The /proc/interrupts row of the device under test, if the run has one."""
+        return None
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         """A complete run that fell short of its targets is incomplete; say why."""

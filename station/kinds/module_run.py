@@ -76,6 +76,13 @@ class ModuleRun(Measurement):
         self.hw_csv = store.appender("hw_pulses.csv", header="acquisition,start_s,width_s,armed_host_s\n")
         self.arrivals = store.appender("sw_arrivals.csv", header="host_s,last_seq\n")
 
+    def measured_cpu(self) -> int | None:
+        cpu = self.ctx.campaign.matrix.cpu
+        return cpu if cpu >= 0 else None
+
+    def device_row(self) -> int | str | None:
+        return self.interrupts_row
+
     async def baseline(self) -> None:
         # a mainline module's row appears with its request_irq: absent now means zero
         conn = await self.ctx.target.live_connection()

@@ -11,9 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from station.report.cyclictest_figures import build_cyclictest_figures
-from station.report.export import write_csv, write_cyclictest_csv, write_json
+from station.report.export import (
+    write_csv,
+    write_cyclictest_csv,
+    write_interruptions_csv,
+    write_json,
+)
 from station.report.figures import build_figures
 from station.report.html import render_html
+from station.report.interruptions_figures import build_interruptions_figures
 from station.report.markdown import render_markdown
 from station.report.samples import RunSamples, ThreadHistogram
 
@@ -23,7 +29,8 @@ __all__ = ["RunSamples", "ThreadHistogram", "write_reports"]
 def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
                   out_dir: Path) -> dict[str, Path]:
     """Write report.html, report.md, report.json, stats.csv and figures/*.svg into out_dir,
-    and cyclictest.csv when the report has a "cyclictest" section.
+    cyclictest.csv when the report has a "cyclictest" section and interruptions.csv when it has
+    an "interruptions" section.
 
     ``samples`` maps run ids to their raw arrays; a run without an entry just
     has no figure. Returns every written file keyed by its path relative to
@@ -32,8 +39,9 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     out_dir = Path(out_dir)
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
-    # cyclictest's plots first: they sit under the maximum-latency table the page opens with.
-    figures = build_cyclictest_figures(report, samples) + build_figures(report, samples)
+    # The renderers place each kind of figure themselves; the order here is only the files' order.
+    figures = (build_interruptions_figures(report, samples) + build_cyclictest_figures(report, samples)
+               + build_figures(report, samples))
     paths: dict[str, Path] = {}
     for fig in figures:
         rel = f"figures/{fig.name}.svg"
@@ -43,6 +51,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     paths["stats.csv"] = write_csv(report, out_dir / "stats.csv")
     if report.get("cyclictest"):
         paths["cyclictest.csv"] = write_cyclictest_csv(report, out_dir / "cyclictest.csv")
+    if report.get("interruptions"):
+        paths["interruptions.csv"] = write_interruptions_csv(report, out_dir / "interruptions.csv")
     md = out_dir / "report.md"
     md.write_text(render_markdown(report, figures), encoding="utf-8")
     paths["report.md"] = md

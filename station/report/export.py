@@ -1,4 +1,5 @@
-"""Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds."""
+"""Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds; cyclictest.csv and
+interruptions.csv beside them when the report has those sections (in their own units)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ CSV_RUN_COLUMNS = ["run_id", "interface", "variant", "load", "repetition", "stat
 CYCLICTEST_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "thread", "cpu",
                           "cycles", "min_us", "avg_us", "max_us", "overflows",
                           "count", "min_ns", "mean_ns", "std_ns", "max_ns"]
+#: Columns of interruptions.csv: the run, then one of its gap groups (µs, ms and s as in the
+#: report's "interruptions" section).
+INTERRUPTIONS_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "cpu",
+                             "threshold_us", "measured_s", "run_gaps", "run_max_us", "trace",
+                             "smi_counter", "cause", "source", "count", "median_us", "p99_us",
+                             "max_us", "total_ms", "period_ms", "periodic"]
 STATS_COLUMNS = ("count", "min_ns", "mean_ns", "std_ns", "max_ns")
 
 
@@ -122,6 +129,32 @@ def cyclictest_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str
     return header, rows
 
 
+def _csv_bool(value: Any) -> Any:
+    return ("true" if value else "false") if isinstance(value, bool | np.bool_) else value
+
+
+def interruptions_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Header and one row per interruption detector run per gap group (cause, source). A run
+    analysed with no gaps has one row with an empty cause and a count of 0; a run whose output
+    could not be read has none."""
+    runs = (report.get("interruptions") or {}).get("runs") or []
+    rows = []
+    for r in runs:
+        if "gaps" not in r and "conclusion" not in r:
+            continue
+        run = {"run_id": r.get("id"), "target": r.get("target"), "load": r.get("load"),
+               "repetition": r.get("repetition"), "status": r.get("status"), "cpu": r.get("cpu"),
+               "threshold_us": r.get("threshold_us"), "measured_s": r.get("measured_s"),
+               "run_gaps": r.get("gaps"), "run_max_us": r.get("max_us"), "trace": r.get("trace"),
+               "smi_counter": r.get("smi_counter")}
+        for g in r.get("groups") or [{"count": 0}]:
+            row = {**run, **{k: g.get(k) for k in ("cause", "source", "count", "median_us",
+                                                   "p99_us", "max_us", "total_ms", "period_ms",
+                                                   "periodic")}}
+            rows.append({k: _csv_bool(to_jsonable(row.get(k))) for k in INTERRUPTIONS_CSV_COLUMNS})
+    return list(INTERRUPTIONS_CSV_COLUMNS), rows
+
+
 def _write_rows(path: Path, header: list[str], rows: list[dict[str, Any]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
@@ -138,3 +171,7 @@ def write_csv(report: Mapping[str, Any], path: Path) -> Path:
 
 def write_cyclictest_csv(report: Mapping[str, Any], path: Path) -> Path:
     return _write_rows(path, *cyclictest_rows(report))
+
+
+def write_interruptions_csv(report: Mapping[str, Any], path: Path) -> Path:
+    return _write_rows(path, *interruptions_rows(report))

@@ -12,6 +12,8 @@ from markupsafe import Markup
 from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
 from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
+from station.report.interruptions_figures import run_figures
+from station.report.interruptions_tables import interruptions_tables, leads
 from station.report.tables import (
     Cell,
     all_tables,
@@ -63,12 +65,19 @@ def inline_svg(svg: str, title: str) -> Markup:
 
 
 def _figure_items(figures: Sequence[RenderedFigure], kind: str) -> list[dict[str, Any]]:
+    return _items([f for f in figures if f.kind == kind])
+
+
+def _items(figures: Sequence[RenderedFigure]) -> list[dict[str, Any]]:
     return [{"name": f.name, "title": f.title, "caption": f.caption,
-             "svg": inline_svg(f.svg, f.title)} for f in figures if f.kind == kind]
+             "svg": inline_svg(f.svg, f.title)} for f in figures]
 
 
 def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> str:
     campaign = report.get("campaign") or {}
+    interruptions = interruptions_tables(report)
+    interruption_runs = [{"run": run, "figures": _items(run_figures(figures, run.anchor))}
+                         for run in (interruptions.runs if interruptions else [])]
     groups = []
     for kind, heading in FIGURE_GROUPS:
         members = _figure_items(figures, kind)
@@ -82,6 +91,9 @@ def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) ->
         tables=all_tables(report),
         cyclictest=cyclictest_tables(report),
         cyclictest_figures=_figure_items(figures, CYCLICTEST_KIND),
+        interruptions=interruptions,
+        interruption_runs=interruption_runs,
+        interruptions_first=leads(report),
         figure_groups=groups,
         audit=audit_entries(report),
         ground_truth=ground_truth_entries(report),

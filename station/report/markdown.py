@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
 from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
+from station.report.interruptions_figures import KIND as INTERRUPTIONS_KIND
+from station.report.interruptions_figures import run_figures
+from station.report.interruptions_tables import InterruptionsTables, interruptions_tables, leads
 from station.report.tables import (
     Cell,
     Table,
@@ -24,6 +28,13 @@ def _escape(text: str) -> str:
             .replace("_", "\\_").replace("\n", " "))
 
 
+def _prose(text: str) -> str:
+    """A sentence outside a table, kept as written where Markdown allows: an underscore inside a
+    word (rcu_preempt, nohz_full) starts no emphasis, so only the others are escaped."""
+    text = text.replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("\n", " ")
+    return re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)
+
+
 def _cell(cell: Cell) -> str:
     text = _escape(cell.text)
     text = f"*{text}*†" if cell.weak else text
@@ -35,10 +46,10 @@ def _cell(cell: Cell) -> str:
     return text + "".join(f" `{badge}`" for _, badge in cell.badges)
 
 
-def render_table(table: Table) -> str:
+def render_table(table: Table, level: int = 3) -> str:
     align = ["---:" if any(row[i].numeric for row in table.rows) else "---"
              for i in range(len(table.headers))]
-    lines = [f"### {table.title}", "",
+    lines = [f"{'#' * level} {table.title}", "",
              "| " + " | ".join(_escape(h) for h in table.headers) + " |",
              "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows]
@@ -63,6 +74,27 @@ def _figure_list(figures: Sequence[RenderedFigure], figure_dir: str) -> list[str
     return out
 
 
+def _interruption_runs(it: InterruptionsTables, figures: Sequence[RenderedFigure],
+                       figure_dir: str) -> list[str]:
+    out = ["## Interruptions, per run", ""]
+    for run in it.runs:
+        out += [f"### {_prose(run.heading)}", ""]
+        if run.conclusion:
+            out += [f"> **Conclusion:** {_prose(run.conclusion)}", ""]
+        if run.problem:
+            out += [f"> **{_prose(run.problem)}**", ""]
+        if run.spoilers:
+            out += ["> **Spoilers: the measured CPU's settings may disturb the measurement**", ">"]
+            out += [f"> - {_prose(flag)}" for flag in run.spoilers]
+            out.append("")
+        if run.groups:
+            out += [render_table(run.groups, 4), ""]
+        for fig in run_figures(figures, run.anchor):
+            out += [f"![{fig.title}]({figure_dir}/{fig.name}.svg)", "", f"*{fig.title}.* {fig.caption}",
+                    ""]
+    return out
+
+
 def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
                     figure_dir: str = "figures") -> str:
     campaign = report.get("campaign") or {}
@@ -72,6 +104,11 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += [str(campaign["description"]), ""]
     out += [f"- **{label}:** {_escape(value)}" for label, value in campaign_facts(report)]
     out.append("")
+    it = interruptions_tables(report)
+    # An interruptions campaign opens with its summary, then the warnings, then each run, as on
+    # the HTML page; beside module runs the section follows them.
+    if it and leads(report):
+        out += ["## Interruptions", "", render_table(it.summary), ""]
     # cyclictest's maximum-latency table comes first, as on the HTML page.
     ct = cyclictest_tables(report)
     if ct:
@@ -82,6 +119,8 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += ["> **Warnings**", ">"]
         out += [f"> - {_escape(str(n))}" for n in report["notes"]]
         out.append("")
+    if it and leads(report):
+        out += _interruption_runs(it, figures, figure_dir)
     ct_figures = [f for f in figures if f.kind == CYCLICTEST_KIND]
     if ct_figures:
         out += ["## Latency plots", "", *_figure_list(ct_figures, figure_dir)]
@@ -99,7 +138,10 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         for key in ("runs", "pairing", "stats"):
             if key in tables:
                 out += [render_table(tables[key]), ""]
-    others = [f for f in figures if f.kind != CYCLICTEST_KIND]
+    if it and not leads(report):
+        out += ["## Interruptions", "", render_table(it.summary), "",
+                *_interruption_runs(it, figures, figure_dir)]
+    others = [f for f in figures if f.kind not in (CYCLICTEST_KIND, INTERRUPTIONS_KIND)]
     if others:
         out += ["## Figures", "", *_figure_list(others, figure_dir)]
     audit = audit_entries(report)

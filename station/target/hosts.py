@@ -11,7 +11,7 @@ import contextlib
 import time
 
 from station.config import LoadHost, TargetSettings
-from station.target import modules
+from station.target import irqtrace, modules
 from station.target import processes as proc_ctl
 from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection, TargetError
 
@@ -124,6 +124,8 @@ class Target(Host):
         # processes first: the stream reader holds the device and would make rmmod fail
         stopped = await proc_ctl.kill_recorded(conn, self.work_dir)
         unloaded, errors = await modules.unload_ours(conn)
+        if await irqtrace.remove_instance(conn):  # the detector's trace instance
+            stopped.append(f"tracefs instance {irqtrace.INSTANCE}")
         return stopped, unloaded, errors
 
 

@@ -19,7 +19,9 @@ MODULE_STEMS = {
     ("mainline", "lpt"): "lpt_latency",
     ("mainline", "pcie"): "pcie_latency",
 }
-ALL_STEMS = frozenset(MODULE_STEMS.values())
+# ours to unload wherever they are found: the latency modules and the test-only gap injector
+# (target_modules/linux/irqgap_inject.c), which a load may have left behind
+ALL_STEMS = frozenset({*MODULE_STEMS.values(), "irqgap_inject"})
 
 
 def module_stem(family: str, interface: str) -> str:

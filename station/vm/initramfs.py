@@ -49,6 +49,8 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
+# tracefs for trace instances (ftrace events); no modprobe here, and msr stays unloaded
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "irq-station-vm: no tracefs"
 hostname irq-vm
 for m in {nic_modules}; do
 \tinsmod "$m" || echo "irq-station-vm: insmod $m failed"

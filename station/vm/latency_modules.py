@@ -18,10 +18,10 @@ from station.vm.errors import VmError
 
 PACKAGED_DIR = "_target_modules"  # in the station package; pyproject.toml's package-dir puts it there
 CHECKOUT_MODULES = Path(__file__).resolve().parents[2] / "target_modules"
-MODULES = ("lpt_latency.ko", "pcie_latency.ko")
+MODULES = ("lpt_latency.ko", "pcie_latency.ko", "irqgap_inject.ko")  # irqgap_inject: test only
 # build products and the user-space tool: not inputs (pyproject.toml's exclude-package-data
 # keeps them out of the wheel too); nor are hidden files (.gitignore, kbuild's .*.cmd)
-_IGNORE = ("*.o", "*.ko", "*.mod", "*.mod.c", "Module.symvers", "modules.order", "irqs-dump")
+_IGNORE = ("*.o", "*.ko", "*.mod", "*.mod.c", "Module.symvers", "modules.order", "irqs-dump", "irqgap", "irqgap-static")
 
 
 def module_sources() -> Path:

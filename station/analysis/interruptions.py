@@ -1,0 +1,409 @@
+"""The interruption detector's analysis (seed 003): every gap the spin loop saw, tied to what
+took the CPU away.
+
+A gap is judged by how much of it the interrupts that ran in it account for, never by a count
+alone: a timer tick that was due while firmware held the CPU fires right after, and is counted
+in that gap. With the kernel's tracepoints (the run's irqtrace.txt) the time each handler ran
+inside the gap is known; without them, each interrupt line's usual cost is learned from the
+gaps in which that line alone moved, and the counted interrupts explain a gap only up to
+their count times that cost.
+
+Causes, in order: `smi` (the CPU's SMI counter moved), `interrupt` (the handlers explain at
+least half of the gap), `preempted` (another task ran: the loop's context switches moved),
+`unexplained` (neither: firmware, an SMI the counter does not see, a hypervisor)."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from station.parsers import irqgap, irqtrace
+from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
+from station.parsers.irqtrace import IrqTrace
+
+CAUSES = ("interrupt", "preempted", "smi", "unexplained")
+EXPLAINED_SHARE = 0.5  # the handlers must account for this much of a gap
+TRACE_MARGIN_NS = 5_000  # the gap's end is read just after it; trace stamps are whole µs
+COST_SAMPLES = 3  # single-line gaps needed before a line's usual cost is trusted
+COST_FACTOR = 2.0  # a gap up to this many times its interrupts' usual cost is theirs
+USUAL_SPREAD = 1.25  # "about as long": within a factor of this
+USUAL_MIN = 3  # a source must have run about this long this many times for the length to be usual
+PERIODIC_SHARE = 2 / 3  # this share of inter-arrivals within PERIOD_TOLERANCE of the median
+PERIOD_TOLERANCE = 0.1
+
+
+@dataclass
+class Attributed:
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    cause: str
+    source: str  # the line ("LOC", "24 edu", "softirq TIMER"), "other tasks", "SMI×n", or "" when unexplained
+    counted: str  # the lines whose counts moved, "LOC×1, 24×1"
+    traced_ns: int | None  # handler time inside the gap (None: no trace for it)
+    ctxsw: int
+    smi: int | None
+    basis: str  # "trace" or "counts"
+    tasks: str = ""  # preempted: the tasks the trace shows running in the gap
+
+    def row(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class RunOutputs:
+    gaps: IrqgapOutput
+    trace: IrqTrace | None
+    trace_overrun: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def read_outputs(run_dir: Path) -> RunOutputs:
+    out = irqgap.parse((run_dir / "irqgap.out").read_text(errors="replace"))
+    problems = []
+    if out.torn:
+        problems.append("the detector's output ends mid-line (killed?): the last line was dropped")
+    trace = None
+    overrun = 0
+    path = run_dir / "irqtrace.txt"
+    if path.is_file() and path.stat().st_size:
+        trace = irqtrace.parse(path.read_text(errors="replace"))
+        stats = run_dir / "irqtrace.stats"
+        if stats.is_file():
+            from station.target.irqtrace import stats_overrun
+
+            overrun = stats_overrun(stats.read_text(errors="replace"))
+        if overrun or trace.lost_events:
+            problems.append(f"the trace lost {overrun + trace.lost_events} events: gaps in those stretches "
+                            "are judged by counts")
+    return RunOutputs(out, trace, overrun, problems)
+
+
+def _label(out: IrqgapOutput, idx: int) -> str:
+    label, desc = out.irq_lines.get(idx, (str(idx), ""))
+    if label.isdigit() and desc:
+        return f"{label} {desc.split()[-1]}"  # the device name ends the description
+    return label
+
+
+def _counted(out: IrqgapOutput, gap: Gap) -> str:
+    parts = [f"{_label(out, i)}×{n}" for i, n in sorted(gap.irqs.items(), key=lambda kv: -kv[1]) if n > 0]
+    parts += [f"softirq {out.softirq_names.get(i, i)}×{n}" for i, n in gap.softirqs.items() if n > 0]
+    return ", ".join(parts)
+
+
+def usual_costs(out: IrqgapOutput) -> dict[int, float]:
+    """Each line's usual cost (ns): the median gap in which that line alone moved, by one."""
+    alone: dict[int, list[int]] = {}
+    for g in out.gaps:
+        moved = {i: n for i, n in g.irqs.items() if n > 0}
+        if len(moved) == 1 and next(iter(moved.values())) == 1 and g.ctxsw == 0 and not g.smi:
+            alone.setdefault(next(iter(moved)), []).append(g.duration_ns)
+    return {i: float(statistics.median(d)) for i, d in alone.items() if len(d) >= COST_SAMPLES}
+
+
+class _TraceIndex:
+    """The trace's intervals (handlers, and the runs of other tasks on the CPU), each credited
+    with at most its usual length: a handler or task that ran far longer than it ever does
+    otherwise was itself stretched by time the OS did not see (firmware, a hypervisor taking
+    the CPU while it ran), and only its usual length is explained by it."""
+
+    def __init__(self, trace: IrqTrace, own_pid: int | None) -> None:
+        self.trace = trace
+        runs = _task_runs(trace, own_pid)
+        spans = [(i.start_ns, i.end_ns, _key(i), "irq") for i in trace.intervals]
+        spans += [(s, e, f"task {comm}", "task") for s, e, comm in runs]
+        by_key: dict[str, list[int]] = {}
+        for s, e, key, _ in spans:
+            by_key.setdefault(key, []).append(e - s)
+        self.lengths = {k: sorted(v) for k, v in by_key.items()}
+        self.spans = sorted(spans)
+        self.starts = [sp[0] for sp in self.spans]
+        self.longest = max((e - s for s, e, _, _ in spans), default=0)
+        self.switch_ts = [s.ts_ns for s in trace.switches]
+
+    def usual(self, key: str, length: int) -> int:
+        """length if that source often runs about this long, else its median length."""
+        lengths = self.lengths[key]
+        similar = (bisect.bisect_right(lengths, length * USUAL_SPREAD)
+                   - bisect.bisect_left(lengths, length / USUAL_SPREAD))
+        return length if similar >= USUAL_MIN else lengths[len(lengths) // 2]
+
+    def covers(self, start: int, end: int) -> bool:
+        t = self.trace
+        return t.first_ns is not None and t.last_ns is not None and t.first_ns <= start and end <= t.last_ns
+
+    def inside(self, start: int, end: int) -> tuple[dict[str, int], dict[str, int], list[str]]:
+        """Within [start, end]: (the credited time by kind, "irq" and "task", as unions; the
+        credited time per source; the sources that ran far longer than usual)."""
+        lo = bisect.bisect_left(self.starts, start - self.longest)
+        hi = bisect.bisect_right(self.starts, end)
+        per: dict[str, int] = {}
+        spans: dict[str, list[tuple[int, int]]] = {"irq": [], "task": []}
+        stretched = []
+        for s0, e0, key, kind in self.spans[lo:hi]:
+            credit = self.usual(key, e0 - s0)
+            if credit < e0 - s0:
+                stretched.append(key)
+            s, e = max(s0, start), min(s0 + credit, end)
+            if e > s:
+                per[key] = per.get(key, 0) + (e - s)
+                spans[kind].append((s, e))
+        return {kind: _union(v) for kind, v in spans.items()}, per, list(dict.fromkeys(stretched))
+
+    def tasks(self, start: int, end: int, own_pid: int | None) -> list[str]:
+        lo = bisect.bisect_left(self.switch_ts, start)
+        hi = bisect.bisect_right(self.switch_ts, end)
+        names = [s.next_comm for s in self.trace.switches[lo:hi] if s.next_pid != own_pid and s.next_pid != 0]
+        return list(dict.fromkeys(names))
+
+
+def _key(iv: irqtrace.Interval) -> str:
+    return f"{iv.label} {iv.name}" if iv.name and iv.label.isdigit() else iv.label
+
+
+def _union(spans: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for s, e in sorted(spans):
+        s = s if reach is None else max(s, reach)
+        if e > s:
+            total += e - s
+            reach = e
+    return total
+
+
+def _task_runs(trace: IrqTrace, own_pid: int | None) -> list[tuple[int, int, str]]:
+    """(start, end, comm) of every stretch another task (not the detector, not idle) ran."""
+    runs = []
+    for a, b in zip(trace.switches, trace.switches[1:], strict=False):
+        if a.next_pid not in (own_pid, 0) and b.ts_ns >= a.ts_ns:
+            runs.append((a.ts_ns, b.ts_ns, a.next_comm))
+    return runs
+
+
+def _spinner_pid(trace: IrqTrace) -> int | None:
+    """The detector's pid: the task the trace switches to most (it owns the CPU)."""
+    counts: dict[int, int] = {}
+    for s in trace.switches:
+        if s.next_comm.startswith("irqgap"):
+            counts[s.next_pid] = counts.get(s.next_pid, 0) + 1
+    return max(counts, key=lambda p: counts[p]) if counts else None
+
+
+def _by_counts(out: IrqgapOutput, g: Gap, costs: dict[int, float]) -> str | None:
+    """The line that explains the gap by its usual cost and count, or None."""
+    moved = {i: n for i, n in g.irqs.items() if n > 0}
+    if not moved:
+        return None
+    known = {i: n for i, n in moved.items() if i in costs}
+    # a line never seen alone has no cost to judge by: it gets the benefit of the doubt
+    if len(known) == len(moved):
+        explained = sum(n * costs[i] for i, n in known.items())
+        if g.duration_ns > COST_FACTOR * explained + out.threshold_ns:
+            return None
+    return _label(out, max(moved, key=lambda i: moved[i] * costs.get(i, float("inf"))))
+
+
+def attribute(run: RunOutputs) -> list[Attributed]:
+    out = run.gaps
+    costs = usual_costs(out)
+    own = _spinner_pid(run.trace) if run.trace is not None else None
+    index = _TraceIndex(run.trace, own) if run.trace is not None and run.trace.intervals else None
+    result = []
+    for g in out.gaps:
+        start, end, length = g.start_ns, g.end_ns, g.duration_ns
+        cause, source, traced, basis, tasks = "unexplained", "", None, "counts", ""
+        if index is not None and index.covers(start, end):
+            basis = "trace"
+            window = (start - TRACE_MARGIN_NS, end + TRACE_MARGIN_NS)
+            kinds, per, stretched = index.inside(*window)
+            traced = min(kinds["irq"], length)
+            handlers = {k: v for k, v in per.items() if not k.startswith("task ")}
+            if traced >= EXPLAINED_SHARE * length:
+                cause, source = "interrupt", max(handlers, key=lambda k: handlers[k])
+            elif g.ctxsw > 0 and kinds["irq"] + kinds["task"] >= EXPLAINED_SHARE * length:
+                cause, source = "preempted", "other tasks"
+                tasks = ", ".join(index.tasks(*window, own))
+            elif stretched:  # the CPU went away while this ran: say where it was
+                source = "inside " + ", ".join(k.removeprefix("task ") for k in stretched)
+        else:
+            if (line := _by_counts(out, g, costs)) is not None:
+                cause, source = "interrupt", line
+            elif g.ctxsw > 0:
+                cause, source = "preempted", "other tasks"
+        if g.smi:
+            cause, source = "smi", f"SMI×{g.smi}"
+        result.append(Attributed(start, end, length, cause, source, _counted(out, g), traced, g.ctxsw, g.smi,
+                                 basis, tasks))
+    return result
+
+
+def periodicity(starts_ns: list[int]) -> dict[str, Any]:
+    """The median inter-arrival and whether the arrivals keep to it (a fixed period points at a
+    timer: firmware's, the kernel's, a device's)."""
+    if len(starts_ns) < 3:
+        return {"period_ms": None, "periodic": False, "inter_arrival_ms": []}
+    dt = np.diff(np.sort(np.asarray(starts_ns, dtype=np.int64))) / 1e6
+    period = float(np.median(dt))
+    regular = float(np.mean(np.abs(dt - period) <= PERIOD_TOLERANCE * period)) if period > 0 else 0.0
+    return {"period_ms": round(period, 6), "periodic": regular >= PERIODIC_SHARE,
+            "regular_share": round(regular, 4), "inter_arrival_ms": [round(float(x), 6) for x in dt]}
+
+
+def groups(gaps: list[Attributed]) -> list[dict[str, Any]]:
+    """One row per (cause, source): how many, how long, how often."""
+    by: dict[tuple[str, str], list[Attributed]] = {}
+    for g in gaps:
+        by.setdefault((g.cause, g.source), []).append(g)
+    rows = []
+    for (cause, source), members in by.items():
+        d = np.asarray([g.duration_ns for g in members], dtype=np.float64) / 1e3
+        p = periodicity([g.start_ns for g in members])
+        if cause == "preempted":  # which tasks took the CPU, most frequent first
+            names = Counter(n for g in members for n in g.tasks.split(", ") if n)
+            source = ", ".join(n for n, _ in names.most_common(4)) or source
+        rows.append({
+            "cause": cause, "source": source, "count": len(members),
+            "median_us": round(float(np.median(d)), 3), "p99_us": round(float(np.percentile(d, 99)), 3),
+            "max_us": round(float(d.max()), 3), "total_ms": round(float(d.sum()) / 1e3, 3),
+            "period_ms": p["period_ms"], "periodic": p["periodic"],
+        })
+    rows.sort(key=lambda r: (CAUSES.index(r["cause"]), -r["total_ms"]))
+    return rows
+
+
+def _fmt_us(us: float) -> str:
+    return f"{us / 1e3:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+
+
+def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The run's finding in one sentence."""
+    n = summary["gaps"]
+    head = (f"{n} gaps above {_fmt_us(summary['threshold_us'])} on CPU {summary['cpu']} in "
+            f"{summary['measured_s']:.3g} s")
+    if not n:
+        return head + ": the CPU was never taken from the loop for longer."
+    head += f" (worst {_fmt_us(summary['max_us'])})"
+    by_cause = summary["by_cause"]
+    parts = []
+    if by_cause.get("interrupt"):
+        top = [r for r in rows if r["cause"] == "interrupt"][:3]
+        parts.append(f"{by_cause['interrupt']} interrupts (" + ", ".join(f"{r['source']} {r['count']}" for r in top)
+                     + ")")
+    if by_cause.get("preempted"):
+        n_pre = by_cause["preempted"]
+        parts.append(f"{n_pre} preemption{'s' if n_pre != 1 else ''} by other tasks")
+    if by_cause.get("smi"):
+        parts.append(f"{by_cause['smi']} counted SMI{'s' if by_cause['smi'] != 1 else ''}")
+    text = head + ": " + (", ".join(parts) if parts else "none explained by interrupts")
+    suspects = summary["unexplained"]
+    if suspects["count"]:
+        period = suspects["period_ms"]
+        shape = (f", periodic every {period:.4g} ms" if suspects["periodic"] and period else "")
+        text += (f"; {suspects['count']} not explained by any interrupt ({_fmt_us(suspects['median_us'])} median"
+                 f"{shape}): firmware (SMI) or a hypervisor took the CPU")
+    else:
+        text += "; none unexplained: no sign of firmware or SMIs"
+    return text + "."
+
+
+def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
+    out = run.gaps
+    end = out.end or {}
+    start_ns = out.start_ns
+    measured_ns = (end.get("mono_ns") - start_ns) if end.get("mono_ns") and start_ns else None
+    if measured_ns is None and out.ticks and start_ns:
+        measured_ns = out.ticks[-1][0] - start_ns
+    measured_s = (measured_ns or 0) / 1e9
+    durations = [g.duration_ns for g in gaps]
+    suspects = [g for g in gaps if g.cause == "unexplained"]
+    sp = periodicity([g.start_ns for g in suspects])
+    sd = np.asarray([g.duration_ns for g in suspects], dtype=np.float64) / 1e3
+    summary = {
+        "cpu": out.cpu, "clock": out.clock, "threshold_us": out.threshold_ns / 1e3, "priority": out.priority,
+        "measured_s": round(measured_s, 3), "gaps": len(gaps),
+        "max_us": round(max(durations) / 1e3, 3) if durations else None,
+        "lost_ms": round(sum(durations) / 1e6, 3),
+        "blind_ms": round(end["blind_ns"] / 1e6, 3) if end.get("blind_ns") is not None else None,
+        "min_loop_ns": end.get("min_loop_ns"), "iterations": end.get("iterations"),
+        "end_reason": end.get("reason"), "smi_counter": out.smi_available,
+        "trace": run.trace is not None, "trace_lost_events": (run.trace_overrun + run.trace.lost_events)
+        if run.trace is not None else None,
+        "by_cause": {c: sum(1 for g in gaps if g.cause == c) for c in CAUSES},
+        "unexplained": {"count": len(suspects),
+                        "median_us": round(float(np.median(sd)), 3) if len(sd) else None,
+                        "max_us": round(float(sd.max()), 3) if len(sd) else None,
+                        "period_ms": sp["period_ms"], "periodic": sp["periodic"]},
+    }
+    return summary
+
+
+def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
+    """(the run's summary, groups and conclusion; its attributed gaps)."""
+    run = read_outputs(run_dir)
+    gaps = attribute(run)
+    summary = summarise(run, gaps)
+    rows = groups(gaps)
+    summary["groups"] = rows
+    summary["conclusion"] = conclusion(summary, rows)
+    summary["problems"] = run.problems
+    summary["suspect_inter_arrival_ms"] = periodicity(
+        [g.start_ns for g in gaps if g.cause == "unexplained"])["inter_arrival_ms"][:10_000]
+    return summary, gaps
+
+
+def histogram(gaps: list[Attributed], bins_per_decade: int = 10) -> dict[str, Any]:
+    """Gap durations per cause on shared log-spaced bins (µs): the report's figure."""
+    if not gaps:
+        return {"edges_us": [], "counts": {}}
+    d = np.asarray([g.duration_ns for g in gaps], dtype=np.float64) / 1e3
+    lo, hi = np.log10(max(d.min(), 1e-3)), np.log10(d.max())
+    n = max(1, int(np.ceil((hi - lo) * bins_per_decade)))
+    edges = np.logspace(lo, hi + 1e-9, n + 1)
+    counts = {}
+    for c in CAUSES:
+        sel = np.asarray([g.duration_ns for g in gaps if g.cause == c], dtype=np.float64) / 1e3
+        if len(sel):
+            counts[c] = np.histogram(sel, bins=edges)[0].astype(int).tolist()
+    return {"edges_us": [round(float(e), 4) for e in edges], "counts": counts}
+
+
+def gap_table(gaps: list[Attributed]):  # noqa: ANN201 - pandas.DataFrame
+    import pandas as pd
+
+    columns = list(Attributed.__dataclass_fields__)
+    return pd.DataFrame([g.row() for g in gaps], columns=columns)
+
+
+def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict, list[str]]:
+    """(report["interruptions"], samples by run id, notes) for a campaign's detector runs."""
+    notes: list[str] = []
+    entries = []
+    for run_dir in run_dirs:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        run = manifest.get("run") or {}
+        entry: dict[str, Any] = {
+            "id": manifest.get("run_id", run_dir.name), "target": run.get("target"), "load": run.get("load"),
+            "repetition": run.get("repetition"), "status": manifest.get("status"), "error": manifest.get("error"),
+            "spoilers": (manifest.get("spoilers") or {}).get("flags", []),
+        }
+        if entry["status"] != "complete":
+            notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+        try:
+            summary, gaps = analyse_run_dir(run_dir)
+        except (OSError, IrqgapOutputError, ValueError) as exc:
+            notes.append(f"Run {entry['id']}: its detector output cannot be read: {exc}")
+            entries.append(entry)
+            continue
+        notes.extend(f"Run {entry['id']}: {p}" for p in summary.pop("problems"))
+        entry |= summary
+        entry["histogram"] = histogram(gaps)
+        entries.append(entry)
+    return {"runs": entries}, {}, notes

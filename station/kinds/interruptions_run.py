@@ -1,0 +1,157 @@
+"""The interruption detector run (seed 003): a probe run. irqgap (target_modules/tools/irqgap.c)
+spins on one CPU at SCHED_FIFO, records every gap above the threshold with the interrupt,
+softirq, context-switch and SMI counts that moved, and prints them as it goes; a tracefs
+instance of the station's own records how long each interrupt handler ran on that CPU. Both
+are kept byte for byte in the run directory; the attribution (station/analysis/interruptions.py)
+runs at the end."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from station.analysis import interruptions as ig_analysis
+from station.kinds.base import RunContext, register
+from station.kinds.probe_run import ProbeRun
+from station.parsers.irqgap import IrqgapOutputError
+from station.store import write_parquet
+from station.target import TargetError, irqtrace
+from station.target import irqgap as ig_target
+
+PROBE_NAME = "irqgap"
+
+
+@register
+class InterruptionsRun(ProbeRun):
+    name = "interruptions"
+    probe_name = PROBE_NAME
+    stdout_file = "irqgap.out"
+    stderr_file = "irqgap.err"
+    stop_grace_s = 5.0  # on SIGTERM the detector writes what it buffered and its end line
+    outputs = {
+        "irqgap.out": "the detector's output: header, one line per gap with the counts that moved "
+                      "(→ interruptions_gaps.parquet)",
+        "irqgap.err": "the detector's stderr",
+        "irqtrace.txt": "the kernel's interrupt tracepoints on the measured CPU (tracefs, clock mono), when traced",
+        "irqtrace.stats": "that trace buffer's statistics (overruns)",
+    }
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        self.settings = ctx.campaign.interruptions
+        self.cpu: int | None = None
+        self.binary: str | None = None
+        self.msr: str | None = None
+        self.tracing: irqtrace.TraceSession | None = None
+        self.trace_note: str | None = None
+        self.summary: dict[str, Any] | None = None
+
+    def manifest(self) -> dict[str, Any]:
+        return {"probe": {"tool": "irqgap", "settings": self.settings.model_dump(mode="json")}}
+
+    def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
+        super().open_files(store)
+        self.trace = store.appender("irqtrace.txt")
+        self.trace_stats = store.appender("irqtrace.stats")
+
+    def measured_cpu(self) -> int | None:
+        return self.cpu
+
+    async def baseline(self) -> None:
+        conn = await self.ctx.target.live_connection()
+        online = await ig_target.online_cpus(conn)
+        wanted = self.settings.cpu
+        self.cpu = max(online) if wanted == "last" else wanted
+        if self.cpu not in online:
+            raise TargetError(f"{conn.endpoint.where}: interruptions.cpu {self.cpu} is not online "
+                              f"(online: {', '.join(map(str, online))})")
+        self.binary = await ig_target.ensure(conn, self.ctx.target.work_dir)
+        if self.settings.smi != "off":
+            self.msr = await ig_target.msr_device(conn, self.cpu, required=self.settings.smi == "on")
+        # a trace instance a crash left behind would hold the buffer and the events
+        await irqtrace.remove_instance(conn)
+
+    def _args(self) -> list[str]:
+        assert self.cpu is not None
+        return ig_target.arguments(self.settings, cpu=self.cpu, duration_s=self.ctx.campaign.matrix.duration or 0,
+                                   msr=self.msr)
+
+    async def start(self) -> None:
+        assert self.binary is not None and self.cpu is not None
+        conn = await self.ctx.target.live_connection()
+        if self.settings.trace != "off":
+            await self._start_trace(conn)
+        await self.start_probe(shlex.join([self.binary, *self._args()]))
+
+    async def _start_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
+        assert self.cpu is not None
+        root = await irqtrace.tracefs_root(conn)
+        why = None
+        if root is None:
+            why = "this kernel has no tracefs (or it cannot be mounted)"
+        else:
+            session = irqtrace.TraceSession(root, self.cpu)
+            try:
+                await session.open(conn)
+                self.tracing = session
+            except TargetError as exc:
+                why = str(exc)
+        if why is not None:
+            if self.settings.trace == "on":
+                raise TargetError(f"interruptions.trace is on but {why}; set trace: auto or off")
+            self.trace_note = f"not traced ({why}): gaps are judged by counts and each line's usual cost"
+            self.ctx.sink.message(f"{self.ctx.spec.id}: {self.trace_note}")
+
+    async def after_exit(self) -> None:
+        """The trace, once the detector has ended: read it, then remove the instance."""
+        if self.tracing is None:
+            return
+        conn = await self.ctx.target.live_connection()
+        try:
+            text, stats = await self.tracing.read(conn)
+            self.trace.write(text, flush=True)
+            self.trace_stats.write(stats, flush=True)
+        finally:
+            await self.tracing.remove(conn)
+            self.tracing = None
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.tracing is not None:  # after_exit could not read it: at least remove it
+            await self.tracing.remove(await self.ctx.target.live_connection())
+            self.tracing = None
+
+    def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
+        try:
+            self.summary, _ = ig_analysis.analyse_run_dir(self.ctx.store.dir)
+        except (OSError, IrqgapOutputError, ValueError) as exc:
+            if status == "complete":
+                return "failed", f"detector output: {exc}"
+            return status, error
+        end = self.summary.get("end_reason")
+        if status == "complete" and end != "duration":
+            why = "it was stopped from outside" if end == "signal" else "its output has no end line"
+            status, error = "incomplete", f"the detector did not run its whole duration: {why}"
+        s = self.summary
+        worst = "" if s["max_us"] is None else f", worst {s['max_us']:.1f} µs"
+        self.ctx.sink.message(f"{self.ctx.spec.id}: {s['gaps']} gaps on CPU {s['cpu']}{worst}; "
+                              f"{s['unexplained']['count']} not explained by interrupts")
+        return status, error
+
+    def seal_extra(self) -> dict[str, Any]:
+        s = dict(self.summary or {})
+        s.pop("suspect_inter_arrival_ms", None)
+        return {"interruptions": {**s, "cpu": self.cpu, "binary": self.binary, "msr": self.msr,
+                                  "trace_note": self.trace_note, "stopped_by_station": self.stopped_by_station,
+                                  "exit_status": self.exit_status}}
+
+    @property
+    def conversions(self) -> list:
+        def gaps(run_dir: Path) -> dict[str, int]:
+            run = ig_analysis.read_outputs(run_dir)
+            frame = ig_analysis.gap_table(ig_analysis.attribute(run))
+            write_parquet(frame, run_dir / "interruptions_gaps.parquet")
+            return {"gaps": len(frame)}
+
+        return [gaps]

@@ -1,0 +1,220 @@
+"""The interruption detector's tables (seed 003): one summary row per run, then per run its
+conclusion, the spoiler flags of the measured CPU and the gaps grouped by cause and source.
+Display-ready like tables.py; html.py and markdown.py render them with the same Table/Cell
+machinery.
+
+The section's numbers are already in µs, ms and s (report["interruptions"], written by
+station/analysis/interruptions.py), so they are shown as they are (``plain_us``: at most three
+decimals), not converted from ns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from station.report.display import MISSING, count_text, is_number, plain_us, slug
+from station.report.tables import Cell, Table
+
+CAUSES = ("interrupt", "preempted", "smi", "unexplained")  # the analysis's order
+CAUSE_LABEL = {"interrupt": "interrupt", "preempted": "preempted", "smi": "SMI",
+               "unexplained": "unexplained"}
+SUSPECT_FLAG = "suspect"  # a cell counting gaps nothing explains: the finding to look at
+CAUSES_NOTE = (
+    "Causes: interrupt — the handlers that ran in the gap account for at least half of it; "
+    "preempted — another task ran (the loop's context switches moved); SMI — the CPU's SMI "
+    "counter moved; unexplained — none of these: firmware, an SMI the counter does not see, "
+    "a hypervisor.")
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """One run's part of the section, in reading order."""
+
+    id: str
+    anchor: str  # HTML id of the run's heading, unique in the page
+    heading: str
+    conclusion: str | None  # the analysis's one-sentence finding; None: nothing was analysed
+    problem: str | None  # why there is no analysis (its output could not be read), or the run's error
+    spoilers: list[str]  # what on the measured CPU may disturb the measurement
+    groups: Table | None  # None: no gaps, or no analysis
+
+
+@dataclass(frozen=True)
+class InterruptionsTables:
+    summary: Table
+    runs: list[RunSection]
+
+
+def analysed(entry: Mapping[str, Any]) -> bool:
+    """Whether the run's detector output was read (an unreadable run has only its first keys)."""
+    return "conclusion" in entry or "gaps" in entry
+
+
+def _ms(value: Any) -> str:
+    return plain_us(value)  # the same shape: at most three decimals, whole numbers bare
+
+
+def _yes_no(value: Any) -> str:
+    return MISSING if value is None else ("yes" if value else "no")
+
+
+def _heading(entry: Mapping[str, Any]) -> str:
+    where = " · ".join(str(entry[k]) for k in ("target", "load") if entry.get(k) not in (None, ""))
+    return f"{entry.get('id')}: {where}" if where else str(entry.get("id"))
+
+
+def _cause_counts(entry: Mapping[str, Any]) -> Cell:
+    by = entry.get("by_cause") or {}
+    if not by:
+        return Cell(MISSING, numeric=True)
+    text = " / ".join(count_text(by.get(c, 0)) for c in CAUSES)
+    suspects = by.get("unexplained") or 0
+    if suspects:
+        return Cell(text, numeric=True, flags=(SUSPECT_FLAG,),
+                    title=f"{suspects} gap{'s' if suspects != 1 else ''} not explained by any "
+                          "interrupt, task or counted SMI")
+    return Cell(text, numeric=True)
+
+
+def summary_table(runs: Sequence[Mapping[str, Any]]) -> Table:
+    rows = []
+    footnotes: list[str] = []
+
+    def footnote(text: str) -> str:
+        footnotes.append(f"[{len(footnotes) + 1}] {text}")
+        return f"[{len(footnotes)}]"
+
+    for r in runs:
+        status = str(r.get("status", MISSING))
+        spoilers = [str(s) for s in r.get("spoilers") or []]
+        spoiler_cell = Cell(str(len(spoilers)), numeric=True,
+                            flags=("problem",) if spoilers else (),
+                            title="; ".join(spoilers) or None)
+        head = [Cell(str(r.get("id"))), Cell(str(r.get("target") or MISSING)),
+                Cell(str(r.get("load") or MISSING)), Cell(status, status=status)]
+        if not analysed(r):
+            why = f"its detector output could not be read (run {status}"
+            why += f": {r['error']})" if r.get("error") else ")"
+            head[0] = Cell(str(r.get("id")), mark=footnote(f"{r.get('id')}: {why}."),
+                           flags=("problem",), title=why)
+            rows.append([*head, *(Cell(MISSING, numeric=True) for _ in range(8)),
+                         Cell(MISSING), Cell(MISSING), spoiler_cell])
+            continue
+        lost = r.get("trace_lost_events")
+        trace = Cell(_yes_no(r.get("trace")))
+        if r.get("trace") and is_number(lost) and lost:
+            why = (f"the trace lost {int(lost)} events: gaps in those stretches are judged by "
+                   "the interrupt counts alone")
+            trace = Cell("yes", mark=footnote(f"{r.get('id')}: {why}."), flags=("problem",), title=why)
+        smi = r.get("smi_counter")
+        rows.append([
+            *head,
+            Cell(MISSING if r.get("cpu") is None else str(r["cpu"]), numeric=True),
+            Cell(plain_us(r.get("threshold_us")), numeric=True),
+            Cell(plain_us(r.get("measured_s")), numeric=True),
+            Cell(count_text(r.get("gaps")), numeric=True),
+            Cell(plain_us(r.get("max_us")), numeric=True),
+            Cell(_ms(r.get("lost_ms")), numeric=True),
+            Cell(_ms(r.get("blind_ms")), numeric=True),
+            _cause_counts(r),
+            trace,
+            Cell(_yes_no(smi), flags=("problem",) if smi is False else (),
+                 title="no SMI counter: SMIs show up as unexplained gaps" if smi is False else None),
+            spoiler_cell,
+        ])
+    notes = [
+        "Gaps: loop iterations longer than the threshold; Worst: the longest; Time lost: all gaps "
+        "together; Blind: the detector's own bookkeeping windows (writing its output), not "
+        f"watched. By cause: interrupt / preempted / SMI / unexplained. {MISSING}: not known.",
+        "Trace: the kernel's interrupt tracepoints were recorded, so each handler's time inside a "
+        "gap is measured; without them a gap is judged by the interrupt counts and each line's "
+        "usual cost. SMI counter: the CPU's SMI count (MSR 0x34) was read after every gap; "
+        "without it an SMI shows up as unexplained.",
+        "Spoilers: settings of the measured CPU that may disturb the measurement (listed under "
+        "each run).",
+        *footnotes,
+    ]
+    return Table("interruptions-summary", "Interruption detector runs", [
+        "Run", "Target", "Load", "Status", "CPU", "Threshold (µs)", "Measured (s)",
+        "Gaps", "Worst (µs)", "Time lost (ms)", "Blind (ms)",
+        "By cause", "Trace", "SMI counter", "Spoilers"], rows, notes)
+
+
+def groups_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
+    groups = entry.get("groups") or []
+    if not groups:
+        return None
+    rows = []
+    for g in groups:
+        cause = str(g.get("cause") or MISSING)
+        suspect = cause == "unexplained"
+        periodic = g.get("periodic")
+        rows.append([
+            Cell(CAUSE_LABEL.get(cause, cause), flags=(SUSPECT_FLAG,) if suspect else ()),
+            Cell(str(g.get("source") or MISSING), wrap=True),
+            Cell(count_text(g.get("count")), numeric=True),
+            Cell(plain_us(g.get("median_us")), numeric=True),
+            Cell(plain_us(g.get("p99_us")), numeric=True),
+            Cell(plain_us(g.get("max_us")), numeric=True),
+            Cell(_ms(g.get("total_ms")), numeric=True),
+            Cell(_ms(g.get("period_ms")), numeric=True),
+            Cell("yes" if periodic else ("no" if g.get("period_ms") is not None else MISSING),
+                 flags=(SUSPECT_FLAG,) if suspect and periodic else ()),
+        ])
+    notes = [CAUSES_NOTE,
+             "Source: the interrupt line (or softirq) that took most of the gap, the task(s) that "
+             "ran, or — for unexplained gaps — nothing. Period: the median time between the "
+             "group's gaps (three or more needed); periodic: at least two thirds of them within "
+             "10% of it, the mark of a timer (the kernel's, a device's, firmware's)."]
+    return Table(f"{anchor}-groups", f"Gaps by cause and source: {entry.get('id')}", [
+        "Cause", "Source", "Count", "Median (µs)", "p99 (µs)", "Max (µs)", "Total (ms)",
+        "Period (ms)", "Periodic"], rows, notes)
+
+
+def run_anchors(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A page-unique id per run, from its id (suffixed when two ids give one slug)."""
+    seen: set[str] = set()
+    out = []
+    for r in runs:
+        base = f"interruptions-{slug(str(r.get('id')))}"
+        anchor, k = base, 1
+        while anchor in seen:
+            k += 1
+            anchor = f"{base}-{k}"
+        seen.add(anchor)
+        out.append(anchor)
+    return out
+
+
+def run_section(entry: Mapping[str, Any], anchor: str) -> RunSection:
+    ok = analysed(entry)
+    status = entry.get("status")
+    problem = None
+    if not ok:
+        problem = (f"The detector's output could not be read (run {status or 'status unknown'}"
+                   + (f": {entry['error']}" if entry.get("error") else "") + "); see the warnings.")
+    elif entry.get("error"):
+        problem = f"Run {status}: {entry['error']}"
+    conclusion = entry.get("conclusion") if ok else None
+    return RunSection(str(entry.get("id")), anchor, _heading(entry),
+                      str(conclusion) if conclusion else None, problem,
+                      [str(s) for s in entry.get("spoilers") or []],
+                      groups_table(entry, anchor) if ok else None)
+
+
+def interruptions_tables(report: Mapping[str, Any]) -> InterruptionsTables | None:
+    """The section's tables, or None for a campaign without interruption detector runs."""
+    section = report.get("interruptions")
+    if not section:
+        return None
+    runs = section.get("runs") or []
+    return InterruptionsTables(summary_table(runs),
+                               [run_section(r, a) for r, a in zip(runs, run_anchors(runs), strict=True)])
+
+
+def leads(report: Mapping[str, Any]) -> bool:
+    """Whether the section opens the report: an interruptions campaign (no module runs and no
+    cyclictest section beside it)."""
+    return bool(report.get("interruptions")) and not report.get("runs") and not report.get("cyclictest")

@@ -1,0 +1,110 @@
+"""A tracefs instance of the station's own on the target: the kernel's interrupt tracepoints
+(irq, irq_vectors, nmi, sched_switch) on the measured CPU only, clock `mono` (the detector's
+CLOCK_MONOTONIC). An instance has its own buffer, events and clock, so the user's own tracing
+is left alone; removing it (rmdir) undoes everything. `station cleanup` and every run's
+preflight remove one a crash left behind."""
+
+from __future__ import annotations
+
+import shlex
+
+from station.target.ssh import TargetConnection, TargetError
+
+INSTANCE = "irq-station"
+BUFFER_KB = 16384  # on the measured CPU; the others get the minimum
+TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+EVENTS = ("irq", "irq_vectors", "nmi/nmi_handler", "sched/sched_switch")
+
+# the tracefs root, mounting it where the kernel has it but nobody mounted it (an initramfs)
+_FIND_ROOT = (
+    "for d in " + " ".join(TRACEFS_DIRS) + "; do [ -d \"$d/instances\" ] && { echo \"$d\"; exit 0; }; done; "
+    "mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null && [ -d /sys/kernel/tracing/instances ] "
+    "&& { echo /sys/kernel/tracing; exit 0; }; exit 1"
+)
+
+
+def cpumask(cpu: int) -> str:
+    """tracing_cpumask's format: hex words of 32 CPUs, highest first, comma-separated."""
+    words = [0] * (cpu // 32 + 1)
+    words[cpu // 32] = 1 << (cpu % 32)
+    return ",".join(f"{w:08x}" for w in reversed(words)).lstrip("0,") or "0"
+
+
+def _remove_script(instance: str) -> str:
+    i = shlex.quote(instance)
+    # events off first: an instance with enabled events can still be busy for a moment
+    return (f"if [ -d {i} ]; then echo 0 > {i}/tracing_on; echo 0 > {i}/events/enable; "
+            f"rmdir {i} || {{ sleep 0.2; rmdir {i}; }}; fi")
+
+
+class TraceSession:
+    """The instance of one run: opened before the probe starts, read and removed after it ends."""
+
+    def __init__(self, root: str, cpu: int) -> None:
+        self.root = root
+        self.cpu = cpu
+        self.path = f"{root}/instances/{INSTANCE}"
+
+    async def open(self, conn: TargetConnection) -> list[str]:
+        """Create and start it; returns the events the kernel had (nmi is x86 only, say)."""
+        i, cpu = shlex.quote(self.path), self.cpu
+        enable = " ".join(
+            f"if [ -e {i}/events/{e}/enable ]; then echo 1 > {i}/events/{e}/enable && echo {e}; fi" + ";"
+            for e in EVENTS
+        )
+        script = (
+            f"{_remove_script(self.path)}; mkdir {i} && echo mono > {i}/trace_clock && "
+            f"echo {cpumask(cpu)} > {i}/tracing_cpumask && echo 8 > {i}/buffer_size_kb && "
+            f"echo {BUFFER_KB} > {i}/per_cpu/cpu{cpu}/buffer_size_kb && {{ {enable} }} && "
+            f"echo 1 > {i}/tracing_on"
+        )
+        got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
+        if got.exit_status != 0:
+            await self.remove(conn)
+            raise TargetError(f"tracefs instance {self.path}: {(got.stderr or got.stdout or '').strip()[-300:]}")
+        enabled = (got.stdout or "").split()
+        if "irq" not in enabled:
+            await self.remove(conn)
+            raise TargetError(f"tracefs instance {self.path}: the kernel has no irq tracepoints")
+        return enabled
+
+    async def read(self, conn: TargetConnection) -> tuple[str, str]:
+        """(the CPU's trace, its stats: overruns and dropped events), tracing stopped first."""
+        i = shlex.quote(self.path)
+        await conn.run(f"sh -c {shlex.quote(f'echo 0 > {i}/tracing_on')}", check=False, privileged=True)
+        trace = await conn.run(f"cat {i}/per_cpu/cpu{self.cpu}/trace", check=False, privileged=True)
+        stats = await conn.run(f"cat {i}/per_cpu/cpu{self.cpu}/stats", check=False, privileged=True)
+        if trace.exit_status != 0:
+            raise TargetError(f"reading {self.path}: {(trace.stderr or '').strip()[-300:]}")
+        return trace.stdout or "", stats.stdout or ""
+
+    async def remove(self, conn: TargetConnection) -> None:
+        await remove_instance(conn, self.root)
+
+
+async def tracefs_root(conn: TargetConnection) -> str | None:
+    """Where tracefs is (mounting it if the kernel has it), or None."""
+    got = await conn.run(f"sh -c {shlex.quote(_FIND_ROOT)}", check=False, privileged=True)
+    root = (got.stdout or "").strip()
+    return root if got.exit_status == 0 and root in TRACEFS_DIRS else None
+
+
+async def remove_instance(conn: TargetConnection, root: str | None = None) -> bool:
+    """Remove the station's instance (one a crash left, too); True if there was one."""
+    roots = [root] if root else list(TRACEFS_DIRS)
+    script = "; ".join(
+        f"if [ -d {shlex.quote(f'{r}/instances/{INSTANCE}')} ]; then echo found; "
+        f"{_remove_script(f'{r}/instances/{INSTANCE}')}; fi" for r in roots
+    )
+    got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
+    return "found" in (got.stdout or "")
+
+
+def stats_overrun(stats: str) -> int:
+    """Events the ring buffer overwrote or dropped (per_cpu/cpuN/stats)."""
+    total = 0
+    for line in stats.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("overrun", "dropped events") and value.strip().isdigit():
+            total += int(value.strip())
+    return total

@@ -1,0 +1,298 @@
+"""The interruption detector's attribution against synthetic runs whose every gap's cause is
+known: firmware-like stalls (a tick counted in each, nothing traced), hrtimer holds and device
+handlers (traced), preemptions, counted SMIs. Also the trace parser, the spoiler flags and the
+tracefs cpumask."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from station.analysis import interruptions as ig
+from station.parsers import irqgap, irqtrace
+from station.target import spoilers
+from station.target.irqtrace import cpumask
+
+MS = 1_000_000
+US = 1_000
+T0 = 5_000 * MS  # CLOCK_MONOTONIC at the loop's start
+
+
+def _header(threshold_ns: int = 5 * US) -> list[str]:
+    return ["irqgap 1", "clock monotonic", "cpu 1", f"threshold_ns {threshold_ns}", "priority 99",
+            "smi available", "softirq 0 HI", "softirq 1 TIMER", "irq 0 LOC Local timer interrupts",
+            "irq 1 24 PCI-MSI 524288-edge irqgap_inject", "irq 2 RES Rescheduling interrupts", f"start {T0}"]
+
+
+def _stamp(ns: int) -> str:
+    return f"{ns // 1_000_000_000}.{(ns % 1_000_000_000) // 1000:06d}"
+
+
+def _trace_line(ns: int, event: str, args: str, comm: str = "irqgap", pid: int = 321) -> str:
+    return f"          {comm}-{pid}     [001] d.h1.  {_stamp(ns)}: {event}: {args}"
+
+
+class Synthetic:
+    """A run built gap by gap, with each gap's true cause."""
+
+    def __init__(self, seed: int = 1) -> None:
+        self.rng = random.Random(seed)
+        self.lines = _header()
+        self.trace = ["# tracer: nop", "#"]
+        self.truth: list[tuple[int, str, str]] = []  # (start_ns, cause, source)
+
+    def gap(self, start: int, duration: int, *, irqs: str = "-", softirqs: str = "-", ctxsw: int = 0,
+            smi: int = 0) -> None:
+        end = start + duration + self.rng.randrange(0, 300)  # read just after the gap
+        self.lines.append(f"gap {end} {duration} {ctxsw} {smi} {irqs} {softirqs}")
+
+    def tick(self, start: int, cost: int, traced: bool = True) -> None:
+        self.gap(start, cost, irqs="0:1", softirqs="1:1")
+        if traced:
+            self.trace += [_trace_line(start + 300, "local_timer_entry", "vector=236"),
+                           _trace_line(start + cost - 500, "local_timer_exit", "vector=236")]
+        self.truth.append((start, "interrupt", "LOC"))
+
+    def hold(self, start: int, hold: int) -> None:  # an hrtimer callback that holds the CPU
+        self.gap(start, hold + 2 * US, irqs="0:1")
+        self.trace += [_trace_line(start + 1 * US, "local_timer_entry", "vector=236"),
+                       _trace_line(start + 1 * US + hold, "local_timer_exit", "vector=236")]
+        self.truth.append((start, "interrupt", "LOC"))
+
+    def device(self, start: int, hold: int) -> None:
+        self.gap(start, hold + 3 * US, irqs="1:1")
+        self.trace += [_trace_line(start + 1 * US, "irq_handler_entry", "irq=24 name=irqgap_inject"),
+                       _trace_line(start + 1 * US + hold, "irq_handler_exit", "irq=24 ret=handled")]
+        self.truth.append((start, "interrupt", "24 irqgap_inject"))
+
+    def stall(self, start: int, duration: int) -> None:  # the VM stopped: a tick fires right after
+        self.gap(start, duration, irqs="0:1", softirqs="1:1")
+        self.trace += [_trace_line(start + duration - 20 * US, "local_timer_entry", "vector=236"),
+                       _trace_line(start + duration - 12 * US, "local_timer_exit", "vector=236")]
+        self.truth.append((start, "unexplained", ""))
+
+    def preempt(self, start: int, duration: int) -> None:
+        self.gap(start, duration, irqs="2:1", ctxsw=2)
+        self.trace += [_trace_line(start + 2 * US, "sched_switch", "prev_comm=irqgap prev_pid=321 prev_prio=0 "
+                                   "prev_state=R ==> next_comm=migration/1 next_pid=17 next_prio=0"),
+                       _trace_line(start + duration - 2 * US, "sched_switch", "prev_comm=migration/1 prev_pid=17 "
+                                   "prev_prio=0 prev_state=S ==> next_comm=irqgap next_pid=321 next_prio=0",
+                                   comm="migration/1", pid=17)]
+        self.truth.append((start, "preempted", "other tasks"))
+
+    def run(self, traced: bool = True, end_ns: int | None = None) -> ig.RunOutputs:
+        end_ns = end_ns or (max(t[0] for t in self.truth) + 100 * MS)
+        self.lines.append(f"end {end_ns} 123456789 {len(self.truth)} 1000000 40 duration")
+        out = irqgap.parse("\n".join(self.lines) + "\n")
+        trace = None
+        if traced:
+            bounds = [_trace_line(T0 - MS, "softirq_entry", "vec=1 [action=TIMER]"),
+                      _trace_line(T0 - MS + 5 * US, "softirq_exit", "vec=1 [action=TIMER]")]
+            tail = [_trace_line(end_ns + MS, "softirq_entry", "vec=1 [action=TIMER]"),
+                    _trace_line(end_ns + MS + 5 * US, "softirq_exit", "vec=1 [action=TIMER]")]
+            trace = irqtrace.parse("\n".join(bounds + self.trace + tail) + "\n")
+        return ig.RunOutputs(out, trace)
+
+
+def _mixed(seed: int = 1, traced: bool = True) -> Synthetic:
+    s = Synthetic(seed)
+    stall_period, hold_period, device_period = 500 * MS, 50 * MS, 20 * MS
+    events: list[tuple[int, str]] = []
+    for k in range(1, 9):
+        events.append((T0 + k * stall_period + 7 * MS, "stall"))
+    for k in range(1, 80):
+        events.append((T0 + k * hold_period + 1 * MS, "hold"))
+    for k in range(1, 200):
+        events.append((T0 + k * device_period + 3 * MS, "device"))
+    for k in range(1, 1000):
+        events.append((T0 + k * 4 * MS + 2 * MS + 100 * US, "tick"))
+    events.append((T0 + 1234 * MS + 500 * US, "preempt"))
+    for start, what in sorted(events):
+        if what == "stall":
+            s.stall(start, 50 * MS)
+        elif what == "hold":
+            s.hold(start, 2 * MS)
+        elif what == "device":
+            s.device(start, 300 * US)
+        elif what == "tick":
+            s.tick(start, 12 * US + s.rng.randrange(0, 4 * US), traced)
+        else:
+            s.preempt(start, 400 * US)
+    return s
+
+
+def _agreement(s: Synthetic, gaps: list[ig.Attributed]) -> dict[str, float]:
+    by_start = {g.start_ns: g for g in gaps}
+    hits: dict[str, list[bool]] = {}
+    for start, cause, source in s.truth:
+        g = min(by_start.values(), key=lambda x: abs(x.start_ns - start))
+        hits.setdefault(f"{cause}:{source}", []).append(g.cause == cause and g.source == source)
+    return {k: sum(v) / len(v) for k, v in hits.items()}
+
+
+def test_traced_gaps_are_attributed_by_how_much_the_handlers_explain():
+    s = _mixed()
+    gaps = ig.attribute(s.run())
+    agreement = _agreement(s, gaps)
+    # every kind of injected gap gets its true cause, and a counted tick does not excuse a stall
+    assert agreement == {"interrupt:LOC": 1.0, "interrupt:24 irqgap_inject": 1.0, "unexplained:": 1.0,
+                         "preempted:other tasks": 1.0}
+    assert all(g.basis == "trace" for g in gaps)
+
+
+def test_a_stall_inside_a_handler_or_a_task_run_is_not_excused_by_it():
+    s = _mixed(seed=5)
+    # the CPU taken away while the tick's handler ran (it then looks 50 ms long), and while
+    # a kworker ran (the loop was switched out: its context switches moved)
+    t1, t2 = T0 + 3_333 * MS, T0 + 3_777 * MS
+    s.gap(t1, 50 * MS, irqs="0:1")
+    s.trace += [_trace_line(t1 + 2 * US, "local_timer_entry", "vector=236"),
+                _trace_line(t1 + 50 * MS - 5 * US, "local_timer_exit", "vector=236")]
+    s.gap(t2, 50 * MS, ctxsw=2)
+    s.trace += [_trace_line(t2 + 2 * US, "sched_switch", "prev_comm=irqgap prev_pid=321 prev_prio=0 prev_state=R "
+                            "==> next_comm=kworker/1:1 next_pid=40 next_prio=120"),
+                _trace_line(t2 + 50 * MS - 2 * US, "sched_switch", "prev_comm=kworker/1:1 prev_pid=40 prev_prio=120 "
+                            "prev_state=S ==> next_comm=irqgap next_pid=321 next_prio=0", comm="kworker/1:1", pid=40)]
+    for k in range(3):  # the kworker's usual runs: short
+        t = T0 + (5_001 + k) * MS
+        s.trace += [_trace_line(t, "sched_switch", "prev_comm=irqgap prev_pid=321 prev_prio=0 prev_state=R ==> "
+                                "next_comm=kworker/1:1 next_pid=40 next_prio=120"),
+                    _trace_line(t + 30 * US, "sched_switch", "prev_comm=kworker/1:1 prev_pid=40 prev_prio=120 "
+                                "prev_state=S ==> next_comm=irqgap next_pid=321 next_prio=0", comm="kworker/1:1",
+                                pid=40)]
+    s.lines.sort(key=lambda line: int(line.split()[1]) if line.startswith("gap ") else 0)
+    s.trace.sort(key=lambda line: float(line.split(": ")[0].split()[-1]) if not line.startswith("#") else 0)
+    gaps = {g.start_ns: g for g in ig.attribute(s.run())}
+    near = [min(gaps.values(), key=lambda g, t=t: abs(g.start_ns - t)) for t in (t1, t2)]
+    assert [(g.cause, g.source) for g in near] == [("unexplained", "inside LOC"), ("unexplained", "inside kworker/1:1")]
+
+
+def test_without_a_trace_each_lines_usual_cost_judges_the_counted_interrupts():
+    s = Synthetic(3)
+    for k in range(1, 1000):  # ticks, each alone in its gap: LOC's usual cost
+        s.tick(T0 + k * 4 * MS + 100 * US, 12 * US + s.rng.randrange(0, 4 * US), traced=False)
+    for k in range(1, 9):  # a tick counted in each stall, as after a VM stop or an SMI
+        s.stall(T0 + k * 500 * MS + 1 * MS, 50 * MS)
+    gaps = ig.attribute(s.run(traced=False))
+    agreement = _agreement(s, gaps)
+    assert agreement["unexplained:"] == 1.0
+    assert agreement["interrupt:LOC"] == 1.0
+    assert {g.basis for g in gaps} == {"counts"}
+
+
+def test_summary_recovers_the_period_and_duration_of_the_unexplained_gaps():
+    s = _mixed(seed=7)
+    run = s.run()
+    gaps = ig.attribute(run)
+    summary = ig.summarise(run, gaps)
+    rows = ig.groups(gaps)
+    assert summary["by_cause"]["unexplained"] == 8
+    suspects = summary["unexplained"]
+    assert suspects["periodic"] is True
+    assert abs(suspects["period_ms"] - 500) / 500 < 0.01
+    assert abs(suspects["median_us"] - 50_000) / 50_000 < 0.01
+    device = next(r for r in rows if r["source"] == "24 irqgap_inject")
+    assert device["count"] == 199 and device["periodic"] and abs(device["period_ms"] - 20) < 0.2
+    text = ig.conclusion(summary, rows)
+    assert "8 not explained by any interrupt" in text and "periodic every 500 ms" in text
+
+
+def test_counted_smi_wins_over_everything():
+    s = Synthetic()
+    s.gap(T0 + 10 * MS, 1500 * US, irqs="0:1", smi=1)
+    s.truth.append((T0 + 10 * MS, "smi", "SMI×1"))
+    gaps = ig.attribute(s.run(traced=False))
+    assert [(g.cause, g.source) for g in gaps] == [("smi", "SMI×1")]
+
+
+def test_a_run_with_no_gap_says_so():
+    lines = _header() + [f"end {T0 + 2_000 * MS} 1000 0 0 40 duration"]
+    run = ig.RunOutputs(irqgap.parse("\n".join(lines) + "\n"), None)
+    summary = ig.summarise(run, ig.attribute(run))
+    assert summary["gaps"] == 0 and summary["measured_s"] == 2.0
+    assert "never taken" in ig.conclusion(summary, [])
+
+
+# --- the trace parser ---------------------------------------------------------------------------
+
+def test_trace_parser_pairs_nested_handlers_and_reads_nmi_and_switches():
+    text = "\n".join([
+        "# tracer: nop",
+        _trace_line(1_000 * US, "irq_handler_entry", "irq=24 name=eth0"),
+        _trace_line(1_010 * US, "irq_handler_exit", "irq=24 ret=handled"),
+        _trace_line(1_011 * US, "softirq_entry", "vec=3 [action=NET_RX]"),
+        _trace_line(1_012 * US, "local_timer_entry", "vector=236"),
+        _trace_line(1_015 * US, "local_timer_exit", "vector=236"),
+        _trace_line(1_030 * US, "softirq_exit", "vec=3 [action=NET_RX]"),
+        _trace_line(1_040 * US, "nmi_handler", "perf_event_nmi_handler() delta_ns: 2000 handled: 1"),
+        "CPU:1 [LOST 12 EVENTS]",
+        _trace_line(1_050 * US, "sched_switch", "prev_comm=a b prev_pid=5 prev_prio=120 prev_state=R ==> "
+                    "next_comm=kworker/1:0 next_pid=9 next_prio=120"),
+        _trace_line(1_060 * US, "irq_handler_exit", "irq=7 ret=handled"),  # its entry was before the trace
+    ])
+    trace = irqtrace.parse(text)
+    got = [(i.label, i.name, i.end_ns - i.start_ns) for i in trace.intervals]
+    assert got == [("24", "eth0", 10 * US), ("softirq NET_RX", "", 19 * US), ("LOC", "", 3 * US),
+                   ("NMI", "perf_event_nmi_handler()", 2 * US)]
+    assert trace.lost_events == 12 and trace.unpaired == 1
+    assert [(s.prev_comm, s.next_comm, s.next_pid) for s in trace.switches] == [("a b", "kworker/1:0", 9)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=2000))
+def test_trace_parser_takes_any_text(text):
+    trace = irqtrace.parse(text)
+    assert all(i.end_ns >= i.start_ns for i in trace.intervals)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([
+    _trace_line(10, "irq_handler_entry", "irq=24 name=x"), _trace_line(20, "irq_handler_exit", "irq=24 ret=1"),
+    _trace_line(5, "local_timer_exit", "vector=236"), _trace_line(30, "softirq_entry", "vec=1 [action=TIMER]"),
+    "garbage [001] 1.2: x", _trace_line(40, "nmi_handler", "x delta_ns: 99999999999 handled: 1"),
+]), max_size=40))
+def test_trace_parser_survives_any_order_of_events(lines):
+    irqtrace.parse("\n".join(lines))
+
+
+# --- spoilers and tracefs helpers ------------------------------------------------------------------
+
+def test_spoiler_flags_name_what_the_seeds_ran_into():
+    facts = {"online": "0-7", "siblings": "1,5", "governor": "ondemand", "isolated": "", "nohz_full": "",
+             "rt_runtime_us": "950000", "rt_period_us": "1000000", "smt_active": "1"}
+    flags = spoilers.flags(facts, 1, ["parport0", "lpt_latency"])
+    assert [f.split(":")[0] for f in flags] == ["SMT", "governor", "isolation", "RT throttling", "shared IRQ"]
+    assert "CPU 5" in flags[0] and "ondemand" in flags[1]
+    clean = {"online": "0-3", "siblings": "3", "governor": "performance", "isolated": "2-3", "rt_runtime_us": "-1"}
+    assert spoilers.flags(clean, 3, ["lpt_latency"]) == []
+    assert spoilers.flags({}, 3, None) == []  # nothing read (the twin): no guesses
+
+
+def test_irq_actions_reads_shared_lines():
+    text = ("           CPU0       CPU1\n"
+            "  7:          0         12   IO-APIC   7-edge      parport0, lpt_latency\n"
+            " 24:          1          0  PCI-MSI 524288-edge      irqgap_inject\n"
+            "LOC:        100        200   Local timer interrupts\n")
+    assert spoilers.irq_actions(text, 7) == ["parport0", "lpt_latency"]
+    assert spoilers.irq_actions(text, "irqgap_inject") == ["irqgap_inject"]
+    assert spoilers.irq_actions(text, "LOC") == []
+    assert spoilers.irq_actions(text, 99) is None
+
+
+def test_cpumask_words():
+    assert cpumask(0) == "1" and cpumask(1) == "2" and cpumask(31) == "80000000"
+    assert cpumask(33) == "2,00000000"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789-, \n\tx", max_size=40))
+def test_cpu_list_takes_any_text(text):
+    cpus = spoilers.cpu_list(text)
+    assert all(0 <= c <= 65535 for c in cpus)
+
+
+def test_cpu_list_reads_what_sysfs_writes():
+    assert spoilers.cpu_list("0-3,6\n") == [0, 1, 2, 3, 6]
+    assert spoilers.cpu_list("\n") == [] and spoilers.cpu_list("3-1") == [] and spoilers.cpu_list("a") == []
