@@ -546,6 +546,11 @@ def _period(value: float) -> float:
 
 
 RunKind = Literal["module", "cyclictest", "interruptions"]
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
 # matrix keys that only the module run reads: a probe campaign that sets them is a mistake
 MODULE_ONLY_KEYS = ("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
                     "module_params")
@@ -597,7 +602,8 @@ class Matrix(Strict):
         if self.kind != "module":
             for key in MODULE_ONLY_KEYS:
                 if key in self.model_fields_set:
-                    raise LocatedError((key,), f"is a module-run key; a {self.kind} campaign does not use it")
+                    raise LocatedError((key,), f"is a module-run key; {_article(self.kind)} {self.kind} campaign "
+                                       "does not use it")
             return self  # its run length depends on the probe's own settings (Campaign checks it)
         needed = max(self.duration or 0.0, (self.samples or 0) * self.period)
         if needed > self.max_duration:
@@ -727,13 +733,13 @@ class Campaign(Strict):
         if m.kind == "module":
             return self
         if "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
-            raise LocatedError(("bench", "scope", "kind"), f"a {m.kind} campaign uses no scope: set none or leave "
-                               "bench.scope out")
+            raise LocatedError(("bench", "scope", "kind"), f"{_article(m.kind)} {m.kind} campaign uses no scope: "
+                               "set none or leave bench.scope out")
         for name, t in targets.items():
             if t.kind == "twin":
                 where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
-                raise LocatedError(where, f"a {m.kind} run measures a real kernel: use kind local, vm or ssh "
-                                   "(the twin only plays the latency modules)")
+                raise LocatedError(where, f"{_article(m.kind)} {m.kind} run measures a real kernel: use kind local, "
+                                   "vm or ssh (the twin only plays the latency modules)")
         runs = run_count(m, len(targets))
         if runs > MAX_RUNS:
             raise LocatedError(("matrix", "repetitions"), f"{runs} runs; at most {MAX_RUNS}")

@@ -1,0 +1,76 @@
+"""The campaign's interruptions options: refused with file:line when they make no sense, and
+every value that reaches the target's shell one quoted word of the detector's command line."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from station.config import ConfigError, InterruptionsSettings, parse_campaign
+from station.target.irqgap import arguments, host_binary
+
+BASE = ("name: c\nbench:\n  target: {kind: local}\n  scope: {kind: none}\n"
+        "matrix: {kind: interruptions, loads: [none], duration: 2s}\n")
+
+
+def refused(text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_campaign(text, "c.yaml")
+    return str(info.value)
+
+
+@pytest.mark.parametrize("extra, line, field, words", [
+    ("interruptions: {threshold: 10ns}\n", 6, "interruptions.threshold", "too small"),
+    ("interruptions: {threshold: 2}\n", 6, "interruptions.threshold", "unit"),
+    ("interruptions: {cpu: '1;reboot'}\n", 6, "interruptions.cpu", ""),
+    ("interruptions: {cpu: -1}\n", 6, "interruptions.cpu", ""),
+    ("interruptions: {priority: 100}\n", 6, "interruptions.priority", ""),
+    ("interruptions: {clock: rdtscp}\n", 6, "interruptions.clock", ""),
+    ("interruptions: {trace: maybe}\n", 6, "interruptions.trace", ""),
+    ("interruptions: {thresold: 2us}\n", 6, "interruptions.thresold", ""),
+])
+def test_nonsense_options_are_refused_with_their_line(extra, line, field, words):
+    message = refused(BASE + extra)
+    assert message.startswith(f"c.yaml:{line}: {field}"), message
+    assert words in message
+
+
+def test_what_does_not_fit_an_interruptions_campaign_is_refused():
+    assert "c.yaml:5: matrix.period: is a module-run key" in refused(BASE.replace("2s}", "2s, period: 100us}"))
+    twin = refused(BASE.replace("kind: local", "kind: twin"))
+    assert "c.yaml:3: bench.target.kind: an interruptions run measures a real kernel" in twin
+    assert "matrix.duration: the detector takes whole seconds" in refused(BASE.replace("2s}", "1500ms}"))
+    assert "matrix.samples: the detector runs for matrix.duration" in refused(BASE.replace("2s}", "2s, samples: 9}"))
+    assert "max_duration is 1 s" in refused(BASE.replace("2s}", "2s, max_duration: 1s}"))
+    cyclic = "name: m\nmatrix: {kind: cyclictest, duration: 2s}\ninterruptions: {cpu: 1}\n"
+    assert refused(cyclic).startswith("c.yaml:3: interruptions: interruptions options are for matrix.kind: "
+                                      "interruptions")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.builds(InterruptionsSettings, cpu=st.one_of(st.just("last"), st.integers(0, 4095)),
+                 threshold=st.integers(100, 100_000_000).map(lambda ns: ns / 1e9),
+                 priority=st.integers(0, 99), clock=st.sampled_from(["auto", "tsc", "monotonic"]),
+                 counts=st.booleans()),
+       st.integers(0, 4095), st.integers(1, 100_000), st.sampled_from([None, "/dev/cpu/3/msr", "/tmp/a b;c"]))
+def test_every_option_is_one_shell_word(s, cpu, duration, msr):
+    args = arguments(s, cpu=cpu, duration_s=duration, msr=msr)
+    assert shlex.split(shlex.join(["irqgap", *args]))[1:] == args
+    assert args[args.index("--cpu") + 1] == str(cpu)
+    assert int(args[args.index("--threshold-ns") + 1]) == round(s.threshold * 1e9)
+
+
+def test_the_options_mean_to_the_real_program_what_the_schema_says(tmp_path):
+    s = InterruptionsSettings(threshold=3e-6, priority=0, clock="monotonic", counts=False)
+    args = arguments(s, cpu=0, duration_s=1, msr=None)
+    out = subprocess.run([str(host_binary()), *args, "--no-mlock"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    header = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert header["cpu"] == "0" and header["threshold_ns"] == "3000" and header["priority"] == "0"
+    assert header["clock"] == "monotonic" and header["smi"].startswith("unavailable")
+    assert not any(line.startswith("irq ") for line in out.stdout.splitlines())  # counts: false
+    assert out.stdout.splitlines()[-1].endswith("duration")
