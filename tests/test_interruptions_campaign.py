@@ -249,6 +249,8 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     record_property("local", f"{len(gaps)} gaps; spoilers: {spoil['flags']}")
 
     report = json.loads((out / "report.json").read_text())
+    for flag in spoil["flags"]:  # each said once in the report's warnings
+        assert sum(flag in note for note in report["notes"]) == 1, (flag, report["notes"])
     entry = report["interruptions"]["runs"][0]
     assert entry["status"] == "complete" and entry["gaps"] == len(gaps)
     assert entry["conclusion"] in (out / "report.md").read_text()

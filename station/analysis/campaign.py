@@ -29,14 +29,22 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
     notes: list[str] = []
     runs = []
     probe_runs: dict[str, list[Path]] = {}
+    spoiled: dict[str, list[str]] = {}  # spoiler flag -> the runs it was raised in
     for run_dir in list_runs(out_dir):
-        kind = json.loads((run_dir / "manifest.json").read_text()).get("kind", "module")
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        kind = manifest.get("kind", "module")
+        for flag in (manifest.get("spoilers") or {}).get("flags") or []:
+            spoiled.setdefault(flag, []).append(manifest.get("run_id", run_dir.name))
         if kind == "module":
             runs.append(load_run(run_dir))
         elif kind in PROBE_ANALYSES:
             probe_runs.setdefault(kind, []).append(run_dir)
         else:
             notes.append(f"Run {run_dir.name} is a {kind!r} run, which this station version cannot analyse.")
+    for flag, ids in spoiled.items():  # once per flag, not once per run
+        where = "every run" if len(ids) == len(list_runs(out_dir)) else "runs " + ", ".join(ids[:5]) + (
+            f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        notes.append(f"Spoiler ({where}): {flag}")
     samples: dict[str, RunSamples] = {}
     probe_sections = {}
     for kind, dirs in probe_runs.items():
