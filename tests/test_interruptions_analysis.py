@@ -169,6 +169,19 @@ def test_a_stall_inside_a_handler_or_a_task_run_is_not_excused_by_it():
     assert [(g.cause, g.source) for g in near] == [("unexplained", "inside LOC"), ("unexplained", "inside kworker/1:1")]
 
 
+def test_a_stopped_loop_is_preempted_even_when_the_cpu_idled_meanwhile():
+    s = Synthetic()
+    t = T0 + 100 * MS
+    s.gap(t, 50 * MS, ctxsw=1)  # SIGSTOP: the loop is not runnable, the CPU idles, nothing else runs
+    s.trace += [_trace_line(t + 3 * US, "sched_switch", "prev_comm=irqgap prev_pid=321 prev_prio=0 prev_state=T "
+                            "==> next_comm=swapper/1 next_pid=0 next_prio=120"),
+                _trace_line(t + 50 * MS - 3 * US, "sched_switch", "prev_comm=swapper/1 prev_pid=0 prev_prio=120 "
+                            "prev_state=R ==> next_comm=irqgap next_pid=321 next_prio=0", comm="<idle>", pid=0)]
+    s.truth.append((t, "preempted", "other tasks"))
+    [gap] = ig.attribute(s.run())
+    assert (gap.cause, gap.source, gap.tasks) == ("preempted", "other tasks", "idle")
+
+
 def test_without_a_trace_each_lines_usual_cost_judges_the_counted_interrupts():
     s = Synthetic(3)
     for k in range(1, 1000):  # ticks, each alone in its gap: LOC's usual cost

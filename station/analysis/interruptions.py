@@ -29,6 +29,7 @@ from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
 from station.parsers.irqtrace import IrqTrace
 
 CAUSES = ("interrupt", "preempted", "smi", "unexplained")
+IDLE = "idle"  # the trace's swapper/N (pid 0)
 EXPLAINED_SHARE = 0.5  # the handlers must account for this much of a gap
 TRACE_MARGIN_NS = 5_000  # the gap's end is read just after it; trace stamps are whole µs
 COST_SAMPLES = 3  # single-line gaps needed before a line's usual cost is trusted
@@ -131,6 +132,8 @@ class _TraceIndex:
 
     def usual(self, key: str, length: int) -> int:
         """length if that source often runs about this long, else its median length."""
+        if key == f"task {IDLE}":  # the loop could not run: however long, the OS chose so
+            return length
         lengths = self.lengths[key]
         similar = (bisect.bisect_right(lengths, length * USUAL_SPREAD)
                    - bisect.bisect_left(lengths, length / USUAL_SPREAD))
@@ -161,7 +164,7 @@ class _TraceIndex:
     def tasks(self, start: int, end: int, own_pid: int | None) -> list[str]:
         lo = bisect.bisect_left(self.switch_ts, start)
         hi = bisect.bisect_right(self.switch_ts, end)
-        names = [s.next_comm for s in self.trace.switches[lo:hi] if s.next_pid != own_pid and s.next_pid != 0]
+        names = [IDLE if s.next_pid == 0 else s.next_comm for s in self.trace.switches[lo:hi] if s.next_pid != own_pid]
         return list(dict.fromkeys(names))
 
 
@@ -180,11 +183,12 @@ def _union(spans: list[tuple[int, int]]) -> int:
 
 
 def _task_runs(trace: IrqTrace, own_pid: int | None) -> list[tuple[int, int, str]]:
-    """(start, end, comm) of every stretch another task (not the detector, not idle) ran."""
+    """(start, end, comm) of every stretch another task (or the idle task: the detector was not
+    runnable, stopped, say) had the CPU."""
     runs = []
     for a, b in zip(trace.switches, trace.switches[1:], strict=False):
-        if a.next_pid not in (own_pid, 0) and b.ts_ns >= a.ts_ns:
-            runs.append((a.ts_ns, b.ts_ns, a.next_comm))
+        if a.next_pid != own_pid and b.ts_ns >= a.ts_ns:
+            runs.append((a.ts_ns, b.ts_ns, IDLE if a.next_pid == 0 else a.next_comm))
     return runs
 
 
