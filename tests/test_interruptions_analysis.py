@@ -208,6 +208,8 @@ def test_summary_recovers_the_period_and_duration_of_the_unexplained_gaps():
     assert abs(suspects["median_us"] - 50_000) / 50_000 < 0.01
     device = next(r for r in rows if r["source"] == "24 irqgap_inject")
     assert device["count"] == 199 and device["periodic"] and abs(device["period_ms"] - 20) < 0.2
+    [family] = [c for c in summary["unexplained"]["clusters"] if c["periodic"]]
+    assert family["count"] == 8 and abs(family["median_us"] - 50_000) < 500
     text = ig.conclusion(summary, rows)
     assert "8 not explained by any interrupt" in text and "periodic every 500 ms" in text
 

@@ -184,6 +184,13 @@ def test_injected_gaps_in_the_vm_are_found_timed_and_attributed(vm, tmp_path, re
     stall_run = runs["stall-r0"]
     assert stall_run["unexplained"]["count"] >= 0.5 * STALL["count"]
     assert "not explained by any interrupt" in stall_run["conclusion"]
+    # among the emulator's own irregular gaps, the stalls stand out as one periodic family
+    family = stall_run["unexplained"]["clusters"][0]
+    assert family["periodic"], stall_run["unexplained"]
+    assert abs(family["median_us"] * 1e3 - stall_ns) <= 0.10 * stall_ns
+    assert abs(family["period_ms"] * 1e6 - period_ns) <= 0.05 * period_ns
+    assert family["count"] >= 0.95 * STALL["count"]
+    record_property("stall family", family)
 
     # the injector's holds: the local timer line, and the edu device's own line
     for name, params, source in (("hrtimer", HRTIMER, lambda s: s == "LOC"),

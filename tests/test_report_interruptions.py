@@ -97,7 +97,10 @@ def make_entry(run_id: str, target: str, load: str, gaps: list[tuple[str, str, f
         "trace_lost_events": lost_events if trace else None, "by_cause": by_cause,
         "unexplained": {"count": len(suspects), "median_us": round(float(np.median(sd)), 3) if len(sd) else None,
                         "max_us": round(float(sd.max()), 3) if len(sd) else None,
-                        "period_ms": period, "periodic": periodic},
+                        "period_ms": period, "periodic": periodic,
+                        "clusters": [{"count": len(suspects), "median_us": round(float(np.median(sd)), 3),
+                                      "min_us": round(float(sd.min()), 3), "max_us": round(float(sd.max()), 3),
+                                      "period_ms": period, "periodic": periodic}] if len(sd) >= 3 else []},
         "groups": groups, "conclusion": conclusion, "suspect_inter_arrival_ms": intervals,
         "histogram": histogram,
     }
@@ -200,7 +203,7 @@ def test_html_conclusions_groups_and_spoilers(campaign) -> None:
     assert f"<li>{UNREADABLE_SPOILER}</li>" in bodies[2]
     # The groups: one table per run with gaps, rows in the analysis's order with its numbers.
     page = _parse(html)
-    assert len(page.tables) == 2
+    assert len(page.tables) == 3
     header, *rows = page.tables[1]
     assert [c["text"] for c in header] == ["Cause", "Source", "Count", "Median (µs)", "p99 (µs)", "Max (µs)",
                                            "Total (ms)", "Period (ms)", "Periodic"]
@@ -208,6 +211,12 @@ def test_html_conclusions_groups_and_spoilers(campaign) -> None:
     smi = rows[-1]
     assert smi[0]["text"] == "unexplained" and smi[-1]["text"] == "yes" and smi[7]["text"] == "1000"
     assert "flag-suspect" in smi[0]["class"] and "flag-suspect" in smi[-1]["class"]
+    # The families of unexplained gaps: the periodic one flagged, with its length and period.
+    header, *rows = page.tables[2]
+    assert [c["text"] for c in header] == ["Gaps", "Median (µs)", "Range (µs)", "Period (ms)", "Periodic"]
+    [family] = busy["unexplained"]["clusters"]
+    assert [c["text"] for c in rows[0]][0] == str(family["count"])
+    assert rows[0][3]["text"] == "1000" and rows[0][4]["text"] == "yes" and "flag-suspect" in rows[0][4]["class"]
 
 
 def test_markdown(campaign) -> None:

@@ -36,7 +36,10 @@ COST_SAMPLES = 3  # single-line gaps needed before a line's usual cost is truste
 COST_FACTOR = 2.0  # a gap up to this many times its interrupts' usual cost is theirs
 USUAL_SPREAD = 1.25  # "about as long": within a factor of this
 USUAL_MIN = 3  # a source must have run about this long this many times for the length to be usual
+CLUSTER_SPREAD = 1.1  # neighbours in a family of gaps differ by less than this factor
+MAX_CLUSTERS = 5
 PERIODIC_SHARE = 2 / 3  # this share of inter-arrivals within PERIOD_TOLERANCE of the median
+PERIODIC_MIN = 5  # inter-arrivals: fewer cannot show a period
 PERIOD_TOLERANCE = 0.1
 
 
@@ -257,7 +260,7 @@ def periodicity(starts_ns: list[int]) -> dict[str, Any]:
     dt = np.diff(np.sort(np.asarray(starts_ns, dtype=np.int64))) / 1e6
     period = float(np.median(dt))
     regular = float(np.mean(np.abs(dt - period) <= PERIOD_TOLERANCE * period)) if period > 0 else 0.0
-    return {"period_ms": round(period, 6), "periodic": regular >= PERIODIC_SHARE,
+    return {"period_ms": round(period, 6), "periodic": regular >= PERIODIC_SHARE and len(dt) >= PERIODIC_MIN,
             "regular_share": round(regular, 4), "inter_arrival_ms": [round(float(x), 6) for x in dt]}
 
 
@@ -281,6 +284,29 @@ def groups(gaps: list[Attributed]) -> list[dict[str, Any]]:
         })
     rows.sort(key=lambda r: (CAUSES.index(r["cause"]), -r["total_ms"]))
     return rows
+
+
+def clusters(gaps: list[Attributed]) -> list[dict[str, Any]]:
+    """Families of gaps of about the same length (neighbours within CLUSTER_SPREAD when sorted
+    by length), three or more each, with their periodicity; most gaps first. Firmware that
+    steals the CPU on a timer shows as one family with a fixed period, however much irregular
+    noise surrounds it."""
+    ordered = sorted(gaps, key=lambda g: g.duration_ns)
+    families: list[list[Attributed]] = []
+    for g in ordered:
+        if families and g.duration_ns <= families[-1][-1].duration_ns * CLUSTER_SPREAD:
+            families[-1].append(g)
+        else:
+            families.append([g])
+    rows = []
+    for fam in families:
+        if len(fam) < 3:
+            continue
+        d = [g.duration_ns / 1e3 for g in fam]
+        p = periodicity([g.start_ns for g in fam])
+        rows.append({"count": len(fam), "median_us": round(float(np.median(d)), 3), "min_us": round(min(d), 3),
+                     "max_us": round(max(d), 3), "period_ms": p["period_ms"], "periodic": p["periodic"]})
+    return sorted(rows, key=lambda r: (not r["periodic"], -r["count"]))[:MAX_CLUSTERS]
 
 
 def _fmt_us(us: float) -> str:
@@ -311,6 +337,11 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     if suspects["count"]:
         period = suspects["period_ms"]
         shape = (f", periodic every {period:.4g} ms" if suspects["periodic"] and period else "")
+        regular = [c for c in suspects.get("clusters", []) if c["periodic"]]
+        if not shape and regular:  # a regular family among irregular noise: the firmware's mark
+            c = regular[0]
+            shape = (f"; among them {c['count']} of about {_fmt_us(c['median_us'])} every "
+                     f"{c['period_ms']:.4g} ms")
         text += (f"; {suspects['count']} not explained by any interrupt ({_fmt_us(suspects['median_us'])} median"
                  f"{shape}): firmware (SMI) or a hypervisor took the CPU")
     else:
@@ -344,7 +375,8 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
         "unexplained": {"count": len(suspects),
                         "median_us": round(float(np.median(sd)), 3) if len(sd) else None,
                         "max_us": round(float(sd.max()), 3) if len(sd) else None,
-                        "period_ms": sp["period_ms"], "periodic": sp["periodic"]},
+                        "period_ms": sp["period_ms"], "periodic": sp["periodic"],
+                        "clusters": clusters(suspects)},
     }
     return summary
 

@@ -39,6 +39,7 @@ class RunSection:
     problem: str | None  # why there is no analysis (its output could not be read), or the run's error
     spoilers: list[str]  # what on the measured CPU may disturb the measurement
     groups: Table | None  # None: no gaps, or no analysis
+    families: Table | None = None  # families of unexplained gaps of about one length
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,26 @@ def groups_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
         "Period (ms)", "Periodic"], rows, notes)
 
 
+def families_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
+    """The unexplained gaps grouped by length: a family with a fixed period is firmware's mark."""
+    families = (entry.get("unexplained") or {}).get("clusters") or []
+    if not families:
+        return None
+    rows = [[
+        Cell(count_text(f.get("count")), numeric=True),
+        Cell(plain_us(f.get("median_us")), numeric=True),
+        Cell(f"{plain_us(f.get('min_us'))} – {plain_us(f.get('max_us'))}", numeric=True),
+        Cell(_ms(f.get("period_ms")), numeric=True),
+        Cell("yes" if f.get("periodic") else "no", flags=(SUSPECT_FLAG,) if f.get("periodic") else ()),
+    ] for f in families]
+    note = ("Unexplained gaps whose lengths lie within 10% of their neighbours', three or more: "
+            "a family that keeps a fixed period (at least six gaps, two thirds of the intervals "
+            "within 10% of the median) points at a timer outside the OS — an SMI handler, a "
+            "hypervisor's tick.")
+    return Table(f"{anchor}-families", f"Families of unexplained gaps: {entry.get('id')}",
+                 ["Gaps", "Median (µs)", "Range (µs)", "Period (ms)", "Periodic"], rows, [note])
+
+
 def run_anchors(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """A page-unique id per run, from its id (suffixed when two ids give one slug)."""
     seen: set[str] = set()
@@ -201,7 +222,8 @@ def run_section(entry: Mapping[str, Any], anchor: str) -> RunSection:
     return RunSection(str(entry.get("id")), anchor, _heading(entry),
                       str(conclusion) if conclusion else None, problem,
                       [str(s) for s in entry.get("spoilers") or []],
-                      groups_table(entry, anchor) if ok else None)
+                      groups_table(entry, anchor) if ok else None,
+                      families_table(entry, anchor) if ok else None)
 
 
 def interruptions_tables(report: Mapping[str, Any]) -> InterruptionsTables | None:
