@@ -142,10 +142,10 @@ def test_traced_gaps_are_attributed_by_how_much_the_handlers_explain():
     assert all(g.basis == "trace" for g in gaps)
 
 
-def test_a_stall_inside_a_handler_or_a_task_run_is_not_excused_by_it():
+def test_a_stall_inside_a_handler_is_not_excused_by_it_inside_a_task_run_the_task_had_the_cpu():
     s = _mixed(seed=5)
-    # the CPU taken away while the tick's handler ran (it then looks 50 ms long), and while
-    # a kworker ran (the loop was switched out: its context switches moved)
+    # the CPU taken away while the tick's handler ran (it then looks 50 ms long: a tick never
+    # takes that long), and while a kworker ran (a task may run long: the OS gave it the CPU)
     t1, t2 = T0 + 3_333 * MS, T0 + 3_777 * MS
     s.gap(t1, 50 * MS, irqs="0:1")
     s.trace += [_trace_line(t1 + 2 * US, "local_timer_entry", "vector=236"),
@@ -166,7 +166,8 @@ def test_a_stall_inside_a_handler_or_a_task_run_is_not_excused_by_it():
     s.trace.sort(key=lambda line: float(line.split(": ")[0].split()[-1]) if not line.startswith("#") else 0)
     gaps = {g.start_ns: g for g in ig.attribute(s.run())}
     near = [min(gaps.values(), key=lambda g, t=t: abs(g.start_ns - t)) for t in (t1, t2)]
-    assert [(g.cause, g.source) for g in near] == [("unexplained", "inside LOC"), ("unexplained", "inside kworker/1:1")]
+    assert [(g.cause, g.source, g.tasks) for g in near] == [("unexplained", "inside LOC", ""),
+                                                            ("preempted", "other tasks", "kworker/1:1")]
 
 
 def test_a_stopped_loop_is_preempted_even_when_the_cpu_idled_meanwhile():
@@ -311,3 +312,27 @@ def test_cpu_list_takes_any_text(text):
 def test_cpu_list_reads_what_sysfs_writes():
     assert spoilers.cpu_list("0-3,6\n") == [0, 1, 2, 3, 6]
     assert spoilers.cpu_list("\n") == [] and spoilers.cpu_list("3-1") == [] and spoilers.cpu_list("a") == []
+
+
+def test_without_a_trace_piled_up_counts_excuse_nothing_and_switches_come_first():
+    s = Synthetic(9)
+    for k in range(1, 50):  # LOC's usual cost, from gaps where it alone moved once
+        s.tick(T0 + k * 4 * MS + 100 * US, 14 * US, traced=False)
+    s.gap(T0 + 300 * MS, 1500 * US, irqs="0:381")  # every tick since the last snapshot, counted here
+    s.gap(T0 + 400 * MS, 50 * MS, irqs="0:12,1:1", ctxsw=3)  # RT throttling
+    s.gap(T0 + 500 * MS, 900 * US, irqs="2:1")  # a line never seen alone: no cost to judge by
+    gaps = ig.attribute(s.run(traced=False))
+    assert [(g.cause, g.source) for g in gaps[-3:]] == [("unexplained", ""), ("preempted", "other tasks"),
+                                                        ("unexplained", "")]
+
+
+def test_a_handler_over_before_the_gap_is_not_where_the_gap_happened():
+    s = _mixed(seed=11)
+    t = T0 + 3_100 * MS
+    s.trace += [_trace_line(t - 40 * MS, "local_timer_entry", "vector=236"),  # one odd 30 ms tick, over
+                _trace_line(t - 10 * MS, "local_timer_exit", "vector=236")]
+    s.gap(t, 20 * MS)
+    s.trace.sort(key=lambda line: float(line.split(": ")[0].split()[-1]) if not line.startswith("#") else 0)
+    s.lines.sort(key=lambda line: int(line.split()[1]) if line.startswith("gap ") else 0)
+    gap = min(ig.attribute(s.run()), key=lambda g: abs(g.start_ns - t))
+    assert (gap.cause, gap.source) == ("unexplained", "")

@@ -114,19 +114,20 @@ def usual_costs(out: IrqgapOutput) -> dict[int, float]:
 
 
 class _TraceIndex:
-    """The trace's intervals (handlers, and the runs of other tasks on the CPU), each credited
-    with at most its usual length: a handler or task that ran far longer than it ever does
-    otherwise was itself stretched by time the OS did not see (firmware, a hypervisor taking
-    the CPU while it ran), and only its usual length is explained by it."""
+    """The trace's intervals: interrupt handlers, each credited with at most its usual length
+    (a tick handler that "ran" 80 ms was itself stretched by time the OS did not see: firmware,
+    a hypervisor taking the CPU while it ran), and the runs of other tasks on the CPU, credited
+    in full (a task may run long; the OS accounted that time to it)."""
 
     def __init__(self, trace: IrqTrace, own_pid: int | None) -> None:
         self.trace = trace
-        runs = _task_runs(trace, own_pid)
+        self.own_pid = own_pid
         spans = [(i.start_ns, i.end_ns, _key(i), "irq") for i in trace.intervals]
-        spans += [(s, e, f"task {comm}", "task") for s, e, comm in runs]
+        spans += [(s, e, f"task {comm}", "task") for s, e, comm in _task_runs(trace, own_pid)]
         by_key: dict[str, list[int]] = {}
-        for s, e, key, _ in spans:
-            by_key.setdefault(key, []).append(e - s)
+        for s, e, key, kind in spans:
+            if kind == "irq":
+                by_key.setdefault(key, []).append(e - s)
         self.lengths = {k: sorted(v) for k, v in by_key.items()}
         self.spans = sorted(spans)
         self.starts = [sp[0] for sp in self.spans]
@@ -134,9 +135,7 @@ class _TraceIndex:
         self.switch_ts = [s.ts_ns for s in trace.switches]
 
     def usual(self, key: str, length: int) -> int:
-        """length if that source often runs about this long, else its median length."""
-        if key == f"task {IDLE}":  # the loop could not run: however long, the OS chose so
-            return length
+        """length if that handler often runs about this long, else its median length."""
         lengths = self.lengths[key]
         similar = (bisect.bisect_right(lengths, length * USUAL_SPREAD)
                    - bisect.bisect_left(lengths, length / USUAL_SPREAD))
@@ -148,14 +147,16 @@ class _TraceIndex:
 
     def inside(self, start: int, end: int) -> tuple[dict[str, int], dict[str, int], list[str]]:
         """Within [start, end]: (the credited time by kind, "irq" and "task", as unions; the
-        credited time per source; the sources that ran far longer than usual)."""
+        credited time per source; the handlers overlapping it that ran far longer than usual)."""
         lo = bisect.bisect_left(self.starts, start - self.longest)
         hi = bisect.bisect_right(self.starts, end)
         per: dict[str, int] = {}
         spans: dict[str, list[tuple[int, int]]] = {"irq": [], "task": []}
         stretched = []
         for s0, e0, key, kind in self.spans[lo:hi]:
-            credit = self.usual(key, e0 - s0)
+            if e0 <= start:  # over before the gap began
+                continue
+            credit = self.usual(key, e0 - s0) if kind == "irq" else e0 - s0
             if credit < e0 - s0:
                 stretched.append(key)
             s, e = max(s0, start), min(s0 + credit, end)
@@ -164,10 +165,18 @@ class _TraceIndex:
                 spans[kind].append((s, e))
         return {kind: _union(v) for kind, v in spans.items()}, per, list(dict.fromkeys(stretched))
 
-    def tasks(self, start: int, end: int, own_pid: int | None) -> list[str]:
+    def switched_out(self, start: int, end: int) -> bool:
+        """The detector was switched out in [start, end]: blocked, stopped, throttled, preempted
+        (the switch back to it is not always traced, so its leaving is what counts)."""
         lo = bisect.bisect_left(self.switch_ts, start)
         hi = bisect.bisect_right(self.switch_ts, end)
-        names = [IDLE if s.next_pid == 0 else s.next_comm for s in self.trace.switches[lo:hi] if s.next_pid != own_pid]
+        return any(s.prev_pid == self.own_pid for s in self.trace.switches[lo:hi])
+
+    def tasks(self, start: int, end: int) -> list[str]:
+        lo = bisect.bisect_left(self.switch_ts, start)
+        hi = bisect.bisect_right(self.switch_ts, end)
+        names = [IDLE if s.next_pid == 0 else s.next_comm for s in self.trace.switches[lo:hi]
+                 if s.next_pid != self.own_pid]
         return list(dict.fromkeys(names))
 
 
@@ -186,12 +195,12 @@ def _union(spans: list[tuple[int, int]]) -> int:
 
 
 def _task_runs(trace: IrqTrace, own_pid: int | None) -> list[tuple[int, int, str]]:
-    """(start, end, comm) of every stretch another task (or the idle task: the detector was not
-    runnable, stopped, say) had the CPU."""
+    """(start, end, comm) of every stretch another task (not the detector, not idle) had the
+    CPU, from one switch to the next."""
     runs = []
     for a, b in zip(trace.switches, trace.switches[1:], strict=False):
-        if a.next_pid != own_pid and b.ts_ns >= a.ts_ns:
-            runs.append((a.ts_ns, b.ts_ns, IDLE if a.next_pid == 0 else a.next_comm))
+        if a.next_pid not in (own_pid, 0) and b.ts_ns >= a.ts_ns:
+            runs.append((a.ts_ns, b.ts_ns, a.next_comm))
     return runs
 
 
@@ -205,17 +214,15 @@ def _spinner_pid(trace: IrqTrace) -> int | None:
 
 
 def _by_counts(out: IrqgapOutput, g: Gap, costs: dict[int, float]) -> str | None:
-    """The line that explains the gap by its usual cost and count, or None."""
-    moved = {i: n for i, n in g.irqs.items() if n > 0}
+    """The line that explains the gap by its usual cost, or None. A gap's counts cover the time
+    since the previous gap or tick, not the gap alone: each line that moved is assumed to have
+    fired once inside it, and a line never seen alone (no usual cost) explains nothing."""
+    moved = [i for i, n in g.irqs.items() if n > 0 and i in costs]
     if not moved:
         return None
-    known = {i: n for i, n in moved.items() if i in costs}
-    # a line never seen alone has no cost to judge by: it gets the benefit of the doubt
-    if len(known) == len(moved):
-        explained = sum(n * costs[i] for i, n in known.items())
-        if g.duration_ns > COST_FACTOR * explained + out.threshold_ns:
-            return None
-    return _label(out, max(moved, key=lambda i: moved[i] * costs.get(i, float("inf"))))
+    if g.duration_ns > COST_FACTOR * sum(costs[i] for i in moved) + out.threshold_ns:
+        return None
+    return _label(out, max(moved, key=lambda i: costs[i]))
 
 
 def attribute(run: RunOutputs) -> list[Attributed]:
@@ -235,17 +242,16 @@ def attribute(run: RunOutputs) -> list[Attributed]:
             handlers = {k: v for k, v in per.items() if not k.startswith("task ")}
             if traced >= EXPLAINED_SHARE * length:
                 cause, source = "interrupt", max(handlers, key=lambda k: handlers[k])
-            elif g.ctxsw > 0 and kinds["irq"] + kinds["task"] >= EXPLAINED_SHARE * length:
-                cause, source = "preempted", "other tasks"
-                tasks = ", ".join(index.tasks(*window, own))
-            elif stretched:  # the CPU went away while this ran: say where it was
-                source = "inside " + ", ".join(k.removeprefix("task ") for k in stretched)
-        else:
-            if (line := _by_counts(out, g, costs)) is not None:
-                cause, source = "interrupt", line
-            elif g.ctxsw > 0:
-                cause, source = "preempted", "other tasks"
-        if g.smi:
+            elif index.switched_out(*window) or (g.ctxsw > 0 and kinds["irq"] + kinds["task"]
+                                                 >= EXPLAINED_SHARE * length):
+                cause, source, tasks = "preempted", "other tasks", ", ".join(index.tasks(*window))
+            elif stretched:  # the CPU went away while this handler ran: say where it was
+                source = "inside " + ", ".join(stretched)
+        elif g.ctxsw > 0:  # counts cannot tell what ran; the loop was switched out
+            cause, source = "preempted", "other tasks"
+        elif (line := _by_counts(out, g, costs)) is not None:
+            cause, source = "interrupt", line
+        if g.smi and cause == "unexplained":  # the counter moved since the last gap or tick
             cause, source = "smi", f"SMI×{g.smi}"
         result.append(Attributed(start, end, length, cause, source, _counted(out, g), traced, g.ctxsw, g.smi,
                                  basis, tasks))
@@ -345,7 +351,9 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         text += (f"; {suspects['count']} not explained by any interrupt ({_fmt_us(suspects['median_us'])} median"
                  f"{shape}): firmware (SMI) or a hypervisor took the CPU")
     else:
-        text += "; none unexplained: no sign of firmware or SMIs"
+        text += ("; none unexplained: no sign of firmware or SMIs" if summary.get("trace") else
+                 "; none unexplained by the counts (no trace: a short SMI next to a counted interrupt "
+                 "would pass for it)")
     return text + "."
 
 
@@ -368,7 +376,7 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
         "lost_ms": round(sum(durations) / 1e6, 3),
         "blind_ms": round(end["blind_ns"] / 1e6, 3) if end.get("blind_ns") is not None else None,
         "min_loop_ns": end.get("min_loop_ns"), "iterations": end.get("iterations"),
-        "end_reason": end.get("reason"), "smi_counter": out.smi_available,
+        "end_reason": end.get("reason"), "smi_counter": out.smi_available, "smi_reason": out.smi_reason,
         "trace": run.trace is not None, "trace_lost_events": (run.trace_overrun + run.trace.lost_events)
         if run.trace is not None else None,
         "by_cause": {c: sum(1 for g in gaps if g.cause == c) for c in CAUSES},

@@ -43,6 +43,7 @@ class InterruptionsRun(ProbeRun):
         self.cpu: int | None = None
         self.binary: str | None = None
         self.msr: str | None = None
+        self.msr_loaded = False  # the station loaded the msr driver: it unloads it after the run
         self.tracing: irqtrace.TraceSession | None = None
         self.trace_note: str | None = None
         self.summary: dict[str, Any] | None = None
@@ -68,9 +69,9 @@ class InterruptionsRun(ProbeRun):
                               f"(online: {', '.join(map(str, online))})")
         self.binary = await ig_target.ensure(conn, self.ctx.target.work_dir)
         if self.settings.smi != "off":
-            self.msr = await ig_target.msr_device(conn, self.cpu, required=self.settings.smi == "on")
+            self.msr, self.msr_loaded = await ig_target.msr_device(conn, self.cpu, required=self.settings.smi == "on")
         # a trace instance a crash left behind would hold the buffer and the events
-        await irqtrace.remove_instance(conn)
+        await irqtrace.remove_instance(conn, irqtrace.instance_name(self.ctx.target.work_dir))
 
     def _args(self) -> list[str]:
         assert self.cpu is not None
@@ -91,7 +92,7 @@ class InterruptionsRun(ProbeRun):
         if root is None:
             why = "this kernel has no tracefs (or it cannot be mounted)"
         else:
-            session = irqtrace.TraceSession(root, self.cpu)
+            session = irqtrace.TraceSession(root, self.cpu, self.ctx.target.work_dir)
             try:
                 await session.open(conn)
                 self.tracing = session
@@ -121,6 +122,10 @@ class InterruptionsRun(ProbeRun):
         if self.tracing is not None:  # after_exit could not read it: at least remove it
             await self.tracing.remove(await self.ctx.target.live_connection())
             self.tracing = None
+        if self.msr_loaded:  # leave the target's modules as they were
+            conn = await self.ctx.target.live_connection()
+            await conn.run("rmmod msr", check=False, privileged=True)
+            self.msr_loaded = False
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         try:
@@ -129,6 +134,8 @@ class InterruptionsRun(ProbeRun):
             if status == "complete":
                 return "failed", f"detector output: {exc}"
             return status, error
+        if status == "complete" and self.settings.smi == "on" and not self.summary.get("smi_counter"):
+            status, error = "incomplete", f"interruptions.smi is on but {self.summary.get('smi_reason')}"
         end = self.summary.get("end_reason")
         if status == "complete" and end != "duration":
             why = "it was stopped from outside" if end == "signal" else "its output has no end line"

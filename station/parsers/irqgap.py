@@ -47,7 +47,8 @@ class IrqgapOutputError(ValueError):
 
 @dataclass(frozen=True)
 class Gap:
-    """One moment the loop did not run. Deltas are since the previous snapshot."""
+    """One moment the loop did not run. Deltas are since the previous snapshot: the one taken
+    after the previous gap, or at the last tick, whichever came later."""
 
     end_ns: int  # CLOCK_MONOTONIC read right after the gap was seen
     duration_ns: int

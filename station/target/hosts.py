@@ -124,8 +124,9 @@ class Target(Host):
         # processes first: the stream reader holds the device and would make rmmod fail
         stopped = await proc_ctl.kill_recorded(conn, self.work_dir)
         unloaded, errors = await modules.unload_ours(conn)
-        if await irqtrace.remove_instance(conn):  # the detector's trace instance
-            stopped.append(f"tracefs instance {irqtrace.INSTANCE}")
+        name = irqtrace.instance_name(self.work_dir)
+        if await irqtrace.remove_instance(conn, name):  # the detector's trace instance
+            stopped.append(f"tracefs instance {name}")
         return stopped, unloaded, errors
 
 

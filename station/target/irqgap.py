@@ -41,10 +41,11 @@ def host_binary() -> Path:
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")  # two stations may build at once
     res = subprocess.run(["gcc", *CFLAGS, "-static", "-o", str(tmp), str(source())],
                          capture_output=True, text=True, check=False)
     if res.returncode != 0:
+        tmp.unlink(missing_ok=True)
         raise TargetError(f"building {PROGRAM} here failed (gcc and libc6-dev are needed):\n{res.stderr[-2000:]}")
     tmp.rename(out)
     return out
@@ -82,22 +83,26 @@ async def online_cpus(conn: TargetConnection) -> list[int]:
     return cpus
 
 
-async def msr_device(conn: TargetConnection, cpu: int, required: bool) -> str | None:
-    """/dev/cpu/N/msr if it can be read (loading the msr driver if need be), else None —
-    or a TargetError when smi: on asked for it."""
+async def msr_device(conn: TargetConnection, cpu: int, required: bool) -> tuple[str | None, bool]:
+    """(/dev/cpu/N/msr if it can be opened, else None; whether the station loaded the msr
+    driver for it, so that it unloads it afterwards) — or a TargetError when smi: on asked for
+    it. Whether MSR 0x34 itself reads (Intel only; most hypervisors refuse) the detector says."""
     dev = f"/dev/cpu/{cpu}/msr"
-    got = await conn.run(f"test -e {dev} || modprobe msr 2>/dev/null; test -r {dev}", check=False, privileged=True)
+    got = await conn.run(f"if ! test -e {dev}; then modprobe msr 2>/dev/null && echo loaded; fi; test -r {dev}",
+                         check=False, privileged=True)
+    loaded = "loaded" in (got.stdout or "")
     if got.exit_status == 0:
-        return dev
+        return dev, loaded
     if required:
         raise TargetError(f"{conn.endpoint.where}: interruptions.smi needs {dev} (an x86 CPU and the msr driver: "
                           "modprobe msr); set smi: auto or off on this target")
-    return None
+    return None, loaded
 
 
 def arguments(s: InterruptionsSettings, *, cpu: int, duration_s: float, msr: str | None) -> list[str]:
+    # a tick every 250 ms also takes new count baselines: a gap's counts cover at most that
     args = ["--cpu", str(cpu), "--threshold-ns", str(round(s.threshold * 1e9)), "--duration-s",
-            str(int(duration_s)), "--priority", str(s.priority), "--clock", s.clock]
+            str(int(duration_s)), "--priority", str(s.priority), "--clock", s.clock, "--flush-ms", "250"]
     if not s.counts:
         args.append("--no-counts")
     args += ["--msr-dev", msr] if msr else ["--no-smi"]

@@ -1,16 +1,18 @@
 """A tracefs instance of the station's own on the target: the kernel's interrupt tracepoints
 (irq, irq_vectors, nmi, sched_switch) on the measured CPU only, clock `mono` (the detector's
 CLOCK_MONOTONIC). An instance has its own buffer, events and clock, so the user's own tracing
-is left alone; removing it (rmdir) undoes everything. `station cleanup` and every run's
-preflight remove one a crash left behind."""
+is left alone; removing it (rmdir) undoes everything. Its name comes from the bench's work
+directory, so two stations measuring different work directories never remove each other's;
+`station cleanup` and every run's preflight remove one a crash left behind."""
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 
 from station.target.ssh import TargetConnection, TargetError
 
-INSTANCE = "irq-station"
+INSTANCE_PREFIX = "irq-station-"
 BUFFER_KB = 16384  # on the measured CPU; the others get the minimum
 TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 EVENTS = ("irq", "irq_vectors", "nmi/nmi_handler", "sched/sched_switch")
@@ -37,13 +39,18 @@ def _remove_script(instance: str) -> str:
             f"rmdir {i} || {{ sleep 0.2; rmdir {i}; }}; fi")
 
 
+def instance_name(work_dir: str) -> str:
+    return INSTANCE_PREFIX + hashlib.sha256(work_dir.encode()).hexdigest()[:12]
+
+
 class TraceSession:
     """The instance of one run: opened before the probe starts, read and removed after it ends."""
 
-    def __init__(self, root: str, cpu: int) -> None:
+    def __init__(self, root: str, cpu: int, work_dir: str) -> None:
         self.root = root
         self.cpu = cpu
-        self.path = f"{root}/instances/{INSTANCE}"
+        self.name = instance_name(work_dir)
+        self.path = f"{root}/instances/{self.name}"
 
     async def open(self, conn: TargetConnection) -> list[str]:
         """Create and start it; returns the events the kernel had (nmi is x86 only, say)."""
@@ -79,7 +86,7 @@ class TraceSession:
         return trace.stdout or "", stats.stdout or ""
 
     async def remove(self, conn: TargetConnection) -> None:
-        await remove_instance(conn, self.root)
+        await remove_instance(conn, self.name, self.root)
 
 
 async def tracefs_root(conn: TargetConnection) -> str | None:
@@ -89,12 +96,12 @@ async def tracefs_root(conn: TargetConnection) -> str | None:
     return root if got.exit_status == 0 and root in TRACEFS_DIRS else None
 
 
-async def remove_instance(conn: TargetConnection, root: str | None = None) -> bool:
-    """Remove the station's instance (one a crash left, too); True if there was one."""
+async def remove_instance(conn: TargetConnection, name: str, root: str | None = None) -> bool:
+    """Remove an instance of the station's (one a crash left, too); True if there was one."""
     roots = [root] if root else list(TRACEFS_DIRS)
     script = "; ".join(
-        f"if [ -d {shlex.quote(f'{r}/instances/{INSTANCE}')} ]; then echo found; "
-        f"{_remove_script(f'{r}/instances/{INSTANCE}')}; fi" for r in roots
+        f"if [ -d {shlex.quote(f'{r}/instances/{name}')} ]; then echo found; "
+        f"{_remove_script(f'{r}/instances/{name}')}; fi" for r in roots
     )
     got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
     return "found" in (got.stdout or "")

@@ -120,6 +120,7 @@ struct gap_edu {
 	struct pci_dev *pdev;
 	void __iomem *regs;
 	unsigned int irq;
+	bool msi;		/* MSI (ours alone) rather than a shared INTx */
 	bool affinity_saved;
 	struct cpumask saved_affinity;
 };
@@ -175,7 +176,7 @@ static irqreturn_t gap_edu_irq(int irq, void *dev_id)
 	if (!status) {
 		atomic_inc(&spurious);
 		/* A shared INTx line may be another device's; MSI is ours. */
-		return e->pdev->msi_enabled ? IRQ_HANDLED : IRQ_NONE;
+		return e->msi ? IRQ_HANDLED : IRQ_NONE;
 	}
 	iowrite32(status, e->regs + EDU_REG_IRQ_ACK);	/* INTx drops here */
 	gap_hold();
@@ -254,6 +255,8 @@ static int gap_edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_master;
 	}
 	e->irq = pci_irq_vector(pdev, 0);
+	/* set before request_irq: a shared line may call the handler at once */
+	e->msi = pdev->msi_enabled;
 	iowrite32(U32_MAX, e->regs + EDU_REG_IRQ_ACK);	/* stale raises */
 
 	irqflags = IRQF_NO_THREAD | (pdev->msi_enabled ? 0 : IRQF_SHARED);

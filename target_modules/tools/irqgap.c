@@ -770,7 +770,7 @@ static void smi_open(struct state *st, const char *path)
 
 static inline uint64_t ticks_to_ns(const struct state *st, uint64_t t)
 {
-	return st->tsc ? (uint64_t)((double)t * st->ns_per_tick) : t;
+	return st->tsc ? (uint64_t)((double)t * st->ns_per_tick + 0.5) : t;
 }
 
 static void on_gap(struct state *st, uint64_t d)
@@ -823,6 +823,18 @@ static void on_tick(struct state *st)
 	out_u64(o, st->gaps);
 	out_ch(o, '\n');
 	out_flush(o);
+	/*
+	 * New baselines: a gap's deltas then cover the time since the last
+	 * gap or tick, not every interrupt since the previous gap however
+	 * long ago (with a threshold above a tick's cost, gaps are rare).
+	 */
+	st->last_ctxsw = ctxsw_now();
+	if (st->msr_fd >= 0)
+		smi_read(st->msr_fd, &st->last_smi);
+	if (st->o.counts) {
+		counts_snapshot(&st->irqs, o, st->o.cpu);
+		counts_snapshot(&st->softirqs, o, st->o.cpu);
+	}
 }
 
 /*
