@@ -10,17 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from station.config import ConfigError, InterruptionsSettings, parse_campaign
+from station.config import InterruptionsSettings
 from station.target.irqgap import arguments, host_binary
+from tests.test_cyclictest_options import refused
 
 BASE = ("name: c\nbench:\n  target: {kind: local}\n  scope: {kind: none}\n"
         "matrix: {kind: interruptions, loads: [none], duration: 2s}\n")
-
-
-def refused(text: str) -> str:
-    with pytest.raises(ConfigError) as info:
-        parse_campaign(text, "c.yaml")
-    return str(info.value)
 
 
 @pytest.mark.parametrize("extra, line, field, words", [
