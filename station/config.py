@@ -713,6 +713,11 @@ class InterruptionsSettings(Strict):
     smi: Literal["auto", "on", "off"] = Field(
         "auto", description="read the CPU's SMI count (MSR 0x34, x86 with the msr driver) after every gap"
     )
+    compare: Literal["none", "osnoise"] = Field(
+        "none", description="after the detector, run `rtla osnoise top` on the same CPU for as long, under the "
+        "same loads, and set the two side by side (where the kernel has the osnoise tracer; the run says so "
+        "where it has not)"
+    )
 
 
 class Campaign(Strict):

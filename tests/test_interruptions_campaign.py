@@ -55,7 +55,8 @@ def _vm_campaign(vm, tmp_path: Path) -> Path:  # noqa: F811 - the fixture
                    "max_duration": "1min"},
         # TCG's own gaps reach milliseconds; under 200 µs there are thousands a second, and its
         # ticks cost 250-350 µs: above them, fewer gaps, less blind bookkeeping
-        "interruptions": {"cpu": 1, "threshold": "500us", "priority": 99, "trace": "on"},
+        "interruptions": {"cpu": 1, "threshold": "500us", "priority": 99, "trace": "on",
+                          "compare": "osnoise"},  # the regular kernel has no osnoise tracer: said, not fatal
         "loads": {
             "stall": [{"name": "unthrottle", "command": f"{UNTHROTTLE}; while :; do sleep 1; done"}],
             "hrtimer": [{"name": "hrtimer-injector", "command": _injector("hrtimer", **HRTIMER)}],
@@ -175,6 +176,9 @@ def test_injected_gaps_in_the_vm_are_found_timed_and_attributed(vm, tmp_path, re
     for run in runs.values():
         assert run["status"] == "complete", run["error"]
         assert run["trace"] is True
+        assert run["osnoise"] is None and "no osnoise tracer" in run["osnoise_note"]
+        assert f"Run {run['id']}: rtla osnoise not run: this kernel has no osnoise tracer" in " ".join(
+            report["notes"])
 
     # the VM stops: no interrupt explains them
     gaps = ig.attribute(ig.read_outputs(out / "runs" / "stall-r0"))
@@ -266,3 +270,36 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     assert entry["conclusion"] in (out / "report.md").read_text()
     for root in TRACEFS_DIRS:  # the station's trace instance is gone
         assert not Path(root, "instances", instance_name(work_dir)).exists()
+
+
+def test_on_the_rt_kernel_rtla_osnoise_sees_the_holds_the_detector_sees(tmp_path, record_property):
+    """Debian's PREEMPT_RT kernel has the osnoise tracer: the same injected holds, measured by
+    the detector and then by the kernel's own tracer, side by side."""
+    cfg = {
+        "name": "interruptions-rt",
+        "bench": {"target": {"kind": "vm", "kernel": "rt"}, "scope": {"kind": "none"}},
+        "matrix": {"kind": "interruptions", "loads": ["hrtimer"], "duration": "6s", "max_duration": "1min"},
+        "interruptions": {"cpu": 1, "threshold": "500us", "priority": 99, "compare": "osnoise"},
+        "loads": {"hrtimer": [{"name": "hrtimer-injector", "command": _injector("hrtimer", **HRTIMER)}]},
+    }
+    path = tmp_path / "interruptions-rt.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "results"
+    res = subprocess.run(station_cmd("run", str(path), "--out", str(out)), capture_output=True, text=True,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:] + res.stdout[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    [run] = report["interruptions"]["runs"]
+    assert run["status"] == "complete", run["error"]
+    period, hold = HRTIMER["period_us"] * 1_000, HRTIMER["hold_us"] * 1_000
+    holds = run["measured_s"] * 1e9 / period
+    # the detector: its LOC gaps are the holds
+    [loc] = [g for g in run["groups"] if g["cause"] == "interrupt" and g["source"] == "LOC"]
+    assert loc["count"] >= 0.9 * holds and abs(loc["median_us"] * 1e3 - hold) <= 0.10 * hold, loc
+    # the kernel's tracer: as many IRQ noises at least, the longest single one a hold or more
+    o = run["osnoise"]
+    record_property("rt", f"detector LOC {loc}; osnoise {o}")
+    assert o["cpu"] == 1 and o["duration_s"] == 6
+    assert o["irq"] >= 0.9 * holds * o["duration_s"] / run["measured_s"], o
+    assert o["max_single_us"] * 1e3 >= 0.9 * hold, o
+    assert "Side by side with rtla osnoise" in (out / "report.html").read_text()

@@ -340,3 +340,18 @@ def test_section_visible_in_browser_without_console_errors(chromium: str, campai
     assert '<section id="interruptions">' in dom
     assert html_lib.escape(report["interruptions"]["runs"][0]["conclusion"], quote=False) in dom
     assert dom.count("<svg") == 2 and dom.count("<path") > 20
+
+
+def test_side_by_side_with_rtla_osnoise() -> None:
+    from station.report.interruptions_tables import comparison_table
+
+    entry = {"id": "rt-r0", "measured_s": 6.0, "gaps": 137, "max_us": 7170.97,
+             "by_cause": {"interrupt": 115, "preempted": 0, "smi": 1, "unexplained": 22},
+             "osnoise": {"cpu": 1, "duration_s": 6, "hw": 3, "nmi": 0, "irq": 1496, "softirq": 4, "thread": 289,
+                         "max_single_us": 5241}}
+    table = comparison_table(entry, "x")
+    assert table is not None and table.title == "Side by side with rtla osnoise: rt-r0"
+    detector, osnoise = ([c.text for c in row] for row in table.rows)
+    assert detector[:7] == ["irq-station detector (irqgap)", "6.0", "137", "7170.97", "23", "115", "0"]
+    assert osnoise == ["rtla osnoise (the kernel's tracer)", "6", "1 792", "5241", "3", "1 500", "289", "0"]
+    assert comparison_table({"id": "r"}, "x") is None

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from station.parsers import irqgap, irqtrace
+from station.parsers import irqgap, irqtrace, rtla
 from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
 from station.parsers.irqtrace import IrqTrace
 
@@ -389,11 +389,29 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
     return summary
 
 
+def osnoise_side(run_dir: Path, cpu: int, problems: list[str]) -> dict[str, Any] | None:
+    """rtla osnoise's summary row for the measured CPU (interruptions.compare), or None."""
+    path = run_dir / "rtla.out"
+    if not path.is_file() or not path.stat().st_size:
+        return None
+    try:
+        top = rtla.parse_osnoise_top(path.read_text(errors="replace"))
+    except rtla.RtlaOutputError as exc:
+        problems.append(f"rtla osnoise: {exc}")
+        return None
+    row = next((r for r in top.rows if r.cpu == cpu), None)
+    if row is None:
+        problems.append(f"rtla osnoise printed no row for CPU {cpu}")
+        return None
+    return {"duration_s": top.duration_s, **row.__dict__}
+
+
 def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     """(the run's summary, groups and conclusion; its attributed gaps)."""
     run = read_outputs(run_dir)
     gaps = attribute(run)
     summary = summarise(run, gaps)
+    summary["osnoise"] = osnoise_side(run_dir, run.gaps.cpu, run.problems)
     rows = groups(gaps)
     summary["groups"] = rows
     summary["conclusion"] = conclusion(summary, rows)
@@ -437,6 +455,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
             "id": manifest.get("run_id", run_dir.name), "target": run.get("target"), "load": run.get("load"),
             "repetition": run.get("repetition"), "status": manifest.get("status"), "error": manifest.get("error"),
             "spoilers": (manifest.get("spoilers") or {}).get("flags", []),
+            "osnoise_note": (manifest.get("interruptions") or {}).get("rtla_note"),
         }
         if entry["status"] != "complete":
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
@@ -447,6 +466,8 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
             entries.append(entry)
             continue
         notes.extend(f"Run {entry['id']}: {p}" for p in summary.pop("problems"))
+        if entry["osnoise_note"]:
+            notes.append(f"Run {entry['id']}: {entry['osnoise_note']}")
         entry |= summary
         entry["histogram"] = histogram(gaps)
         entries.append(entry)

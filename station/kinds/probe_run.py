@@ -77,7 +77,7 @@ class ProbeRun(Measurement):
         proc = self.probe.process
         # the readers outlive measure() when it is cut short: stop() lets the probe print its
         # results on SIGTERM and drains them into the run directory before closing the channel
-        self.readers = asyncio.gather(_copy(proc.stdout, self.out), _copy(proc.stderr, self.err))
+        self.readers = asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr, self.err))
         self.readers.add_done_callback(lambda t: t.cancelled() or t.exception())
         ticker = asyncio.create_task(self._tick())
         try:
@@ -145,6 +145,7 @@ class ProbeRun(Measurement):
         readers.cancel()
 
 
-async def _copy(stream: asyncssh.SSHReader, appender) -> None:  # noqa: ANN001 - store Appender
+async def copy_stream(stream: asyncssh.SSHReader, appender) -> None:  # noqa: ANN001 - store Appender
+    """A probe's output into its run file, as it arrives."""
     while data := await stream.read(1 << 16):
         appender.write(data, flush=True)

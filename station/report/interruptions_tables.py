@@ -40,6 +40,7 @@ class RunSection:
     spoilers: list[str]  # what on the measured CPU may disturb the measurement
     groups: Table | None  # None: no gaps, or no analysis
     families: Table | None = None  # families of unexplained gaps of about one length
+    comparison: Table | None = None  # the detector beside rtla osnoise (interruptions.compare)
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,35 @@ def families_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
                  ["Gaps", "Median (µs)", "Range (µs)", "Period (ms)", "Periodic"], rows, [note])
 
 
+def comparison_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
+    """The detector beside the kernel's osnoise tracer, run after it on the same CPU."""
+    o = entry.get("osnoise")
+    if not o:
+        return None
+    by = entry.get("by_cause") or {}
+    events = sum(o.get(k) or 0 for k in ("hw", "nmi", "irq", "softirq", "thread"))
+
+    def num(value: Any) -> Cell:
+        return Cell(count_text(value) if value is not None else MISSING, numeric=True)
+
+    rows = [
+        [Cell("irq-station detector (irqgap)"), Cell(f"{entry.get('measured_s', MISSING)}", numeric=True),
+         num(entry.get("gaps")), Cell(plain_us(entry.get("max_us")), numeric=True),
+         num((by.get("unexplained") or 0) + (by.get("smi") or 0)), num(by.get("interrupt")),
+         num(by.get("preempted")), Cell(MISSING)],
+        [Cell("rtla osnoise (the kernel's tracer)"), Cell(f"{o.get('duration_s', MISSING)}", numeric=True),
+         num(events), Cell(plain_us(o.get("max_single_us")), numeric=True), num(o.get("hw")),
+         num((o.get("irq") or 0) + (o.get("softirq") or 0)), num(o.get("thread")), num(o.get("nmi"))],
+    ]
+    note = ("rtla ran after the detector, on the same CPU, as long, under the same loads, with the detector's "
+            "threshold (-T). Not explained: the detector's unexplained gaps and counted SMIs; osnoise's HW noise "
+            "(none of its IRQ, softirq, NMI or thread noise overlapped it). osnoise counts each noise occurrence; "
+            "the detector counts gaps, and several interrupts in one gap make one gap.")
+    return Table(f"{anchor}-osnoise", f"Side by side with rtla osnoise: {entry.get('id')}",
+                 ["Tool", "Ran (s)", "Noise events", "Longest single (µs)", "Not explained",
+                  "Interrupts", "Other tasks", "NMI"], rows, [note])
+
+
 def run_anchors(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """A page-unique id per run, from its id (suffixed when two ids give one slug)."""
     seen: set[str] = set()
@@ -223,7 +253,8 @@ def run_section(entry: Mapping[str, Any], anchor: str) -> RunSection:
                       str(conclusion) if conclusion else None, problem,
                       [str(s) for s in entry.get("spoilers") or []],
                       groups_table(entry, anchor) if ok else None,
-                      families_table(entry, anchor) if ok else None)
+                      families_table(entry, anchor) if ok else None,
+                      comparison_table(entry, anchor) if ok else None)
 
 
 def interruptions_tables(report: Mapping[str, Any]) -> InterruptionsTables | None:

@@ -91,6 +91,8 @@ def _interruption_runs(it: InterruptionsTables, figures: Sequence[RenderedFigure
             out += [render_table(run.groups, 4), ""]
         if run.families:
             out += [render_table(run.families, 4), ""]
+        if run.comparison:
+            out += [render_table(run.comparison, 4), ""]
         for fig in run_figures(figures, run.anchor):
             out += [f"![{fig.title}]({figure_dir}/{fig.name}.svg)", "", f"*{fig.title}.* {fig.caption}",
                     ""]

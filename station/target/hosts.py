@@ -11,7 +11,7 @@ import contextlib
 import time
 
 from station.config import LoadHost, TargetSettings
-from station.target import irqtrace, modules
+from station.target import irqtrace, modules, rtla
 from station.target import processes as proc_ctl
 from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection, TargetError
 
@@ -127,6 +127,8 @@ class Target(Host):
         name = irqtrace.instance_name(self.work_dir)
         if await irqtrace.remove_instance(conn, name):  # the detector's trace instance
             stopped.append(f"tracefs instance {name}")
+        if await rtla.remove_leftover(conn):  # a killed rtla's osnoise tracer
+            stopped.append(f"tracefs instance {rtla.INSTANCE}")
         return stopped, unloaded, errors
 
 

@@ -131,13 +131,15 @@ async def stop_load(load: TrackedProcess, grace_s: float = 0.2) -> None:
     load.process.close()
 
 
-async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2) -> None:
-    """TERM, then (after grace_s, or as soon as the group is gone) KILL, the process group
-    a tracked process leads."""
+async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2, first: str = "TERM") -> None:
+    """TERM (or INT, for a program that cleans up only on that, like rtla), then (after
+    grace_s, or as soon as the group is gone) KILL, the process group a tracked process leads."""
     if pid <= 1:  # `kill -TERM -1` would signal every process the user may signal
         raise TargetError(f"{conn.endpoint.where}: refusing to signal process group {pid}")
+    if first not in ("TERM", "INT"):
+        raise ValueError(f"kill_group: {first!r} is not TERM or INT")
     # `kill -SIG -PGID`, not `kill -SIG -- -PGID`: busybox's kill rejects the `--`
-    await conn.run(f"kill -TERM -{pid}", check=False, privileged=True)
+    await conn.run(f"kill -{first} -{pid}", check=False, privileged=True)
     waited = 0.0
     while waited < grace_s:
         await asyncio.sleep(0.2)

@@ -7,7 +7,7 @@
 # with apt-get download, into the VM cache directory, never into the repository.
 set -eu
 
-PACKAGES="qemu-system-x86 linux-headers-amd64 linux-headers-rt-amd64 busybox-static dropbear-bin openssh-sftp-server kmod xz-utils zstd gcc make rt-tests stressapptest stress-ng procps"
+PACKAGES="qemu-system-x86 linux-headers-amd64 linux-headers-rt-amd64 busybox-static dropbear-bin openssh-sftp-server kmod xz-utils zstd gcc make rt-tests stressapptest stress-ng procps rtla"
 export DEBIAN_FRONTEND=noninteractive
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -28,6 +28,7 @@ HOST_PACKAGES: dict[str, str] = {
     "stressapptest": "a memory, disk and network load in the guest",
     "stress-ng": "CPU and other loads in the guest",
     "procps": "pgrep and pkill in the guest (busybox-static has neither)",
+    "rtla": "rtla osnoise/hwnoise in the guest, beside the interruption detector (the RT kernel has the tracers)",
 }
 # packages needed only by one kernel flavour (build_image(kernel=...)); the others every flavour needs
 FLAVOUR_PACKAGES: dict[str, str] = {"linux-headers-rt-amd64": "rt"}

@@ -26,6 +26,7 @@ GUEST_TOOLS: dict[str, str] = {
     "/usr/bin/pgrep": "procps",  # busybox-static has no pgrep/pkill
     "/usr/bin/pkill": "procps",
     "/usr/bin/chrt": "util-linux",  # essential in Debian; busybox has taskset but no chrt
+    "/usr/bin/rtla": "rtla",  # osnoise/hwnoise: the kernel's own noise tracers (the RT kernel has them)
 }
 # glibc dlopen()s libgcc_s for pthread_cancel/pthread_exit unwinding: ldd does not list it for C programs
 DLOPENED = ("libgcc_s.so.1",)
