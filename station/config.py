@@ -704,8 +704,11 @@ class InterruptionsSettings(Strict):
         "auto", description="what the loop reads: the TSC (calibrated against CLOCK_MONOTONIC) or the monotonic "
         "clock; auto takes the TSC where it is invariant (constant_tsc and nonstop_tsc)"
     )
-    counts: bool = Field(True, description="read the CPU's /proc/interrupts and /proc/softirqs counts after "
-                         "every gap (the attribution needs them)")
+    counts: Literal["auto"] | bool = Field(
+        "auto", description="read the CPU's /proc/interrupts and /proc/softirqs counts after every gap (the "
+        "attribution's basis without a trace); auto: only when the run is not traced, since reading them is "
+        "time the loop does not watch"
+    )
     trace: Literal["auto", "on", "off"] = Field(
         "auto", description="record the kernel's interrupt tracepoints on that CPU (a tracefs instance of the "
         "station's own) to know how long each handler ran in a gap; auto: where tracefs is available"

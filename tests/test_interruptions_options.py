@@ -50,13 +50,16 @@ def test_what_does_not_fit_an_interruptions_campaign_is_refused():
 @given(st.builds(InterruptionsSettings, cpu=st.one_of(st.just("last"), st.integers(0, 4095)),
                  threshold=st.integers(100, 100_000_000).map(lambda ns: ns / 1e9),
                  priority=st.integers(0, 99), clock=st.sampled_from(["auto", "tsc", "monotonic"]),
-                 counts=st.booleans()),
-       st.integers(0, 4095), st.integers(1, 100_000), st.sampled_from([None, "/dev/cpu/3/msr", "/tmp/a b;c"]))
-def test_every_option_is_one_shell_word(s, cpu, duration, msr):
-    args = arguments(s, cpu=cpu, duration_s=duration, msr=msr)
+                 counts=st.sampled_from(["auto", True, False])),
+       st.integers(0, 4095), st.integers(1, 100_000), st.sampled_from([None, "/dev/cpu/3/msr", "/tmp/a b;c"]),
+       st.booleans())
+def test_every_option_is_one_shell_word(s, cpu, duration, msr, traced):
+    args = arguments(s, cpu=cpu, duration_s=duration, msr=msr, traced=traced)
     assert shlex.split(shlex.join(["irqgap", *args]))[1:] == args
     assert args[args.index("--cpu") + 1] == str(cpu)
     assert int(args[args.index("--threshold-ns") + 1]) == round(s.threshold * 1e9)
+    # counts are read unless told not to, or (auto) the trace says what ran
+    assert ("--no-counts" in args) == (s.counts is False or (s.counts == "auto" and traced))
 
 
 def test_the_options_mean_to_the_real_program_what_the_schema_says(tmp_path):

@@ -94,7 +94,7 @@ class InterruptionsRun(ProbeRun):
     def _args(self) -> list[str]:
         assert self.cpu is not None
         return ig_target.arguments(self.settings, cpu=self.cpu, duration_s=self.ctx.campaign.matrix.duration or 0,
-                                   msr=self.msr)
+                                   msr=self.msr, traced=self.tracing is not None)
 
     async def start(self) -> None:
         assert self.binary is not None and self.cpu is not None

@@ -99,11 +99,12 @@ async def msr_device(conn: TargetConnection, cpu: int, required: bool) -> tuple[
     return None, loaded
 
 
-def arguments(s: InterruptionsSettings, *, cpu: int, duration_s: float, msr: str | None) -> list[str]:
+def arguments(s: InterruptionsSettings, *, cpu: int, duration_s: float, msr: str | None,
+              traced: bool = False) -> list[str]:
     # a tick every 250 ms also takes new count baselines: a gap's counts cover at most that
     args = ["--cpu", str(cpu), "--threshold-ns", str(round(s.threshold * 1e9)), "--duration-s",
             str(int(duration_s)), "--priority", str(s.priority), "--clock", s.clock, "--flush-ms", "250"]
-    if not s.counts:
+    if s.counts is False or (s.counts == "auto" and traced):  # the trace says what ran in each gap
         args.append("--no-counts")
     args += ["--msr-dev", msr] if msr else ["--no-smi"]
     return args
