@@ -87,13 +87,16 @@ def _inject_stops(pid: int, n: int, on_stopped: Callable[[int], None] | None = N
     return stops
 
 
-def _run(exe: Path, tmp_path: Path, extra: tuple[str, ...], n_stops: int, terminate: bool) -> tuple[IrqgapOutput, list]:
+def _run(exe: Path, tmp_path: Path, extra: tuple[str, ...], n_stops: int, terminate: bool,
+         on_stopped: Callable[[int], None] | None = None) -> tuple[IrqgapOutput, list]:
+    """Run the program (its output in tmp_path/out.txt), inject n_stops stops, optionally end it
+    with SIGTERM; the parsed output and the stops."""
     out_path = tmp_path / "out.txt"
     with out_path.open("wb") as out:
         proc = subprocess.Popen(_base_args(exe, *extra), stdout=out, stderr=subprocess.PIPE)
     try:
         _wait_for_start(proc, out_path)
-        stops = _inject_stops(proc.pid, n_stops)
+        stops = _inject_stops(proc.pid, n_stops, on_stopped)
         if terminate:
             proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
@@ -208,28 +211,15 @@ def test_counts_from_files_rows_come_and_go(irqgap, tmp_path):
     ]
     irq.write_text(versions[0][0])
     soft.write_text(soft_text.format(*versions[0][1]))
-    out_path = tmp_path / "out.txt"
     args = ("--clock", "monotonic", "--interrupts-file", str(irq), "--softirqs-file", str(soft))
-    with out_path.open("wb") as out:
-        proc = subprocess.Popen(_base_args(irqgap, *args), stdout=out, stderr=subprocess.PIPE)
 
     def rewrite(i: int) -> None:
         text, soft_counts = versions[i + 1]
         irq.write_text(text)
         soft.write_text(soft_text.format(*soft_counts))
 
-    try:
-        _wait_for_start(proc, out_path)
-        stops = _inject_stops(proc.pid, len(versions) - 1, rewrite)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err.decode()
-    text = out_path.read_text()
-    result = parse(text)
+    result, stops = _run(irqgap, tmp_path, args, len(versions) - 1, terminate=True, on_stopped=rewrite)
+    text = (tmp_path / "out.txt").read_text()
     assert result.softirq_names == {0: "HI", 1: "TIMER"}
     assert result.irq_lines == {
         0: ("0", "IO-APIC   2-edge      timer"),
