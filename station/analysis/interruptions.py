@@ -81,9 +81,7 @@ def read_outputs(run_dir: Path) -> RunOutputs:
         trace = irqtrace.parse(path.read_text(errors="replace"))
         stats = run_dir / "irqtrace.stats"
         if stats.is_file():
-            from station.target.irqtrace import stats_overrun
-
-            overrun = stats_overrun(stats.read_text(errors="replace"))
+            overrun = irqtrace.stats_overrun(stats.read_text(errors="replace"))
         if overrun or trace.lost_events:
             problems.append(f"the trace lost {overrun + trace.lost_events} events: gaps in those stretches "
                             "are judged by counts")
@@ -369,7 +367,7 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
     suspects = [g for g in gaps if g.cause == "unexplained"]
     sp = periodicity([g.start_ns for g in suspects])
     sd = np.asarray([g.duration_ns for g in suspects], dtype=np.float64) / 1e3
-    summary = {
+    return {
         "cpu": out.cpu, "clock": out.clock, "threshold_us": out.threshold_ns / 1e3, "priority": out.priority,
         "measured_s": round(measured_s, 3), "gaps": len(gaps),
         "max_us": round(max(durations) / 1e3, 3) if durations else None,
@@ -385,8 +383,8 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
                         "max_us": round(float(sd.max()), 3) if len(sd) else None,
                         "period_ms": sp["period_ms"], "periodic": sp["periodic"],
                         "clusters": clusters(suspects)},
+        "suspect_inter_arrival_ms": sp["inter_arrival_ms"][:10_000],
     }
-    return summary
 
 
 def osnoise_side(run_dir: Path, cpu: int, problems: list[str]) -> dict[str, Any] | None:
@@ -416,8 +414,6 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     summary["groups"] = rows
     summary["conclusion"] = conclusion(summary, rows)
     summary["problems"] = run.problems
-    summary["suspect_inter_arrival_ms"] = periodicity(
-        [g.start_ns for g in gaps if g.cause == "unexplained"])["inter_arrival_ms"][:10_000]
     return summary, gaps
 
 

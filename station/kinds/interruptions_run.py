@@ -53,6 +53,7 @@ class InterruptionsRun(ProbeRun):
         self.tracing: irqtrace.TraceSession | None = None
         self.trace_note: str | None = None
         self.summary: dict[str, Any] | None = None
+        self.gaps: list[ig_analysis.Attributed] | None = None  # attributed once, by verdict()
         self.rtla: proc_ctl.TrackedProcess | None = None
         self.rtla_note: str | None = None  # why the comparison did not run, or how it failed
         self.rtla_status: int | None = None
@@ -184,7 +185,7 @@ class InterruptionsRun(ProbeRun):
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         try:
-            self.summary, _ = ig_analysis.analyse_run_dir(self.ctx.store.dir)
+            self.summary, self.gaps = ig_analysis.analyse_run_dir(self.ctx.store.dir)
         except (OSError, IrqgapOutputError, ValueError) as exc:
             if status == "complete":
                 return "failed", f"detector output: {exc}"
@@ -212,8 +213,8 @@ class InterruptionsRun(ProbeRun):
     @property
     def conversions(self) -> list:
         def gaps(run_dir: Path) -> dict[str, int]:
-            run = ig_analysis.read_outputs(run_dir)
-            frame = ig_analysis.gap_table(ig_analysis.attribute(run))
+            gaps = self.gaps if self.gaps is not None else ig_analysis.attribute(ig_analysis.read_outputs(run_dir))
+            frame = ig_analysis.gap_table(gaps)
             write_parquet(frame, run_dir / "interruptions_gaps.parquet")
             return {"gaps": len(frame)}
 

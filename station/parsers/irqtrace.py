@@ -125,3 +125,13 @@ def parse(text: str) -> IrqTrace:
     trace.unpaired += sum(len(stack) for stack in open_.values())
     trace.intervals.sort(key=lambda i: (i.start_ns, i.end_ns))
     return trace
+
+
+def stats_overrun(stats: str) -> int:
+    """Events the ring buffer overwrote or dropped (per_cpu/cpuN/stats)."""
+    total = 0
+    for line in stats.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("overrun", "dropped events") and value.strip().isdigit():
+            total += int(value.strip())
+    return total

@@ -105,13 +105,3 @@ async def remove_instance(conn: TargetConnection, name: str, root: str | None = 
     )
     got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
     return "found" in (got.stdout or "")
-
-
-def stats_overrun(stats: str) -> int:
-    """Events the ring buffer overwrote or dropped (per_cpu/cpuN/stats)."""
-    total = 0
-    for line in stats.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("overrun", "dropped events") and value.strip().isdigit():
-            total += int(value.strip())
-    return total
