@@ -170,10 +170,12 @@ class KeysightInfiniiVision(ScpiScope):
     def configure(self, settings: ScopeSettings) -> ScopeSettings:
         s = settings
         self.channel = s.channel
-        self.displayed = True
-        self.volts_per_div = s.volts_per_div
-        # a trace `position_div` divisions above centre: centre screen shows −position·V/div
-        self.offset_v = -s.position_div * s.volts_per_div
+        for c in s.channels:
+            with self._on_channel(c):
+                self.displayed = True
+                self.volts_per_div = s.volts_per_div
+                # a trace `position_div` divisions above centre: centre screen shows −position·V/div
+                self.offset_v = -s.position_div * s.volts_per_div
         self.time_per_div = s.time_per_div
         self.time_reference = "center"
         # the time from the trigger to centre screen puts the trigger at trigger_position_pct
@@ -201,6 +203,9 @@ class KeysightInfiniiVision(ScpiScope):
         )
         self._applied = applied
         return applied
+
+    def _select_data_source(self) -> None:
+        self.data_source = f"CHANnel{self.channel}"
 
     def busy(self) -> bool:
         return self.query_value(":OPERegister:CONDition?", nr1) & RUN_BIT != 0

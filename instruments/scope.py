@@ -37,10 +37,16 @@ class ScopeSettings:
     trigger_slope: Slope
     trigger_position_pct: float = 10.0  # share of the record before the trigger
     acquire_timeout_s: float = 10.0  # how long acquire_single waits for a trigger
+    # channels recorded beside `channel` (which triggers), with its vertical settings
+    extra_channels: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if not 1 <= self.channel <= 4:
-            raise ValueError(f"channel must be 1..4, got {self.channel}")
+        self.extra_channels = tuple(self.extra_channels)
+        for c in self.channels:
+            if not 1 <= c <= 4:
+                raise ValueError(f"channel must be 1..4, got {c}")
+        if len(set(self.channels)) != len(self.channels):
+            raise ValueError(f"channels must differ, got {self.channels}")
         if self.trigger_slope not in ("rise", "fall"):
             raise ValueError(f"trigger_slope must be 'rise' or 'fall', got {self.trigger_slope!r}")
         for name in ("volts_per_div", "time_per_div", "acquire_timeout_s"):
@@ -50,6 +56,11 @@ class ScopeSettings:
             raise ValueError(f"record_length must be >= 1, got {self.record_length}")
         if not 0.0 <= self.trigger_position_pct <= 100.0:
             raise ValueError(f"trigger_position_pct must be 0..100, got {self.trigger_position_pct}")
+
+    @property
+    def channels(self) -> tuple[int, ...]:
+        """Every channel acquired: the triggering one first."""
+        return (self.channel, *self.extra_channels)
 
     @property
     def sample_interval_s(self) -> float:
@@ -196,6 +207,10 @@ class Scope(ABC):
     @abstractmethod
     def acquire_single(self) -> Waveform:
         """Arm a single sequence, wait for it to complete, fetch the channel."""
+
+    @abstractmethod
+    def acquire_channels(self) -> dict[int, Waveform]:
+        """One single sequence, every channel of the settings fetched (same `index`)."""
 
     @abstractmethod
     def check_errors(self) -> None:

@@ -525,6 +525,7 @@ class ScpiScope(Scope):
         self._last_command = ""
         self._applied: ScopeSettings | None = None
         self._acquisitions = 0
+        self._source_moved = False  # the waveform transfer points at another channel
 
     @classmethod
     def connect(cls, resource: str, *, timeout_s: float, visa_library: str = "@py") -> ScpiScope:
@@ -619,6 +620,42 @@ class ScpiScope(Scope):
 
     def acquire_single(self) -> Waveform:
         """Arm, poll busy() with a growing interval until done or the settings' timeout, fetch."""
+        self._single_sequence()
+        if self._source_moved:  # an acquire_channels() failed half-way
+            self._select_data_source()
+            self._source_moved = False
+        waveform = self.fetch()
+        self._acquisitions += 1
+        return waveform
+
+    def acquire_channels(self) -> dict[int, Waveform]:
+        """Arm and wait as acquire_single does, then fetch each channel of the settings."""
+        s = self._single_sequence()
+        waveforms = {}
+        # the triggering channel last: the transfer source ends where configure() put it
+        for c in (*s.extra_channels, s.channel):
+            self._source_moved = True
+            with self._on_channel(c):
+                self._select_data_source()
+                waveforms[c] = self.fetch()
+        self._source_moved = False
+        self._acquisitions += 1
+        return {c: waveforms[c] for c in s.channels}
+
+    @contextlib.contextmanager
+    def _on_channel(self, channel: int) -> Iterator[None]:
+        """Controls' {ch} (and Waveform.channel) mean `channel` for a while."""
+        kept, self.channel = self.channel, channel
+        try:
+            yield
+        finally:
+            self.channel = kept
+
+    @abstractmethod
+    def _select_data_source(self) -> None:
+        """Point the waveform transfer at `self.channel`."""
+
+    def _single_sequence(self) -> ScopeSettings:
         s = self._applied
         if s is None:
             raise RuntimeError("configure() the scope before acquiring")
@@ -637,7 +674,7 @@ class ScpiScope(Scope):
                 )
             time.sleep(poll)
             poll = min(poll * 1.5, largest)
-        return self.fetch()
+        return s
 
     def _read_back(self, settings: ScopeSettings, **applied: Any) -> ScopeSettings:
         """`settings` with what the instrument reports it applied; ScopeError if that is no valid setting."""
@@ -651,9 +688,8 @@ class ScpiScope(Scope):
             ) from None
 
     def _waveform(self, t0_s: float, dt_s: float, volts: np.ndarray, resolution_v: float) -> Waveform:
-        """The next acquisition's Waveform (numbered since the scope was opened)."""
+        """A Waveform of the acquisition in hand (numbered since the scope was opened)."""
         index = self._acquisitions
-        self._acquisitions += 1
         return Waveform(t0_s=t0_s, dt_s=dt_s, volts=volts, channel=self.channel, index=index, resolution_v=resolution_v)
 
     def check_errors(self) -> None:

@@ -194,6 +194,9 @@ class TektronixTDS(ScpiScope):
         self.channel = s.channel
         self.write("HEADer OFF")  # replies are bare values from here on
         self._configure_vertical(s)
+        for c in s.extra_channels:
+            with self._on_channel(c):
+                self._configure_vertical(s)
         self._configure_horizontal(s)
         self.trigger_source = f"CH{s.channel}"
         self.trigger_slope = s.trigger_slope
@@ -228,6 +231,9 @@ class TektronixTDS(ScpiScope):
         self.record_length = s.record_length
         self.time_per_div = s.time_per_div
         self.trigger_position_pct = s.trigger_position_pct
+
+    def _select_data_source(self) -> None:
+        self.data_source = f"CH{self.channel}"
 
     def busy(self) -> bool:
         return self.query_value("BUSY?", nr1) == 1

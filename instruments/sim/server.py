@@ -15,7 +15,7 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -41,7 +41,8 @@ class SimScopeServer:
 
     Signal options: `levels` (idle, active) in V, `rise_time_s`/`fall_time_s`
     (10-90 %, linear edges), `noise_v` (Gaussian sigma). `seed` makes noise and
-    sample-clock phase reproducible. `mute=True` accepts connections and reads
+    sample-clock phase reproducible. `channel_sources` probes more channels
+    (e.g. {2: a ResponseSource}), on `source`'s clock. `mute=True` accepts connections and reads
     everything but never answers (for timeout tests); `tamper` alters chosen replies.
     """
 
@@ -62,6 +63,7 @@ class SimScopeServer:
         max_record_length: int | None = None,
         idn: str | None = None,
         command_log_size: int = 100_000,
+        channel_sources: Mapping[int, EdgeSource] | None = None,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"the sim speaks {tuple(DIALECTS)}, not {dialect!r}")
@@ -77,6 +79,7 @@ class SimScopeServer:
             probe_channel=probe_channel,
             max_record_length=max_record_length,
             idn=idn,
+            channel_sources=channel_sources,
         )
         self._log: collections.deque[str] = collections.deque(maxlen=command_log_size)
         self._log_lock = threading.Lock()  # read from test threads, written on the loop

@@ -17,7 +17,9 @@ instrument:
   HEADer and VERBose, being interface settings, are left alone.
 - Only single sequences are simulated: with ACQuire:STOPAfter RUNSTop,
   ACQuire:STATE RUN just marks the scope running and acquires nothing.
-- The probe is on `probe_channel`; other displayed channels see 0 V + noise.
+- The probe is on `probe_channel`; `channel_sources` puts more probes on other
+  channels (a stimulus and a response, say), on the same clock; displayed
+  channels without a probe see 0 V + noise.
 - Not modelled: the 100 MS/s real-time limit (any time base and record length
   give dt = 10·time_per_div / record_length), acquisition modes other than
   SAMple, compound-field headers in WFMPre? replies with HEADer ON.
@@ -30,6 +32,7 @@ import copy
 import inspect
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,8 +167,13 @@ class TdsModel:
         probe_channel: int = 1,
         max_record_length: int | None = None,
         idn: str | None = None,
+        channel_sources: Mapping[int, EdgeSource] | None = None,
     ) -> None:
         self.source = source
+        # what each probed channel sees; all sources must share the probe channel's clock
+        self.sources = {**(channel_sources or {}), probe_channel: source}
+        if not set(self.sources) <= set(CHANNELS):
+            raise ValueError(f"channel sources must be on channels {CHANNELS}, got {sorted(self.sources)}")
         self.signal = signal
         self.rng = rng
         self.probe_channel = probe_channel
@@ -539,13 +547,11 @@ class TdsModel:
 
         t0 = anchor + int(math.floor(first_rel - settle))
         t1 = anchor + int(math.ceil(last_rel + settle)) + 1
-        pulses = np.asarray(self.source.edges(t0, t1), dtype=np.int64).reshape(-1, 2)
-        rel = (pulses - anchor).astype(np.float64)
         codes: dict[int, np.ndarray] = {}
         for c, chan in s.channels.items():
             if not chan.displayed:
                 continue
-            probe = rel if c == self.probe_channel else np.empty((0, 2))
+            probe = self._channel_pulses(c, t0, t1, anchor)
             volts = self.signal.render(probe, first_rel, dt_ns, n, self.rng)
             codes[c] = self._digitize(volts, chan)
 
@@ -562,6 +568,14 @@ class TdsModel:
         self._numacq += 1
         self._trigger_state = "SAVE"
 
+    def _channel_pulses(self, channel: int, t0: int, t1: int, anchor: int) -> np.ndarray:
+        """Rows [lead, trail] (ns after `anchor`) of the pulses channel `channel` sees in [t0, t1)."""
+        source = self.sources.get(channel)
+        if source is None:
+            return np.empty((0, 2))  # no probe: 0 V and noise
+        pulses = np.asarray(source.edges(t0, t1), dtype=np.int64).reshape(-1, 2)
+        return (pulses - anchor).astype(np.float64)
+
     def _digitize(self, volts: np.ndarray, chan: Channel) -> np.ndarray:
         return digitize(volts, chan.scale, chan.position, chan.offset)
 
@@ -569,10 +583,11 @@ class TdsModel:
         return s.trigger_level
 
     def _find_trigger(self, s: Settings, t0: int, t1: int) -> float | None:
-        if s.trigger_source != self.probe_channel:
-            return None  # the other channels carry only noise around 0 V
+        source = self.sources.get(s.trigger_source)
+        if source is None:
+            return None  # a channel without a probe carries only noise around 0 V
         margin = int(math.ceil(max(self.signal.ramp_ns(True), self.signal.ramp_ns(False))))
-        pulses = np.asarray(self.source.edges(t0 - margin, t1), dtype=np.int64).reshape(-1, 2)
+        pulses = np.asarray(source.edges(t0 - margin, t1), dtype=np.int64).reshape(-1, 2)
         if not len(pulses):
             return None
         anchor = t0

@@ -1,0 +1,132 @@
+"""Two waveforms of one acquisition -> the delay from each stimulus edge to its response.
+
+A GPIO response measurement records the stimulus (what drives the device's
+input) and the response (the output the device drives in answer) on two
+channels of one acquisition. Each stimulus edge of the chosen direction is
+paired with the first response edge after it, if that edge comes within
+`window_s` and before the next stimulus edge: a response that late belongs to
+nothing the device was asked, and a stimulus without one is a miss — counted,
+never dropped. A stimulus whose window the end of the record cuts short
+without an answer is "censored": whether the device answered is unknown, so
+it counts as neither. Response edges that answer no stimulus are counted too
+(a slow answer past its window, or a glitch).
+
+The window must be shorter than the shortest interval between stimulus edges
+(the campaign checks that it is below the stimulus period); otherwise a late
+answer to one stimulus would be taken for a fast answer to the next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from instruments.pulses import auto_threshold, find_edges
+from instruments.scope import Waveform
+
+Edge = Literal["rise", "fall", "either"]
+EDGES: tuple[str, ...] = ("rise", "fall", "either")
+
+
+@dataclass(frozen=True, eq=False)
+class Delays:
+    """The stimulus edges of one acquisition and their delays (times relative to its trigger).
+
+    `delay_s` is NaN where the device missed the stimulus; censored stimuli
+    are not among the rows, only counted.
+    """
+
+    stimulus_s: np.ndarray
+    delay_s: np.ndarray
+    censored: int = 0
+    unanswering: int = 0  # response edges that answer no stimulus
+    index: int = 0  # the acquisition (Waveform.index)
+
+    def __len__(self) -> int:
+        return len(self.delay_s)
+
+    @property
+    def missed(self) -> int:
+        return int(np.isnan(self.delay_s).sum())
+
+    @property
+    def answered(self) -> np.ndarray:
+        """The delays of the stimuli that got an answer."""
+        return self.delay_s[~np.isnan(self.delay_s)]
+
+
+def edge_times(
+    waveform: Waveform, edge: Edge, threshold: float | None = None, hysteresis: float | None = None
+) -> np.ndarray:
+    """Times (s, from the trigger) of the waveform's edges in direction `edge`.
+
+    Threshold and hysteresis come from the record's own levels when not
+    given (`auto_threshold`); a record with a single level has no edges.
+    """
+    if edge not in EDGES:
+        raise ValueError(f"edge must be one of {EDGES}, got {edge!r}")
+    auto = auto_threshold(waveform.volts, waveform.resolution_v) if threshold is None or hysteresis is None else None
+    if threshold is None:
+        if auto is None:
+            return np.empty(0)
+        threshold = auto[0]
+    if hysteresis is None:
+        hysteresis = auto[1] if auto is not None else 0.0
+    rising, falling = find_edges(waveform.volts, threshold, hysteresis)
+    chosen = {"rise": rising, "fall": falling, "either": np.sort(np.concatenate([rising, falling]))}[edge]
+    return waveform.t0_s + chosen * waveform.dt_s
+
+
+def pair_delays(
+    stimulus_s: np.ndarray,
+    response_s: np.ndarray,
+    window_s: float,
+    record_end_s: float,
+    index: int = 0,
+) -> Delays:
+    """Pair sorted stimulus edge times with sorted response edge times (see the module's rules)."""
+    if not window_s > 0:
+        raise ValueError(f"window_s must be > 0, got {window_s!r}")
+    s = np.asarray(stimulus_s, dtype=np.float64)
+    r = np.asarray(response_s, dtype=np.float64)
+    # a response answers the latest stimulus before it, within the window
+    limit = s + window_s
+    limit[:-1] = np.minimum(limit[:-1], s[1:])
+    first = np.searchsorted(r, s, side="right")
+    following = np.full(len(s), np.inf)  # the first response edge after each stimulus edge
+    exists = first < len(r)
+    following[exists] = r[first[exists]]
+    answered = following <= limit
+    delay = np.where(answered, following - s, np.nan)
+    # no answer yet, and the record ends before the window does: unknown, not missed
+    censored = ~answered & (limit > record_end_s)
+    used = int(answered.sum())
+    after_first = int(len(r) - np.searchsorted(r, s[0], side="right")) if len(s) else 0
+    return Delays(
+        stimulus_s=s[~censored],
+        delay_s=delay[~censored],
+        censored=int(censored.sum()),
+        unanswering=after_first - used,
+        index=index,
+    )
+
+
+def measure_delays(
+    stimulus: Waveform,
+    response: Waveform,
+    *,
+    window_s: float,
+    stimulus_edge: Edge = "rise",
+    response_edge: Edge = "either",
+    stimulus_threshold: float | None = None,
+    response_threshold: float | None = None,
+) -> Delays:
+    """The delays of one acquisition's stimulus edges (the two waveforms share its time base)."""
+    if stimulus.index != response.index:
+        raise ValueError(f"waveforms of different acquisitions ({stimulus.index} and {response.index})")
+    s = edge_times(stimulus, stimulus_edge, stimulus_threshold)
+    r = edge_times(response, response_edge, response_threshold)
+    end = min(stimulus.t0_s + stimulus.dt_s * (len(stimulus) - 1), response.t0_s + response.dt_s * (len(response) - 1))
+    return pair_delays(s, r, window_s, end, stimulus.index)
