@@ -5,6 +5,11 @@
 #
 #   * Debian's kernel headers (linux-headers-amd64) to build the mainline
 #     modules against; the CI machine's running kernel is irrelevant.
+#   * libgpiod v1 (libgpiod-dev: header, libgpiod.a for the static build)
+#     for tools/gpio_responder_user, and gpiod (gpiodetect, gpioinfo, ...).
+#   * the AVR responder (target_modules/avr): gcc-avr, binutils-avr and
+#     avr-libc for the ATmega328P firmware, libsimavr-dev and pkg-config for
+#     the host harness that runs it in simavr.
 #   * checkpatch.pl and the two data files it reads (spelling.txt,
 #     const_structs.checkpatch), taken from Debian's linux-source tarball and
 #     kept in a cache directory so later runs cost nothing.
@@ -23,7 +28,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 need_pkgs=""
-for p in linux-headers-amd64 kmod gcc make perl xz-utils; do
+for p in linux-headers-amd64 kmod gcc make perl xz-utils libgpiod-dev gpiod \
+	 gcc-avr binutils-avr avr-libc libsimavr-dev pkg-config; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		need_pkgs="$need_pkgs $p"
 done
