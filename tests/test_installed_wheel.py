@@ -44,6 +44,8 @@ BUILD_PRODUCTS = (
     "tools/irqs-dump",
     "tools/irqgap",
     "tools/irqgap-static",
+    "tools/gpio_responder_user",
+    "tools/gpio_responder_user-static",
 )
 
 

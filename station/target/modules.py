@@ -19,9 +19,11 @@ MODULE_STEMS = {
     ("mainline", "lpt"): "lpt_latency",
     ("mainline", "pcie"): "pcie_latency",
 }
-# ours to unload wherever they are found: the latency modules and the test-only gap injector
-# (target_modules/linux/irqgap_inject.c), which a load may have left behind
-ALL_STEMS = frozenset({*MODULE_STEMS.values(), "irqgap_inject"})
+# ours to unload wherever they are found: the latency modules, the GPIO responder and the test-only
+# gap injector and GPIO chip (target_modules/linux/irqgap_inject.c, gpio_testchip.c), which a load may
+# have left behind. unload_ours() goes in sorted order: gpio_responder before gpio_testchip, whose
+# lines it holds (the chip cannot go while they are requested)
+ALL_STEMS = frozenset({*MODULE_STEMS.values(), "irqgap_inject", "gpio_responder", "gpio_testchip"})
 
 
 def module_stem(family: str, interface: str) -> str:

@@ -18,10 +18,12 @@ from station.vm.errors import VmError
 
 PACKAGED_DIR = "_target_modules"  # in the station package; pyproject.toml's package-dir puts it there
 CHECKOUT_MODULES = Path(__file__).resolve().parents[2] / "target_modules"
-MODULES = ("lpt_latency.ko", "pcie_latency.ko", "irqgap_inject.ko")  # irqgap_inject: test only
+# irqgap_inject and gpio_testchip: test only
+MODULES = ("lpt_latency.ko", "pcie_latency.ko", "irqgap_inject.ko", "gpio_responder.ko", "gpio_testchip.ko")
 # build products and the user-space tool: not inputs (pyproject.toml's exclude-package-data
 # keeps them out of the wheel too); nor are hidden files (.gitignore, kbuild's .*.cmd)
-_IGNORE = ("*.o", "*.ko", "*.mod", "*.mod.c", "Module.symvers", "modules.order", "irqs-dump", "irqgap", "irqgap-static")
+_IGNORE = ("*.o", "*.ko", "*.mod", "*.mod.c", "Module.symvers", "modules.order", "irqs-dump", "irqgap", "irqgap-static",
+           "gpio_responder_user", "gpio_responder_user-static")
 
 
 def module_sources() -> Path:
