@@ -39,6 +39,7 @@ class Bench:
     target: Target | None = None
     load_hosts: dict[str, Host] = field(default_factory=dict)
     scope: Any = None  # station.scope_session.ScopeSession, or None without a scope
+    generator: Any = None  # station.generator_session.GeneratorSession (gpio campaigns), or None
     facts: dict[str, str] = field(default_factory=dict)
     _undo: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -60,13 +61,18 @@ class Bench:
 
     @property
     def uses_scope(self) -> bool:
-        return self.campaign.matrix.kind == "module" and self.campaign.bench.scope.kind != "none"
+        return self.campaign.matrix.kind in ("module", "gpio") and self.campaign.bench.scope.kind != "none"
+
+    @property
+    def uses_generator(self) -> bool:
+        return self.campaign.matrix.kind == "gpio" and self.campaign.bench.generator.kind != "none"
 
     async def activate(self) -> None:
         settings = self.campaign.bench
         target_settings, scope_resource = self.target_settings, settings.scope.resource
+        generator_resource = settings.generator.resource
         if target_settings.kind == "twin" or (self.uses_scope and settings.scope.kind == "twin"):
-            target_settings, scope_resource = await self._start_twin()
+            target_settings, scope_resource, generator_resource = await self._start_twin()
         if target_settings.kind == "vm":
             target_settings = await self._start_vm()
         if target_settings.kind == "local":
@@ -80,10 +86,12 @@ class Bench:
         for name in sorted(self.used_load_hosts()):
             self.load_hosts[name] = load_host(name, settings.load_hosts[name])
             await self._activate_host(self.load_hosts[name], f"load host {name!r}")
-        if target_settings.upload_modules and self.campaign.matrix.kind == "module":
+        if target_settings.upload_modules and self.campaign.matrix.kind in ("module", "gpio"):
             await self._upload_modules(target_settings)
         if self.uses_scope:
             await self._open_scope(scope_resource)
+        if self.uses_generator:
+            await self._open_generator(generator_resource)
 
     async def deactivate(self) -> None:
         """Reverse order of activation; every part is tried, whatever the others do."""
@@ -94,13 +102,17 @@ class Bench:
             except Exception as exc:  # noqa: BLE001 - the next part must still be deactivated
                 self.log.message(f"bench: deactivating {what}: {exc}")
 
-    async def _start_twin(self) -> tuple[TargetSettings, str | None]:
+    async def _start_twin(self) -> tuple[TargetSettings, str | None, str | None]:
         from station.twin.runner import Twin
 
-        settings = self.campaign.bench
+        settings, gpio = self.campaign.bench, self.campaign.gpio
+        board = None
+        if self.campaign.matrix.kind == "gpio" and gpio is not None:  # the twin as a board answering GPIO edges
+            board = {"stimulus_channel": settings.scope.channel, "response_channel": gpio.response_channel,
+                     "generator_channel": settings.generator.channel}
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
-                    scope_options={"dialect": settings.scope.dialect})
+                    scope_options={"dialect": settings.scope.dialect}, board=board)
         loop = asyncio.get_running_loop()
         endpoints = await loop.run_in_executor(None, twin.start_in_thread)
         self.twin = twin
@@ -115,7 +127,8 @@ class Bench:
             )
         if self.uses_scope and settings.scope.kind == "twin":
             scope_resource = endpoints.scope_resource
-        return target_settings, scope_resource
+        generator_resource = endpoints.generator_resource if self.uses_generator else settings.generator.resource
+        return target_settings, scope_resource, generator_resource
 
     async def _start_vm(self) -> TargetSettings:
         """Build (or reuse) the VM image and boot it on a free port; powered off at deactivation."""
@@ -163,7 +176,11 @@ class Bench:
 
     async def _upload_modules(self, target_settings: TargetSettings) -> None:
         assert self.target is not None
-        stems = {modules.module_stem(target_settings.family, i) for i in self.campaign.matrix.interfaces}
+        if self.campaign.matrix.kind == "gpio":  # the responder module, if a case loads it
+            gpio = self.campaign.gpio
+            stems = {"gpio_responder"} if gpio and any(c.responder == "kernel" for c in gpio.cases.values()) else set()
+        else:
+            stems = {modules.module_stem(target_settings.family, i) for i in self.campaign.matrix.interfaces}
         try:
             uploaded = await modules.upload_modules(
                 await self.target.live_connection(), Path(target_settings.upload_modules).expanduser(), stems,
@@ -178,8 +195,12 @@ class Bench:
         from station.scope_session import ScopeSession
 
         loop = asyncio.get_running_loop()
+        gpio = self.campaign.gpio if self.campaign.matrix.kind == "gpio" else None
+        extra = (gpio.response_channel,) if gpio is not None else ()
+        slope = "fall" if gpio is not None and gpio.stimulus_edge == "fall" else "rise"
         try:
-            self.scope = await loop.run_in_executor(None, ScopeSession.open, self.campaign.bench.scope, resource)
+            self.scope = await loop.run_in_executor(None, ScopeSession.open, self.campaign.bench.scope, resource,
+                                                    extra, slope)
         except ScopeError as exc:
             raise BenchError(f"scope: {exc}") from None
         scope = self.scope
@@ -190,6 +211,26 @@ class Bench:
 
         self._undo.append(("the scope", close))
         self.log.message(f"scope: {scope.idn}")
+
+    async def _open_generator(self, resource: str | None) -> None:
+        from instruments.scope import ScopeError
+        from station.generator_session import GeneratorSession
+
+        loop = asyncio.get_running_loop()
+        assert self.campaign.gpio is not None and resource
+        try:
+            self.generator = await loop.run_in_executor(None, GeneratorSession.open, self.campaign.bench.generator,
+                                                        resource, self.campaign.gpio)
+        except ScopeError as exc:
+            raise BenchError(f"generator: {exc}") from None
+        generator = self.generator
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):
+                await loop.run_in_executor(None, generator.close)
+
+        self._undo.append(("the generator", close))
+        self.log.message(f"generator: {generator.idn}")
 
     # ---- what runs use -------------------------------------------------------------------
     def used_load_hosts(self) -> set[str]:
@@ -223,6 +264,11 @@ class Bench:
                 await loop.run_in_executor(None, self.scope.answers)
             except Exception as exc:  # noqa: BLE001 - any failure means the same: the scope is gone
                 return f"scope: {exc}"
+        if self.generator is not None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.generator.answers)
+            except Exception as exc:  # noqa: BLE001 - the same for the generator
+                return f"generator: {exc}"
         return None
 
     def describe(self) -> dict[str, Any]:
@@ -233,6 +279,8 @@ class Bench:
                        "kernel": self.target_settings.kernel if self.target_settings.kind == "vm" else None,
                        "host": self.target.endpoint.where, "audit": self.facts},
             "scope": None if self.scope is None else {"idn": self.scope.idn, "resource": self.scope.resource},
+            "generator": None if self.generator is None else {"idn": self.generator.idn,
+                                                              "resource": self.generator.resource},
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
         }
 

@@ -48,7 +48,7 @@ from pydantic import (
     model_validator,
 )
 
-from instruments.dialects import DIALECTS
+from instruments.dialects import DIALECTS, GENERATORS
 from station.campaign_yaml import MAX_FILE_BYTES, ConfigError, clip, line_at, load_yaml
 from station.units import format_duration, format_voltage, parse_duration, parse_voltage, shorten
 
@@ -186,7 +186,8 @@ def _load_set_name(value: str) -> str:
 
 
 LoadSetName = Annotated[str, AfterValidator(_load_set_name)]
-RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap"}  # the station's own tracked reader and probes
+# the station's own tracked reader and probes
+RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap", "gpio-responder"}
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
 
@@ -477,6 +478,31 @@ class ScopeSettingsConfig(Strict):
         return self
 
 
+GeneratorDialect = Literal[tuple(sorted(GENERATORS))]
+
+
+class GeneratorSettingsConfig(Strict):
+    """The function generator that drives the stimulus of a gpio campaign (its settings are under gpio:)."""
+
+    kind: Literal["twin", "visa", "none"] = Field(
+        "twin", description="twin: the built-in simulated generator; visa: an instrument; none: the stimulus "
+        "comes from elsewhere (set up by hand)"
+    )
+    resource: Annotated[str, _text(256)] | None = Field(
+        None, description="VISA resource, e.g. TCPIP::10.0.0.6::5025::SOCKET"
+    )
+    dialect: GeneratorDialect = Field("keysight_33500", description="the generator's command set")  # type: ignore[valid-type]
+    channel: Int = Field(1, ge=1, le=2)
+    timeout: Seconds(TIMEOUT_RANGE) = 10.0
+
+    @model_validator(mode="after")
+    def _visa_needs_resource(self) -> GeneratorSettingsConfig:
+        if self.kind == "visa" and not self.resource:
+            raise LocatedError(("resource",), "a visa generator needs a resource, e.g. "
+                               "TCPIP::192.168.1.31::5025::SOCKET")
+        return self
+
+
 class LoadHost(Strict):
     """Another machine that runs load generators aimed at the target (e.g. the seed's hping3 flood)."""
 
@@ -523,6 +549,7 @@ class Bench(Strict):
     )
     twin: TwinSettings = TwinSettings()
     scope: ScopeSettingsConfig = ScopeSettingsConfig()
+    generator: GeneratorSettingsConfig = GeneratorSettingsConfig()
     load_hosts: dict[Name, LoadHost] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -545,7 +572,7 @@ def _period(value: float) -> float:
     return value
 
 
-RunKind = Literal["module", "cyclictest", "interruptions"]
+RunKind = Literal["module", "cyclictest", "interruptions", "gpio"]
 
 
 def _article(word: str) -> str:
@@ -723,6 +750,118 @@ class InterruptionsSettings(Strict):
     )
 
 
+GPIO_PERIOD_RANGE = (10e-6, 10.0, "10 us", "10 s")
+GPIO_WIDTH_RANGE = (100e-9, 5.0, "100 ns", "5 s")
+GPIO_WINDOW_RANGE = (100e-9, 10.0, "100 ns", "10 s")
+GPIO_LEVEL_RANGE = (-10.0, 10.0, "-10 V", "+10 V")  # a generator's output into high impedance
+GPIO_CHIP = r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}"
+GOVERNORS = ("performance", "ondemand", "powersave", "schedutil", "conservative", "userspace")
+# where the station starts nothing: a microcontroller, or a program of the user's own
+GPIO_RESPONDERS = ("kernel", "chardev", "sysfs", "external")
+# the seed's own Raspberry Pi programs, modelled by the twin only (station/twin/board.py)
+TWIN_ONLY_RESPONDERS = ("sysfs-mmap", "python-mmap")
+
+
+class GpioLines(Strict):
+    """The target's GPIO lines, named as gpiolib names them (`gpioinfo` lists chips and lines)."""
+
+    chip: Annotated[str, _pattern(GPIO_CHIP, "a gpiochip label, e.g. pinctrl-bcm2835")] = Field(
+        "pinctrl-bcm2835", description="the label of the chip carrying both lines (Raspberry Pi 0-4: pinctrl-bcm2835 "
+        "or pinctrl-bcm2711; Pi 5: pinctrl-rp1)"
+    )
+    input: Int = Field(17, ge=0, le=1023, description="offset of the line the stimulus drives")
+    output: Int = Field(27, ge=0, le=1023, description="offset of the line the responder drives")
+
+    @model_validator(mode="after")
+    def _two_lines(self) -> GpioLines:
+        if self.input == self.output:
+            raise LocatedError(("output",), f"is the input line too ({self.input}): the responder needs two lines")
+        return self
+
+
+class GpioCase(Strict):
+    """One way of answering the stimulus: a column of the seed's comparison."""
+
+    responder: Literal[GPIO_RESPONDERS + TWIN_ONLY_RESPONDERS] = Field(  # type: ignore[valid-type]
+        description="kernel: gpio_responder.ko sets the output in its interrupt handler; chardev: the user-space "
+        "responder on the GPIO character device (libgpiod); sysfs: the same program through /sys/class/gpio; "
+        "external: nothing is started (a microcontroller, or your own program); sysfs-mmap and python-mmap: the "
+        "seed's Raspberry Pi programs, on the twin only"
+    )
+    threaded: bool = Field(False, description="kernel: answer in a threaded handler instead of the hard one")
+    mode: Literal["echo", "toggle"] = Field(
+        "echo", description="echo: the output copies the input; toggle: it flips on each stimulus edge (the seed)"
+    )
+    priority: Int = Field(0, ge=0, le=99, description="chardev/sysfs: SCHED_FIFO priority (0: SCHED_OTHER)")
+    governor: Literal[("keep", *GOVERNORS)] = Field(  # type: ignore[valid-type]
+        "keep", description="the target's cpufreq governor for the run, restored afterwards (keep: leave it)"
+    )
+
+    @model_validator(mode="after")
+    def _options_fit(self) -> GpioCase:
+        if self.threaded and self.responder != "kernel":
+            raise LocatedError(("threaded",), f"is a kernel responder option; this case's responder is "
+                               f"{self.responder}")
+        if self.priority and self.responder not in ("chardev", "sysfs"):
+            raise LocatedError(("priority",), f"is for the user-space responders; this case's is {self.responder}")
+        return self
+
+
+class GpioSettings(Strict):
+    """GPIO response timing (seed 002), for matrix.kind: gpio: a generator drives the target's input
+    line, a responder answers on its output line, the scope records both and every stimulus edge is
+    paired with its response. A run ends after matrix.samples stimuli or matrix.duration."""
+
+    cases: dict[Name, GpioCase] = Field(min_length=1, max_length=64, description="the responders to compare, by name")
+    lines: GpioLines = GpioLines()
+    period: Seconds(GPIO_PERIOD_RANGE) = Field(1e-3, description="mean time between stimulus pulses")
+    jitter: Float = Field(
+        0.25, ge=0.0, le=0.5, description="the period's random spread: each lasts between period/(1 + jitter) and "
+        "period/(1 - jitter) (the generator's frequency modulated by noise), so the stimulus never locks to a "
+        "periodic interrupt on the target (the lock hides or exaggerates timer collisions)"
+    )
+    width: Seconds(GPIO_WIDTH_RANGE) = Field(100e-6, description="stimulus pulse width")
+    low: Volts(GPIO_LEVEL_RANGE) = 0.0
+    high: Volts(GPIO_LEVEL_RANGE) = Field(3.3, description="stimulus high level (3.3 V for a Pi, 5 V for an Uno)")
+    response_channel: Int = Field(2, ge=1, le=4, description="scope channel on the output line (bench.scope."
+                                  "channel is on the input line and triggers)")
+    stimulus_edge: Literal["rise", "fall", "either"] = "rise"
+    response_edge: Literal["auto", "rise", "fall", "either"] = Field(
+        "auto", description="auto: the stimulus's edge for echo cases, either for toggle cases"
+    )
+    window: Literal["auto"] | Seconds(GPIO_WINDOW_RANGE) = Field(
+        "auto", description="a stimulus not answered within this is missed; auto: 90 % of the shortest time "
+        "between stimulus edges"
+    )
+
+    @model_validator(mode="after")
+    def _timing_fits(self) -> GpioSettings:
+        if not self.high > self.low:
+            raise LocatedError(("high",), f"must be above low ({self.low:g} V)")
+        if self.width >= self.shortest_interval_s(edges="pulse"):
+            raise LocatedError(("width",), f"{self.width:g} s does not fit in the shortest period "
+                               f"({self.shortest_interval_s(edges='pulse'):g} s = period / (1 + jitter))")
+        if self.window != "auto" and self.window >= self.shortest_interval_s():
+            raise LocatedError(("window",), f"must be shorter than the shortest time between stimulus edges "
+                               f"({self.shortest_interval_s():g} s): a late answer would pass for the next one's")
+        return self
+
+    def shortest_interval_s(self, edges: str = "") -> float:
+        """The shortest time between two stimulus edges of the measured direction."""
+        period = self.period / (1.0 + self.jitter)  # the highest instantaneous frequency's
+        if edges == "pulse" or self.stimulus_edge != "either":
+            return period
+        return min(self.width, period - self.width)
+
+    def window_s(self) -> float:
+        return 0.9 * self.shortest_interval_s() if self.window == "auto" else float(self.window)
+
+    def response_edge_for(self, case: GpioCase) -> str:
+        if self.response_edge != "auto":
+            return self.response_edge
+        return self.stimulus_edge if case.mode == "echo" else "either"
+
+
 class Campaign(Strict):
     name: Annotated[str, Field(min_length=1), _text(200)]
     description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
@@ -730,16 +869,21 @@ class Campaign(Strict):
     matrix: Matrix
     cyclictest: CyclictestSettings = CyclictestSettings()
     interruptions: InterruptionsSettings = InterruptionsSettings()
+    gpio: GpioSettings | None = None
     loads: dict[LoadSetName, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
 
     @model_validator(mode="after")
     def _kind_fits(self) -> Campaign:
         m, targets = self.matrix, self.bench.named_targets()
-        for section in ("cyclictest", "interruptions"):
+        for section in ("cyclictest", "interruptions", "gpio"):
             if m.kind != section and section in self.model_fields_set:
                 raise LocatedError((section,), f"{section} options are for matrix.kind: {section}")
+        if m.kind != "gpio" and "generator" in self.bench.model_fields_set:
+            raise LocatedError(("bench", "generator"), "drives the stimulus of a gpio campaign (matrix.kind: gpio)")
         if m.kind == "module":
             return self
+        if m.kind == "gpio":
+            return self._gpio_fits()
         if "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
             raise LocatedError(("bench", "scope", "kind"), f"{_article(m.kind)} {m.kind} campaign uses no scope: "
                                "set none or leave bench.scope out")
@@ -770,6 +914,41 @@ class Campaign(Strict):
                 f"a run needs at least {needed:g} s (samples × cyclictest.interval, or duration) but "
                 f"max_duration is {m.max_duration:g} s: every run would end incomplete",
             )
+        return self
+
+    def _gpio_fits(self) -> Campaign:
+        m, gpio, scope, generator = self.matrix, self.gpio, self.bench.scope, self.bench.generator
+        if gpio is None:
+            raise LocatedError(("gpio",), "a gpio campaign needs a gpio: section (its cases at least)")
+        if scope.kind == "none":
+            raise LocatedError(("bench", "scope", "kind"), "a gpio campaign measures with the scope: twin or visa")
+        if scope.channel == gpio.response_channel:
+            raise LocatedError(("gpio", "response_channel"), f"is bench.scope.channel too ({scope.channel}): the "
+                               "stimulus and the response need a channel each")
+        targets = self.bench.named_targets()
+        for name, t in targets.items():
+            where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
+            if t.kind in ("vm", "local"):
+                raise LocatedError(where, f"a {t.kind} target has no GPIO lines a scope can probe: use ssh (a board) "
+                                   "or twin")
+            twin_parts = [part for part, kind in (("bench.scope", scope.kind), ("bench.generator", generator.kind))
+                          if (kind == "twin") != (t.kind == "twin")]
+            if twin_parts:
+                raise LocatedError(where, f"the twin board answers the twin generator under the twin scope: "
+                                   f"{' and '.join(twin_parts)} must be twin exactly when the target is")
+            if t.kind != "twin":
+                for case_name, case in gpio.cases.items():
+                    if case.responder in TWIN_ONLY_RESPONDERS:
+                        raise LocatedError(("gpio", "cases", case_name, "responder"),
+                                           f"{case.responder} is the seed's own program, modelled on the twin only")
+        runs = run_count(m, len(targets), len(gpio.cases))
+        if runs > MAX_RUNS:
+            raise LocatedError(("matrix", "repetitions"), f"{runs} runs; at most {MAX_RUNS}")
+        # a scope sees only part of the stimuli (it is blind while it transfers), so this is a floor
+        needed = min(x for x in (m.duration, m.samples and m.samples * gpio.period) if x)
+        if needed > m.max_duration:
+            raise LocatedError(("matrix", "max_duration"), f"a run needs at least {needed:g} s (samples × gpio.period, "
+                               f"or duration) but max_duration is {m.max_duration:g} s: every run would end incomplete")
         return self
 
     @model_validator(mode="after")
@@ -817,6 +996,8 @@ class RunSpec:
     @property
     def id(self) -> str:
         where = f"{self.target}-" if self.target else ""
+        if self.kind == "gpio":  # its variant is the case
+            return f"{where}{self.variant}-{self.load}-r{self.repetition}"
         if self.kind != "module":  # a probe run has no interface or variant
             return f"{where}{self.load}-r{self.repetition}"
         return f"{where}{self.interface}-{self.variant}-{self.load}-r{self.repetition}"
@@ -836,8 +1017,9 @@ def measurement_hash(campaign: Campaign) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_count(matrix: Matrix, targets: int = 1) -> int:
-    cells = len(matrix.interfaces) * len(matrix.variants) if matrix.kind == "module" else 1
+def run_count(matrix: Matrix, targets: int = 1, cases: int = 1) -> int:
+    """Runs of the matrix; `cases`: a gpio campaign's number of cases (one run each)."""
+    cells = len(matrix.interfaces) * len(matrix.variants) if matrix.kind == "module" else cases
     return targets * cells * len(matrix.loads) * matrix.repetitions
 
 
@@ -846,9 +1028,11 @@ def expand_runs(campaign: Campaign) -> list[RunSpec]:
     Campaign changed with model_copy() bypasses validation, so the cap is checked again."""
     m = campaign.matrix
     targets = list(campaign.bench.named_targets())
-    if run_count(m, len(targets)) > MAX_RUNS:
-        raise ConfigError(f"matrix: {run_count(m, len(targets))} runs; at most {MAX_RUNS}")
-    cells = list(itertools.product(m.interfaces, m.variants)) if m.kind == "module" else [("", "")]
+    # a gpio run's case takes the variant's place (its run id: <case>-<load>-r<n>)
+    cases = list(campaign.gpio.cases) if m.kind == "gpio" and campaign.gpio else [""]
+    if run_count(m, len(targets), len(cases)) > MAX_RUNS:
+        raise ConfigError(f"matrix: {run_count(m, len(targets), len(cases))} runs; at most {MAX_RUNS}")
+    cells = list(itertools.product(m.interfaces, m.variants)) if m.kind == "module" else [("", c) for c in cases]
     # target-major: each target's bench (a VM boot, say) is set up once
     return [
         RunSpec(i, v, load, r, kind=m.kind, target=t)

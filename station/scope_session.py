@@ -1,5 +1,6 @@
 """The scope side of a campaign: open the instrument named in the campaign,
-configure it once, and turn each single acquisition into pulse widths."""
+configure it once, and turn each single acquisition into pulse widths (a module run)
+or into stimulus-to-response delays (a gpio run, two channels)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from instruments.delays import Delays, measure_delays
 from instruments.pulses import extract_pulses
 from instruments.scope import Scope, ScopeSettings, open_scope
 from station.config import ScopeSettingsConfig
 
 
-def instrument_settings(cfg: ScopeSettingsConfig) -> ScopeSettings:
+def instrument_settings(cfg: ScopeSettingsConfig, extra_channels: tuple[int, ...] = (),
+                        slope: str = "rise") -> ScopeSettings:
     return ScopeSettings(
+        extra_channels=extra_channels,
         channel=cfg.channel,
         volts_per_div=cfg.volts_per_div,
         position_div=cfg.position_div,
         time_per_div=cfg.time_per_div,
         record_length=cfg.record_length,
         trigger_level_v=cfg.trigger_level,
-        trigger_slope="rise",
+        trigger_slope=slope,  # type: ignore[arg-type]
         trigger_position_pct=cfg.trigger_position_pct,
         acquire_timeout_s=cfg.timeout,
     )
@@ -35,12 +39,14 @@ class ScopeSession:
     threshold_v: float | None
 
     @classmethod
-    def open(cls, cfg: ScopeSettingsConfig, resource: str) -> ScopeSession:
+    def open(cls, cfg: ScopeSettingsConfig, resource: str, extra_channels: tuple[int, ...] = (),
+             slope: str = "rise") -> ScopeSession:
+        """Configured for `cfg`; `extra_channels` recorded beside cfg.channel, which triggers on `slope`."""
         scope = open_scope(resource, dialect=cfg.dialect, timeout_s=cfg.timeout)
         try:
             idn = scope.identify()
             scope.reset()
-            scope.configure(instrument_settings(cfg))
+            scope.configure(instrument_settings(cfg, extra_channels, slope))
             scope.check_errors()
         except BaseException:
             scope.close()
@@ -58,6 +64,24 @@ class ScopeSession:
             wf = self.scope.acquire_single()
         pulses = extract_pulses(wf, threshold=self.threshold_v)
         return pulses.start_s, pulses.width_s
+
+    def acquire_delays(self, response_channel: int, window_s: float, stimulus_edge: str,
+                       response_edge: str) -> Delays:
+        """One acquisition of both channels; each stimulus edge paired with its response."""
+        with self._lock:
+            waveforms = self.scope.acquire_channels()
+        applied = self.scope.applied
+        assert applied is not None
+        return measure_delays(
+            waveforms[applied.channel], waveforms[response_channel], window_s=window_s,
+            stimulus_edge=stimulus_edge, response_edge=response_edge,  # type: ignore[arg-type]
+            stimulus_threshold=self.threshold_v, response_threshold=self.threshold_v,
+        )
+
+    @property
+    def sample_interval_s(self) -> float | None:
+        applied = self.scope.applied
+        return None if applied is None else applied.sample_interval_s
 
     def answers(self) -> None:
         """Raises if the scope no longer answers *IDN? (after the acquisition in flight, if any)."""

@@ -85,7 +85,7 @@ class PeriodicEdgeSource:
         return np.stack([lead[keep], trail[keep]], axis=1)
 
 
-def _unit_hash(values: np.ndarray, salt: int) -> np.ndarray:
+def unit_hash(values: np.ndarray, salt: int) -> np.ndarray:
     """A uniform [0, 1) number per int64 value, the same every time (splitmix64 finaliser)."""
     with np.errstate(over="ignore"):
         x = values.astype(np.uint64) ^ np.uint64(salt & 0xFFFF_FFFF_FFFF_FFFF)
@@ -129,8 +129,8 @@ class ResponseSource:
         """The delay (ns, whole) of the answer to the pulse leading at each `lead_ns`; NaN if missed."""
         lead = np.asarray(lead_ns, dtype=np.int64)
         low, high = self.delay_range_ns
-        delay = np.rint(low + (high - low) * _unit_hash(lead, self.seed)).astype(np.float64)
-        missed = _unit_hash(lead, self.seed + 0x9E3779B9) < self.miss_probability
+        delay = np.rint(low + (high - low) * unit_hash(lead, self.seed)).astype(np.float64)
+        missed = unit_hash(lead, self.seed + 0x9E3779B9) < self.miss_probability
         delay[missed] = np.nan
         return delay
 

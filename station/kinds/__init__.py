@@ -17,6 +17,7 @@ __all__ = ["Measurement", "RunContext", "kind_for", "register", "registered"]
 def kind_for(name: str) -> type[Measurement]:
     # the built-in kinds register themselves on import
     import station.kinds.cyclictest_run  # noqa: F401
+    import station.kinds.gpio_run  # noqa: F401
     import station.kinds.interruptions_run  # noqa: F401
     import station.kinds.module_run  # noqa: F401
 

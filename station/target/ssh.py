@@ -157,11 +157,14 @@ class TargetConnection:
                 "(a sudoers NOPASSWD rule for insmod, rmmod, kill, cat, dmesg) or log in as root"
             )
 
-    async def upload(self, data: bytes, remote_path: str) -> None:
-        """Write a file on the target through `cat >` (works on any shell, no SFTP needed)."""
+    async def upload(self, data: bytes, remote_path: str, privileged: bool = False) -> None:
+        """Write a file on the target through `cat >` (works on any shell, no SFTP needed);
+        `privileged`: as root, through `sudo -n tee` where the bench logs in as a user."""
+        q = shlex.quote(remote_path)
+        command = f"sudo -n tee {q} >/dev/null" if privileged and self.endpoint.sudo else f"cat > {q}"
         try:
             async with asyncio.timeout(60):
-                result = await self._conn.run(f"cat > {shlex.quote(remote_path)}", input=data, encoding=None)
+                result = await self._conn.run(command, input=data, encoding=None)
         except (TimeoutError, asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {exc}") from None
         if result.exit_status != 0:

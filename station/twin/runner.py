@@ -28,6 +28,7 @@ class TwinEndpoints:
     identity_file: str
     known_hosts: str
     scope_resource: str
+    generator_resource: str = ""  # a gpio campaign's twin only
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=2) + "\n")
@@ -47,18 +48,26 @@ class Twin:
         truth_dir: Path | None = None,
         scope_options: dict[str, Any] | None = None,
         with_scope: bool = True,
+        board: dict[str, int] | None = None,
     ) -> None:
+        """`board` (a gpio campaign): the twin is a board answering GPIO edges, with a generator
+        on its input; the dict names the scope's stimulus and response channels and the
+        generator's channel."""
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="irq-twin-")
         self.state_dir = Path(state_dir or self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.preset = load_preset(preset).with_overrides(overrides or {})
-        self.target = EmulatedTarget(self.preset, seed)
+        self.board = board
+        self.seed = seed
+        self.target = EmulatedTarget(self.preset, seed, hostname="pi-twin" if board else "rtai-twin",
+                                     board=board is not None)
         self.target.truth_dir = truth_dir
         self.scope_options = scope_options or {}
         self.with_scope = with_scope
         self.endpoints: TwinEndpoints | None = None
         self._ssh: TwinSSHServer | None = None
         self._scope: Any = None
+        self._generator: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -69,11 +78,24 @@ class Twin:
         await self._ssh.start()
         known_hosts = self.state_dir / "known_hosts"
         known_hosts.write_text(self._ssh.known_hosts_line())
-        scope_resource = ""
+        scope_resource = generator_resource = ""
+        source, options = self.target, dict(self.scope_options)
+        if self.board is not None:
+            from instruments.sim.funcgen import SimGeneratorServer
+            from station.twin.board import BoardResponse
+
+            self._generator = SimGeneratorServer(host="127.0.0.1", port=0, seed=self.seed, clock=self.target.now_ns)
+            await self._generator.start()
+            generator_resource = self._generator.resource
+            assert self.target.board is not None
+            source = self._generator.source(self.board["generator_channel"])
+            response = BoardResponse(source, self.target.board.log, seed=self.seed)
+            options |= {"probe_channel": self.board["stimulus_channel"],
+                        "channel_sources": {self.board["response_channel"]: response}}
         if self.with_scope:
             from instruments.sim import SimScopeServer
 
-            self._scope = SimScopeServer(self.target, host="127.0.0.1", port=0, **self.scope_options)
+            self._scope = SimScopeServer(source, host="127.0.0.1", port=0, **options)
             await self._scope.start()
             scope_resource = f"TCPIP::127.0.0.1::{self._scope.port}::SOCKET"
         self.endpoints = TwinEndpoints(
@@ -83,6 +105,7 @@ class Twin:
             identity_file=str(key_path),
             known_hosts=str(known_hosts),
             scope_resource=scope_resource,
+            generator_resource=generator_resource,
         )
         self.endpoints.write(self.state_dir / "twin.json")
         return self.endpoints
@@ -90,6 +113,8 @@ class Twin:
     async def stop_async(self) -> None:
         if self._scope is not None:
             await self._scope.stop()
+        if self._generator is not None:
+            await self._generator.stop()
         if self._ssh is not None:
             await self._ssh.stop()
 

@@ -65,9 +65,12 @@ class TwinSSHServer:
 
     async def _run(self, process: asyncssh.SSHServerProcess, command: str) -> int | None:
         words = command.split()
-        if len(words) == 3 and words[:2] == ["cat", ">"]:
-            # the station's file upload: stdin to a file
-            self.target.write_file(words[2], await process.stdin.read())
+        if words[:2] == ["sudo", "-n"]:
+            words = words[2:]
+        if (len(words) == 3 and words[:2] == ["cat", ">"]) or (len(words) == 3 and words[0] == "tee"
+                                                               and words[2] == ">/dev/null"):
+            # the station's file upload (as root through sudo: tee): stdin to a file
+            self.target.write_file(words[2] if words[0] == "cat" else words[1], await process.stdin.read())
             return 0
         result = self.target.run(command)
         if isinstance(result, CommandResult):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import numpy as np
 
 from station import records
 from station.target import modules as station_modules
+from station.twin.board_target import GOVERNOR_DIR, GOVERNOR_FILE, RESPONDER_MODULE, BoardError, BoardTarget
 from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
 
 MODULE_DIR = "/opt/irq-station/modules"
@@ -89,6 +91,7 @@ class LoadProcess:
     pidfile: str | None
     deadline: float
     echo_pid: bool = False
+    responder: bool = False  # the board's GPIO responder, not a load
     argv: list[str] = field(default_factory=list)  # as /proc/PID/cmdline shows it (after exec)
     environ: list[str] = field(default_factory=list)  # as /proc/PID/environ shows it
     ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -96,7 +99,7 @@ class LoadProcess:
 
 
 class EmulatedTarget:
-    def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin") -> None:
+    def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin", board: bool = False) -> None:
         self.preset = preset
         self.seed = seed
         self.hostname = hostname
@@ -118,6 +121,11 @@ class EmulatedTarget:
         self.truth_dir: Path | None = None
         for stem in MODULES:
             self.files[f"{MODULE_DIR}/{stem}.ko"] = b"\x7fELF twin module"
+        # a gpio campaign's twin: a board answering GPIO edges (station/twin/board_target.py)
+        self.board = BoardTarget(self.now_ns) if board else None
+        if self.board is not None:
+            self.files[f"{MODULE_DIR}/{RESPONDER_MODULE}.ko"] = b"\x7fELF twin module"
+            self._cmd_mkdir(["-p", GOVERNOR_DIR])
 
     # ---- clock and state seen by the scope -------------------------------------------
     def now_ns(self) -> int:
@@ -125,7 +133,7 @@ class EmulatedTarget:
 
     def loads_running(self) -> bool:
         self._reap()
-        return any(p.status is None for p in self.loads.values())
+        return any(p.status is None and not p.responder for p in self.loads.values())
 
     def current_session(self) -> ModuleSession | None:
         for mod in self.modules.values():
@@ -151,6 +159,8 @@ class EmulatedTarget:
 
     # ---- files ------------------------------------------------------------------------
     def _virtual_file(self, path: str) -> bytes | None:
+        if self.board is not None and path in (board_files := self.board.files()):
+            return board_files[path].encode()
         if path in self.files:
             return self.files[path]
         ncpu = os.cpu_count() or 2
@@ -164,7 +174,7 @@ class EmulatedTarget:
             "/proc/loadavg": f"{1.9 if self.loads_running() else 0.05:.2f} 0.80 0.40 1/120 {self._next_pid}\n",
         }
         if path == "/proc/modules":
-            names = [*self.modules, *RTAI_BASE_MODULES]
+            names = [*self._module_names(), *RTAI_BASE_MODULES]
             return "".join(f"{m} 20480 0 - Live 0x0000000000000000\n" for m in names).encode()
         if path == "/proc/interrupts":
             cols = "".join(f"       CPU{i}" for i in range(ncpu))
@@ -193,6 +203,9 @@ class EmulatedTarget:
         return table[path].encode() if path in table else None
 
     def write_file(self, path: str, data: bytes) -> None:
+        if self.board is not None and path == GOVERNOR_FILE:
+            self.board.write_governor(data)
+            return
         self.files[path] = data
         self._cmd_mkdir(["-p", path.rsplit("/", 1)[0]])
 
@@ -253,6 +266,8 @@ class EmulatedTarget:
     def _cmd_uname(self, args: list[str]) -> CommandResult:
         if "-r" in args:
             return CommandResult(b"3.4.55-rtai\n")
+        if "-m" in args:  # this machine's: the station's own programs upload as they are
+            return CommandResult(f"{platform.machine()}\n".encode())
         return CommandResult(
             f"Linux {self.hostname} 3.4.55-rtai #1 SMP PREEMPT x86_64 GNU/Linux\n".encode()
         )
@@ -310,7 +325,7 @@ class EmulatedTarget:
 
     def _cmd_lsmod(self, args: list[str]) -> CommandResult:
         rows = ["Module                  Size  Used by"]
-        rows += [f"{m:<24}{20480:>6}  0" for m in self.modules]
+        rows += [f"{m:<24}{20480:>6}  0" for m in self._module_names()]
         rows += [f"{m:<24}{65536:>6}  1" for m in RTAI_BASE_MODULES]
         return CommandResult(("\n".join(rows) + "\n").encode())
 
@@ -319,6 +334,8 @@ class EmulatedTarget:
             return _err("insmod: ERROR: missing filename.", 1)
         path, kv = args[0], args[1:]
         stem = Path(path).name.removesuffix(".ko")
+        if self.board is not None and stem == RESPONDER_MODULE and path in self.files:
+            return self._insmod_responder(path, args[1:])
         if path not in self.files or stem not in MODULES:
             return _err(f"insmod: ERROR: could not load module {path}: No such file or directory")
         if not self.files[path].startswith(b"\x7fELF"):
@@ -407,6 +424,9 @@ class EmulatedTarget:
             name = Path(name).name.removesuffix(".ko")
             if name in RTAI_BASE_MODULES:
                 return _err(f"rmmod: ERROR: Module {name} is in use")
+            if self.board is not None and name == RESPONDER_MODULE and self.board.module is not None:
+                self.board.unload_module()
+                continue
             mod = self.modules.get(name)
             if mod is None:
                 return _err(f"rmmod: ERROR: Module {name} is not currently loaded")
@@ -489,14 +509,26 @@ class EmulatedTarget:
             stream_of = next((m for m in self.modules.values() if argv[1:] == [m.device]), None)
             if stream_of is None:
                 return _err(f"cat: {' '.join(argv[1:])}: No such file or directory", 1)
+        elif self.board is not None and self.board.is_responder(argv):
+            if argv[0] not in self.files and "/" in argv[0]:  # the seed's programs go by name
+                return _err(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
         elif argv[0] not in KNOWN_LOAD_PROGRAMS:
             return _err(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
         if argv[0] == "hping3" and len([a for a in argv[1:] if not a.startswith("-")]) == 0:
             return _err("hping3: missing target host", 1)
         pid = self._next_pid
         self._next_pid += 7
-        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, exec_argv, environ)
+        responder = self.board is not None and self.board.is_responder(argv)
+        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, responder, exec_argv, environ)
+        if responder:
+            assert self.board is not None
+            try:
+                self.board.start_process(pid, argv)
+            except BoardError as exc:
+                return _err(str(exc), 1)
         self.loads[pid] = proc
+        if self.board is not None:
+            self.board.changed(loaded=self.loads_running())
         if pidfile:
             self.files[pidfile] = f"{pid}\n".encode()
         if stream_of is not None:
@@ -512,6 +544,44 @@ class EmulatedTarget:
     def _end(self, proc: LoadProcess, status: int) -> None:
         proc.status = status
         proc.ended.set()
+        if self.board is not None:
+            self.board.end_process(proc.pid)
+            self.board.changed(loaded=any(p.status is None and not p.responder for p in self.loads.values()))
+
+    def _module_names(self) -> list[str]:
+        board_module = [RESPONDER_MODULE] if self.board is not None and self.board.module is not None else []
+        return [*self.modules, *board_module]
+
+    def _insmod_responder(self, path: str, kv: list[str]) -> CommandResult:
+        assert self.board is not None
+        if self.board.module is not None:
+            return _err(f"insmod: ERROR: could not insert module {path}: File exists")
+        params = dict(item.partition("=")[::2] for item in kv)
+        try:
+            self.board.load_module(params)
+        except BoardError as exc:
+            self.files["/var/log/dmesg-last"] = f"{RESPONDER_MODULE}: {exc}\n".encode()
+            return _err(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
+        return CommandResult()
+
+    # the station's tool upload: test -x, chmod, mv
+    def _cmd_test(self, args: list[str]) -> CommandResult:
+        if len(args) == 2 and args[0] in ("-x", "-f", "-e"):
+            return CommandResult(status=0 if args[1] in self.files else 1)
+        if len(args) == 2 and args[0] == "-d":
+            return CommandResult(status=0 if args[1].rstrip("/") in self.dirs else 1)
+        return _err("test: the twin knows -e, -f, -x and -d PATH", 2)
+
+    def _cmd_chmod(self, args: list[str]) -> CommandResult:
+        missing = [a for a in args[1:] if a not in self.files]
+        return _err(f"chmod: cannot access '{missing[0]}': No such file or directory") if missing else CommandResult()
+
+    def _cmd_mv(self, args: list[str]) -> CommandResult:
+        paths = [a for a in args if not a.startswith("-")]
+        if len(paths) != 2 or paths[0] not in self.files:
+            return _err(f"mv: cannot stat '{paths[0] if paths else ''}': No such file or directory")
+        self.files[paths[1]] = self.files.pop(paths[0])
+        return CommandResult()
 
     def _reap(self) -> None:
         now = time.monotonic()

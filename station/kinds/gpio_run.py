@@ -1,0 +1,211 @@
+"""The gpio run (seed 002): a generator drives the target's input line, a responder answers on its
+output line, and the scope pairs every stimulus edge it sees with the response edge that follows.
+
+Per run, one case of the campaign's gpio.cases: its responder (gpio_responder.ko, the user-space
+responder on the character device or sysfs, or nothing the station starts) and its cpufreq
+governor (set for the run, the previous one put back after). The generator's output is on only
+while the run measures. Each acquisition appends its stimulus edges to delays.csv as it arrives
+(a missed stimulus has an empty delay), so a run cut short keeps what was measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
+from station.store import read_csv_lines, write_parquet
+from station.target import TargetError, modules
+from station.target import gpio as gpio_target
+from station.target import processes as proc_ctl
+
+RESPONDER_NAME = "gpio-responder"  # its pid file and log; a reserved load name
+TWIN_ONLY = ("sysfs-mmap", "python-mmap")  # the seed's own Pi programs, which the twin plays by name
+
+
+class InstrumentFailure(MeasurementFailure):
+    """The scope or the generator failed during the run."""
+
+
+@register
+class GpioRun(Measurement):
+    name = "gpio"
+    outputs = {
+        "delays.csv": "every stimulus edge the scope saw: its acquisition, time from the trigger, the delay to "
+        "its response (empty: missed) and the host time the acquisition was armed (→ delays.parquet)",
+        "responder.log": "what the user-space responder printed (chardev and sysfs cases)",
+    }
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        gpio = ctx.campaign.gpio
+        assert gpio is not None
+        self.gpio = gpio
+        self.case_name = ctx.spec.variant
+        self.case = gpio.cases[self.case_name]
+        self.window_s = gpio.window_s()
+        self.response_edge = gpio.response_edge_for(self.case)
+        self.governors_before: dict[str, str] = {}
+        self.governor_touched = False
+        self.module_maybe_loaded = False
+        self.responder: proc_ctl.TrackedProcess | None = None
+        self.responder_started = False
+        self.generator_on = False
+        self.stimuli = self.missed = self.censored = self.unanswering = 0
+        self.answered: list[np.ndarray] = []
+
+    def manifest(self) -> dict[str, Any]:
+        g = self.gpio
+        return {"gpio": {
+            "case": self.case_name, **self.case.model_dump(), "lines": g.lines.model_dump(),
+            "period_s": g.period, "jitter": g.jitter, "width_s": g.width, "window_s": self.window_s,
+            "stimulus_edge": g.stimulus_edge, "response_edge": self.response_edge,
+            "stimulus_channel": self.ctx.campaign.bench.scope.channel, "response_channel": g.response_channel,
+            "sample_interval_s": self.ctx.bench.scope.sample_interval_s if self.ctx.bench.scope else None,
+        }}
+
+    def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
+        self.delays_csv = store.appender("delays.csv", header="acquisition,stimulus_s,delay_s,armed_host_s\n")
+        self.log = store.appender("responder.log")
+
+    async def baseline(self) -> None:
+        if self.case.governor != "keep":
+            conn = await self.ctx.target.live_connection()
+            self.governors_before = await gpio_target.read_governors(conn)
+
+    async def start(self) -> None:
+        target = self.ctx.target
+        conn = await target.live_connection()
+        if self.governors_before:
+            self.governor_touched = True
+            await gpio_target.write_governors(conn, dict.fromkeys(self.governors_before, self.case.governor))
+        responder = self.case.responder
+        if responder == "kernel":
+            self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
+            path = f"{target.settings.module_dir.rstrip('/')}/{gpio_target.RESPONDER_MODULE}.ko"
+            await settled(modules.insmod(conn, path, gpio_target.module_params(self.gpio, self.case)))
+        elif responder != "external":
+            if responder in TWIN_ONLY:
+                program = responder
+            else:
+                program = await gpio_target.RESPONDER_PROGRAM.ensure(conn, target.work_dir)
+            command = shlex.join([program, *gpio_target.program_arguments(self.gpio, self.case)])
+            self.responder_started = True
+            self.responder = await settled(proc_ctl.start_load(
+                conn, RESPONDER_NAME, command, target.work_dir, self.ctx.max_seconds, privileged=True,
+                role="probe",
+            ))
+            self.responder_reader = asyncio.gather(
+                _copy(self.responder.process.stdout, self.log), _copy(self.responder.process.stderr, self.log))
+            self.responder_reader.add_done_callback(lambda t: t.cancelled() or t.exception())
+        if self.ctx.bench.generator is not None:
+            self.generator_on = True
+            await asyncio.get_running_loop().run_in_executor(None, self.ctx.bench.generator.output, True)
+
+    async def measure(self) -> None:
+        m, progress, scope = self.ctx.campaign.matrix, self.ctx.progress, self.ctx.bench.scope
+        progress.sw_target = m.samples
+        progress.duration_target = m.duration
+        progress.phase = "measuring"
+        progress.started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        deadline = progress.started + m.max_duration
+        while True:
+            now = time.monotonic()
+            if (m.samples and self.stimuli >= m.samples) or (m.duration and now - progress.started >= m.duration):
+                return
+            if now >= deadline:
+                return  # the verdict says what fell short
+            if self.responder is not None and self.responder.process.exit_status is not None:
+                raise MeasurementFailure(f"the responder exited with status {self.responder.process.exit_status}: "
+                                         f"{self._log_tail()}")
+            armed = time.time()
+            try:
+                delays = await loop.run_in_executor(None, scope.acquire_delays, self.gpio.response_channel,
+                                                    self.window_s, self.gpio.stimulus_edge, self.response_edge)
+            except Exception as exc:  # noqa: BLE001 - any instrument failure ends the run, data kept
+                raise InstrumentFailure(f"scope: {exc}") from None
+            n = progress.acquisitions
+            self.delays_csv.write("".join(
+                f"{n},{s:.12e},{'' if np.isnan(d) else f'{d:.12e}'},{armed:.6f}\n"
+                for s, d in zip(delays.stimulus_s, delays.delay_s, strict=True)
+            ), flush=True)
+            progress.acquisitions += 1
+            self.stimuli += len(delays)
+            self.missed += delays.missed
+            self.censored += delays.censored
+            self.unanswering += delays.unanswering
+            self.answered.append(delays.answered)
+            progress.sw.add(delays.answered * 1e9)
+            self.ctx.sink.update(progress)
+
+    async def stop(self) -> None:
+        errors: list[str] = []
+        if self.generator_on and self.ctx.bench.generator is not None:
+            try:  # the target's input goes quiet before its responder goes
+                await asyncio.get_running_loop().run_in_executor(None, self.ctx.bench.generator.output, False)
+                self.generator_on = False
+            except Exception as exc:  # noqa: BLE001 - the target must still be cleaned
+                errors.append(f"generator output off: {exc}")
+        target = self.ctx.target
+        conn = await target.live_connection()
+        if self.responder is not None:
+            self.responder.conn = conn
+            await proc_ctl.stop_load(self.responder)
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await self.responder_reader
+        elif self.responder_started:  # started but not yet tracked when the run was stopped
+            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir, RESPONDER_NAME))
+        if self.module_maybe_loaded and gpio_target.RESPONDER_MODULE in await modules.loaded_modules(conn):
+            await modules.rmmod(conn, gpio_target.RESPONDER_MODULE)
+        if self.governor_touched:
+            await gpio_target.write_governors(conn, self.governors_before)
+            self.governor_touched = False
+        if errors:
+            raise TargetError("; ".join(errors))
+
+    def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
+        m = self.ctx.campaign.matrix
+        if status == "complete" and m.samples and self.stimuli < m.samples:
+            return "incomplete", f"max_duration reached with {self.stimuli} of {m.samples} stimuli seen"
+        if status == "complete" and self.stimuli and self.missed == self.stimuli:
+            return "incomplete", (f"no response to any of {self.stimuli} stimuli: check the responder, its lines "
+                                  f"({self.gpio.lines.chip} {self.gpio.lines.input}→{self.gpio.lines.output}) and "
+                                  f"the probe on channel {self.gpio.response_channel}")
+        return status, error
+
+    def seal_extra(self) -> dict[str, Any]:
+        answered = np.concatenate(self.answered) if self.answered else np.empty(0)
+        return {"gpio_counts": {
+            "stimuli": self.stimuli, "answered": int(len(answered)), "missed": self.missed,
+            "censored": self.censored, "unanswering_responses": self.unanswering,
+            "acquisitions": self.ctx.progress.acquisitions,
+        }}
+
+    @property
+    def conversions(self) -> list:
+        def delays(run_dir: Path) -> dict[str, int]:
+            frame = read_csv_lines(run_dir / "delays.csv")
+            write_parquet(frame, run_dir / "delays.parquet")
+            return {"stimuli": len(frame)}
+
+        return [delays]
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            text = (self.ctx.store.dir / "responder.log").read_text(errors="replace").strip()
+            if text:
+                return text[-500:]
+        return "(no message)"
+
+
+async def _copy(stream, out) -> None:  # noqa: ANN001 - an asyncssh reader, a store appender
+    while data := await stream.read(4096):
+        out.write(data if isinstance(data, str) else data.decode(errors="replace"), flush=True)

@@ -1,0 +1,77 @@
+"""A GPIO responder on a target (seed 002): the kernel module's parameters, the user-space
+program's command line, and the cpufreq governor a case asks for (read first, put back after).
+
+Every value comes from the validated campaign (names matched against fixed patterns, numbers
+bounded); callers still quote every word they send.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from station.config import GpioCase, GpioSettings
+from station.target.ssh import TargetConnection, TargetError
+from station.target.tools import Tool
+
+RESPONDER_MODULE = "gpio_responder"
+RESPONDER_PROGRAM = Tool("gpio_responder_user", libs=("gpiod",), packages="gcc, libc6-dev and libgpiod-dev")
+CPUFREQ_DIR = "/sys/devices/system/cpu/cpufreq"
+STIMULUS_EDGES = {"rise": "rising", "fall": "falling", "either": "both"}
+
+
+def responder_edge(settings: GpioSettings, case: GpioCase) -> str:
+    """The input edges the responder must answer: an echo copies the input's level, so it answers
+    both; a toggle answers the measured stimulus edge."""
+    return "both" if case.mode == "echo" else STIMULUS_EDGES[settings.stimulus_edge]
+
+
+def module_params(settings: GpioSettings, case: GpioCase) -> dict[str, str]:
+    """gpio_responder.ko's parameters for this case."""
+    lines = settings.lines
+    return {"chip": lines.chip, "in": str(lines.input), "out": str(lines.output),
+            "edge": responder_edge(settings, case), "mode": case.mode, "threaded": str(int(case.threaded))}
+
+
+def program_arguments(settings: GpioSettings, case: GpioCase) -> list[str]:
+    """The user-space responder's options for this case (its path goes first)."""
+    lines = settings.lines
+    args = ["--chip", lines.chip, "--in", str(lines.input), "--out", str(lines.output),
+            "--edge", responder_edge(settings, case), "--mode", case.mode]
+    if case.priority:
+        args += ["--priority", str(case.priority)]
+    if case.responder == "sysfs":
+        args.append("--sysfs")
+    return args
+
+
+async def governor_files(conn: TargetConnection) -> list[str]:
+    """Each cpufreq policy's scaling_governor file; TargetError if the target has no cpufreq."""
+    listed = await conn.run(f"ls {CPUFREQ_DIR}", check=False)
+    policies = [p for p in (listed.stdout or "").split() if p.startswith("policy") and p[6:].isdigit()]
+    if listed.exit_status != 0 or not policies:
+        raise TargetError(f"{conn.endpoint.where}: no cpufreq policies under {CPUFREQ_DIR} (the kernel has no "
+                          "CPU frequency scaling, or it is not exposed): a case cannot set a governor here")
+    return [f"{CPUFREQ_DIR}/{p}/scaling_governor" for p in sorted(policies, key=lambda p: int(p[6:]))]
+
+
+async def read_governors(conn: TargetConnection) -> dict[str, str]:
+    """The governor of each policy now (to put back after the run)."""
+    found = {}
+    for path in await governor_files(conn):
+        got = await conn.run(f"cat {shlex.quote(path)}", check=False)
+        if got.exit_status != 0 or not (got.stdout or "").strip():
+            raise TargetError(f"{conn.endpoint.where}: cannot read {path}: {(got.stderr or '').strip()}")
+        found[path] = (got.stdout or "").strip()
+    return found
+
+
+async def write_governors(conn: TargetConnection, governors: dict[str, str]) -> None:
+    """Set each policy's governor; the kernel refuses an unknown one (it says which it knows)."""
+    for path, governor in governors.items():
+        await conn.upload(f"{governor}\n".encode(), path, privileged=True)
+        now = ((await conn.run(f"cat {shlex.quote(path)}", check=False)).stdout or "").strip()
+        if now != governor:
+            known = await conn.run(f"cat {shlex.quote(path.rsplit('/', 1)[0] + '/scaling_available_governors')}",
+                                   check=False)
+            raise TargetError(f"{conn.endpoint.where}: {path} reads {now!r} after writing {governor!r} (available: "
+                              f"{(known.stdout or '?').strip()})")

@@ -1,0 +1,80 @@
+"""The station's own programs on a target (target_modules/tools/*.c): built once on this machine
+as a static binary and uploaded where the target has the same architecture, or compiled on the
+target with its own cc otherwise (with the libraries the program links, which must be there)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from station.target.ssh import TargetConnection, TargetError
+
+CFLAGS = ("-std=gnu11", "-O2", "-Wall", "-Wextra")
+
+
+@dataclass(frozen=True)
+class Tool:
+    program: str  # also the name of its source, target_modules/tools/<program>.c
+    libs: tuple[str, ...] = ()  # linked as -l<lib>, after the source
+    packages: str = "gcc and libc6-dev"  # what building it here needs (Debian)
+
+    def source(self) -> Path:
+        from station.vm.latency_modules import module_sources  # the packaged target_modules/, or the checkout's
+
+        return module_sources() / "tools" / f"{self.program}.c"
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.source().read_bytes()).hexdigest()[:16]
+
+    def cache_dir(self) -> Path:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "irq-station" / self.program
+
+    def link_flags(self) -> list[str]:
+        return [f"-l{lib}" for lib in self.libs]
+
+    def host_binary(self) -> Path:
+        """The static binary for this machine's architecture, built on first use."""
+        out = self.cache_dir() / f"{self.program}-{platform.machine()}-{self.digest()}"
+        if out.is_file():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")  # two stations may build at once
+        res = subprocess.run(["gcc", *CFLAGS, "-static", "-o", str(tmp), str(self.source()), *self.link_flags()],
+                             capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise TargetError(f"building {self.program} here failed ({self.packages} are needed):\n"
+                              f"{res.stderr[-2000:]}")
+        tmp.rename(out)
+        return out
+
+    async def ensure(self, conn: TargetConnection, work_dir: str) -> str:
+        """The program's path on the target, uploading or building it there if needed."""
+        remote = f"{work_dir.rstrip('/')}/bin/{self.program}-{self.digest()}"
+        q = shlex.quote(remote)
+        if (await conn.run(f"test -x {q}", check=False)).exit_status == 0:
+            return remote
+        await conn.run(f"mkdir -p {shlex.quote(remote.rsplit('/', 1)[0])}")
+        arch = ((await conn.run("uname -m", check=False)).stdout or "").strip()
+        if arch == platform.machine():
+            await conn.upload(self.host_binary().read_bytes(), remote + ".part")
+            await conn.run(f"chmod 755 {q}.part && mv {q}.part {q}")
+            return remote
+        # another architecture: its own compiler, or nothing
+        if (await conn.run("command -v cc", check=False)).exit_status != 0:
+            raise TargetError(f"{conn.endpoint.where} is {arch or 'of an unknown architecture'} (this machine: "
+                              f"{platform.machine()}) and has no cc to build {self.program}: install gcc there")
+        await conn.upload(self.source().read_bytes(), remote + ".c")
+        links = " ".join(self.link_flags())
+        built = await conn.run(f"cc {' '.join(CFLAGS)} -o {q} {q}.c {links}".rstrip(), check=False)
+        await conn.run(f"rm -f {q}.c", check=False)
+        if built.exit_status != 0:
+            raise TargetError(f"{conn.endpoint.where}: building {self.program} failed: "
+                              f"{(built.stderr or '').strip()[-1500:]}")
+        return remote

@@ -1,0 +1,163 @@
+"""The twin's commands as a Raspberry Pi answering GPIO edges (a gpio campaign on the twin).
+
+The emulated target (station/twin/target.py) hands this part what concerns the board: loading
+and unloading gpio_responder.ko, starting and stopping the user-space responder, writing the
+cpufreq governor; loads it already tracks. Every change is written to the board's log with
+the time it happened, so the response line (station/twin/board.py BoardResponse) answers each
+stimulus edge as the board was at that moment. Arguments are checked as the real module and
+program check them, with their messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from station.twin.board import RESPONDERS, BoardLog, Responding
+
+RESPONDER_MODULE = "gpio_responder"
+RESPONDER_PROGRAM = "gpio_responder_user"
+GOVERNOR_DIR = "/sys/devices/system/cpu/cpufreq/policy0"
+GOVERNOR_FILE = f"{GOVERNOR_DIR}/scaling_governor"
+AVAILABLE_GOVERNORS = ("conservative", "ondemand", "userspace", "powersave", "performance", "schedutil")
+CHIP_LABEL = "pinctrl-bcm2835"
+LINES = 54  # a BCM2835's GPIO lines
+MODULE_PARAMS = {"chip", "in", "out", "gpio_in", "gpio_out", "edge", "mode", "threaded"}
+
+
+class BoardError(ValueError):
+    """A responder refused its arguments; the text is what the real one prints."""
+
+
+@dataclass
+class ResponderModule:
+    responding: Responding
+
+
+def _line(value: str, what: str) -> int:
+    try:
+        n = int(value, 0)
+    except ValueError:
+        raise BoardError(f"{what}={value!r} is not a number") from None
+    if not 0 <= n < LINES:
+        raise BoardError(f"{what}={n}: {CHIP_LABEL} has lines 0..{LINES - 1}")
+    return n
+
+
+def module_responding(params: dict[str, str]) -> Responding:
+    """What gpio_responder.ko would do with these parameters (BoardError: dmesg's complaint)."""
+    unknown = set(params) - MODULE_PARAMS
+    if unknown:
+        raise BoardError(f"unknown parameter {sorted(unknown)[0]!r} ignored")
+    if params.get("chip", CHIP_LABEL) != CHIP_LABEL:
+        raise BoardError(f"no GPIO chip labelled {params['chip']!r}")
+    lines = (_line(params.get("in", "-1"), "in"), _line(params.get("out", "-1"), "out"))
+    if lines[0] == lines[1]:
+        raise BoardError("in= and out= name the same line")
+    edge = params.get("edge", "both")
+    mode = params.get("mode", "echo")
+    if edge not in ("rising", "falling", "both") or mode not in ("echo", "toggle"):
+        raise BoardError(f"edge={edge!r} mode={mode!r}: edge is rising|falling|both, mode echo|toggle")
+    threaded = params.get("threaded", "0") in ("1", "Y", "y")
+    return Responding("kernel-threaded" if threaded else "kernel", mode, edge)
+
+
+def program_responding(argv: list[str]) -> Responding:
+    """What gpio_responder_user would do with this command line (BoardError: its usage message)."""
+    parser = argparse.ArgumentParser(prog=RESPONDER_PROGRAM, add_help=False, exit_on_error=False)
+    parser.add_argument("--chip", default="gpiochip0")
+    parser.add_argument("--in", dest="line_in", required=True)
+    parser.add_argument("--out", dest="line_out", required=True)
+    parser.add_argument("--edge", default="both", choices=("rising", "falling", "both"))
+    parser.add_argument("--mode", default="echo", choices=("echo", "toggle"))
+    parser.add_argument("--priority", type=int, default=0)
+    parser.add_argument("--cpu", type=int)
+    parser.add_argument("--count", type=int)
+    parser.add_argument("--sysfs", action="store_true")
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except (argparse.ArgumentError, SystemExit) as exc:
+        raise BoardError(f"{RESPONDER_PROGRAM}: {exc}") from None
+    if extra:
+        raise BoardError(f"{RESPONDER_PROGRAM}: unrecognised option {extra[0]!r}")
+    if args.chip not in ("gpiochip0", CHIP_LABEL):
+        raise BoardError(f"{RESPONDER_PROGRAM}: cannot open GPIO chip {args.chip!r}")
+    lines = (_line(args.line_in, "--in"), _line(args.line_out, "--out"))
+    if lines[0] == lines[1]:
+        raise BoardError(f"{RESPONDER_PROGRAM}: --in and --out name the same line ({lines[0]})")
+    if not 0 <= args.priority <= 99:
+        raise BoardError(f"{RESPONDER_PROGRAM}: --priority {args.priority}: expected 1..99")
+    return Responding("sysfs" if args.sysfs else "chardev", args.mode, args.edge, fifo=args.priority > 0)
+
+
+def seed_program_responding(name: str, argv: list[str]) -> Responding:
+    """The seed's own Raspberry Pi programs, which the twin plays by name (no real counterpart ships)."""
+    edge = argv[argv.index("--edge") + 1] if "--edge" in argv[:-1] else "rising"
+    return Responding(name, "toggle", edge if edge in ("rising", "falling", "both") else "rising")
+
+
+class BoardTarget:
+    """The board's own state inside the emulated target."""
+
+    def __init__(self, now_ns) -> None:  # noqa: ANN001 - the target's clock
+        self.now_ns = now_ns
+        self.log = BoardLog(governor="ondemand")
+        self.module: ResponderModule | None = None
+        self.processes: dict[int, Responding] = {}  # pid -> what that responder does
+        self.governor = "ondemand"
+        self.loaded = False
+
+    def responding(self) -> Responding | None:
+        if self.module is not None:
+            return self.module.responding
+        return next(iter(self.processes.values()), None)
+
+    def changed(self, loaded: bool | None = None) -> None:
+        if loaded is not None:
+            self.loaded = loaded
+        self.log.record(self.now_ns(), self.responding(), self.governor, self.loaded)
+
+    def load_module(self, params: dict[str, str]) -> None:
+        self.module = ResponderModule(module_responding(params))
+        self.changed()
+
+    def unload_module(self) -> None:
+        self.module = None
+        self.changed()
+
+    def start_process(self, pid: int, argv: list[str]) -> None:
+        name = argv[0].rsplit("/", 1)[-1]
+        if name in ("sysfs-mmap", "python-mmap"):
+            self.processes[pid] = seed_program_responding(name, argv[1:])
+        else:
+            self.processes[pid] = program_responding(argv[1:])
+        self.changed()
+
+    def end_process(self, pid: int) -> None:
+        if self.processes.pop(pid, None) is not None:
+            self.changed()
+
+    def is_responder(self, argv: list[str]) -> bool:
+        name = argv[0].rsplit("/", 1)[-1] if argv else ""
+        return name.startswith(RESPONDER_PROGRAM) or name in ("sysfs-mmap", "python-mmap")
+
+    def write_governor(self, data: bytes) -> str | None:
+        """A write to scaling_governor; the error text if the kernel would refuse it."""
+        word = data.decode(errors="replace").strip()
+        if word not in AVAILABLE_GOVERNORS:
+            return f"write error: Invalid argument ({word!r} is not a governor)"
+        self.governor = word
+        self.changed()
+        return None
+
+    def files(self) -> dict[str, str]:
+        """The board's sysfs files as `cat` shows them."""
+        table = {
+            GOVERNOR_FILE: self.governor + "\n",
+            f"{GOVERNOR_DIR}/scaling_available_governors": " ".join(AVAILABLE_GOVERNORS) + "\n",
+        }
+        return table
+
+    @staticmethod
+    def known_responders() -> tuple[str, ...]:
+        return tuple(RESPONDERS)
