@@ -43,34 +43,33 @@ How the per-period frequencies are correlated depends on the bandwidth of the
 instrument's modulating noise, which this driver leaves at its default:
 check the period spread with the scope on a new bench (docs/function-generator.md).
 
-Errors follow the scope drivers' discipline: every setting travels as
-"CMD;*ESR?", a set error bit is reported with the SYSTem:ERRor? queue's text
-(``-222,"Data out of range"``), and configure() reads the queue once more at
-the end. Everything raises `ScopeError`/`ScopeTimeout` (the package's
-instrument errors: command, instrument text, resource), never a VISA exception.
+Errors follow the scope drivers' discipline, from the same code
+(`instruments.scpi.ScpiInstrument`, which `Keysight33500` and the SCPI scope
+dialects subclass): every setting travels as "CMD;*ESR?", a set error bit is
+reported with the SYSTem:ERRor? queue's text (``-222,"Data out of range"``),
+and configure() reads the queue once more at the end (the queue alone, no
+*ESR? first: the 33500 logs every error there). Everything raises
+`ScopeError`/`ScopeTimeout` (the package's instrument errors: command,
+instrument text, resource), never a VISA exception.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from types import TracebackType
-from typing import Any
+from abc import abstractmethod
+from dataclasses import dataclass
 
 from instruments.dialects import generator_class
-from instruments.scope import ScopeError, ScopeTimeout, shorten
+from instruments.scope import Instrument, ScopeError, open_instrument, shorten
 from instruments.scpi import (
     Control,
+    ScpiInstrument,
     ScpiSession,
     flag,
     from_keyword,
     keyword,
-    nr1,
     on_off,
-    open_session,
     positive,
     real,
 )
@@ -132,25 +131,8 @@ class GeneratorSettings:
         return self.jitter * self.frequency_hz
 
 
-class FunctionGenerator(ABC):
-    """A function generator seen as: configure a pulse stimulus, switch its output on and off.
-
-    Implementations are synchronous (VISA is); an asyncio caller runs them in a
-    worker thread.
-    """
-
-    resource_name: str = ""
-    # regex an *IDN? answer must match for this dialect ("" accepts any instrument)
-    identity_pattern: str = ""
-
-    @classmethod
-    @abstractmethod
-    def connect(cls, resource: str, *, timeout_s: float, visa_library: str) -> FunctionGenerator:
-        """A driver with a session open on `resource`; nothing is sent yet (see `open_generator`)."""
-
-    @abstractmethod
-    def identify(self) -> str:
-        """The instrument's *IDN? answer."""
+class FunctionGenerator(Instrument):
+    """A function generator seen as: configure a pulse stimulus, switch its output on and off."""
 
     @abstractmethod
     def reset(self) -> None:
@@ -173,24 +155,6 @@ class FunctionGenerator(ABC):
     def output_enabled(self) -> bool:
         """Whether the configured channel's output is on, as the instrument says."""
 
-    @abstractmethod
-    def check_errors(self) -> None:
-        """Raise ScopeError if the instrument has logged an error."""
-
-    @abstractmethod
-    def close(self) -> None: ...
-
-    def __enter__(self) -> FunctionGenerator:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def open_generator(
     resource: str,
@@ -205,34 +169,15 @@ def open_generator(
     the dialect; otherwise ScopeTimeout/ScopeError names the resource and what
     to check.
     """
-    cls = generator_class(dialect)
-    if not (isinstance(cls, type) and issubclass(cls, FunctionGenerator)):
-        raise TypeError(f"dialect {dialect!r} is registered as {cls!r}, which is no FunctionGenerator")
-    gen = cls.connect(resource, timeout_s=timeout_s, visa_library=visa_library)
-    try:
-        try:
-            idn = gen.identify()
-        except ScopeError as exc:
-            what = f"nothing within {timeout_s:g} s" if isinstance(exc, ScopeTimeout) else exc.detail
-            raise type(exc)(
-                "*IDN?",
-                exc.instrument_text,
-                resource=resource,
-                detail=f"{what}: check that the generator is on and connected, the address and "
-                "port in the resource string, and that no other program holds its session",
-            ) from None
-        if cls.identity_pattern and not re.search(cls.identity_pattern, idn, re.IGNORECASE):
-            raise ScopeError(
-                "*IDN?",
-                idn,
-                resource=resource,
-                detail=f"dialect {dialect!r} expects an instrument matching "
-                f"{cls.identity_pattern!r}: choose the dialect of this instrument",
-            )
-    except BaseException:
-        gen.close()
-        raise
-    return gen
+    return open_instrument(
+        generator_class(dialect),
+        FunctionGenerator,
+        resource,
+        dialect=dialect,
+        timeout_s=timeout_s,
+        visa_library=visa_library,
+        device="generator",
+    )
 
 
 # --- the Keysight/Agilent 33500B / 33600A dialect ----------------------------------------------
@@ -269,13 +214,14 @@ def load_argument(ohms: float) -> str:
     return f"{ohms:.9g}"
 
 
-class Keysight33500(FunctionGenerator):
-    """A 33500B/33600A series waveform generator over any VISA session."""
+class Keysight33500(FunctionGenerator, ScpiInstrument):
+    """A 33500B/33600A series waveform generator over any VISA session.
+
+    `ScpiInstrument` supplies the session, the write-then-check discipline and
+    `connect`, `identify`, `check_errors`, `close` (`Instrument`'s abstract ones).
+    """
 
     identity_pattern = r"^(KEYSIGHT|AGILENT) TECHNOLOGIES,\s*33[56]\d\d"
-    error_bits = 32 | 16 | 8 | 4  # *ESR?: command, execution, device, query errors
-    error_check_timeout_s = 1.0
-    channel: int = 1
 
     function = Control(
         "SOURce{ch}:FUNCtion?", "SOURce{ch}:FUNCtion {value}", from_keyword(FUNCTIONS), keyword(FUNCTIONS)
@@ -302,53 +248,10 @@ class Keysight33500(FunctionGenerator):
     fm_deviation_hz = Control("SOURce{ch}:FM:DEViation?", "SOURce{ch}:FM:DEViation {value:.12g}", real)
 
     def __init__(self, session: ScpiSession) -> None:
-        self.session = session
-        self.resource_name = session.name
-        self._last_command = ""
+        super().__init__(session)
         self._applied: GeneratorSettings | None = None
 
-    @classmethod
-    def connect(cls, resource: str, *, timeout_s: float, visa_library: str = "@py") -> Keysight33500:
-        return cls(open_session(resource, timeout_s=timeout_s, visa_library=visa_library))
-
-    # --- raw SCPI, with the write-then-check discipline ---------------------------------------
-    def write(self, command: str, check: bool = True) -> None:
-        self._last_command = command
-        if not check:
-            self.session.write(command)
-            return
-        reply = self.session.query(f"{command};*ESR?")
-        try:
-            esr = nr1(reply)
-        except ValueError:
-            raise ScopeError(command, resource=self.resource_name, detail=f"unexpected *ESR? reply {reply!r}") from None
-        if esr & self.error_bits:
-            raise ScopeError(command, self._error_queue_text() or f"*ESR? = {esr}", resource=self.resource_name)
-
-    def query(self, command: str, explain_timeout: bool = True) -> str:
-        self._last_command = command
-        try:
-            return self.session.query(command)
-        except ScopeTimeout as exc:
-            if not explain_timeout:
-                raise
-            # an instrument that does not answer usually logged why (-113 for an unknown query)
-            self.session.clear()
-            try:
-                text = self._error_queue_text(min(self.error_check_timeout_s, self.session.timeout_s))
-            except ScopeError:
-                text = ""
-            raise ScopeTimeout(exc.command, text, resource=exc.resource, detail=exc.detail) from None
-
-    def query_value(self, command: str, parse: Callable[[str], Any] = real) -> Any:
-        reply = self.query(command)
-        try:
-            return parse(reply)
-        except ValueError:
-            raise ScopeError(
-                command, resource=self.resource_name, detail=f"unexpected reply {shorten(reply)!r}"
-            ) from None
-
+    # --- errors: the SYSTem:ERRor? queue -------------------------------------------------------
     def _error_queue_text(self, timeout_s: float | None = None) -> str:
         """Read (and so clear) SYSTem:ERRor? until "+0,No error"; "" if it was empty."""
         errors = []
@@ -363,10 +266,14 @@ class Keysight33500(FunctionGenerator):
             errors.append(m.group(0))
         return " | ".join(errors)
 
-    # --- FunctionGenerator -------------------------------------------------------------------
-    def identify(self) -> str:
-        return self.query("*IDN?", explain_timeout=False)
+    def _pending_errors(self, timeout_s: float | None = None) -> str:
+        """The queue alone, without *ESR? first: the 33500 logs every error there.
 
+        check_errors() and a query that timed out (-113 for an unknown query) read it so.
+        """
+        return self._error_queue_text(timeout_s)
+
+    # --- FunctionGenerator -------------------------------------------------------------------
     def reset(self) -> None:
         self.write("*RST;*CLS")
         self._applied = None
@@ -406,10 +313,10 @@ class Keysight33500(FunctionGenerator):
             self.fm_deviation_hz = s.deviation_hz
             self.fm_enabled = True
         self.check_errors()
-        self._applied = self._read_back(s)
+        self._applied = self._reported(s)
         return self._applied
 
-    def _read_back(self, s: GeneratorSettings) -> GeneratorSettings:
+    def _reported(self, s: GeneratorSettings) -> GeneratorSettings:
         """`s` with what the instrument reports; ScopeError if that is no pulse stimulus we asked for."""
         if self.load != math.inf:
             raise ScopeError(
@@ -432,27 +339,12 @@ class Keysight33500(FunctionGenerator):
                     "the period would not be random",
                 )
             jitter = self.fm_deviation_hz / frequency
-        try:
-            return replace(
-                s, frequency_hz=frequency, width_s=self.width_s, high_v=self.high_v, low_v=self.low_v, jitter=jitter
-            )
-        except ValueError as exc:
-            raise ScopeError(
-                self._last_command,
-                resource=self.resource_name,
-                detail=f"the instrument reports settings that cannot be: {exc}",
-            ) from None
+        return self._read_back(
+            s, frequency_hz=frequency, width_s=self.width_s, high_v=self.high_v, low_v=self.low_v, jitter=jitter
+        )
 
     def set_output(self, on: bool) -> None:
         self.output = on
 
     def output_enabled(self) -> bool:
         return self.output
-
-    def check_errors(self) -> None:
-        text = self._error_queue_text()
-        if text:
-            raise ScopeError(self._last_command, text, resource=self.resource_name)
-
-    def close(self) -> None:
-        self.session.close()

@@ -3,8 +3,11 @@
 A dialect module (one per instrument family) implements `Scope`; `open_scope`
 connects to a resource through the dialect named in the configuration, so
 swapping a real bench for the twin, or one scope family for another, changes a
-string, not a code path. This module depends on no other module of the package
-but `instruments.dialects`, the registry of dialect names (which imports
+string, not a code path. `Instrument` (what scopes and function generators
+share: connect, *IDN?, error check, close) and `open_instrument` (the
+connect-identify-check step behind `open_scope`) serve `instruments.funcgen`
+too. This module depends on no other module of the package but
+`instruments.dialects`, the registry of dialect names (which imports
 nothing): the VISA layer (`instruments.scpi`) and the dialects depend on it,
 never the reverse.
 """
@@ -15,13 +18,14 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Self, TypeVar
 
 import numpy as np
 
 from instruments.dialects import dialect_class
 
 Slope = Literal["rise", "fall"]
+InstrumentT = TypeVar("InstrumentT", bound="Instrument")
 
 
 @dataclass(kw_only=True)
@@ -171,8 +175,10 @@ def shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class Scope(ABC):
-    """An oscilloscope seen as: configure once, then acquire single records.
+class Instrument(ABC):
+    """What every instrument driver is: connected by `connect`, identified by *IDN?, checked
+    for logged errors, closed (also as a context manager). `Scope` and
+    `instruments.funcgen.FunctionGenerator` add what their kind of instrument does.
 
     Implementations are synchronous (VISA is); an asyncio caller runs them in a
     worker thread.
@@ -184,12 +190,34 @@ class Scope(ABC):
 
     @classmethod
     @abstractmethod
-    def connect(cls, resource: str, *, timeout_s: float, visa_library: str) -> Scope:
-        """A driver with a session open on `resource`; nothing is sent yet (see `open_scope`)."""
+    def connect(cls, resource: str, *, timeout_s: float, visa_library: str) -> Self:
+        """A driver with a session open on `resource`; nothing is sent yet (see `open_instrument`)."""
 
     @abstractmethod
     def identify(self) -> str:
         """The instrument's *IDN? answer."""
+
+    @abstractmethod
+    def check_errors(self) -> None:
+        """Raise ScopeError if the instrument has logged an error."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Scope(Instrument):
+    """An oscilloscope seen as: configure once, then acquire single records."""
 
     @abstractmethod
     def reset(self) -> None:
@@ -212,24 +240,6 @@ class Scope(ABC):
     def acquire_channels(self) -> dict[int, Waveform]:
         """One single sequence, every channel of the settings fetched (same `index`)."""
 
-    @abstractmethod
-    def check_errors(self) -> None:
-        """Raise ScopeError if the instrument has logged an error."""
-
-    @abstractmethod
-    def close(self) -> None: ...
-
-    def __enter__(self) -> Scope:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def open_scope(
     resource: str,
@@ -243,20 +253,45 @@ def open_scope(
     unknown). The instrument must answer *IDN? within `timeout_s`; otherwise
     ScopeTimeout/ScopeError names the resource and what to check.
     """
-    cls = dialect_class(dialect)
-    if not (isinstance(cls, type) and issubclass(cls, Scope)):
-        raise TypeError(f"dialect {dialect!r} is registered as {cls!r}, which is no Scope")
-    scope = cls.connect(resource, timeout_s=timeout_s, visa_library=visa_library)
+    return open_instrument(
+        dialect_class(dialect), Scope, resource, dialect=dialect, timeout_s=timeout_s, visa_library=visa_library
+    )
+
+
+def open_instrument(
+    cls: type,
+    interface: type[InstrumentT],
+    resource: str,
+    *,
+    dialect: str,
+    timeout_s: float,
+    visa_library: str,
+    device: str = "instrument",
+) -> InstrumentT:
+    """`cls.connect` to `resource`, then *IDN? must answer and match `cls.identity_pattern`.
+
+    The step `open_scope` and `open_generator` share: `cls` is the class
+    registered as `dialect` and must be a subclass of `interface` (TypeError
+    otherwise); `cls.connect(resource, timeout_s=..., visa_library=...)` opens
+    the session and the driver's `identify()` and `close()` are used. An
+    *IDN? that fails or times out raises ScopeError/ScopeTimeout naming the
+    resource and what to check on the `device` ("instrument", "generator"); an
+    answer that does not match raises ScopeError asking for the right dialect.
+    The session is closed on any failure.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, interface)):
+        raise TypeError(f"dialect {dialect!r} is registered as {cls!r}, which is no {interface.__name__}")
+    instrument = cls.connect(resource, timeout_s=timeout_s, visa_library=visa_library)
     try:
         try:
-            idn = scope.identify()
+            idn = instrument.identify()
         except ScopeError as exc:
             what = f"nothing within {timeout_s:g} s" if isinstance(exc, ScopeTimeout) else exc.detail
             raise type(exc)(
                 "*IDN?",
                 exc.instrument_text,
                 resource=resource,
-                detail=f"{what}: check that the instrument is on and connected, the address "
+                detail=f"{what}: check that the {device} is on and connected, the address "
                 "and port in the resource string, and that no other program holds its session",
             ) from None
         if cls.identity_pattern and not re.search(cls.identity_pattern, idn, re.IGNORECASE):
@@ -268,6 +303,6 @@ def open_scope(
                 f"{cls.identity_pattern!r}: choose the dialect of this instrument",
             )
     except BaseException:
-        scope.close()
+        instrument.close()
         raise
-    return scope
+    return instrument

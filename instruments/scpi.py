@@ -2,8 +2,10 @@
 
 Everything PyVISA can raise is translated here into ScopeError/ScopeTimeout
 naming the resource and the command, so no VISA traceback reaches a user.
-Dialects subclass `ScpiScope` and describe their settings with `Control`
-(in the spirit of PyMeasure's `Instrument.control`, without depending on it).
+`ScpiInstrument` holds the write-then-check discipline every SCPI driver
+shares (scope dialects subclass `ScpiScope`, one; function generators are
+one too) and drivers describe their settings with `Control` (in the spirit of
+PyMeasure's `Instrument.control`, without depending on it).
 
 What an instrument sends is checked before it is used: IEEE 488.2 blocks by
 `read_block` (header, length against the points announced, whole samples, the
@@ -24,15 +26,25 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import pyvisa
 from pyvisa import constants, errors, rname
 
-from instruments.scope import Scope, ScopeDataError, ScopeError, ScopeSettings, ScopeTimeout, Waveform, shorten
+from instruments.scope import (
+    Instrument,
+    Scope,
+    ScopeDataError,
+    ScopeError,
+    ScopeSettings,
+    ScopeTimeout,
+    Waveform,
+    shorten,
+)
 
 TERMINATION = "\n"
+S = TypeVar("S")  # a settings dataclass (ScopeSettings, GeneratorSettings)
 
 
 class ScpiSession:
@@ -498,9 +510,9 @@ def unquote(text: str) -> str:
     return text
 
 
-# --- the SCPI scope base -------------------------------------------------------------------
-class ScpiScope(Scope):
-    """Write-then-check discipline shared by SCPI dialects.
+# --- the SCPI instrument base --------------------------------------------------------------
+class ScpiInstrument(Instrument):
+    """An `Instrument` over SCPI with the write-then-check discipline: scope dialects and generators.
 
     Every configuration command travels with an IEEE 488.2 status query in the
     same message ("CMD;*ESR?"), so a rejected command is reported as itself,
@@ -508,42 +520,28 @@ class ScpiScope(Scope):
     message per command also keeps TCP from holding a second small segment
     back for the first one's ACK (Nagle). A query that times out is followed
     by a short look at the error queue, since an instrument that does not
-    answer usually logged why.
+    answer usually logged why. A dialect says how its error queue is read
+    (`_error_queue_text`); `Control`s use `write`, `query_value` and `channel`.
     """
 
-    channel: int = 1
+    channel: int = 1  # what a Control's {ch} stands for
     error_bits = 32 | 16 | 8 | 4  # *ESR?: command, execution, device, query errors
     error_check_timeout_s = 1.0
-
-    busy_poll_s = (0.001, 0.02)  # polling interval while a sequence runs: first, largest
-    arm_command = ""  # starts one single sequence
-    stop_command = ""  # abandons it
 
     def __init__(self, session: ScpiSession) -> None:
         self.session = session
         self.resource_name = session.name
         self._last_command = ""
-        self._applied: ScopeSettings | None = None
-        self._acquisitions = 0
-        self._source_moved = False  # the waveform transfer points at another channel
 
     @classmethod
-    def connect(cls, resource: str, *, timeout_s: float, visa_library: str = "@py") -> ScpiScope:
+    def connect(cls, resource: str, *, timeout_s: float, visa_library: str = "@py") -> Self:
         """The driver on a new VISA session to `resource` (see `open_session`)."""
         return cls(open_session(resource, timeout_s=timeout_s, visa_library=visa_library))
 
-    # --- dialect hooks ---------------------------------------------------------------------
+    # --- dialect hook ----------------------------------------------------------------------
     @abstractmethod
     def _error_queue_text(self, timeout_s: float | None = None) -> str:
         """Read (and so clear) the instrument's error/event queue; "" if nothing to report."""
-
-    @abstractmethod
-    def busy(self) -> bool:
-        """True while the armed single sequence has not completed."""
-
-    @abstractmethod
-    def fetch(self) -> Waveform:
-        """Transfer the last acquisition of the configured channel."""
 
     # --- raw SCPI ------------------------------------------------------------------------
     def write(self, command: str, check: bool = True) -> None:
@@ -598,6 +596,7 @@ class ScpiScope(Scope):
         return self._error_queue_text(timeout_s) or f"*ESR? = {esr}"
 
     def _pending_errors(self, timeout_s: float | None = None) -> str:
+        """What the instrument has logged ("" if nothing): *ESR?, then the queue if an error bit is set."""
         esr = self._esr(self.session.query("*ESR?", timeout_s), "*ESR?")
         return self._error_text(esr, timeout_s) if esr & self.error_bits else ""
 
@@ -610,10 +609,55 @@ class ScpiScope(Scope):
             text = ""
         return ScopeTimeout(exc.command, text, resource=exc.resource, detail=exc.detail)
 
-    # --- Scope ---------------------------------------------------------------------------
+    def _read_back(self, settings: S, **applied: Any) -> S:
+        """`settings` (a settings dataclass) with what the instrument reports it applied;
+        ScopeError if that is no valid setting."""
+        try:
+            return replace(settings, **applied)
+        except ValueError as exc:
+            raise ScopeError(
+                self._last_command,
+                resource=self.resource_name,
+                detail=f"the instrument reports settings that cannot be: {exc}",
+            ) from None
+
+    # --- common to every instrument --------------------------------------------------------
     def identify(self) -> str:
         return self.query("*IDN?", explain_timeout=False)
 
+    def check_errors(self) -> None:
+        text = self._pending_errors()
+        if text:
+            raise ScopeError(self._last_command, text, resource=self.resource_name)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+# --- the SCPI scope base -------------------------------------------------------------------
+class ScpiScope(Scope, ScpiInstrument):
+    """The SCPI scope: `ScpiInstrument`'s discipline plus single sequences (arm, poll `busy()`, `fetch()`)."""
+
+    busy_poll_s = (0.001, 0.02)  # polling interval while a sequence runs: first, largest
+    arm_command = ""  # starts one single sequence
+    stop_command = ""  # abandons it
+
+    def __init__(self, session: ScpiSession) -> None:
+        super().__init__(session)
+        self._applied: ScopeSettings | None = None
+        self._acquisitions = 0
+        self._source_moved = False  # the waveform transfer points at another channel
+
+    # --- dialect hooks (and ScpiInstrument's `_error_queue_text`) ----------------------------
+    @abstractmethod
+    def busy(self) -> bool:
+        """True while the armed single sequence has not completed."""
+
+    @abstractmethod
+    def fetch(self) -> Waveform:
+        """Transfer the last acquisition of the configured channel."""
+
+    # --- Scope ---------------------------------------------------------------------------
     @property
     def applied(self) -> ScopeSettings | None:
         return self._applied
@@ -676,26 +720,7 @@ class ScpiScope(Scope):
             poll = min(poll * 1.5, largest)
         return s
 
-    def _read_back(self, settings: ScopeSettings, **applied: Any) -> ScopeSettings:
-        """`settings` with what the instrument reports it applied; ScopeError if that is no valid setting."""
-        try:
-            return replace(settings, **applied)
-        except ValueError as exc:
-            raise ScopeError(
-                self._last_command,
-                resource=self.resource_name,
-                detail=f"the instrument reports settings that cannot be: {exc}",
-            ) from None
-
     def _waveform(self, t0_s: float, dt_s: float, volts: np.ndarray, resolution_v: float) -> Waveform:
         """A Waveform of the acquisition in hand (numbered since the scope was opened)."""
         index = self._acquisitions
         return Waveform(t0_s=t0_s, dt_s=dt_s, volts=volts, channel=self.channel, index=index, resolution_v=resolution_v)
-
-    def check_errors(self) -> None:
-        text = self._pending_errors()
-        if text:
-            raise ScopeError(self._last_command, text, resource=self.resource_name)
-
-    def close(self) -> None:
-        self.session.close()

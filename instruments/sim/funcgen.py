@@ -35,20 +35,19 @@ edge times (FUNCtion:PULSe:TRANsition) are zero.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import collections
-import contextlib
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from instruments.sim.commands import Fault, Node, boolean, bounded, choice, number, short_form, split_units
+from instruments.sim.server import SCPIServer, run_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +244,7 @@ class Keysight33500Model:
 
     # --- message execution ---------------------------------------------------------------
     async def execute(self, message: str) -> bytes | None:
+        """`handle`, as `SCPIServer` calls a model."""
         return self.handle(message)
 
     def handle(self, message: str) -> bytes | None:
@@ -496,14 +496,18 @@ def _bool(value: bool) -> str:
 
 
 # --- the server --------------------------------------------------------------------------
-class SimGeneratorServer:
+class SimGeneratorServer(SCPIServer):
     """A simulated 33500B-class generator on a raw SCPI socket, as PyVISA's SOCKET resources expect.
 
-    Messages are lines ending in "\\n" ("\\r\\n" accepted), each reply one line.
-    `source(n)` is channel n's `PulseTrain` (an EdgeSource with ground truth);
-    `commands` logs every message received. `seed` fixes the jitter; `clock`
-    shares a time base with another source (see `PulseTrain`).
+    The serving (one line per message and per reply, `commands` logging every
+    message received, `tamper`, start/stop) is `instruments.sim.server.SCPIServer`'s.
+    `source(n)` is channel n's `PulseTrain` (an EdgeSource with ground truth).
+    `seed` fixes the jitter; `clock` shares a time base with another source (see `PulseTrain`).
     """
+
+    line_limit = 1 << 16
+    thread_name = "sim-generator"
+    model: Keysight33500Model
 
     def __init__(
         self,
@@ -515,94 +519,12 @@ class SimGeneratorServer:
         clock: Callable[[], int] | None = None,
         command_log_size: int = 100_000,
     ) -> None:
-        self.host = host
-        self._requested_port = port
-        self.model = Keysight33500Model(seed=seed, idn=idn, clock=clock)
-        self._log: collections.deque[str] = collections.deque(maxlen=command_log_size)
-        self._log_lock = threading.Lock()  # read from test threads, written on the loop
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
-        self.port = 0
-
-    @property
-    def resource(self) -> str:
-        return f"TCPIP::{self.host}::{self.port}::SOCKET"
+        model = Keysight33500Model(seed=seed, idn=idn, clock=clock)
+        super().__init__(model, host, port, command_log_size=command_log_size)
 
     def source(self, channel: int = 1) -> PulseTrain:
         return self.model.trains[channel]
 
-    @property
-    def commands(self) -> list[str]:
-        with self._log_lock:
-            return list(self._log)
 
-    def clear_log(self) -> None:
-        with self._log_lock:
-            self._log.clear()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self._requested_port, limit=1 << 16)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        self.model.shutdown()
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        if self._handlers:
-            await asyncio.gather(*self._handlers, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
-
-    async def __aenter__(self) -> SimGeneratorServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            while True:
-                line = await reader.readline()
-                if not line:
-                    break
-                message = line.decode("latin-1").strip()
-                if not message:
-                    continue
-                with self._log_lock:
-                    self._log.append(message)
-                reply = self.model.handle(message)
-                if reply is not None:
-                    writer.write(reply + b"\n")
-                    await writer.drain()
-        except (ConnectionError, ValueError, asyncio.CancelledError):
-            pass  # client gone, over-long line, or server stopping
-        # end normally even when stop() cancelled us (see instruments.sim.server)
-        writer.close()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await writer.wait_closed()
-        self._handlers.discard(task)
-
-
-@contextlib.contextmanager
-def serve_in_thread(server: SimGeneratorServer) -> Iterator[SimGeneratorServer]:
-    """Run `server` on a fresh event loop in a daemon thread for the duration."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="sim-generator", daemon=True)
-    thread.start()
-    try:
-        asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
-        yield server
-    finally:
-        try:
-            asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            loop.close()
+# run a generator on a loop of its own, as `run_in_thread` does any SCPIServer (the name docs use)
+serve_in_thread = run_in_thread

@@ -1,12 +1,14 @@
-"""The simulated scope on TCP: a raw SCPI socket as PyVISA's SOCKET resources expect.
+"""The simulated instruments on TCP: a raw SCPI socket as PyVISA's SOCKET resources expect.
 
 Messages are lines ending in "\\n" ("\\r\\n" accepted); each reply is one line
-(binary blocks included) ending in "\\n". The server runs on the caller's
-asyncio loop (the twin's); `run_in_thread` gives tests a loop of their own.
-Every message received is logged in `commands`, so tests can assert the
-exact sequence a driver sent, and `tamper` lets a test corrupt the reply to a
-given message (a preamble field, a block header) to see what a driver makes of
-a faulty instrument.
+(binary blocks included) ending in "\\n". `SCPIServer` serves any instrument
+model that executes one message at a time (the scopes' here, the function
+generator's in `instruments.sim.funcgen`); `SimScopeServer` is the scope. A
+server runs on the caller's asyncio loop (the twin's); `run_in_thread` gives
+tests a loop of their own. Every message received is logged in `commands`,
+so tests can assert the exact sequence a driver sent, and `tamper` lets a test
+corrupt the reply to a given message (a preamble field, a block header) to see
+what a driver makes of a faulty instrument.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol, Self, TypeVar
 
 import numpy as np
 
@@ -33,54 +36,40 @@ DIALECTS: dict[str, type[TdsModel]] = {
 }
 
 
-class SimScopeServer:
-    """A scope whose CH1 probe sees the pulses of `source`: a TDS 400, an MSO 5 or an InfiniiVision.
+class InstrumentModel(Protocol):
+    """What `SCPIServer` needs of an instrument: run one program message, stop background work."""
 
-    `dialect` picks the instrument (a name from `DIALECTS`); `max_record_length`
-    and `idn` default to that instrument's own.
+    async def execute(self, message: str) -> bytes | None:
+        """The reply to the message's queries (without terminator), or None if it has none."""
+        ...
 
-    Signal options: `levels` (idle, active) in V, `rise_time_s`/`fall_time_s`
-    (10-90 %, linear edges), `noise_v` (Gaussian sigma). `seed` makes noise and
-    sample-clock phase reproducible. `channel_sources` probes more channels
-    (e.g. {2: a ResponseSource}), on `source`'s clock. `mute=True` accepts connections and reads
-    everything but never answers (for timeout tests); `tamper` alters chosen replies.
+    def shutdown(self) -> None: ...
+
+
+class SCPIServer:
+    """`model` on a raw SCPI socket: the TCP serving, the command log, `tamper`, start/stop.
+
+    `mute=True` accepts connections and reads everything but never answers
+    (for timeout tests). Subclasses set `line_limit` (the longest message
+    read, in bytes) and `thread_name` (for `run_in_thread`).
     """
+
+    line_limit = 1 << 20
+    thread_name = "sim-instrument"
 
     def __init__(
         self,
-        source: EdgeSource,
+        model: InstrumentModel,
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        seed: int | None = None,
-        levels: tuple[float, float] = (0.0, 3.3),
-        rise_time_s: float = 15e-9,
-        fall_time_s: float | None = None,
-        noise_v: float = 0.02,
         mute: bool = False,
-        dialect: str = "tektronix_tds",
-        probe_channel: int = 1,
-        max_record_length: int | None = None,
-        idn: str | None = None,
         command_log_size: int = 100_000,
-        channel_sources: Mapping[int, EdgeSource] | None = None,
     ) -> None:
-        if dialect not in DIALECTS:
-            raise ValueError(f"the sim speaks {tuple(DIALECTS)}, not {dialect!r}")
         self.host = host
         self._requested_port = port
         self.mute = mute
-        self.signal = LogicSignal(tuple(levels), rise_time_s, fall_time_s, noise_v)
-        self.dialect = dialect
-        self.model = DIALECTS[dialect](
-            source,
-            self.signal,
-            np.random.default_rng(seed),
-            probe_channel=probe_channel,
-            max_record_length=max_record_length,
-            idn=idn,
-            channel_sources=channel_sources,
-        )
+        self.model = model
         self._log: collections.deque[str] = collections.deque(maxlen=command_log_size)
         self._log_lock = threading.Lock()  # read from test threads, written on the loop
         self._tampered: dict[str, Callable[[bytes], bytes]] = {}  # guarded by _log_lock
@@ -116,13 +105,9 @@ class SimScopeServer:
             else:
                 self._tampered[message.strip().upper()] = edit
 
-    @property
-    def acquisitions(self) -> list[AcquisitionInfo]:
-        return list(self.model.acquisitions)
-
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self._requested_port, limit=1 << 20)
+        self._server = await asyncio.start_server(self._serve, self.host, self._requested_port, limit=self.line_limit)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -137,7 +122,7 @@ class SimScopeServer:
             await self._server.wait_closed()
             self._server = None
 
-    async def __aenter__(self) -> SimScopeServer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -178,11 +163,14 @@ class SimScopeServer:
         self._handlers.discard(task)
 
 
+Server = TypeVar("Server", bound=SCPIServer)
+
+
 @contextlib.contextmanager
-def run_in_thread(server: SimScopeServer) -> Iterator[SimScopeServer]:
+def run_in_thread(server: Server) -> Iterator[Server]:
     """Run `server` on a fresh event loop in a daemon thread for the duration."""
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="sim-scope", daemon=True)
+    thread = threading.Thread(target=loop.run_forever, name=server.thread_name, daemon=True)
     thread.start()
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
@@ -194,3 +182,58 @@ def run_in_thread(server: SimScopeServer) -> Iterator[SimScopeServer]:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
             loop.close()
+
+
+class SimScopeServer(SCPIServer):
+    """A scope whose CH1 probe sees the pulses of `source`: a TDS 400, an MSO 5 or an InfiniiVision.
+
+    `dialect` picks the instrument (a name from `DIALECTS`); `max_record_length`
+    and `idn` default to that instrument's own.
+
+    Signal options: `levels` (idle, active) in V, `rise_time_s`/`fall_time_s`
+    (10-90 %, linear edges), `noise_v` (Gaussian sigma). `seed` makes noise and
+    sample-clock phase reproducible. `channel_sources` probes more channels
+    (e.g. {2: a ResponseSource}), on `source`'s clock. `mute=True` accepts connections and reads
+    everything but never answers (for timeout tests); `tamper` alters chosen replies.
+    """
+
+    thread_name = "sim-scope"
+    model: TdsModel
+
+    def __init__(
+        self,
+        source: EdgeSource,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        seed: int | None = None,
+        levels: tuple[float, float] = (0.0, 3.3),
+        rise_time_s: float = 15e-9,
+        fall_time_s: float | None = None,
+        noise_v: float = 0.02,
+        mute: bool = False,
+        dialect: str = "tektronix_tds",
+        probe_channel: int = 1,
+        max_record_length: int | None = None,
+        idn: str | None = None,
+        command_log_size: int = 100_000,
+        channel_sources: Mapping[int, EdgeSource] | None = None,
+    ) -> None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"the sim speaks {tuple(DIALECTS)}, not {dialect!r}")
+        self.signal = LogicSignal(tuple(levels), rise_time_s, fall_time_s, noise_v)
+        self.dialect = dialect
+        model = DIALECTS[dialect](
+            source,
+            self.signal,
+            np.random.default_rng(seed),
+            probe_channel=probe_channel,
+            max_record_length=max_record_length,
+            idn=idn,
+            channel_sources=channel_sources,
+        )
+        super().__init__(model, host, port, mute=mute, command_log_size=command_log_size)
+
+    @property
+    def acquisitions(self) -> list[AcquisitionInfo]:
+        return list(self.model.acquisitions)
