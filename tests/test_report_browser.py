@@ -7,6 +7,7 @@ skipped locally, a failure under CI so the check cannot silently vanish.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -51,6 +52,27 @@ def _run(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[st
     profile = tmp / "profile"
     return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *args],
                           capture_output=True, text=True, timeout=180, check=False)
+
+
+class Screenful:
+    """A report page as headless Chromium shows it: its top screenful, its DOM, its own CSS."""
+
+    def __init__(self, chromium: str, page: Path, tmp: Path) -> None:
+        self.html = page.read_text(encoding="utf-8")
+        png = tmp / "top.png"
+        proc = _run(chromium, tmp, "--enable-logging=stderr", "--v=0", f"--screenshot={png}",
+                    "--window-size=1280,1400", page.as_uri())
+        assert png.exists(), proc.stderr[-2000:]
+        # the page has no script: anything it logs (an SVG attribute the parser rejects) is an error
+        self.console = [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln]
+        self.image = np.asarray(Image.open(png).convert("RGB")).astype(int)
+        self.dom = _run(chromium, tmp, "--dump-dom", page.as_uri()).stdout
+
+    def shown(self, selector: str) -> bool:
+        """The background colour the page's CSS gives `selector` covers part of the first screenful."""
+        colour = re.search(rf"{re.escape(selector)} {{[^}}]*?background: #([0-9a-f]{{6}})", self.html).group(1)
+        rgb = np.array([int(colour[i:i + 2], 16) for i in (0, 2, 4)])
+        return int((np.abs(self.image - rgb).max(axis=2) <= 2).sum()) > 200
 
 
 def test_page_renders_visibly(chromium: str, rendered, tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 import report_synthetic as synthetic
 import test_report_browser as browser
-from PIL import Image
 from test_report_cyclictest import _parse
 
 from station.report import write_reports
@@ -318,25 +317,11 @@ def test_sparse_section(tmp_path: Path) -> None:
 
 def test_section_visible_in_browser_without_console_errors(chromium: str, campaign, tmp_path: Path) -> None:
     _, report, out, _ = campaign
-    page = out / "report.html"
-    html = page.read_text(encoding="utf-8")
-    png = tmp_path / "top.png"
-    proc = browser._run(chromium, tmp_path, "--enable-logging=stderr", "--v=0", f"--screenshot={png}",
-                        "--window-size=1280,1400", page.as_uri())
-    assert png.exists(), proc.stderr[-2000:]
-    # The page has no script: anything it logs (an SVG attribute the parser rejects) is an error.
-    assert not [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln]
-    image = np.asarray(Image.open(png).convert("RGB")).astype(int)
-
-    def shown(selector: str) -> bool:
-        # The colour the page's own CSS gives it, found in the first screenful.
-        colour = re.search(rf"{re.escape(selector)} {{[^}}]*?background: #([0-9a-f]{{6}})", html).group(1)
-        rgb = np.array([int(colour[i:i + 2], 16) for i in (0, 2, 4)])
-        return int((np.abs(image - rgb).max(axis=2) <= 2).sum()) > 200
-
+    screen = browser.Screenful(chromium, out / "report.html", tmp_path)
+    dom, shown = screen.dom, screen.shown
+    assert not screen.console
     # the conclusion's box, the summary's flagged cells, the spoiler warning box
     assert shown("p.verdict") and shown("td.flag-suspect") and shown(".warnings")
-    dom = browser._run(chromium, tmp_path, "--dump-dom", page.as_uri()).stdout
     assert '<section id="interruptions">' in dom
     assert html_lib.escape(report["interruptions"]["runs"][0]["conclusion"], quote=False) in dom
     assert dom.count("<svg") == 2 and dom.count("<path") > 20

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from station import records
-from station.analysis import correlation, cyclictest, interruptions, outliers
+from station.analysis import correlation, cyclictest, gpio, interruptions, outliers
 from station.analysis.pairing import Pairing, pair_run
 from station.analysis.stats import describe
 from station.report.samples import RunSamples
@@ -20,7 +20,8 @@ from station.store import RunData, list_runs, load_run, station_version
 SCHEMA_VERSION = 1
 # a probe kind's analysis: (its run directories, campaign.json) -> (report section, samples, notes);
 # the section goes into the report under the kind's name
-PROBE_ANALYSES = {"cyclictest": cyclictest.analyse_runs, "interruptions": interruptions.analyse_runs}
+PROBE_ANALYSES = {"cyclictest": cyclictest.analyse_runs, "interruptions": interruptions.analyse_runs,
+                  "gpio": gpio.analyse_runs}
 
 
 def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSamples]]:

@@ -14,10 +14,12 @@ from station.report.cyclictest_figures import build_cyclictest_figures
 from station.report.export import (
     write_csv,
     write_cyclictest_csv,
+    write_gpio_csv,
     write_interruptions_csv,
     write_json,
 )
 from station.report.figures import build_figures
+from station.report.gpio_figures import build_gpio_figures
 from station.report.html import render_html
 from station.report.interruptions_figures import build_interruptions_figures
 from station.report.markdown import render_markdown
@@ -29,8 +31,8 @@ __all__ = ["RunSamples", "ThreadHistogram", "write_reports"]
 def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
                   out_dir: Path) -> dict[str, Path]:
     """Write report.html, report.md, report.json, stats.csv and figures/*.svg into out_dir,
-    cyclictest.csv when the report has a "cyclictest" section and interruptions.csv when it has
-    an "interruptions" section.
+    cyclictest.csv when the report has a "cyclictest" section, interruptions.csv when it has
+    an "interruptions" section and gpio.csv when it has a "gpio" section.
 
     ``samples`` maps run ids to their raw arrays; a run without an entry just
     has no figure. Returns every written file keyed by its path relative to
@@ -40,8 +42,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     # The renderers place each kind of figure themselves; the order here is only the files' order.
-    figures = (build_interruptions_figures(report, samples) + build_cyclictest_figures(report, samples)
-               + build_figures(report, samples))
+    figures = (build_gpio_figures(report, samples) + build_interruptions_figures(report, samples)
+               + build_cyclictest_figures(report, samples) + build_figures(report, samples))
     paths: dict[str, Path] = {}
     for fig in figures:
         rel = f"figures/{fig.name}.svg"
@@ -53,6 +55,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
         paths["cyclictest.csv"] = write_cyclictest_csv(report, out_dir / "cyclictest.csv")
     if report.get("interruptions"):
         paths["interruptions.csv"] = write_interruptions_csv(report, out_dir / "interruptions.csv")
+    if report.get("gpio"):
+        paths["gpio.csv"] = write_gpio_csv(report, out_dir / "gpio.csv")
     md = out_dir / "report.md"
     md.write_text(render_markdown(report, figures), encoding="utf-8")
     paths["report.md"] = md

@@ -100,6 +100,20 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
+def unique_names(bases: Iterable[str]) -> list[str]:
+    """Each base, suffixed -2, -3 … where an earlier one took it (anchors and file names)."""
+    seen: set[str] = set()
+    out = []
+    for base in bases:
+        name, k = base, 1
+        while name in seen:
+            k += 1
+            name = f"{base}-{k}"
+        seen.add(name)
+        out.append(name)
+    return out
+
+
 def ordered(values: Iterable[Any], preferred: Iterable[Any] = (), *,
             keep_unseen: bool = False) -> list[Any]:
     """Distinct values, those in ``preferred`` first and in its order, then the rest as met.

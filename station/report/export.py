@@ -1,5 +1,5 @@
-"""Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds; cyclictest.csv and
-interruptions.csv beside them when the report has those sections (in their own units)."""
+"""Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds; cyclictest.csv,
+interruptions.csv and gpio.csv beside them when the report has those sections (in their own units)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,22 @@ INTERRUPTIONS_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status",
                              "threshold_us", "measured_s", "run_gaps", "run_max_us", "trace",
                              "smi_counter", "cause", "source", "count", "median_us", "p99_us",
                              "max_us", "total_ms", "period_ms", "periodic"]
+#: Columns of gpio.csv: one row per run, its counts, its delay distribution in µs (as the report's
+#: "gpio" section has it), then its outliers (outlier_*).
+GPIO_RUN_KEYS = ("target", "case", "load", "repetition", "status", "responder", "mode", "threaded",
+                 "priority", "governor", "stimuli", "answered", "missed", "censored", "unanswering",
+                 "miss_fraction", "resolution_ns")
+GPIO_CSV_COLUMNS = ["run_id", *GPIO_RUN_KEYS, "min_us", "p50_us", "mean_us", "mean_ci_lo_us",
+                    "mean_ci_hi_us", "std_us", "p99_us", "p999_us", "max_us", "spread_us",
+                    "outlier_threshold_us", "outlier_count", "outlier_fraction",
+                    "outlier_excess_max_us", "outlier_period_us", "outlier_period_share",
+                    "outlier_window_us", "outlier_expected_fraction", "outlier_explanation"]
+GPIO_DELAY_KEYS = ("min", "p50", "mean", "std", "p99", "p999", "max", "spread")
+GPIO_OUTLIER_KEYS = {"threshold_us": "outlier_threshold_us", "count": "outlier_count",
+                     "fraction": "outlier_fraction", "excess_max_us": "outlier_excess_max_us",
+                     "period_us": "outlier_period_us", "period_share": "outlier_period_share",
+                     "window_us": "outlier_window_us", "expected_fraction": "outlier_expected_fraction",
+                     "explanation": "outlier_explanation"}
 STATS_COLUMNS = ("count", "min_ns", "mean_ns", "std_ns", "max_ns")
 
 
@@ -155,6 +171,24 @@ def interruptions_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[
     return list(INTERRUPTIONS_CSV_COLUMNS), rows
 
 
+def gpio_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Header and one row per gpio run, in the section's order; a run that answered nothing has
+    empty delay and outlier cells."""
+    rows = []
+    for r in (report.get("gpio") or {}).get("runs") or []:
+        delay = r.get("delay_us") or {}
+        ci = delay.get("mean_ci")
+        ci = ci if isinstance(ci, list | tuple) and len(ci) == 2 else (None, None)
+        outliers = r.get("outliers") or {}
+        row = {"run_id": r.get("id"),
+               **{k: r.get(k) for k in GPIO_RUN_KEYS},
+               **{f"{k}_us": delay.get(k) for k in GPIO_DELAY_KEYS},
+               "mean_ci_lo_us": ci[0], "mean_ci_hi_us": ci[1],
+               **{column: outliers.get(k) for k, column in GPIO_OUTLIER_KEYS.items()}}
+        rows.append({k: _csv_bool(to_jsonable(row.get(k))) for k in GPIO_CSV_COLUMNS})
+    return list(GPIO_CSV_COLUMNS), rows
+
+
 def _write_rows(path: Path, header: list[str], rows: list[dict[str, Any]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
@@ -175,3 +209,7 @@ def write_cyclictest_csv(report: Mapping[str, Any], path: Path) -> Path:
 
 def write_interruptions_csv(report: Mapping[str, Any], path: Path) -> Path:
     return _write_rows(path, *interruptions_rows(report))
+
+
+def write_gpio_csv(report: Mapping[str, Any], path: Path) -> Path:
+    return _write_rows(path, *gpio_rows(report))

@@ -12,6 +12,9 @@ from markupsafe import Markup
 from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
 from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
+from station.report.gpio_figures import KIND as GPIO_KIND
+from station.report.gpio_tables import gpio_tables
+from station.report.gpio_tables import leads as gpio_leads
 from station.report.interruptions_figures import run_figures
 from station.report.interruptions_tables import interruptions_tables, leads
 from station.report.tables import (
@@ -94,6 +97,9 @@ def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) ->
         interruptions=interruptions,
         interruption_runs=interruption_runs,
         interruptions_first=leads(report),
+        gpio=gpio_tables(report),
+        gpio_figures=_figure_items(figures, GPIO_KIND),
+        gpio_first=gpio_leads(report),
         figure_groups=groups,
         audit=audit_entries(report),
         ground_truth=ground_truth_entries(report),

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from station.report.display import MISSING, count_text, is_number, plain_us, slug
+from station.report.display import MISSING, count_text, is_number, plain_us, slug, unique_names
 from station.report.tables import Cell, Table
 
 CAUSES = ("interrupt", "preempted", "smi", "unexplained")  # the analysis's order
@@ -226,17 +226,7 @@ def comparison_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
 
 def run_anchors(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """A page-unique id per run, from its id (suffixed when two ids give one slug)."""
-    seen: set[str] = set()
-    out = []
-    for r in runs:
-        base = f"interruptions-{slug(str(r.get('id')))}"
-        anchor, k = base, 1
-        while anchor in seen:
-            k += 1
-            anchor = f"{base}-{k}"
-        seen.add(anchor)
-        out.append(anchor)
-    return out
+    return unique_names(f"interruptions-{slug(str(r.get('id')))}" for r in runs)
 
 
 def run_section(entry: Mapping[str, Any], anchor: str) -> RunSection:

@@ -9,6 +9,9 @@ from typing import Any
 from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
 from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
+from station.report.gpio_figures import KIND as GPIO_KIND
+from station.report.gpio_tables import GpioTables, gpio_tables
+from station.report.gpio_tables import leads as gpio_leads
 from station.report.interruptions_figures import KIND as INTERRUPTIONS_KIND
 from station.report.interruptions_figures import run_figures
 from station.report.interruptions_tables import InterruptionsTables, interruptions_tables, leads
@@ -99,6 +102,20 @@ def _interruption_runs(it: InterruptionsTables, figures: Sequence[RenderedFigure
     return out
 
 
+def _gpio(gt: GpioTables, figures: Sequence[RenderedFigure], figure_dir: str) -> list[str]:
+    """The section: findings (one sentence each), its tables, then its plots."""
+    out = ["## GPIO response", ""]
+    if gt.findings:
+        out += ["**Findings**", "", *(f"- {_prose(f.text)}" for f in gt.findings), ""]
+    for table in (gt.runs, gt.outliers, gt.comparisons):
+        if table:
+            out += [render_table(table), ""]
+    plots = [f for f in figures if f.kind == GPIO_KIND]
+    if plots:
+        out += ["## GPIO response plots", "", *_figure_list(plots, figure_dir)]
+    return out
+
+
 def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
                     figure_dir: str = "figures") -> str:
     campaign = report.get("campaign") or {}
@@ -108,6 +125,10 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += [str(campaign["description"]), ""]
     out += [f"- **{label}:** {_escape(value)}" for label, value in campaign_facts(report)]
     out.append("")
+    gt = gpio_tables(report)
+    # A gpio campaign opens with its findings, tables and plots; then the warnings.
+    if gt and gpio_leads(report):
+        out += _gpio(gt, figures, figure_dir)
     it = interruptions_tables(report)
     # An interruptions campaign opens with its summary, then the warnings, then each run, as on
     # the HTML page; beside module runs the section follows them.
@@ -145,7 +166,9 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
     if it and not leads(report):
         out += ["## Interruptions", "", render_table(it.summary), "",
                 *_interruption_runs(it, figures, figure_dir)]
-    others = [f for f in figures if f.kind not in (CYCLICTEST_KIND, INTERRUPTIONS_KIND)]
+    if gt and not gpio_leads(report):
+        out += _gpio(gt, figures, figure_dir)
+    others = [f for f in figures if f.kind not in (CYCLICTEST_KIND, INTERRUPTIONS_KIND, GPIO_KIND)]
     if others:
         out += ["## Figures", "", *_figure_list(others, figure_dir)]
     audit = audit_entries(report)

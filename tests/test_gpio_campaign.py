@@ -1,0 +1,195 @@
+"""gpio campaigns (seed 002) end to end on the twin: the station SSHes into the twin board, loads or
+starts each responder, sets the governor, switches the twin generator on and pairs what the twin
+scope sees. The truth is the board model's own delay generator for the state each run put the
+board in (never numbers copied from the code), and the seed's findings must come out of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from station.config import ConfigError, parse_campaign
+from station.twin.board import PERIODIC_IRQS, BoardState, response_delays_ns
+from tests.conftest import run_station
+
+SCOPE = {"kind": "twin", "dialect": "tektronix_mso", "channel": 1, "volts_per_div": "1V", "position_div": -3,
+         "time_per_div": "5ms", "record_length": 1_000_000, "trigger_level": "1.65V", "trigger_position_pct": 5}
+
+
+def _campaign(tmp_path: Path, name: str, cases: dict, loads: list[str], samples: int, period: str = "500us",
+              width: str = "200us") -> Path:
+    doc = {
+        "name": name,
+        "bench": {"target": {"kind": "twin"}, "scope": SCOPE, "generator": {"kind": "twin"}},
+        "matrix": {"kind": "gpio", "loads": loads, "samples": samples, "max_duration": "1min"},
+        "gpio": {"lines": {"chip": "pinctrl-bcm2835", "input": 17, "output": 27}, "period": period,
+                 "jitter": 0.25, "width": width, "response_channel": 2, "cases": cases},
+        "loads": {"idle": [], "loaded": [{"name": "cpu-hog", "command": "stress-ng --cpu 1 --timeout 1h"}]},
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _truth(responder: str, governor: str, loaded: bool, fifo: bool = False) -> np.ndarray:
+    """The board's delays (µs) for stimuli at random times in that state: the injected distribution."""
+    leads = np.random.default_rng(1).integers(0, 10**12, 200_000)
+    delays, _ = response_delays_ns(leads, BoardState(responder, governor, loaded, fifo), seed=2015)
+    return delays / 1000.0
+
+
+@pytest.fixture(scope="module")
+def seed_campaign(tmp_path_factory) -> tuple[Path, dict, object]:
+    tmp = tmp_path_factory.mktemp("gpio")
+    cases = {
+        "kernel": {"responder": "kernel", "governor": "performance"},
+        "sysfs": {"responder": "sysfs", "mode": "toggle", "governor": "ondemand"},
+        "sysfs-mmap": {"responder": "sysfs-mmap", "mode": "toggle", "governor": "ondemand"},
+        "nothing": {"responder": "external"},  # nothing answers: every stimulus missed
+    }
+    out = tmp / "out"
+    proc = run_station("run", str(_campaign(tmp, "seed-002-short", cases, ["idle", "loaded"], 300)),
+                       "--out", str(out), timeout=600)
+    report = json.loads((out / "report.json").read_text())
+    return out, report, proc
+
+
+def _run(report: dict, run_id: str) -> dict:
+    return next(r for r in report["gpio"]["runs"] if r["id"] == run_id)
+
+
+@pytest.mark.parametrize("case, responder, governor", [
+    ("kernel", "kernel", "performance"), ("sysfs", "sysfs", "ondemand"), ("sysfs-mmap", "sysfs-mmap", "ondemand")])
+@pytest.mark.parametrize("load", ["idle", "loaded"])
+def test_delays_match_the_boards_truth(seed_campaign, case, responder, governor, load):
+    _, report, _ = seed_campaign
+    run = _run(report, f"{case}-{load}-r0")
+    assert run["status"] == "complete", run["error"]
+    assert run["stimuli"] >= 300 and run["missed"] == 0  # the twin answers every edge while a responder runs
+    truth = _truth(responder, governor, load == "loaded")
+    d = run["delay_us"]
+    se = truth.std() / np.sqrt(run["answered"])
+    resolution = run["resolution_ns"] / 1000.0
+    assert abs(d["mean"] - truth.mean()) < 5 * se + 2 * resolution, (d["mean"], truth.mean(), se)
+    assert abs(d["p50"] - np.median(truth)) < 0.05 * np.median(truth) + 2 * resolution
+    assert d["min"] >= truth.min() - 2 * resolution
+
+
+def test_the_seeds_pi_findings(seed_campaign):
+    _, report, _ = seed_campaign
+    mean = {r["id"]: r["delay_us"]["mean"] for r in report["gpio"]["runs"] if r["delay_us"]}
+    # sysfs more than twice as slow as the mmap'd output, as the seed found
+    assert mean["sysfs-idle-r0"] > 2 * mean["sysfs-mmap-idle-r0"]
+    # ondemand: the loaded CPU answers faster than the idle one
+    assert mean["sysfs-loaded-r0"] < mean["sysfs-idle-r0"]
+    texts = [f["text"] for f in report["gpio"]["findings"]]
+    assert any(t.startswith("idle: sysfs (sysfs, ondemand governor) is") and "slower on average than sysfs-mmap"
+               in t for t in texts), texts
+    assert any(t.startswith("sysfs: faster under load") and "ondemand governor lowers an idle CPU's clock" in t
+               for t in texts), texts
+    ranking = next(f["text"] for f in report["gpio"]["findings"] if f["kind"] == "ranking" and f["load"] == "idle")
+    assert ranking.index("kernel") < ranking.index("sysfs-mmap") < ranking.index("sysfs ")
+
+
+def test_a_case_nothing_answers_is_incomplete_and_counted(seed_campaign):
+    out, report, proc = seed_campaign
+    assert proc.returncode != 0 and "nothing-idle-r0 (incomplete)" in proc.stderr
+    run = _run(report, "nothing-idle-r0")
+    assert run["status"] == "incomplete" and "no response to any of" in run["error"]
+    assert run["missed"] == run["stimuli"] >= 300 and run["delay_us"] is None
+    manifest = json.loads((out / "runs" / "nothing-idle-r0" / "manifest.json").read_text())
+    assert manifest["gpio_counts"]["missed"] == run["missed"]
+
+
+def test_every_stimulus_row_is_kept(seed_campaign):
+    out, report, _ = seed_campaign
+    import pandas as pd
+
+    frame = pd.read_parquet(out / "runs" / "sysfs-idle-r0" / "delays.parquet")
+    assert list(frame.columns) == ["acquisition", "stimulus_s", "delay_s", "armed_host_s"]
+    assert len(frame) == _run(report, "sysfs-idle-r0")["stimuli"]
+    assert frame["acquisition"].nunique() >= 2
+
+
+def test_outliers_are_traced_to_the_periodic_interrupt(tmp_path):
+    """A fast stimulus on the kernel responder: outliers at multiples of the USB controller's
+    125 µs microframe, and the collision window its handler length at the performance clock."""
+    cases = {"kernel": {"responder": "kernel", "governor": "performance"}}
+    out = tmp_path / "out"
+    proc = run_station("run", str(_campaign(tmp_path, "collisions", cases, ["idle"], 3000, period="100us",
+                                            width="20us")), "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((out / "report.json").read_text())["gpio"]["runs"][0]
+    o = run["outliers"]
+    name, period_ns, handler_us = PERIODIC_IRQS[0]
+    assert o["period_us"] == pytest.approx(period_ns / 1000.0, rel=0.01), o
+    window_truth = handler_us  # the handler's length at the full clock, which performance holds
+    assert o["window_us"] == pytest.approx(window_truth, rel=0.4), o
+    # no edge waits longer than the longest handler of the board's periodic interrupts (the tick's)
+    assert o["excess_max_us"] <= max(h for _, _, h in PERIODIC_IRQS) + 2 * run["resolution_ns"] / 1000.0
+
+
+BASE = {"name": "g", "bench": {"target": {"kind": "twin"}, "scope": {"kind": "twin"}},
+        "matrix": {"kind": "gpio", "loads": ["none"], "samples": 100},
+        "gpio": {"cases": {"k": {"responder": "kernel"}}}}
+
+
+def _refused(doc: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_campaign(yaml.safe_dump(doc, sort_keys=False), "g.yaml")
+    return str(info.value)
+
+
+def _with(path: str, value: object) -> dict:
+    doc = json.loads(json.dumps(BASE))
+    node = doc
+    *parents, last = path.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("path, value, field, words", [
+    ("gpio.response_channel", 1, "gpio.response_channel", "stimulus and the response need a channel each"),
+    ("gpio.window", "900us", "gpio.window", "shorter than the shortest time between stimulus edges"),
+    ("gpio.width", "900us", "gpio.width", "does not fit in the shortest period"),
+    ("gpio.cases", {"k": {"responder": "sysfs", "threaded": True}}, "gpio.cases.k.threaded", "kernel responder"),
+    ("gpio.cases", {"k": {"responder": "kernel", "priority": 50}}, "gpio.cases.k.priority", "user-space"),
+    ("gpio.cases", {"k": {"responder": "kernel", "governor": "turbo"}}, "gpio.cases.k.governor", ""),
+    ("gpio.lines", {"input": 4, "output": 4}, "gpio.lines.output", "input line too"),
+    ("bench.target", {"kind": "vm"}, "bench.target.kind", "no GPIO lines a scope can probe"),
+    ("bench.scope", {"kind": "none"}, "bench.scope.kind", "measures with the scope"),
+    ("bench.scope", {"kind": "visa", "resource": "TCPIP::10.0.0.5::4000::SOCKET"}, "bench.target.kind",
+     "bench.scope must be twin"),
+])
+def test_a_gpio_campaign_that_cannot_work_is_refused_with_its_field(path, value, field, words):
+    message = _refused(_with(path, value))
+    assert f": {field}: " in message and words in message, message
+
+
+def test_twin_only_responders_and_the_generator_outside_gpio_are_refused():
+    doc = _with("bench.target", {"kind": "ssh", "host": "pi.local"})
+    doc["bench"]["scope"] = {"kind": "visa", "resource": "TCPIP::10.0.0.5::4000::SOCKET"}
+    doc["bench"]["generator"] = {"kind": "visa", "resource": "TCPIP::10.0.0.6::5025::SOCKET"}
+    doc["gpio"]["cases"] = {"seed": {"responder": "python-mmap"}}
+    assert "gpio.cases.seed.responder: python-mmap is the seed's own program, modelled on the twin only" in \
+        _refused(doc)
+    module = {"name": "m", "matrix": {"samples": 10}, "bench": {"generator": {"kind": "twin"}}}
+    assert "bench.generator: drives the stimulus of a gpio campaign" in _refused(module)
+    assert "gpio: a gpio campaign needs a gpio: section" in _refused({k: v for k, v in BASE.items() if k != "gpio"})
+
+
+def test_runs_are_named_by_case_and_each_case_runs_under_each_load():
+    from station.config import expand_runs
+
+    doc = json.loads(json.dumps(BASE))
+    doc["gpio"]["cases"] = {"a": {"responder": "kernel"}, "b": {"responder": "chardev"}}
+    doc["matrix"]["loads"] = ["none", "busy"]
+    doc["loads"] = {"none": [], "busy": [{"name": "hog", "command": "stress-ng --cpu 1"}]}
+    ids = [r.id for r in expand_runs(parse_campaign(yaml.safe_dump(doc)))]
+    assert ids == ["a-none-r0", "b-none-r0", "a-busy-r0", "b-busy-r0"]
