@@ -8,8 +8,12 @@ paired with the first response edge after it, if that edge comes within
 nothing the device was asked, and a stimulus without one is a miss — counted,
 never dropped. A stimulus whose window the end of the record cuts short
 without an answer is "censored": whether the device answered is unknown, so
-it counts as neither. Response edges that answer no stimulus are counted too
-(a slow answer past its window, or a glitch).
+it counts as neither. A stimulus with two response edges or more in its window
+is "ambiguous" (an earlier stimulus's late answer, or a glitch, came first:
+which one is its own cannot be told) and counts as neither, only counted.
+Response edges that answer no stimulus are counted too (a slow answer past its
+window, or a glitch). An echo responder answers a rise with a rise and a fall
+with a fall: with `same_direction`, each direction is paired on its own.
 
 The window must be shorter than the shortest interval between stimulus edges
 (the campaign checks that it is below the stimulus period); otherwise a late
@@ -41,6 +45,7 @@ class Delays:
     stimulus_s: np.ndarray
     delay_s: np.ndarray
     censored: int = 0
+    ambiguous: int = 0  # stimuli with more than one response edge in their window
     unanswering: int = 0  # response edges that answer no stimulus
     index: int = 0  # the acquisition (Waveform.index)
 
@@ -102,12 +107,15 @@ def pair_delays(
     delay = np.where(answered, following - s, np.nan)
     # no answer yet, and the record ends before the window does: unknown, not missed
     censored = ~answered & (limit > record_end_s)
-    used = int(answered.sum())
+    ambiguous = np.searchsorted(r, limit, side="right") - first >= 2
+    used = int((answered & ~ambiguous).sum())
     after_first = int(len(r) - np.searchsorted(r, s[0], side="right")) if len(s) else 0
+    keep = ~censored & ~ambiguous
     return Delays(
-        stimulus_s=s[~censored],
-        delay_s=delay[~censored],
+        stimulus_s=s[keep],
+        delay_s=delay[keep],
         censored=int(censored.sum()),
+        ambiguous=int(ambiguous.sum()),
         unanswering=after_first - used,
         index=index,
     )
@@ -122,11 +130,29 @@ def measure_delays(
     response_edge: Edge = "either",
     stimulus_threshold: float | None = None,
     response_threshold: float | None = None,
+    same_direction: bool = False,
 ) -> Delays:
-    """The delays of one acquisition's stimulus edges (the two waveforms share its time base)."""
+    """The delays of one acquisition's stimulus edges (the two waveforms share its time base).
+
+    `same_direction` (an echo responder, both directions measured): rises are paired with rises
+    and falls with falls, each direction with its own windows.
+    """
     if stimulus.index != response.index:
         raise ValueError(f"waveforms of different acquisitions ({stimulus.index} and {response.index})")
+    end = min(stimulus.t0_s + stimulus.dt_s * (len(stimulus) - 1), response.t0_s + response.dt_s * (len(response) - 1))
+    if same_direction and stimulus_edge == "either" and response_edge == "either":
+        parts = [measure_delays(stimulus, response, window_s=window_s, stimulus_edge=e, response_edge=e,
+                                stimulus_threshold=stimulus_threshold, response_threshold=response_threshold)
+                 for e in ("rise", "fall")]
+        order = np.argsort(np.concatenate([p.stimulus_s for p in parts]), kind="stable")
+        return Delays(
+            stimulus_s=np.concatenate([p.stimulus_s for p in parts])[order],
+            delay_s=np.concatenate([p.delay_s for p in parts])[order],
+            censored=sum(p.censored for p in parts),
+            ambiguous=sum(p.ambiguous for p in parts),
+            unanswering=sum(p.unanswering for p in parts),
+            index=stimulus.index,
+        )
     s = edge_times(stimulus, stimulus_edge, stimulus_threshold)
     r = edge_times(response, response_edge, response_threshold)
-    end = min(stimulus.t0_s + stimulus.dt_s * (len(stimulus) - 1), response.t0_s + response.dt_s * (len(response) - 1))
     return pair_delays(s, r, window_s, end, stimulus.index)

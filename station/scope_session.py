@@ -66,8 +66,9 @@ class ScopeSession:
         return pulses.start_s, pulses.width_s
 
     def acquire_delays(self, response_channel: int, window_s: float, stimulus_edge: str,
-                       response_edge: str) -> Delays:
-        """One acquisition of both channels; each stimulus edge paired with its response."""
+                       response_edge: str, same_direction: bool = False) -> Delays:
+        """One acquisition of both channels; each stimulus edge paired with its response
+        (`same_direction`: an echo responder, rises answered by rises, falls by falls)."""
         with self._lock:
             waveforms = self.scope.acquire_channels()
         applied = self.scope.applied
@@ -75,7 +76,7 @@ class ScopeSession:
         return measure_delays(
             waveforms[applied.channel], waveforms[response_channel], window_s=window_s,
             stimulus_edge=stimulus_edge, response_edge=response_edge,  # type: ignore[arg-type]
-            stimulus_threshold=self.threshold_v, response_threshold=self.threshold_v,
+            stimulus_threshold=self.threshold_v, response_threshold=self.threshold_v, same_direction=same_direction,
         )
 
     @property

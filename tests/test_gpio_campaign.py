@@ -193,3 +193,53 @@ def test_runs_are_named_by_case_and_each_case_runs_under_each_load():
     doc["loads"] = {"none": [], "busy": [{"name": "hog", "command": "stress-ng --cpu 1"}]}
     ids = [r.id for r in expand_runs(parse_campaign(yaml.safe_dump(doc)))]
     assert ids == ["a-none-r0", "b-none-r0", "a-busy-r0", "b-busy-r0"]
+
+
+def test_a_run_that_sees_no_stimulus_is_incomplete(tmp_path):
+    """A threshold above the stimulus's high level: the scope sees no edge; the run must not pass."""
+    path = _campaign(tmp_path, "blind", {"k": {"responder": "kernel"}}, ["idle"], 100)
+    doc = yaml.safe_load(path.read_text())
+    doc["matrix"] = {"kind": "gpio", "loads": ["idle"], "duration": "1s", "max_duration": "1min"}
+    doc["bench"]["scope"]["threshold"] = "4.5V"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    proc = run_station("run", str(path), "--out", str(tmp_path / "out"), timeout=300)
+    assert proc.returncode != 0
+    manifest = json.loads((tmp_path / "out" / "runs" / "k-idle-r0" / "manifest.json").read_text())
+    assert manifest["status"] == "incomplete" and "saw no stimulus edge" in manifest["error"]
+
+
+def test_the_governor_is_put_back_even_when_the_responder_will_not_unload(tmp_path, monkeypatch):
+    import asyncio
+
+    import station.twin.runner as runner
+    from station.api import run_campaign_async
+    from station.config import load_campaign
+    from station.target import TargetError, modules
+    from station.target.hosts import Host
+
+    twins = []
+    original = runner.Twin.__init__
+
+    def keep(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - the twin the bench starts
+        original(self, *args, **kwargs)
+        twins.append(self)
+
+    async def refuse(conn, stem, attempts=10):  # noqa: ANN001 - rmmod as a sudoers rule without it
+        raise TargetError(f"`rmmod {stem}` failed: Operation not permitted")
+
+    cleanup = Host.cleanup
+
+    async def brief_cleanup(self, within_s: float = 60.0):  # noqa: ANN001, ANN202 - give up sooner
+        return await cleanup(self, within_s=min(within_s, 2.0))
+
+    monkeypatch.setattr(runner.Twin, "__init__", keep)
+    monkeypatch.setattr(modules, "rmmod", refuse)
+    monkeypatch.setattr(Host, "cleanup", brief_cleanup)
+    path = _campaign(tmp_path, "stuck", {"k": {"responder": "kernel", "governor": "performance"}}, ["idle"], 100)
+    asyncio.run(run_campaign_async(load_campaign(path), tmp_path / "out"))
+    board = twins[0].target.board
+    assert board.governor == "ondemand"  # the board's own, read before the run
+    assert "performance" in [s[1] for s in board.log.states]  # and the run did set its own
+    assert board.module is not None  # it never unloaded: the run says so
+    manifest = json.loads((tmp_path / "out" / "runs" / "k-idle-r0" / "manifest.json").read_text())
+    assert manifest["status"] != "complete" and "Operation not permitted" in (manifest["error"] or ""), manifest

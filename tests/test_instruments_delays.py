@@ -154,7 +154,7 @@ def _train(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, 
 def test_pairing_recovers_any_train(train: tuple[np.ndarray, np.ndarray, np.ndarray, float, float]) -> None:
     s, r, delays, window, end = train
     got = pair_delays(s, r, window_s=window, record_end_s=end)
-    assert got.censored == 0 and got.unanswering == 0
+    assert got.censored == 0 and got.ambiguous == 0 and got.unanswering == 0
     np.testing.assert_allclose(got.delay_s, delays, rtol=0, atol=1e-9)
 
 
@@ -164,7 +164,7 @@ def test_pairing_recovers_any_train(train: tuple[np.ndarray, np.ndarray, np.ndar
 def test_pairing_of_garbage_keeps_its_books(s: list[float], r: list[float], window: float, end: float) -> None:
     got = pair_delays(np.sort(s), np.sort(r), window_s=window, record_end_s=end)
     assert isinstance(got, Delays)
-    assert len(got) + got.censored == len(s)
+    assert len(got) + got.censored + got.ambiguous == len(s)
     answered = got.answered
     assert np.all((answered > 0) & (answered <= window))
     assert 0 <= got.unanswering <= len(r)
@@ -188,3 +188,33 @@ def test_waveforms_of_two_acquisitions_are_refused() -> None:
     b = Waveform(t0_s=0.0, dt_s=1e-9, volts=np.zeros(4), index=2)
     with pytest.raises(ValueError, match="different acquisitions"):
         measure_delays(a, b, window_s=1e-6)
+
+
+def test_a_late_answer_makes_the_next_stimulus_ambiguous_not_fast():
+    # stimulus 0 answered at 105 (past its 90 window): stimulus 1's window holds 105 and its own 110
+    got = pair_delays(np.array([0.0, 100.0, 200.0]), np.array([105.0, 110.0, 205.0]), window_s=90.0,
+                      record_end_s=300.0)
+    np.testing.assert_array_equal(got.stimulus_s, [0.0, 200.0])
+    np.testing.assert_array_equal(got.delay_s, [np.nan, 5.0])
+    assert (got.missed, got.ambiguous, got.unanswering) == (1, 1, 2)
+
+
+def _square(edges: list[tuple[float, float]], n: int = 400) -> Waveform:
+    volts = np.zeros(n)
+    for at_us, level in edges:
+        volts[int(at_us):] = level
+    return Waveform(t0_s=0.0, dt_s=1e-6, volts=volts, index=0)
+
+
+def test_an_echo_is_paired_direction_by_direction():
+    # a pulse every 100 µs; the echo of the fall at 60 comes 53 µs late, after the next rise
+    stimulus = _square([(10, 3.3), (60, 0), (110, 3.3), (160, 0), (210, 3.3), (260, 0)])
+    response = _square([(13, 3.3), (113, 0), (117, 3.3), (163, 0), (213, 3.3), (263, 0)])
+    mixed = measure_delays(stimulus, response, window_s=45e-6, stimulus_edge="either", response_edge="either")
+    echo = measure_delays(stimulus, response, window_s=45e-6, stimulus_edge="either", response_edge="either",
+                          same_direction=True)
+    # taken in any direction, the late fall passes for a 3 µs answer to the rise at 110
+    assert np.nanmin(np.abs(mixed.delay_s * 1e6 - 3.0)) < 0.01 and 7.0 not in np.round(mixed.delay_s * 1e6, 6)
+    np.testing.assert_allclose(echo.stimulus_s * 1e6, [9.5, 59.5, 109.5, 159.5, 209.5, 259.5])
+    np.testing.assert_allclose(echo.delay_s * 1e6, [3.0, np.nan, 7.0, 3.0, 3.0, 3.0])
+    assert echo.missed == 1

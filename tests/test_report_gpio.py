@@ -31,7 +31,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 PERIOD_US = 125.0  # the synthetic kernel's 8 kHz timer interrupt
 CSV_COLUMNS = [
     "run_id", "target", "case", "load", "repetition", "status", "responder", "mode", "threaded",
-    "priority", "governor", "stimuli", "answered", "missed", "censored", "unanswering",
+    "priority", "governor", "stimuli", "answered", "missed", "censored", "ambiguous", "unanswering",
     "miss_fraction", "resolution_ns", "min_us", "p50_us", "mean_us", "mean_ci_lo_us",
     "mean_ci_hi_us", "std_us", "p99_us", "p999_us", "max_us", "spread_us", "outlier_threshold_us",
     "outlier_count", "outlier_fraction", "outlier_excess_max_us", "outlier_period_us",
@@ -65,7 +65,7 @@ def make_run(run_id: str, case: str, load: str, delays_us: np.ndarray | None, *,
         "status": status, "error": error, "responder": responder, "mode": mode,
         "threaded": threaded, "priority": priority, "governor": governor,
         "stimuli": stimuli, "answered": answered, "missed": missed, "censored": censored,
-        "unanswering": 0, "miss_fraction": missed / stimuli if stimuli else None,
+        "ambiguous": 0, "unanswering": 0, "miss_fraction": missed / stimuli if stimuli else None,
         "resolution_ns": 20.0, "delay_us": None, "histogram": None, "outliers": None}
     if delays_us is None or not answered:
         return entry

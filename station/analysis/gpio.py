@@ -27,6 +27,7 @@ PERIOD_SHARE = 0.5  # a period explains the outliers if this share of their spac
 CHANCE = 1e-3  # ... and its periodogram peak this unlikely by chance, over every period tried
 PEAK_SHARE = 0.8  # a harmonic's peak within this share of the highest one is the same period
 MAX_SPACINGS = 2000
+MAX_PEAKS = 200  # periodogram peaks tried, lowest frequency first
 MIN_SPACINGS = 5  # fewer spacings prove no period
 HISTOGRAM_BINS = 120
 SIGNIFICANCE = 1e-3
@@ -64,6 +65,7 @@ def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tu
         "error": manifest.get("error"), "responder": g.get("responder"), "mode": g.get("mode"),
         "threaded": g.get("threaded"), "priority": g.get("priority"), "governor": g.get("governor"),
         "resolution_ns": (g.get("sample_interval_s") or 0) * 1e9 or None,
+        "idle": not manifest.get("loads"),  # the run's load set started nothing
         "delay_us": None, "histogram": None, "outliers": None,
     }
     if entry["status"] != "complete":
@@ -80,7 +82,8 @@ def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tu
     answered_mask = np.isfinite(delay) & np.isfinite(stimulus)
     entry |= {
         "stimuli": len(delay), "answered": int(answered_mask.sum()), "missed": int((~np.isfinite(delay)).sum()),
-        "censored": counts.get("censored", 0), "unanswering": counts.get("unanswering_responses", 0),
+        "censored": counts.get("censored", 0), "ambiguous": counts.get("ambiguous", 0),
+        "unanswering": counts.get("unanswering_responses", 0),
     }
     entry["miss_fraction"] = entry["missed"] / entry["stimuli"] if entry["stimuli"] else None
     if entry["missed"]:
@@ -122,13 +125,15 @@ def outliers(d_us: np.ndarray, stimulus_us: np.ndarray, acquisition: np.ndarray,
     result: dict[str, Any] = {"threshold_us": threshold, "count": int(out.sum()), "fraction": float(out.mean()),
                               "excess_max_us": float(d_us[out].max() - median) if out.any() else 0.0,
                               "period_us": None, "period_share": None, "window_us": None, "expected_fraction": None}
-    spacings = _spacings(stimulus_us[out], acquisition[out])
     # an edge arriving φ into a handler of length h waits h - φ: two colliding edges' spacing
     # differs from a multiple of the period by the difference of their waits, so the spread of
-    # the waits (not their largest, which another, rarer interrupt may set) is the tolerance
+    # the waits (not their largest, which another, rarer interrupt may set) is the tolerance;
+    # the search uses the outliers of the main cluster of waits (one interrupt's), not the strays
     excess = d_us[out] - median
-    spread = float(np.subtract(*np.percentile(excess, [75, 25]))) if out.any() else 0.0
-    found = find_period(spacings, tolerance_us=max(2 * spread, 2 * resolution_us))
+    main, tolerance = _main_cluster(excess, 2 * resolution_us)
+    times, acquisitions = stimulus_us[out][main], acquisition[out][main]
+    spacings = _spacings(times, acquisitions)
+    found = find_period(spacings, tolerance, _independent(acquisitions))
     if not out.any():
         result["explanation"] = "no delay stands out from the bulk"
     elif len(spacings) < MIN_SPACINGS:
@@ -136,15 +141,16 @@ def outliers(d_us: np.ndarray, stimulus_us: np.ndarray, acquisition: np.ndarray,
                                  f"({len(spacings)} spacings) to test them for a period: longer records or a "
                                  "faster stimulus would")
     elif found is None:
-        result["explanation"] = (f"{result['count']} delays stand out, at no common spacing ({len(spacings)} "
-                                 "spacings): not one periodic interrupt's doing")
+        result["explanation"] = (f"{result['count']} delays stand out; no single period explains their "
+                                 f"spacings ({len(spacings)} within acquisitions)")
     else:
         period, share = found
         # an edge that collides waits for the rest of the handler: its extra delay is uniform over
-        # the handler's length; those waiting less than the threshold's margin are not outliers
-        # the collisions with this interrupt: the outliers whose wait is in the main group
-        main = np.abs(excess - np.median(excess)) <= max(2 * spread, 2 * resolution_us)
-        window = float(main.sum()) / len(d_us) * period + (threshold - median)
+        # the handler's length, and those waiting less than the threshold's margin are no outliers.
+        # This interrupt's collisions: the outliers up to the main group's top (plus its spread);
+        # longer waits are another source's
+        collided = int((excess <= float(excess[main].max()) + tolerance).sum())
+        window = collided / len(d_us) * period + (threshold - median)
         result |= {"period_us": period, "period_share": share, "window_us": window,
                    "expected_fraction": window / period}
         result["explanation"] = (
@@ -152,6 +158,28 @@ def outliers(d_us: np.ndarray, stimulus_us: np.ndarray, acquisition: np.ndarray,
             f"spacings): collisions with a periodic interrupt whose handler holds the CPU about {window:.2f} µs "
             f"(largest extra delay {result['excess_max_us']:.2f} µs)")
     return result
+
+
+def _main_cluster(excess: np.ndarray, least: float) -> tuple[np.ndarray, float]:
+    """The outliers whose extra delays crowd together (one interrupt's handler: uniform over its
+    length), and their spread: the narrowest range holding a third of them, widened by half its
+    width either side. Strays (a task that ran first, another interrupt) spread far wider."""
+    if len(excess) < 3:
+        return np.ones(len(excess), bool), least
+    e = np.sort(excess)
+    m = max(3, len(e) // 3)
+    widths = e[m - 1:] - e[: len(e) - m + 1]
+    i = int(np.argmin(widths))
+    width = max(float(widths[i]), least)
+    lo, hi = e[i] - width / 2, e[i + m - 1] + width / 2
+    return (excess >= lo) & (excess <= hi), max(hi - lo, least)
+
+
+def _independent(acquisition: np.ndarray) -> int:
+    """How many of the spacings carry information of their own: n - 1 per acquisition with n outliers
+    (the other pairwise spacings are sums of those)."""
+    _, counts = np.unique(acquisition, return_counts=True)
+    return int(np.sum(np.maximum(counts - 1, 0)))
 
 
 def _spacings(times_us: np.ndarray, acquisition: np.ndarray) -> np.ndarray:
@@ -164,18 +192,21 @@ def _spacings(times_us: np.ndarray, acquisition: np.ndarray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0)
 
 
-def find_period(spacings: np.ndarray, tolerance_us: float) -> tuple[float, float] | None:
+def find_period(spacings: np.ndarray, tolerance_us: float, independent: int) -> tuple[float, float] | None:
     """The longest period the spacings are whole multiples of, with the share that fit it (±tolerance).
 
     A periodogram of the spacings: for a frequency f, the mean of cos(2π·f·spacing) is near 1 if
     the spacings are multiples of 1/f and near 0 (spread 1/sqrt(2N)) if they are not. Periods
     run from the shorter spacings' length down to 4·tolerance, finely enough that the
-    longest spacing's phase moves less than a quarter turn between two; the peak must stand out
-    of the noise after counting every frequency tried (CHANCE). Fractions of the period (its
-    harmonics) score as well as the period itself: the lowest frequency near the peak wins.
+    longest spacing's phase moves less than a quarter turn between two. Fractions of the period
+    (its harmonics) score as well as the period itself: the lowest frequency near the peak wins.
+    The peak, refined by least squares, must then fit more spacings (±tolerance) than chance
+    would, 2·tolerance/period each, by a margin that holds after counting every frequency tried
+    (CHANCE); `independent` spacings carry the evidence (n outliers of one record give n - 1,
+    not n(n-1)/2).
     """
     s = np.sort(spacings[spacings > 0])[:MAX_SPACINGS]  # the shortest carry the most: fewest turns
-    if len(s) < MIN_SPACINGS or tolerance_us <= 0:
+    if len(s) < MIN_SPACINGS or independent < MIN_SPACINGS or tolerance_us <= 0:
         return None
     f_max = 1.0 / (4.0 * tolerance_us)
     # a period longer than most spacings has them at "0 periods": nothing to show for it (and
@@ -187,12 +218,21 @@ def find_period(spacings: np.ndarray, tolerance_us: float) -> tuple[float, float
         return None
     score = np.concatenate([np.cos(2 * np.pi * np.outer(chunk, s)).mean(axis=1)
                             for chunk in np.array_split(freqs, max(1, len(freqs) * len(s) // 2_000_000))])
-    needed = np.sqrt(2.0 * np.log(len(freqs) / CHANCE) / (2.0 * len(s)))
     best = float(score.max())
-    if best < needed:
+    if best < PERIOD_SHARE:  # most spacings cannot be near multiples of any period
         return None
-    first = int(np.flatnonzero(score >= max(needed, PEAK_SHARE * best))[0])
-    fine = np.linspace(freqs[first] - step, freqs[first] + step, 201)
+    # the peaks near the top, lowest frequency first: the first that passes is the period
+    peak = (score >= PEAK_SHARE * best) & (score >= np.roll(score, 1)) & (score >= np.roll(score, -1))
+    for i in np.flatnonzero(peak)[:MAX_PEAKS]:
+        found = _fit_period(s, freqs[i], step, tolerance_us, independent, tried=len(freqs))
+        if found is not None:
+            return found
+    return None
+
+
+def _fit_period(s: np.ndarray, f0: float, step: float, tolerance_us: float, independent: int,
+                tried: int) -> tuple[float, float] | None:
+    fine = np.linspace(f0 - step, f0 + step, 201)
     fine = fine[fine > 0]
     period = 1.0 / float(fine[np.argmax(np.cos(2 * np.pi * np.outer(fine, s)).mean(axis=1))])
     # the peak is flat at the top: least squares on the spacings near a multiple pins it down
@@ -202,7 +242,9 @@ def find_period(spacings: np.ndarray, tolerance_us: float) -> tuple[float, float
         period = float(np.sum(s[near] * k[near]) / np.sum(k[near] ** 2))
     k = np.maximum(np.rint(s / period), 1)
     share = float((np.abs(s - k * period) <= tolerance_us).mean())
-    return (period, share) if share >= PERIOD_SHARE else None
+    by_chance = float(stats.binom.sf(round(share * independent) - 1, independent,
+                                     min(1.0, 2 * tolerance_us / period))) * tried
+    return (period, share) if share >= PERIOD_SHARE and by_chance < CHANCE else None
 
 
 def compare(entries: list[dict[str, Any]], delays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -268,20 +310,17 @@ def _how(e: dict[str, Any]) -> str:
 
 
 def _load_sentence(a: dict[str, Any], b: dict[str, Any]) -> str:
-    idle, loaded = (b, a) if _is_loaded(a) and not _is_loaded(b) else (a, b)
+    idle, loaded = (b, a) if b.get("idle") and not a.get("idle") else (a, b)
     mi, ml = idle["delay_us"]["mean"], loaded["delay_us"]["mean"]
     faster = ml < mi
     text = (f"{idle['case']}: {'faster' if faster else 'slower'} under load {loaded['load']!r} "
             f"({ml:.3g} µs) than under {idle['load']!r} ({mi:.3g} µs)")
     governor = idle.get("governor")
+    if not (idle.get("idle") and not loaded.get("idle")):
+        return text + "."  # two loads, or two idle runs: no mechanism of idleness to name
     if faster and governor in FOLLOWING_GOVERNORS:
         text += (f" — the {governor} governor lowers an idle CPU's clock, and the load raises it again, "
                  "more than the load's competition costs")
     elif not faster and governor == "performance":
         text += " — at a fixed clock (performance governor) the load only competes for the CPU"
     return text + "."
-
-
-def _is_loaded(e: dict[str, Any]) -> bool:
-    load = str(e.get("load") or "")
-    return load not in ("", "none", "idle", "no-load")

@@ -57,7 +57,7 @@ class GpioRun(Measurement):
         self.responder: proc_ctl.TrackedProcess | None = None
         self.responder_started = False
         self.generator_on = False
-        self.stimuli = self.missed = self.censored = self.unanswering = 0
+        self.stimuli = self.missed = self.censored = self.ambiguous = self.unanswering = 0
         self.answered: list[np.ndarray] = []
 
     def manifest(self) -> dict[str, Any]:
@@ -128,7 +128,8 @@ class GpioRun(Measurement):
             armed = time.time()
             try:
                 delays = await loop.run_in_executor(None, scope.acquire_delays, self.gpio.response_channel,
-                                                    self.window_s, self.gpio.stimulus_edge, self.response_edge)
+                                                    self.window_s, self.gpio.stimulus_edge, self.response_edge,
+                                                    self.case.mode == "echo")
             except Exception as exc:  # noqa: BLE001 - any instrument failure ends the run, data kept
                 raise InstrumentFailure(f"scope: {exc}") from None
             n = progress.acquisitions
@@ -140,21 +141,33 @@ class GpioRun(Measurement):
             self.stimuli += len(delays)
             self.missed += delays.missed
             self.censored += delays.censored
+            self.ambiguous += delays.ambiguous
             self.unanswering += delays.unanswering
             self.answered.append(delays.answered)
             progress.sw.add(delays.answered * 1e9)
             self.ctx.sink.update(progress)
 
     async def stop(self) -> None:
+        """Generator off (the input goes quiet first), responder stopped, governor put back: each step
+        tried whatever the others did; a lost session is raised (teardown reconnects and calls again)."""
         errors: list[str] = []
         if self.generator_on and self.ctx.bench.generator is not None:
-            try:  # the target's input goes quiet before its responder goes
+            try:
                 await asyncio.get_running_loop().run_in_executor(None, self.ctx.bench.generator.output, False)
                 self.generator_on = False
             except Exception as exc:  # noqa: BLE001 - the target must still be cleaned
                 errors.append(f"generator output off: {exc}")
+        conn = await self.ctx.target.live_connection()
+        for step in (self._stop_responder, self._restore_governor):
+            try:
+                await step(conn)
+            except TargetError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise TargetError("; ".join(errors))
+
+    async def _stop_responder(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         target = self.ctx.target
-        conn = await target.live_connection()
         if self.responder is not None:
             self.responder.conn = conn
             await proc_ctl.stop_load(self.responder)
@@ -165,14 +178,18 @@ class GpioRun(Measurement):
             await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir, RESPONDER_NAME))
         if self.module_maybe_loaded and gpio_target.RESPONDER_MODULE in await modules.loaded_modules(conn):
             await modules.rmmod(conn, gpio_target.RESPONDER_MODULE)
+
+    async def _restore_governor(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         if self.governor_touched:
             await gpio_target.write_governors(conn, self.governors_before)
             self.governor_touched = False
-        if errors:
-            raise TargetError("; ".join(errors))
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         m = self.ctx.campaign.matrix
+        if status == "complete" and not self.stimuli:
+            return "incomplete", (f"the scope saw no stimulus edge in {self.ctx.progress.acquisitions} acquisitions: "
+                                  f"check the generator, the probe on channel {self.ctx.campaign.bench.scope.channel} "
+                                  "and the threshold")
         if status == "complete" and m.samples and self.stimuli < m.samples:
             return "incomplete", f"max_duration reached with {self.stimuli} of {m.samples} stimuli seen"
         if status == "complete" and self.stimuli and self.missed == self.stimuli:
@@ -185,7 +202,7 @@ class GpioRun(Measurement):
         answered = np.concatenate(self.answered) if self.answered else np.empty(0)
         return {"gpio_counts": {
             "stimuli": self.stimuli, "answered": int(len(answered)), "missed": self.missed,
-            "censored": self.censored, "unanswering_responses": self.unanswering,
+            "censored": self.censored, "ambiguous": self.ambiguous, "unanswering_responses": self.unanswering,
             "acquisitions": self.ctx.progress.acquisitions,
         }}
 

@@ -32,7 +32,7 @@ INTERRUPTIONS_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status",
 #: Columns of gpio.csv: one row per run, its counts, its delay distribution in µs (as the report's
 #: "gpio" section has it), then its outliers (outlier_*).
 GPIO_RUN_KEYS = ("target", "case", "load", "repetition", "status", "responder", "mode", "threaded",
-                 "priority", "governor", "stimuli", "answered", "missed", "censored", "unanswering",
+                 "priority", "governor", "stimuli", "answered", "missed", "censored", "ambiguous", "unanswering",
                  "miss_fraction", "resolution_ns")
 GPIO_CSV_COLUMNS = ["run_id", *GPIO_RUN_KEYS, "min_us", "p50_us", "mean_us", "mean_ci_lo_us",
                     "mean_ci_hi_us", "std_us", "p99_us", "p999_us", "max_us", "spread_us",

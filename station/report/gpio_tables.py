@@ -104,7 +104,8 @@ def _missed_cell(entry: Mapping[str, Any]) -> Cell:
     text = count_text(missed) + (f" ({fraction_text(fraction)})" if is_number(fraction) else "")
     title = (f"{count_text(missed)} of {count_text(stimuli)} stimuli had no answer; "
              f"{count_text(entry.get('censored'))} censored (the record ended inside their answer "
-             f"window: neither answered nor missed); {count_text(entry.get('unanswering'))} response "
+             f"window: neither answered nor missed); {count_text(entry.get('ambiguous'))} ambiguous (two "
+             f"response edges or more in their window); {count_text(entry.get('unanswering'))} response "
              "edges answered no stimulus")
     flagged = is_number(fraction) and fraction >= MISS_FLAG_FRACTION
     return Cell(text, numeric=True, flags=("problem",) if flagged else (), title=title)
