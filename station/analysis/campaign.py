@@ -75,6 +75,7 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
             "station_version": station_version(),
             "target": campaign.get("target", {}),
             "scope": campaign.get("scope"),
+            "generator": campaign.get("generator"),
             "twin": campaign.get("twin"),
             "targets": campaign.get("targets") or {},
         },

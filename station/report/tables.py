@@ -273,11 +273,23 @@ def campaign_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         facts.append(("Target", f"{target.get('kind', MISSING)} {target.get('host', '')}".strip()))
     facts.append(("Oscilloscope", f"{scope.get('idn', MISSING)} at {scope.get('resource', MISSING)}"
                   if scope else "none"))
+    generator = campaign.get("generator")
+    if generator:
+        facts.append(("Generator", f"{generator.get('idn', MISSING)} at {generator.get('resource', MISSING)}"))
     if twin:
-        facts.append(("Twin preset", twin.get("preset")))
+        facts.append(_twin_fact(twin))
     facts.append(("Schema", f"report.json schema_version {report.get('schema_version', MISSING)}"
                             " (docs/report-schema.md)"))
     return [(label, MISSING if value in (None, "") else str(value)) for label, value in facts]
+
+
+def _twin_fact(twin: Mapping[str, Any]) -> tuple[str, str]:
+    """Which model the twin played: the latency modules' preset by name, or the GPIO board."""
+    if twin.get("board"):
+        return ("Twin", "a Raspberry Pi answering GPIO edges (station/twin/board.py)")
+    preset = twin.get("preset")
+    name = preset.get("name") if isinstance(preset, Mapping) else preset
+    return ("Twin preset", f"{name} (station/twin/presets/{name}.yaml)" if name else MISSING)
 
 
 def _target_fact(name: str, description: Any) -> str:

@@ -178,6 +178,10 @@ class Twin:
         self.set_truth_path(truth_path)
 
     def ground_truth_summary(self) -> dict[str, Any]:
+        if self.board is not None:
+            from station.twin import board
+
+            return {"board": board.describe()}
         return {"preset": self.preset.as_dict()}
 
 
