@@ -243,3 +243,43 @@ def test_the_governor_is_put_back_even_when_the_responder_will_not_unload(tmp_pa
     assert board.module is not None  # it never unloaded: the run says so
     manifest = json.loads((tmp_path / "out" / "runs" / "k-idle-r0" / "manifest.json").read_text())
     assert manifest["status"] != "complete" and "Operation not permitted" in (manifest["error"] or ""), manifest
+
+
+def test_a_crashed_runs_governor_is_put_back_by_cleanup(tmp_path):
+    """A run killed after it set the governor (no teardown at all): the next preflight, or
+    `station cleanup`, finds what the run saved on the target and puts it back."""
+    import asyncio
+
+    from station.config import TargetSettings
+    from station.target import gpio as gpio_target
+    from station.target.hosts import Target
+    from station.target.ssh import SSHEndpoint, TargetConnection
+    from station.twin.runner import Twin
+
+    twin = Twin(state_dir=tmp_path / "twin", with_scope=False,
+                board={"stimulus_channel": 1, "response_channel": 2, "generator_channel": 1})
+    e = twin.start_in_thread()
+    endpoint = SSHEndpoint(e.ssh_host, e.ssh_port, e.user, e.identity_file, e.known_hosts, 5)
+    work_dir = "/tmp/irq-station"
+
+    async def crash_then_cleanup() -> dict:
+        conn = await TargetConnection.open(endpoint)
+        before = await gpio_target.read_governors(conn)
+        await gpio_target.save_governors(conn, work_dir, before)
+        await gpio_target.write_governors(conn, dict.fromkeys(before, "performance"))
+        conn.abort()  # the crash
+        target = Target(endpoint, TargetSettings(kind="ssh", work_dir=work_dir))
+        await target.activate()
+        try:
+            return await target.cleanup()
+        finally:
+            await target.deactivate()
+
+    try:
+        done = asyncio.run(crash_then_cleanup())
+        assert twin.target.board.governor == "ondemand"
+        assert "performance" in [s[1] for s in twin.target.board.log.states]
+        assert any("governor ondemand put back" in s for s in done["loads_stopped"]), done
+        assert f"{work_dir}/governors.saved" not in twin.target.files
+    finally:
+        twin.stop_thread()

@@ -26,8 +26,9 @@ MODULES = "/opt/irq-station/modules"
 DEBUGFS = "/sys/kernel/debug/irqstation-testchip"
 CHIP = "irqstation-test"
 EDGES = 200
-# reads of the output before an answer counts as missing (each a few tens of µs under TCG)
-SPINS = 100_000
+# reads of the output before an answer counts as missing (each a few tens of µs under TCG: a missing
+# answer costs a minute, but a slow, shared CI machine never fails an answer that came)
+SPINS = 1_000_000
 KERNEL_PROBLEMS = re.compile(r"WARNING:|BUG:|Oops|Call Trace|general protection|refcount_t|list_del corruption")
 USER_BINARY = "/tmp/gpio_responder_user"
 
@@ -45,11 +46,13 @@ def _answered(edge: str) -> tuple[str, str]:
     return {"both": "$i", "rising": "$(( (i + 1) / 2 ))", "falling": "$(( i / 2 ))"}[edge], "$(( i % 2 ))"
 
 
-def _drive(edge: str, mode: str, edges: int = EDGES) -> str:
+def _drive(edge: str, mode: str, edges: int = EDGES, counter: str = "") -> str:
     """Guest shell: drive `edges` edges on line 0 and after each wait until the output shows the answer
     (echo: the output's level is the input's as of the last answered edge; toggle: the output changed
     once per answered edge). Prints one `result` line of counts; bad is the first edge whose answer
-    never came, 0 if none."""
+    never came, 0 if none. `counter`: a file counting the responder's answers, awaited first — an
+    echo that reads the input's level must have run before the next edge changes it (a level already
+    right from the previous answer proves nothing about this one)."""
     answered, level = _answered(edge)
     if mode == "echo":
         # the level of the last answered edge: rising edges leave 1, falling ones 0 (the output starts
@@ -58,6 +61,8 @@ def _drive(edge: str, mode: str, edges: int = EDGES) -> str:
         watch = "out"
     else:
         want, watch = answered, "out_changes"
+    counted = (f'while read got < {counter}; [ "$got" != "{answered}" ]; do '
+               f'n=$((n + 1)); [ $n -ge {SPINS} ] && break; done') if counter else ""
     return f"""
 D={DEBUGFS}
 bad=0; maxn=0; i=0
@@ -66,6 +71,7 @@ while [ $i -lt {edges} ]; do
 	echo $(( i % 2 )) > $D/in
 	want={want}
 	n=0
+	{counted}
 	while read got < $D/{watch}; [ "$got" != "$want" ]; do
 		n=$((n + 1)); [ $n -ge {SPINS} ] && break
 	done
@@ -135,7 +141,7 @@ B={CHIP_BASE}
 insmod {MODULES}/gpio_responder.ko {params}
 grep -q ' gpio_responder$' /proc/interrupts
 set +e
-{_drive(edge, mode)}
+{_drive(edge, mode, counter="/sys/module/gpio_responder/parameters/handled")}
 read handled < /sys/module/gpio_responder/parameters/handled
 echo "handled=$handled"
 rmmod gpio_testchip 2>/dev/null && echo "testchip went while its lines were held"
@@ -230,11 +236,12 @@ def test_user_responder_answers_every_edge(guest, user_binary, how, mode, edge, 
     cmd = " ".join(shlex.quote(a) for a in [user_binary, *args])
     script = f"""
 insmod {MODULES}/gpio_testchip.ko || exit 1
+rm -f /tmp/responder.out  # the previous case's "ready" must not pass for this one's
 {cmd} > /tmp/responder.out 2>&1 < /dev/null &
 p=$!
 trap 'kill $p 2>/dev/null' EXIT
 n=0
-until grep -q ': ready' /tmp/responder.out; do
+until grep -qs ': ready' /tmp/responder.out; do
 	n=$((n + 1)); [ $n -lt 200 ] && kill -0 $p 2>/dev/null || {{ cat /tmp/responder.out; exit 1; }}
 	sleep 0.05
 done

@@ -23,11 +23,12 @@ from scipy import stats
 
 OUTLIER_MADS = 6.0  # robust sigmas above the median
 MIN_OUTLIER_SAMPLES = 5  # ... and at least this many scope samples above it
-PERIOD_SHARE = 0.5  # a period explains the outliers if this share of their spacings fit it
+PERIOD_SHARE = 0.35  # a period explains the outliers if this share of their spacings fit it
 CHANCE = 1e-3  # ... and its periodogram peak this unlikely by chance, over every period tried
 PEAK_SHARE = 0.8  # a harmonic's peak within this share of the highest one is the same period
 MAX_SPACINGS = 2000
 MAX_PEAKS = 200  # periodogram peaks tried, lowest frequency first
+MULTIPLE_SHARE = 0.85  # a multiple of the period that fits this share of as many spacings is the period
 MIN_SPACINGS = 5  # fewer spacings prove no period
 HISTOGRAM_BINS = 120
 SIGNIFICANCE = 1e-3
@@ -161,18 +162,21 @@ def outliers(d_us: np.ndarray, stimulus_us: np.ndarray, acquisition: np.ndarray,
 
 
 def _main_cluster(excess: np.ndarray, least: float) -> tuple[np.ndarray, float]:
-    """The outliers whose extra delays crowd together (one interrupt's handler: uniform over its
-    length), and their spread: the narrowest range holding a third of them, widened by half its
-    width either side. Strays (a task that ran first, another interrupt) spread far wider."""
+    """The outliers of the commonest cause, and the spread of their waits (the tolerance).
+
+    One interrupt's collisions wait up to its handler's length: their extra delays crowd below
+    it. The crowd's centre is the middle of the narrowest range holding a third of the outliers;
+    the cause's outliers are those up to twice that (a wait uniform over [0, h] seen above a
+    margin has its middle above h/2). Strays (a task that ran first, a longer handler) lie beyond.
+    """
     if len(excess) < 3:
         return np.ones(len(excess), bool), least
     e = np.sort(excess)
     m = max(3, len(e) // 3)
-    widths = e[m - 1:] - e[: len(e) - m + 1]
-    i = int(np.argmin(widths))
-    width = max(float(widths[i]), least)
-    lo, hi = e[i] - width / 2, e[i + m - 1] + width / 2
-    return (excess >= lo) & (excess <= hi), max(hi - lo, least)
+    i = int(np.argmin(e[m - 1:] - e[: len(e) - m + 1]))
+    centre = float(np.median(e[i:i + m]))
+    main = excess <= 2 * centre
+    return main, max(float(np.ptp(excess[main])), least)
 
 
 def _independent(acquisition: np.ndarray) -> int:
@@ -226,8 +230,21 @@ def find_period(spacings: np.ndarray, tolerance_us: float, independent: int) -> 
     for i in np.flatnonzero(peak)[:MAX_PEAKS]:
         found = _fit_period(s, freqs[i], step, tolerance_us, independent, tried=len(freqs))
         if found is not None:
-            return found
+            return _longest_multiple(s, found, step, tolerance_us, independent, len(freqs))
     return None
+
+
+def _longest_multiple(s: np.ndarray, found: tuple[float, float], step: float, tolerance_us: float,
+                      independent: int, tried: int) -> tuple[float, float]:
+    """The period itself rather than a fraction of it: a multiple of the period found that fits
+    nearly as many spacings (strays fit a short period's many multiples more easily) wins."""
+    period, share = found
+    best = found
+    for k in range(2, 9):
+        longer = _fit_period(s, 1.0 / (k * period), step / k, tolerance_us, independent, tried)
+        if longer is not None and longer[1] >= MULTIPLE_SHARE * share and abs(longer[0] - k * period) < period / 4:
+            best = longer
+    return best
 
 
 def _fit_period(s: np.ndarray, f0: float, step: float, tolerance_us: float, independent: int,

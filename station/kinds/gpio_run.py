@@ -83,6 +83,7 @@ class GpioRun(Measurement):
         target = self.ctx.target
         conn = await target.live_connection()
         if self.governors_before:
+            await gpio_target.save_governors(conn, target.work_dir, self.governors_before)
             self.governor_touched = True
             await gpio_target.write_governors(conn, dict.fromkeys(self.governors_before, self.case.governor))
         responder = self.case.responder
@@ -183,6 +184,7 @@ class GpioRun(Measurement):
         if self.governor_touched:
             await gpio_target.write_governors(conn, self.governors_before)
             self.governor_touched = False
+            await gpio_target.forget_saved(conn, self.ctx.target.work_dir)
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         m = self.ctx.campaign.matrix

@@ -7,15 +7,18 @@ bounded); callers still quote every word they send.
 
 from __future__ import annotations
 
+import re
 import shlex
 
-from station.config import GpioCase, GpioSettings
+from station.config import GOVERNORS, GpioCase, GpioSettings
 from station.target.ssh import TargetConnection, TargetError
 from station.target.tools import Tool
 
 RESPONDER_MODULE = "gpio_responder"
 RESPONDER_PROGRAM = Tool("gpio_responder_user", libs=("gpiod",), packages="gcc, libc6-dev and libgpiod-dev")
 CPUFREQ_DIR = "/sys/devices/system/cpu/cpufreq"
+GOVERNOR_FILE = re.compile(r"/sys/devices/system/cpu/cpufreq/policy[0-9]{1,4}/scaling_governor")
+SAVED = "governors.saved"  # in the work dir: what a run found, for a cleanup after a crash
 STIMULUS_EDGES = {"rise": "rising", "fall": "falling", "either": "both"}
 
 
@@ -75,3 +78,34 @@ async def write_governors(conn: TargetConnection, governors: dict[str, str]) -> 
                                    check=False)
             raise TargetError(f"{conn.endpoint.where}: {path} reads {now!r} after writing {governor!r} (available: "
                               f"{(known.stdout or '?').strip()})")
+
+
+def saved_path(work_dir: str) -> str:
+    return f"{work_dir.rstrip('/')}/{SAVED}"
+
+
+async def save_governors(conn: TargetConnection, work_dir: str, governors: dict[str, str]) -> None:
+    """Leave the governors found on the target where `station cleanup` finds them: a run killed
+    before it puts them back (SIGKILL, a power cut of this machine) must not change the target."""
+    await conn.run(f"mkdir -p {shlex.quote(work_dir)}")
+    await conn.upload("".join(f"{path} {gov}\n" for path, gov in governors.items()).encode(), saved_path(work_dir))
+
+
+async def forget_saved(conn: TargetConnection, work_dir: str) -> None:
+    await conn.run(f"rm -f {shlex.quote(saved_path(work_dir))}", check=False)
+
+
+async def restore_saved(conn: TargetConnection, work_dir: str) -> list[str]:
+    """Put back the governors a run saved and did not restore; what was put back, for the log.
+    The file is outside input: only governor files and known governors are taken from it."""
+    got = await conn.run(f"cat {shlex.quote(saved_path(work_dir))}", check=False)
+    if got.exit_status != 0:
+        return []
+    governors = {}
+    for line in (got.stdout or "").splitlines():
+        path, _, governor = line.strip().partition(" ")
+        if GOVERNOR_FILE.fullmatch(path) and governor in GOVERNORS:
+            governors[path] = governor
+    await write_governors(conn, governors)
+    await forget_saved(conn, work_dir)
+    return [f"cpufreq governor {gov} put back on {path}" for path, gov in governors.items()]
