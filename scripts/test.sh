@@ -3,7 +3,8 @@
 # extras, headless Chromium (report tests), OpenSSH's server (this machine as a
 # real target), Debian's kernel headers and
 # checkpatch (kernel module tests), QEMU and the VM image's packages (real-kernel
-# target tests). Extra arguments go to pytest.
+# target tests), Icarus Verilog, Verilator and Yosys (the FPGA echoer's Verilog).
+# Extra arguments go to pytest.
 set -euo pipefail
 STATION_EXTRAS="[test]" source "$(dirname "$0")/bootstrap.sh"
 cd "$REPO"
@@ -11,5 +12,6 @@ as_root bash scripts/ci/browser-deps.sh
 as_root bash scripts/ci/sshd-deps.sh >/dev/null
 as_root bash target_modules/scripts/ci-deps.sh >/dev/null
 as_root bash station/vm/ci-deps.sh >/dev/null
+as_root bash fpga/scripts/ci-deps.sh >/dev/null
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest -q "$@"

@@ -27,17 +27,9 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
-need_pkgs=""
-for p in linux-headers-amd64 kmod gcc make perl xz-utils libgpiod-dev gpiod \
-	 gcc-avr binutils-avr avr-libc libsimavr-dev pkg-config; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
-		need_pkgs="$need_pkgs $p"
-done
-if [ -n "$need_pkgs" ]; then
-	apt-get update -q
-	# shellcheck disable=SC2086
-	apt-get install -y -q --no-install-recommends $need_pkgs
-fi
+. "$(dirname "$0")/../../scripts/ci/install-missing.sh"
+install_missing linux-headers-amd64 kmod gcc make perl xz-utils libgpiod-dev gpiod \
+	 gcc-avr binutils-avr avr-libc libsimavr-dev pkg-config
 
 if [ ! -s "$CP_DIR/checkpatch.pl" ] || [ ! -s "$CP_DIR/spelling.txt" ] ||
    [ ! -s "$CP_DIR/const_structs.checkpatch" ]; then
