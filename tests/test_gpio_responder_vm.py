@@ -125,6 +125,18 @@ def _unloaded(vm) -> None:  # noqa: F811
 CHIP_BASE = f"""$(for c in /sys/class/gpio/gpiochip*; do [ "$(cat $c/label)" = {CHIP} ] && cat $c/base; done)"""
 
 
+def _drive_in(guest, script: str, edge: str, mode: str, record_property) -> tuple:  # noqa: ANN001
+    """Run a script that drives the edges; (its result, the counts, answered edges, output changes
+    expected), every edge answered."""
+    res = _guest(guest, script)
+    assert res.exit_status == 0, f"{res.stdout}\n{res.stderr}"
+    got = _result(res.stdout)
+    answered, changes = _expected(edge, mode)
+    record_property("result", got)
+    assert got["bad"] == 0, got
+    return res, got, answered, changes
+
+
 @pytest.mark.parametrize(("mode", "threaded", "edge", "lines"), [
     ("echo", 0, "both", "chip"), ("echo", 1, "both", "chip"), ("toggle", 0, "both", "chip"),
     ("toggle", 1, "both", "chip"), ("toggle", 0, "rising", "chip"), ("toggle", 1, "falling", "chip"),
@@ -147,12 +159,7 @@ echo "handled=$handled"
 rmmod gpio_testchip 2>/dev/null && echo "testchip went while its lines were held"
 rmmod gpio_responder && rmmod gpio_testchip
 """
-    res = _guest(guest, script)
-    assert res.exit_status == 0, f"{res.stdout}\n{res.stderr}"
-    got = _result(res.stdout)
-    answered, changes = _expected(edge, mode)
-    record_property("result", got)
-    assert got["bad"] == 0, got
+    res, got, answered, changes = _drive_in(guest, script, edge, mode, record_property)
     assert got["edges"] == EDGES
     assert got["raised"] == answered, "the chip raised an interrupt for every edge of the requested kind"
     assert f"handled={answered}" in res.stdout, res.stdout
@@ -253,12 +260,7 @@ cat /tmp/responder.out
 echo "after: $(ls /sys/class/gpio | tr '\\n' ' ')"
 rmmod gpio_testchip
 """
-    res = _guest(guest, script)
-    assert res.exit_status == 0, f"{res.stdout}\n{res.stderr}"
-    got = _result(res.stdout)
-    answered, changes = _expected(edge, mode)
-    record_property("result", got)
-    assert got["bad"] == 0, got
+    res, got, answered, changes = _drive_in(guest, script, edge, mode, record_property)
     assert (got["edges"], got["raised"], got["changes"]) == (EDGES, answered, changes), got
     assert "exit=0" in res.stdout, res.stdout
     assert f"handled {answered} edges, stopped by Terminated" in res.stdout, res.stdout

@@ -145,3 +145,21 @@ def nr3(value: float) -> str:
 
 def quoted(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
+
+
+def resolve(table: Sequence[Node], unit: str, path: list[str], undefined: str) -> tuple[Node, list[int], str, bool,
+                                                                                     list[str]]:
+    """The node a program message unit addresses: (node, its <n> suffixes, argument, is it a query,
+    the path the next unit after ';' is relative to). After ';' a header is relative to the
+    previous one's path, unless it starts with ':'. Fault(113, `undefined`) if nothing matches."""
+    absolute = unit.startswith((":", "*"))
+    header, _, arg = unit.lstrip(":").partition(" ")
+    query = header.endswith("?")
+    tokens = header.removesuffix("?").split(":")
+    tries = [tokens] if absolute or not path else [path + tokens, tokens]
+    for toks in tries:
+        for node in table:
+            suffixes = node.match(toks)
+            if suffixes is not None:
+                return node, suffixes, arg.strip(), query, toks[:-1]
+    raise Fault(113, undefined)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from instruments.sim.commands import Fault, Node, boolean, bounded, choice, number, short_form, split_units
+from instruments.sim.commands import Fault, Node, boolean, bounded, choice, number, resolve, short_form, split_units
 from instruments.sim.server import SCPIServer, run_in_thread
 
 log = logging.getLogger(__name__)
@@ -266,29 +266,17 @@ class Keysight33500Model:
         return ";".join(replies).encode("latin-1") if replies else None
 
     def _unit(self, unit: str, path: list[str]) -> tuple[str | None, list[str]]:
-        absolute = unit.startswith((":", "*"))
-        header, _, arg = unit.lstrip(":").partition(" ")
-        arg = arg.strip()
-        query = header.endswith("?")
-        tokens = header.removesuffix("?").split(":")
-        # after ';' a header is relative to the previous one's path, unless it starts with ':'
-        tries = [tokens] if absolute or not path else [path + tokens, tokens]
-        for toks in tries:
-            for node in self._table:
-                suffixes = node.match(toks)
-                if suffixes is None:
-                    continue
-                if any(n not in CHANNELS for n in suffixes):
-                    raise Fault(113, "Undefined header")
-                if query:
-                    if node.get is None:
-                        raise Fault(113, "Undefined header")
-                    return str(node.get(*suffixes)), toks[:-1]
-                if node.set is None:
-                    raise Fault(113, "Undefined header")
-                node.set(arg, *suffixes)
-                return None, toks[:-1]
-        raise Fault(113, "Undefined header")
+        node, suffixes, arg, query, path = resolve(self._table, unit, path, "Undefined header")
+        if any(n not in CHANNELS for n in suffixes):
+            raise Fault(113, "Undefined header")
+        if query:
+            if node.get is None:
+                raise Fault(113, "Undefined header")
+            return str(node.get(*suffixes)), path
+        if node.set is None:
+            raise Fault(113, "Undefined header")
+        node.set(arg, *suffixes)
+        return None, path
 
     def log_error(self, code: int, text: str) -> None:
         self.esr |= esr_bit(code)

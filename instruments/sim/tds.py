@@ -46,6 +46,7 @@ from instruments.sim.commands import (
     nr3,
     number,
     quoted,
+    resolve,
     short_form,
     split_units,
 )
@@ -216,19 +217,8 @@ class TdsModel:
         return b";".join(replies) if replies else None
 
     async def _unit(self, unit: str, path: list[str]) -> tuple[bytes | None, list[str]]:
-        absolute = unit.startswith((":", "*"))
-        header, _, arg = unit.lstrip(":").partition(" ")
-        arg = arg.strip()
-        query = header.endswith("?")
-        tokens = header.removesuffix("?").split(":")
-        # after ';' a header is relative to the previous one's path, unless it starts with ':'
-        tries = [tokens] if absolute or not path else [path + tokens, tokens]
-        for toks in tries:
-            for node in self._table:
-                suffixes = node.match(toks)
-                if suffixes is not None:
-                    return await self._run(node, suffixes, arg, query), toks[:-1]
-        raise Fault(113, "Undefined header; Command not found")
+        node, suffixes, arg, query, path = resolve(self._table, unit, path, "Undefined header; Command not found")
+        return await self._run(node, suffixes, arg, query), path
 
     async def _run(self, node: Node, suffixes: list[int], arg: str, query: bool) -> bytes | None:
         if any(n not in CHANNELS for n in suffixes):  # every <n> in the tree is a channel
