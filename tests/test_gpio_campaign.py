@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from scipy.stats import binom
 
 from station.config import ConfigError, parse_campaign
 from station.twin.board import PERIODIC_IRQS, BoardState, response_delays_ns
@@ -58,6 +59,10 @@ def seed_campaign(tmp_path_factory) -> tuple[Path, dict, object]:
     return out, report, proc
 
 
+def _manifest(out: Path, run_id: str) -> dict:
+    return json.loads((out / "runs" / run_id / "manifest.json").read_text())
+
+
 def _run(report: dict, run_id: str) -> dict:
     return next(r for r in report["gpio"]["runs"] if r["id"] == run_id)
 
@@ -66,11 +71,17 @@ def _run(report: dict, run_id: str) -> dict:
     ("kernel", "kernel", "performance"), ("sysfs", "sysfs", "ondemand"), ("sysfs-mmap", "sysfs-mmap", "ondemand")])
 @pytest.mark.parametrize("load", ["idle", "loaded"])
 def test_delays_match_the_boards_truth(seed_campaign, case, responder, governor, load):
-    _, report, _ = seed_campaign
+    out, report, _ = seed_campaign
     run = _run(report, f"{case}-{load}-r0")
     assert run["status"] == "complete", run["error"]
-    assert run["stimuli"] >= 300 and run["missed"] == 0  # the twin answers every edge while a responder runs
+    # the twin answers every edge while a responder runs, but an answer later than the window is
+    # missed: as many as the truth's tail beyond it allows (a SCHED_OTHER responder under load
+    # waits an exponential time for the CPU)
+    window_us = _manifest(out, run["id"])["gpio"]["window_s"] * 1e6
     truth = _truth(responder, governor, load == "loaded")
+    late = float(np.mean(truth > window_us))
+    assert run["stimuli"] >= 300 and run["missed"] <= binom.ppf(1 - 1e-6, run["stimuli"], late), (run["missed"], late)
+    truth = truth[truth <= window_us]  # what an answered stimulus can show
     d = run["delay_us"]
     se = truth.std() / np.sqrt(run["answered"])
     resolution = run["resolution_ns"] / 1000.0
@@ -101,7 +112,7 @@ def test_a_case_nothing_answers_is_incomplete_and_counted(seed_campaign):
     run = _run(report, "nothing-idle-r0")
     assert run["status"] == "incomplete" and "no response to any of" in run["error"]
     assert run["missed"] == run["stimuli"] >= 300 and run["delay_us"] is None
-    manifest = json.loads((out / "runs" / "nothing-idle-r0" / "manifest.json").read_text())
+    manifest = _manifest(out, "nothing-idle-r0")
     assert manifest["gpio_counts"]["missed"] == run["missed"]
 
 
