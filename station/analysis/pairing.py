@@ -9,6 +9,14 @@ acquisition's pulses nearly constant (one bus access or none, plus scope
 resolution); a wrong one leaves residuals spread like the latency itself.
 An acquisition is paired only when the best candidate is clearly better than
 the runner-up, so a pairing is either right or absent.
+
+Cost. The first few acquisitions are searched one by one over the whole window
+the arrival times allow. Once BOOTSTRAP of them are paired, the arm time → first
+event relation is a straight line (the host and target clocks drift slowly), and
+the rest are searched in blocks, all acquisitions of a block at once, over the
+few candidates around that line that its residuals allow, each scored on at most
+SCORE_PULSES of its pulses; the winner is then checked on every pulse by a count.
+That is linear in the run: an hour at 10 kHz pairs in seconds.
 """
 
 from __future__ import annotations
@@ -22,6 +30,12 @@ MISSING = 1e15  # a lost record: never a plausible residual
 MIN_PULSES = 5
 MAX_SPREAD_NS = 150.0
 MIN_SEPARATION = 4.0
+SCORE_PULSES = 16  # pulses per acquisition that score the candidates of a block
+BOOTSTRAP = 8  # acquisitions paired one by one before the clock line is trusted
+BLOCK = 512  # acquisitions searched at once
+MODEL_POINTS = 512  # the latest paired acquisitions the clock line is fitted to
+MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
+SHORTLIST = 3  # candidates per acquisition whose spread is computed exactly
 
 
 @dataclass
@@ -46,9 +60,59 @@ class Pairing:
         }
 
 
-def _offsets(starts_ns: np.ndarray, period_ns: int) -> np.ndarray | None:
-    k = np.rint((starts_ns - starts_ns[0]) / period_ns).astype(np.int64)
-    return k if np.all(np.diff(k) > 0) else None
+@dataclass
+class _Acquisitions:
+    """The run's pulses sorted by acquisition, and each acquisition's slice and offsets k."""
+
+    ids: np.ndarray  # acquisition number of each slice
+    begin: np.ndarray
+    end: np.ndarray
+    widths: np.ndarray  # ns, all pulses in acquisition order
+    k: np.ndarray  # event offset of each pulse from its acquisition's first
+    armed: np.ndarray  # host time each acquisition was armed
+    usable: np.ndarray  # enough pulses, strictly increasing offsets
+
+
+def _acquisitions(hw: pd.DataFrame, period_ns: int) -> _Acquisitions:
+    acq = hw["acquisition"].to_numpy()
+    order = np.argsort(acq, kind="stable")
+    acq = acq[order]
+    starts = hw["start_s"].to_numpy()[order] * 1e9
+    cut = np.flatnonzero(np.diff(acq)) + 1
+    begin, end = np.concatenate(([0], cut)), np.concatenate((cut, [len(acq)]))
+    first_start = np.repeat(starts[begin], end - begin)
+    k = np.rint((starts - first_start) / period_ns).astype(np.int64)
+    # offsets must grow strictly within an acquisition (a step of 0 is two pulses in one period)
+    step_ok = np.ones(len(k), bool)
+    step_ok[1:] = np.diff(k) > 0
+    step_ok[begin] = True
+    increasing = np.logical_and.reduceat(step_ok, begin)
+    return _Acquisitions(
+        ids=acq[begin], begin=begin, end=end, widths=hw["width_s"].to_numpy()[order] * 1e9, k=k,
+        armed=hw["armed_host_s"].to_numpy()[order][begin], usable=increasing & (end - begin >= MIN_PULSES),
+    )
+
+
+def _scoring_columns(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """(acquisitions, SCORE_PULSES) pulse indices spread over each acquisition; a short one
+    repeats its pulses (a repeat changes no candidate's ranking)."""
+    n = (end - begin)[:, None]
+    j = np.arange(SCORE_PULSES)[None, :]
+    spread = np.where(n >= SCORE_PULSES, (j * (n - 1)) // (SCORE_PULSES - 1), j % n)
+    return begin[:, None] + spread
+
+
+def _rows(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pulse indices of the slices [begin, end) one after another, and each one's slice number."""
+    sizes = end - begin
+    owner = np.repeat(np.arange(len(begin)), sizes)
+    return np.arange(int(sizes.sum())) + np.repeat(begin - np.cumsum(sizes) + sizes, sizes), owner
+
+
+def _mad(resid: np.ndarray) -> np.ndarray:
+    """Median absolute deviation along the last axis."""
+    center = np.median(resid, axis=-1, keepdims=True)
+    return np.median(np.abs(resid - center), axis=-1)
 
 
 def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, period_ns: int,
@@ -62,46 +126,97 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
     seqs = sw["seq"].to_numpy(np.int64)
     lat = np.full(int(seqs.max()) + 1, MISSING)
     lat[seqs] = sw["latency_ns"].to_numpy(np.float64)
-    arr_t = arrivals["host_s"].to_numpy()
-    arr_seq = arrivals["last_seq"].to_numpy(np.float64)
-    lag_estimates: list[int] = []
-    out = []
-    groups = hw.groupby("acquisition", sort=True)
-    paired_acq = 0
-    for acq, g in groups:
-        if len(g) < MIN_PULSES:
-            continue
-        starts = g["start_s"].to_numpy() * 1e9
-        widths = g["width_s"].to_numpy() * 1e9
-        k = _offsets(starts, period_ns)
-        if k is None:
-            continue
-        predicted = int(np.interp(g["armed_host_s"].iloc[0], arr_t, arr_seq))
-        w = window
-        if lag_estimates:  # the clock relation is known: look closely around it
-            predicted += int(np.median(lag_estimates))
-            w = max(window // 10, 50)
-        lo = max(predicted - w, 0)
-        hi = min(predicted + w, len(lat) - 1 - int(k[-1]))
+    a = _acquisitions(hw, period_ns)
+    arrived = np.interp(a.armed, arrivals["host_s"].to_numpy(), arrivals["last_seq"].to_numpy(np.float64))
+    first = np.full(len(a.ids), -1, dtype=np.int64)  # the paired first event, -1: not paired
+    last_k = a.k[a.end - 1]
+
+    def search_one(i: int, predicted: int, half: int) -> None:
+        lo = max(predicted - half, 0)
+        hi = min(predicted + half, len(lat) - 1 - int(last_k[i]))
         if hi - lo < 2:
-            continue
+            return
         n0 = np.arange(lo, hi + 1)
-        resid = widths[None, :] - lat[n0[:, None] + k[None, :]]
-        center = np.median(resid, axis=1)
-        spread = np.median(np.abs(resid - center[:, None]), axis=1)
-        order = np.argsort(spread)
-        best, runner_up = spread[order[0]], spread[order[1]]
-        if best > MAX_SPREAD_NS or runner_up < MIN_SEPARATION * max(best, 1.0):
+        k = a.k[a.begin[i]:a.end[i]]
+        spread = _mad(a.widths[a.begin[i]:a.end[i]][None, :] - lat[n0[:, None] + k[None, :]])
+        two = np.argsort(spread)[:2]
+        best, runner_up = spread[two[0]], spread[two[1]]
+        if best <= MAX_SPREAD_NS and runner_up >= MIN_SEPARATION * max(best, 1.0):
+            first[i] = n0[two[0]]
+
+    todo = np.flatnonzero(a.usable)
+    # bootstrap: one by one, over the window the arrival times allow
+    lags: list[int] = []
+    done_upto = 0
+    for done_upto, i in enumerate(todo, start=1):  # noqa: B007 - its value after the loop is used
+        predicted, half = int(arrived[i]), window
+        if lags:  # the clock relation is roughly known: look closer
+            predicted += int(np.median(lags))
+            half = max(window // 10, 50)
+        search_one(i, predicted, half)
+        if first[i] >= 0:
+            lags.append(int(first[i] - int(arrived[i])))
+        if len(lags) >= BOOTSTRAP:
+            break
+    block_start = done_upto
+    while block_start < len(todo):
+        paired = np.flatnonzero(first >= 0)
+        paired = paired[paired < todo[block_start]][-MODEL_POINTS:]
+        # the line is extrapolated no further than the span it was fitted on
+        idx = todo[block_start:block_start + min(BLOCK, max(len(paired), BOOTSTRAP))]
+        block_start += len(idx)
+        if len(paired) < 2 or np.ptp(a.armed[paired]) <= 0:
+            for i in idx:  # no line yet: one by one around the arrival estimate
+                search_one(int(i), int(arrived[i]) + (int(np.median(lags)) if lags else 0),
+                           max(window // 10, 50) if lags else window)
+                if first[i] >= 0:
+                    lags.append(int(first[i] - int(arrived[i])))
             continue
-        first = int(n0[order[0]])
-        lag_estimates.append(first - int(np.interp(g["armed_host_s"].iloc[0], arr_t, arr_seq)))
-        seq = first + k
-        sw_ns = lat[seq]
-        keep = sw_ns < MISSING
-        out.append(pd.DataFrame({"acquisition": acq, "seq": seq[keep], "hw_ns": widths[keep], "sw_ns": sw_ns[keep]}))
-        paired_acq += 1
-    pairs = pd.concat(out, ignore_index=True) if out else pd.DataFrame(
-        {"acquisition": [], "seq": [], "hw_ns": [], "sw_ns": []}
-    )
+        t0 = a.armed[paired[0]]
+        slope, intercept = np.polyfit(a.armed[paired] - t0, first[paired].astype(np.float64), 1)
+        off_line = np.abs(first[paired] - (slope * (a.armed[paired] - t0) + intercept))
+        half = int(np.clip(np.ceil(4 * off_line.max()) + 8, MIN_HALF_WIDTH, max(window // 10, 50)))
+        centre = np.rint(slope * (a.armed[idx] - t0) + intercept).astype(np.int64)
+        cand = centre[:, None] + np.arange(-half, half + 1)[None, :]  # (acq, candidates)
+        cols = _scoring_columns(a.begin[idx], a.end[idx])  # (acq, pulses)
+        at = cand[:, :, None] + a.k[cols][:, None, :]
+        inside = (cand >= 0) & (cand + last_k[idx][:, None] < len(lat))
+        resid = a.widths[cols][:, None, :] - lat[np.clip(at, 0, len(lat) - 1)]
+        # a cheap pre-score (how many consecutive residuals stay together) keeps SHORTLIST
+        # candidates; the median absolute deviation then decides among those alone
+        steady = np.where(inside, (np.abs(np.diff(resid, axis=2)) <= MAX_SPREAD_NS).sum(axis=2), -1)
+        short = np.argpartition(-steady, SHORTLIST - 1, axis=1)[:, :SHORTLIST]
+        spread = np.where(np.take_along_axis(inside, short, 1),
+                          _mad(np.take_along_axis(resid, short[:, :, None], 1)), np.inf)
+        order = np.argsort(spread, axis=1)
+        two = np.take_along_axis(short, order[:, :2], 1)
+        best = np.take_along_axis(spread, order[:, :1], 1)[:, 0]
+        runner_up = np.take_along_axis(spread, order[:, 1:2], 1)[:, 0]
+        won = (best <= MAX_SPREAD_NS) & (runner_up >= MIN_SEPARATION * np.maximum(best, 1.0))
+        edge = (two[:, 0] == 0) | (two[:, 0] == 2 * half)
+        chosen = cand[np.arange(len(idx)), two[:, 0]]
+        # the winner against every pulse of its acquisition: most residuals near the scored centre
+        centre_resid = np.median(np.take_along_axis(resid, two[:, :1, None], 1)[:, 0, :], axis=1)
+        rows, owner = _rows(a.begin[idx], a.end[idx])
+        sizes = a.end[idx] - a.begin[idx]
+        seq = np.clip(chosen[owner] + a.k[rows], 0, len(lat) - 1)
+        near = np.abs(a.widths[rows] - lat[seq] - centre_resid[owner]) <= MAX_SPREAD_NS
+        agree = np.bincount(owner, weights=near, minlength=len(idx)) >= (sizes + 1) // 2
+        ok = won & ~edge & agree
+        first[idx[ok]] = chosen[ok]
+        for i in idx[~ok & (edge | ~won)]:  # off the line (a stalled scope, a clock step): the wide search
+            search_one(int(i), int(arrived[i]) + int(np.median(lags)), max(window // 10, 50))
+    return _pairs(a, first, lat)
+
+
+def _pairs(a: _Acquisitions, first: np.ndarray, lat: np.ndarray) -> Pairing:
+    paired = np.flatnonzero(first >= 0)
+    rows, owner = _rows(a.begin[paired], a.end[paired])
+    owner = paired[owner]
+    seq = first[owner] + a.k[rows]
+    sw_ns = lat[seq]
+    keep = sw_ns < MISSING
+    pairs = pd.DataFrame({"acquisition": a.ids[owner][keep], "seq": seq[keep], "hw_ns": a.widths[rows][keep],
+                          "sw_ns": sw_ns[keep]})
     pairs["diff_ns"] = pairs["hw_ns"] - pairs["sw_ns"]
-    return Pairing(pairs, int(groups.ngroups), paired_acq, int(len(hw)))
+    return Pairing(pairs, len(a.ids), len(paired), int(len(a.widths)))
