@@ -323,11 +323,17 @@ class TwinInterfaceOverrides(Strict):
     outlier_delay: tuple[_twin_ns(), _twin_ns()] = None
     timer_jitter: _twin_ns() = None
     clock_hz: Annotated[Float, AfterValidator(_clock)] = None
+    irq_delay_fraction: Annotated[Float, AfterValidator(_fraction)] = None
+    irq_delay: tuple[_twin_ns(), _twin_ns()] = None
+    bus_stretch_fraction: Annotated[Float, AfterValidator(_fraction)] = None
+    bus_stretch: tuple[_twin_ns(), _twin_ns()] = None
 
     @model_validator(mode="after")
     def _delay_interval(self) -> TwinInterfaceOverrides:
-        if self.outlier_delay is not None and self.outlier_delay[0] > self.outlier_delay[1]:
-            raise LocatedError(("outlier_delay",), "[low, high] with low <= high")
+        for name in ("outlier_delay", "irq_delay", "bus_stretch"):
+            delay = getattr(self, name)
+            if delay is not None and delay[0] > delay[1]:
+                raise LocatedError((name,), "[low, high] with low <= high")
         return self
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from station.analysis.correlation import bulk
+
 ROBUST_Z = 8.0
 
 
@@ -113,3 +115,107 @@ def _verdict(r: dict) -> str:
             + (": the pulse itself was normal, the delay is software-side." if verdict == "below" else ".")
         )
     return " ".join(parts)
+
+
+# an outlier kind is called present with this many paired events of it, and a run's verdict
+# needs this many paired outlier events in all: one event alone may be a natural late handler
+MIN_KIND_EVENTS = 2
+MIN_PAIRED_OUTLIERS = 3
+VERDICTS = ("software-side", "hardware-side", "both", "cannot tell", "none")
+
+
+def outlier_verdict(sw_ns: np.ndarray, hw_ns: np.ndarray | None, pairs: pd.DataFrame | None) -> dict:
+    """Which side delayed a run's outlier events, from the events the scope and software both saw.
+
+    An outlier event has t_SW or t_HW above its run's robust threshold (`run_outliers`). Its paired
+    HW−SW difference says which side the extra time is on: below the run's bulk (`correlation.bulk`)
+    software saw more than the pulse (a delay between timestamp and write: `sw_only`); above it the
+    pulse outlasted the software's view (a stretched clearing access on the bus: `hw_only`); within
+    it both saw the same late event (a late handler: `both_sides`). The scope sees the last two,
+    so `hardware_side` = hw_only + both_sides.
+    """
+    sw = np.asarray(sw_ns, np.float64)
+    sw_thr = robust_threshold(sw) if len(sw) else float("inf")
+    hw = None if hw_ns is None else np.asarray(hw_ns, np.float64)
+    hw_thr = robust_threshold(hw) if hw is not None and len(hw) > 10 else float("inf")
+    run_sw = int(np.sum(sw > sw_thr))
+    run_hw = 0 if hw is None else int(np.sum(hw > hw_thr))
+    counts = {"sw_only": 0, "hw_only": 0, "both_sides": 0, "paired_events": 0}
+    if pairs is not None and len(pairs) > 1:
+        counts = _classify(pairs, sw_thr, hw_thr)
+    return _decide(counts, run_sw, run_hw, paired=pairs is not None and len(pairs) > 1)
+
+
+def _classify(pairs: pd.DataFrame, sw_thr: float, hw_thr: float) -> dict[str, int]:
+    p_sw, p_hw = pairs["sw_ns"].to_numpy(np.float64), pairs["hw_ns"].to_numpy(np.float64)
+    diff = p_hw - p_sw
+    sw_out, hw_out = p_sw > sw_thr, p_hw > hw_thr
+    off = ~bulk(diff)
+    low, high = off & (diff < np.median(diff)), off & (diff > np.median(diff))
+    sw_only = sw_out & ~hw_out & low
+    hw_only = hw_out & ~sw_out & high
+    both = (sw_out | hw_out) & ~sw_only & ~hw_only
+    return {"sw_only": int(sw_only.sum()), "hw_only": int(hw_only.sum()), "both_sides": int(both.sum()),
+            "paired_events": int(len(pairs))}
+
+
+def pooled_verdict(verdicts: list[dict | None]) -> dict | None:
+    """One verdict over several runs (a cross-interface comparison's): their counts summed."""
+    have = [v for v in verdicts if v is not None]
+    if not have:
+        return None
+    keys = ("sw_only", "hw_only", "both_sides", "paired_events", "sw_outliers", "hw_outliers")
+    total = {k: sum(v[k] for v in have) for k in keys}
+    return _decide(total, total.pop("sw_outliers"), total.pop("hw_outliers"),
+                   paired=any(v["paired_events"] > 1 for v in have))
+
+
+def _decide(c: dict[str, int], run_sw: int, run_hw: int, paired: bool) -> dict:
+    software, hardware = c["sw_only"], c["hw_only"] + c["both_sides"]
+    total = software + hardware
+    if run_sw == 0 and run_hw == 0:
+        verdict = "none"
+    elif total < MIN_PAIRED_OUTLIERS:
+        verdict = "cannot tell"
+    elif software >= MIN_KIND_EVENTS and hardware >= MIN_KIND_EVENTS:
+        verdict = "both"
+    else:
+        verdict = "software-side" if software > hardware else "hardware-side"
+    result = {
+        "verdict": verdict,
+        "software_side": software,
+        "hardware_side": hardware,
+        **{k: c[k] for k in ("sw_only", "hw_only", "both_sides")},
+        "paired_outliers": total,
+        "paired_events": c["paired_events"],
+        "sw_outliers": run_sw,
+        "hw_outliers": run_hw,
+        "method": f"events above median + {ROBUST_Z:g}·1.4826·MAD of t_SW or t_HW, sided by their paired HW−SW "
+        f"against the run's bulk; a kind needs {MIN_KIND_EVENTS} paired events, a verdict "
+        f"{MIN_PAIRED_OUTLIERS} in all",
+    }
+    result["sentence"] = _verdict_sentence(result, paired)
+    return result
+
+
+def _verdict_sentence(r: dict, paired: bool) -> str:
+    seen = f"{r['sw_outliers']} software and {r['hw_outliers']} scope outlier(s)"
+    if r["verdict"] == "none":
+        return "No outliers: no software sample and no pulse above its robust threshold."
+    if not paired:
+        return f"{seen}, but no event could be paired with its pulse: which side delayed them cannot be told."
+    detail = (
+        f"{r['paired_outliers']} of the {r['paired_events']} paired events are outliers: "
+        f"{r['sw_only']} late in software only (normal pulse: a delay between timestamp and write), "
+        f"{r['hw_only']} late on the scope only (normal t_SW: a stretched bus access), "
+        f"{r['both_sides']} late on both (a late handler)"
+    )
+    if r["verdict"] == "cannot tell":
+        return (f"{seen}; {detail}: too few paired outlier events to tell the side "
+                f"(needs {MIN_PAIRED_OUTLIERS}).")
+    conclusion = {
+        "software-side": "the outliers are software-side; the scope saw normal pulses",
+        "hardware-side": "the outliers are hardware-side; the scope saw them",
+        "both": "the run has both software-side and hardware-side outliers",
+    }[r["verdict"]]
+    return f"{detail}: {conclusion}."

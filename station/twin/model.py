@@ -6,13 +6,19 @@ Per event i of a loaded module (all on the target clock, ns):
 
     ts   = t_load + i * period + wake jitter          timestamp before the write
     rise = ts + d_sw + t_rw                           pin goes high
-    h    = rise + L                                   handler entry (IRQ latency L)
-    t_SW = h - ts = d_sw + t_rw + L                   what the module records
-    fall = h + (1 + check) * t_rw                     inb check adds one access
-    t_HW = fall - rise = L + (1 + check) * t_rw       what the scope measures
+    h    = rise + L + d_irq                           handler entry (IRQ latency L)
+    t_SW = h - ts = d_sw + t_rw + L + d_irq           what the module records
+    fall = h + (1 + check) * t_rw + d_bus             inb check adds one access
+    t_HW = fall - rise = L + d_irq + (1 + check) * t_rw + d_bus   what the scope measures
 
-d_sw is a rare software-side delay between timestamp and write (an SMI, say):
-it inflates t_SW but not t_HW. L is a shifted gamma calibrated so that t_SW
+Three rare outlier kinds, each at its own fraction with a uniform [low, high] ns:
+d_sw is a software-side delay between timestamp and write (an SMI, say): it
+inflates t_SW but not t_HW; d_irq a late handler entry (`irq_delay`): both
+sides see it; d_bus a stretch of the clearing access on the bus (`bus_stretch`):
+the fall comes late, so only the scope (and the board's counter) sees it.
+d_irq and d_bus come from generators of their own, so at fraction 0 (the
+presets' default) every other draw is what it was before they existed.
+L is a shifted gamma calibrated so that t_SW
 has the preset's min/mean/std, plus a rare exponential tail that both sides see.
 Running loads switch L to the loaded distribution (the preset's figures are the
 seed's, measured under load); with no load it is narrower.
@@ -50,6 +56,22 @@ class InterfaceParams:
     outlier_delay: tuple[float, float]
     timer_jitter: float
     clock_hz: float
+    # hardware-side outlier kinds (issue 12); 0 leaves the event stream as it was
+    irq_delay_fraction: float = 0.0
+    irq_delay: tuple[float, float] = (0.0, 0.0)
+    bus_stretch_fraction: float = 0.0
+    bus_stretch: tuple[float, float] = (0.0, 0.0)
+
+
+# the parameters that are [low, high] ranges in ns; every other one is a number
+RANGE_PARAMS = frozenset({"outlier_delay", "irq_delay", "bus_stretch"})
+
+
+def _param(name: str, value: Any) -> float | tuple[float, float]:
+    if name in RANGE_PARAMS:
+        low, high = (float(v) for v in value)
+        return low, high
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -71,7 +93,7 @@ class Preset:
                     f"twin override {iface}.{sorted(unknown)[0]} is not a model parameter "
                     f"(have: {', '.join(sorted(known))})"
                 )
-            clean = {k: tuple(v) if k == "outlier_delay" else float(v) for k, v in values.items()}
+            clean = {k: _param(k, v) for k, v in values.items()}
             ifaces[iface] = replace(ifaces[iface], **clean)
         return replace(self, interfaces=ifaces)
 
@@ -91,9 +113,7 @@ def load_preset(name: str) -> Preset:
     raw = yaml.safe_load(path.read_text())
     ifaces = {}
     for iface, values in raw["interfaces"].items():
-        values = dict(values)
-        values["outlier_delay"] = tuple(values["outlier_delay"])
-        ifaces[iface] = InterfaceParams(**{k: (v if k == "outlier_delay" else float(v)) for k, v in values.items()})
+        ifaces[iface] = InterfaceParams(**{k: _param(k, v) for k, v in values.items()})
     return Preset(name, raw.get("description", ""), int(raw["calibration_samples"]), ifaces)
 
 
@@ -135,6 +155,8 @@ class EventChunk:
     fall: np.ndarray  # int64
     sw: np.ndarray  # int64 t_SW
     d_sw: np.ndarray  # int64 software-side delay (truth)
+    d_irq: np.ndarray  # int64 handler-entry delay, both sides see it (truth)
+    d_bus: np.ndarray  # int64 stretch of the clearing access, the scope sees it (truth)
     latency: np.ndarray  # int64 IRQ latency L (truth)
     t_rw: np.ndarray  # int64 (truth) per-access bus time used for this event
     loaded: bool
@@ -202,9 +224,11 @@ class ModuleSession:
         out = rng.random(n) < p.outlier_fraction
         d_sw[out] = rng.uniform(p.outlier_delay[0], p.outlier_delay[1], int(out.sum()))
         t_rw = np.maximum(rng.normal(p.t_rw, p.t_rw_jitter, n), 0.0)
+        d_irq = self._rare(index, 1, p.irq_delay_fraction, p.irq_delay)
+        d_bus = self._rare(index, 2, p.bus_stretch_fraction, p.bus_stretch)
         rise = ts + np.round(d_sw + t_rw).astype(np.int64)
-        entry = rise + np.round(lat).astype(np.int64)
-        fall = entry + np.round((1 + int(self.check)) * t_rw).astype(np.int64)
+        entry = rise + np.round(lat).astype(np.int64) + d_irq
+        fall = entry + np.round((1 + int(self.check)) * t_rw).astype(np.int64) + d_bus
         return EventChunk(
             first=first,
             ts=ts,
@@ -212,10 +236,24 @@ class ModuleSession:
             fall=fall,
             sw=entry - ts,
             d_sw=np.round(d_sw).astype(np.int64),
+            d_irq=d_irq,
+            d_bus=d_bus,
             latency=np.round(lat).astype(np.int64),
             t_rw=np.round(t_rw).astype(np.int64),
             loaded=loaded,
         )
+
+    def _rare(self, index: int, stream: int, fraction: float, delay: tuple[float, float]) -> np.ndarray:
+        """A rare delay (int64 ns, 0 for most events) from a generator of its own: the main
+        stream's draws stay those of a model without this kind, whatever its fraction."""
+        n = CHUNK_EVENTS
+        if fraction <= 0:
+            return np.zeros(n, np.int64)
+        rng = np.random.default_rng([self._seed, index, stream])
+        d = np.zeros(n)
+        hit = rng.random(n) < fraction
+        d[hit] = rng.uniform(delay[0], delay[1], int(hit.sum()))
+        return np.round(d).astype(np.int64)
 
     def index_at(self, t_ns: int) -> int:
         """Index of the last event whose scheduled write is before t_ns (-1 if none)."""
@@ -234,6 +272,8 @@ class ModuleSession:
             "sw_ns": cat("sw"),
             "hw_ns": cat("fall") - cat("rise"),
             "d_sw_ns": cat("d_sw"),
+            "irq_delay_ns": cat("d_irq"),
+            "bus_stretch_ns": cat("d_bus"),
             "irq_latency_ns": cat("latency"),
             "t_rw_ns": cat("t_rw"),
             "loaded": np.concatenate([np.full(CHUNK_EVENTS, c.loaded) for c in chunks]),
