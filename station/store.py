@@ -10,6 +10,10 @@ and a manifest that says what the run is and whether it is complete.
         sw_arrivals.csv            host time at which each batch of records arrived (event pairing)
         sw.parquet, hw.parquet     written at seal time
         twin-truth.parquet         the twin's injected events (twin benches only)
+
+Every Parquet file a run writes through write_parquet carries the run's identity as constant
+columns (IDENTITY_COLUMNS) and, in its key-value metadata, the result store's schema version and
+its table name, so that many campaigns read as one dataset (docs/result-store.md).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from station import records
 
@@ -211,12 +217,70 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+# ---- the result store: what every run's Parquet file carries --------------------------------------
+#: Bumped on any change a reader must know of (a renamed or retyped column, a new meaning);
+#: station/result_store.py lists the versions it reads.
+SCHEMA_VERSION = "1"
+META_SCHEMA_VERSION = b"irq_station.schema_version"
+META_TABLE = b"irq_station.table"
+#: The run's identity, one constant column each, in every file (null where the run has none: a
+#: probe run's interface, a single-target campaign's target). ``variant`` is a module run's
+#: handler variant, or a gpio run's case. Fixed types so that files union by name.
+IDENTITY_COLUMNS: dict[str, pa.DataType] = {
+    "campaign": pa.string(), "run_id": pa.string(), "kind": pa.string(), "interface": pa.string(),
+    "variant": pa.string(), "load": pa.string(), "repetition": pa.int64(), "target": pa.string(),
+}
+
+
+def run_identity(run_dir: Path) -> dict[str, Any]:
+    """The identity columns' values from a run's manifest.json (None where it says nothing)."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    run = manifest.get("run") or {}
+    campaign = manifest.get("campaign") or {}
+    return {
+        "campaign": campaign.get("name") if isinstance(campaign, dict) else None,
+        "run_id": manifest.get("run_id", run_dir.name),
+        "kind": manifest.get("kind", "module"),
+        **{key: run.get(key) for key in ("interface", "variant", "load", "repetition", "target")},
+    }
+
+
+def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
+    """n copies of one value as a dictionary array: one byte per row in memory (int8 indices),
+    a run-length-encoded dictionary page in the file, whatever n is."""
+    kind = pa.dictionary(pa.int8(), type_)
+    if value is None:
+        return pa.nulls(n, kind)
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int8)), pa.array([value], type=type_))
+
+
+def with_identity(table: pa.Table, identity: dict[str, Any], name: str) -> pa.Table:
+    """The table with the identity columns appended and the schema version and table name in its
+    metadata (the pandas metadata, if any, kept)."""
+    clash = [c for c in IDENTITY_COLUMNS if c in table.column_names]
+    if clash:
+        raise ValueError(f"{name}: data columns {clash} would be hidden by the run's identity columns")
+    for column, type_ in IDENTITY_COLUMNS.items():
+        table = table.append_column(column, _constant(identity.get(column), type_, table.num_rows))
+    meta = dict(table.schema.metadata or {})
+    meta |= {META_SCHEMA_VERSION: SCHEMA_VERSION.encode(), META_TABLE: name.encode()}
+    return table.replace_schema_metadata(meta)
+
+
+def write_parquet(frame: pd.DataFrame, path: Path, identity: dict[str, Any] | None = None,
+                  table: str | None = None) -> None:
     """Whole or not at all: a full disk must not leave a truncated Parquet file that the
-    report would then trust over the raw data."""
+    report would then trust over the raw data.
+
+    The file joins the result store: ``table`` (default: the file's stem, "sw", "hw" …) and
+    ``identity`` (default: read from the manifest.json beside it, which seal writes before its
+    conversions) as described at IDENTITY_COLUMNS."""
+    if identity is None:
+        identity = run_identity(path.parent) if (path.parent / "manifest.json").exists() else {}
+    data = with_identity(pa.Table.from_pandas(frame, preserve_index=False), identity, table or path.stem)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        frame.to_parquet(tmp, index=False)
+        pq.write_table(data, tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -1,0 +1,248 @@
+"""Campaigns side by side (`station compare DIR...`): kernels, RT vs regular, LPT vs PCIe, benches.
+
+Module campaigns: per (campaign, interface, variant, load) and source (t_SW, t_HW) the
+distribution's count/min/mean/std/max from DuckDB over the result store, the exact p99.99
+with its order-statistic interval, t_rw and the worst-case estimate from each campaign's
+report.json, and a Mann–Whitney U test of every campaign against the first (the baseline),
+Holm-corrected over all the tests made. Cyclictest campaigns: the seed's maximum-latency
+table (seed 004) with rows = loads and columns = campaigns (× targets).
+The result's JSON shape is documented in docs/compare.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from station.analysis.campaign import analyse_campaign
+from station.result_store import ResultStore, ResultStoreError, campaign_dirs
+
+COMPARE_SCHEMA_VERSION = 1
+ALPHA = 0.05
+QUANTILE_KEY, QUANTILE = "p99.99", 0.9999
+TEST_NAME = "Mann–Whitney U, two-sided, each campaign against the baseline (the first directory)"
+CORRECTION = "Holm–Bonferroni over every test in this comparison"
+TEST_NOTE = ("Samples within a run are treated as independent; serial correlation (load phases, "
+             "periodic disturbances) makes the p-values optimistic. With large samples a tiny "
+             "shift is significant: read the effect size (P(B > A)) and the p99.99 intervals too.")
+# the columns of one module row, in order (also the CSV's)
+SOURCES = {"sw": ("sw", "latency_ns", 1.0), "hw": ("hw", "width_s", 1e9)}  # table, column, to ns
+
+
+@dataclass(frozen=True)
+class CampaignInfo:
+    label: str
+    dir: Path
+    report: dict[str, Any]
+    report_file: bool  # report.json was there (else the campaign was analysed now)
+
+
+def _load(dirs: Sequence[Path]) -> list[CampaignInfo]:
+    infos = []
+    for d in dirs:
+        path = d / "report.json"
+        try:
+            report = json.loads(path.read_text()) if path.exists() else analyse_campaign(d)[0]
+        except (ValueError, OSError) as exc:
+            raise ResultStoreError(f"{d}: its report cannot be read ({exc})") from None
+        infos.append(CampaignInfo("", d, report, path.exists()))
+    names = [str((i.report.get("campaign") or {}).get("name") or i.dir.name) for i in infos]
+    labels = []
+    for name, info in zip(names, infos, strict=True):
+        # twin campaigns of one config share a name: the directory tells them apart
+        label = name if names.count(name) == 1 else f"{name} ({info.dir.name})"
+        labels.append(label if label not in labels else f"{label} [{len(labels)}]")
+    return [CampaignInfo(lbl, i.dir, i.report, i.report_file) for lbl, i in zip(labels, infos, strict=True)]
+
+
+# ---- statistics ------------------------------------------------------------------------------------
+def mean_interval(mean: float, std: float, n: int, confidence: float = 0.95) -> list[float] | None:
+    """Student's t interval of the mean."""
+    if n < 2 or not math.isfinite(std):
+        return None
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
+    return [mean - half, mean + half]
+
+
+def quantile_interval(sorted_values: np.ndarray, q: float,
+                      confidence: float = 0.95) -> list[float | None]:
+    """Distribution-free interval of the q-quantile from order statistics: [X_(l), X_(u)] with
+    l, u from Binomial(n, q); a bound the sample cannot give (u > n) is None."""
+    n = sorted_values.size
+    tail = (1 - confidence) / 2
+    lo_rank = int(stats.binom.ppf(tail, n, q))
+    hi_rank = int(stats.binom.ppf(1 - tail, n, q)) + 1
+    lo = float(sorted_values[lo_rank - 1]) if lo_rank >= 1 else None
+    hi = float(sorted_values[hi_rank - 1]) if hi_rank <= n else None
+    return [lo, hi]
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (same order as given)."""
+    m = len(p_values)
+    order = np.argsort(p_values)
+    adjusted = np.empty(m)
+    running = 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (m - k) * p_values[i]))
+        adjusted[i] = running
+    return adjusted.tolist()
+
+
+# ---- module campaigns ------------------------------------------------------------------------------
+GROUP = ("interface", "variant", "load")
+
+
+def _sql_stats(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple, dict[str, Any]]:
+    """count/min/mean/std/max per (interface, variant, load), computed by DuckDB."""
+    rel = store.relation(table)
+    if rel is None:
+        return {}
+    x = f"CAST({column} AS DOUBLE) * CAST({scale!r} AS DOUBLE)"  # DOUBLE, not DECIMAL, whatever the column
+    rows = rel.filter("kind = 'module'").aggregate(
+        f"interface, variant, load, count({column}) AS n, min({x}), avg({x}), stddev_samp({x}), max({x})",
+        "interface, variant, load").fetchall()
+    return {tuple(r[:3]): {"count": int(r[3]), "min_ns": r[4], "mean_ns": r[5], "std_ns": r[6] or 0.0,
+                           "max_ns": r[7]} for r in rows if r[3]}
+
+
+def _values(store: ResultStore, table: str, column: str, scale: float, key: tuple) -> np.ndarray:
+    """One group's samples, sorted (exact quantiles and the rank test need them all)."""
+    rel = store.relation(table)
+    assert rel is not None
+    rel = rel.filter("kind = 'module' AND " + " AND ".join(
+        f"{column_name} = {_quote(value)}" for column_name, value in zip(GROUP, key, strict=True)))
+    values = rel.project(column).fetchnumpy()[column].astype(np.float64) * scale
+    values.sort()
+    return values
+
+
+def _quote(value: Any) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _by_key(entries: Sequence[dict[str, Any]], interface: str, load: str) -> dict[str, Any] | None:
+    return next((e for e in entries if e.get("interface") == interface and e.get("load") == load), None)
+
+
+def worst_case_1e9_ns(entry: dict[str, Any] | None) -> float | None:
+    """The worst case expected once in 1e9 events, from report.json's comparisons.worst_case
+    entry. The place where the GPD tail estimator's result is read (key "worst_case_1e9_ns");
+    None until the report carries it. Nothing is estimated here."""
+    value = (entry or {}).get("worst_case_1e9_ns")
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any],
+                                                                                   dict[tuple, np.ndarray]]:
+    rows: list[dict[str, Any]] = []
+    samples: dict[tuple, np.ndarray] = {}  # (campaign label, source, interface, variant, load) -> sorted ns
+    for info, store in zip(infos, stores, strict=True):
+        comparisons = info.report.get("comparisons") or {}
+        for source, (table, column, scale) in SOURCES.items():
+            for key, agg in sorted(_sql_stats(store, table, column, scale).items()):
+                values = _values(store, table, column, scale, key)
+                samples[(info.label, source, *key)] = values
+                t_rw = _by_key(comparisons.get("t_rw") or [], key[0], key[2])
+                worst = _by_key(comparisons.get("worst_case") or [], key[0], key[2])
+                rows.append({
+                    "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source, **agg,
+                    "mean_ci95_ns": mean_interval(agg["mean_ns"], agg["std_ns"], agg["count"]),
+                    "p99_99_ns": float(np.percentile(values, QUANTILE * 100)),
+                    "p99_99_ci95_ns": quantile_interval(values, QUANTILE),
+                    "p99_99_reliable": agg["count"] * (1 - QUANTILE) >= 10,
+                    "t_rw_ns": (t_rw or {}).get("estimate_ns"), "t_rw_ci95_ns": (t_rw or {}).get("ci95_ns"),
+                    "worst_case_1e9_ns": worst_case_1e9_ns(worst),
+                })
+    tests = _tests(infos, samples)
+    section = {"rows": rows, "tests": tests,
+               "test": {"name": TEST_NAME, "alpha": ALPHA, "correction": CORRECTION, "count": len(tests),
+                        "note": TEST_NOTE},
+               "baseline": infos[0].label}
+    return section, samples
+
+
+def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, np.ndarray]) -> list[dict[str, Any]]:
+    base = infos[0].label
+    tests = []
+    for (label, source, *key), b in samples.items():
+        a = samples.get((base, source, *key))
+        if label == base or a is None or a.size < 2 or b.size < 2:
+            continue
+        u, p = stats.mannwhitneyu(b, a, alternative="two-sided", method="asymptotic")
+        ci_a, ci_b = quantile_interval(a, QUANTILE), quantile_interval(b, QUANTILE)
+        disjoint = None
+        if None not in ci_a and None not in ci_b:
+            disjoint = bool(ci_b[0] > ci_a[1] or ci_a[0] > ci_b[1])
+        tests.append({
+            "source": source, **dict(zip(GROUP, key, strict=True)), "baseline": base, "campaign": label,
+            "u": float(u), "p_value": float(p),
+            "prob_greater": float(u) / (a.size * b.size),  # P(B > A) + P(B = A)/2: the effect size
+            "median_diff_ns": float(np.median(b) - np.median(a)),
+            "p99_99_diff_ns": float(np.percentile(b, QUANTILE * 100) - np.percentile(a, QUANTILE * 100)),
+            "p99_99_intervals_disjoint": disjoint,
+        })
+    for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
+        t["p_holm"] = adjusted
+        t["significant"] = adjusted < ALPHA
+    return tests
+
+
+# ---- cyclictest campaigns --------------------------------------------------------------------------
+def _cyclictest(infos: Sequence[CampaignInfo]) -> dict[str, Any] | None:
+    """Seed 004's table across campaigns: rows = loads (cases), columns = campaign × target."""
+    columns, cells, cases = [], [], []
+    for info in infos:
+        section = info.report.get("cyclictest")
+        if not section:
+            continue
+        table = section.get("table") or {}
+        cases += [c for c in table.get("cases") or [] if c not in cases]
+        targets = table.get("targets") or []
+        for target in targets:
+            facts = (section.get("targets") or {}).get(target) or {}
+            columns.append({"label": info.label if len(targets) == 1 else f"{info.label} · {target}",
+                            "campaign": info.label, "target": target,
+                            "kernel_release": facts.get("kernel_release"), "preempt_rt": facts.get("preempt_rt"),
+                            "emulated": facts.get("emulated")})
+            cells.append(((table.get("max_latency_us") or {}).get(target) or {},
+                          (table.get("problems") or {}).get(target) or {}))
+    if not columns:
+        return None
+    return {"cases": cases, "columns": columns,
+            "max_latency_us": [[values.get(case) for values, _ in cells] for case in cases],
+            "problems": [[problems.get(case) for _, problems in cells] for case in cases]}
+
+
+# ---- the whole comparison --------------------------------------------------------------------------
+def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[tuple, np.ndarray]]:
+    """(the comparison dict, sorted samples by (campaign, source, interface, variant, load) for
+    the figures). Raises ResultStoreError naming a directory or file that cannot be compared."""
+    paths = campaign_dirs(dirs)
+    infos = _load(paths)
+    stores = [ResultStore([p]) for p in paths]
+    module, samples = _module(infos, stores)
+    notes = [f"{i.label}: no report.json; analysed now" for i in infos if not i.report_file]
+    ct = _cyclictest(infos)
+    if not module["rows"] and ct is None:
+        notes.append("No module or cyclictest runs in these campaigns: nothing to compare.")
+    result = {
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "campaigns": [{"label": i.label, "dir": str(i.dir),
+                       "name": (i.report.get("campaign") or {}).get("name"),
+                       "description": (i.report.get("campaign") or {}).get("description"),
+                       "station_version": (i.report.get("campaign") or {}).get("station_version"),
+                       "runs": len(i.report.get("runs") or []) + len((i.report.get("cyclictest") or {}).get("runs")
+                                                                     or [])} for i in infos],
+        "module": module if module["rows"] else None,
+        "cyclictest": ct,
+        "notes": notes,
+    }
+    return result, samples
