@@ -1,0 +1,96 @@
+"""One input file of `station import`: its bytes, their checksum, which format they hold,
+and the one error type every importer raises for input it cannot take."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from station import records
+
+# what --format can force; "auto" reads the content
+FORMATS = ("auto", "legacy", "v1", "cyclictest", "scope")
+# a legacy value beyond this is no latency: the file is something else (or --format says otherwise)
+PLAUSIBLE_LATENCY_NS = 10 * 10**9
+_STATUS_LINE = re.compile(r"^\s*T: *[0-9]+ \( *[0-9]+\) P:", re.MULTILINE)
+
+
+class ImportInputError(ValueError):
+    """Input `station import` cannot take: names the file and where (byte offset or line)."""
+
+    def __init__(self, path: Path | str, reason: str, *, offset: int | None = None, line: int | None = None) -> None:
+        where = f"byte {offset}: " if offset is not None else f"line {line}: " if line is not None else ""
+        super().__init__(f"{path}: {where}{reason}")
+        self.file = str(path)
+        self.offset = offset
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Source:
+    """A file as read once: everything imported from it comes from these bytes."""
+
+    path: Path
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest says of where a run came from."""
+        return {"path": str(self.path.resolve()), "name": self.path.name, "size": self.size,
+                "sha256": hashlib.sha256(self.data).hexdigest()}
+
+    def text(self) -> str:
+        """The file as UTF-8 text; a byte that is not names its offset."""
+        try:
+            return self.data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ImportInputError(self.path, "not UTF-8 text", offset=exc.start) from None
+
+
+def read_source(path: Path) -> Source:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ImportInputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not data:
+        raise ImportInputError(path, "empty file")
+    return Source(Path(path), data)
+
+
+def detect(src: Source) -> str:
+    """The file's format when its content leaves no doubt; otherwise an error asking for --format."""
+    data = src.data
+    if records.detect(data) == "v1":  # the v1 magic: a legacy value with these bytes would be > 4 s
+        return "v1"
+    if b"\0" not in data:  # text (a latency below 2^56 ns always has a zero top byte)
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            head = text.lstrip()
+            if head.startswith("{") or "# Histogram" in text or _STATUS_LINE.search(text):
+                return "cyclictest"
+            first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
+            if "," in first and "width" in first.lower():
+                return "scope"
+            raise ImportInputError(src.path, "text that is neither cyclictest output (JSON, '# Histogram' or "
+                                   "'T: n' status lines) nor a scope CSV (a header naming a width column)", line=1)
+    n = len(data) // records.LEGACY_DTYPE.itemsize
+    values = np.frombuffer(data[: n * records.LEGACY_DTYPE.itemsize], dtype=records.LEGACY_DTYPE)
+    odd = np.flatnonzero((values > PLAUSIBLE_LATENCY_NS) | (values < -PLAUSIBLE_LATENCY_NS))  # abs() wraps at -2^63
+    if n and not odd.size:
+        return "legacy"
+    where = int(odd[0]) * 8 if odd.size else 0
+    what = f"{int(values[odd[0]])} ns is no plausible latency" if odd.size else "shorter than one record"
+    raise ImportInputError(src.path, f"binary data without the v1 magic 0x{records.RECORD_MAGIC:08x}, and as the "
+                           f"seed's legacy int64 stream {what}: give --format legacy or v1 if it is one",
+                           offset=where)
