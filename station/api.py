@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from station.analysis import analyse_campaign
+from station.analysis.findings import quantile_with_ci
+from station.analysis.pairing import Pairing, pair_run
 from station.campaign import CampaignError, CampaignResult, run_campaign
 from station.config import Campaign, load_campaign
+from station.importers import ImportInputError, ImportOptions, ImportResult, import_files
 from station.progress import ProgressSink, QuietProgress
+from station.result_store import ResultStore, ResultStoreError
 from station.store import RunData, list_runs, load_run
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host
 from station.target.local_sshd import LocalSshdError, new_local_sshd, serve_locally
 
 __all__ = [
-    "Campaign", "CampaignError", "CampaignResult", "RunData", "TargetError",
-    "analyse_campaign", "cleanup_bench", "list_runs", "load_campaign", "load_run",
+    "Campaign", "CampaignError", "CampaignResult", "ImportInputError", "ImportOptions", "ImportResult", "RunData",
+    "TargetError", "analyse_campaign", "cleanup_bench", "import_results", "list_runs", "load_campaign", "load_run",
     "run_campaign_async", "write_campaign_report", "QuietProgress",
+    "ResultStore", "ResultStoreError", "compare_campaigns", "open_results", "write_compare_report",
 ]
 
 
@@ -39,6 +46,37 @@ def write_campaign_report(out_dir: Path) -> dict[str, Path]:
 
     report, samples = analyse_campaign(Path(out_dir))
     return write_reports(report, samples, Path(out_dir))
+
+
+def import_results(files: list[Path], out_dir: Path, options: ImportOptions | None = None,
+                   report: bool = True) -> tuple[ImportResult, dict[str, Path]]:
+    """Import raw dumps, cyclictest output and scope CSVs as runs of out_dir (docs/import.md),
+    then write its report unless told not to; raises ImportInputError on input it cannot take."""
+    result = import_files(files, Path(out_dir), options or ImportOptions())
+    return result, write_campaign_report(out_dir) if report else {}
+
+
+def open_results(campaign_dirs: Sequence[Path | str]) -> ResultStore:
+    """One or many campaign directories as one dataset: ``open_results(dirs).relation("sw")`` is a
+    DuckDB relation of every run's software latencies with the run's identity columns."""
+    return ResultStore(campaign_dirs)
+
+
+def compare_campaigns(campaign_dirs: Sequence[Path | str]) -> dict[str, Any]:
+    """The comparison dictionary of `station compare` (docs/compare.md), the first directory
+    being the baseline; raises ResultStoreError naming a directory or file it cannot read."""
+    from station.analysis.compare import compare_campaigns as compare
+
+    return compare(campaign_dirs)[0]
+
+
+def write_compare_report(campaign_dirs: Sequence[Path | str], out_dir: Path) -> dict[str, Path]:
+    """compare.html/.md/.json, compare.csv and the overlaid CCDFs into out_dir."""
+    from station.analysis.compare import compare_campaigns as compare
+    from station.report.compare_outputs import write_compare_reports
+
+    result, samples = compare(campaign_dirs)
+    return write_compare_reports(result, samples, Path(out_dir))
 
 
 async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
@@ -76,3 +114,22 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
         cleaned = f" (cleaned: {', '.join(done)})" if done else ""
         raise TargetError("; ".join(errors) + cleaned)
     return done
+
+
+# --- one run, for notebooks (issue 12) -------------------------------------------------------------
+
+
+def pair_events(run: RunData) -> Pairing | None:
+    """Each scope pulse of a run matched to its software record (station/analysis/pairing.py):
+    ``.pairs`` has acquisition, seq, hw_ns, sw_ns and diff_ns (HW − SW) per paired event. None when
+    the run cannot be paired (a legacy stream without sequence numbers, no scope, no arrival times)."""
+    return pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
+
+
+def percentile_intervals(values_ns: Any) -> dict[str, tuple[float, float | None, float | None]]:
+    """p50, p99, p99.99 and p99.999 of a sample in ns as (estimate, lo, hi): the order statistic
+    and its distribution-free 95 % interval, as the report's findings quote them (None: no bound)."""
+    return quantile_with_ci(values_ns)
+
+
+__all__ += ["pair_events", "percentile_intervals"]

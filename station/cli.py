@@ -129,6 +129,63 @@ def report(out: Path = typer.Argument(..., help="campaign output directory")) ->
             typer.echo(f"wrote {path}")
 
 
+@app.command("import")
+def import_(
+    files: list[Path] = typer.Argument(..., help="FIFO dumps (legacy/v1), cyclictest output, scope CSVs: one run each"),
+    out: Path = typer.Option(..., "--out", help="results directory: new, empty, or an earlier import's"),
+    fmt: str = typer.Option("auto", "--format", help="auto | legacy | v1 | cyclictest | scope (forces every file's)"),
+    interface: str = typer.Option(None, help="lpt | pcie (default: a v1 stream's flags, else unknown)"),
+    variant: str = typer.Option(None, help="inb | no-inb (default: a v1 stream's flags, else unknown)"),
+    load: str = typer.Option("unknown", help="the load the data was measured under"),
+    period: str = typer.Option(None, help="the RT task's period, e.g. 100us"),
+    repetition: int = typer.Option(0, help="repetition index"),
+    target: str = typer.Option(None, help="target name (a cyclictest table's row)"),
+    name: str = typer.Option(None, help="campaign name (default: kept, or the directory's name)"),
+    run_id: list[str] = typer.Option(None, "--run-id", help="one per FILE, in order (default: the file names)"),
+    scope: Path = typer.Option(None, help="scope CSV of the same run as the one dump given"),
+    no_report: bool = typer.Option(False, "--no-report", help="do not write the report"),
+) -> None:
+    """Turn raw data measured without the station into a results directory (docs/import.md)."""
+    from station.store import StoreError
+    from station.units import parse_duration
+
+    try:
+        period_ns = None if period is None else round(parse_duration(period, require_unit=True) * 1e9)
+    except ValueError as exc:
+        _fail(f"--period: {exc}")
+    options = api.ImportOptions(format=fmt, interface=interface, variant=variant, load=load, period_ns=period_ns,
+                                repetition=repetition, target=target, name=name, run_ids=tuple(run_id or ()),
+                                scope=scope)
+    try:
+        result, paths = api.import_results(files, out, options, report=not no_report)
+    except api.ImportInputError as exc:
+        _fail(str(exc))
+    except (StoreError, OSError) as exc:  # a full disk, say: the run being written is sealed "failed"
+        _fail(f"cannot write {out}: {exc}")
+    for run in result.runs:
+        typer.echo(f"{out}/runs/{run.run_id}: {run.what}")
+        for warning in run.warnings:
+            typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    for rel, path in paths.items():
+        if not rel.startswith("figures/"):
+            typer.echo(f"wrote {path}")
+
+
+@app.command()
+def compare(
+    dirs: list[Path] = typer.Argument(..., help="campaign output directories; the first is the baseline"),
+    out: Path = typer.Option(..., "--out", "-o", help="where compare.html/.md/.json and compare.csv go"),
+) -> None:
+    """Compare campaigns: statistics, significant differences and tails side by side."""
+    try:
+        paths = api.write_compare_report(dirs, out)
+    except api.ResultStoreError as exc:
+        _fail(str(exc))
+    for name, path in paths.items():
+        if not name.startswith("figures/"):
+            typer.echo(f"wrote {path}")
+
+
 @app.command()
 def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming the target")) -> None:
     """Unload every station module and stop every recorded process on the target and load hosts."""

@@ -4,13 +4,18 @@ twin's injected ground truth and the seed's published figures."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
+import test_report_browser as browser
 import yaml
 
 from tests.conftest import REPO, run_station
+
+chromium = browser.chromium  # the headless browser fixture, for the figure check
 
 SEED = yaml.safe_load((REPO / "station/twin/presets/seed-2015.yaml").read_text())
 
@@ -145,3 +150,166 @@ def test_event_pairing_finds_the_very_events_the_twin_injected(demo):
         z999 = 3.290527
         assert abs(est["paired_estimate_ns"] - est["truth_ns"]) <= z999 * est["paired_se_ns"], est
         assert abs(est["paired_estimate_ns"] - est["truth_ns"]) < 5
+
+
+# --- the report leads with the answer, and reads as a first reader wants it (issue 12) -------------
+
+def _findings(report, kind, **match):
+    return [f for f in report["findings"] if f["kind"] == kind and all(f.get(k) == v for k, v in match.items())]
+
+
+def test_findings_paragraph_comes_first(demo):
+    out, report, _ = demo
+    kinds = [f["kind"] for f in report["findings"]]
+    assert kinds.index("faster") < kinds.index("t_rw") < kinds.index("outliers") < kinds.index("worst_case")
+    html = (out / "report.html").read_text()
+    body = html[html.index("</header>"):]
+    # the first section after the header is the findings paragraph, every sentence in it, in order
+    assert body.index('<section id="findings">') < body.index("<section", body.index('<section id="findings">') + 1)
+    assert body.index('id="findings"') < min(body.index(s) for s in ('id="warnings"', 'id="comparisons"', 'id="runs"')
+                                             if s in body)
+    from markupsafe import escape
+
+    from station.report.display import readable
+
+    positions = [body.index(str(escape(readable(f["text"])))) for f in report["findings"]]
+    assert positions == sorted(positions)
+    md = (out / "report.md").read_text()
+    assert md.index("## Findings") < md.index("## Comparisons") < md.index("## Runs")
+
+
+def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
+    out, report, _ = demo
+    from station.report.display import us
+
+    preset = report["campaign"]["twin"]["preset"]["interfaces"]
+    truly_faster = min(preset, key=lambda i: preset[i]["sw_mean"])
+    (median,) = _findings(report, "faster", percentile="p50")
+    assert median["faster"] == truly_faster == "pcie"
+    assert median["text"].startswith("Under load seed-io, PCIe is faster than LPT at the median")
+    for iface, v in median["values"].items():
+        runs = [r for r in report["runs"] if r["interface"] == iface]
+        # the pooled median lies between the runs' own medians (± the 1 ns of the bucket rule)
+        p50s = [r["sw"]["percentiles_ns"]["p50"] for r in runs]
+        assert min(p50s) - 1 <= v["estimate_ns"] <= max(p50s) + 1
+        lo, hi = v["ci95_ns"]
+        assert lo <= v["estimate_ns"] <= hi and hi - lo < 50
+        assert v["count"] == sum(r["sw"]["count"] for r in runs)
+        assert f"{us(v['estimate_ns'])} µs [{us(lo)}, {us(hi)}]" in median["text"]
+    (tail,) = _findings(report, "faster", percentile="p99.99")
+    assert "p99.99" in tail["text"] and all(v["reliable"] for v in tail["values"].values())
+
+
+def test_t_rw_explains_the_inb_difference_as_injected(demo):
+    _, report, _ = demo
+    from station.report.display import us
+
+    for est in report["comparisons"]["t_rw"]:
+        (f,) = _findings(report, "t_rw", interface=est["interface"])
+        assert f["t_rw_ns"] == est["estimate_ns"] and f["t_rw_ci95_ns"] == est["ci95_ns"]
+        # t_rw = Δt_HW − Δt_SW: the finding's numbers are the report's, recombined
+        assert f["hw_difference_ns"] - f["sw_difference_ns"] == pytest.approx(est["estimate_ns"], abs=1e-6)
+        # the twin adds t_rw to the pulse only: the explanation must be found
+        assert f["explained"] and "t_rw explains the difference" in f["text"]
+        assert abs(f["hw_difference_ns"] - est["truth_ns"]) < 100
+        assert f"t_rw is {us(est['estimate_ns'])} µs" in f["text"]
+
+
+def test_outlier_and_worst_case_findings(demo):
+    _, report, _ = demo
+    from station.report.display import count_text, us
+
+    (cross,) = _findings(report, "outliers", criterion="above_reference_max")
+    x = report["comparisons"]["cross_interface_outliers"][0]
+    assert f"{count_text(x['sw_count_above'])} of {count_text(x['sw_total'])} PCIe software samples" in cross["text"]
+    assert "PCIE" not in cross["text"] and "software-side" in cross["text"]
+    (worst,) = _findings(report, "worst_case")
+    for c in report["comparisons"]["worst_case"]:
+        assert f"{us(c['observed_max_ns'])} µs" in worst["text"]
+    # without a tail estimate, a maximum ranks nothing
+    assert "one draw" in worst["text"] and "faster" not in worst["text"]
+
+
+def test_twin_preset_is_a_table_with_units_and_the_override_marked(demo):
+    out, report, _ = demo
+    demo_config = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    assert report["campaign"]["twin"]["overrides"] == demo_config["bench"]["twin"]["overrides"]
+    html = (out / "report.html").read_text()
+    header = html[:html.index("</header>")]
+    assert "{'" not in header and '{"' not in header and "overridden by the campaign: PCIe outlier_fraction" in header
+    table = html[html.index('id="table-twin_preset"'):]
+    table = table[:table.index("</table>")]
+    row = table[table.index(">outlier_fraction</td>"):]
+    row = row[:row.index("</tr>")]
+    assert row.count("flag-override") == 1 and "5.0e-05" in row and ">fraction</td>" in row
+    assert ">µs</td>" in table and "2.000" in table  # LPT t_rw 2000 ns, shown in µs
+    assert "Twin preset seed-2015" in (out / "report.md").read_text()
+
+
+def test_casing_counts_and_outlier_names(demo):
+    out, report, _ = demo
+    from station.report.display import count_text
+
+    for name in ("report.html", "report.md"):
+        text = (out / name).read_text()
+        assert "PCIE" not in text
+        assert "Outliers SW / HW" not in text
+        assert "Robust outliers (&gt; median + 8·MAD)" in text or "Robust outliers (> median + 8·MAD)" in text
+        assert "maximum (the seed's criterion)" in text or "maximum (the seed&#39;s criterion)" in text
+        x = report["comparisons"]["cross_interface_outliers"][0]
+        assert f"of {count_text(x['sw_total'])} PCIe software samples" in text
+        for run in report["runs"]:  # per-run IRQ counts from the manifest
+            irq = run["interrupts"]
+            assert count_text(irq["after"] - irq["before"]) in text
+    assert "<th scope=\"col\">IRQs</th>" in (out / "report.html").read_text()
+
+
+def test_figure_axes_say_what_they_hold(demo):
+    out, _, _ = demo
+    for svg in (out / "figures").glob("sw-hist-*.svg"):
+        assert "software latency t_SW (µs)" in svg.read_text()
+    for svg in (out / "figures").glob("scope-variants-*.svg"):
+        text = svg.read_text()
+        assert "pulse width t_HW (µs)" in text and ">latency (µs)<" not in text
+    for svg in (out / "figures").glob("*.svg"):
+        assert "n=100,0" not in svg.read_text()  # counts grouped as in the tables: 100 044
+
+
+def test_figure_text_readable_and_legends_beside_the_data(demo, chromium, tmp_path):
+    """At a 1400 px window every figure text is ≥ 12 px tall and no legend covers an axes."""
+    out, _, _ = demo
+    page = tmp_path / "probe.html"
+    page.write_text((out / "report.html").read_text().replace("</body>", FIGURE_PROBE + "</body>"))
+    dom = subprocess.run([chromium, *browser.FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                          "--window-size=1400,2000", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=180).stdout
+    smallest = float(re.search(r'<p id="smallest">([0-9.]+)</p>', dom).group(1))
+    assert int(re.search(r'<p id="texts">(\d+)</p>', dom).group(1)) > 100
+    assert smallest >= 12.0, smallest
+    assert not re.findall(r'<p class="overlap">([^<]*)</p>', dom)
+
+
+# Run in the page by the browser (a copy of the report: the report itself has no script): the smallest
+# rendered figure text in px, and each figure whose legend box overlaps its axes box.
+FIGURE_PROBE = """<script>
+const sizes = [];
+for (const svg of document.querySelectorAll("figure svg")) {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  for (const t of svg.querySelectorAll("text")) sizes.push(parseFloat(getComputedStyle(t).fontSize) * scale);
+  const legend = svg.querySelector('g[id^="legend"]');
+  const axes = svg.querySelector('g[id^="axes"] > g[id^="patch"]');
+  if (legend && axes) {
+    const a = axes.getBoundingClientRect(), b = legend.getBoundingClientRect();
+    const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+    const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    if (w > 1 && h > 1) {  // built as an element: the dumped DOM holds this script's text too
+      const p = document.createElement("p");
+      p.className = "overlap";
+      p.textContent = svg.getAttribute("aria-label");
+      document.body.append(p);
+    }
+  }
+}
+document.body.insertAdjacentHTML("beforeend",
+  `<p id="smallest">${Math.min(...sizes)}</p><p id="texts">${sizes.length}</p>`);
+</script>"""

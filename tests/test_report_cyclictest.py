@@ -20,6 +20,7 @@ from PIL import Image
 
 from station.report import write_reports
 from station.report.cyclictest_tables import EMULATED_BADGE, EMULATED_NOTE
+from station.report.display import count_text
 
 # The browser test's fixture (Chromium's path; skipped without it locally, failed under CI).
 chromium = browser.chromium
@@ -192,10 +193,11 @@ def test_one_plot_per_target_and_case_with_a_curve_per_thread(campaign) -> None:
     # and its max line is the table's 176 µs, not the incomplete run's 250.
     svg = (out / "figures" / "cyclictest-rt-stress-hard.svg").read_text(encoding="utf-8")
     thread1 = samples["rt-stress-hard-r0"].histograms[1]
-    assert f"thread 1 (CPU 1)  (n={int(thread1.counts.sum()):,}, max 176 µs)" in svg
+    # counts grouped as everywhere in the report: 20 000
+    assert f"thread 1 (CPU 1)  (n={count_text(int(thread1.counts.sum()))}, max 176 µs)" in svg
     svg = (out / "figures" / "cyclictest-rt-no-load.svg").read_text(encoding="utf-8")
     pooled = sum(int(samples[f"rt-no-load-r{k}"].histograms[0].counts.sum()) for k in (0, 1))
-    assert f"thread 0 (CPU 0)  (n={pooled:,}," in svg
+    assert f"thread 0 (CPU 0)  (n={count_text(pooled)}," in svg
 
 
 def test_html_puts_plots_under_the_table_then_threads(campaign) -> None:
@@ -248,10 +250,10 @@ def test_alongside_module_runs(tmp_path: Path) -> None:
     paths = write_reports(report, {**samples, **ct_samples}, tmp_path)
     page = _parse(paths["report.html"].read_text(encoding="utf-8"))
     assert page.sections[:3] == ["max-latency", "warnings", "latency-plots"]
-    assert {"findings", "runs", "figures"} <= set(page.sections)
+    assert {"comparisons", "runs", "figures"} <= set(page.sections)
     assert [c["text"] for c in page.tables[0][0]] == ["Target", *synthetic.CT_CASES]
     md = paths["report.md"].read_text(encoding="utf-8")
-    assert md.index("## cyclictest: maximum latency") < md.index("## Findings")
+    assert md.index("## cyclictest: maximum latency") < md.index("## Comparisons")
     assert md.index("](figures/cyclictest-rt-no-load.svg)") < md.index("## Figures")
 
 

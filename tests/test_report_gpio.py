@@ -291,7 +291,7 @@ def test_figures(campaign) -> None:
         if name.startswith("gpio-hist"):
             # a step curve per case of that load, on a log count axis, decades apart: log delay axis too
             assert {f"{name}-curve-0", f"{name}-curve-1"} <= ids and f"{name}-curve-2" not in ids
-            assert "kernel  (n=2,000" in svg and "sysfs  (n=" in svg
+            assert "kernel  (n=2 000" in svg and "sysfs  (n=" in svg
         else:
             assert {f"{name}-row-{i}" for i in range(4)} <= ids and {f"{name}-row-{i}-max" for i in range(4)} <= ids
             assert "kernel · idle" in svg and "sysfs · stress" in svg

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from station import records
-from station.analysis import correlation, cyclictest, gpio, interruptions, outliers
+from station.analysis import correlation, cyclictest, findings, gpio, interruptions, outliers
 from station.analysis.pairing import Pairing, pair_run
 from station.analysis.stats import describe
 from station.report.samples import RunSamples
@@ -76,7 +76,10 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
             "target": campaign.get("target", {}),
             "scope": campaign.get("scope"),
             "generator": campaign.get("generator"),
-            "twin": campaign.get("twin"),
+            # the preset's values as played, and which of them the campaign overrode
+            "twin": campaign.get("twin") and {"overrides": (((campaign.get("config") or {}).get("bench") or {})
+                                                            .get("twin") or {}).get("overrides") or {},
+                                              **campaign["twin"]},
             "targets": campaign.get("targets") or {},
         },
         "runs": run_entries,
@@ -88,6 +91,7 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
         "notes": notes,
         **probe_sections,
     }
+    report["findings"] = findings.campaign_findings(report, samples)  # the answer, read first
     return report, samples
 
 
@@ -118,6 +122,10 @@ def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any],
         "truth": _truth(run),
         "pairing": pairing.summary() if pairing is not None else None,
     }
+    # which side delayed the run's outliers, from the events both sides saw (issue 12)
+    entry["outlier_verdict"] = (
+        outliers.outlier_verdict(sw, hw, pairing.pairs if pairing is not None else None) if len(sw) else None
+    )
     return entry, RunSamples(sw_ns=sw, hw_ns=hw)
 
 
@@ -209,6 +217,7 @@ def _cross_interface(entries: list[dict], runs: list[RunData], pairings: dict[st
                 caught.append(pairs[pairs["sw_ns"] > ref_max].assign(run=r.run_id))
         caught_df = pd.concat(caught) if caught else None
         entry = outliers.cross_interface("pcie", "lpt", ref_max, sw, hw, board, board_out, caught_df)
+        entry["outlier_verdict"] = outliers.pooled_verdict([e.get("outlier_verdict") for e in pcie_entries])
         result.append({"load": load, **entry})
     return result
 

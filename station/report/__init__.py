@@ -18,7 +18,7 @@ from station.report.export import (
     write_interruptions_csv,
     write_json,
 )
-from station.report.figures import build_figures
+from station.report.figures import build_figures, write_figures
 from station.report.gpio_figures import build_gpio_figures
 from station.report.html import render_html
 from station.report.interruptions_figures import build_interruptions_figures
@@ -39,16 +39,10 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     out_dir (``"report.html"``, ``"figures/sw-hist-inb.svg"`` …).
     """
     out_dir = Path(out_dir)
-    figure_dir = out_dir / "figures"
-    figure_dir.mkdir(parents=True, exist_ok=True)
     # The renderers place each kind of figure themselves; the order here is only the files' order.
     figures = (build_gpio_figures(report, samples) + build_interruptions_figures(report, samples)
                + build_cyclictest_figures(report, samples) + build_figures(report, samples))
-    paths: dict[str, Path] = {}
-    for fig in figures:
-        rel = f"figures/{fig.name}.svg"
-        (out_dir / rel).write_text(fig.svg, encoding="utf-8")
-        paths[rel] = out_dir / rel
+    paths = write_figures(figures, out_dir)
     paths["report.json"] = write_json(report, out_dir / "report.json")
     paths["stats.csv"] = write_csv(report, out_dir / "stats.csv")
     if report.get("cyclictest"):

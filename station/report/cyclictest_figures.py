@@ -13,8 +13,8 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 
-from station.report.display import ordered, slug
-from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg
+from station.report.display import count_text, ordered, slug
+from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
 from station.report.samples import RunSamples, ThreadHistogram
 
 KIND = "cyclictest"
@@ -69,7 +69,7 @@ def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
         worst = int(buckets[-1])
         ax.plot(np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR], color=color, linewidth=1.0,
                 gid=f"{name}-curve-{i}",
-                label=f"{label}  (n={int(counts.sum()):,}, max {worst} µs)")
+                label=f"{label}  (n={count_text(int(counts.sum()))}, max {worst} µs)")
         ax.axvline(worst, color=color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9,
                    gid=f"{name}-max-{i}")
     ax.set_yscale("log")
@@ -79,9 +79,7 @@ def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
     ax.set_xlim(min(lo, 0) - 0.5, hi + 0.5 + pad)
     ax.set_xlabel("latency (µs)")
     ax.set_ylabel("samples per 1 µs bin")
-    many = len(curves) > 6
-    ax.legend(fontsize=7 if many else 8, ncols=2 if many else 1, loc="upper right",
-              framealpha=0.85, edgecolor="none")
+    legend_outside(fig, ax)
     return _to_svg(fig, name)
 
 
@@ -94,7 +92,7 @@ def _caption(section: Mapping[str, Any], target: str, runs: list[Mapping[str, An
         text += " No complete run: drawn from runs that did not complete."
     overflows = sum(int(t.get("overflows") or 0) for r in runs for t in r.get("threads") or [])
     if overflows:
-        text += (f" {overflows:,} sample{'s' if overflows != 1 else ''} beyond the histogram's "
+        text += (f" {count_text(overflows)} sample{'s' if overflows != 1 else ''} beyond the histogram's "
                  "range not drawn; the per-thread table has cyclictest's own max.")
     if ((section.get("targets") or {}).get(target) or {}).get("emulated"):
         text += " Emulated target (QEMU/TCG): not hardware numbers."

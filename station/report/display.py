@@ -92,7 +92,21 @@ def percentile_is_reliable(key: str, count: Any) -> bool:
 
 
 def count_text(value: Any) -> str:
+    """A count with its thousands apart, 1 234 567: the report's one convention for counts."""
     return f"{int(value):,}".replace(",", " ") if is_number(value) else MISSING
+
+
+# A bare integer of four digits or more: not part of a decimal, an exponent or a name (seed-2015).
+_BARE_COUNT = re.compile(r"(?<![\w.,-])\d{4,}(?![\w.,])")
+# Interface names the analysis wrote in capitals (str.upper()): "PCIE".
+_SHOUTED = {label.upper(): label for label in INTERFACE_LABEL.values()}
+
+
+def readable(text: str) -> str:
+    """An analysis sentence in the report's conventions: counts grouped as count_text groups
+    them, interfaces named as interface_label names them ("PCIe", not "PCIE")."""
+    text = _BARE_COUNT.sub(lambda m: count_text(int(m.group())), text)
+    return re.sub(r"\b(" + "|".join(_SHOUTED) + r")\b", lambda m: _SHOUTED[m.group()], text)
 
 
 def slug(text: str) -> str:

@@ -14,21 +14,31 @@ none``), which keeps files small and lets the numbers be found in the page.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from station.report.display import interface_label, ordered, slug
+from station.report.display import count_text, interface_label, ordered, slug
 from station.report.samples import RunSamples
 
 BIN_NS = 100
 #: Above this many bins the width steps up 100 → 200 → 500 → 1000 ns …
 MAX_BINS = 4000
-FIGSIZE_IN = (7.2, 3.6)
+FIGSIZE_IN = (6.4, 3.4)
+#: Every text of a figure is at least this tall on the HTML page at its narrowest usual width:
+#: two figures side by side in a 1400 px window leave each FIGURE_PAGE_PX px (report.html.j2's
+#: .figures grid), and an SVG scales its text with its width.
+MIN_FONT_PX = 12.0
+FIGURE_PAGE_PX = 565.0
+FONT_PT = 10.0
 
 INTERFACE_COLOR = {"lpt": "#1f77b4", "pcie": "#d95f02"}
 VARIANT_COLOR = {"inb": "#c0392b", "no-inb": "#1b9e77"}
@@ -95,13 +105,64 @@ def _steps(edges: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def _new_axes(title: str) -> tuple[Figure, Any]:
     fig = Figure(figsize=FIGSIZE_IN, layout="constrained")
     ax = fig.add_subplot()
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=FONT_PT + 1)
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     return fig, ax
 
 
+def legend_outside(fig: Figure, ax: Any, ncols: int | None = None) -> None:
+    """The axes' legend under the plot, never over the data; the figure grows by its rows so the
+    plot keeps its size. One column for long labels (counts and extremes), else two or three."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if ncols is None:
+        longest = max(len(label) for label in labels)
+        ncols = 1 if longest > 34 else 2 if longest > 20 or len(labels) <= 4 else 3
+    ncols = max(1, min(ncols, len(labels)))
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False, fontsize=FONT_PT)
+    rows = math.ceil(len(labels) / ncols)
+    fig.set_figheight(fig.get_figheight() + rows * 1.45 * _min_font_pt(fig) / 72 + 0.05)
+
+
+def _min_font_pt(fig: Figure) -> float:
+    # the SVG is fig width × 72 user units wide, shown FIGURE_PAGE_PX px wide
+    return MIN_FONT_PX * fig.get_figwidth() * 72 / FIGURE_PAGE_PX
+
+
+def write_figures(figures: Sequence[RenderedFigure], out_dir: Path) -> dict[str, Path]:
+    """Each figure as out_dir/figures/<name>.svg; the paths keyed by their name relative to out_dir."""
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    for fig in figures:
+        rel = f"figures/{fig.name}.svg"
+        (out_dir / rel).write_text(fig.svg, encoding="utf-8")
+        paths[rel] = out_dir / rel
+    return paths
+
+
+def _log_tick(value: float, _pos: int) -> str:
+    """A decade of a log axis: a count as digits (1 000 000), a probability as 1e-6."""
+    if value >= 1:
+        return count_text(int(round(value)))
+    return f"{value:.0e}".replace("e-0", "e-")
+
+
+LOG_TICK_LABEL = FuncFormatter(_log_tick)
+
+
 def _to_svg(fig: Figure, name: str) -> str:
+    # No text smaller than MIN_FONT_PX on the page, whatever size a caller asked for.
+    smallest = _min_font_pt(fig)
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":  # plain text: matplotlib's 10^k labels go through mathtext, slowly
+                axis.set_major_formatter(LOG_TICK_LABEL)
+                axis.set_minor_formatter(NullFormatter())  # minor ticks kept, unlabelled
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < smallest:
+            text.set_fontsize(smallest)
     buf = io.StringIO()
     # A per-figure salt gives every figure its own clip-path/marker ids, so many
     # SVGs can be inlined in one HTML page without their ids colliding; a fixed
@@ -112,7 +173,7 @@ def _to_svg(fig: Figure, name: str) -> str:
 
 
 def histogram_svg(series: Sequence[Series], title: str, name: str,
-                  minmax_lines: bool = True) -> str:
+                  minmax_lines: bool = True, xlabel: str = "latency (µs)") -> str:
     """Counts per fixed-width bin on a log axis, one step line per series.
 
     Dashed vertical lines mark each series' min and max, as in the seed's
@@ -137,7 +198,7 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
         ys = np.r_[floor, ys, floor]
         lo_us, hi_us = float(np.min(s.values_ns)) / 1000, float(np.max(s.values_ns)) / 1000
         ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
-                label=f"{s.label}  (n={s.values_ns.size:,}, min {lo_us:.3f}, max {hi_us:.3f} µs)")
+                label=f"{s.label}  (n={count_text(s.values_ns.size)}, min {lo_us:.3f}, max {hi_us:.3f} µs)")
         if minmax_lines:
             for x in (lo_us, hi_us):
                 ax.axvline(x, color=s.color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9)
@@ -145,13 +206,13 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
     ax.set_ylim(0.7, top * 2.5)
     pad = 0.02 * (edges[-1] - edges[0]) / 1000  # keeps the dashed max line off the frame
     ax.set_xlim(edges[0] / 1000 - pad, edges[-1] / 1000 + pad)
-    ax.set_xlabel("latency (µs)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(f"count per {width:g} ns bin")
-    ax.legend(fontsize=8, loc="upper right", framealpha=0.85, edgecolor="none")
+    legend_outside(fig, ax)
     return _to_svg(fig, name)
 
 
-def ccdf_svg(series: Sequence[Series], title: str, name: str) -> str:
+def ccdf_svg(series: Sequence[Series], title: str, name: str, what: str = "latency") -> str:
     """Exceedance probability P(latency ≥ x) on a log axis, binned at the histogram width.
 
     The curve ends at 1/n at the largest sample: the tail is visible down to
@@ -174,12 +235,13 @@ def ccdf_svg(series: Sequence[Series], title: str, name: str) -> str:
         xs, ys = _steps(edges[: last + 2], exceed[: last + 1])
         smallest = min(smallest, 1.0 / n)
         ax.plot(xs / 1000.0, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
-                label=f"{s.label}  (n={n:,})")
+                label=f"{s.label}  (n={count_text(n)})")
     ax.set_yscale("log")
     ax.set_ylim(smallest / 3, 1.5)
-    ax.set_xlabel(f"latency x (µs), {width:g} ns resolution")
-    ax.set_ylabel("P(latency ≥ x)")
-    ax.legend(fontsize=8, loc="upper right", framealpha=0.85, edgecolor="none")
+    ax.set_xlabel(f"{what} x (µs), {width:g} ns resolution")
+    # the symbol when the axis holds one quantity (t_SW), "value" when it holds two
+    ax.set_ylabel(f"P({'value' if ' or ' in what else what.split(' ')[-1]} ≥ x)")
+    legend_outside(fig, ax)
     return _to_svg(fig, name)
 
 
@@ -241,7 +303,7 @@ def build_figures(report: Mapping[str, Any],
             sw_by_interface = {i: a for i, a in sw_by_interface.items() if a.size}
             if not sw_by_interface:
                 continue
-            sw = [Series(f"{interface_label(i)} SW", a, _color(INTERFACE_COLOR, i, interfaces))
+            sw = [Series(f"{interface_label(i)} t_SW", a, _color(INTERFACE_COLOR, i, interfaces))
                   for i, a in sw_by_interface.items()]
             name = "sw-hist-" + (suffix(variant) if one_load else suffix(variant, load))
             overview.append(RenderedFigure(
@@ -249,13 +311,14 @@ def build_figures(report: Mapping[str, Any],
                 f"Software latency, variant {variant}{load_text(load)}",
                 "Software-measured latency per interface, repetitions pooled. Log count axis: "
                 "a single occurrence and none look almost alike. Dashed lines: min and max.",
-                histogram_svg(sw, f"SW latency, {variant}{load_text(load)}", name)))
+                histogram_svg(sw, f"Software latency t_SW, {variant}{load_text(load)}", name,
+                              xlabel="software latency t_SW (µs)")))
             tail_series = []
             for i, s in zip(sw_by_interface, sw, strict=True):
                 tail_series.append(s)
                 hw = group(i, variant, load, "hw")
                 if hw.size:
-                    tail_series.append(Series(f"{interface_label(i)} HW (scope)", hw, s.color,
+                    tail_series.append(Series(f"{interface_label(i)} t_HW (scope)", hw, s.color,
                                               (0, (4, 2))))
             name = "ccdf-" + (suffix(variant) if one_load else suffix(variant, load))
             tails.append(RenderedFigure(
@@ -263,7 +326,8 @@ def build_figures(report: Mapping[str, Any],
                 f"Tail: exceedance probability, variant {variant}{load_text(load)}",
                 "P(latency ≥ x) per interface; solid: software, dashed: oscilloscope. "
                 "Each curve ends at 1/n at its largest sample.",
-                ccdf_svg(tail_series, f"CCDF, {variant}{load_text(load)}", name)))
+                ccdf_svg(tail_series, f"CCDF, {variant}{load_text(load)}", name,
+                         what=_what(tail_series))))
         for i in interfaces:
             hw = [Series(f"scope, {v}", group(i, v, load, "hw"),
                          _color(VARIANT_COLOR, v, variants)) for v in variants]
@@ -275,13 +339,13 @@ def build_figures(report: Mapping[str, Any],
             scope.append(RenderedFigure(
                 name, "scope", title,
                 _trw_caption(report, i),
-                histogram_svg(hw, title, name)))
+                histogram_svg(hw, title, name, xlabel="pulse width t_HW (µs)")))
     per_run = []
     for r in runs:
         s = samples[r["id"]]
-        series = [Series("SW", s.sw_ns, SW_COLOR)]
+        series = [Series("t_SW (software)", s.sw_ns, SW_COLOR)]
         if s.hw_ns is not None and s.hw_ns.size:
-            series.append(Series("HW (scope)", s.hw_ns, HW_COLOR))
+            series.append(Series("t_HW (scope pulse width)", s.hw_ns, HW_COLOR))
         name = "run-" + slug(r["id"])
         interface, variant, load = key(r)
         title = f"{r['id']}: {interface_label(interface)}, {variant}, load {load}"
@@ -289,8 +353,17 @@ def build_figures(report: Mapping[str, Any],
             name, "run", title,
             "Software latency and scope pulse width of the same events."
             if len(series) == 2 else "Software latency only: no scope data for this run.",
-            histogram_svg(series, title, name)))
+            histogram_svg(series, title, name, xlabel=_what(series) + " (µs)")))
     return overview + tails + scope + per_run
+
+
+def _what(series: Sequence[Series]) -> str:
+    """What a figure's x axis holds: software latencies, scope pulse widths, or both."""
+    hw = any("t_HW" in s.label for s in series)
+    sw = any("t_SW" in s.label for s in series)
+    if hw and sw:
+        return "software latency t_SW or pulse width t_HW"
+    return "pulse width t_HW" if hw else "software latency t_SW"
 
 
 def _trw_caption(report: Mapping[str, Any], interface: str) -> str:

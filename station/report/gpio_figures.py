@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from station.report.display import is_number, ordered, slug, unique_names
-from station.report.figures import FIGSIZE_IN, RenderedFigure, _new_axes, _steps, _to_svg
+from station.report.display import count_text, is_number, ordered, slug, unique_names
+from station.report.figures import FIGSIZE_IN, RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
 from station.report.gpio_tables import delay_text
 
 KIND = "gpio"
@@ -92,14 +92,14 @@ def histogram_svg(runs: Sequence[Mapping[str, Any]], labels: Sequence[str], case
         width = float(edges[1] - edges[0])
         ax.plot(np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR], color=color, linestyle=linestyle,
                 linewidth=1.1, gid=f"{name}-curve-{i}",
-                label=f"{label}  (n={int(counts.sum()):,}, bins {delay_text(width)} µs)")
+                label=f"{label}  (n={count_text(int(counts.sum()))}, bins {delay_text(width)} µs)")
     _delay_axis(ax, min(float(e[0]) for _, _, (e, _) in curves), max(float(e[-1]) for _, _, (e, _) in curves),
                 margin=0.15, pad=0.02)
     ax.set_yscale("log")
     ax.set_ylim(0.7, top * 2.5)
     ax.set_xlabel("delay from stimulus to response (µs)")
     ax.set_ylabel("stimuli per bin")
-    ax.legend(fontsize=8, loc="upper right", framealpha=0.85, edgecolor="none")
+    legend_outside(fig, ax)
     return _to_svg(fig, name)
 
 

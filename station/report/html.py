@@ -22,7 +22,9 @@ from station.report.tables import (
     all_tables,
     audit_entries,
     campaign_facts,
+    findings_sentences,
     ground_truth_entries,
+    twin_preset_table,
 )
 
 _ENV = jinja2.Environment(
@@ -90,6 +92,7 @@ def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) ->
         title=f"IRQ latency report: {campaign.get('name', 'campaign')}",
         campaign=campaign,
         facts=campaign_facts(report),
+        findings=findings_sentences(report),
         notes=[str(n) for n in report.get("notes") or []],
         tables=all_tables(report),
         cyclictest=cyclictest_tables(report),
@@ -103,4 +106,5 @@ def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) ->
         figure_groups=groups,
         audit=audit_entries(report),
         ground_truth=ground_truth_entries(report),
+        twin_preset=twin_preset_table(report),
     )

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from station.report.display import is_number, plain_us
-from station.report.figures import RenderedFigure, _new_axes, _to_svg
+from station.report.display import count_text, is_number, plain_us
+from station.report.figures import RenderedFigure, _new_axes, _to_svg, legend_outside
 from station.report.interruptions_tables import CAUSE_LABEL, CAUSES, run_anchors
 
 KIND = "interruptions"
@@ -56,7 +56,7 @@ def gaps_svg(histogram: Mapping[str, Any], threshold_us: Any, title: str, name: 
         ax.stairs(shown, edges, baseline=FLOOR, fill=True, color=color, alpha=0.3,
                   gid=f"{name}-cause-{cause}")
         ax.stairs(shown, edges, baseline=FLOOR, color=color, linewidth=1.0,
-                  label=f"{CAUSE_LABEL.get(cause, cause)} ({int(values.sum()):,})")
+                  label=f"{CAUSE_LABEL.get(cause, cause)} ({count_text(int(values.sum()))})")
     if is_number(threshold_us) and threshold_us > 0:
         ax.axvline(threshold_us, color="#444444", linestyle=(0, (4, 3)), linewidth=0.8,
                    label=f"threshold {plain_us(threshold_us)} µs")
@@ -69,7 +69,7 @@ def gaps_svg(histogram: Mapping[str, Any], threshold_us: Any, title: str, name: 
     ax.set_xlim(lo / 1.2, float(edges[-1]) * 1.2)
     ax.set_xlabel("gap duration (µs)")
     ax.set_ylabel("gaps per bin")
-    ax.legend(fontsize=8, loc="upper right", framealpha=0.85, edgecolor="none")
+    legend_outside(fig, ax)
     return _to_svg(fig, name)
 
 
@@ -93,7 +93,7 @@ def arrivals_svg(intervals_ms: Sequence[float], period_ms: Any, periodic: bool, 
     ax.stairs(counts, edges, fill=True, color=CAUSE_COLOR["unexplained"], alpha=0.35,
               gid=f"{name}-bars")
     ax.stairs(counts, edges, color=CAUSE_COLOR["unexplained"], linewidth=1.0,
-              label=f"{values.size:,} intervals")
+              label=f"{count_text(values.size)} intervals")
     if is_number(period_ms) and period_ms > 0:
         what = "period" if periodic else "median"
         ax.axvline(period_ms, color="#444444", linestyle=(0, (4, 3)), linewidth=0.8,
@@ -102,19 +102,19 @@ def arrivals_svg(intervals_ms: Sequence[float], period_ms: Any, periodic: bool, 
     ax.set_ylim(0, float(counts.max()) * 1.15 + 0.5)
     ax.set_xlabel("time between unexplained gaps (ms)")
     ax.set_ylabel("intervals per bin")
-    ax.legend(fontsize=8, loc="upper right", framealpha=0.85, edgecolor="none")
+    legend_outside(fig, ax)
     return _to_svg(fig, name)
 
 
 def _gaps_caption(entry: Mapping[str, Any]) -> str:
     by = entry.get("by_cause") or {}
     total = entry.get("gaps") or 0
-    text = (f"The run's {total:,} gaps by duration, per cause: log-spaced bins, log axes; dashed: "
+    text = (f"The run's {count_text(total)} gaps by duration, per cause: log-spaced bins, log axes; dashed: "
             "the detector's threshold. Interrupts pile up at each handler's usual cost; "
             "preemptions spread wider.")
     suspects = by.get("unexplained") or 0
     if suspects:
-        text += (f" Red: {suspects:,} gap{'s' if suspects != 1 else ''} no interrupt, task or "
+        text += (f" Red: {count_text(suspects)} gap{'s' if suspects != 1 else ''} no interrupt, task or "
                  "counted SMI explains — a cluster at one duration, apart from the interrupts, "
                  "is what firmware (an SMI) or a hypervisor leaves.")
     else:
@@ -125,7 +125,7 @@ def _gaps_caption(entry: Mapping[str, Any]) -> str:
 def _arrivals_caption(entry: Mapping[str, Any], n: int) -> str:
     suspects = entry.get("unexplained") or {}
     period = suspects.get("period_ms")
-    text = (f"Time between consecutive unexplained gaps ({n:,} intervals), log-spaced bins; "
+    text = (f"Time between consecutive unexplained gaps ({count_text(n)} intervals), log-spaced bins; "
             "dashed: their median. One narrow peak means they come on a fixed period — a timer "
             "in firmware (periodic SMIs) or in a hypervisor; a broad spread means they come at "
             "random.")

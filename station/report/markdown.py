@@ -21,7 +21,9 @@ from station.report.tables import (
     all_tables,
     audit_entries,
     campaign_facts,
+    findings_sentences,
     ground_truth_entries,
+    twin_preset_table,
 )
 
 
@@ -125,6 +127,9 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += [str(campaign["description"]), ""]
     out += [f"- **{label}:** {_escape(value)}" for label, value in campaign_facts(report)]
     out.append("")
+    answer = findings_sentences(report)
+    if answer:  # a module campaign opens with its answer, one paragraph
+        out += ["## Findings", "", " ".join(_prose(text) for _, text in answer), ""]
     gt = gpio_tables(report)
     # A gpio campaign opens with its findings, tables and plots; then the warnings.
     if gt and gpio_leads(report):
@@ -153,10 +158,10 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += ["## cyclictest runs, per thread", ""]
         for table in ct.threads:
             out += [render_table(table), ""]
-    findings = [k for k in ("worst_case", "t_rw", "cross_interface_outliers") if k in tables]
-    if findings:
-        out += ["## Findings", ""]
-        for key in findings:
+    compared = [k for k in ("worst_case", "t_rw", "cross_interface_outliers") if k in tables]
+    if compared:
+        out += ["## Comparisons", ""]
+        for key in compared:
             out += [render_table(tables[key]), ""]
     if "runs" in tables or "stats" in tables:
         out += ["## Runs", ""]
@@ -173,8 +178,11 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += ["## Figures", "", *_figure_list(others, figure_dir)]
     audit = audit_entries(report)
     truth = ground_truth_entries(report)
-    if audit or truth:
+    preset = twin_preset_table(report)
+    if audit or truth or preset:
         out += ["## Target", ""]
+        if preset:
+            out += [render_table(preset), ""]
         for key, value in audit:
             out += [f"**{_escape(key)}**", "", _fenced(value), ""]
         if truth:

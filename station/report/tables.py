@@ -18,8 +18,10 @@ from station.report.display import (
     count_text,
     interface_label,
     is_number,
+    ordered,
     percentile_is_reliable,
     percentile_keys,
+    readable,
     us,
     us_interval,
 )
@@ -79,6 +81,7 @@ def runs_table(report: Mapping[str, Any]) -> Table | None:
             *([] if common_period is not None else [_n(us(r.get("period_ns"), 1))]),
             _n(f"{count_text((r.get('sw') or {}).get('count'))} / "
                f"{count_text((r.get('hw') or {}).get('count'))}"),
+            _n(_irq_count(r.get("interrupts"))),
             _n(" / ".join(count_text(losses.get(k))
                           for k in ("sw_lost", "sw_dropped_by_target", "gaps"))
                + (f" ({losses['format']})" if losses.get("format") else "")),
@@ -95,17 +98,36 @@ def runs_table(report: Mapping[str, Any]) -> Table | None:
               "cannot reveal gaps).",
               "HW − SW: mean scope pulse width minus mean software latency, with its 95% CI; "
               "≈ t_rw when the handler does an extra bus read (inb), ≈ 0 otherwise."]
-    methods = sorted({str((r.get("outliers") or {}).get("method")) for r in runs
-                      if (r.get("outliers") or {}).get("method")})
-    if methods:
-        notes.append("Outliers: SW / HW samples above the threshold (µs); method: "
-                     + "; ".join(methods) + ".")
+    if any(_irq_count(r.get("interrupts")) != MISSING for r in runs):
+        lines = sorted({str(r["interrupts"]["row"]) for r in runs
+                        if isinstance(r.get("interrupts"), Mapping) and r["interrupts"].get("row")})
+        notes.append("IRQs: interrupts the target counted on the echoer's line"
+                     + (f" ({', '.join(lines)})" if lines else "")
+                     + " in /proc/interrupts during the run; a few more than the software records, "
+                     "which the stream had not yet delivered when the count was read.")
+    if any(r.get("outliers") for r in runs):
+        notes.append(ROBUST_OUTLIERS_NOTE)
     return Table("runs", "Run status", [
         "Run", "Interface", "Variant", "Load", "Rep.", "Status", "Duration (s)",
-        *([] if common_period is not None else ["Period (µs)"]), "Samples SW / HW",
+        *([] if common_period is not None else ["Period (µs)"]), "Samples SW / HW", "IRQs",
         "Lost / dropped / gaps", "HW − SW (µs)", "95% CI (µs)",
-        "Outliers SW / HW",
+        "Robust outliers software / scope (> threshold, µs)",
     ], rows, notes)
+
+
+ROBUST_OUTLIERS_NOTE = (
+    "Robust outliers (> median + 8·MAD): a run's own software latencies, and its own scope pulse "
+    "widths, above that run's median + 8 × 1.4826 × MAD (the threshold shown is the software one); "
+    "a test within one run, needing no other interface. Not the same as \"above the LPT maximum\" "
+    "(the seed's criterion, in the comparisons).")
+
+
+def _irq_count(interrupts: Any) -> str:
+    """IRQs the target counted during the run (manifest: /proc/interrupts before and after)."""
+    if not isinstance(interrupts, Mapping):
+        return MISSING
+    before, after = interrupts.get("before"), interrupts.get("after")
+    return count_text(after - before) if is_number(before) and is_number(after) else MISSING
 
 
 def stats_table(report: Mapping[str, Any]) -> Table | None:
@@ -193,15 +215,18 @@ def outliers_table(report: Mapping[str, Any]) -> Table | None:
             _n(f"{fraction:.2e}" if is_number(fraction) else MISSING),
             _n(f"{count_text(c.get('hw_count_above'))} / {count_text(c.get('hw_total'))}"),
             _t(MISSING if seen is None else ("yes" if seen else "no")),
-            Cell(str(c.get("verdict") or MISSING), wrap=True),
+            Cell(readable(str(c.get("verdict") or MISSING)), wrap=True),
         ])
+    references = ordered(interface_label(str(c.get("reference_interface", ""))) for c in items)
     return Table("cross_interface_outliers",
-                 "Cross-interface outliers", [
+                 f"Outliers above the {' / '.join(references)} maximum (the seed's criterion)", [
                      "Interface", "Reference", "Threshold (µs)", "SW above / total",
                      "SW fraction", "HW above / total", "Seen by scope", "Verdict"], rows,
-                 ["Threshold: the reference interface's largest software latency. The seed saw "
-                  "≈ 10⁻⁵ of PCIe samples above the LPT maximum in software but not on the "
-                  "scope; a delay before the bus write (an SMI, say) would do exactly that."])
+                 ["Above the reference maximum (the seed's criterion): samples of one interface above "
+                  "the largest software latency of the other (the reference) under the same load. The "
+                  "seed saw ≈ 10⁻⁵ of PCIe samples above the LPT maximum in software but not on the "
+                  "scope; a delay before the bus write (an SMI, say) would do exactly that. Not the "
+                  "same as the runs' robust outliers (> median + 8·MAD of the run itself)."])
 
 
 def worst_case_table(report: Mapping[str, Any]) -> Table | None:
@@ -289,7 +314,91 @@ def _twin_fact(twin: Mapping[str, Any]) -> tuple[str, str]:
         return ("Twin", "a Raspberry Pi answering GPIO edges (station/twin/board.py)")
     preset = twin.get("preset")
     name = preset.get("name") if isinstance(preset, Mapping) else preset
-    return ("Twin preset", f"{name} (station/twin/presets/{name}.yaml)" if name else MISSING)
+    if not name:
+        return ("Twin preset", MISSING)
+    text = f"{name} (station/twin/presets/{name}.yaml)"
+    changed = [f"{interface_label(str(i))} {k}" for i, params in _overrides(twin).items() for k in params]
+    if changed:
+        text += "; overridden by the campaign: " + ", ".join(changed) + " (see Twin preset under Target)"
+    return ("Twin preset", text)
+
+
+def _overrides(twin: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    overrides = twin.get("overrides")
+    if not isinstance(overrides, Mapping):
+        return {}
+    return {str(i): p for i, p in overrides.items() if isinstance(p, Mapping)}
+
+
+#: The twin's per-interface parameters (station/twin/presets/*.yaml), as people read them:
+#: (meaning, unit). Times in the preset are ns and are shown in µs like every time here.
+TWIN_PARAMETERS = {
+    "sw_min": ("software latency t_SW: minimum", "µs"),
+    "sw_mean": ("software latency t_SW: mean", "µs"),
+    "sw_std": ("software latency t_SW: standard deviation", "µs"),
+    "t_rw": ("bus read/write time t_rw", "µs"),
+    "t_rw_jitter": ("t_rw jitter (standard deviation per access)", "µs"),
+    "tail_fraction": ("IRQ-side late events, seen by software and scope (fraction of events)", "fraction"),
+    "tail_scale": ("their extra delay (exponential scale)", "µs"),
+    "outlier_fraction": ("software-side delays between timestamp and write (fraction of events)",
+                         "fraction"),
+    "outlier_delay": ("their delay (uniform between)", "µs"),
+    "idle_spread": ("with no load, t_SW − min shrinks by this factor", "factor"),
+    "timer_jitter": ("wake-up jitter of the periodic task (mean)", "µs"),
+    "clock_hz": ("board clock (timestamps of the pulse width); 0: none", "MHz"),
+}
+
+
+def _twin_value(value: Any, unit: str) -> str:
+    if isinstance(value, list | tuple):
+        return " – ".join(_twin_value(v, unit) for v in value)
+    if not is_number(value):
+        return MISSING if value is None else str(value)
+    if unit == "µs":
+        return us(value)
+    if unit == "MHz":
+        return f"{value / 1e6:g}"
+    if unit == "fraction":
+        return f"{value:.1e}" if value else "0"
+    return f"{value:g}"
+
+
+def twin_preset_table(report: Mapping[str, Any]) -> Table | None:
+    """The event model's parameters per interface, with units; the campaign's overrides flagged."""
+    twin = (report.get("campaign") or {}).get("twin") or {}
+    preset = twin.get("preset")
+    if not isinstance(preset, Mapping) or not isinstance(preset.get("interfaces"), Mapping):
+        return None
+    interfaces = ordered(preset["interfaces"], ("lpt", "pcie"))
+    overrides = _overrides(twin)
+    params = ordered((k for i in interfaces for k in preset["interfaces"][i] or {}), TWIN_PARAMETERS)
+    rows = []
+    for key in params:
+        meaning, unit = TWIN_PARAMETERS.get(key, ("", ""))
+        row = [Cell(key), Cell(meaning or MISSING, wrap=True), _t(unit)]
+        for iface in interfaces:
+            value = (preset["interfaces"][iface] or {}).get(key)
+            overridden = key in overrides.get(iface, {})
+            row.append(Cell(_twin_value(value, unit), numeric=True, mark="◆" if overridden else "",
+                            flags=("override",) if overridden else (),
+                            title="set by the campaign (bench.twin.overrides)" if overridden else None))
+        rows.append(row)
+    notes = ["Times in µs (the preset file holds ns), fractions of all events, the clock in MHz."]
+    if overrides:
+        notes.append("◆ set by the campaign's bench.twin.overrides, replacing the preset's value: "
+                     + "; ".join(f"{interface_label(i)} {k} = {_twin_value(v, TWIN_PARAMETERS.get(k, ('', ''))[1])}"
+                                 for i, p in overrides.items() for k, v in p.items()) + ".")
+    if is_number(preset.get("calibration_samples")):
+        notes.append(f"Calibrated to {count_text(preset['calibration_samples'])} samples per interface: "
+                     "its minimum is that sample count's minimum.")
+    return Table("twin_preset", f"Twin preset {preset.get('name') or ''}".strip(),
+                 ["Parameter", "Meaning", "Unit", *(interface_label(i) for i in interfaces)], rows, notes)
+
+
+def findings_sentences(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The module campaign's findings (report["findings"]) as (kind, sentence), in their order."""
+    return [(str(f.get("kind", "")), readable(str(f["text"]))) for f in report.get("findings") or []
+            if isinstance(f, Mapping) and f.get("text")]
 
 
 def _target_fact(name: str, description: Any) -> str:

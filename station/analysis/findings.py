@@ -1,0 +1,241 @@
+"""The module campaign's answer, one sentence per finding (report["findings"]).
+
+What the seed asks, in its order: which interface is faster (at the median and in the tail,
+per load), whether t_rw explains what the inb check adds, what the outliers are, and the
+worst case. Each finding is a dict ``{"kind", "text", ...numbers}``: the sentence for people,
+the numbers it quotes for programs and tests.
+
+Everything comes from the report dict, except the percentile intervals: they are order
+statistics of the pooled samples, which the report does not keep, so the samples
+analyse_campaign already holds are passed in. Nothing is read from disk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from station.analysis.correlation import Z95
+from station.analysis.histogram import Histogram
+from station.report.display import (
+    count_text,
+    interface_label,
+    is_number,
+    ordered,
+    percentile_is_reliable,
+    readable,
+    us,
+)
+from station.report.samples import RunSamples
+
+#: The percentiles the interfaces are ranked at: the typical event and the tail the
+#: samples still resolve (p99.99 needs 10⁵ samples for 10 above it).
+RANKED = (("p50", "the median"), ("p99.99", "p99.99"))
+#: t_rw "explains" the inb difference when what it leaves over (the t_SW difference) is within
+#: noise or under this share of it: a run-to-run drift of a few ns is not a finding.
+NEGLIGIBLE_SHARE = 0.1
+#: Exceedance probability a GPD worst-case estimate is quoted at, when it names none.
+WORST_CASE_PROBABILITY = 1e-9
+
+
+def campaign_findings(report: Mapping[str, Any], samples: Mapping[str, RunSamples]) -> list[dict]:
+    """The findings of the module runs, in reading order; [] without module runs."""
+    runs = [r for r in report.get("runs") or [] if r.get("sw")]
+    if not runs:
+        return []
+    comparisons = report.get("comparisons") or {}
+    out: list[dict] = []
+    for load in ordered(str(r.get("load")) for r in runs):
+        mine = [r for r in runs if str(r.get("load")) == load]
+        for key, words in RANKED:
+            finding = _faster(mine, samples, load, key, words)
+            if finding:
+                out.append(finding)
+    out += [f for c in comparisons.get("t_rw") or [] if (f := _t_rw(c, runs))]
+    out += [_cross_outliers(c) for c in comparisons.get("cross_interface_outliers") or []]
+    out += _run_outliers([r for r in runs if isinstance(r.get("outlier_verdict"), Mapping)
+                          and r["outlier_verdict"].get("sentence")])
+    worst = comparisons.get("worst_case") or []
+    for load in ordered(str(c.get("load")) for c in worst):
+        out.append(_worst_case([c for c in worst if str(c.get("load")) == load], load))
+    return out
+
+
+# --- which interface is faster ------------------------------------------------------------------
+
+
+def quantile_with_ci(values: np.ndarray) -> dict[str, tuple[float, float | None, float | None]]:
+    """Each PERCENTILES entry of a sample as (estimate, lo, hi) ns: the order statistic and its
+    distribution-free 95 % interval, by the histogram module's rule with 1 ns buckets (so an upper
+    bound lies at most 1 ns above the order statistic it stands for). None: no bound (too few)."""
+    v = np.rint(np.asarray(values, dtype=np.float64)).astype(np.int64)
+    offset = int(v.min())  # bucket indices must not be negative; widths and latencies are positive anyway
+    buckets, counts = np.unique(v - offset, return_counts=True)
+    h = Histogram(buckets, counts, bucket_ns=1)
+    stats = h.describe() or {}
+    out = {}
+    for key, (lo, hi) in h.percentile_ci95_ns().items():
+        est = (stats.get("percentiles_ns") or {}).get(key)
+        out[key] = (float(est) + offset, None if lo is None else lo + offset, None if hi is None else hi + offset)
+    return out
+
+
+def _pooled(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], source: str) -> np.ndarray:
+    arrays = [getattr(samples[r["id"]], f"{source}_ns") for r in runs if r.get("id") in samples]
+    arrays = [a for a in arrays if a is not None and len(a)]
+    return np.concatenate(arrays) if arrays else np.empty(0)
+
+
+def _interval(lo: float | None, hi: float | None) -> str:
+    return f"[{us(lo) if lo is not None else '—'}, {us(hi) if hi is not None else '—'}]"
+
+
+def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], load: str,
+            key: str, words: str) -> dict | None:
+    """t_SW pooled over each interface's runs (the inb check comes after the timestamp, so both
+    variants measure the same latency), compared by 95 % order-statistic intervals."""
+    interfaces = ordered((str(r.get("interface")) for r in runs), ("lpt", "pcie"))
+    if len(interfaces) < 2:
+        return None
+    values: dict[str, dict[str, Any]] = {}
+    for iface in interfaces:
+        pooled = _pooled([r for r in runs if r.get("interface") == iface], samples, "sw")
+        if not pooled.size:
+            return None
+        est, lo, hi = quantile_with_ci(pooled)[key]
+        values[iface] = {"estimate_ns": est, "ci95_ns": [lo, hi], "count": int(pooled.size),
+                         "reliable": percentile_is_reliable(key, pooled.size)}
+    ranked = sorted(interfaces, key=lambda i: values[i]["estimate_ns"])
+    best, rest = ranked[0], ranked[1:]
+    separated = all(values[best]["ci95_ns"][1] is not None and values[i]["ci95_ns"][0] is not None
+                    and values[best]["ci95_ns"][1] < values[i]["ci95_ns"][0] for i in rest)
+    quoted = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs "
+                         f"{_interval(*values[i]['ci95_ns'])}" for i in ranked)
+    counts = " and ".join(count_text(values[i]["count"]) for i in ranked)
+    if separated:
+        head = (f"Under load {load}, {interface_label(best)} is faster than "
+                f"{', '.join(interface_label(i) for i in rest)} at {words}")
+    else:
+        head = (f"Under load {load}, {' and '.join(interface_label(i) for i in ranked)} cannot be "
+                f"told apart at {words}")
+    text = (f"{head}: software latency t_SW {quoted} (95 % order-statistic intervals over "
+            f"{counts} samples{'' if separated else '; the intervals overlap'}).")
+    if not all(v["reliable"] for v in values.values()):
+        text += f" Fewer than 10 samples lie above {key}: read it as a lower bound."
+    return {"kind": "faster", "load": load, "percentile": key, "source": "sw",
+            "faster": best if separated else None, "values": values, "text": text}
+
+
+# --- does t_rw explain the inb difference -------------------------------------------------------
+
+
+def _mean_difference(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
+                     se_a: float | None = None, se_b: float | None = None) -> tuple[float, float] | None:
+    """Difference of two STATS means and its standard error (given, or std/√n)."""
+    if not a or not b or not all(is_number(s.get(k)) for s in (a, b) for k in ("mean_ns", "std_ns", "count")):
+        return None
+    se_a = a["std_ns"] / math.sqrt(a["count"]) if se_a is None else se_a
+    se_b = b["std_ns"] / math.sqrt(b["count"]) if se_b is None else se_b
+    return a["mean_ns"] - b["mean_ns"], math.hypot(se_a, se_b)
+
+
+def _hw_se(run: Mapping[str, Any]) -> float | None:
+    """The scope mean's standard error inside the run's shift, which is cluster-robust
+    (pulses come in bursts per acquisition): se_shift² = se_hw² + se_sw²."""
+    shift, sw = run.get("shift") or {}, run.get("sw") or {}
+    if not is_number(shift.get("se_ns")) or not is_number(sw.get("std_ns")) or not sw.get("count"):
+        return None
+    return math.sqrt(max(shift["se_ns"] ** 2 - sw["std_ns"] ** 2 / sw["count"], 0.0))
+
+
+def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | None:
+    by_id = {r.get("id"): r for r in runs}
+    inb, no_inb = by_id.get(c.get("inb_run")), by_id.get(c.get("no_inb_run"))
+    if not inb or not no_inb or not is_number(c.get("estimate_ns")):
+        return None
+    hw = _mean_difference(inb.get("hw"), no_inb.get("hw"), _hw_se(inb), _hw_se(no_inb))
+    sw = _mean_difference(inb.get("sw"), no_inb.get("sw"))
+    if hw is None or sw is None:
+        return None
+    (d_hw, se_hw), (d_sw, se_sw) = hw, sw
+    est = float(c["estimate_ns"])
+    # t_rw = Δt_HW − Δt_SW by construction (differences of means): what t_rw leaves of the
+    # scope's difference is the software latencies' own difference.
+    explained = abs(d_sw) <= max(Z95 * se_sw, NEGLIGIBLE_SHARE * abs(d_hw))
+    where = f"On {interface_label(str(c.get('interface')))}" + (f" under load {c['load']}" if c.get("load") else "")
+    text = (f"{where}, scope pulses t_HW are {us(d_hw)} µs {_interval(d_hw - Z95 * se_hw, d_hw + Z95 * se_hw)} "
+            f"longer with the inb check than without, software latencies t_SW differ by {us(d_sw)} µs "
+            f"{_interval(d_sw - Z95 * se_sw, d_sw + Z95 * se_sw)}, and t_rw is {us(est)} µs "
+            f"{_interval(*(c.get('ci95_ns') or [None, None]))}")
+    if is_number(c.get("paired_estimate_ns")):
+        text += f" (from paired events: {us(c['paired_estimate_ns'])} µs {_interval(*c['paired_ci95_ns'])})"
+    text += (": t_rw explains the difference — the extra bus read lengthens the pulse, not the latency."
+             if explained else
+             f": t_rw explains only {us(est)} of the {us(d_hw)} µs; the remaining {us(d_sw)} µs is a "
+             "difference in latency between the two runs themselves.")
+    return {"kind": "t_rw", "interface": c.get("interface"), "load": c.get("load"),
+            "hw_difference_ns": d_hw, "hw_difference_ci95_ns": [d_hw - Z95 * se_hw, d_hw + Z95 * se_hw],
+            "sw_difference_ns": d_sw, "sw_difference_ci95_ns": [d_sw - Z95 * se_sw, d_sw + Z95 * se_sw],
+            "t_rw_ns": est, "t_rw_ci95_ns": c.get("ci95_ns"), "explained": explained, "text": text}
+
+
+# --- outliers -----------------------------------------------------------------------------------
+
+
+def _cross_outliers(c: Mapping[str, Any]) -> dict:
+    ref = interface_label(str(c.get("reference_interface")))
+    head = (f"Above the {ref} maximum ({us(c.get('threshold_ns'))} µs, the seed's criterion)"
+            + (f" under load {c['load']}" if c.get("load") else "") + ": ")
+    return {"kind": "outliers", "criterion": "above_reference_max", "load": c.get("load"),
+            "interface": c.get("interface"), "sw_count_above": c.get("sw_count_above"),
+            "sw_total": c.get("sw_total"), "seen_by_scope": c.get("seen_by_scope"),
+            "text": head + readable(str(c.get("verdict") or ""))}
+
+
+def _run_outliers(runs: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Each run's own verdict on its robust outliers; runs with the same sentence share one."""
+    by_sentence: dict[str, list[Mapping[str, Any]]] = {}
+    for r in runs:
+        by_sentence.setdefault(readable(str(r["outlier_verdict"]["sentence"])), []).append(r)
+    return [{"kind": "outliers", "criterion": "robust", "runs": [r.get("id") for r in same],
+             "text": f"Robust outliers (> median + 8·MAD) in {', '.join(str(r.get('id')) for r in same)}: {sentence}"}
+            for sentence, same in by_sentence.items()]
+
+
+# --- worst case ---------------------------------------------------------------------------------
+
+
+def _quantile(c: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    q = c.get("quantile_ns")
+    return q if isinstance(q, Mapping) and is_number(q.get("estimate")) else None
+
+
+def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
+    order = ordered((str(c.get("interface")) for c in items), ("lpt", "pcie"))
+    items = sorted(items, key=lambda c: order.index(str(c.get("interface"))))
+    fitted = [c for c in items if _quantile(c)]
+    if fitted and len(fitted) == len(items):
+        p = next((q.get("probability") for c in fitted if is_number((q := _quantile(c)).get("probability"))),
+                 WORST_CASE_PROBABILITY)
+        parts = [f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs "
+                 f"{_interval(_quantile(c).get('ci_low'), _quantile(c).get('ci_high'))}" for c in fitted]
+        text = (f"Worst case under load {load}: the software latency exceeded with probability {p:g} per event "
+                f"is {', '.join(parts)} (tail fit, 95 % intervals); the observed maxima "
+                + ", ".join(f"{interface_label(str(c.get('interface')))} {us(c.get('observed_max_ns'))} µs"
+                            for c in items) + " are one draw each.")
+    else:
+        parts = [f"{interface_label(str(c.get('interface')))} {us(c.get('observed_max_ns'))} µs "
+                 f"(p99.999 {us(c.get('p99_999_ns'))} µs over {count_text(c.get('samples'))} samples"
+                 + ("" if percentile_is_reliable("p99.999", c.get("samples")) else ", fewer than 10 above it")
+                 + ")" for c in items]
+        text = (f"Worst case under load {load}: the largest software latency observed was {', '.join(parts)}. "
+                "A maximum is one draw of a random variable: it ranks nothing by itself, and no tail "
+                "estimate with an interval is available here.")
+    return {"kind": "worst_case", "load": load,
+            "interfaces": {str(c.get("interface")): {"observed_max_ns": c.get("observed_max_ns"),
+                                                     "p99_999_ns": c.get("p99_999_ns"),
+                                                     "quantile_ns": _quantile(c)} for c in items},
+            "text": text}
