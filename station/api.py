@@ -41,10 +41,12 @@ async def run_campaign_async(
     return result
 
 
-def write_campaign_report(out_dir: Path) -> dict[str, Path]:
+def write_campaign_report(out_dir: Path, deadline_ns: float | None = None) -> dict[str, Path]:
+    """Analyse a campaign directory and write its report files into it (`deadline_ns`: see
+    analyse_campaign)."""
     from station.report import write_reports
 
-    report, samples = analyse_campaign(Path(out_dir))
+    report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns)
     return write_reports(report, samples, Path(out_dir))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from instruments.dialects import DIALECTS
-from station import api
+from station import api, units
 from station.config import ConfigError, json_schema, load_campaign
 
 app = typer.Typer(
@@ -120,11 +120,23 @@ def schema() -> None:
 
 
 @app.command()
-def report(out: Path = typer.Argument(..., help="campaign output directory")) -> None:
+def report(
+    out: Path = typer.Argument(..., help="campaign output directory"),
+    deadline: str = typer.Option(None, help="a latency to meet, e.g. 125us: the report gives the probability per "
+                                 "event of exceeding it (default: the campaign file's report.deadline)"),
+) -> None:
     """(Re)generate report.html/.md/.json and stats.csv from a campaign directory."""
     if not (out / "runs").is_dir():
         _fail(f"{out} is not a campaign directory (no runs/ inside)")
-    for name, path in api.write_campaign_report(out).items():
+    deadline_ns = None
+    if deadline is not None:
+        try:
+            deadline_ns = units.parse_duration(deadline, require_unit=True) * 1e9
+        except ValueError as exc:
+            _fail(f"--deadline: {exc}")
+        if not deadline_ns > 0:
+            _fail(f"--deadline: must be above 0, got {deadline}")
+    for name, path in api.write_campaign_report(out, deadline_ns=deadline_ns).items():
         if not name.startswith("figures/"):
             typer.echo(f"wrote {path}")
 

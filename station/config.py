@@ -868,6 +868,21 @@ class GpioSettings(Strict):
         return self.stimulus_edge if case.mode == "echo" else "either"
 
 
+DEADLINE_RANGE = (100e-9, 10.0, "100 ns", "10 s")
+
+
+class ReportSettings(Strict):
+    """What the report estimates beyond the measured figures."""
+
+    deadline: Seconds(DEADLINE_RANGE) | None = Field(
+        None, description="a latency the system must meet (seed 004: 125us): the report gives the probability "
+        "per event of exceeding it, from the tail fit where it lies in the tail"
+    )
+    exceedance: Float = Field(
+        1e-9, gt=0.0, lt=0.01, description="the worst case is the latency exceeded with this probability per event"
+    )
+
+
 class Campaign(Strict):
     name: Annotated[str, Field(min_length=1), _text(200)]
     description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
@@ -876,6 +891,7 @@ class Campaign(Strict):
     cyclictest: CyclictestSettings = CyclictestSettings()
     interruptions: InterruptionsSettings = InterruptionsSettings()
     gpio: GpioSettings | None = None
+    report: ReportSettings = ReportSettings()
     loads: dict[LoadSetName, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
 
     @model_validator(mode="after")

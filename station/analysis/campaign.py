@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from station import records
-from station.analysis import correlation, cyclictest, findings, gpio, interruptions, outliers
+from station.analysis import correlation, cyclictest, findings, gpio, interruptions, outliers, worst_case
 from station.analysis.pairing import Pairing, pair_run
 from station.analysis.stats import describe
 from station.report.samples import RunSamples
@@ -24,9 +24,15 @@ PROBE_ANALYSES = {"cyclictest": cyclictest.analyse_runs, "interruptions": interr
                   "gpio": gpio.analyse_runs}
 
 
-def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSamples]]:
+def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[dict[str, Any], dict[str, RunSamples]]:
+    """The report dictionary and the figures' samples. `deadline_ns` (else the campaign file's
+    report.deadline) adds the probability of exceeding it to the worst case."""
     out_dir = Path(out_dir)
     campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
+    settings = (campaign.get("config") or {}).get("report") or {}
+    if deadline_ns is None and settings.get("deadline") is not None:
+        deadline_ns = float(settings["deadline"]) * 1e9
+    exceedance = float(settings.get("exceedance") or worst_case.EXCEEDANCE)
     notes: list[str] = []
     runs = []
     probe_runs: dict[str, list[Path]] = {}
@@ -86,7 +92,7 @@ def analyse_campaign(out_dir: Path) -> tuple[dict[str, Any], dict[str, RunSample
         "comparisons": {
             "t_rw": _t_rw(run_entries, pairings),
             "cross_interface_outliers": _cross_interface(run_entries, runs, pairings),
-            "worst_case": _worst_case(run_entries, runs),
+            "worst_case": _worst_case(run_entries, runs, exceedance, deadline_ns),
         },
         "notes": notes,
         **probe_sections,
@@ -222,15 +228,21 @@ def _cross_interface(entries: list[dict], runs: list[RunData], pairings: dict[st
     return result
 
 
-def _worst_case(entries: list[dict], runs: list[RunData]) -> list[dict]:
-    """Per interface and load: the largest software latency seen, and the p99.999 of all
-    that interface's samples under that load pooled."""
+def _worst_case(entries: list[dict], runs: list[RunData], exceedance: float,
+                deadline_ns: float | None) -> list[dict]:
+    """Per interface and load: the largest software latency seen, the p99.999 of all that
+    interface's samples under that load pooled, and the tail fit (station/analysis/worst_case.py):
+    the latency exceeded with probability `exceedance` per event, with its interval and checks,
+    and the probability of exceeding the deadline when there is one."""
     by_id = {r.run_id: r for r in runs}
     result = []
     for iface, load in sorted({(e["interface"], e["load"]) for e in entries if e["sw"]}):
         mine = [e for e in entries if e["interface"] == iface and e["load"] == load and e["sw"]]
         worst = max(mine, key=lambda e: e["sw"]["max_ns"])
+        # in run order: the independence check looks at which events follow which
         pooled = np.concatenate([by_id[e["id"]].sw["latency_ns"].to_numpy() for e in mine])
+        fit = worst_case.worst_case(pooled, exceedance=exceedance, deadline_ns=deadline_ns)
+        quantile = fit.get("quantile_ns") or {}
         result.append(
             {
                 "interface": iface,
@@ -239,6 +251,11 @@ def _worst_case(entries: list[dict], runs: list[RunData]) -> list[dict]:
                 "p99_999_ns": float(np.percentile(pooled, 99.999)),
                 "run": worst["id"],
                 "samples": int(len(pooled)),
+                # what `station compare` tabulates: only a reliable fit's, at the default probability
+                "worst_case_1e9_ns": (quantile.get("estimate")
+                                      if exceedance == worst_case.EXCEEDANCE and fit.get("reliable") else None),
+                **{k: fit.get(k) for k in ("quantile_ns", "reliable", "reasons", "deadline")},
+                "tail_fit": fit,  # all of it: threshold diagnostics, fit, goodness of fit, independence
             }
         )
     return result

@@ -208,6 +208,19 @@ def _run_outliers(runs: Sequence[Mapping[str, Any]]) -> list[dict]:
 # --- worst case ---------------------------------------------------------------------------------
 
 
+def _deadline_sentence(deadlines: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
+    limit = us(deadlines[0][1].get("deadline_ns"))
+    def source(c: Mapping[str, Any], d: Mapping[str, Any]) -> str:
+        if d.get("source") != "fit":
+            return "observed fraction"
+        return "tail fit" if c.get("reliable") else "unreliable tail fit"
+
+    parts = [f"{interface_label(str(c.get('interface')))} {d['p_exceed']:.2g} "
+             f"[{d.get('ci_low') or 0:.2g}, {d.get('ci_high') or 0:.2g}] per event "
+             f"({source(c, d)}, {count_text(d.get('observed_exceedances'))} seen)" for c, d in deadlines]
+    return f"Probability of exceeding the {limit} µs deadline: " + ", ".join(parts) + "."
+
+
 def _quantile(c: Mapping[str, Any]) -> Mapping[str, Any] | None:
     q = c.get("quantile_ns")
     return q if isinstance(q, Mapping) and is_number(q.get("estimate")) else None
@@ -216,24 +229,31 @@ def _quantile(c: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
     order = ordered((str(c.get("interface")) for c in items), ("lpt", "pcie"))
     items = sorted(items, key=lambda c: order.index(str(c.get("interface"))))
-    fitted = [c for c in items if _quantile(c)]
-    if fitted and len(fitted) == len(items):
-        p = next((q.get("probability") for c in fitted if is_number((q := _quantile(c)).get("probability"))),
+    observed = ", ".join(f"{interface_label(str(c.get('interface')))} {us(c.get('observed_max_ns'))} µs"
+                         for c in items)
+    fitted = [c for c in items if _quantile(c) and c.get("reliable")]
+    unreliable = [c for c in items if not (_quantile(c) and c.get("reliable")) and c.get("reasons")]
+    parts = []
+    if fitted:
+        p = next((q.get("exceedance") for c in fitted if is_number((q := _quantile(c)).get("exceedance"))),
                  WORST_CASE_PROBABILITY)
-        parts = [f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs "
-                 f"{_interval(_quantile(c).get('ci_low'), _quantile(c).get('ci_high'))}" for c in fitted]
-        text = (f"Worst case under load {load}: the software latency exceeded with probability {p:g} per event "
-                f"is {', '.join(parts)} (tail fit, 95 % intervals); the observed maxima "
-                + ", ".join(f"{interface_label(str(c.get('interface')))} {us(c.get('observed_max_ns'))} µs"
-                            for c in items) + " are one draw each.")
-    else:
-        parts = [f"{interface_label(str(c.get('interface')))} {us(c.get('observed_max_ns'))} µs "
-                 f"(p99.999 {us(c.get('p99_999_ns'))} µs over {count_text(c.get('samples'))} samples"
-                 + ("" if percentile_is_reliable("p99.999", c.get("samples")) else ", fewer than 10 above it")
-                 + ")" for c in items]
-        text = (f"Worst case under load {load}: the largest software latency observed was {', '.join(parts)}. "
-                "A maximum is one draw of a random variable: it ranks nothing by itself, and no tail "
-                "estimate with an interval is available here.")
+        parts.append(f"the software latency exceeded with probability {p:g} per event is "
+                     + ", ".join(f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs "
+                                 f"{_interval(_quantile(c).get('ci_low'), _quantile(c).get('ci_high'))}"
+                                 for c in fitted) + " (tail fit, 95 % profile intervals)")
+    for c in unreliable:
+        parts.append(f"{interface_label(str(c.get('interface')))} has no reliable tail estimate: "
+                     + "; ".join(str(r) for r in c["reasons"]))
+    if not parts:
+        parts.append("no tail estimate with an interval is available")
+    text = (f"Worst case under load {load}: " + "; ".join(parts) + f". The observed maxima ({observed}"
+            + ", p99.999 " + ", ".join(f"{interface_label(str(c.get('interface')))} {us(c.get('p99_999_ns'))} µs"
+                                       for c in items)
+            + ") are one draw each: a maximum ranks nothing by itself.")
+    deadlines = [(c, c["deadline"]) for c in items if isinstance(c.get("deadline"), Mapping)
+                 and is_number(c["deadline"].get("p_exceed"))]
+    if deadlines:
+        text += " " + _deadline_sentence(deadlines)
     return {"kind": "worst_case", "load": load,
             "interfaces": {str(c.get("interface")): {"observed_max_ns": c.get("observed_max_ns"),
                                                      "p99_999_ns": c.get("p99_999_ns"),
