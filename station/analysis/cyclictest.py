@@ -163,12 +163,17 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     targets = _target_names(config, entries)
     cases = list((config.get("matrix") or {}).get("loads") or dict.fromkeys(e["load"] for e in entries))
     deadline = (config.get("cyclictest") or {}).get("deadline")
+    if deadline is None and (config.get("report") or {}).get("deadline") is not None:
+        deadline = config["report"]["deadline"]
     section = {
         "table": _max_table(entries, targets, cases),
+        "deadline_view": _deadline_view(entries, deadline * 1e6) if deadline is not None else [],
         "targets": {t: _target_facts(t, campaign) for t in targets},
         "runs": entries,
         "deadline_us": None if deadline is None else round(deadline * 1e6, 3),
     }
+    for e in entries:
+        e.pop("_histograms", None)
     for name, why in (campaign.get("unavailable") or {}).items():
         notes.append(f"Target {name} was unavailable in the last session: {why}")
         section["targets"].setdefault(name, {})["unavailable"] = why
@@ -206,6 +211,8 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
                      + "; ".join(out.json.repairs))
     entry["threads"] = rows
     entry["combined"] = combine(hists).describe() if hists else None
+    # for the deadline view: cycles, and how many at each whole µs (overflows kept apart)
+    entry["_histograms"] = hists
     curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts))
               for t in out.threads if t.has_histogram]
     return entry, curves
@@ -219,6 +226,31 @@ def _target_names(config: dict[str, Any], entries: list[dict[str, Any]]) -> list
     named = list((config.get("bench") or {}).get("targets") or {})
     seen = list(dict.fromkeys(e["target"] for e in entries))
     return named + [t for t in seen if t not in named] if named else seen
+
+
+def _deadline_view(entries: list[dict[str, Any]], deadline_us: float) -> list[dict[str, Any]]:
+    """Per target × case, the complete runs' threads pooled: how often a cycle's latency reached
+    the deadline, with an exact (Clopper–Pearson) 95 % interval. Buckets are whole µs, so a cycle
+    in the deadline's own bucket counts as reaching it; cycles beyond the histogram's range
+    (overflows) count as above it: the probability is an upper bound where there are any."""
+    from station.analysis.worst_case import binomial_interval
+
+    cells: dict[tuple[str, str], list[Histogram]] = {}
+    for e in entries:
+        if e["status"] == "complete" and e.get("_histograms"):
+            cells.setdefault((e["target"], e["load"]), []).extend(e["_histograms"])
+    view = []
+    for (target, load), hists in cells.items():
+        cycles = sum(int(h.counts.sum()) + h.overflows for h in hists)
+        above = sum(int(h.counts[h.bucket_us * (h.bucket_ns / 1000) >= np.floor(deadline_us)].sum()) + h.overflows
+                    for h in hists)
+        if not cycles:
+            continue
+        lo, hi = binomial_interval(above, cycles)
+        view.append({"target": target, "load": load, "deadline_us": deadline_us, "cycles": cycles, "above": above,
+                     "overflows": sum(h.overflows for h in hists), "p_exceed": above / cycles,
+                     "ci_low": lo, "ci_high": hi})
+    return view
 
 
 def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[str]) -> dict[str, Any]:

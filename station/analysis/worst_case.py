@@ -692,11 +692,17 @@ def _empirical_quantile(x: np.ndarray, p: float) -> dict:
     }
 
 
+def binomial_interval(c: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Clopper–Pearson interval of a probability seen c times in n trials (exact, conservative)."""
+    lo = 0.0 if c == 0 else float(stats.beta.ppf((1 - level) / 2, c, n - c + 1))
+    hi = 1.0 if c == n else float(stats.beta.ppf(1 - (1 - level) / 2, c + 1, n - c))
+    return lo, hi
+
+
 def _empirical_deadline(x: np.ndarray, deadline_ns: float) -> dict:
     n = x.size
     c = int(np.count_nonzero(x > deadline_ns))
-    lo = 0.0 if c == 0 else float(stats.beta.ppf((1 - LEVEL) / 2, c, n - c + 1))
-    hi = 1.0 if c == n else float(stats.beta.ppf(1 - (1 - LEVEL) / 2, c + 1, n - c))
+    lo, hi = binomial_interval(c, n)
     return {
         "deadline_ns": deadline_ns,
         "source": "empirical",

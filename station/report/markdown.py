@@ -143,6 +143,8 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
     ct = cyclictest_tables(report)
     if ct:
         out += ["## cyclictest: maximum latency", "", render_table(ct.max_latency), ""]
+        if ct.deadline:
+            out += [render_table(ct.deadline), ""]
         if ct.targets:
             out += [render_table(ct.targets), ""]
     if report.get("notes"):
