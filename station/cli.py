@@ -131,7 +131,7 @@ def report(
     deadline_ns = None
     if deadline is not None:
         try:
-            deadline_ns = units.parse_duration(deadline, require_unit=True) * 1e9
+            deadline_ns = float(round(units.parse_duration(deadline, require_unit=True) * 1e9))
         except ValueError as exc:
             _fail(f"--deadline: {exc}")
         if not deadline_ns > 0:

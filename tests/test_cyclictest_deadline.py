@@ -31,7 +31,7 @@ def _imported(tmp_path: Path, deadline: str) -> dict:
     return analyse_campaign(out)[0]["cyclictest"]
 
 
-@pytest.mark.parametrize("deadline_us", [20, 50, 99])
+@pytest.mark.parametrize("deadline_us", [20, 30, 50, 99, 100])  # 30us is 29.999999999999996e-6 s
 def test_reaching_the_deadline_is_counted_from_the_histogram(tmp_path: Path, deadline_us: int) -> None:
     section = _imported(tmp_path, f"{deadline_us}us")
     (cell,) = section["deadline_view"]
@@ -53,3 +53,18 @@ def test_the_page_shows_the_deadline_table(tmp_path: Path) -> None:
     table = deadline_table(section)
     assert table is not None and "50 µs" in table.title
     assert [c.text for c in table.rows[0][:2]] == ["board", "none"]
+
+
+def test_report_deadline_option_reaches_an_imported_cyclictest_run(tmp_path: Path) -> None:
+    from tests.conftest import run_station
+
+    dump = tmp_path / "board-none.json"
+    dump.write_bytes(SOURCE.read_bytes())
+    out = tmp_path / "out"
+    api.import_results([dump], out, ImportOptions(target="board", load="none"), report=False)
+    proc = run_station("report", str(out), "--deadline", "30us")
+    assert proc.returncode == 0, proc.stderr
+    section = json.loads((out / "report.json").read_text())["cyclictest"]
+    (cell,) = section["deadline_view"]
+    assert section["deadline_us"] == 30 and cell["deadline_us"] == 30
+    assert "Deadline 30 µs" in (out / "report.md").read_text()

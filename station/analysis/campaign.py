@@ -31,7 +31,12 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
     campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
     settings = (campaign.get("config") or {}).get("report") or {}
     if deadline_ns is None and settings.get("deadline") is not None:
-        deadline_ns = float(settings["deadline"]) * 1e9
+        deadline_ns = float(round(float(settings["deadline"]) * 1e9))  # 30us is 29999.999999999996 ns
+    elif deadline_ns is not None:  # given here (station report --deadline): it wins for every kind
+        config = dict(campaign.get("config") or {})
+        config["report"] = {**settings, "deadline": deadline_ns / 1e9}
+        config["cyclictest"] = {**(config.get("cyclictest") or {}), "deadline": deadline_ns / 1e9}
+        campaign = {**campaign, "config": config}
     exceedance = float(settings.get("exceedance") or worst_case.EXCEEDANCE)
     notes: list[str] = []
     runs = []

@@ -167,7 +167,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         deadline = config["report"]["deadline"]
     section = {
         "table": _max_table(entries, targets, cases),
-        "deadline_view": _deadline_view(entries, deadline * 1e6) if deadline is not None else [],
+        "deadline_view": _deadline_view(entries, round(deadline * 1e9) / 1000) if deadline is not None else [],
         "targets": {t: _target_facts(t, campaign) for t in targets},
         "runs": entries,
         "deadline_us": None if deadline is None else round(deadline * 1e6, 3),
@@ -242,8 +242,9 @@ def _deadline_view(entries: list[dict[str, Any]], deadline_us: float) -> list[di
     view = []
     for (target, load), hists in cells.items():
         cycles = sum(int(h.counts.sum()) + h.overflows for h in hists)
-        above = sum(int(h.counts[h.bucket_us * (h.bucket_ns / 1000) >= np.floor(deadline_us)].sum()) + h.overflows
-                    for h in hists)
+        # in whole ns: a deadline read from seconds is a hair below its µs (30us is 29.999999999999996)
+        deadline_ns = round(deadline_us * 1000)
+        above = sum(int(h.counts[h.bucket_us >= deadline_ns // int(h.bucket_ns)].sum()) + h.overflows for h in hists)
         if not cycles:
             continue
         lo, hi = binomial_interval(above, cycles)

@@ -30,6 +30,7 @@ from station.report.display import (
     us,
 )
 from station.report.samples import RunSamples
+from station.report.tables import probability_interval
 
 #: The percentiles the interfaces are ranked at: the typical event and the tail the
 #: samples still resolve (p99.99 needs 10⁵ samples for 10 above it).
@@ -215,8 +216,7 @@ def _deadline_sentence(deadlines: Sequence[tuple[Mapping[str, Any], Mapping[str,
             return "observed fraction"
         return "tail fit" if c.get("reliable") else "unreliable tail fit"
 
-    parts = [f"{interface_label(str(c.get('interface')))} {d['p_exceed']:.2g} "
-             f"[{d.get('ci_low') or 0:.2g}, {d.get('ci_high') or 0:.2g}] per event "
+    parts = [f"{interface_label(str(c.get('interface')))} {d['p_exceed']:.2g} {probability_interval(d)} per event "
              f"({source(c, d)}, {count_text(d.get('observed_exceedances'))} seen)" for c, d in deadlines]
     return f"Probability of exceeding the {limit} µs deadline: " + ", ".join(parts) + "."
 
@@ -240,7 +240,8 @@ def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
         parts.append(f"the software latency exceeded with probability {p:g} per event is "
                      + ", ".join(f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs "
                                  f"{_interval(_quantile(c).get('ci_low'), _quantile(c).get('ci_high'))}"
-                                 for c in fitted) + " (tail fit, 95 % profile intervals)")
+                                 for c in fitted)
+                     + f" (95 % intervals: {_quantile(fitted[0]).get('interval') or 'tail fit'})")
     for c in unreliable:
         parts.append(f"{interface_label(str(c.get('interface')))} has no reliable tail estimate: "
                      + "; ".join(str(r) for r in c["reasons"]))

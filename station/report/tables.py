@@ -229,6 +229,14 @@ def outliers_table(report: Mapping[str, Any]) -> Table | None:
                   "same as the runs' robust outliers (> median + 8·MAD of the run itself)."])
 
 
+def probability_interval(d: Mapping[str, Any]) -> str:
+    """"[lo, hi]" of a probability's interval; a bound the estimate could not give is "?"."""
+    def bound(v: Any) -> str:
+        return f"{v:.2g}" if is_number(v) else "?"
+
+    return f"[{bound(d.get('ci_low'))}, {bound(d.get('ci_high'))}]"
+
+
 def worst_case_table(report: Mapping[str, Any]) -> Table | None:
     items = _comparisons(report, "worst_case")
     if not items:
@@ -253,8 +261,8 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
                _t(fit)]
         if deadline is not None:
             d = c.get("deadline") or {}
-            row.append(_n(f"{d.get('p_exceed', 0):.2g} [{d.get('ci_low') or 0:.2g}, {d.get('ci_high') or 0:.2g}]"
-                          if is_number(d.get("p_exceed")) else "–"))
+            shown = is_number(d.get("p_exceed")) and (d.get("source") != "fit" or c.get("reliable"))
+            row.append(_n(f"{d['p_exceed']:.2g} {probability_interval(d)}" if shown else "–"))
         rows.append([*row, _t(c.get("run"))])
     header = ["Interface", "Observed max (µs)", "p99.999 (µs)",
               f"Exceeded w.p. {exceedance or 1e-9:g}/event (µs) [95 %]", "Tail fit"]
@@ -264,7 +272,8 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
     notes.append("Tail fit: peaks over a threshold fitted with a generalised Pareto distribution, profile "
                  "likelihood intervals; threshold chosen where the shape is stable, checked by an "
                  "Anderson-Darling test and for clustered extremes (extremal index). An unreliable fit "
-                 "gives no number here, only the reason (report.json keeps its estimates). The observed maximum is "
+                 "gives no number here, nor a deadline probability from it, only the reason (report.json keeps "
+                 "its estimates). The observed maximum is "
                  "one draw: it ranks nothing by itself.")
     return Table("worst_case", "Worst case", [*header, "Run"], rows, notes)
 
