@@ -347,6 +347,10 @@ def from_cyclictest(thread: CyclictestThread, *, range_us: int | None = None) ->
     if not thread.has_histogram:
         raise ValueError(f"thread {thread.index} has no histogram (was -h given?)")
     overflows = thread.overflows if thread.overflows is not None else max(0, thread.cycles - thread.in_range)
+    if thread.overflows is None and range_us is not None and thread.max is not None and thread.max < range_us:
+        # no sample reached the range, so cycles beyond the histogram's sum are not overflows: a
+        # cyclictest stopped by a signal counts a cycle before it files it in the histogram
+        overflows = 0
     return Histogram(
         thread.buckets, thread.counts, overflows,
         exact_min_us=thread.min, exact_avg_us=None if thread.avg_truncated else thread.avg,
