@@ -154,9 +154,12 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     config = campaign.get("config") or {}
     notes: list[str] = []
     entries, samples = [], {}
+    measured: dict[str, list[Histogram]] = {}  # run id -> its threads' histograms (the deadline view)
     for run_dir in run_dirs:
         manifest = json.loads((run_dir / "manifest.json").read_text())
-        entry, hists = _run_entry(run_dir, manifest, notes)
+        entry, hists, thread_hists = _run_entry(run_dir, manifest, notes)
+        if entry["status"] == "complete":
+            measured[entry["id"]] = thread_hists
         entries.append(entry)
         if hists:
             samples[entry["id"]] = RunSamples(np.empty(0, dtype=np.int64), None, tuple(hists))
@@ -167,13 +170,12 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         deadline = config["report"]["deadline"]
     section = {
         "table": _max_table(entries, targets, cases),
-        "deadline_view": _deadline_view(entries, round(deadline * 1e9) / 1000) if deadline is not None else [],
+        "deadline_view": (_deadline_view(entries, measured, round(deadline * 1e9) / 1000)
+                          if deadline is not None else []),
         "targets": {t: _target_facts(t, campaign) for t in targets},
         "runs": entries,
         "deadline_us": None if deadline is None else round(deadline * 1e6, 3),
     }
-    for e in entries:
-        e.pop("_histograms", None)
     for name, why in (campaign.get("unavailable") or {}).items():
         notes.append(f"Target {name} was unavailable in the last session: {why}")
         section["targets"].setdefault(name, {})["unavailable"] = why
@@ -183,8 +185,9 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     return section, samples, notes
 
 
-def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any],
-                                                                                   list[ThreadHistogram]]:
+def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[
+        dict[str, Any], list[ThreadHistogram], list[Histogram]]:
+    """The run's report entry, its figure curves, and its threads' histograms (empty when unreadable)."""
     run = manifest.get("run") or {}
     ct = manifest.get("cyclictest") or {}
     entry: dict[str, Any] = {
@@ -204,18 +207,16 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
     except (CyclictestOutputError, ValueError) as exc:
         if entry["status"] == "complete":
             notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
-        return entry, []
+        return entry, [], []
     notes.extend(f"Run {entry['id']}: {problem} (its figures come from the other output)" for problem in out.problems)
     if out.json is not None and out.json.repairs:
         notes.append(f"Run {entry['id']}: cyclictest wrote invalid JSON, read after repairs: "
                      + "; ".join(out.json.repairs))
     entry["threads"] = rows
     entry["combined"] = combine(hists).describe() if hists else None
-    # for the deadline view: cycles, and how many at each whole µs (overflows kept apart)
-    entry["_histograms"] = hists
     curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts))
               for t in out.threads if t.has_histogram]
-    return entry, curves
+    return entry, curves, hists
 
 
 def _label(t: CyclictestThread) -> str:
@@ -228,7 +229,8 @@ def _target_names(config: dict[str, Any], entries: list[dict[str, Any]]) -> list
     return named + [t for t in seen if t not in named] if named else seen
 
 
-def _deadline_view(entries: list[dict[str, Any]], deadline_us: float) -> list[dict[str, Any]]:
+def _deadline_view(entries: list[dict[str, Any]], measured: dict[str, list[Histogram]],
+                   deadline_us: float) -> list[dict[str, Any]]:
     """Per target × case, the complete runs' threads pooled: how often a cycle's latency reached
     the deadline, with an exact (Clopper–Pearson) 95 % interval. Buckets are whole µs, so a cycle
     in the deadline's own bucket counts as reaching it; cycles beyond the histogram's range
@@ -237,8 +239,8 @@ def _deadline_view(entries: list[dict[str, Any]], deadline_us: float) -> list[di
 
     cells: dict[tuple[str, str], list[Histogram]] = {}
     for e in entries:
-        if e["status"] == "complete" and e.get("_histograms"):
-            cells.setdefault((e["target"], e["load"]), []).extend(e["_histograms"])
+        if measured.get(e["id"]):
+            cells.setdefault((e["target"], e["load"]), []).extend(measured[e["id"]])
     view = []
     for (target, load), hists in cells.items():
         cycles = sum(int(h.counts.sum()) + h.overflows for h in hists)
