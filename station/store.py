@@ -25,7 +25,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -329,24 +329,36 @@ class RunData:
         return self.manifest["run_id"]
 
 
-def load_run(run_dir: Path) -> RunData:
+def _read_parquet(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
+    """A Parquet file's columns (all, or those of `columns` it has) as a DataFrame."""
+    if columns is None:
+        return pd.read_parquet(path)
+    names = set(pq.read_schema(path).names)
+    # split_blocks: a block per column, without pandas stacking same-typed columns into a copy
+    return pq.read_table(path, columns=[c for c in columns if c in names]).to_pandas(split_blocks=True)
+
+
+def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) -> RunData:
+    """A run's data; `columns` (by table: "sw", "hw", "truth") restricts what is read of its
+    Parquet files to the columns named that the file has."""
+    columns = columns or {}
     manifest = json.loads((run_dir / "manifest.json").read_text())
     fmt = manifest.get("format", "v1")
     if (run_dir / "sw.parquet").exists():
-        sw = pd.read_parquet(run_dir / "sw.parquet")
+        sw = _read_parquet(run_dir / "sw.parquet", columns.get("sw"))
     else:  # interrupted before seal: read what streamed
         try:
             sw = records.decode_file(run_dir / "sw.raw", fmt)
         except records.RecordFormatError:  # the run failed on this very stream; its manifest says why
             sw = records.decode(b"", fmt)
     if (run_dir / "hw.parquet").exists():
-        hw = pd.read_parquet(run_dir / "hw.parquet")
+        hw = _read_parquet(run_dir / "hw.parquet", columns.get("hw"))
     elif (run_dir / "hw_pulses.csv").exists():
         hw = read_csv_lines(run_dir / "hw_pulses.csv")
     else:
         hw = pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
     truth_path = run_dir / "twin-truth.parquet"
-    truth = pd.read_parquet(truth_path) if truth_path.exists() else None
+    truth = _read_parquet(truth_path, columns.get("truth")) if truth_path.exists() else None
     arrivals_path = run_dir / "sw_arrivals.csv"
     arrivals = read_csv_lines(arrivals_path) if arrivals_path.exists() else None
     return RunData(run_dir, manifest, sw, hw, truth, arrivals)

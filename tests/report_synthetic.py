@@ -102,8 +102,8 @@ def build(n: int = 50_000, seed: int = 2015) -> tuple[dict[str, Any], dict[str, 
         trw.append({"interface": interface, "estimate_ns": est, "ci95_ns": [est - 15, est + 15],
                     "inb_run": a["id"], "no_inb_run": b["id"], "truth_ns": TRW_NS})
     lpt_max = max(by_id[k]["sw"]["max_ns"] for k in ("lpt-inb-r0", "lpt-no-inb-r0"))
-    pcie_sw = np.concatenate([samples["pcie-inb-r0"].sw_ns, samples["pcie-no-inb-r0"].sw_ns])
-    pcie_hw = np.concatenate([samples["pcie-inb-r0"].hw_ns, samples["pcie-no-inb-r0"].hw_ns])
+    pcie_sw = np.concatenate([samples["pcie-inb-r0"].sw.samples(), samples["pcie-no-inb-r0"].sw.samples()])
+    pcie_hw = np.concatenate([samples["pcie-inb-r0"].hw.samples(), samples["pcie-no-inb-r0"].hw.samples()])
     above = int((pcie_sw > lpt_max).sum())
     report: dict[str, Any] = {
         "schema_version": 1,

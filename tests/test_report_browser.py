@@ -102,7 +102,7 @@ def test_dom_has_figures_and_numbers(chromium: str, rendered, tmp_path: Path) ->
     assert dom.count("<path") > 10 * n_figures  # the figures' content was parsed as SVG
     assert report["campaign"]["name"] in dom
     for run_id, s in samples.items():
-        assert f"{s.sw_ns.mean() / 1000:.3f}" in dom, run_id
-        assert f"{s.sw_ns.max() / 1000:.3f}" in dom, run_id
+        assert f"{s.sw.samples().mean() / 1000:.3f}" in dom, run_id
+        assert f"{s.sw.samples().max() / 1000:.3f}" in dom, run_id
     for item in report["comparisons"]["t_rw"]:
         assert f"{item['estimate_ns'] / 1000:.3f}" in dom

@@ -79,7 +79,7 @@ def test_stats_csv_matches_samples(campaign) -> None:
     expected = [(r["id"], src) for r in report["runs"] for src in ("sw", "hw") if r[src]]
     assert [(row["run_id"], row["source"]) for row in rows] == expected
     for row in rows:
-        values = getattr(samples[row["run_id"]], f"{row['source']}_ns")
+        values = getattr(samples[row["run_id"]], row["source"]).samples()
         assert int(row["count"]) == values.size
         assert float(row["min_ns"]) == float(values.min())
         assert float(row["max_ns"]) == float(values.max())
@@ -96,9 +96,10 @@ def test_markdown_run_table_in_microseconds(campaign) -> None:
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "| Run | Source | Count | Min | Mean | Std | p50 | p99 | p99.99 | p99.999 | Max |" in md
     for run_id, s in samples.items():
-        for source, values in (("SW", s.sw_ns), ("HW (scope)", s.hw_ns)):
-            if values is None:
+        for source, d in (("SW", s.sw), ("HW (scope)", s.hw)):
+            if d is None:
                 continue
+            values = d.samples()
             line = next(ln for ln in md.splitlines() if ln.startswith(f"| {run_id} | {source} |"))
             cells = [c.strip() for c in line.strip("|").split("|")]
             assert cells[3:6] == [_us(values.min()), _us(values.mean()), _us(values.std(ddof=1))]

@@ -12,12 +12,16 @@ import pandas as pd
 
 from station import records
 from station.analysis import correlation, cyclictest, findings, gpio, interruptions, outliers, worst_case
+from station.analysis.distribution import Distribution
 from station.analysis.pairing import Pairing, pair_run
-from station.analysis.stats import describe
 from station.report.samples import RunSamples
 from station.store import RunData, list_runs, load_run, station_version
 
 SCHEMA_VERSION = 1
+# what the analysis reads of a run's records (a result-store file holds more: identity, timestamps)
+ANALYSED_COLUMNS = {"sw": ("seq", "latency_ns", "flags", "hw_width_ns"),
+                    "hw": ("acquisition", "start_s", "width_s", "armed_host_s"),
+                    "truth": ("seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns")}
 # a probe kind's analysis: (its run directories, campaign.json) -> (report section, samples, notes);
 # the section goes into the report under the kind's name
 PROBE_ANALYSES = {"cyclictest": cyclictest.analyse_runs, "interruptions": interruptions.analyse_runs,
@@ -39,7 +43,7 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
         campaign = {**campaign, "config": config}
     exceedance = float(settings.get("exceedance") or worst_case.EXCEEDANCE)
     notes: list[str] = []
-    runs = []
+    module_dirs: list[Path] = []
     probe_runs: dict[str, list[Path]] = {}
     spoiled: dict[str, list[str]] = {}  # spoiler flag -> the runs it was raised in
     for run_dir in list_runs(out_dir):
@@ -48,7 +52,7 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
         for flag in (manifest.get("spoilers") or {}).get("flags") or []:
             spoiled.setdefault(flag, []).append(manifest.get("run_id", run_dir.name))
         if kind == "module":
-            runs.append(load_run(run_dir))
+            module_dirs.append(run_dir)
         elif kind in PROBE_ANALYSES:
             probe_runs.setdefault(kind, []).append(run_dir)
         else:
@@ -65,11 +69,14 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
         notes += kind_notes
     run_entries = []
     pairings: dict[str, Pairing] = {}
-    for run in runs:
+    runs = []
+    for run_dir in module_dirs:  # one run's records in memory at a time, then what the comparisons use
+        run = load_run(run_dir, ANALYSED_COLUMNS)
         pairing = pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
         if pairing is not None:
             pairings[run.run_id] = pairing
         entry, sample = _analyse_run(run, pairing)
+        runs.append(_slim(run))
         run_entries.append(entry)
         samples[entry["id"]] = sample
         if entry["status"] != "complete":
@@ -108,8 +115,10 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
 
 def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any], RunSamples]:
     m = run.manifest
-    sw = run.sw["latency_ns"].to_numpy(np.int64) if len(run.sw) else np.empty(0, np.int64)
-    hw = run.hw["width_s"].to_numpy(np.float64) * 1e9 if len(run.hw) else None
+    # the run's samples as distributions: every statistic below is exact and none re-sorts them
+    sw = Distribution.of(run.sw["latency_ns"].to_numpy(np.int64) if len(run.sw) else np.empty(0, np.int64))
+    hw_widths = run.hw["width_s"].to_numpy(np.float64) * 1e9 if len(run.hw) else None
+    hw = None if hw_widths is None else Distribution.of(hw_widths)
     losses = m.get("losses", {})
     entry = {
         "id": m["run_id"],
@@ -118,8 +127,8 @@ def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any],
         "status": m.get("status"),
         "error": m.get("error"),
         "duration_s": m.get("duration_s"),
-        "sw": describe(sw),
-        "hw": describe(hw) if hw is not None else None,
+        "sw": _describe(run.sw["latency_ns"].to_numpy(), sw),
+        "hw": _describe(hw_widths, hw) if hw is not None else None,
         "board": _board(run),
         "losses": {
             "sw_lost": int(losses.get("sw_lost", 0)),
@@ -128,16 +137,35 @@ def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any],
             "format": m.get("format", "v1"),
         },
         "interrupts": m.get("interrupts"),
-        "shift": correlation.shift(sw, hw, run.hw["acquisition"].to_numpy()) if hw is not None else None,
-        "outliers": outliers.run_outliers(sw, hw) if len(sw) else None,
+        "shift": correlation.shift(sw, hw_widths, run.hw["acquisition"].to_numpy()) if hw is not None else None,
+        "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
         "truth": _truth(run),
         "pairing": pairing.summary() if pairing is not None else None,
     }
     # which side delayed the run's outliers, from the events both sides saw (issue 12)
     entry["outlier_verdict"] = (
-        outliers.outlier_verdict(sw, hw, pairing.pairs if pairing is not None else None) if len(sw) else None
+        outliers.outlier_verdict(sw, hw, pairing.pairs if pairing is not None else None,
+                                 pairing.in_bulk if pairing is not None and len(pairing.pairs) > 1 else None)
+        if sw.count else None
     )
     return entry, RunSamples(sw_ns=sw, hw_ns=hw)
+
+
+def _describe(values: np.ndarray, dist: Distribution) -> dict | None:
+    """stats.describe() of a sample, bit for bit: the order statistics from its distribution
+    (no sort), the mean and standard deviation by numpy's own summation of the sample."""
+    described = dist.describe()
+    if described is not None:
+        described["mean_ns"] = float(np.mean(values, dtype=np.float64))
+        described["std_ns"] = float(np.std(values, dtype=np.float64, ddof=1)) if len(values) > 1 else 0.0
+    return described
+
+
+def _slim(run: RunData) -> RunData:
+    """The columns the cross-run comparisons read (_cross_interface, _worst_case), the rest let go."""
+    keep = [c for c in ("latency_ns", "flags", "hw_width_ns") if c in run.sw]
+    return RunData(run.dir, run.manifest, run.sw[keep], run.hw[["width_s"]] if "width_s" in run.hw else run.hw,
+                   None, None)
 
 
 def _board(run: RunData) -> dict | None:
@@ -147,7 +175,8 @@ def _board(run: RunData) -> dict | None:
     has = (run.sw["flags"].to_numpy() & int(records.Flag.HW_WIDTH)) != 0
     if not has.any():
         return None
-    return describe(run.sw["hw_width_ns"].to_numpy()[has])
+    widths = run.sw["hw_width_ns"].to_numpy()[has]
+    return _describe(widths, Distribution.of(widths))
 
 
 def _truth(run: RunData) -> dict | None:
@@ -180,7 +209,8 @@ def _t_rw(entries: list[dict], pairings: dict[str, Pairing]) -> list[dict]:
         paired = {}
         pa, pb = pairings.get(a["id"]), pairings.get(b["id"])
         if pa is not None and pb is not None and len(pa.pairs) > 1 and len(pb.pairs) > 1:
-            paired = correlation.paired_t_rw(pa.pairs["diff_ns"].to_numpy(), pb.pairs["diff_ns"].to_numpy())
+            paired = correlation.paired_t_rw(pa.pairs["diff_ns"].to_numpy(), pb.pairs["diff_ns"].to_numpy(),
+                                             pa.in_bulk, pb.in_bulk)
         result.append(
             {
                 "interface": iface,

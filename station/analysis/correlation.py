@@ -13,34 +13,42 @@ import math
 
 import numpy as np
 
+from station.analysis.distribution import Distribution
 from station.analysis.stats import mean_se
 
 Z95 = 1.959963984540054
 
 
-def shift(sw_ns: np.ndarray, hw_ns: np.ndarray, acquisitions: np.ndarray | None = None) -> dict | None:
+def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.ndarray | None = None) -> dict | None:
     """HW − SW mean difference. Scope pulses come in bursts of consecutive events (one
     acquisition each), which drift together under load: their standard error is the
-    cluster-robust one over acquisitions, not the one for independent pulses."""
-    if len(sw_ns) < 2 or len(hw_ns) < 2:
+    cluster-robust one over acquisitions, not the one for independent pulses. The software
+    sample may be given as its Distribution."""
+    sw = sw_ns if isinstance(sw_ns, Distribution) else Distribution.of(np.asarray(sw_ns))
+    if sw.count < 2 or len(hw_ns) < 2:
         return None
     m_hw, se_hw = _cluster_mean_se(np.asarray(hw_ns, np.float64), acquisitions)
-    m_sw, se_sw = mean_se(sw_ns)
+    m_sw, se_sw = sw.mean(), sw.std(1) / math.sqrt(sw.count)
     d = m_hw - m_sw
     se = math.hypot(se_hw, se_sw)
     return {
         "hw_minus_sw_mean_ns": d,
         "se_ns": se,
         "ci95_ns": [d - Z95 * se, d + Z95 * se],
-        "hw_minus_sw_median_ns": float(np.median(hw_ns) - np.median(sw_ns)),
+        "hw_minus_sw_median_ns": float(np.median(hw_ns) - sw.median()),
     }
 
 
 def _cluster_mean_se(values: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float]:
-    if clusters is None or len(np.unique(clusters)) < 10:
+    if clusters is None or not len(clusters):
+        return mean_se(values)
+    if np.all(clusters[1:] >= clusters[:-1]):  # as written, acquisition after acquisition: no sort
+        inverse = np.cumsum(np.r_[False, clusters[1:] != clusters[:-1]])
+    else:
+        inverse = np.unique(clusters, return_inverse=True)[1]
+    if inverse.max() + 1 < 10:
         return mean_se(values)
     mean = float(values.mean())
-    _, inverse = np.unique(clusters, return_inverse=True)
     sums = np.bincount(inverse, weights=values - mean)
     k = len(sums)
     return mean, float(math.sqrt(k / (k - 1) * np.sum(sums**2)) / len(values))
@@ -61,7 +69,7 @@ def t_rw(shift_inb: dict, shift_no_inb: dict) -> dict:
 PAIRED_OUTLIER_MADS = 6.0
 
 
-def bulk(diff_ns: np.ndarray) -> np.ndarray:
+def bulk(diff_ns: np.ndarray, median: float | None = None) -> np.ndarray:
     """The events whose HW−SW difference lies with the run's bulk.
 
     A paired difference holds the bus access and the scope's resolution; an event delayed on one
@@ -70,19 +78,22 @@ def bulk(diff_ns: np.ndarray) -> np.ndarray:
     shift the mean by more than its standard error: they are left out, and counted.
     """
     d = np.asarray(diff_ns, dtype=np.float64)
-    median = float(np.median(d))
+    median = float(np.median(d)) if median is None else median  # given: the caller has it
     sigma = 1.4826 * float(np.median(np.abs(d - median)))
     if sigma == 0.0:
         return d == median
     return np.abs(d - median) <= PAIRED_OUTLIER_MADS * sigma
 
 
-def paired_t_rw(diff_inb: np.ndarray, diff_no_inb: np.ndarray) -> dict:
+def paired_t_rw(diff_inb: np.ndarray, diff_no_inb: np.ndarray,
+                keep_inb: np.ndarray | None = None, keep_no_inb: np.ndarray | None = None) -> dict:
     """t_rw from paired events: the same events seen by both, so each difference
     holds only the bus access and the scope's resolution, not the latency's spread.
-    Events outlying on one side are left out of each run's mean (`bulk`); how many is said."""
+    Events outlying on one side are left out of each run's mean (`bulk`, unless given); how
+    many is said."""
     a, b = np.asarray(diff_inb, np.float64), np.asarray(diff_no_inb, np.float64)
-    keep_a, keep_b = bulk(a), bulk(b)
+    keep_a = bulk(a) if keep_inb is None else keep_inb
+    keep_b = bulk(b) if keep_no_inb is None else keep_no_inb
     m_a, se_a = mean_se(a[keep_a])
     m_b, se_b = mean_se(b[keep_b])
     est, se = m_a - m_b, math.hypot(se_a, se_b)

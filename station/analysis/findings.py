@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from station.analysis.correlation import Z95
+from station.analysis.distribution import Distribution
 from station.analysis.histogram import Histogram
 from station.report.display import (
     count_text,
@@ -68,14 +69,16 @@ def campaign_findings(report: Mapping[str, Any], samples: Mapping[str, RunSample
 # --- which interface is faster ------------------------------------------------------------------
 
 
-def quantile_with_ci(values: np.ndarray) -> dict[str, tuple[float, float | None, float | None]]:
-    """Each PERCENTILES entry of a sample as (estimate, lo, hi) ns: the order statistic and its
-    distribution-free 95 % interval, by the histogram module's rule with 1 ns buckets (so an upper
-    bound lies at most 1 ns above the order statistic it stands for). None: no bound (too few)."""
-    v = np.rint(np.asarray(values, dtype=np.float64)).astype(np.int64)
-    offset = int(v.min())  # bucket indices must not be negative; widths and latencies are positive anyway
-    buckets, counts = np.unique(v - offset, return_counts=True)
-    h = Histogram(buckets, counts, bucket_ns=1)
+def quantile_with_ci(values: np.ndarray | Distribution) -> dict[str, tuple[float, float | None, float | None]]:
+    """Each PERCENTILES entry of a sample (or its Distribution) as (estimate, lo, hi) ns: the order
+    statistic and its distribution-free 95 % interval, by the histogram module's rule with 1 ns
+    buckets (so an upper bound lies at most 1 ns above the order statistic it stands for). None: no
+    bound (too few)."""
+    d = values if isinstance(values, Distribution) else Distribution.of(np.asarray(values, dtype=np.float64))
+    # whole ns (rint: half to even, as before), merged where rounding joins values
+    d = Distribution.weighted(np.rint(d.values).astype(np.int64), d.counts)
+    offset = int(d.values[0])  # bucket indices must not be negative; widths and latencies are positive anyway
+    h = Histogram(d.values - offset, d.counts, bucket_ns=1)
     stats = h.describe() or {}
     out = {}
     for key, (lo, hi) in h.percentile_ci95_ns().items():
@@ -84,10 +87,9 @@ def quantile_with_ci(values: np.ndarray) -> dict[str, tuple[float, float | None,
     return out
 
 
-def _pooled(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], source: str) -> np.ndarray:
-    arrays = [getattr(samples[r["id"]], f"{source}_ns") for r in runs if r.get("id") in samples]
-    arrays = [a for a in arrays if a is not None and len(a)]
-    return np.concatenate(arrays) if arrays else np.empty(0)
+def _pooled(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], source: str) -> Distribution:
+    return Distribution.pooled(d for r in runs if r.get("id") in samples
+                               and (d := getattr(samples[r["id"]], source)) is not None)
 
 
 def _interval(lo: float | None, hi: float | None) -> str:
@@ -104,11 +106,11 @@ def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
     values: dict[str, dict[str, Any]] = {}
     for iface in interfaces:
         pooled = _pooled([r for r in runs if r.get("interface") == iface], samples, "sw")
-        if not pooled.size:
+        if not pooled.count:
             return None
         est, lo, hi = quantile_with_ci(pooled)[key]
-        values[iface] = {"estimate_ns": est, "ci95_ns": [lo, hi], "count": int(pooled.size),
-                         "reliable": percentile_is_reliable(key, pooled.size)}
+        values[iface] = {"estimate_ns": est, "ci95_ns": [lo, hi], "count": pooled.count,
+                         "reliable": percentile_is_reliable(key, pooled.count)}
     ranked = sorted(interfaces, key=lambda i: values[i]["estimate_ns"])
     best, rest = ranked[0], ranked[1:]
     separated = all(values[best]["ci95_ns"][1] is not None and values[i]["ci95_ns"][0] is not None

@@ -8,32 +8,42 @@ import numpy as np
 import pandas as pd
 
 from station.analysis.correlation import bulk
+from station.analysis.distribution import Distribution
 
 ROBUST_Z = 8.0
 
 
-def robust_threshold(values: np.ndarray, z: float = ROBUST_Z) -> float:
-    v = np.asarray(values, dtype=np.float64)
-    med = np.median(v)
-    mad = np.median(np.abs(v - med)) * 1.4826
+Sample = np.ndarray | Distribution  # a sample, or its distribution (values and counts)
+
+
+def _dist(values: Sample) -> Distribution:
+    return values if isinstance(values, Distribution) else Distribution.of(np.asarray(values))
+
+
+def robust_threshold(values: Sample, z: float = ROBUST_Z) -> float:
+    d = _dist(values)
+    med = d.median()
+    mad = d.mad(med) * 1.4826
     if mad == 0:  # more than half the sample on one value (coarse quantisation): fall back to the std
-        mad = float(v.std())
+        mad = d.std(0)
     return float(med + z * mad) if mad > 0 else float("inf")
 
 
-def run_outliers(sw_ns: np.ndarray, hw_ns: np.ndarray | None) -> dict:
-    sw_thr = robust_threshold(sw_ns)
+def run_outliers(sw_ns: Sample, hw_ns: Sample | None) -> dict:
+    sw = _dist(sw_ns)
+    sw_thr = robust_threshold(sw)
     out = {
         "method": f"robust z-score: above median + {ROBUST_Z:g}·1.4826·MAD of the same sample",
         "sw_threshold_ns": sw_thr,
-        "sw_count": int(np.sum(sw_ns > sw_thr)),
+        "sw_count": sw.count_above(sw_thr),
         "hw_threshold_ns": None,
         "hw_count": 0,
     }
     if hw_ns is not None and len(hw_ns) > 10:
-        hw_thr = robust_threshold(hw_ns)
+        hw = _dist(hw_ns)
+        hw_thr = robust_threshold(hw)
         out["hw_threshold_ns"] = hw_thr
-        out["hw_count"] = int(np.sum(hw_ns > hw_thr))
+        out["hw_count"] = hw.count_above(hw_thr)
     return out
 
 
@@ -124,7 +134,8 @@ MIN_PAIRED_OUTLIERS = 3
 VERDICTS = ("software-side", "hardware-side", "both", "cannot tell", "none")
 
 
-def outlier_verdict(sw_ns: np.ndarray, hw_ns: np.ndarray | None, pairs: pd.DataFrame | None) -> dict:
+def outlier_verdict(sw_ns: Sample, hw_ns: Sample | None, pairs: pd.DataFrame | None,
+                    in_bulk: np.ndarray | None = None) -> dict:
     """Which side delayed a run's outlier events, from the events the scope and software both saw.
 
     An outlier event has t_SW or t_HW above its run's robust threshold (`run_outliers`). Its paired
@@ -132,26 +143,28 @@ def outlier_verdict(sw_ns: np.ndarray, hw_ns: np.ndarray | None, pairs: pd.DataF
     software saw more than the pulse (a delay between timestamp and write: `sw_only`); above it the
     pulse outlasted the software's view (a stretched clearing access on the bus: `hw_only`); within
     it both saw the same late event (a late handler: `both_sides`). The scope sees the last two,
-    so `hardware_side` = hw_only + both_sides.
+    so `hardware_side` = hw_only + both_sides. `in_bulk`: `correlation.bulk` of the pairs' differences,
+    when the caller has it.
     """
-    sw = np.asarray(sw_ns, np.float64)
-    sw_thr = robust_threshold(sw) if len(sw) else float("inf")
-    hw = None if hw_ns is None else np.asarray(hw_ns, np.float64)
-    hw_thr = robust_threshold(hw) if hw is not None and len(hw) > 10 else float("inf")
-    run_sw = int(np.sum(sw > sw_thr))
-    run_hw = 0 if hw is None else int(np.sum(hw > hw_thr))
+    sw = _dist(sw_ns)
+    sw_thr = robust_threshold(sw) if sw.count else float("inf")
+    hw = None if hw_ns is None else _dist(hw_ns)
+    hw_thr = robust_threshold(hw) if hw is not None and hw.count > 10 else float("inf")
+    run_sw = sw.count_above(sw_thr)
+    run_hw = 0 if hw is None else hw.count_above(hw_thr)
     counts = {"sw_only": 0, "hw_only": 0, "both_sides": 0, "paired_events": 0}
     if pairs is not None and len(pairs) > 1:
-        counts = _classify(pairs, sw_thr, hw_thr)
+        counts = _classify(pairs, sw_thr, hw_thr, in_bulk)
     return _decide(counts, run_sw, run_hw, paired=pairs is not None and len(pairs) > 1)
 
 
-def _classify(pairs: pd.DataFrame, sw_thr: float, hw_thr: float) -> dict[str, int]:
+def _classify(pairs: pd.DataFrame, sw_thr: float, hw_thr: float, in_bulk: np.ndarray | None) -> dict[str, int]:
     p_sw, p_hw = pairs["sw_ns"].to_numpy(np.float64), pairs["hw_ns"].to_numpy(np.float64)
     diff = p_hw - p_sw
     sw_out, hw_out = p_sw > sw_thr, p_hw > hw_thr
-    off = ~bulk(diff)
-    low, high = off & (diff < np.median(diff)), off & (diff > np.median(diff))
+    median = float(np.median(diff))
+    off = ~(bulk(diff, median) if in_bulk is None else in_bulk)
+    low, high = off & (diff < median), off & (diff > median)
     sw_only = sw_out & ~hw_out & low
     hw_only = hw_out & ~sw_out & high
     both = (sw_out | hw_out) & ~sw_only & ~hw_only

@@ -11,7 +11,15 @@ from typing import Any
 import numpy as np
 
 from station.report.display import interface_label, slug
-from station.report.figures import FALLBACK_COLORS, RenderedFigure, Series, _new_axes, _steps, _to_svg, bin_edges
+from station.report.figures import (
+    FALLBACK_COLORS,
+    RenderedFigure,
+    Series,
+    _new_axes,
+    _to_svg,
+    bin_edges,
+    exceedance_steps,
+)
 
 KIND = "compare"
 CAMPAIGN_COLORS = ("#1f77b4", "#d95f02", *FALLBACK_COLORS)
@@ -24,11 +32,7 @@ def compare_ccdf_svg(series: list[Series], title: str, name: str) -> str:
     edges = bin_edges(series)
     smallest = 1.0
     for s in series:
-        counts, _ = np.histogram(s.values_ns, bins=edges)
-        n = counts.sum()
-        exceed = (n - np.r_[0, np.cumsum(counts)[:-1]]) / n  # P(X ≥ left edge)
-        last = int(np.flatnonzero(counts)[-1])
-        xs, ys = _steps(edges[: last + 2], exceed[: last + 1])
+        xs, ys, n = exceedance_steps(s.values, edges)
         smallest = min(smallest, 1.0 / n)
         ax.plot(xs / 1000.0, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1, label=f"{s.label}  (n={n:,})")
     ax.set_yscale("log")

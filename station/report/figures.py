@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from station.analysis.distribution import Distribution
 from station.report.display import count_text, interface_label, ordered, slug
 from station.report.samples import RunSamples
 
@@ -49,12 +50,16 @@ VARIANT_ORDER = ("inb", "no-inb")
 
 @dataclass(frozen=True)
 class Series:
-    """One distribution in a figure."""
+    """One distribution in a figure: ``values`` in ns, a sample or its Distribution."""
 
     label: str
-    values_ns: np.ndarray
+    values: Distribution
     color: str
-    linestyle: str = "-"
+    linestyle: Any = "-"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.values, Distribution):
+            object.__setattr__(self, "values", Distribution.of(np.asarray(self.values)))
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,8 @@ def bin_width_ns(lo_ns: float, hi_ns: float) -> int:
 
 def bin_edges(series: Sequence[Series]) -> np.ndarray:
     """Edges aligned to multiples of the width, covering every series."""
-    lo = min(float(np.min(s.values_ns)) for s in series)
-    hi = max(float(np.max(s.values_ns)) for s in series)
+    lo = min(s.values.min for s in series)
+    hi = max(s.values.max for s in series)
     width = bin_width_ns(lo, hi)
     first = np.floor(lo / width) * width
     last = (np.floor(hi / width) + 1) * width
@@ -179,7 +184,7 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
     Dashed vertical lines mark each series' min and max, as in the seed's
     figure; with a log axis a single occurrence is otherwise easy to miss.
     """
-    series = [s for s in series if s.values_ns.size]
+    series = [s for s in series if s.values.count]
     fig, ax = _new_axes(title)
     if not series:
         ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
@@ -191,14 +196,14 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
     floor = 0.5
     top = 1.0
     for s in series:
-        counts, _ = np.histogram(s.values_ns, bins=edges)
+        counts = s.values.histogram(edges)
         top = max(top, float(counts.max()))
         xs, ys = _steps(edges, np.where(counts > 0, counts, floor).astype(np.float64))
         xs = np.r_[xs[0], xs, xs[-1]] / 1000.0
         ys = np.r_[floor, ys, floor]
-        lo_us, hi_us = float(np.min(s.values_ns)) / 1000, float(np.max(s.values_ns)) / 1000
+        lo_us, hi_us = s.values.min / 1000, s.values.max / 1000
         ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
-                label=f"{s.label}  (n={count_text(s.values_ns.size)}, min {lo_us:.3f}, max {hi_us:.3f} µs)")
+                label=f"{s.label}  (n={count_text(s.values.count)}, min {lo_us:.3f}, max {hi_us:.3f} µs)")
         if minmax_lines:
             for x in (lo_us, hi_us):
                 ax.axvline(x, color=s.color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9)
@@ -212,13 +217,24 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
     return _to_svg(fig, name)
 
 
+def exceedance_steps(values: Distribution, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The CCDF's step outline at the bins' left edges, P(X ≥ edge), up to the largest sample's
+    bin; and the sample count."""
+    counts = values.histogram(edges)
+    n = int(counts.sum())
+    exceed = (n - np.r_[0, np.cumsum(counts)[:-1]]) / n  # the fraction in this bin or above
+    last = int(np.flatnonzero(counts)[-1])
+    xs, ys = _steps(edges[: last + 2], exceed[: last + 1])
+    return xs, ys, n
+
+
 def ccdf_svg(series: Sequence[Series], title: str, name: str, what: str = "latency") -> str:
     """Exceedance probability P(latency ≥ x) on a log axis, binned at the histogram width.
 
     The curve ends at 1/n at the largest sample: the tail is visible down to
     the resolution the sample count allows, and no further.
     """
-    series = [s for s in series if s.values_ns.size]
+    series = [s for s in series if s.values.count]
     fig, ax = _new_axes(title)
     if not series:
         ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
@@ -227,12 +243,7 @@ def ccdf_svg(series: Sequence[Series], title: str, name: str, what: str = "laten
     width = edges[1] - edges[0]
     smallest = 1.0
     for s in series:
-        counts, _ = np.histogram(s.values_ns, bins=edges)
-        n = counts.sum()
-        # Fraction of samples in this bin or above: P(X ≥ left edge).
-        exceed = (n - np.r_[0, np.cumsum(counts)[:-1]]) / n
-        last = int(np.flatnonzero(counts)[-1])
-        xs, ys = _steps(edges[: last + 2], exceed[: last + 1])
+        xs, ys, n = exceedance_steps(s.values, edges)
         smallest = min(smallest, 1.0 / n)
         ax.plot(xs / 1000.0, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
                 label=f"{s.label}  (n={count_text(n)})")
@@ -254,8 +265,6 @@ def _color(mapping: Mapping[str, str], key: str, order: Sequence[str]) -> str:
     return FALLBACK_COLORS[order.index(key) % len(FALLBACK_COLORS)]
 
 
-def _pool(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays) if arrays else np.empty(0)
 
 
 def build_figures(report: Mapping[str, Any],
@@ -267,7 +276,7 @@ def build_figures(report: Mapping[str, Any],
     distributions). Runs without samples are skipped, never an error.
     """
     runs = [r for r in report.get("runs") or [] if r.get("id") in samples
-            and samples[r["id"]].sw_ns.size]
+            and samples[r["id"]].sw.count]
     if not runs:
         return []
     def key(r: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -279,14 +288,9 @@ def build_figures(report: Mapping[str, Any],
     loads = ordered([key(r)[2] for r in runs])
     one_load = len(loads) == 1
 
-    def group(interface: str, variant: str, load: str, source: str) -> np.ndarray:
-        arrays = []
-        for r in runs:
-            if key(r) == (interface, variant, load):
-                values = getattr(samples[r["id"]], f"{source}_ns")
-                if values is not None and values.size:
-                    arrays.append(values)
-        return _pool(arrays)
+    def group(interface: str, variant: str, load: str, source: str) -> Distribution:
+        return Distribution.pooled(getattr(samples[r["id"]], source) for r in runs
+                                   if key(r) == (interface, variant, load) and getattr(samples[r["id"]], source))
 
     def suffix(*parts: str) -> str:
         return slug("-".join(parts))
@@ -300,7 +304,7 @@ def build_figures(report: Mapping[str, Any],
     for load in loads:
         for variant in variants:
             sw_by_interface = {i: group(i, variant, load, "sw") for i in interfaces}
-            sw_by_interface = {i: a for i, a in sw_by_interface.items() if a.size}
+            sw_by_interface = {i: a for i, a in sw_by_interface.items() if a.count}
             if not sw_by_interface:
                 continue
             sw = [Series(f"{interface_label(i)} t_SW", a, _color(INTERFACE_COLOR, i, interfaces))
@@ -317,7 +321,7 @@ def build_figures(report: Mapping[str, Any],
             for i, s in zip(sw_by_interface, sw, strict=True):
                 tail_series.append(s)
                 hw = group(i, variant, load, "hw")
-                if hw.size:
+                if hw.count:
                     tail_series.append(Series(f"{interface_label(i)} t_HW (scope)", hw, s.color,
                                               (0, (4, 2))))
             name = "ccdf-" + (suffix(variant) if one_load else suffix(variant, load))
@@ -331,7 +335,7 @@ def build_figures(report: Mapping[str, Any],
         for i in interfaces:
             hw = [Series(f"scope, {v}", group(i, v, load, "hw"),
                          _color(VARIANT_COLOR, v, variants)) for v in variants]
-            hw = [s for s in hw if s.values_ns.size]
+            hw = [s for s in hw if s.values.count]
             if len(hw) < 2:
                 continue
             name = "scope-variants-" + (suffix(i) if one_load else suffix(i, load))
@@ -343,9 +347,9 @@ def build_figures(report: Mapping[str, Any],
     per_run = []
     for r in runs:
         s = samples[r["id"]]
-        series = [Series("t_SW (software)", s.sw_ns, SW_COLOR)]
-        if s.hw_ns is not None and s.hw_ns.size:
-            series.append(Series("t_HW (scope pulse width)", s.hw_ns, HW_COLOR))
+        series = [Series("t_SW (software)", s.sw, SW_COLOR)]
+        if s.hw is not None and s.hw.count:
+            series.append(Series("t_HW (scope pulse width)", s.hw, HW_COLOR))
         name = "run-" + slug(r["id"])
         interface, variant, load = key(r)
         title = f"{r['id']}: {interface_label(interface)}, {variant}, load {load}"

@@ -1,10 +1,12 @@
-"""The raw per-run arrays a report draws its figures from."""
+"""The per-run distributions a report draws its figures from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
+
+from station.analysis.distribution import Distribution
 
 
 @dataclass(frozen=True)
@@ -33,21 +35,27 @@ class ThreadHistogram:
 
 @dataclass(frozen=True)
 class RunSamples:
-    """Latency samples of one run, in nanoseconds.
+    """Latency samples of one run, in nanoseconds, as distributions (values and counts).
 
-    ``sw_ns`` are the software latencies streamed by the target module (int64);
-    ``hw_ns`` the oscilloscope pulse widths of the same run (float64), or None
-    when no scope was attached. A cyclictest run has an empty ``sw_ns`` and one
-    ``ThreadHistogram`` per measuring thread in ``histograms``.
+    ``sw_ns`` are the software latencies streamed by the target module, ``hw_ns`` the
+    oscilloscope pulse widths of the same run, or None when no scope was attached: each a
+    sample array or its Distribution, kept as ``sw`` and ``hw``. A cyclictest run has an empty
+    ``sw`` and one ``ThreadHistogram`` per measuring thread in ``histograms``.
     """
 
-    sw_ns: np.ndarray
-    hw_ns: np.ndarray | None = None
+    sw_ns: InitVar[np.ndarray | Distribution]
+    hw_ns: InitVar[np.ndarray | Distribution | None] = None
     histograms: tuple[ThreadHistogram, ...] = ()
+    sw: Distribution = field(init=False)
+    hw: Distribution | None = field(init=False)
 
-    def __post_init__(self) -> None:
-        # Normalise dtypes once so figures never have to guess.
-        object.__setattr__(self, "sw_ns", np.asarray(self.sw_ns, dtype=np.int64).ravel())
-        if self.hw_ns is not None:
-            object.__setattr__(self, "hw_ns", np.asarray(self.hw_ns, dtype=np.float64).ravel())
+    def __post_init__(self, sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray | Distribution | None) -> None:
+        object.__setattr__(self, "sw", _distribution(sw_ns, np.int64))
+        object.__setattr__(self, "hw", None if hw_ns is None else _distribution(hw_ns, np.float64))
         object.__setattr__(self, "histograms", tuple(self.histograms))
+
+
+def _distribution(values: np.ndarray | Distribution, dtype: type) -> Distribution:
+    if isinstance(values, Distribution):
+        return values
+    return Distribution.of(np.asarray(values, dtype=dtype).ravel())
