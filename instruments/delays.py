@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from instruments.pulses import auto_threshold, find_edges
+from instruments.pulses import waveform_edges
 from instruments.scope import Waveform
 
 Edge = Literal["rise", "fall", "either"]
@@ -72,14 +72,7 @@ def edge_times(
     """
     if edge not in EDGES:
         raise ValueError(f"edge must be one of {EDGES}, got {edge!r}")
-    auto = auto_threshold(waveform.volts, waveform.resolution_v) if threshold is None or hysteresis is None else None
-    if threshold is None:
-        if auto is None:
-            return np.empty(0)
-        threshold = auto[0]
-    if hysteresis is None:
-        hysteresis = auto[1] if auto is not None else 0.0
-    rising, falling = find_edges(waveform.volts, threshold, hysteresis)
+    rising, falling = waveform_edges(waveform, threshold, hysteresis)
     chosen = {"rise": rising, "fall": falling, "either": np.sort(np.concatenate([rising, falling]))}[edge]
     return waveform.t0_s + chosen * waveform.dt_s
 

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from instruments.scope import ScopeDataError, ScopeError, ScopeSettings, Waveform
+from instruments.scope import CodeScale, ScopeDataError, ScopeError, ScopeSettings, Waveform
 from instruments.scpi import (
     Control,
     ReplyFields,
@@ -216,8 +216,8 @@ class KeysightInfiniiVision(ScpiScope):
         if pre.format != 0:
             raise ScopeError(command, resource=self.resource_name, detail=f"unsupported data format {pre.format}")
         codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points))
-        volts = (codes.astype(np.float64) - pre.y_reference) * pre.y_increment + pre.y_origin
-        return self._waveform(pre.times_origin(), pre.x_increment, volts, abs(pre.y_increment))
+        scale = CodeScale(volts_per_code=pre.y_increment, offset_code=pre.y_reference, offset_v=pre.y_origin)
+        return self._waveform(pre.times_origin(), pre.x_increment, codes, scale)
 
     # --- errors: the SCPI error queue ----------------------------------------------------
     def _error_queue_text(self, timeout_s: float | None = None) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, Self, TypeVar
 
@@ -72,22 +72,86 @@ class ScopeSettings:
         return 10.0 * self.time_per_div / self.record_length
 
 
-@dataclass(eq=False)
-class Waveform:
-    """One acquired record in volts; time 0 is the trigger."""
+@dataclass(frozen=True)
+class CodeScale:
+    """How a digitizer's codes become volts: volts = (code - offset_code) * volts_per_code + offset_v.
 
-    t0_s: float  # time of sample 0 relative to the trigger (negative: pre-trigger)
-    dt_s: float
-    volts: np.ndarray = field(repr=False)  # float64
-    channel: int = 1
-    index: int = 0  # acquisition number since the scope was opened
-    resolution_v: float = 0.0  # digitizer step in volts (YMUlt), 0 if unknown
+    Every dialect's preamble has this form (TDS/MSO: YZEro + YMUlt·(code − YOFf);
+    InfiniiVision: (code − yreference)·yincrement + yorigin), and the evaluation order
+    here gives the same float64 bits as either.
+    """
+
+    volts_per_code: float
+    offset_code: float = 0.0
+    offset_v: float = 0.0
+
+    def volts(self, codes: np.ndarray) -> np.ndarray:
+        """float64 volts of `codes` (in place on one new array: no second full-size temporary)."""
+        v = np.asarray(codes).astype(np.float64)
+        v -= self.offset_code
+        v *= self.volts_per_code
+        v += self.offset_v
+        return v
+
+
+class Waveform:
+    """One acquired record; time 0 is the trigger.
+
+    Built from float64 `volts`, or from the digitizer's integer `codes` and their `scale`
+    (what a scope transfers): then `volts` is computed on first use and kept, and pulse
+    extraction reads the codes themselves, 1 or 2 bytes a sample instead of 8.
+    """
+
+    def __init__(
+        self,
+        t0_s: float,  # time of sample 0 relative to the trigger (negative: pre-trigger)
+        dt_s: float,
+        volts: np.ndarray | None = None,
+        channel: int = 1,
+        index: int = 0,  # acquisition number since the scope was opened
+        resolution_v: float = 0.0,  # digitizer step in volts (YMUlt), 0 if unknown
+        *,
+        codes: np.ndarray | None = None,
+        scale: CodeScale | None = None,
+    ) -> None:
+        if (volts is None) == (codes is None):
+            raise TypeError("a Waveform needs either volts or codes")
+        if codes is not None:
+            if scale is None:
+                raise TypeError("codes need their scale (CodeScale) to mean volts")
+            codes = np.asarray(codes)
+            if codes.ndim != 1 or codes.dtype.kind not in "iu":
+                raise TypeError(f"codes must be a 1-D integer array, got {codes.ndim}-D {codes.dtype}")
+            resolution_v = resolution_v or abs(scale.volts_per_code)
+        self.t0_s = t0_s
+        self.dt_s = dt_s
+        self.channel = channel
+        self.index = index
+        self.resolution_v = resolution_v
+        self.codes = codes
+        self.scale = scale
+        self._volts = volts
+
+    @property
+    def volts(self) -> np.ndarray:
+        """The record in volts (float64), converted from the codes on first use."""
+        if self._volts is None:
+            assert self.codes is not None and self.scale is not None
+            self._volts = self.scale.volts(self.codes)
+        return self._volts
 
     def times(self) -> np.ndarray:
-        return self.t0_s + self.dt_s * np.arange(len(self.volts), dtype=np.float64)
+        return self.t0_s + self.dt_s * np.arange(len(self), dtype=np.float64)
 
     def __len__(self) -> int:
-        return len(self.volts)
+        return len(self.codes if self.codes is not None else self.volts)
+
+    def __repr__(self) -> str:
+        data = f"codes={self.codes.dtype}" if self.codes is not None else "volts"
+        return (
+            f"Waveform(t0_s={self.t0_s!r}, dt_s={self.dt_s!r}, {data}[{len(self)}], channel={self.channel}, "
+            f"index={self.index}, resolution_v={self.resolution_v!r})"
+        )
 
 
 class ScopeError(Exception):

@@ -33,6 +33,7 @@ import pyvisa
 from pyvisa import constants, errors, rname
 
 from instruments.scope import (
+    CodeScale,
     Instrument,
     Scope,
     ScopeDataError,
@@ -69,16 +70,29 @@ class ScpiSession:
 
         See `read_block`. A rejected reply is flushed so that the next query is
         not answered by its remains; a reply that stops half-way times out
-        saying how far it got.
+        saying how far it got. On a pyvisa-py SOCKET resource the block is read
+        from the socket itself, straight into the array (`_SocketReader`);
+        on any other resource through VISA, up to BLOCK_CHUNK bytes per VISA read.
         """
         received = pending = 0  # bytes read; bytes of the read under way
+        sock = self._raw_socket()
+        reader = None if sock is None else _SocketReader(sock, self._pyvisa_py_session(), self.timeout_s)
 
         def read(count: int) -> bytes:
             nonlocal received, pending
             pending = count
-            data = self._res.read_bytes(count)
+            # chunk_size=count: one VISA read per call, not one per 20 KiB (PyVISA's default)
+            data = self._res.read_bytes(count, chunk_size=count) if reader is None else reader.read(count)
             received += len(data)
             return data
+
+        def read_into(view: memoryview) -> int:
+            nonlocal received, pending
+            assert reader is not None
+            pending = len(view)
+            got = reader.read_into(view)
+            received += got
+            return got
 
         terminator = self._res.read_termination
         try:
@@ -91,6 +105,7 @@ class ScpiSession:
                     points,
                     big_endian=big_endian,
                     termination=terminator.encode("ascii") if terminator else b"",
+                    read_into=None if reader is None else read_into,
                 )
         except ScopeDataError as exc:
             self.clear()
@@ -99,10 +114,12 @@ class ScpiSession:
         except ScopeTimeout as exc:
             if not received:
                 raise
+            # the socket reader knows what came of the read under way; VISA's read_bytes drops it
+            arrived = f" ({reader.arrived} of them arrived)" if reader is not None and reader.arrived else ""
             raise ScopeTimeout(
                 command,
                 resource=self.name,
-                detail=f"{exc.detail}, {received} bytes into the reply, while {pending} more were due: "
+                detail=f"{exc.detail}, {received} bytes into the reply, while {pending} more were due{arrived}: "
                 "the block is shorter than its header says",
             ) from None
 
@@ -131,11 +148,16 @@ class ScpiSession:
         return self._res.visalib.sessions[self._res.session]
 
     def _raw_socket(self) -> socket.socket | None:
-        """The TCP socket under a pyvisa-py SOCKET resource (None for any other backend)."""
+        """The TCP socket under a pyvisa-py SOCKET resource (None for any other resource or backend)."""
+        if not isinstance(self._res, pyvisa.resources.TCPIPSocket):
+            return None  # a Prologix adapter's session has a socket too, but speaks through it
         try:
-            sock = getattr(self._pyvisa_py_session(), "interface", None)
+            session = self._pyvisa_py_session()
+            sock = getattr(session, "interface", None)
         except (AttributeError, KeyError, TypeError, errors.Error):
             return None
+        if not isinstance(getattr(session, "_pending_buffer", None), bytearray):
+            return None  # not the pyvisa-py socket session this module knows
         return sock if isinstance(sock, socket.socket) else None
 
     def close(self) -> None:
@@ -161,6 +183,60 @@ class ScpiSession:
         finally:
             if timeout_s is not None:
                 self._res.timeout = self.timeout_s * 1000.0
+
+
+_DONT_WAIT = getattr(socket, "MSG_DONTWAIT", 0)  # 0 where the platform has no such flag (Windows)
+
+
+class _SocketReader:
+    """Block reads from the socket under a pyvisa-py SOCKET session, past its 4 KiB receives.
+
+    pyvisa-py receives 4096 bytes at a time into a buffer it re-slices on every
+    read, and read_bytes reads chunk_size (20 KiB) per call: a 10 MB block costs
+    thousands of calls and copies. Here bytes go from the kernel into the
+    caller's buffer (recv_into), after those pyvisa-py already holds, which
+    belong to the same reply. The timeout bounds each wait for more data, as
+    pyvisa-py's bounds each of its reads, so a long block on a slow link is
+    not cut short.
+    """
+
+    def __init__(self, sock: socket.socket, session: Any, timeout_s: float) -> None:
+        self._sock = sock
+        self._session = session
+        self._timeout_s = timeout_s
+        self.arrived = 0  # bytes of the read under way received so far
+
+    def read_into(self, view: memoryview) -> int:
+        """Fill `view`; fewer bytes only if the peer closed. VisaIOError (timeout) if the data stops."""
+        held = self._session._pending_buffer  # pyvisa-py rebinds it: fetch it on every read
+        got = min(len(held), len(view))
+        view[:got] = held[:got]
+        del held[:got]
+        self.arrived = got
+        first = True
+        while got < len(view):
+            count = self._recv_into(view[got:], first)
+            if not count:
+                break
+            got += count
+            self.arrived = got
+            first = False
+        return got
+
+    def _recv_into(self, view: memoryview, first: bool) -> int:
+        # the first receive of a read may find its bytes there already (the rest of a header, the
+        # data behind it): no select then; after a receive that emptied the socket, wait first
+        if first and _DONT_WAIT:
+            with contextlib.suppress(BlockingIOError):
+                return self._sock.recv_into(view, 0, _DONT_WAIT)
+        readable, _, _ = select.select([self._sock], [], [], self._timeout_s)
+        if not readable:
+            raise errors.VisaIOError(constants.StatusCode.error_timeout)
+        return self._sock.recv_into(view)
+
+    def read(self, count: int) -> bytes:
+        buffer = bytearray(count)
+        return bytes(buffer[: self.read_into(memoryview(buffer))])
 
 
 def _one_line(exc: BaseException) -> str:
@@ -199,7 +275,7 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> 
 
 
 # --- IEEE 488.2 blocks --------------------------------------------------------------------
-BLOCK_CHUNK = 1 << 20  # bytes asked of the transport at once
+BLOCK_CHUNK = 1 << 20  # bytes asked of `read` at once (`read_into` is handed all that is due)
 MAX_BLOCK_BYTES = 1 << 31  # no dialect's preamble bound comes near: a last guard for direct callers
 
 
@@ -211,11 +287,15 @@ def read_block(
     *,
     big_endian: bool = True,
     termination: bytes = b"\n",
+    read_into: Callable[[memoryview], int] | None = None,
 ) -> np.ndarray:
     """Read `#<n><length><data>` (or `#0<data>`) holding exactly `points` samples of `datatype`.
 
     `read(count)` returns up to `count` bytes of the reply (VISA's read_bytes
-    returns them all or times out); fewer means the reply ended. `datatype` is
+    returns them all or times out); fewer means the reply ended. `read_into`,
+    if given, reads the data instead: it fills the memoryview it is handed and
+    returns how many bytes it wrote (fewer: the reply ended), so the samples
+    land in the returned array's memory without a copy. `datatype` is
     a struct/numpy code ("b", "B", "h", "H"). The header is checked before any
     data is read: '#', a digit, that many decimal digits, a byte count that is
     a whole number of samples and equals `points` of them (the preamble's
@@ -278,7 +358,7 @@ def read_block(
                 value=str(length),
                 detail=f"the block holds {length // width} samples, the preamble announced {points}",
             )
-    data = _read_exactly(read, length, command, "block data")
+    data = _read_data(read, read_into, length, command)
     if termination:
         end = _read_exactly(read, len(termination), command, "block end")
         if end != termination:
@@ -289,7 +369,34 @@ def read_block(
                 detail=f"the message terminator {_latin1(termination)!r} must follow the {length} data bytes: "
                 "the block is longer than its header says",
             )
-    return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="))
+    samples = data.view(dtype)
+    if not dtype.isnative:  # swap where the bytes are rather than into a second array
+        samples.byteswap(inplace=True)
+    return samples.view(dtype.newbyteorder("="))
+
+
+def _read_data(
+    read: Callable[[int], bytes], read_into: Callable[[memoryview], int] | None, count: int, command: str
+) -> np.ndarray:
+    """The `count` data bytes of a block in one array allocated up front (no joining of chunks)."""
+    data = np.empty(count, np.uint8)
+    view = memoryview(data)
+    got = 0
+    while got < count:
+        if read_into is not None:
+            n = read_into(view[got:])
+        else:
+            chunk = read(min(count - got, BLOCK_CHUNK))
+            n = min(len(chunk), count - got)
+            view[got : got + n] = chunk[:n]
+        if not n:
+            raise ScopeDataError(
+                command,
+                field="block data",
+                detail=f"the reply ended after {got} of {count} bytes",
+            )
+        got += n
+    return data
 
 
 def _read_exactly(read: Callable[[int], bytes], count: int, command: str, part: str) -> bytes:
@@ -720,7 +827,18 @@ class ScpiScope(Scope, ScpiInstrument):
             poll = min(poll * 1.5, largest)
         return s
 
-    def _waveform(self, t0_s: float, dt_s: float, volts: np.ndarray, resolution_v: float) -> Waveform:
-        """A Waveform of the acquisition in hand (numbered since the scope was opened)."""
-        index = self._acquisitions
-        return Waveform(t0_s=t0_s, dt_s=dt_s, volts=volts, channel=self.channel, index=index, resolution_v=resolution_v)
+    def _waveform(self, t0_s: float, dt_s: float, codes: np.ndarray, scale: CodeScale) -> Waveform:
+        """A Waveform of the acquisition in hand (numbered since the scope was opened).
+
+        It keeps the codes as transferred (int8/int16/uint8...): volts (8 bytes a sample)
+        are computed only if asked for, and pulse extraction works on the codes.
+        """
+        return Waveform(
+            t0_s=t0_s,
+            dt_s=dt_s,
+            channel=self.channel,
+            index=self._acquisitions,
+            resolution_v=abs(scale.volts_per_code),
+            codes=codes,
+            scale=scale,
+        )

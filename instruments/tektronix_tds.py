@@ -11,9 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-import numpy as np
-
-from instruments.scope import ScopeDataError, ScopeError, ScopeSettings, Waveform
+from instruments.scope import CodeScale, ScopeDataError, ScopeError, ScopeSettings, Waveform
 from instruments.scpi import (
     Control,
     ReplyFields,
@@ -250,8 +248,8 @@ class TektronixTDS(ScpiScope):
                 detail=f"unsupported data format {pre.encoding}/{pre.bn_fmt}/{pre.byte_nr} byte(s)/{pre.byte_or}",
             )
         codes = self.query_block("CURVe?", datatype, pre.points, big_endian=pre.byte_or == "MSB")
-        volts = pre.y_zero + pre.y_mult * (codes.astype(np.float64) - pre.y_off)
-        return self._waveform(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, volts, abs(pre.y_mult))
+        scale = CodeScale(volts_per_code=pre.y_mult, offset_code=pre.y_off, offset_v=pre.y_zero)
+        return self._waveform(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, codes, scale)
 
     # --- errors: after *ESR?, the event queue --------------------------------------------
     def _error_queue_text(self, timeout_s: float | None = None) -> str:

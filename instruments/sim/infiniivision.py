@@ -255,8 +255,8 @@ class InfiniiVisionModel(TdsModel):
 
     def _data(self) -> bytes:
         rec, channel = self._source_record(None)
-        data = rec.codes[channel].tobytes()
-        return b"#8" + f"{len(data):08d}".encode() + data
+        codes = rec.codes[channel]
+        return self._block((rec.info.number, channel), lambda: b"#8" + f"{len(codes):08d}".encode() + codes.tobytes())
 
 
 def _short(stored: str) -> str:

@@ -28,6 +28,7 @@ from instruments.sim.signal import LogicSignal
 from instruments.sim.source import EdgeSource
 from instruments.sim.tds import AcquisitionInfo, TdsModel
 
+LONG_REPLY = 1 << 16  # bytes from which a reply is sent without concatenating its terminator
 # the dialect names of instruments.dialects.DIALECTS -> the instrument model speaking it
 DIALECTS: dict[str, type[TdsModel]] = {
     "tektronix_tds": TdsModel,
@@ -151,7 +152,7 @@ class SCPIServer:
                 if reply is not None and edit is not None:
                     reply = edit(reply)
                 if reply is not None:
-                    writer.write(reply + b"\n")
+                    send(writer, reply)
                     await writer.drain()
         except (ConnectionError, ValueError, asyncio.CancelledError):
             pass  # client gone, over-long line, or server stopping
@@ -161,6 +162,21 @@ class SCPIServer:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await writer.wait_closed()
         self._handlers.discard(task)
+
+
+def send(writer: asyncio.StreamWriter, reply: bytes) -> None:
+    """`reply` and its terminator, a long one (a waveform block) without copying it first.
+
+    A short reply goes as one segment. A long one is not concatenated with the
+    terminator, and goes as a memoryview: what the socket does not take at once
+    is copied once into the transport's buffer, rather than sliced into a new
+    bytes object first.
+    """
+    if len(reply) < LONG_REPLY:
+        writer.write(reply + b"\n")
+    else:
+        writer.write(memoryview(reply))
+        writer.write(b"\n")
 
 
 Server = TypeVar("Server", bound=SCPIServer)

@@ -32,7 +32,7 @@ import copy
 import inspect
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,6 +191,7 @@ class TdsModel:
         self._trigger_state = "SAVE"
         self._numacq = 0
         self.record: Record | None = None
+        self._encoded: tuple[Hashable, bytes] | None = None  # the last data block built, and its key
         self.acquisitions: list[AcquisitionInfo] = []
         self._table = self._build_table()
 
@@ -642,21 +643,42 @@ class TdsModel:
         prefix = f":WFMPRE:CH{channel}:" if n is not None else ":WFMPRE:"
         return prefix + ";".join(f"{k} {v}" for k, v in fields)
 
+    def _block(self, key: Hashable, build: Callable[[], bytes]) -> bytes:
+        """The reply `build()` makes, built once per `key` and kept until the key changes.
+
+        A long record takes longer to encode than to send, and a client may
+        transfer it more than once. The key holds everything the bytes depend
+        on (the acquisition's number, the source, the transfer settings), so a
+        new acquisition or any change of those (*RST included) builds anew.
+        """
+        if self._encoded is None or self._encoded[0] != key:
+            self._encoded = None  # let the old block go before the new one is built
+            self._encoded = (key, build())
+        return self._encoded[1]
+
     def _curve(self) -> bytes:
         rec, channel = self._source_record(None)
         start, stop = self._transfer_range(rec.info.record_length)
-        codes = rec.codes[channel][start - 1 : stop].astype(np.int32)
-        enc = ENCODINGS[self.s.encoding]
-        if enc is None:
-            return ",".join(str(int(c)) for c in codes).encode()
-        signed, big = enc
-        values = codes if signed else codes + 128
-        if self.s.width == 2:
-            values = values * 256
-        kind = ("i" if signed else "u") + str(self.s.width)
-        data = values.astype((">" if big else "<") + kind).tobytes()
-        length = str(len(data))
-        return b"#" + str(len(length)).encode() + length.encode() + data
+        encoding, width = self.s.encoding, self.s.width
+        key = (rec.info.number, channel, start, stop, encoding, width)
+        return self._block(key, lambda: encode_curve(rec.codes[channel][start - 1 : stop], encoding, width))
+
+
+def encode_curve(codes: np.ndarray, encoding: str, width: int) -> bytes:
+    """CURVe?'s reply for int8 digitizer `codes`: ASCII NR1 values or an IEEE 488.2 block."""
+    enc = ENCODINGS[encoding]
+    if enc is None:
+        return ",".join(map(str, codes.tolist())).encode()
+    signed, big = enc
+    values = codes.astype(np.int32)
+    if not signed:
+        values += 128
+    if width == 2:
+        values *= 256
+    kind = ("i" if signed else "u") + str(width)
+    data = values.astype((">" if big else "<") + kind).tobytes()
+    length = str(len(data))
+    return b"".join((b"#", str(len(length)).encode(), length.encode(), data))
 
 
 _WFM_FIELDS = ("WFId", "NR_Pt", "PT_Fmt", "XUNit", "XINcr", "XZEro", "PT_Off", "YUNit", "YMUlt", "YOFf", "YZEro")

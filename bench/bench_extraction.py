@@ -1,0 +1,123 @@
+"""Pulse extraction on a 100 M-sample int8 record (a deep-memory scope's transfer), against
+a numpy copy of the same codes measured in the same run.
+
+Two records, 8-bit codes as a TDS-like digitizer gives them (25 codes per division at
+1 V/div, 20 mV noise, 15 ns edges), pulses of 1-20 µs every 100.037 µs:
+  fast  2.5 GS/s: 40 ms, ~400 pulses (edges 37 samples long, most blocks left unread)
+  slow  48 MS/s:  2 s, ~20 000 pulses (a pulse every ~4 800 samples: many blocks read)
+For each: the best of several timings of `codes.copy()` and of `extract_pulses` with the
+automatic threshold, with a given threshold and hysteresis, and with a given threshold only
+(what a campaign with a fixed threshold asks: the hysteresis still comes from the levels),
+each as "copy time / extraction time" (target >= 0.5); then the extraction's peak of
+allocations (tracemalloc, which numpy reports to) as a multiple of the record (target <= 3).
+No absolute thresholds, as machines differ. `--float` adds the float64 path (the record
+converted to volts, as before the code path) once, for reference.
+
+    .venv/bin/python bench/bench_extraction.py [--points N] [--float]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import timeit
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+
+from instruments.pulses import extract_pulses, waveform_threshold
+from instruments.scope import CodeScale, Waveform
+from instruments.sim.signal import LogicSignal, digitize
+
+PERIOD_NS = 100_037.0
+RENDER_SLICE = 1 << 22  # samples rendered at a time (the float64 rendering is 8 bytes a sample)
+
+
+def record(points: int, dt_ns: float, seed: int = 1) -> Waveform:
+    """An int8 record at 1 V/div, position -2 div (0 V at code -50), 0-3.3 V pulses, noise."""
+    rng = np.random.default_rng(seed)
+    span = points * dt_ns
+    leads = np.arange(-PERIOD_NS / 2, span + PERIOD_NS, PERIOD_NS) + rng.uniform(0, 1000, 1)
+    pulses = np.stack([leads, leads + rng.uniform(1_000, 20_000, len(leads))], axis=1)
+    signal = LogicSignal(noise_v=0.02)
+    codes = np.empty(points, np.int8)
+    for i in range(0, points, RENDER_SLICE):
+        n = min(RENDER_SLICE, points - i)
+        t0, t1 = i * dt_ns, (i + n) * dt_ns
+        near = pulses[(pulses[:, 1] > t0 - 1000) & (pulses[:, 0] < t1 + 1000)]
+        codes[i : i + n] = digitize(signal.render(near, t0, dt_ns, n, rng), 1.0, -2.0)
+    scale = CodeScale(volts_per_code=0.04, offset_code=-50.0, offset_v=0.0)
+    return Waveform(0.0, dt_ns * 1e-9, codes=codes, scale=scale)
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """The peak of allocations while `fn` runs, beyond what was allocated before."""
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def bench(name: str, wf: Waveform, repeat: int, with_float: bool) -> None:
+    codes = wf.codes
+    assert codes is not None
+    auto = waveform_threshold(wf)
+    assert auto is not None, "the record has two levels"
+    threshold, hysteresis = auto
+    runs: dict[str, Callable[[], object]] = {
+        "automatic threshold": lambda: extract_pulses(wf),
+        "given threshold, hysteresis": lambda: extract_pulses(wf, threshold, hysteresis),
+        "given threshold only": lambda: extract_pulses(wf, threshold),
+    }
+    pulses = extract_pulses(wf)
+    print(
+        f"\n{name}: {len(wf):,} int8 samples ({codes.nbytes / 1e6:.0f} MB), {len(pulses)} complete pulses, "
+        f"threshold {threshold:.3f} V, hysteresis {hysteresis:.3f} V"
+    )
+    t_copy = best(codes.copy, repeat)
+    print(f"  {'numpy copy of the codes':46s} {t_copy * 1e3:8.2f} ms")
+    for label, fn in runs.items():
+        t = best(fn, repeat)
+        print(
+            f"  {'extract_pulses, ' + label:46s} {t * 1e3:8.2f} ms   copy/extraction = {t_copy / t:5.2f}"
+            "  (target >= 0.5)"
+        )
+    for label, fn in runs.items():
+        peak = peak_bytes(fn)
+        print(
+            f"  {'peak allocations, ' + label:46s} {peak / 1e6:8.1f} MB   = {peak / codes.nbytes:5.2f} x the record"
+            "  (target <= 3)"
+        )
+    if with_float:
+        assert wf.scale is not None
+        start = time.perf_counter()  # the conversion the dialects did, then the float64 extraction
+        float_wf = Waveform(wf.t0_s, wf.dt_s, wf.scale.volts(codes), resolution_v=wf.resolution_v)
+        float_pulses = extract_pulses(float_wf)
+        t = time.perf_counter() - start
+        del float_wf
+        same = len(float_pulses) == len(pulses) and np.array_equal(float_pulses.width_s, pulses.width_s)
+        print(
+            f"  float64 path (to volts, then extract), one run: {t * 1e3:.0f} ms   copy/extraction = {t_copy / t:5.3f}"
+            f"   same pulses: {same}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--points", type=int, default=100_000_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--float", action="store_true", help="also time the float64 path once")
+    args = parser.parse_args()
+    for name, dt_ns in (("fast, 2.5 GS/s", 0.4), ("slow, 48 MS/s", 2.5e6 / 120_000)):
+        bench(name, record(args.points, dt_ns), args.repeat, args.float)
+
+
+if __name__ == "__main__":
+    main()
