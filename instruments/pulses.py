@@ -90,7 +90,11 @@ def auto_threshold(volts: np.ndarray, resolution_v: float = 0.0) -> tuple[float,
 
 def waveform_threshold(waveform: Waveform) -> tuple[float, float] | None:
     """`auto_threshold` of a waveform, computed on its codes when it keeps them."""
-    record = _CodeRecord.of(waveform)
+    return _threshold(waveform, _CodeRecord.of(waveform))
+
+
+def _threshold(waveform: Waveform, record: _CodeRecord | None) -> tuple[float, float] | None:
+    """auto_threshold on the record's codes when it has them (`record`), else on its volts."""
     if record is None:
         return auto_threshold(waveform.volts, waveform.resolution_v)
     return record.auto_threshold(waveform.resolution_v)
@@ -211,10 +215,7 @@ def waveform_edges(
     """
     record = _CodeRecord.of(waveform)
     if threshold is None or hysteresis is None:
-        if record is None:
-            auto = auto_threshold(waveform.volts, waveform.resolution_v)
-        else:
-            auto = record.auto_threshold(waveform.resolution_v)
+        auto = _threshold(waveform, record)
         if threshold is None:
             if auto is None:
                 return np.empty(0), np.empty(0)

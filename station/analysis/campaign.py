@@ -163,9 +163,12 @@ def _describe(values: np.ndarray, dist: Distribution) -> dict | None:
 
 def _slim(run: RunData) -> RunData:
     """The columns the cross-run comparisons read (_cross_interface, _worst_case), the rest let go."""
-    keep = [c for c in ("latency_ns", "flags", "hw_width_ns") if c in run.sw]
-    return RunData(run.dir, run.manifest, run.sw[keep], run.hw[["width_s"]] if "width_s" in run.hw else run.hw,
-                   None, None)
+    def columns(frame: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
+        # copy=False: the kept columns themselves, not a copy of millions of rows
+        return pd.DataFrame({c: frame[c] for c in names if c in frame}, copy=False)
+
+    return RunData(run.dir, run.manifest, columns(run.sw, ("latency_ns", "flags", "hw_width_ns")),
+                   columns(run.hw, ("width_s",)), None, None)
 
 
 def _board(run: RunData) -> dict | None:
