@@ -25,7 +25,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -362,6 +362,39 @@ def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) 
     arrivals_path = run_dir / "sw_arrivals.csv"
     arrivals = read_csv_lines(arrivals_path) if arrivals_path.exists() else None
     return RunData(run_dir, manifest, sw, hw, truth, arrivals)
+
+
+BATCH_ROWS = 1 << 20  # rows per batch when a run's tables are read in pieces
+
+
+def iter_table(run_dir: Path, table: str, columns: Sequence[str],
+               rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """A run's "sw" or "hw" table in batches of about `rows` rows, in file order, as arrays by
+    column: the columns named that the table has. From the Parquet file when the run was sealed
+    (no pandas conversion: it costs twice the decoding), else from what streamed (sw.raw,
+    hw_pulses.csv: read whole, then cut). `rows`: BATCH_ROWS unless given."""
+    rows = rows or BATCH_ROWS
+    path = run_dir / f"{table}.parquet"
+    if path.exists():
+        f = pq.ParquetFile(path)
+        have = [c for c in columns if c in set(f.schema_arrow.names)]
+        for batch in f.iter_batches(batch_size=rows, columns=have):
+            yield {name: column.to_numpy() for name, column in zip(batch.schema.names, batch.columns, strict=True)}
+        return
+    whole = load_run(run_dir, {table: columns})
+    frame = whole.sw if table == "sw" else whole.hw
+    arrays = {c: frame[c].to_numpy() for c in columns if c in frame}
+    for at in range(0, len(frame), rows):
+        yield {c: a[at:at + rows] for c, a in arrays.items()}
+
+
+def table_columns(run_dir: Path, table: str) -> set[str]:
+    """The columns a run's table has (without reading its rows when it is sealed)."""
+    path = run_dir / f"{table}.parquet"
+    if path.exists():
+        return set(pq.read_schema(path).names)
+    whole = load_run(run_dir)
+    return set((whole.sw if table == "sw" else whole.hw).columns)
 
 
 def list_runs(campaign_dir: Path) -> list[Path]:

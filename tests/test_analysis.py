@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from station.analysis.campaign import _t_rw
@@ -23,7 +25,8 @@ def test_t_rw_pairs_inb_with_no_inb_of_the_same_load():
         # lpt-no-inb-idle has no scope data: the idle inb run must not borrow io's
     ]
     entries[1]["shift"]["hw_minus_sw_mean_ns"] = 2100.0
-    (est,) = _t_rw(entries, {})
+    # runs as the campaign keeps them: the entry, and no paired differences (no pairing here)
+    (est,) = _t_rw([SimpleNamespace(entry=e, diffs=None) for e in entries])
     assert est["load"] == "io" and est["inb_run"] == "lpt-inb-io-r0" and est["estimate_ns"] == 2000.0
 
 

@@ -140,6 +140,14 @@ def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_pat
     html = (out / "report.html").read_text()
     assert "Maximum latency" in html and "PREEMPT_RT" in html
     (tmp_path.parent / "seed-004-table.json").write_text(json.dumps(table, indent=1))  # for the closing note
+    # `station compare` over this real campaign: seed 004's table again, one column per target
+    res = run_station("compare", str(out), "--out", str(tmp_path / "compare"), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    compared = json.loads((tmp_path / "compare" / "compare.json").read_text())["cyclictest"]
+    assert compared["cases"] == table["cases"]
+    assert [c["target"] for c in compared["columns"]] == list(targets)
+    assert compared["max_latency_us"] == [[table["max_latency_us"][t][case] for t in targets]
+                                          for case in table["cases"]]
 
 
 def test_killed_station_then_cleanup_leaves_nothing_running(local, work_dir, tmp_path):

@@ -313,3 +313,34 @@ for (const svg of document.querySelectorAll("figure svg")) {
 document.body.insertAdjacentHTML("beforeend",
   `<p id="smallest">${Math.min(...sizes)}</p><p id="texts">${sizes.length}</p>`);
 </script>"""
+
+
+def _same(a, b, path: str = "") -> list[str]:
+    """Where two report dictionaries differ: ints, strings and structure exactly, floats to 1e-9."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a for d in _same(a[k], b[k], f"{path}/{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} vs {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _same(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b)) else [f"{path}: {a!r} vs {b!r}"]
+    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+
+
+def test_the_analysis_does_not_depend_on_how_the_runs_are_read_in_batches(demo, monkeypatch):
+    """Runs are read a batch at a time (memory bounded for hour-long runs): cutting them into
+    batches of 999 records — every acquisition and pairing block cut somewhere else — must give
+    the same report as the default batches did."""
+    from station import store
+    from station.analysis.campaign import analyse_campaign
+
+    out, report, _ = demo
+    monkeypatch.setattr(store, "BATCH_ROWS", 999)
+    small, _ = analyse_campaign(out)
+    small = json.loads(json.dumps(small, default=float))  # as report.json holds it
+    differences = [d for d in _same(report["runs"], small["runs"], "runs")
+                   + _same(report["comparisons"], small["comparisons"], "comparisons")]
+    assert not differences, differences[:10]

@@ -12,16 +12,12 @@ import pandas as pd
 
 from station import records
 from station.analysis import correlation, cyclictest, findings, gpio, interruptions, outliers, worst_case
-from station.analysis.distribution import Distribution
-from station.analysis.pairing import Pairing, pair_run
+from station.analysis.run_analysis import RunAnalysis, analyse_run
+from station.analysis.worst_case import TailSample
 from station.report.samples import RunSamples
-from station.store import RunData, list_runs, load_run, station_version
+from station.store import iter_table, list_runs, station_version
 
 SCHEMA_VERSION = 1
-# what the analysis reads of a run's records (a result-store file holds more: identity, timestamps)
-ANALYSED_COLUMNS = {"sw": ("seq", "latency_ns", "flags", "hw_width_ns"),
-                    "hw": ("acquisition", "start_s", "width_s", "armed_host_s"),
-                    "truth": ("seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns")}
 # a probe kind's analysis: (its run directories, campaign.json) -> (report section, samples, notes);
 # the section goes into the report under the kind's name
 PROBE_ANALYSES = {"cyclictest": cyclictest.analyse_runs, "interruptions": interruptions.analyse_runs,
@@ -68,17 +64,13 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
         samples |= kind_samples
         notes += kind_notes
     run_entries = []
-    pairings: dict[str, Pairing] = {}
-    runs = []
-    for run_dir in module_dirs:  # one run's records in memory at a time, then what the comparisons use
-        run = load_run(run_dir, ANALYSED_COLUMNS)
-        pairing = pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
-        if pairing is not None:
-            pairings[run.run_id] = pairing
-        entry, sample = _analyse_run(run, pairing)
-        runs.append(_slim(run))
+    runs: list[RunAnalysis] = []
+    for run_dir in module_dirs:  # one run's records in memory at a time, a batch at a time
+        run = analyse_run(run_dir)
+        entry = run.entry
+        runs.append(run)
         run_entries.append(entry)
-        samples[entry["id"]] = sample
+        samples[entry["id"]] = run.samples
         if entry["status"] != "complete":
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
         if entry["losses"]["sw_lost"]:
@@ -102,9 +94,9 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
         },
         "runs": run_entries,
         "comparisons": {
-            "t_rw": _t_rw(run_entries, pairings),
-            "cross_interface_outliers": _cross_interface(run_entries, runs, pairings),
-            "worst_case": _worst_case(run_entries, runs, exceedance, deadline_ns),
+            "t_rw": _t_rw(runs),
+            "cross_interface_outliers": _cross_interface(runs),
+            "worst_case": _worst_case(runs, exceedance, deadline_ns),
         },
         "notes": notes,
         **probe_sections,
@@ -113,107 +105,26 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
     return report, samples
 
 
-def _analyse_run(run: RunData, pairing: Pairing | None) -> tuple[dict[str, Any], RunSamples]:
-    m = run.manifest
-    # the run's samples as distributions: every statistic below is exact and none re-sorts them
-    sw = Distribution.of(run.sw["latency_ns"].to_numpy(np.int64) if len(run.sw) else np.empty(0, np.int64))
-    hw_widths = run.hw["width_s"].to_numpy(np.float64) * 1e9 if len(run.hw) else None
-    hw = None if hw_widths is None else Distribution.of(hw_widths)
-    losses = m.get("losses", {})
-    entry = {
-        "id": m["run_id"],
-        **m["run"],
-        "period_ns": m.get("period_ns"),
-        "status": m.get("status"),
-        "error": m.get("error"),
-        "duration_s": m.get("duration_s"),
-        "sw": _describe(run.sw["latency_ns"].to_numpy(), sw),
-        "hw": _describe(hw_widths, hw) if hw is not None else None,
-        "board": _board(run),
-        "losses": {
-            "sw_lost": int(losses.get("sw_lost", 0)),
-            "sw_dropped_by_target": int(losses.get("sw_dropped_by_target", 0)),
-            "gaps": int(losses.get("gaps", 0)),
-            "format": m.get("format", "v1"),
-        },
-        "interrupts": m.get("interrupts"),
-        "shift": correlation.shift(sw, hw_widths, run.hw["acquisition"].to_numpy()) if hw is not None else None,
-        "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
-        "truth": _truth(run),
-        "pairing": pairing.summary() if pairing is not None else None,
-    }
-    # which side delayed the run's outliers, from the events both sides saw (issue 12)
-    entry["outlier_verdict"] = (
-        outliers.outlier_verdict(sw, hw, pairing.pairs if pairing is not None else None,
-                                 pairing.in_bulk if pairing is not None and len(pairing.pairs) > 1 else None)
-        if sw.count else None
-    )
-    return entry, RunSamples(sw_ns=sw, hw_ns=hw)
-
-
-def _describe(values: np.ndarray, dist: Distribution) -> dict | None:
-    """stats.describe() of a sample, bit for bit: the order statistics from its distribution
-    (no sort), the mean and standard deviation by numpy's own summation of the sample."""
-    described = dist.describe()
-    if described is not None:
-        described["mean_ns"] = float(np.mean(values, dtype=np.float64))
-        described["std_ns"] = float(np.std(values, dtype=np.float64, ddof=1)) if len(values) > 1 else 0.0
-    return described
-
-
-def _slim(run: RunData) -> RunData:
-    """The columns the cross-run comparisons read (_cross_interface, _worst_case), the rest let go."""
-    def columns(frame: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
-        # copy=False: the kept columns themselves, not a copy of millions of rows
-        return pd.DataFrame({c: frame[c] for c in names if c in frame}, copy=False)
-
-    return RunData(run.dir, run.manifest, columns(run.sw, ("latency_ns", "flags", "hw_width_ns")),
-                   columns(run.hw, ("width_s",)), None, None)
-
-
-def _board(run: RunData) -> dict | None:
-    """Statistics of the board-measured widths (PCIe echoer timestamps), if present."""
-    if "flags" not in run.sw or not len(run.sw):
-        return None
-    has = (run.sw["flags"].to_numpy() & int(records.Flag.HW_WIDTH)) != 0
-    if not has.any():
-        return None
-    widths = run.sw["hw_width_ns"].to_numpy()[has]
-    return _describe(widths, Distribution.of(widths))
-
-
-def _truth(run: RunData) -> dict | None:
-    """What the twin injected, for the events this run recorded."""
-    if run.truth is None or not len(run.sw) or "seq" not in run.sw:
-        return None
-    t = run.truth.set_index("seq").reindex(run.sw["seq"].to_numpy())
-    t = t.dropna()
-    return {
-        "t_rw_mean_ns": float(t["t_rw_ns"].mean()),
-        "hw_minus_sw_mean_ns": float((t["hw_ns"] - t["sw_ns"]).mean()),
-        "sw_outliers_injected": int((t["d_sw_ns"] > 0).sum()),
-    }
-
-
-def _t_rw(entries: list[dict], pairings: dict[str, Pairing]) -> list[dict]:
+def _t_rw(runs: list[RunAnalysis]) -> list[dict]:
     """One estimate per (interface, load, repetition): the inb run against the no-inb run
     measured under the same load, never against another load's."""
     result = []
-    cells: dict[tuple, dict[str, dict]] = {}
-    for e in entries:
+    cells: dict[tuple, dict[str, RunAnalysis]] = {}
+    for r in runs:
+        e = r.entry
         if e["shift"] is not None:
-            cells.setdefault((e["interface"], e["load"], e["repetition"]), {})[e["variant"]] = e
+            cells.setdefault((e["interface"], e["load"], e["repetition"]), {})[e["variant"]] = r
     for (iface, load, _rep), cell in sorted(cells.items()):
         if "inb" not in cell or "no-inb" not in cell:
             continue
-        a, b = cell["inb"], cell["no-inb"]
+        ra, rb = cell["inb"], cell["no-inb"]
+        a, b = ra.entry, rb.entry
         est = correlation.t_rw(a["shift"], b["shift"])
         truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
         paired = {}
-        pa, pb = pairings.get(a["id"]), pairings.get(b["id"])
-        if pa is not None and pb is not None and len(pa.pairs) > 1 and len(pb.pairs) > 1:
-            paired = correlation.paired_t_rw(pa.pairs["diff_ns"].to_numpy(), pb.pairs["diff_ns"].to_numpy(),
-                                             pa.in_bulk, pb.in_bulk)
+        if ra.diffs is not None and rb.diffs is not None and ra.diffs.moments.count > 1 and \
+                rb.diffs.moments.count > 1:
+            paired = correlation.paired_t_rw_of(ra.diffs.bulk_mean_se(), rb.diffs.bulk_mean_se())
         result.append(
             {
                 "interface": iface,
@@ -228,67 +139,90 @@ def _t_rw(entries: list[dict], pairings: dict[str, Pairing]) -> list[dict]:
     return result
 
 
-def _cross_interface(entries: list[dict], runs: list[RunData], pairings: dict[str, Pairing]) -> list[dict]:
+def _cross_interface(runs: list[RunAnalysis]) -> list[dict]:
     """The seed's criterion, per load: PCIe software samples above the LPT software maximum
     measured under the same load, and whether the scope and the board saw them. Scope widths
     are compared after removing their run's HW−SW shift (the inb check's extra t_rw)."""
-    by_id = {r.run_id: r for r in runs}
     result = []
-    for load in sorted({e["load"] for e in entries}):
-        lpt = [e for e in entries if e["load"] == load and e["interface"] == "lpt" and e["sw"]]
-        pcie_entries = [e for e in entries if e["load"] == load and e["interface"] == "pcie" and e["sw"]]
-        if not lpt or not pcie_entries:
+    for load in sorted({r.entry["load"] for r in runs}):
+        lpt = [r for r in runs if r.entry["load"] == load and r.entry["interface"] == "lpt" and r.entry["sw"]]
+        pcie = [r for r in runs if r.entry["load"] == load and r.entry["interface"] == "pcie" and r.entry["sw"]]
+        if not lpt or not pcie:
             continue
-        ref_max = max(e["sw"]["max_ns"] for e in lpt)
-        pcie = [by_id[e["id"]] for e in pcie_entries]
-        sw = np.concatenate([r.sw["latency_ns"].to_numpy() for r in pcie])
-        hw = np.concatenate([
-            r.hw["width_s"].to_numpy() * 1e9 - (e["shift"]["hw_minus_sw_median_ns"] if e["shift"] else 0.0)
-            for r, e in zip(pcie, pcie_entries, strict=True)
-        ])
-        board = board_out = None
-        if all("hw_width_ns" in r.sw for r in pcie):
-            flags = np.concatenate([r.sw["flags"].to_numpy() for r in pcie])
-            has = (flags & int(records.Flag.HW_WIDTH)) != 0
-            if has.any():
-                widths = np.concatenate([r.sw["hw_width_ns"].to_numpy() for r in pcie])
-                board = widths[has]
-                board_out = widths[has & (sw > ref_max)]
-        caught = []
+        ref_max = max(r.entry["sw"]["max_ns"] for r in lpt)
+        hw_above = hw_total = 0
         for r in pcie:
-            if r.run_id in pairings:
-                pairs = pairings[r.run_id].pairs
-                caught.append(pairs[pairs["sw_ns"] > ref_max].assign(run=r.run_id))
-        caught_df = pd.concat(caught) if caught else None
-        entry = outliers.cross_interface("pcie", "lpt", ref_max, sw, hw, board, board_out, caught_df)
-        entry["outlier_verdict"] = outliers.pooled_verdict([e.get("outlier_verdict") for e in pcie_entries])
+            if r.hw is not None:
+                shift = r.entry["shift"]["hw_minus_sw_median_ns"] if r.entry["shift"] else 0.0
+                hw_above += r.hw.count_above(ref_max + shift)
+                hw_total += r.hw.count
+        boards = [r.board for r in pcie]
+        has_board = any(b is not None for b in boards)
+        caught = [r.candidates[r.candidates["sw_ns"].to_numpy() > ref_max].assign(run=r.run_id)
+                  for r in pcie if r.candidates is not None]
+        entry = outliers.cross_interface_counts(
+            "pcie", "lpt", ref_max,
+            sw_above=sum(r.sw.count_above(ref_max) for r in pcie), sw_total=sum(r.sw.count for r in pcie),
+            hw_above=hw_above, hw_total=hw_total,
+            board_above=sum(b.count_above(ref_max) for b in boards if b is not None) if has_board else None,
+            board_total=sum(b.count for b in boards if b is not None) if has_board else None,
+            board_max_of_sw_outliers_ns=_board_max_above(pcie, ref_max) if has_board else None,
+            scope_caught=pd.concat(caught) if caught else None,
+        )
+        if any(ref_max < r.candidate_floor_ns and r.candidates is not None for r in pcie):
+            entry["scope_caught_note"] = ("the LPT maximum lies below the PCIe runs' kept tail: the events listed "
+                                          "are those at or above the tail kept per run")
+        entry["outlier_verdict"] = outliers.pooled_verdict([r.entry.get("outlier_verdict") for r in pcie])
         result.append({"load": load, **entry})
     return result
 
 
-def _worst_case(entries: list[dict], runs: list[RunData], exceedance: float,
-                deadline_ns: float | None) -> list[dict]:
+def _board_max_above(runs: list[RunAnalysis], threshold: float) -> float | None:
+    """The largest board-measured width among the events whose t_SW exceeds `threshold`: from the
+    kept tail when it reaches that low, else by reading the run's records again."""
+    best = None
+    for r in runs:
+        # every value at or above the tail's smallest is in the tail
+        if r.tail.values.size == r.sw.count or (r.tail.values.size and threshold >= float(r.tail.values.min())):
+            widths = r.tail_board_ns[(r.tail.values > threshold) & ~np.isnan(r.tail_board_ns)]
+        else:
+            widths = _board_widths_above(r, threshold)
+        if widths.size:
+            best = max(best or -np.inf, float(widths.max()))
+    return best
+
+
+def _board_widths_above(run: RunAnalysis, threshold: float) -> np.ndarray:
+    parts = []
+    for batch in iter_table(run.dir, "sw", ("latency_ns", "flags", "hw_width_ns")):
+        if "hw_width_ns" not in batch:
+            break
+        has = (batch["flags"].to_numpy() & int(records.Flag.HW_WIDTH)) != 0
+        parts.append(batch["hw_width_ns"].to_numpy()[has & (batch["latency_ns"].to_numpy() > threshold)])
+    return np.concatenate(parts).astype(np.float64) if parts else np.empty(0)
+
+
+def _worst_case(runs: list[RunAnalysis], exceedance: float, deadline_ns: float | None) -> list[dict]:
     """Per interface and load: the largest software latency seen, the p99.999 of all that
     interface's samples under that load pooled, and the tail fit (station/analysis/worst_case.py):
     the latency exceeded with probability `exceedance` per event, with its interval and checks,
     and the probability of exceeding the deadline when there is one."""
-    by_id = {r.run_id: r for r in runs}
     result = []
-    for iface, load in sorted({(e["interface"], e["load"]) for e in entries if e["sw"]}):
-        mine = [e for e in entries if e["interface"] == iface and e["load"] == load and e["sw"]]
-        worst = max(mine, key=lambda e: e["sw"]["max_ns"])
+    for iface, load in sorted({(r.entry["interface"], r.entry["load"]) for r in runs if r.entry["sw"]}):
+        mine = [r for r in runs if r.entry["interface"] == iface and r.entry["load"] == load and r.entry["sw"]]
+        worst = max(mine, key=lambda r: r.entry["sw"]["max_ns"])
         # in run order: the independence check looks at which events follow which
-        pooled = np.concatenate([by_id[e["id"]].sw["latency_ns"].to_numpy() for e in mine])
+        pooled = TailSample.pooled([r.tail for r in mine], [r.sw.count for r in mine])
         fit = worst_case.worst_case(pooled, exceedance=exceedance, deadline_ns=deadline_ns)
         quantile = fit.get("quantile_ns") or {}
         result.append(
             {
                 "interface": iface,
                 "load": load,
-                "observed_max_ns": worst["sw"]["max_ns"],
-                "p99_999_ns": float(np.percentile(pooled, 99.999)),
-                "run": worst["id"],
-                "samples": int(len(pooled)),
+                "observed_max_ns": worst.entry["sw"]["max_ns"],
+                "p99_999_ns": float(pooled.distribution.percentiles([99.999])[0]),
+                "run": worst.run_id,
+                "samples": int(pooled.distribution.count),
                 # what `station compare` tabulates: only a reliable fit's, at the default probability
                 "worst_case_1e9_ns": (quantile.get("estimate")
                                       if exceedance == worst_case.EXCEEDANCE and fit.get("reliable") else None),

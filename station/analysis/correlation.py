@@ -27,19 +27,24 @@ def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.
     sw = sw_ns if isinstance(sw_ns, Distribution) else Distribution.of(np.asarray(sw_ns))
     if sw.count < 2 or len(hw_ns) < 2:
         return None
-    m_hw, se_hw = _cluster_mean_se(np.asarray(hw_ns, np.float64), acquisitions)
+    m_hw, se_hw = cluster_mean_se(np.asarray(hw_ns, np.float64), acquisitions)
+    return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)))
+
+
+def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float) -> dict:
+    """`shift` from the scope side's mean, its (cluster-robust) standard error and its median."""
     m_sw, se_sw = sw.mean(), sw.std(1) / math.sqrt(sw.count)
-    d = m_hw - m_sw
-    se = math.hypot(se_hw, se_sw)
+    d = hw_mean_ns - m_sw
+    se = math.hypot(hw_se_ns, se_sw)
     return {
         "hw_minus_sw_mean_ns": d,
         "se_ns": se,
         "ci95_ns": [d - Z95 * se, d + Z95 * se],
-        "hw_minus_sw_median_ns": float(np.median(hw_ns) - sw.median()),
+        "hw_minus_sw_median_ns": float(hw_median_ns - sw.median()),
     }
 
 
-def _cluster_mean_se(values: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float]:
+def cluster_mean_se(values: np.ndarray, clusters: np.ndarray | None) -> tuple[float, float]:
     if clusters is None or not len(clusters):
         return mean_se(values)
     if np.all(clusters[1:] >= clusters[:-1]):  # as written, acquisition after acquisition: no sort
@@ -94,10 +99,14 @@ def paired_t_rw(diff_inb: np.ndarray, diff_no_inb: np.ndarray,
     a, b = np.asarray(diff_inb, np.float64), np.asarray(diff_no_inb, np.float64)
     keep_a = bulk(a) if keep_inb is None else keep_inb
     keep_b = bulk(b) if keep_no_inb is None else keep_no_inb
-    m_a, se_a = mean_se(a[keep_a])
-    m_b, se_b = mean_se(b[keep_b])
+    return paired_t_rw_of((*mean_se(a[keep_a]), int((~keep_a).sum())), (*mean_se(b[keep_b]), int((~keep_b).sum())))
+
+
+def paired_t_rw_of(inb: tuple[float, float, int], no_inb: tuple[float, float, int]) -> dict:
+    """paired_t_rw from each run's (bulk mean, its standard error, events left out)."""
+    (m_a, se_a, out_a), (m_b, se_b, out_b) = inb, no_inb
     est, se = m_a - m_b, math.hypot(se_a, se_b)
     return {"paired_estimate_ns": est, "paired_se_ns": se, "paired_ci95_ns": [est - Z95 * se, est + Z95 * se],
-            "paired_excluded": {"inb": int((~keep_a).sum()), "no_inb": int((~keep_b).sum())},
+            "paired_excluded": {"inb": out_a, "no_inb": out_b},
             "paired_method": f"mean of paired HW−SW per run, events beyond {PAIRED_OUTLIER_MADS:g} robust sigmas "
                              "of the run's median left out (one-sided outliers)"}

@@ -116,6 +116,10 @@ class Distribution:
         n = self.count
         if n - ddof <= 0:
             return 0.0
+        if self.values.dtype.kind == "i":  # exact: n·Σx² − (Σx)² in integers, then one division
+            s1 = _exact_dot(self.values, self.counts)
+            s2 = _exact_dot(self.values, self.counts, squared=True)
+            return math.sqrt((n * s2 - s1 * s1) / (n * (n - ddof)))
         d = self.values.astype(np.float64) - self.mean()
         return math.sqrt(float(np.dot(self.counts, d * d)) / (n - ddof))
 
@@ -191,8 +195,12 @@ class Distribution:
         return np.repeat(self.values, self.counts)
 
 
-def _exact_dot(values: np.ndarray, counts: np.ndarray) -> int:
-    """Σ values·counts without int64 overflow (Python integers past 2**62)."""
-    if values.size and max(abs(int(values[0])), abs(int(values[-1]))) * int(counts.sum()) < 2**62:
-        return int(np.dot(values, counts))
-    return sum(int(v) * int(c) for v, c in zip(values.tolist(), counts.tolist(), strict=True))
+def _exact_dot(values: np.ndarray, counts: np.ndarray, squared: bool = False) -> int:
+    """Σ values·counts (Σ values²·counts) without int64 overflow (Python integers past 2**62)."""
+    if not values.size:
+        return 0
+    top = max(abs(int(values[0])), abs(int(values[-1])))
+    if (top * top if squared else top) * int(counts.sum()) < 2**62:
+        return int(np.dot(values * values if squared else values, counts))
+    return sum((int(v) * int(v) if squared else int(v)) * int(c)
+               for v, c in zip(values.tolist(), counts.tolist(), strict=True))

@@ -57,28 +57,40 @@ def cross_interface(
     board_of_sw_outliers_ns: np.ndarray | None,
     scope_caught: pd.DataFrame | None = None,
 ) -> dict:
-    above = int(np.sum(sw_ns > threshold_ns))
-    frac = above / len(sw_ns) if len(sw_ns) else 0.0
-    hw_above = int(np.sum(hw_ns > threshold_ns))
-    expected_in_scope = frac * len(hw_ns)
-    seen = hw_above > 0
+    return cross_interface_counts(
+        interface, reference, threshold_ns,
+        sw_above=int(np.sum(sw_ns > threshold_ns)), sw_total=int(len(sw_ns)),
+        hw_above=int(np.sum(hw_ns > threshold_ns)), hw_total=int(len(hw_ns)),
+        board_above=None if board_ns is None else int(np.sum(board_ns > threshold_ns)),
+        board_total=None if board_ns is None else int(len(board_ns)),
+        board_max_of_sw_outliers_ns=(None if board_of_sw_outliers_ns is None or len(board_of_sw_outliers_ns) == 0
+                                     else float(np.max(board_of_sw_outliers_ns))),
+        scope_caught=scope_caught,
+    )
+
+
+def cross_interface_counts(interface: str, reference: str, threshold_ns: float, *, sw_above: int, sw_total: int,
+                           hw_above: int, hw_total: int, board_above: int | None, board_total: int | None,
+                           board_max_of_sw_outliers_ns: float | None,
+                           scope_caught: pd.DataFrame | None = None) -> dict:
+    """The seed's criterion from counts: software samples of `interface` above `threshold_ns` (the
+    `reference` interface's software maximum), pulses above it, the board's widths, and the
+    paired events among them (`scope_caught`: run, seq, sw_ns, hw_ns)."""
+    frac = sw_above / sw_total if sw_total else 0.0
     result = {
         "interface": interface,
         "reference_interface": reference,
         "threshold_ns": float(threshold_ns),
-        "sw_count_above": above,
-        "sw_total": int(len(sw_ns)),
+        "sw_count_above": sw_above,
+        "sw_total": sw_total,
         "sw_fraction": frac,
         "hw_count_above": hw_above,
-        "hw_total": int(len(hw_ns)),
-        "hw_expected_if_real": expected_in_scope,
-        "seen_by_scope": seen,
-        "board_count_above": None if board_ns is None else int(np.sum(board_ns > threshold_ns)),
-        "board_total": None if board_ns is None else int(len(board_ns)),
-        "board_max_of_sw_outliers_ns": (
-            None if board_of_sw_outliers_ns is None or len(board_of_sw_outliers_ns) == 0
-            else float(np.max(board_of_sw_outliers_ns))
-        ),
+        "hw_total": hw_total,
+        "hw_expected_if_real": frac * hw_total,
+        "seen_by_scope": hw_above > 0,
+        "board_count_above": board_above,
+        "board_total": board_total,
+        "board_max_of_sw_outliers_ns": board_max_of_sw_outliers_ns,
     }
     result["scope_caught"] = (
         [] if scope_caught is None else
@@ -146,30 +158,55 @@ def outlier_verdict(sw_ns: Sample, hw_ns: Sample | None, pairs: pd.DataFrame | N
     so `hardware_side` = hw_only + both_sides. `in_bulk`: `correlation.bulk` of the pairs' differences,
     when the caller has it.
     """
-    sw = _dist(sw_ns)
-    sw_thr = robust_threshold(sw) if sw.count else float("inf")
-    hw = None if hw_ns is None else _dist(hw_ns)
-    hw_thr = robust_threshold(hw) if hw is not None and hw.count > 10 else float("inf")
-    run_sw = sw.count_above(sw_thr)
-    run_hw = 0 if hw is None else hw.count_above(hw_thr)
+    sw, hw, sw_thr, hw_thr = _thresholds(sw_ns, hw_ns)
     counts = {"sw_only": 0, "hw_only": 0, "both_sides": 0, "paired_events": 0}
     if pairs is not None and len(pairs) > 1:
-        counts = _classify(pairs, sw_thr, hw_thr, in_bulk)
-    return _decide(counts, run_sw, run_hw, paired=pairs is not None and len(pairs) > 1)
+        diff = pairs["hw_ns"].to_numpy(np.float64) - pairs["sw_ns"].to_numpy(np.float64)
+        median = float(np.median(diff))
+        counts = classify_paired(pairs, sw_thr, hw_thr, median, bulk(diff, median) if in_bulk is None else in_bulk,
+                                 len(pairs))
+    return _decide(counts, sw.count_above(sw_thr), 0 if hw is None else hw.count_above(hw_thr),
+                   paired=pairs is not None and len(pairs) > 1)
 
 
-def _classify(pairs: pd.DataFrame, sw_thr: float, hw_thr: float, in_bulk: np.ndarray | None) -> dict[str, int]:
+def verdict_thresholds(sw_ns: Sample, hw_ns: Sample | None) -> tuple[float, float]:
+    """The robust thresholds above which a software sample or a pulse is an outlier event."""
+    return _thresholds(sw_ns, hw_ns)[2:]
+
+
+def _thresholds(sw_ns: Sample, hw_ns: Sample | None) -> tuple[Distribution, Distribution | None, float, float]:
+    sw = _dist(sw_ns)
+    hw = None if hw_ns is None else _dist(hw_ns)
+    sw_thr = robust_threshold(sw) if sw.count else float("inf")
+    hw_thr = robust_threshold(hw) if hw is not None and hw.count > 10 else float("inf")
+    return sw, hw, sw_thr, hw_thr
+
+
+def outlier_verdict_of_candidates(sw_ns: Sample, hw_ns: Sample | None, candidates: pd.DataFrame, median: float,
+                                  in_bulk: np.ndarray, paired_events: int) -> dict:
+    """outlier_verdict from a run's paired events that can be outliers alone (every pair with t_SW
+    or t_HW above its threshold, `verdict_thresholds`), with the median of all pairs' HW−SW and
+    whether each candidate's difference lies in the run's bulk: what a run read in batches keeps."""
+    sw, hw, sw_thr, hw_thr = _thresholds(sw_ns, hw_ns)
+    counts = classify_paired(candidates, sw_thr, hw_thr, median, in_bulk, paired_events)
+    return _decide(counts, sw.count_above(sw_thr), 0 if hw is None else hw.count_above(hw_thr),
+                   paired=paired_events > 1)
+
+
+def classify_paired(pairs: pd.DataFrame, sw_thr: float, hw_thr: float, median: float, in_bulk: np.ndarray,
+                    paired_events: int) -> dict[str, int]:
+    """Count the paired outlier events by side: software only (HW−SW below the bulk), scope only
+    (above it), both (within it, or late on both)."""
     p_sw, p_hw = pairs["sw_ns"].to_numpy(np.float64), pairs["hw_ns"].to_numpy(np.float64)
     diff = p_hw - p_sw
     sw_out, hw_out = p_sw > sw_thr, p_hw > hw_thr
-    median = float(np.median(diff))
-    off = ~(bulk(diff, median) if in_bulk is None else in_bulk)
+    off = ~np.asarray(in_bulk, bool)
     low, high = off & (diff < median), off & (diff > median)
     sw_only = sw_out & ~hw_out & low
     hw_only = hw_out & ~sw_out & high
     both = (sw_out | hw_out) & ~sw_only & ~hw_only
     return {"sw_only": int(sw_only.sum()), "hw_only": int(hw_only.sum()), "both_sides": int(both.sum()),
-            "paired_events": int(len(pairs))}
+            "paired_events": int(paired_events)}
 
 
 def pooled_verdict(verdicts: list[dict | None]) -> dict | None:

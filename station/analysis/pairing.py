@@ -21,6 +21,7 @@ That is linear in the run: an hour at 10 kHz pairs in seconds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -39,6 +40,7 @@ BLOCK = 512  # acquisitions searched at once
 MODEL_POINTS = 512  # the latest paired acquisitions the clock line is fitted to
 MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
 SHORTLIST = 3  # candidates per acquisition whose spread is computed exactly
+HW_COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # what pairing reads of the pulses
 
 
 @dataclass
@@ -85,13 +87,14 @@ class _Acquisitions:
     usable: np.ndarray  # enough pulses, strictly increasing offsets
 
 
-def _acquisitions(hw: pd.DataFrame, period_ns: int) -> _Acquisitions:
+def _acquisitions(hw: Mapping[str, np.ndarray], period_ns: int) -> _Acquisitions:
+    """`hw`: acquisition, start_s, width_s, armed_host_s arrays (a DataFrame or a batch)."""
+    acquisition = np.asarray(hw["acquisition"])
     # written in acquisition order: no reordering copy (millions of pulses in an hour's run)
-    order = None if hw["acquisition"].is_monotonic_increasing else np.argsort(hw["acquisition"].to_numpy(),
-                                                                               kind="stable")
+    order = None if np.all(acquisition[1:] >= acquisition[:-1]) else np.argsort(acquisition, kind="stable")
 
     def column(name: str) -> np.ndarray:
-        values = hw[name].to_numpy()
+        values = np.asarray(hw[name])
         return values if order is None else values[order]
 
     acq = column("acquisition")
@@ -141,17 +144,221 @@ def _mad(resid: np.ndarray) -> np.ndarray:
     return _median(np.abs(resid - _median(resid, keepdims=True)))
 
 
-def _latency_by_seq(sw: pd.DataFrame) -> np.ndarray:
-    """t_SW indexed by sequence number, MISSING where a record was lost. A stream without losses
-    is its own table (no copy: a run's latencies are tens of MB)."""
-    seq = sw["seq"]
-    n = len(seq)
-    if seq.is_monotonic_increasing and int(seq.iloc[0]) == 0 and int(seq.iloc[-1]) == n - 1:
-        return sw["latency_ns"].to_numpy()  # non-decreasing, n values from 0 to n − 1: exactly 0 … n − 1
-    seqs = seq.to_numpy(np.int64)
-    lat = np.full(int(seqs.max()) + 1, MISSING)
-    lat[seqs] = sw["latency_ns"].to_numpy(np.float64)
-    return lat
+class _SeqWindow:
+    """t_SW by sequence number over a sliding range of the stream: [base, end). Batches of
+    (seq, latency) are read as far as asked; sequence numbers below the range are forgotten."""
+
+    def __init__(self, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> None:
+        self._batches = iter(batches)
+        self.base = 0
+        self._buf = np.empty(0, np.float64)  # the range, then room to grow into
+        self._len = 0
+        self.done = False
+
+    @property
+    def end(self) -> int:
+        return self.base + self._len
+
+    def cover(self, lo: int, hi: int) -> None:
+        """Hold [lo, hi] as far as the stream reaches (lost records: MISSING)."""
+        if lo > self.base:
+            drop = min(lo - self.base, self._len)
+            self._buf[:self._len - drop] = self._buf[drop:self._len]
+            self._len -= drop
+            self.base += drop
+        while not self.done and self.end <= hi:
+            batch = next(self._batches, None)
+            if batch is None:
+                self.done = True
+                break
+            self._append(*batch)
+
+    def _append(self, seq: np.ndarray, latency: np.ndarray) -> None:
+        if not len(seq):
+            return
+        seq = np.asarray(seq, np.int64)
+        if not self._len:  # the stream's first numbers (or a restart after a long gap)
+            self.base = max(self.base, int(seq[0]), int(seq.min()))
+        first, last = int(seq[0]), int(seq[-1])
+        contiguous = first == self.end and last == first + len(seq) - 1 and first >= self.base
+        if not contiguous:
+            keep = seq >= self.base  # numbers already forgotten come too late to be paired
+            seq, latency = seq[keep], np.asarray(latency)[keep]
+            if not len(seq):
+                return
+        top = int(seq.max()) + 1 - self.base
+        if top > len(self._buf):  # grow by half again at least: appends stay linear
+            grown = np.empty(max(top, len(self._buf) * 3 // 2), np.float64)
+            grown[:self._len] = self._buf[:self._len]
+            self._buf = grown
+        if top > self._len:
+            self._buf[self._len:top] = MISSING
+            self._len = top
+        if contiguous:
+            self._buf[first - self.base:top] = latency
+        else:
+            self._buf[seq - self.base] = latency
+
+    def at(self, seq: np.ndarray) -> np.ndarray:
+        """t_SW of each sequence number, MISSING outside the range or where lost."""
+        if not self._len:
+            return np.full(np.shape(seq), MISSING)
+        idx = np.asarray(seq, np.int64) - self.base
+        out = self._buf[np.clip(idx, 0, self._len - 1)]
+        outside = (idx < 0) | (idx >= self._len)
+        if outside.any():
+            out[outside] = MISSING
+        return out
+
+
+class StreamPairer:
+    """pair_run over a run's records and pulses in batches (memory: a batch of pulses and the
+    records they can be paired with). `pairs()` yields each batch's pairs; the counts for
+    Pairing are filled in as it goes."""
+
+    def __init__(self, arrivals: pd.DataFrame, period_ns: int, window: int = 3000) -> None:
+        self.arrival_host = arrivals["host_s"].to_numpy(np.float64)
+        self.arrival_seq = arrivals["last_seq"].to_numpy(np.float64)
+        self.period_ns = period_ns
+        self.window = window
+        self.acquisitions = self.acquisitions_paired = self.pulses = 0
+        self._lags: list[int] = []
+        self._line_armed = np.empty(0, np.float64)  # the latest paired acquisitions: arm time, first event
+        self._line_first = np.empty(0, np.int64)
+
+    def pairs(self, sw_batches: Iterable[tuple[np.ndarray, np.ndarray]],
+              hw_batches: Iterable[Mapping[str, np.ndarray]]) -> Iterator[pd.DataFrame]:
+        """sw_batches: (seq, latency_ns) in stream order; hw_batches: arrays acquisition, start_s,
+        width_s, armed_host_s in acquisition order (an acquisition may continue into the next batch)."""
+        win = _SeqWindow(sw_batches)
+        carry: dict[str, np.ndarray] | None = None
+        for batch in hw_batches:
+            hw = {c: np.asarray(batch[c]) for c in HW_COLUMNS} if carry is None else \
+                {c: np.concatenate([carry[c], np.asarray(batch[c])]) for c in HW_COLUMNS}
+            acq = hw["acquisition"]
+            if not len(acq):
+                continue
+            last = np.flatnonzero(acq != acq[-1])
+            cut = int(last[-1]) + 1 if len(last) else 0  # the last acquisition may go on
+            carry = {c: a[cut:] for c, a in hw.items()}
+            if cut:
+                yield self._pair_acquisitions(_acquisitions({c: a[:cut] for c, a in hw.items()}, self.period_ns), win)
+        if carry is not None and len(carry["acquisition"]):
+            yield self._pair_acquisitions(_acquisitions(carry, self.period_ns), win)
+
+    def _pair_acquisitions(self, a: _Acquisitions, win: _SeqWindow) -> pd.DataFrame:
+        window = self.window
+        near = max(window // 10, 50)
+        arrived = np.interp(a.armed, self.arrival_host, self.arrival_seq)
+        first = np.full(len(a.ids), -1, dtype=np.int64)  # the paired first event, -1: not paired
+        last_k = a.k[a.end - 1]
+        todo = np.flatnonzero(a.usable)
+        lags = self._lags
+        if len(todo):  # the records this batch's acquisitions can be paired with
+            lag = int(np.median(lags)) if lags else 0
+            centres = arrived[todo] + lag
+            if len(self._line_armed) >= 2 and np.ptp(self._line_armed) > 0:
+                slope, intercept = np.polyfit(self._line_armed - self._line_armed[0],
+                                              self._line_first.astype(np.float64), 1)
+                centres = np.r_[centres, slope * (a.armed[todo] - self._line_armed[0]) + intercept]
+            win.cover(int(centres.min()) - 2 * window, int(centres.max()) + 2 * window + int(last_k.max()))
+
+        def search_one(i: int, predicted: int, half: int) -> None:
+            lo = max(predicted - half, 0, win.base)
+            hi = min(predicted + half, win.end - 1 - int(last_k[i]))
+            if hi - lo < 2:
+                return
+            n0 = np.arange(lo, hi + 1)
+            k = a.k[a.begin[i]:a.end[i]]
+            spread = _mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
+            two = np.argsort(spread)[:2]
+            best, runner_up = spread[two[0]], spread[two[1]]
+            if best <= MAX_SPREAD_NS and runner_up >= MIN_SEPARATION * max(best, 1.0):
+                first[i] = n0[two[0]]
+
+        def paired_here(i: int) -> None:
+            if first[i] >= 0:
+                self._remember(a.armed[i : i + 1], first[i : i + 1])
+
+        # bootstrap: one by one, over the window the arrival times allow
+        done_upto = 0
+        while done_upto < len(todo) and len(lags) < BOOTSTRAP:
+            i = int(todo[done_upto])
+            done_upto += 1
+            predicted, half = int(arrived[i]), window
+            if lags:  # the clock relation is roughly known: look closer
+                predicted += int(np.median(lags))
+                half = near
+            search_one(i, predicted, half)
+            if first[i] >= 0:
+                lags.append(int(first[i] - int(arrived[i])))
+                paired_here(i)
+        block_start = done_upto
+        while block_start < len(todo):
+            paired_armed, paired_first = self._line_armed, self._line_first
+            # the line is extrapolated no further than the span it was fitted on
+            idx = todo[block_start:block_start + min(BLOCK, max(len(paired_armed), BOOTSTRAP))]
+            block_start += len(idx)
+            if len(paired_armed) < 2 or np.ptp(paired_armed) <= 0:
+                for i in idx:  # no line yet: one by one around the arrival estimate
+                    search_one(int(i), int(arrived[i]) + (int(np.median(lags)) if lags else 0),
+                               near if lags else window)
+                    if first[i] >= 0:
+                        lags.append(int(first[i] - int(arrived[i])))
+                        paired_here(int(i))
+                continue
+            t0 = paired_armed[0]
+            slope, intercept = np.polyfit(paired_armed - t0, paired_first.astype(np.float64), 1)
+            off_line = np.abs(paired_first - (slope * (paired_armed - t0) + intercept))
+            half = int(np.clip(np.ceil(4 * off_line.max()) + 8, MIN_HALF_WIDTH, near))
+            centre = np.rint(slope * (a.armed[idx] - t0) + intercept).astype(np.int64)
+            cand = centre[:, None] + np.arange(-half, half + 1)[None, :]  # (acq, candidates)
+            cols = _scoring_columns(a.begin[idx], a.end[idx])  # (acq, pulses)
+            at = cand[:, :, None] + a.k[cols][:, None, :]
+            inside = (cand >= win.base) & (cand + last_k[idx][:, None] < win.end)
+            resid = a.widths[cols][:, None, :] - win.at(at)
+            # a cheap pre-score (how many consecutive residuals stay together) keeps SHORTLIST
+            # candidates; the median absolute deviation then decides among those alone
+            steady = np.where(inside, (np.abs(np.diff(resid, axis=2)) <= MAX_SPREAD_NS).sum(axis=2), -1)
+            short = np.argpartition(-steady, SHORTLIST - 1, axis=1)[:, :SHORTLIST]
+            spread = np.where(np.take_along_axis(inside, short, 1),
+                              _mad(np.take_along_axis(resid, short[:, :, None], 1)), np.inf)
+            order = np.argsort(spread, axis=1)
+            two = np.take_along_axis(short, order[:, :2], 1)
+            best = np.take_along_axis(spread, order[:, :1], 1)[:, 0]
+            runner_up = np.take_along_axis(spread, order[:, 1:2], 1)[:, 0]
+            won = (best <= MAX_SPREAD_NS) & (runner_up >= MIN_SEPARATION * np.maximum(best, 1.0))
+            edge = (two[:, 0] == 0) | (two[:, 0] == 2 * half)
+            chosen = cand[np.arange(len(idx)), two[:, 0]]
+            # the winner against every pulse of its acquisition: most residuals near the scored centre
+            centre_resid = _median(np.take_along_axis(resid, two[:, :1, None], 1)[:, 0, :])
+            rows, owner = _rows(a.begin[idx], a.end[idx])
+            sizes = a.end[idx] - a.begin[idx]
+            near_centre = np.abs(a.widths[rows] - win.at(chosen[owner] + a.k[rows]) - centre_resid[owner]) \
+                <= MAX_SPREAD_NS
+            agree = np.bincount(owner, weights=near_centre, minlength=len(idx)) >= (sizes + 1) // 2
+            ok = won & ~edge & agree
+            first[idx[ok]] = chosen[ok]
+            for i in idx[~ok & (edge | ~won)]:  # off the line (a stalled scope, a clock step): the wide search
+                search_one(int(i), int(arrived[i]) + int(np.median(lags)), near)
+            done = idx[first[idx] >= 0]
+            self._remember(a.armed[done], first[done])
+        self.acquisitions += len(a.ids)
+        self.acquisitions_paired += int((first >= 0).sum())
+        self.pulses += int(len(a.widths))
+        return _pairs(a, first, win)
+
+    def _remember(self, armed: np.ndarray, first: np.ndarray) -> None:
+        """The clock line is fitted to the MODEL_POINTS latest paired acquisitions."""
+        if len(armed):
+            self._line_armed = np.r_[self._line_armed, armed][-MODEL_POINTS:]
+            self._line_first = np.r_[self._line_first, first][-MODEL_POINTS:]
+
+
+def _sw_batches(sw: pd.DataFrame, rows: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    seq, lat = sw["seq"].to_numpy(), sw["latency_ns"].to_numpy()
+    for at in range(0, len(seq), rows):
+        yield seq[at:at + rows], lat[at:at + rows]
 
 
 def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, period_ns: int,
@@ -162,99 +369,30 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
         return None
     if "armed_host_s" not in hw:
         return None
-    lat = _latency_by_seq(sw)
-    a = _acquisitions(hw, period_ns)
-    arrived = np.interp(a.armed, arrivals["host_s"].to_numpy(), arrivals["last_seq"].to_numpy(np.float64))
-    first = np.full(len(a.ids), -1, dtype=np.int64)  # the paired first event, -1: not paired
-    last_k = a.k[a.end - 1]
-
-    def search_one(i: int, predicted: int, half: int) -> None:
-        lo = max(predicted - half, 0)
-        hi = min(predicted + half, len(lat) - 1 - int(last_k[i]))
-        if hi - lo < 2:
-            return
-        n0 = np.arange(lo, hi + 1)
-        k = a.k[a.begin[i]:a.end[i]]
-        spread = _mad(a.widths[a.begin[i]:a.end[i]][None, :] - lat[n0[:, None] + k[None, :]])
-        two = np.argsort(spread)[:2]
-        best, runner_up = spread[two[0]], spread[two[1]]
-        if best <= MAX_SPREAD_NS and runner_up >= MIN_SEPARATION * max(best, 1.0):
-            first[i] = n0[two[0]]
-
-    todo = np.flatnonzero(a.usable)
-    # bootstrap: one by one, over the window the arrival times allow
-    lags: list[int] = []
-    done_upto = 0
-    for done_upto, i in enumerate(todo, start=1):  # noqa: B007 - its value after the loop is used
-        predicted, half = int(arrived[i]), window
-        if lags:  # the clock relation is roughly known: look closer
-            predicted += int(np.median(lags))
-            half = max(window // 10, 50)
-        search_one(i, predicted, half)
-        if first[i] >= 0:
-            lags.append(int(first[i] - int(arrived[i])))
-        if len(lags) >= BOOTSTRAP:
-            break
-    block_start = done_upto
-    while block_start < len(todo):
-        paired = np.flatnonzero(first >= 0)
-        paired = paired[paired < todo[block_start]][-MODEL_POINTS:]
-        # the line is extrapolated no further than the span it was fitted on
-        idx = todo[block_start:block_start + min(BLOCK, max(len(paired), BOOTSTRAP))]
-        block_start += len(idx)
-        if len(paired) < 2 or np.ptp(a.armed[paired]) <= 0:
-            for i in idx:  # no line yet: one by one around the arrival estimate
-                search_one(int(i), int(arrived[i]) + (int(np.median(lags)) if lags else 0),
-                           max(window // 10, 50) if lags else window)
-                if first[i] >= 0:
-                    lags.append(int(first[i] - int(arrived[i])))
-            continue
-        t0 = a.armed[paired[0]]
-        slope, intercept = np.polyfit(a.armed[paired] - t0, first[paired].astype(np.float64), 1)
-        off_line = np.abs(first[paired] - (slope * (a.armed[paired] - t0) + intercept))
-        half = int(np.clip(np.ceil(4 * off_line.max()) + 8, MIN_HALF_WIDTH, max(window // 10, 50)))
-        centre = np.rint(slope * (a.armed[idx] - t0) + intercept).astype(np.int64)
-        cand = centre[:, None] + np.arange(-half, half + 1)[None, :]  # (acq, candidates)
-        cols = _scoring_columns(a.begin[idx], a.end[idx])  # (acq, pulses)
-        at = cand[:, :, None] + a.k[cols][:, None, :]
-        inside = (cand >= 0) & (cand + last_k[idx][:, None] < len(lat))
-        resid = a.widths[cols][:, None, :] - lat[np.clip(at, 0, len(lat) - 1)]
-        # a cheap pre-score (how many consecutive residuals stay together) keeps SHORTLIST
-        # candidates; the median absolute deviation then decides among those alone
-        steady = np.where(inside, (np.abs(np.diff(resid, axis=2)) <= MAX_SPREAD_NS).sum(axis=2), -1)
-        short = np.argpartition(-steady, SHORTLIST - 1, axis=1)[:, :SHORTLIST]
-        spread = np.where(np.take_along_axis(inside, short, 1),
-                          _mad(np.take_along_axis(resid, short[:, :, None], 1)), np.inf)
-        order = np.argsort(spread, axis=1)
-        two = np.take_along_axis(short, order[:, :2], 1)
-        best = np.take_along_axis(spread, order[:, :1], 1)[:, 0]
-        runner_up = np.take_along_axis(spread, order[:, 1:2], 1)[:, 0]
-        won = (best <= MAX_SPREAD_NS) & (runner_up >= MIN_SEPARATION * np.maximum(best, 1.0))
-        edge = (two[:, 0] == 0) | (two[:, 0] == 2 * half)
-        chosen = cand[np.arange(len(idx)), two[:, 0]]
-        # the winner against every pulse of its acquisition: most residuals near the scored centre
-        centre_resid = _median(np.take_along_axis(resid, two[:, :1, None], 1)[:, 0, :])
-        rows, owner = _rows(a.begin[idx], a.end[idx])
-        sizes = a.end[idx] - a.begin[idx]
-        seq = np.clip(chosen[owner] + a.k[rows], 0, len(lat) - 1)
-        near = np.abs(a.widths[rows] - lat[seq] - centre_resid[owner]) <= MAX_SPREAD_NS
-        agree = np.bincount(owner, weights=near, minlength=len(idx)) >= (sizes + 1) // 2
-        ok = won & ~edge & agree
-        first[idx[ok]] = chosen[ok]
-        for i in idx[~ok & (edge | ~won)]:  # off the line (a stalled scope, a clock step): the wide search
-            search_one(int(i), int(arrived[i]) + int(np.median(lags)), max(window // 10, 50))
-    return _pairs(a, first, lat)
+    pulses = {c: hw[c].to_numpy() for c in HW_COLUMNS}
+    if not hw["acquisition"].is_monotonic_increasing:  # the stream pairer takes acquisitions in order
+        order = np.argsort(pulses["acquisition"], kind="stable")
+        pulses = {c: a[order] for c, a in pulses.items()}
+    pairer = StreamPairer(arrivals, period_ns, window)
+    parts = list(pairer.pairs(_sw_batches(sw), [pulses]))
+    pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else _pairs_frame()
+    return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses)
 
 
-def _pairs(a: _Acquisitions, first: np.ndarray, lat: np.ndarray) -> Pairing:
+def _pairs_frame(**columns: np.ndarray) -> pd.DataFrame:
+    names = ("acquisition", "seq", "hw_ns", "sw_ns", "diff_ns")
+    empty = {"acquisition": np.empty(0, np.int64), "seq": np.empty(0, np.int64)}
+    # copy=False: one block per column, not a consolidating copy of millions of rows
+    return pd.DataFrame({n: columns.get(n, empty.get(n, np.empty(0))) for n in names}, copy=False)
+
+
+def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow) -> pd.DataFrame:
     paired = np.flatnonzero(first >= 0)
     rows, owner = _rows(a.begin[paired], a.end[paired])
     owner = paired[owner]
     seq = first[owner] + a.k[rows]
-    sw_ns = lat[seq].astype(np.float64, copy=False)
+    sw_ns = win.at(seq)
     keep = sw_ns < MISSING
     hw_ns, sw_ns = a.widths[rows][keep], sw_ns[keep]
-    # copy=False: one block per column, not a consolidating copy of millions of rows
-    pairs = pd.DataFrame({"acquisition": a.ids[owner][keep], "seq": seq[keep], "hw_ns": hw_ns, "sw_ns": sw_ns,
-                          "diff_ns": hw_ns - sw_ns}, copy=False)
-    return Pairing(pairs, len(a.ids), len(paired), int(len(a.widths)))
+    return _pairs_frame(acquisition=a.ids[owner][keep], seq=seq[keep], hw_ns=hw_ns, sw_ns=sw_ns,
+                        diff_ns=hw_ns - sw_ns)

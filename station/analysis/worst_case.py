@@ -10,8 +10,10 @@ Method (Coles 2001, "An Introduction to Statistical Modeling of Extreme Values",
   x_p = u + σ/ξ·((ζ_u/p)^ξ - 1), which tends to u + σ·log(ζ_u/p) as ξ → 0.
 * Ties: latencies are integers (1 ns, 10 ns, ... quanta) while the GPD is continuous. When the top
   of the sample has ties, each value is spread by a uniform jitter of ± half the quantum (the gcd
-  of the gaps between distinct values), seeded by ``seed``; with more than a few distinct values
-  above u this changes nothing the fit can see, with fewer the result is flagged.
+  of the gaps between distinct values); with more than a few distinct values above u this changes
+  nothing the fit can see, with fewer the result is flagged. The jitter of a value is a hash of
+  ``seed`` and the value's position in the sample, not a draw from a stream, so it does not depend
+  on how many top values were at hand: a ``TailSample`` gives the same fit as the whole array.
 * Threshold: candidates are the quantiles 0.90 … 0.995 of the sample, then higher ones in steps
   of √2 in the number of excesses; those with 50 … 5000 excesses are fitted by maximum likelihood
   (Grimshaw's one-dimensional profile in ξ/σ) for the parameter-stability table (shape, Wald
@@ -38,6 +40,15 @@ Method (Coles 2001, "An Introduction to Statistical Modeling of Extreme Values",
   exceedance rate: a significant (p < 0.01) and material (θ < 0.9) clustering fails the check.
 * A deadline below u gets the empirical fraction with its Clopper–Pearson interval.
 
+A sample too large to hold (hour-long campaigns: hundreds of millions of events) is given as a
+``TailSample``: its ``Distribution`` (counts, order statistics, counts above a deadline) and only
+its largest values with their positions (the independence check needs them). While the kept values
+include the top 10 % (at the default cap of 2**18 values: samples up to about 2.6 M events) the
+result is exactly the whole array's. Beyond, the candidates with more excesses than were kept drop
+out of the diagnostics table (the method says so) and nothing else changes as long as more values
+were kept than a fitted candidate has excesses (MAX_EXCEEDANCES): the quantum comes from the
+distribution, and a jitter below half the quantum keeps every kept value above every dropped one.
+
 Every check that fails makes the result ``reliable: False`` with a plain-English reason; the
 estimates are still given when they can be computed. Inputs with NaN/inf raise ValueError.
 """
@@ -45,11 +56,14 @@ estimates are still given when they can be computed. Inputs with NaN/inf raise V
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import optimize, stats
+
+from station.analysis.distribution import Distribution
 
 EXCEEDANCE = 1e-9  # the default worst case: the latency exceeded once in a billion events
 LEVEL = 0.95
@@ -74,33 +88,118 @@ _BASE_TAILS = (0.10, 0.08, 0.06, 0.05, 0.04, 0.03, 0.02, 0.015, 0.01, 0.005)
 
 _CHI2_HALF = float(stats.chi2.ppf(LEVEL, 1)) / 2.0
 _TINY_THETA = 1e-7  # |ξ/σ| below this (in units of the mean excess) is ξ = 0 for the fit
+TAIL_CAP = 1 << 18  # values a TailSample keeps by default: far more than any fitted candidate needs
+
+
+@dataclass(frozen=True, eq=False)
+class TailSample:
+    """The top of a large sample, enough for the tail fit: the whole sample's distribution and its
+    largest values with their positions (0-based, in event order). The kept values are every
+    sample value ≥ ``edge`` (ties at the edge included), in any order."""
+
+    distribution: Distribution  # of the WHOLE sample
+    values: np.ndarray  # every sample value >= edge, any order
+    positions: np.ndarray  # int64, their positions in the sample, same order as values
+
+    def __post_init__(self) -> None:
+        values = np.asarray(self.values).ravel()
+        if values.dtype.kind in "ub":
+            values = values.astype(np.int64)
+        positions = np.asarray(self.positions).ravel()
+        if positions.size and positions.dtype.kind not in "iu":
+            raise ValueError(f"positions must be integers, got dtype {positions.dtype}")
+        if values.shape != positions.shape:
+            raise ValueError(f"{values.size} values but {positions.size} positions")
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "positions", positions.astype(np.int64, copy=False))
+
+    @staticmethod
+    def edge_for(distribution: Distribution, cap: int = TAIL_CAP) -> float:
+        """The smallest value to keep: the cap-th largest of the sample, or the next distinct value
+        up when ties there would make more than 2·cap values (inf for an empty sample). Only the
+        top `cap` distinct values can hold it, so this costs O(cap) on any distribution."""
+        if cap < 1:
+            raise ValueError(f"cap must be at least 1, got {cap}")
+        if not distribution.count:
+            return math.inf
+        at_least = np.cumsum(distribution.counts[-cap:][::-1])  # samples ≥ each value, from the top down
+        j = min(int(np.searchsorted(at_least, cap, side="left")), at_least.size - 1)
+        if at_least[j] > 2 * cap and j > 0:
+            j -= 1
+        return float(distribution.values[-1 - j])
+
+    @classmethod
+    def of(cls, samples: np.ndarray, cap: int = TAIL_CAP) -> TailSample:
+        """The tail sample of a 1-D array (integers or floats)."""
+        a = np.asarray(samples).ravel()
+        if a.dtype.kind in "ub":
+            a = a.astype(np.int64)
+        distribution = Distribution.of(a)
+        positions = np.flatnonzero(a >= cls.edge_for(distribution, cap))
+        return cls(distribution, a[positions], positions)
+
+    @classmethod
+    def pooled(cls, parts: Sequence[TailSample], lengths: Sequence[int], cap: int = TAIL_CAP) -> TailSample:
+        """Samples put one after another (run order): positions of part i shifted by the sum of the
+        earlier parts' lengths; the kept top is cut back to the pooled sample's own cap edge."""
+        parts, lengths = list(parts), [int(v) for v in lengths]
+        if len(parts) != len(lengths):
+            raise ValueError(f"{len(parts)} parts but {len(lengths)} lengths")
+        for i, (part, length) in enumerate(zip(parts, lengths, strict=True)):
+            if part.distribution.count != length:
+                raise ValueError(f"part {i}: length {length} but its distribution counts {part.distribution.count}")
+        distribution = Distribution.pooled([p.distribution for p in parts])
+        if not parts:
+            return cls(distribution, np.empty(0, np.int64), np.empty(0, np.int64))
+        offsets = np.cumsum([0, *lengths[:-1]], dtype=np.int64)
+        values = np.concatenate([p.values for p in parts])
+        positions = np.concatenate([p.positions + off for p, off in zip(parts, offsets, strict=True)])
+        # Each part holds all of its values ≥ its own edge, so the pooled top is complete only above every
+        # value a part left out (that binds only when a part moved its edge over ties the pool spreads out).
+        edge = cls.edge_for(distribution, cap)
+        left_out = max(p._largest_left_out() for p in parts)
+        if edge <= left_out:
+            at = int(np.searchsorted(distribution.values, left_out, side="right"))
+            edge = float(distribution.values[at]) if at < distribution.values.size else math.inf
+        keep = values >= edge
+        return cls(distribution, values[keep], positions[keep])
+
+    @property
+    def edge(self) -> float:
+        """The smallest kept value (inf when none is kept): every sample value ≥ it is kept."""
+        return float(self.values.min()) if self.values.size else math.inf
+
+    def _largest_left_out(self) -> float:
+        """The largest sample value not kept (-inf when all are)."""
+        at = int(np.searchsorted(self.distribution.values, self.edge, side="left"))
+        return float(self.distribution.values[at - 1]) if at > 0 else -math.inf
+
+    def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k largest values and their positions, largest first (ties in event order)."""
+        if not 0 <= k <= self.values.size:
+            raise ValueError(f"k = {k}, but {self.values.size} values are kept")
+        order = np.lexsort((-self.positions, self.values))[::-1][:k]
+        return self.values[order], self.positions[order]
 
 
 def worst_case(
-    samples_ns: np.ndarray,
+    samples_ns: np.ndarray | TailSample,
     *,
     exceedance: float = EXCEEDANCE,
     deadline_ns: float | None = None,
     seed: int = 0,
 ) -> dict:
     """Estimate the latency exceeded with probability ``exceedance`` per event (see the module
-    docstring). Returns a JSON-serialisable dict; never raises on finite data."""
+    docstring), from the whole sample or its ``TailSample``. Returns a JSON-serialisable dict;
+    never raises on finite data."""
     if not (isinstance(exceedance, int | float) and 0.0 < exceedance < 1.0):
         raise ValueError(f"exceedance must be a probability in (0, 1), got {exceedance!r}")
     if deadline_ns is not None and not math.isfinite(float(deadline_ns)):
         raise ValueError(f"deadline_ns must be finite, got {deadline_ns!r}")
-    x = np.asarray(samples_ns)
-    if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
-        raise ValueError(f"samples_ns must be numeric, got dtype {x.dtype}")
-    x = x.astype(np.float64, copy=False).ravel()
-    bad = ~np.isfinite(x)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"samples_ns contains {int(bad.sum())} NaN or infinite value(s) (first at index {first}): "
-            "remove lost or invalid events before estimating a worst case"
-        )
-    result = _clean(_estimate(x, float(exceedance), None if deadline_ns is None else float(deadline_ns), int(seed)))
+    sample = _TailInput.of(samples_ns) if isinstance(samples_ns, TailSample) else _ArrayInput.of(samples_ns)
+    result = _clean(
+        _estimate(sample, float(exceedance), None if deadline_ns is None else float(deadline_ns), int(seed))
+    )
     q = result["quantile_ns"]
     if result["reliable"] and (q is None or None in (q["estimate"], q["ci_low"], q["ci_high"])):
         # an overflow on absurd inputs turned an estimate into None: never call that reliable
@@ -109,18 +208,145 @@ def worst_case(
     return result
 
 
+# --------------------------------------------------------------------------- the whole sample
+
+
+class _Sample(Protocol):
+    """What the estimate asks of the whole sample (floats): ``Distribution``'s answers, and its top."""
+
+    @property
+    def count(self) -> int: ...
+    @property
+    def max(self) -> float: ...
+    def count_above(self, threshold: float) -> int: ...
+    def order_statistics(self, ranks: Sequence[int]) -> np.ndarray: ...
+
+    def top(self, edge: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(values ≥ edge at hand, their positions ascending, the distinct values ≥ edge of the
+        whole sample, how many values ≥ edge the whole sample has)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _ArrayInput:
+    x: np.ndarray  # float64, finite
+
+    @classmethod
+    def of(cls, samples_ns: np.ndarray) -> _ArrayInput:
+        x = np.asarray(samples_ns)
+        if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+            raise ValueError(f"samples_ns must be numeric, got dtype {x.dtype}")
+        x = x.astype(np.float64, copy=False).ravel()
+        bad = ~np.isfinite(x)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"samples_ns contains {int(bad.sum())} NaN or infinite value(s) (first at index {first}): "
+                "remove lost or invalid events before estimating a worst case"
+            )
+        return cls(x)
+
+    @property
+    def count(self) -> int:
+        return int(self.x.size)
+
+    @property
+    def max(self) -> float:
+        return float(self.x.max())
+
+    def count_above(self, threshold: float) -> int:
+        return int(np.count_nonzero(self.x > threshold))
+
+    def order_statistics(self, ranks: Sequence[int]) -> np.ndarray:
+        at = np.asarray(ranks, dtype=np.int64) - 1
+        return np.partition(self.x, np.unique(at))[at]
+
+    def top(self, edge: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        idx = np.flatnonzero(self.x >= edge)
+        raw = self.x[idx]
+        return raw, idx, np.unique(raw), int(raw.size)
+
+
+@dataclass(frozen=True)
+class _TailInput:
+    distribution: Distribution  # float64 values, finite
+    values: np.ndarray  # float64, every sample value ≥ their minimum, in event order
+    positions: np.ndarray  # int64, ascending
+
+    @classmethod
+    def of(cls, tail: TailSample) -> _TailInput:
+        dist = _float_distribution(tail.distribution)
+        values = tail.values.astype(np.float64)
+        if not (np.isfinite(dist.values).all() and np.isfinite(values).all()):
+            raise ValueError(
+                "the tail sample contains NaN or infinite value(s): remove lost or invalid events before "
+                "estimating a worst case"
+            )
+        order = np.argsort(tail.positions, kind="stable")  # event order, as the array path sees its top
+        values, positions = values[order], tail.positions[order]
+        n = dist.count
+        if positions.size and (positions[0] < 0 or positions[-1] >= n or (np.diff(positions) == 0).any()):
+            raise ValueError(f"tail sample positions must be distinct and within the sample's {n} events")
+        if values.size and _count_at_least(dist, float(values.min())) != values.size:
+            # int64 values past 2**53 compared with a float edge: a rounded edge may hold only some of
+            # the values that round to it; the kept values above it are still complete
+            above = values > values.min()
+            values, positions = values[above], positions[above]
+            if values.size and _count_at_least(dist, float(values.min())) != values.size:
+                raise ValueError(
+                    "the tail sample's values are not every sample value above its edge: "
+                    "collect all values >= TailSample.edge_for(distribution) with their positions"
+                )
+        return cls(dist, values, positions)
+
+    @property
+    def count(self) -> int:
+        return self.distribution.count
+
+    @property
+    def max(self) -> float:
+        return self.distribution.max
+
+    def count_above(self, threshold: float) -> int:
+        return self.distribution.count_above(threshold)
+
+    def order_statistics(self, ranks: Sequence[int]) -> np.ndarray:
+        return self.distribution.order_statistics(ranks)
+
+    def top(self, edge: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        d = self.distribution
+        at = int(np.searchsorted(d.values, edge, side="left"))
+        keep = self.values >= edge
+        return self.values[keep], self.positions[keep], d.values[at:], int(d.counts[at:].sum())
+
+
+def _float_distribution(d: Distribution) -> Distribution:
+    """The distribution of the sample as float64, as the array path sees it (integers past 2**53
+    that round to the same float merge)."""
+    if d.values.dtype == np.float64:
+        return d
+    f = d.values.astype(np.float64)
+    if f.size < 2 or bool((f[1:] > f[:-1]).all()):
+        return Distribution(f, d.counts)
+    return Distribution.weighted(f, d.counts)
+
+
+def _count_at_least(d: Distribution, value: float) -> int:
+    return int(d.counts[np.searchsorted(d.values, value, side="left"):].sum())
+
+
 # --------------------------------------------------------------------------- the pipeline
 
 
-def _empty_result(x: np.ndarray, exceedance: float, deadline_ns: float | None, reasons: list[str]) -> dict:
-    n = int(x.size)
+def _empty_result(x: _Sample, exceedance: float, deadline_ns: float | None, reasons: list[str]) -> dict:
+    n = x.count
     deadline = None
     if deadline_ns is not None and n:
         deadline = _empirical_deadline(x, deadline_ns)
     return {
         "method": _METHOD.format(quantum="none"),
         "samples": n,
-        "observed_max_ns": float(x.max()) if n else None,
+        "observed_max_ns": x.max if n else None,
         "exceedance": exceedance,
         "quantum_ns": None,
         "threshold_ns": None,
@@ -149,26 +375,36 @@ _METHOD = (
 )
 
 
-def _estimate(x: np.ndarray, p: float, deadline_ns: float | None, seed: int) -> dict:
-    n = int(x.size)
+_KEPT_NOTE = (
+    " The tail sample keeps only the largest {kept} of the {top} values in the top 10 %: the threshold "
+    "diagnostics start at the first candidate with fewer excesses than that."
+)
+
+
+def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dict:
+    n = x.count
     if n < MIN_SAMPLES:
         what = "no samples" if n == 0 else f"only {n} samples"
         return _empty_result(x, p, deadline_ns, [f"{what}: at least {MIN_SAMPLES} are needed for a tail fit"])
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # the GOF bootstrap and the independence simulation only
 
-    # The top 10 % (with every value tied to its lower edge, so the jitter spreads ties fairly).
+    # The top 10 % (with every value tied to its lower edge, so the jitter spreads ties fairly). A tail
+    # sample may hold fewer (its cap binds): then the top is what it kept, and the quantum and the
+    # distinct values still come from the whole sample's distribution, as with an array.
     k_top = int(math.floor(n * _BASE_TAILS[0]))
-    edge = np.partition(x, n - k_top - 1)[n - k_top - 1]
-    idx = np.flatnonzero(x >= edge)
-    raw = x[idx]
-    distinct_top = np.unique(raw)
+    edge = float(x.order_statistics([n - k_top])[0])
+    raw, idx, distinct_top, size_top = x.top(edge)
     if distinct_top.size < MIN_DISTINCT_TOP:
         return _empty_result(
             x, p, deadline_ns,
             [f"only {distinct_top.size} distinct value(s) in the top 10 % of the sample: no tail to fit"],
         )
-    quantum = _quantum(raw, distinct_top)
-    vals = raw + rng.uniform(-quantum / 2, quantum / 2, raw.size) if quantum > 0 else raw
+    if raw.size <= MIN_EXCEEDANCES:  # only a tail sample with a tiny cap gets here
+        return _empty_result(
+            x, p, deadline_ns, [f"the tail sample keeps only {raw.size} values: too few for a tail fit"],
+        )
+    quantum = _quantum(size_top, distinct_top)
+    vals = raw + _jitter(idx, seed, quantum) if quantum > 0 else raw
     order = np.argsort(vals, kind="stable")
     vals, raw, idx = vals[order], raw[order], idx[order]
     top = vals.size  # ascending; the k largest are vals[top - k:], the threshold vals[top - k - 1]
@@ -266,10 +502,13 @@ def _estimate(x: np.ndarray, p: float, deadline_ns: float | None, seed: int) -> 
         if deadline.get("source") == "fit" and (deadline["ci_low"] is None or deadline["ci_high"] is None):
             reasons.append("the interval of the deadline's exceedance probability could not be bounded")
 
+    method = _METHOD.format(quantum=f"{quantum:g} ns" if quantum > 0 else "no ties, none applied")
+    if top < size_top:
+        method += _KEPT_NOTE.format(kept=top, top=size_top)
     return {
-        "method": _METHOD.format(quantum=f"{quantum:g} ns" if quantum > 0 else "no ties, none applied"),
+        "method": method,
         "samples": n,
-        "observed_max_ns": float(x.max()),
+        "observed_max_ns": x.max,
         "exceedance": p,
         "quantum_ns": quantum,
         "threshold_ns": fit.u,
@@ -289,10 +528,11 @@ def _estimate(x: np.ndarray, p: float, deadline_ns: float | None, seed: int) -> 
     }
 
 
-def _quantum(raw: np.ndarray, distinct: np.ndarray) -> float:
-    """The resolution of tied data: 0 without ties, else the gcd of the gaps between distinct
-    values when they are integers (exactly representable), else the smallest gap."""
-    if distinct.size == raw.size:
+def _quantum(size: int, distinct: np.ndarray) -> float:
+    """The resolution of tied data (`size` values taking the `distinct` ones): 0 without ties, else
+    the gcd of the gaps between distinct values when they are integers (exactly representable),
+    else the smallest gap."""
+    if distinct.size == size:
         return 0.0
     gaps = np.diff(distinct)
     if np.all(distinct == np.round(distinct)) and np.abs(distinct).max() < 2.0**53:
@@ -300,6 +540,29 @@ def _quantum(raw: np.ndarray, distinct: np.ndarray) -> float:
         if g > 0:
             return g
     return float(gaps.min())
+
+
+_SPLITMIX_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_SPLITMIX_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_SPLITMIX_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's output function on uint64 (wrapping arithmetic): a bijection that mixes well."""
+    with np.errstate(over="ignore"):
+        z = z + _SPLITMIX_GAMMA
+        z = (z ^ (z >> np.uint64(30))) * _SPLITMIX_M1
+        z = (z ^ (z >> np.uint64(27))) * _SPLITMIX_M2
+    return z ^ (z >> np.uint64(31))
+
+
+def _jitter(positions: np.ndarray, seed: int, quantum: float) -> np.ndarray:
+    """Uniform on [-quantum/2, quantum/2) for each position, a function of (seed, position) only:
+    the same value gets the same jitter whether the whole array or a tail sample was given."""
+    key = _splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+    h = _splitmix64(positions.astype(np.uint64) ^ key)
+    u = (h >> np.uint64(11)).astype(np.float64) * 2.0**-53  # 53 random bits: [0, 1)
+    return -quantum / 2 + quantum * u
 
 
 def _candidates(n: int, top: int) -> list[tuple[float, int]]:
@@ -653,7 +916,7 @@ class _Profile:
         return out[0], out[1]
 
 
-def _quantile_block(fit: _Fit, p: float, x: np.ndarray) -> dict:
+def _quantile_block(fit: _Fit, p: float, x: _Sample) -> dict:
     if p >= fit.zeta:  # inside the data: the empirical quantile with an order-statistic interval
         return _empirical_quantile(x, p)
     prof = _Profile(fit)
@@ -674,14 +937,13 @@ def _quantile_block(fit: _Fit, p: float, x: np.ndarray) -> dict:
     }
 
 
-def _empirical_quantile(x: np.ndarray, p: float) -> dict:
-    n = x.size
+def _empirical_quantile(x: _Sample, p: float) -> dict:
+    n = x.count
     r = int(math.ceil((1 - p) * n))  # X_(r), the inverted empirical CDF
     lo_r = int(stats.binom.ppf((1 - LEVEL) / 2, n, 1 - p))
     hi_r = int(stats.binom.ppf(1 - (1 - LEVEL) / 2, n, 1 - p)) + 1
     ranks = sorted({min(max(v, 1), n) for v in (r, lo_r, hi_r)})
-    part = np.partition(x, [v - 1 for v in ranks])
-    at = {v: float(part[v - 1]) for v in ranks}
+    at = {v: float(o) for v, o in zip(ranks, x.order_statistics(ranks), strict=True)}
     return {
         "exceedance": p,
         "estimate": at[min(max(r, 1), n)],
@@ -699,9 +961,9 @@ def binomial_interval(c: int, n: int, level: float = LEVEL) -> tuple[float, floa
     return lo, hi
 
 
-def _empirical_deadline(x: np.ndarray, deadline_ns: float) -> dict:
-    n = x.size
-    c = int(np.count_nonzero(x > deadline_ns))
+def _empirical_deadline(x: _Sample, deadline_ns: float) -> dict:
+    n = x.count
+    c = x.count_above(deadline_ns)
     lo, hi = binomial_interval(c, n)
     return {
         "deadline_ns": deadline_ns,
@@ -714,10 +976,10 @@ def _empirical_deadline(x: np.ndarray, deadline_ns: float) -> dict:
     }
 
 
-def _deadline_block(fit: _Fit, deadline_ns: float, x: np.ndarray) -> dict:
+def _deadline_block(fit: _Fit, deadline_ns: float, x: _Sample) -> dict:
     if deadline_ns <= fit.u:
         return _empirical_deadline(x, deadline_ns)
-    observed = int(np.count_nonzero(x > deadline_ns))
+    observed = x.count_above(deadline_ns)
     q = (deadline_ns - fit.u) / fit.unit
     z = 1.0 + fit.xi * q / fit.sigma_u
     if fit.xi < 0 and z <= 0:

@@ -1,0 +1,306 @@
+"""One latency-module run analysed in batches: its report entry, the distributions its figures
+draw, and the compact parts the campaign's comparisons need (tail, paired differences, the
+paired events that can be outliers), in memory that does not grow with the run's length.
+
+Three passes over the run's Parquet files, a batch (store.BATCH_ROWS rows) at a time:
+1. t_SW (and the board's widths): distributions, exact;
+2. scope widths: distribution (binned at streaming.WIDTH_QUANTUM_NS), moments and the
+   cluster-robust standard error over acquisitions; the outlier thresholds and the tail's edge
+   follow from these;
+3. records and pulses together: the event pairing (pairing.StreamPairer) and the software tail
+   (every value at or above the edge, with its position and board width).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from station import records, store
+from station.analysis import correlation, outliers
+from station.analysis.distribution import Distribution
+from station.analysis.pairing import HW_COLUMNS, MAX_SPREAD_NS, MIN_SEPARATION, StreamPairer
+from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
+from station.analysis.worst_case import TailSample
+from station.report.samples import RunSamples
+from station.store import iter_table, read_csv_lines, table_columns
+
+PAIR_COLUMNS = ("acquisition", "seq", "hw_ns", "sw_ns", "diff_ns")
+
+
+@dataclass
+class PairedDiffs:
+    """A run's paired HW−SW differences, binned at WIDTH_QUANTUM_NS, and their bulk
+    (correlation.bulk: within PAIRED_OUTLIER_MADS robust sigmas of the median)."""
+
+    distribution: Distribution
+    moments: Moments
+
+    def __post_init__(self) -> None:
+        d = self.distribution
+        self.median = d.median()
+        self.sigma = 1.4826 * d.mad(self.median)
+        # a bulk of one value (σ = 0) is that bin
+        self.half_width = correlation.PAIRED_OUTLIER_MADS * self.sigma if self.sigma > 0 else WIDTH_QUANTUM_NS / 2
+
+    def in_bulk(self, diff_ns: np.ndarray) -> np.ndarray:
+        return np.abs(np.asarray(diff_ns, np.float64) - self.median) <= self.half_width
+
+    def bulk_mean_se(self) -> tuple[float, float, int]:
+        """(mean, standard error, events left out) of the differences in the bulk."""
+        d = self.distribution
+        lo = np.searchsorted(d.values, self.median - self.half_width, side="left")
+        hi = np.searchsorted(d.values, self.median + self.half_width, side="right")
+        inside = Distribution(d.values[lo:hi], d.counts[lo:hi])
+        n = inside.count
+        se = inside.std(1) / np.sqrt(n) if n > 1 else float("inf")
+        return inside.mean(), float(se), d.count - n
+
+
+@dataclass
+class RunAnalysis:
+    """What the campaign keeps of one run once its records are let go."""
+
+    dir: Path
+    manifest: dict[str, Any]
+    entry: dict[str, Any]
+    sw: Distribution
+    hw: Distribution | None
+    board: Distribution | None
+    tail: TailSample  # the software sample's top (worst case, cross-interface)
+    tail_board_ns: np.ndarray  # the board's width of each tail event, NaN where it has none
+    diffs: PairedDiffs | None
+    candidates: pd.DataFrame | None  # paired events with t_SW ≥ candidate_floor_ns or t_HW above its threshold
+    candidate_floor_ns: float
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def samples(self) -> RunSamples:
+        return RunSamples(sw_ns=self.sw, hw_ns=self.hw)
+
+
+def analyse_run(run_dir: Path) -> RunAnalysis:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    sw_cols = table_columns(run_dir, "sw")
+    truth_path = run_dir / "twin-truth.parquet"
+    # pass 1: t_SW
+    sw_b = DistributionBuilder()
+    for batch in iter_table(run_dir, "sw", ("latency_ns",)):
+        sw_b.add(batch["latency_ns"])
+    sw = sw_b.result()
+    if not sw.count:
+        sw = Distribution(np.empty(0, np.int64), np.empty(0, np.int64))
+    # pass 2: the scope's widths
+    hw_b, cluster = DistributionBuilder(WIDTH_QUANTUM_NS), ClusterMoments()
+    for batch in iter_table(run_dir, "hw", ("acquisition", "width_s")):
+        widths = batch["width_s"].astype(np.float64, copy=False) * 1e9
+        hw_b.add(widths)
+        cluster.add(batch["acquisition"], widths)
+    hw = hw_b.result() if cluster.values.count else None
+    sw_thr, hw_thr = outliers.verdict_thresholds(sw, hw)
+    edge = TailSample.edge_for(sw) if sw.count else np.inf
+    floor = min(edge, sw_thr)
+    # pass 3: pairing, the tail, the board's widths, the sequence numbers the twin's truth is joined on
+    present = _SeqSet() if truth_path.exists() and "seq" in sw_cols else None
+    tail = _TailCollector(edge, present)
+    sw_stream = tail.tap(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns")))
+    pairer = _pairer(run_dir, manifest, sw_cols)
+    diffs = candidates = None
+    if pairer is not None:
+        diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
+        # pairing's temporaries are a few hundred bytes per pulse: a quarter of a batch at a time
+        hw_stream = iter_table(run_dir, "hw", HW_COLUMNS, rows=store.BATCH_ROWS // 4)
+        if not cluster.ordered:  # acquisitions out of order (never written so): sorted, in memory
+            hw_stream = iter([_sorted_by_acquisition(list(hw_stream))])
+        for pairs in pairer.pairs(((b["seq"], b["latency_ns"]) for b in sw_stream), hw_stream):
+            diff = pairs["diff_ns"].to_numpy()
+            diff_b.add(diff)
+            diff_m.add(diff)
+            keep = (pairs["sw_ns"].to_numpy() >= floor) | (pairs["hw_ns"].to_numpy() > hw_thr)
+            if keep.any():
+                kept.append(pairs[keep])
+        if diff_m.count:
+            diffs = PairedDiffs(diff_b.result(), diff_m)
+            candidates = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame({c: [] for c in PAIR_COLUMNS})
+    for _ in sw_stream:  # the tail of records the pairing did not need
+        pass
+    values, positions, board_ns = tail.result()
+    board = tail.board.result() if tail.board_seen else None
+    entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present)
+    if diffs is not None and candidates is not None:
+        entry["outlier_verdict"] = outliers.outlier_verdict_of_candidates(
+            sw, hw, candidates, diffs.median, diffs.in_bulk(candidates["diff_ns"].to_numpy()), diffs.moments.count)
+    elif sw.count:
+        entry["outlier_verdict"] = outliers.outlier_verdict(sw, hw, None)
+    else:
+        entry["outlier_verdict"] = None
+    return RunAnalysis(run_dir, manifest, entry, sw, hw, board, TailSample(sw, values, positions), board_ns,
+                       diffs, candidates, floor)
+
+
+def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str]) -> StreamPairer | None:
+    """The run's event pairer, or None when it cannot be paired (pairing.pair_run's conditions)."""
+    arrivals_path = run_dir / "sw_arrivals.csv"
+    if "seq" not in sw_cols or not arrivals_path.exists():
+        return None
+    if "armed_host_s" not in table_columns(run_dir, "hw"):
+        return None
+    arrivals = read_csv_lines(arrivals_path)
+    if not len(arrivals):
+        return None
+    return StreamPairer(arrivals, int(manifest.get("period_ns") or 0) or 1)
+
+
+class _TailCollector:
+    """Passes the records through, keeping the software values at or above `edge` (with their
+    positions in the run and board widths), the board's widths and the sequence numbers seen."""
+
+    def __init__(self, edge: float, present: _SeqSet | None) -> None:
+        self.edge = edge
+        self.present = present
+        self.position = 0
+        self.board = DistributionBuilder()
+        self.board_seen = False
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def tap(self, batches: Iterator[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]]:
+        for batch in batches:
+            lat = batch["latency_ns"]
+            has = None
+            if "flags" in batch and "hw_width_ns" in batch:
+                has = (batch["flags"] & int(records.Flag.HW_WIDTH)) != 0
+                if has.any():
+                    self.board_seen = True
+                    self.board.add(batch["hw_width_ns"][has].astype(np.int64))
+            at = np.flatnonzero(lat >= self.edge)
+            if len(at):
+                board = np.full(len(at), np.nan)
+                if has is not None:
+                    board[has[at]] = batch["hw_width_ns"][at][has[at]]
+                self._parts.append((lat[at], at + self.position, board))
+            if self.present is not None:
+                self.present.add(batch["seq"])
+            self.position += len(lat)
+            yield batch
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self._parts:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
+        return tuple(np.concatenate(p) for p in zip(*self._parts, strict=True))  # type: ignore[return-value]
+
+class _SeqSet:
+    """The sequence numbers a run recorded, as a bitmap (the twin's truth is joined on them)."""
+
+    def __init__(self) -> None:
+        self.bits = np.zeros(0, bool)
+
+    def add(self, seq: np.ndarray) -> None:
+        if not len(seq):
+            return
+        top = int(seq.max()) + 1
+        if top > len(self.bits):
+            grown = np.zeros(max(top, 2 * len(self.bits)), bool)
+            grown[:len(self.bits)] = self.bits
+            self.bits = grown
+        self.bits[seq.astype(np.int64)] = True
+
+    def has(self, seq: np.ndarray) -> np.ndarray:
+        seq = np.asarray(seq, np.int64)
+        inside = (seq >= 0) & (seq < len(self.bits))
+        return inside & self.bits[np.where(inside, seq, 0)]
+
+
+def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, board: Distribution | None,
+           cluster: ClusterMoments, diffs: PairedDiffs | None, pairer: StreamPairer | None,
+           present: _SeqSet | None) -> dict[str, Any]:
+    losses = m.get("losses", {})
+    shift = None
+    if hw is not None and sw.count >= 2 and hw.count >= 2:
+        shift = correlation.shift_of(sw, *_hw_mean_se(cluster, run_dir), hw.median())
+    return {
+        "id": m["run_id"],
+        **m["run"],
+        "period_ns": m.get("period_ns"),
+        "status": m.get("status"),
+        "error": m.get("error"),
+        "duration_s": m.get("duration_s"),
+        "sw": sw.describe(),
+        "hw": _describe_widths(hw, cluster.values) if hw is not None else None,
+        "board": board.describe() if board is not None else None,
+        "losses": {
+            "sw_lost": int(losses.get("sw_lost", 0)),
+            "sw_dropped_by_target": int(losses.get("sw_dropped_by_target", 0)),
+            "gaps": int(losses.get("gaps", 0)),
+            "format": m.get("format", "v1"),
+        },
+        "interrupts": m.get("interrupts"),
+        "shift": shift,
+        "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
+        "truth": _truth(run_dir, present) if present is not None else None,
+        "pairing": _pairing_summary(pairer, diffs) if pairer is not None and pairer.pulses else None,
+    }
+
+
+def _hw_mean_se(cluster: ClusterMoments, run_dir: Path) -> tuple[float, float]:
+    """The scope widths' mean and cluster-robust standard error (correlation.shift's)."""
+    if cluster.ordered:
+        return cluster.mean_se()
+    hw = _sorted_by_acquisition(list(iter_table(run_dir, "hw", ("acquisition", "width_s"))))
+    return correlation.cluster_mean_se(hw["width_s"].astype(np.float64) * 1e9, hw["acquisition"])
+
+
+def _sorted_by_acquisition(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Batches put together, sorted by acquisition (stable): for pulses not written in order."""
+    whole = {c: np.concatenate([b[c] for b in batches]) for c in batches[0]} if batches else {}
+    order = np.argsort(whole["acquisition"], kind="stable") if whole else None
+    return {c: a[order] for c, a in whole.items()}
+
+
+def _describe_widths(hw: Distribution, moments: Moments) -> dict | None:
+    """describe() of scope widths: count, extremes, mean and std exact to rounding (moments),
+    percentiles from the binned distribution (within half a bin)."""
+    described = hw.describe()
+    if described is not None:
+        described.update(min_ns=moments.min, max_ns=moments.max, mean_ns=moments.mean, std_ns=moments.std(1))
+    return described
+
+
+def _pairing_summary(pairer: StreamPairer, diffs: PairedDiffs | None) -> dict:
+    m = diffs.moments if diffs is not None else Moments()
+    return {
+        "acquisitions": pairer.acquisitions,
+        "acquisitions_paired": pairer.acquisitions_paired,
+        "pulses": pairer.pulses,
+        "pulses_paired": m.count,
+        "hw_minus_sw_paired_mean_ns": m.mean if m.count else None,
+        "hw_minus_sw_paired_median_ns": diffs.median if diffs is not None else None,
+        "hw_minus_sw_paired_std_ns": m.std(1) if m.count > 1 else None,
+        "method": "per-acquisition offset search on pulse spacing; accepted when the median absolute "
+        f"deviation of HW−SW is < {MAX_SPREAD_NS:g} ns and {MIN_SEPARATION:g}× better than the next candidate",
+    }
+
+
+def _truth(run_dir: Path, present: _SeqSet) -> dict | None:
+    """What the twin injected, for the events this run recorded."""
+    t_rw, hw_sw = Moments(), Moments()
+    injected = 0
+    f = pq.ParquetFile(run_dir / "twin-truth.parquet")
+    for batch in f.iter_batches(columns=["seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns"]):
+        t = batch.to_pandas()
+        t = t[present.has(t["seq"].to_numpy())].dropna()
+        t_rw.add(t["t_rw_ns"].to_numpy(np.float64))
+        hw_sw.add((t["hw_ns"] - t["sw_ns"]).to_numpy(np.float64))
+        injected += int((t["d_sw_ns"] > 0).sum())
+    if not t_rw.count:
+        return None
+    return {"t_rw_mean_ns": t_rw.mean, "hw_minus_sw_mean_ns": hw_sw.mean, "sw_outliers_injected": injected}

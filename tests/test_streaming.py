@@ -1,0 +1,166 @@
+"""Statistics accumulated batch by batch give the whole sample's, however the batches are cut."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from station.analysis.correlation import cluster_mean_se
+from station.analysis.distribution import Distribution
+from station.analysis.pairing import StreamPairer, pair_run
+from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
+
+latencies = hnp.arrays(np.int64, st.integers(1, 3000), elements=st.integers(0, 3_000_000))
+widths = hnp.arrays(np.float64, st.integers(2, 3000),
+                    elements=st.floats(100.0, 1e6, allow_nan=False, allow_infinity=False))
+
+
+def _cuts(draw: st.DrawFn, n: int) -> list[int]:
+    """Batch boundaries inside [0, n]: some empty batches, some of one value."""
+    inner = sorted(draw(st.lists(st.integers(0, n), max_size=8)))
+    return [0, *inner, n]
+
+
+@st.composite
+def batched(draw: st.DrawFn, arrays: st.SearchStrategy) -> tuple[np.ndarray, list[np.ndarray]]:
+    a = draw(arrays)
+    cuts = _cuts(draw, a.size)
+    return a, [a[lo:hi] for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(batched(latencies))
+def test_integer_distribution_in_batches_is_the_whole_samples(case: tuple[np.ndarray, list[np.ndarray]]) -> None:
+    a, batches = case
+    builder = DistributionBuilder()
+    for b in batches:
+        builder.add(b)
+    d, whole = builder.result(), Distribution.of(a)
+    assert np.array_equal(d.values, whole.values) and np.array_equal(d.counts, whole.counts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batched(widths), st.lists(st.floats(0, 100), min_size=1, max_size=5))
+def test_binned_widths_keep_every_order_statistic_within_half_a_bin(case, q: list[float]) -> None:
+    a, batches = case
+    builder = DistributionBuilder(WIDTH_QUANTUM_NS)
+    for b in batches:
+        builder.add(b)
+    d = builder.result()
+    assert d.count == a.size
+    # each sample moved by at most half a bin, so each order statistic (and their interpolation) too
+    assert np.all(np.abs(d.samples() - np.sort(a)) <= WIDTH_QUANTUM_NS / 2 * (1 + 1e-9))
+    assert np.all(np.abs(d.percentiles(q) - np.percentile(a, q)) <= WIDTH_QUANTUM_NS / 2 * (1 + 1e-9))
+
+
+@settings(max_examples=150, deadline=None)
+@given(batched(widths))
+def test_moments_in_batches_are_numpys(case) -> None:
+    a, batches = case
+    m = Moments()
+    for b in batches:
+        m.add(b)
+    assert m.count == a.size and m.min == a.min() and m.max == a.max()
+    assert math.isclose(m.mean, float(np.mean(a)), rel_tol=1e-12)
+    assert math.isclose(m.std(1), float(np.std(a, ddof=1)), rel_tol=1e-9, abs_tol=1e-9 * float(np.abs(a).max()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_cluster_robust_error_with_clusters_cut_across_batches(data: st.DataObject) -> None:
+    sizes = data.draw(st.lists(st.integers(1, 60), min_size=1, max_size=40))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    clusters = np.repeat(np.arange(len(sizes)) * 3, sizes)  # ids need not be consecutive
+    values = rng.normal(5000, 300, clusters.size) + np.repeat(rng.normal(0, 100, len(sizes)), sizes)
+    cuts = _cuts(data.draw, clusters.size)
+    cm = ClusterMoments()
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        cm.add(clusters[lo:hi], values[lo:hi])
+    mean, se = cm.mean_se()
+    want_mean, want_se = cluster_mean_se(values, clusters)
+    assert math.isclose(mean, want_mean, rel_tol=1e-12)
+    assert math.isclose(se, want_se, rel_tol=1e-7)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hnp.arrays(np.int64, st.integers(2, 500), elements=st.integers(-(2**40), 2**40)))
+def test_integer_std_is_the_exact_value_rounded(a: np.ndarray) -> None:
+    n = a.size
+    s1, s2 = sum(Fraction(int(v)) for v in a), sum(Fraction(int(v)) ** 2 for v in a)
+    exact = math.sqrt((n * s2 - s1 * s1) / (n * (n - 1)))  # one rounding of the exact variance
+    got = Distribution.of(a).std(1)
+    assert got == exact
+    assert math.isclose(got, float(np.std(a.astype(np.float64), ddof=1)), rel_tol=1e-9, abs_tol=1e-6)
+
+
+def _twin_like_run(seed: int, n: int = 60_000, acquisitions: int = 120, per_acq: int = 30):
+    """Records, pulses and arrivals with the truth of which event each pulse is (test_pairing's model)."""
+    rng = np.random.default_rng(seed)
+    period = 100_000
+    lat = np.round(6000 + rng.gamma(9, 270, n)).astype(np.int64)
+    host0 = 1_700_000_000.0
+    ends = np.arange(199, n, 200)
+    arrivals = pd.DataFrame({"host_s": host0 + ends * period * 1e-9 + rng.uniform(0.04, 0.09, len(ends)),
+                             "last_seq": ends})
+    firsts = np.sort(rng.choice(np.arange(2000, n - 100), acquisitions, replace=False))
+    idx = (firsts[:, None] + np.arange(per_acq)[None, :]).ravel()
+    acq = np.repeat(np.arange(acquisitions), per_acq)
+    hw = pd.DataFrame({"acquisition": acq,
+                       "start_s": (idx - np.repeat(firsts, per_acq)) * period * 1e-9
+                       + rng.exponential(500e-9, idx.size),
+                       "width_s": (lat[idx] + 900 + rng.normal(0, 20, idx.size)) * 1e-9,
+                       "armed_host_s": host0 + np.repeat(firsts, per_acq) * period * 1e-9 - 0.001})
+    return pd.DataFrame({"seq": np.arange(n), "latency_ns": lat}), hw, arrivals, idx, period
+
+
+def test_stream_pairing_in_small_batches_pairs_exactly_the_injected_events() -> None:
+    sw, hw, arrivals, truth_seq, period = _twin_like_run(5)
+    whole = pair_run(sw, hw, arrivals, period)
+    pairer = StreamPairer(arrivals, period)
+    sw_batches = ((sw["seq"].to_numpy()[i:i + 4096], sw["latency_ns"].to_numpy()[i:i + 4096])
+                  for i in range(0, len(sw), 4096))
+    # 7 pulses per batch: every acquisition is cut across batches
+    hw_batches = ({c: hw[c].to_numpy()[i:i + 7] for c in hw} for i in range(0, len(hw), 7))
+    streamed = pd.concat(list(pairer.pairs(sw_batches, hw_batches)), ignore_index=True)
+    assert pairer.acquisitions == pairer.acquisitions_paired == 120
+    assert np.array_equal(streamed["seq"].to_numpy(), truth_seq)
+    assert np.array_equal(whole.pairs["seq"].to_numpy(), truth_seq)
+    assert np.allclose(streamed["diff_ns"].mean(), 900, atol=5)
+
+
+def test_the_verdict_from_the_kept_candidates_is_the_verdict_from_every_pair() -> None:
+    """A run read in batches keeps only the paired events that can be outliers (t_SW or t_HW above
+    its threshold); with the median and bulk of all pairs, the verdict must be the same."""
+    from station.analysis.correlation import PAIRED_OUTLIER_MADS, bulk
+    from station.analysis.outliers import outlier_verdict, outlier_verdict_of_candidates, verdict_thresholds
+
+    rng = np.random.default_rng(11)
+    n = 200_000
+    sw = np.round(6000 + rng.gamma(9, 270, n)).astype(np.int64)
+    hw = sw + 900 + rng.normal(0, 20, n)
+    late_sw = rng.choice(n, 40, replace=False)  # software-side: a delay before the write
+    sw[late_sw] += 30_000
+    late_hw = rng.choice(n, 25, replace=False)  # hardware-side: a stretched pulse
+    hw[late_hw] += 30_000
+    seen = rng.random(n) < 0.4
+    pairs = pd.DataFrame({"sw_ns": sw[seen].astype(np.float64), "hw_ns": hw[seen]})
+    pairs["diff_ns"] = pairs["hw_ns"] - pairs["sw_ns"]
+    full = outlier_verdict(sw, hw[seen], pairs)
+    sw_thr, hw_thr = verdict_thresholds(sw, hw[seen])
+    kept = pairs[(pairs["sw_ns"] > sw_thr) | (pairs["hw_ns"] > hw_thr)]
+    assert len(kept) < len(pairs) / 100
+    diff = pairs["diff_ns"].to_numpy()
+    median = float(np.median(diff))
+    # correlation.bulk's rule, applied to the kept events with the whole run's median and MAD
+    sigma = 1.4826 * float(np.median(np.abs(diff - median)))
+    in_bulk = np.abs(kept["diff_ns"].to_numpy() - median) <= PAIRED_OUTLIER_MADS * sigma
+    assert np.array_equal(in_bulk, bulk(diff, median)[kept.index.to_numpy()])
+    from_candidates = outlier_verdict_of_candidates(sw, hw[seen], kept, median, in_bulk, len(pairs))
+    assert from_candidates == full
+    assert full["verdict"] == "both" and full["sw_only"] > 5 and full["hw_only"] > 5
