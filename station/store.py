@@ -376,7 +376,8 @@ def iter_table(run_dir: Path, table: str, columns: Sequence[str],
     rows = rows or BATCH_ROWS
     path = run_dir / f"{table}.parquet"
     if path.exists():
-        f = pq.ParquetFile(path)
+        # pre_buffer (pyarrow's default) keeps every row group read so far: memory would grow with the run
+        f = pq.ParquetFile(path, pre_buffer=False)
         have = [c for c in columns if c in set(f.schema_arrow.names)]
         for batch in f.iter_batches(batch_size=rows, columns=have):
             yield {name: column.to_numpy() for name, column in zip(batch.schema.names, batch.columns, strict=True)}

@@ -204,10 +204,10 @@ class _SeqWindow:
         if not self._len:
             return np.full(np.shape(seq), MISSING)
         idx = np.asarray(seq, np.int64) - self.base
+        if idx.size and idx.min() >= 0 and idx.max() < self._len:  # the usual case: all inside
+            return self._buf[idx]
         out = self._buf[np.clip(idx, 0, self._len - 1)]
-        outside = (idx < 0) | (idx >= self._len)
-        if outside.any():
-            out[outside] = MISSING
+        out[(idx < 0) | (idx >= self._len)] = MISSING
         return out
 
 

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from station.analysis.distribution import Distribution
+from station.analysis.distribution import DENSE_SPAN, Distribution
 
 # widths and differences of scope pulses are binned at 10 ps: a fifth of the sample interval of
 # a 20 GS/s scope, far below any scope's edge resolution; order statistics move by ≤ 5 ps
@@ -26,23 +26,62 @@ MERGE_EVERY = 8  # batch distributions merged into one every so many batches
 
 
 class DistributionBuilder:
-    """The Distribution of every batch `add`ed; floats binned at `quantum_ns` when given."""
+    """The Distribution of every batch `add`ed; floats binned at `quantum_ns` when given.
+
+    Integers (and bins) are counted into one dense array over the span the batches reach, up to
+    DENSE_SPAN wide: memory follows the data's span over the resolution, whatever the count.
+    Values beyond that window (a stall of milliseconds) are kept as distributions, merged."""
 
     def __init__(self, quantum_ns: float | None = None) -> None:
         self.quantum_ns = quantum_ns
-        self._parts: list[Distribution] = []
+        self._lo = 0
+        self._dense: np.ndarray | None = None  # counts of self._lo, self._lo + 1, ...
+        self._parts: list[Distribution] = []  # float samples, and integers outside the window
 
     def add(self, values: np.ndarray) -> None:
         if not len(values):
             return
-        if self.quantum_ns is not None:  # bin index, exact integer bincount
+        if self.quantum_ns is not None:  # bin index, exact integer counting
             values = np.rint(np.asarray(values, np.float64) / self.quantum_ns).astype(np.int64)
-        self._parts.append(Distribution.of(values))
+        v = np.asarray(values)
+        if v.dtype.kind in "iub":
+            self._count(v.astype(np.int64, copy=False))
+        else:
+            self._keep(Distribution.of(v))
+
+    def _count(self, v: np.ndarray) -> None:
+        low, high = int(v.min()), int(v.max()) + 1
+        if self._dense is None:
+            self._lo, self._dense = low, np.zeros(min(high - low, DENSE_SPAN), np.int64)
+        lo, hi = self._lo, self._lo + len(self._dense)
+        # widen the window towards the batch, never past DENSE_SPAN
+        new_lo = max(min(lo, low), hi - DENSE_SPAN)
+        new_hi = min(max(hi, high), new_lo + DENSE_SPAN)
+        if (new_lo, new_hi) != (lo, hi):
+            grown = np.zeros(new_hi - new_lo, np.int64)
+            grown[lo - new_lo:hi - new_lo] = self._dense
+            self._lo, self._dense = new_lo, grown
+            lo, hi = new_lo, new_hi
+        if low < lo or high > hi:
+            inside = (v >= lo) & (v < hi)
+            self._keep(Distribution.of(v[~inside]))
+            v = v[inside]
+            if not v.size:
+                return
+            low, high = int(v.min()), int(v.max()) + 1
+        self._dense[low - lo:high - lo] += np.bincount(v - low, minlength=high - low)
+
+    def _keep(self, part: Distribution) -> None:
+        self._parts.append(part)
         if len(self._parts) >= MERGE_EVERY:
             self._parts = [Distribution.pooled(self._parts)]
 
     def result(self) -> Distribution:
-        pooled = Distribution.pooled(self._parts)
+        parts = list(self._parts)
+        if self._dense is not None:
+            at = np.flatnonzero(self._dense)
+            parts.append(Distribution(at.astype(np.int64) + self._lo, self._dense[at]))
+        pooled = Distribution.pooled(parts)
         if self.quantum_ns is None:
             return pooled
         per_ns = round(1.0 / self.quantum_ns)
