@@ -1,22 +1,26 @@
-"""The public Python API: what the CLI, the notebooks and the tests call."""
+"""The public Python API: what the CLI, the notebooks and the tests call.
+
+Its names are loaded on first use (PEP 562 ``__getattr__``): ``from station.api import X`` and
+``api.X`` work as ever, and `station report` does not pay for the bench, SSH and VISA layers a
+campaign run needs."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from station.analysis import analyse_campaign
-from station.analysis.findings import quantile_with_ci
-from station.analysis.pairing import Pairing, pair_run
-from station.campaign import CampaignError, CampaignResult, run_campaign
-from station.config import Campaign, load_campaign
-from station.importers import ImportInputError, ImportOptions, ImportResult, import_files
-from station.progress import ProgressSink, QuietProgress
-from station.result_store import ResultStore, ResultStoreError
-from station.store import RunData, list_runs, load_run
-from station.target import Host, Target, TargetError, endpoint_from_settings, load_host
-from station.target.local_sshd import LocalSshdError, new_local_sshd, serve_locally
+if TYPE_CHECKING:
+    from station.analysis import analyse_campaign
+    from station.analysis.pairing import Pairing
+    from station.campaign import CampaignError, CampaignResult
+    from station.config import Campaign, load_campaign
+    from station.importers import ImportInputError, ImportOptions, ImportResult
+    from station.progress import ProgressSink, QuietProgress
+    from station.result_store import ResultStore, ResultStoreError
+    from station.store import RunData, list_runs, load_run
+    from station.target import Host, TargetError
 
 __all__ = [
     "Campaign", "CampaignError", "CampaignResult", "ImportInputError", "ImportOptions", "ImportResult", "RunData",
@@ -25,12 +29,46 @@ __all__ = [
     "ResultStore", "ResultStoreError", "compare_campaigns", "open_results", "write_compare_report",
 ]
 
+#: Every name this module re-exports, by the module that defines it: imported when first asked for.
+_LAZY = {
+    "analyse_campaign": "station.analysis",
+    "quantile_with_ci": "station.analysis.findings",
+    "Pairing": "station.analysis.pairing", "pair_run": "station.analysis.pairing",
+    "CampaignError": "station.campaign", "CampaignResult": "station.campaign", "run_campaign": "station.campaign",
+    "Campaign": "station.config", "load_campaign": "station.config",
+    "ImportInputError": "station.importers", "ImportOptions": "station.importers",
+    "ImportResult": "station.importers", "import_files": "station.importers",
+    "ProgressSink": "station.progress", "QuietProgress": "station.progress",
+    "ResultStore": "station.result_store", "ResultStoreError": "station.result_store",
+    "RunData": "station.store", "list_runs": "station.store", "load_run": "station.store",
+    "Host": "station.target", "Target": "station.target", "TargetError": "station.target",
+    "endpoint_from_settings": "station.target", "load_host": "station.target",
+    "LocalSshdError": "station.target.local_sshd", "new_local_sshd": "station.target.local_sshd",
+    "serve_locally": "station.target.local_sshd",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # asked once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 async def run_campaign_async(
     campaign: Campaign, out_dir: Path, progress: ProgressSink | None = None,
     config_path: Path | None = None, resume: bool = True,
 ) -> CampaignResult:
     """Run every (remaining) run of the campaign, then write the reports."""
+    from station.campaign import run_campaign
+    from station.progress import QuietProgress
+    from station.store import list_runs
+
     out_dir = Path(out_dir)
     result = await run_campaign(campaign, out_dir, progress or QuietProgress(), config_path, resume)
     if list_runs(out_dir):
@@ -44,6 +82,7 @@ async def run_campaign_async(
 def write_campaign_report(out_dir: Path, deadline_ns: float | None = None) -> dict[str, Path]:
     """Analyse a campaign directory and write its report files into it (`deadline_ns`: see
     analyse_campaign)."""
+    from station.analysis import analyse_campaign
     from station.report import write_reports
 
     report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns)
@@ -54,6 +93,8 @@ def import_results(files: list[Path], out_dir: Path, options: ImportOptions | No
                    report: bool = True) -> tuple[ImportResult, dict[str, Path]]:
     """Import raw dumps, cyclictest output and scope CSVs as runs of out_dir (docs/import.md),
     then write its report unless told not to; raises ImportInputError on input it cannot take."""
+    from station.importers import ImportOptions, import_files
+
     result = import_files(files, Path(out_dir), options or ImportOptions())
     return result, write_campaign_report(out_dir) if report else {}
 
@@ -61,6 +102,8 @@ def import_results(files: list[Path], out_dir: Path, options: ImportOptions | No
 def open_results(campaign_dirs: Sequence[Path | str]) -> ResultStore:
     """One or many campaign directories as one dataset: ``open_results(dirs).relation("sw")`` is a
     DuckDB relation of every run's software latencies with the run's identity columns."""
+    from station.result_store import ResultStore
+
     return ResultStore(campaign_dirs)
 
 
@@ -85,6 +128,9 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
     """Stop every recorded process and unload every station module on each ssh or local
     target, and stop every recorded load on the load hosts: what a crashed station left
     behind. (A twin or VM target starts clean every time.)"""
+    from station.target import Target, TargetError, endpoint_from_settings, load_host
+    from station.target.local_sshd import LocalSshdError, new_local_sshd, serve_locally
+
     hosts: dict[str, Host] = {}
     local_sshds = []
     for name, settings in campaign.bench.named_targets().items():
@@ -125,12 +171,16 @@ def pair_events(run: RunData) -> Pairing | None:
     """Each scope pulse of a run matched to its software record (station/analysis/pairing.py):
     ``.pairs`` has acquisition, seq, hw_ns, sw_ns and diff_ns (HW − SW) per paired event. None when
     the run cannot be paired (a legacy stream without sequence numbers, no scope, no arrival times)."""
+    from station.analysis.pairing import pair_run
+
     return pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
 
 
 def percentile_intervals(values_ns: Any) -> dict[str, tuple[float, float | None, float | None]]:
     """p50, p99, p99.99 and p99.999 of a sample in ns as (estimate, lo, hi): the order statistic
     and its distribution-free 95 % interval, as the report's findings quote them (None: no bound)."""
+    from station.analysis.findings import quantile_with_ci
+
     return quantile_with_ci(values_ns)
 
 

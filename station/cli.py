@@ -1,19 +1,23 @@
-"""`station`: a thin command-line shell over the Python API."""
+"""`station`: a thin command-line shell over the Python API.
+
+Each command imports what it uses when it runs (station.api loads its names on first use too):
+`station report` does not load the bench, SSH and VISA layers, nor the campaign schema."""
 
 from __future__ import annotations
 
-import asyncio
 import enum
-import json
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from instruments.dialects import DIALECTS
 from station import api, units
-from station.config import ConfigError, json_schema, load_campaign
+
+if TYPE_CHECKING:
+    import asyncio
 
 app = typer.Typer(
     add_completion=False,
@@ -62,6 +66,10 @@ def run(
     fresh: bool = typer.Option(False, "--fresh", help="re-run every run, not only the incomplete ones", metavar=FLAG),
 ) -> None:
     """Run a campaign: every run of its matrix, then the report."""
+    import asyncio
+
+    from station.config import ConfigError, load_campaign
+
     try:
         campaign = load_campaign(config)
     except ConfigError as exc:
@@ -103,11 +111,12 @@ def run(
 @app.command()
 def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> None:
     """Check a campaign file and list the runs it would make."""
+    from station.config import ConfigError, expand_runs, load_campaign
+
     try:
         campaign = load_campaign(config)
     except ConfigError as exc:
         _fail(str(exc))
-    from station.config import expand_runs
 
     runs = expand_runs(campaign)
     typer.echo(f"{config}: valid — {len(runs)} runs: " + ", ".join(r.id for r in runs))
@@ -116,6 +125,8 @@ def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> N
 @app.command()
 def schema() -> None:
     """Print the campaign file's JSON Schema."""
+    from station.config import json_schema
+
     typer.echo(json_schema())
 
 
@@ -201,6 +212,11 @@ def compare(
 @app.command()
 def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming the target")) -> None:
     """Unload every station module and stop every recorded process on the target and load hosts."""
+    import asyncio
+    import json
+
+    from station.config import ConfigError, load_campaign
+
     try:
         campaign = load_campaign(config)
     except ConfigError as exc:
@@ -224,6 +240,8 @@ def twin(
     truth_dir: Path = typer.Option(None, help="write each module load's injected events here"),
 ) -> None:
     """Run the twin standalone (SSH target + SCPI scope) until Ctrl-C."""
+    import asyncio
+
     from station.twin.runner import Twin, serve_forever
 
     tw = Twin(state_dir=state_dir, preset=preset, seed=seed, truth_dir=truth_dir)

@@ -22,9 +22,12 @@ from typing import Any
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.axis import Axis
+from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, Locator, NullFormatter
 
 from station.analysis.distribution import Distribution
 from station.report.display import count_text, interface_label, ordered, slug
@@ -107,8 +110,14 @@ def _steps(edges: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return xs, ys
 
 
+def new_figure(figsize: tuple[float, float] = FIGSIZE_IN) -> Figure:
+    """A figure for _to_svg, which lays it out (_fit_layout): one axes, any figure legend under it
+    (legend_outside)."""
+    return Figure(figsize=figsize)
+
+
 def _new_axes(title: str) -> tuple[Figure, Any]:
-    fig = Figure(figsize=FIGSIZE_IN, layout="constrained")
+    fig = new_figure()
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=FONT_PT + 1)
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
@@ -157,6 +166,89 @@ def _log_tick(value: float, _pos: int) -> str:
 LOG_TICK_LABEL = FuncFormatter(_log_tick)
 
 
+def _texts(artist: Artist) -> list[Text]:
+    """Every text of an artist and its children, like ``findobj(Text)``, but an axis gives only
+    the ticks it has already made: ``Axis.get_children`` would make every tick of the current
+    view (the layout and the drawing make them later, of the sizes of the first one)."""
+    if isinstance(artist, Axis):
+        ticks = [*artist.majorTicks, *artist.minorTicks]  # the first of each, made now if not yet
+        return [artist.label, artist.offsetText, *(t for tick in ticks for t in (tick.label1, tick.label2))]
+    texts = [artist] if isinstance(artist, Text) else []
+    for child in artist.get_children():
+        texts += _texts(child)
+    return texts
+
+
+def _fit_layout(fig: Figure) -> None:
+    """Place the axes as ``layout="constrained"`` does, without its extra drawing pass.
+
+    As constrained layout: the axes' decorations (tick labels, axis labels, title) measured with
+    the SVG renderer's own text metrics, w_pad/h_pad (rcParams) around them, and the figure
+    legends (legend_outside: under the axes) as high as they are plus a pad either side. Measured
+    a second time where the axes landed only when their ticks differ there (constrained layout
+    always measures twice): with the same ticks the decorations keep their size and place around
+    the axes, bar an end tick label sticking out past them, which moves by a fraction of its
+    half-size as the axes resize (within the pad). A figure of several axes gets constrained
+    layout itself."""
+    if len(fig.axes) != 1:
+        fig.set_layout_engine("constrained")
+        return
+    (ax,) = fig.axes
+    fig.set_dpi(72)  # the SVG backend draws at 72 dpi whatever the figure's: measure the text there
+    width, height = fig.get_size_inches()
+    w_pad = mpl.rcParams["figure.constrained_layout.w_pad"] / width
+    h_pad = mpl.rcParams["figure.constrained_layout.h_pad"] / height
+    renderer = RendererSVG(width * fig.dpi, height * fig.dpi, io.StringIO())
+    to_fig = fig.transFigure.inverted()
+    legends = max((to_fig.transform_bbox(legend.get_tightbbox(renderer)).height + 2 * h_pad
+                   for legend in fig.legends), default=0.0)
+    ticks = None
+    for _ in range(2):
+        pos = ax.get_position(original=True)
+        measured = _tick_locations(ax)
+        if measured == ticks:
+            return
+        tight = ax.get_tightbbox(renderer, for_layout_only=True)
+        box = pos if tight is None else to_fig.transform_bbox(tight)
+        left, right = w_pad + pos.x0 - box.x0, 1 - w_pad - (box.x1 - pos.x1)
+        bottom, top = legends + h_pad + pos.y0 - box.y0, 1 - h_pad - (box.y1 - pos.y1)
+        if not (left < right and bottom < top):  # decorations larger than the figure: leave it be
+            return
+        fig.subplots_adjust(left=left, right=right, bottom=bottom, top=top)
+        ticks = measured
+
+
+def _tick_locations(ax: Any) -> list[list[float]]:
+    """Where the axes' ticks are: their locators' answers, which depend on the axes' size."""
+    return [list(locs) for axis in (ax.xaxis, ax.yaxis)
+            for locs in (axis.get_majorticklocs(), axis.get_minorticklocs())]
+
+
+class _InView(Locator):
+    """Another locator's ticks, only those in the axis' view: matplotlib makes a Tick (slow: five
+    artists) for every location its locator gives, drawn or not, and a log axis' minor locator
+    gives a decade of them either side of the view."""
+
+    def __init__(self, locator: Locator) -> None:
+        self.locator = locator
+
+    def set_axis(self, axis: Axis) -> None:
+        super().set_axis(axis)
+        self.locator.set_axis(axis)
+
+    def tick_values(self, vmin: float, vmax: float) -> Any:
+        return self.locator.tick_values(vmin, vmax)
+
+    def __call__(self) -> Any:
+        locs = np.asarray(self.locator(), dtype=np.float64)
+        transform = self.axis.get_transform()  # compared where the axis is linear (log10 of a log axis)
+        lo, hi = sorted(transform.transform(self.axis.get_view_interval()))
+        slack = 1e-6 * (hi - lo)  # wider than matplotlib's own test of which ticks it draws
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = transform.transform(locs)
+        return locs[(t >= lo - slack) & (t <= hi + slack)]
+
+
 def _to_svg(fig: Figure, name: str) -> str:
     # No text smaller than MIN_FONT_PX on the page, whatever size a caller asked for.
     smallest = _min_font_pt(fig)
@@ -165,9 +257,13 @@ def _to_svg(fig: Figure, name: str) -> str:
             if scale == "log":  # plain text: matplotlib's 10^k labels go through mathtext, slowly
                 axis.set_major_formatter(LOG_TICK_LABEL)
                 axis.set_minor_formatter(NullFormatter())  # minor ticks kept, unlabelled
-    for text in fig.findobj(Text):
+                if not isinstance(axis.get_minor_locator(), _InView):
+                    axis.set_minor_locator(_InView(axis.get_minor_locator()))
+    for text in _texts(fig):
         if text.get_fontsize() < smallest:
             text.set_fontsize(smallest)
+    if fig.get_layout_engine() is None:
+        _fit_layout(fig)
     buf = io.StringIO()
     # A per-figure salt gives every figure its own clip-path/marker ids, so many
     # SVGs can be inlined in one HTML page without their ids colliding; a fixed

@@ -18,10 +18,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from station.report.display import count_text, is_number, ordered, slug, unique_names
-from station.report.figures import FIGSIZE_IN, RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
+from station.report.figures import (
+    FIGSIZE_IN,
+    RenderedFigure,
+    _new_axes,
+    _steps,
+    _to_svg,
+    legend_outside,
+    new_figure,
+)
 from station.report.gpio_tables import delay_text
 
 KIND = "gpio"
@@ -117,7 +124,7 @@ def distributions_svg(runs: Sequence[Mapping[str, Any]], labels: Sequence[str],
                       cases: Sequence[str], title: str, name: str) -> str:
     """One row per run: min–max line, median–p99 bar, mean ●, p99.9 ▲, max ✕; first run on top."""
     height = max(FIGSIZE_IN[1] * 0.75, 1.3 + 0.32 * len(runs))
-    fig = Figure(figsize=(FIGSIZE_IN[0], height), layout="constrained")
+    fig = new_figure((FIGSIZE_IN[0], height))
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", axis="x", color="#dddddd", linewidth=0.6)
