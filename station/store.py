@@ -343,25 +343,28 @@ def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) 
     Parquet files to the columns named that the file has."""
     columns = columns or {}
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    fmt = manifest.get("format", "v1")
-    if (run_dir / "sw.parquet").exists():
-        sw = _read_parquet(run_dir / "sw.parquet", columns.get("sw"))
-    else:  # interrupted before seal: read what streamed
-        try:
-            sw = records.decode_file(run_dir / "sw.raw", fmt)
-        except records.RecordFormatError:  # the run failed on this very stream; its manifest says why
-            sw = records.decode(b"", fmt)
-    if (run_dir / "hw.parquet").exists():
-        hw = _read_parquet(run_dir / "hw.parquet", columns.get("hw"))
-    elif (run_dir / "hw_pulses.csv").exists():
-        hw = read_csv_lines(run_dir / "hw_pulses.csv")
-    else:
-        hw = pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
+    sw = _table(run_dir, "sw", manifest, columns.get("sw"))
+    hw = _table(run_dir, "hw", manifest, columns.get("hw"))
     truth_path = run_dir / "twin-truth.parquet"
     truth = _read_parquet(truth_path, columns.get("truth")) if truth_path.exists() else None
     arrivals_path = run_dir / "sw_arrivals.csv"
     arrivals = read_csv_lines(arrivals_path) if arrivals_path.exists() else None
     return RunData(run_dir, manifest, sw, hw, truth, arrivals)
+
+
+def _table(run_dir: Path, table: str, manifest: dict[str, Any], columns: Sequence[str] | None) -> pd.DataFrame:
+    """A run's "sw" or "hw" table: its Parquet file once sealed, else what streamed."""
+    if (run_dir / f"{table}.parquet").exists():
+        return _read_parquet(run_dir / f"{table}.parquet", columns)
+    if table == "sw":  # interrupted before seal: read what streamed
+        fmt = manifest.get("format", "v1")
+        try:
+            return records.decode_file(run_dir / "sw.raw", fmt)
+        except records.RecordFormatError:  # the run failed on this very stream; its manifest says why
+            return records.decode(b"", fmt)
+    if (run_dir / "hw_pulses.csv").exists():
+        return read_csv_lines(run_dir / "hw_pulses.csv")
+    return pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
 
 
 BATCH_ROWS = 1 << 20  # rows per batch when a run's tables are read in pieces
@@ -380,10 +383,11 @@ def iter_table(run_dir: Path, table: str, columns: Sequence[str],
         f = pq.ParquetFile(path, pre_buffer=False)
         have = [c for c in columns if c in set(f.schema_arrow.names)]
         for batch in f.iter_batches(batch_size=rows, columns=have):
-            yield {name: column.to_numpy() for name, column in zip(batch.schema.names, batch.columns, strict=True)}
+            # zero-copy unless a column has nulls (an imported capture's missing start times: NaN)
+            yield {name: column.to_numpy(zero_copy_only=False)
+                   for name, column in zip(batch.schema.names, batch.columns, strict=True)}
         return
-    whole = load_run(run_dir, {table: columns})
-    frame = whole.sw if table == "sw" else whole.hw
+    frame = _table(run_dir, table, json.loads((run_dir / "manifest.json").read_text()), None)
     arrays = {c: frame[c].to_numpy() for c in columns if c in frame}
     for at in range(0, len(frame), rows):
         yield {c: a[at:at + rows] for c, a in arrays.items()}
@@ -394,8 +398,7 @@ def table_columns(run_dir: Path, table: str) -> set[str]:
     path = run_dir / f"{table}.parquet"
     if path.exists():
         return set(pq.read_schema(path).names)
-    whole = load_run(run_dir)
-    return set((whole.sw if table == "sw" else whole.hw).columns)
+    return set(_table(run_dir, table, json.loads((run_dir / "manifest.json").read_text()), None).columns)
 
 
 def list_runs(campaign_dir: Path) -> list[Path]:

@@ -164,3 +164,54 @@ def test_the_verdict_from_the_kept_candidates_is_the_verdict_from_every_pair() -
     from_candidates = outlier_verdict_of_candidates(sw, hw[seen], kept, median, in_bulk, len(pairs))
     assert from_candidates == full
     assert full["verdict"] == "both" and full["sw_only"] > 5 and full["hw_only"] > 5
+
+
+def test_pairing_a_sparse_capture_keeps_the_window_of_records_small(monkeypatch) -> None:
+    """A scope that catches few events spreads a batch of pulses over most of the run: the pairer
+    pairs it in groups of at most SPAN_EVENTS events, so the records it holds stay that many."""
+    from station.analysis import pairing
+
+    sw, hw, arrivals, truth_seq, period = _twin_like_run(8)
+    monkeypatch.setattr(pairing, "SPAN_EVENTS", 4000)
+    held = []
+    forget = pairing._SeqWindow._forget_below
+
+    def spy(self, lo):  # noqa: ANN001 - the window, as it reads on
+        forget(self, lo)
+        held.append(self._len)
+
+    monkeypatch.setattr(pairing._SeqWindow, "_forget_below", spy)
+    pairer = StreamPairer(arrivals, period)
+    sw_batches = ((sw["seq"].to_numpy()[i:i + 1000], sw["latency_ns"].to_numpy()[i:i + 1000])
+                  for i in range(0, len(sw), 1000))
+    streamed = pd.concat(list(pairer.pairs(sw_batches, [{c: hw[c].to_numpy() for c in hw}])), ignore_index=True)
+    assert np.array_equal(streamed["seq"].to_numpy(), truth_seq)
+    # a group's span, the search margins (2 × 3000 each side) and one batch of records
+    assert max(held) <= 4000 + 4 * 3000 + 30 + 2 * 1000, max(held)
+
+
+def test_board_widths_above_a_threshold_below_the_kept_tail_are_read_again(tmp_path) -> None:
+    """The cross-interface criterion's board maximum among late events: from the kept tail when it
+    reaches that low, else from the run's records read again; both give numpy's answer."""
+    from types import SimpleNamespace
+
+    from station import records
+    from station.analysis.campaign import _board_max_above
+    from station.analysis.worst_case import TailSample
+    from station.store import write_parquet
+
+    rng = np.random.default_rng(3)
+    n = 50_000
+    lat = np.round(6000 + rng.gamma(9, 270, n)).astype(np.int64)
+    board = np.round(lat * 0.9 + rng.normal(0, 30, n)).astype(np.uint32)
+    flags = np.where(rng.random(n) < 0.7, int(records.Flag.HW_WIDTH), 0).astype(np.uint16)
+    (tmp_path / "manifest.json").write_text('{"run_id": "pcie-inb-r0"}')
+    write_parquet(pd.DataFrame({"seq": np.arange(n, dtype=np.uint64), "latency_ns": lat, "flags": flags,
+                                "hw_width_ns": board}), tmp_path / "sw.parquet", identity={})
+    tail = TailSample.of(lat, cap=500)
+    has = (flags & int(records.Flag.HW_WIDTH)) != 0
+    run = SimpleNamespace(dir=tmp_path, sw=Distribution.of(lat), tail=tail,
+                          tail_board_ns=np.where(has[tail.positions], board[tail.positions], np.nan))
+    for threshold in (float(np.sort(lat)[-100]), float(np.median(lat))):  # inside the tail, then below it
+        want = float(board[has & (lat > threshold)].max())
+        assert _board_max_above([run], threshold) == want

@@ -197,8 +197,8 @@ def _board_widths_above(run: RunAnalysis, threshold: float) -> np.ndarray:
     for batch in iter_table(run.dir, "sw", ("latency_ns", "flags", "hw_width_ns")):
         if "hw_width_ns" not in batch:
             break
-        has = (batch["flags"].to_numpy() & int(records.Flag.HW_WIDTH)) != 0
-        parts.append(batch["hw_width_ns"].to_numpy()[has & (batch["latency_ns"].to_numpy() > threshold)])
+        has = (batch["flags"] & int(records.Flag.HW_WIDTH)) != 0
+        parts.append(batch["hw_width_ns"][has & (batch["latency_ns"] > threshold)])
     return np.concatenate(parts).astype(np.float64) if parts else np.empty(0)
 
 

@@ -40,6 +40,7 @@ BLOCK = 512  # acquisitions searched at once
 MODEL_POINTS = 512  # the latest paired acquisitions the clock line is fitted to
 MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
 SHORTLIST = 3  # candidates per acquisition whose spread is computed exactly
+SPAN_EVENTS = 1 << 20  # events of the stream one group of acquisitions is paired against at most
 HW_COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # what pairing reads of the pulses
 
 
@@ -161,17 +162,21 @@ class _SeqWindow:
 
     def cover(self, lo: int, hi: int) -> None:
         """Hold [lo, hi] as far as the stream reaches (lost records: MISSING)."""
-        if lo > self.base:
-            drop = min(lo - self.base, self._len)
-            self._buf[:self._len - drop] = self._buf[drop:self._len]
-            self._len -= drop
-            self.base += drop
+        self._forget_below(lo)
         while not self.done and self.end <= hi:
             batch = next(self._batches, None)
             if batch is None:
                 self.done = True
                 break
             self._append(*batch)
+            self._forget_below(lo)  # records a scope stall skipped are not kept while reading on
+
+    def _forget_below(self, lo: int) -> None:
+        if lo > self.base:
+            drop = min(lo - self.base, self._len)
+            self._buf[:self._len - drop] = self._buf[drop:self._len]
+            self._len -= drop
+            self.base = lo if not self._len else self.base + drop
 
     def _append(self, seq: np.ndarray, latency: np.ndarray) -> None:
         if not len(seq):
@@ -242,9 +247,22 @@ class StreamPairer:
             cut = int(last[-1]) + 1 if len(last) else 0  # the last acquisition may go on
             carry = {c: a[cut:] for c, a in hw.items()}
             if cut:
-                yield self._pair_acquisitions(_acquisitions({c: a[:cut] for c, a in hw.items()}, self.period_ns), win)
+                yield from self._pair_spans({c: a[:cut] for c, a in hw.items()}, win)
         if carry is not None and len(carry["acquisition"]):
-            yield self._pair_acquisitions(_acquisitions(carry, self.period_ns), win)
+            yield from self._pair_spans(carry, win)
+
+    def _pair_spans(self, hw: dict[str, np.ndarray], win: _SeqWindow) -> Iterator[pd.DataFrame]:
+        """Whole acquisitions, in groups that span at most SPAN_EVENTS events of the stream: the
+        window of records stays that size whatever fraction of the events the scope caught."""
+        acq = hw["acquisition"]
+        starts = np.flatnonzero(np.r_[True, acq[1:] != acq[:-1]])
+        arrived = np.interp(hw["armed_host_s"][starts], self.arrival_host, self.arrival_seq)
+        group = np.floor((arrived - arrived[0]) / SPAN_EVENTS)
+        cuts = np.r_[starts[np.flatnonzero(np.diff(group)) + 1], len(acq)]
+        lo = 0
+        for hi in cuts:
+            yield self._pair_acquisitions(_acquisitions({c: a[lo:hi] for c, a in hw.items()}, self.period_ns), win)
+            lo = hi
 
     def _pair_acquisitions(self, a: _Acquisitions, win: _SeqWindow) -> pd.DataFrame:
         window = self.window

@@ -216,6 +216,8 @@ class _SeqSet:
 
     def has(self, seq: np.ndarray) -> np.ndarray:
         seq = np.asarray(seq, np.int64)
+        if not len(self.bits):  # no record at all
+            return np.zeros(seq.shape, bool)
         inside = (seq >= 0) & (seq < len(self.bits))
         return inside & self.bits[np.where(inside, seq, 0)]
 
@@ -294,7 +296,7 @@ def _truth(run_dir: Path, present: _SeqSet) -> dict | None:
     """What the twin injected, for the events this run recorded."""
     t_rw, hw_sw = Moments(), Moments()
     injected = 0
-    f = pq.ParquetFile(run_dir / "twin-truth.parquet")
+    f = pq.ParquetFile(run_dir / "twin-truth.parquet", pre_buffer=False)  # see store.iter_table
     for batch in f.iter_batches(columns=["seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns"]):
         t = batch.to_pandas()
         t = t[present.has(t["seq"].to_numpy())].dropna()
