@@ -183,7 +183,7 @@ class _SeqWindow:
             return
         seq = np.asarray(seq, np.int64)
         if not self._len:  # the stream's first numbers (or a restart after a long gap)
-            self.base = max(self.base, int(seq[0]), int(seq.min()))
+            self.base = max(self.base, int(seq.min()))
         first, last = int(seq[0]), int(seq[-1])
         contiguous = first == self.end and last == first + len(seq) - 1 and first >= self.base
         if not contiguous:
@@ -393,11 +393,12 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
         pulses = {c: a[order] for c, a in pulses.items()}
     pairer = StreamPairer(arrivals, period_ns, window)
     parts = list(pairer.pairs(_sw_batches(sw), [pulses]))
-    pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else _pairs_frame()
+    pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else pairs_frame()
     return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses)
 
 
-def _pairs_frame(**columns: np.ndarray) -> pd.DataFrame:
+def pairs_frame(**columns: np.ndarray) -> pd.DataFrame:
+    """Pairs as a frame: acquisition, seq, hw_ns, sw_ns, diff_ns (empty when none are given)."""
     names = ("acquisition", "seq", "hw_ns", "sw_ns", "diff_ns")
     empty = {"acquisition": np.empty(0, np.int64), "seq": np.empty(0, np.int64)}
     # copy=False: one block per column, not a consolidating copy of millions of rows
@@ -412,5 +413,5 @@ def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow) -> pd.DataFrame
     sw_ns = win.at(seq)
     keep = sw_ns < MISSING
     hw_ns, sw_ns = a.widths[rows][keep], sw_ns[keep]
-    return _pairs_frame(acquisition=a.ids[owner][keep], seq=seq[keep], hw_ns=hw_ns, sw_ns=sw_ns,
+    return pairs_frame(acquisition=a.ids[owner][keep], seq=seq[keep], hw_ns=hw_ns, sw_ns=sw_ns,
                         diff_ns=hw_ns - sw_ns)

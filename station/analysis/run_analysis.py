@@ -26,13 +26,11 @@ import pyarrow.parquet as pq
 from station import records, store
 from station.analysis import correlation, outliers
 from station.analysis.distribution import Distribution
-from station.analysis.pairing import HW_COLUMNS, MAX_SPREAD_NS, MIN_SEPARATION, StreamPairer
+from station.analysis.pairing import HW_COLUMNS, MAX_SPREAD_NS, MIN_SEPARATION, StreamPairer, pairs_frame
 from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
 from station.analysis.worst_case import TailSample
 from station.report.samples import RunSamples
 from station.store import iter_table, read_csv_lines, table_columns
-
-PAIR_COLUMNS = ("acquisition", "seq", "hw_ns", "sw_ns", "diff_ns")
 
 
 @dataclass
@@ -131,7 +129,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
                 kept.append(pairs[keep])
         if diff_m.count:
             diffs = PairedDiffs(diff_b.result(), diff_m)
-            candidates = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame({c: [] for c in PAIR_COLUMNS})
+            candidates = pd.concat(kept, ignore_index=True) if kept else pairs_frame()
     for _ in sw_stream:  # the tail of records the pairing did not need
         pass
     values, positions, board_ns = tail.result()
