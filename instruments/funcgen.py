@@ -284,6 +284,7 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
 
     def configure(self, settings: GeneratorSettings) -> GeneratorSettings:
         s = settings
+        self._applied = None  # half-way between two configurations, no settings describe the instrument
         self.channel = s.channel
         # levels are programmed as the load sees them: say the load first, or they would be halved
         self.load = math.inf

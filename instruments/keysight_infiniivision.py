@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from instruments.scope import CodeScale, ScopeDataError, ScopeError, ScopeSettings, Waveform
+from instruments.scope import CodeScale, Frames, ScopeDataError, ScopeError, ScopeSettings, ScopeTimeout, Waveform
 from instruments.scpi import (
     Control,
     ReplyFields,
@@ -31,12 +31,15 @@ from instruments.scpi import (
     nr1,
     one_zero,
     positive,
+    real,
 )
 
 SLOPES = {"rise": "POSitive", "fall": "NEGative"}
 SWEEPS = {"auto": "AUTO", "normal": "NORMal"}
 REFERENCES = {"left": "LEFT", "center": "CENTer", "right": "RIGHt"}
 ACQUIRE_TYPES = {"normal": "NORMal"}
+ACQUIRE_MODES = {"realtime": "RTIMe", "segmented": "SEGMented"}
+TIME_TAGS = ":WAVeform:SEGMented:XLISt? TTAG"
 POINTS_MODES = {"normal": "NORMal", "maximum": "MAXimum", "raw": "RAW"}
 RUN_BIT = 8  # :OPERegister:CONDition? bit 3: the scope is running (armed or acquiring)
 HOLE = 0x00
@@ -161,6 +164,12 @@ class KeysightInfiniiVision(ScpiScope):
         keyword(POINTS_MODES),
     )
     points = Control(":WAVeform:POINts?", ":WAVeform:POINts {value:d}", count)
+    acquire_mode = Control(
+        ":ACQuire:MODE?", ":ACQuire:MODE {value}", from_keyword(ACQUIRE_MODES), keyword(ACQUIRE_MODES)
+    )
+    segment_count = Control(":ACQuire:SEGMented:COUNt?", ":ACQuire:SEGMented:COUNt {value:d}", count)
+    segments_all = Control(":WAVeform:SEGMented:ALL?", ":WAVeform:SEGMented:ALL {value}", flag, one_zero)
+    _all_segments = False  # :WAVeform:DATA? answers every segment at once (3000T, 4000 X)
 
     # --- Scope ---------------------------------------------------------------------------
     def reset(self) -> None:
@@ -169,6 +178,7 @@ class KeysightInfiniiVision(ScpiScope):
 
     def configure(self, settings: ScopeSettings) -> ScopeSettings:
         s = settings
+        self._applied = None  # half-way between two configurations, no settings describe the instrument
         self.channel = s.channel
         for c in s.channels:
             with self._on_channel(c):
@@ -201,8 +211,59 @@ class KeysightInfiniiVision(ScpiScope):
             trigger_position_pct=50.0 - 100.0 * self.time_position_s / (10.0 * time_per_div),
             trigger_level_v=self.trigger_level_v,
         )
+        if s.segments > 1:
+            applied = self._configure_segments(applied)
         self._applied = applied
         return applied
+
+    def _configure_segments(self, s: ScopeSettings) -> ScopeSettings:
+        self.acquire_mode = "segmented"
+        self.segment_count = s.segments
+        segments = self.segment_count  # the instrument clamps to what its memory holds
+        try:
+            self.segments_all = True
+            self._all_segments = True
+        except ScopeTimeout:
+            raise
+        except ScopeError:  # a 2000 X has no :WAVeform:SEGMented:ALL: segment by segment then
+            self._all_segments = False
+        return self._read_back(s, segments=segments)
+
+    def acquire_frames(self) -> Frames:
+        """One segmented :SINGle; the segments and their time tags in one transfer each where
+        the model can (:WAVeform:SEGMented:ALL), else segment by segment."""
+        s = self._single_sequence()
+        if s.segments < 2:
+            raise ScopeError("", resource=self.resource_name, detail="configure with segments > 1 for segmented memory")
+        n = self.query_value(":WAVeform:SEGMented:COUNt?", count)
+        if self._all_segments:
+            pre = self._byte_preamble()
+            tags = self.query_value(TIME_TAGS, _time_tags)
+            if len(tags) != n:
+                raise ScopeDataError(TIME_TAGS, field="reply", value=f"{len(tags)} time tags",
+                                     resource=self.resource_name,
+                                     detail=f":WAVeform:SEGMented:COUNt? announced {n} segments")
+            codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points * n)).reshape(n, pre.points)
+        else:
+            rows, tag_list = [], []
+            for k in range(1, n + 1):
+                self.write(f":ACQuire:SEGMented:INDex {k}")
+                tag_list.append(self.query_value(":WAVeform:SEGMented:TTAG?", real))
+                if k == 1:
+                    pre = self._byte_preamble()
+                rows.append(fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points)))
+            codes, tags = np.stack(rows), np.asarray(tag_list)
+        self._acquisitions += 1
+        scale = CodeScale(volts_per_code=pre.y_increment, offset_code=pre.y_reference, offset_v=pre.y_origin)
+        return Frames(pre.times_origin(), pre.x_increment, codes, scale, tags - tags[0], channel=self.channel,
+                      index=self._acquisitions - 1)
+
+    def _byte_preamble(self) -> Preamble:
+        pre = self.query_value(Preamble.query, Preamble.parse)
+        if pre.format != 0:
+            raise ScopeError(Preamble.query, resource=self.resource_name,
+                             detail=f"unsupported data format {pre.format}")
+        return pre
 
     def _select_data_source(self) -> None:
         self.data_source = f"CHANnel{self.channel}"
@@ -211,10 +272,7 @@ class KeysightInfiniiVision(ScpiScope):
         return self.query_value(":OPERegister:CONDition?", nr1) & RUN_BIT != 0
 
     def fetch(self) -> Waveform:
-        command = Preamble.query
-        pre = self.query_value(command, Preamble.parse)
-        if pre.format != 0:
-            raise ScopeError(command, resource=self.resource_name, detail=f"unsupported data format {pre.format}")
+        pre = self._byte_preamble()
         codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points))
         scale = CodeScale(volts_per_code=pre.y_increment, offset_code=pre.y_reference, offset_v=pre.y_origin)
         return self._waveform(pre.times_origin(), pre.x_increment, codes, scale)
@@ -228,3 +286,14 @@ class KeysightInfiniiVision(ScpiScope):
                 break
             errors.append(m.group(0))
         return " | ".join(errors)
+
+
+def _time_tags(reply: str) -> np.ndarray:
+    """:WAVeform:SEGMented:XLISt? TTAG: each segment's time tag (s), comma-separated."""
+    try:
+        tags = np.array([float(x) for x in reply.split(",")])
+    except ValueError:
+        raise ScopeDataError(TIME_TAGS, field="reply", value=reply, detail="comma-separated numbers expected") from None
+    if not len(tags) or not np.all(np.isfinite(tags)):
+        raise ScopeDataError(TIME_TAGS, field="reply", value=reply, detail="finite time tags expected")
+    return tags

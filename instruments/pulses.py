@@ -22,12 +22,12 @@ they give the same thresholds and the same edges, to the bit.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from instruments.scope import CodeScale, Waveform
+from instruments.scope import CodeScale, Frames, Waveform
 
 HISTOGRAM_BINS = 256
 # records longer than this: the level histogram is of an evenly strided sample of at most
@@ -65,6 +65,14 @@ class Pulses:
 
     def __len__(self) -> int:
         return len(self.width_s)
+
+
+@dataclass(frozen=True, eq=False)
+class FramePulses(Pulses):
+    """Pulses of a segmented acquisition: start times from frame 0's trigger (the frames' time
+    tags placed each frame), and the frame each pulse lies in."""
+
+    frame: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 # --- the threshold --------------------------------------------------------------------------
@@ -502,3 +510,23 @@ def extract_pulses(
         width_s=(trail - lead) * waveform.dt_s,
         index=waveform.index,
     )
+
+
+def extract_frame_pulses(frames: Frames, threshold: float | None = None, hysteresis: float | None = None,
+                         polarity: Polarity = "high") -> FramePulses:
+    """The complete pulses of every frame, found in one pass over the frames end to end.
+
+    One threshold serves every frame (from all of them, without `threshold`). A pulse counts
+    only when both samples around its leading edge and both around its trailing edge lie in
+    one frame: a pulse cut by a frame's start or end, or an edge made by joining two frames,
+    is dropped, as the record's own ends are.
+    """
+    pulses = extract_pulses(frames.joined(), threshold, hysteresis, polarity)
+    points = frames.points
+    lead = (pulses.start_s - frames.t0_s) / frames.dt_s  # positions in the joined record
+    trail = lead + pulses.width_s / frames.dt_s
+    frame = np.floor(lead).astype(np.int64) // points
+    whole = frame == np.ceil(trail).astype(np.int64) // points
+    frame, lead = frame[whole], lead[whole]
+    start = frames.trigger_s[frame] + frames.t0_s + (lead - frame * points) * frames.dt_s
+    return FramePulses(start_s=start, width_s=pulses.width_s[whole], index=frames.index, frame=frame)

@@ -43,6 +43,9 @@ class ScopeSettings:
     acquire_timeout_s: float = 10.0  # how long acquire_single waits for a trigger
     # channels recorded beside `channel` (which triggers), with its vertical settings
     extra_channels: tuple[int, ...] = ()
+    # frames per acquisition in segmented memory (Tektronix FastFrame, Keysight segmented):
+    # each frame is `record_length` points around a trigger of its own; 1: single records
+    segments: int = 1
 
     def __post_init__(self) -> None:
         self.extra_channels = tuple(self.extra_channels)
@@ -58,6 +61,8 @@ class ScopeSettings:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.record_length < 1:
             raise ValueError(f"record_length must be >= 1, got {self.record_length}")
+        if self.segments < 1:
+            raise ValueError(f"segments must be >= 1, got {self.segments}")
         if not 0.0 <= self.trigger_position_pct <= 100.0:
             raise ValueError(f"trigger_position_pct must be 0..100, got {self.trigger_position_pct}")
 
@@ -152,6 +157,51 @@ class Waveform:
             f"Waveform(t0_s={self.t0_s!r}, dt_s={self.dt_s!r}, {data}[{len(self)}], channel={self.channel}, "
             f"index={self.index}, resolution_v={self.resolution_v!r})"
         )
+
+
+class Frames:
+    """One segmented acquisition: frames of equal length, each around a trigger of its own.
+
+    `codes` is (frames, points); every frame's sample k lies at t0_s + k·dt_s from its own
+    trigger, and `trigger_s[i]` is frame i's trigger time from frame 0's (the scope's time
+    tags): sample k of frame i is at trigger_s[i] + t0_s + k·dt_s on the acquisition's clock.
+    """
+
+    def __init__(self, t0_s: float, dt_s: float, codes: np.ndarray, scale: CodeScale, trigger_s: np.ndarray,
+                 channel: int = 1, index: int = 0) -> None:
+        codes = np.asarray(codes)
+        trigger_s = np.asarray(trigger_s, dtype=np.float64)
+        if codes.ndim != 2 or codes.dtype.kind not in "iu":
+            raise TypeError(f"frame codes must be a 2-D integer array, got {codes.ndim}-D {codes.dtype}")
+        if trigger_s.shape != (len(codes),):
+            raise ValueError(f"{len(codes)} frames need as many time tags, got {trigger_s.shape}")
+        self.t0_s, self.dt_s, self.codes, self.scale = t0_s, dt_s, codes, scale
+        self.trigger_s, self.channel, self.index = trigger_s, channel, index
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @property
+    def points(self) -> int:
+        return self.codes.shape[1]
+
+    def frame(self, i: int) -> Waveform:
+        """Frame i alone, its time 0 its own trigger."""
+        return Waveform(self.t0_s, self.dt_s, codes=self.codes[i], scale=self.scale, channel=self.channel,
+                        index=self.index)
+
+    def joined(self) -> Waveform:
+        """Every frame end to end as one record (no copy): for edge finding in one pass."""
+        return Waveform(self.t0_s, self.dt_s, codes=self.codes.reshape(-1), scale=self.scale,
+                        channel=self.channel, index=self.index)
+
+    def live_s(self) -> float:
+        """The time the frames cover (the scope saw nothing between them)."""
+        return len(self) * self.points * self.dt_s
+
+    def __repr__(self) -> str:
+        return (f"Frames({len(self)} x {self.points} {self.codes.dtype}, dt_s={self.dt_s!r}, "
+                f"channel={self.channel}, index={self.index})")
 
 
 class ScopeError(Exception):
@@ -303,6 +353,11 @@ class Scope(Instrument):
     @abstractmethod
     def acquire_channels(self) -> dict[int, Waveform]:
         """One single sequence, every channel of the settings fetched (same `index`)."""
+
+    def acquire_frames(self) -> Frames:
+        """One segmented sequence of `settings.segments` frames of the triggering channel."""
+        raise ScopeError("", resource=self.resource_name,
+                         detail=f"{type(self).__name__} has no segmented acquisition (FastFrame / segmented memory)")
 
 
 def open_scope(

@@ -66,7 +66,13 @@ class ScpiSession:
             return self._res.query(command).strip()
 
     def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
-        """`points` samples of `datatype` in an IEEE 488.2 block (MSB first unless told otherwise).
+        """`points` samples of `datatype` in an IEEE 488.2 block (MSB first unless told otherwise)."""
+        return self.query_blocks(command, datatype, points, 1, big_endian)[0]
+
+    def query_blocks(self, command: str, datatype: str, points: int, count: int,
+                     big_endian: bool = True) -> np.ndarray:
+        """`count` blocks of `points` samples each, back to back in one reply (a FastFrame
+        CURVe?: one block per frame, one terminator after the last), as a (count, points) array.
 
         See `read_block`. A rejected reply is flushed so that the next query is
         not answered by its remains; a reply that stops half-way times out
@@ -95,18 +101,23 @@ class ScpiSession:
             return got
 
         terminator = self._res.read_termination
+        end = terminator.encode("ascii") if terminator else b""
         try:
             with self._translated(command):
                 self._res.write(command)
-                return read_block(
-                    read,
-                    command,
-                    datatype,
-                    points,
-                    big_endian=big_endian,
-                    termination=terminator.encode("ascii") if terminator else b"",
-                    read_into=None if reader is None else read_into,
-                )
+                blocks = [
+                    read_block(
+                        read,
+                        command,
+                        datatype,
+                        points,
+                        big_endian=big_endian,
+                        termination=end if i == count - 1 else b"",
+                        read_into=None if reader is None else read_into,
+                    )
+                    for i in range(count)
+                ]
+                return blocks[0][None, :] if count == 1 else np.stack(blocks)
         except ScopeDataError as exc:
             self.clear()
             exc.resource = self.name
@@ -686,9 +697,14 @@ class ScpiInstrument(Instrument):
             ) from None
 
     def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
+        return self.query_blocks(command, datatype, points, 1, big_endian)[0]
+
+    def query_blocks(self, command: str, datatype: str, points: int, count: int,
+                     big_endian: bool = True) -> np.ndarray:
+        """`count` blocks of `points` samples in one reply, as a (count, points) array."""
         self._last_command = command
         try:
-            return self.session.query_block(command, datatype, points, big_endian)
+            return self.session.query_blocks(command, datatype, points, count, big_endian)
         except ScopeTimeout as exc:
             raise self._explained(exc) from None
 

@@ -132,6 +132,9 @@ class Preamble:
         )
         return pre
 
+    def scale(self) -> CodeScale:
+        return CodeScale(volts_per_code=self.y_mult, offset_code=self.y_off, offset_v=self.y_zero)
+
 
 class TektronixTDS(ScpiScope):
     """A TDS 400/500/600 oscilloscope (TDS 460A) over any VISA session."""
@@ -189,6 +192,7 @@ class TektronixTDS(ScpiScope):
 
     def configure(self, settings: ScopeSettings) -> ScopeSettings:
         s = settings
+        self._applied = None  # half-way between two configurations, no settings describe the instrument
         self.channel = s.channel
         self.write("HEADer OFF")  # replies are bare values from here on
         self._configure_vertical(s)
@@ -217,8 +221,19 @@ class TektronixTDS(ScpiScope):
             trigger_level_v=self.trigger_level_v,
         )
         self.data_stop = applied.record_length
+        applied = self._configure_segments(applied)
         self._applied = applied
         return applied
+
+    def _configure_segments(self, s: ScopeSettings) -> ScopeSettings:
+        """FastFrame where the instrument has it; the TDS 400/500/600 has not."""
+        if s.segments > 1:
+            raise ScopeError(
+                "HORizontal:FASTframe:STATE ON",
+                resource=self.resource_name,
+                detail="the TDS 400/500/600 has no FastFrame: capture with waveform or measurement",
+            )
+        return s
 
     def _configure_vertical(self, s: ScopeSettings) -> None:
         self.displayed = True  # the preamble and CURVe? need the channel on
@@ -238,6 +253,12 @@ class TektronixTDS(ScpiScope):
 
     def fetch(self) -> Waveform:
         """Transfer the last acquisition of the configured channel."""
+        pre, datatype = self._preamble()
+        codes = self.query_block("CURVe?", datatype, pre.points, big_endian=pre.byte_or == "MSB")
+        return self._waveform(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, codes, pre.scale())
+
+    def _preamble(self) -> tuple[Preamble, str]:
+        """The transfer's preamble and the numpy type of its samples (ScopeError if unusable)."""
         command = self.preamble_type.query
         pre = self.query_value(command, self.preamble_type.parse)
         datatype = DATATYPES.get((pre.bn_fmt, pre.byte_nr))
@@ -247,9 +268,7 @@ class TektronixTDS(ScpiScope):
                 resource=self.resource_name,
                 detail=f"unsupported data format {pre.encoding}/{pre.bn_fmt}/{pre.byte_nr} byte(s)/{pre.byte_or}",
             )
-        codes = self.query_block("CURVe?", datatype, pre.points, big_endian=pre.byte_or == "MSB")
-        scale = CodeScale(volts_per_code=pre.y_mult, offset_code=pre.y_off, offset_v=pre.y_zero)
-        return self._waveform(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, codes, scale)
+        return pre, datatype
 
     # --- errors: after *ESR?, the event queue --------------------------------------------
     def _error_queue_text(self, timeout_s: float | None = None) -> str:

@@ -455,6 +455,9 @@ class TargetSettings(Strict):
 ScopeDialect = Literal[tuple(sorted(DIALECTS))]  # one list of dialects: the instruments' registry
 
 
+SEGMENTED_DIALECTS = ("keysight_infiniivision", "tektronix_mso")  # FastFrame / segmented memory
+
+
 class ScopeSettingsConfig(Strict):
     kind: Literal["twin", "visa", "none"] = "twin"
     resource: Annotated[str, _text(256)] | None = Field(
@@ -474,12 +477,23 @@ class ScopeSettingsConfig(Strict):
         BeforeValidator(_volts_or_auto),
         AfterValidator(lambda v: v if v == "auto" else _range(*LEVEL_RANGE, format_voltage).func(v)),
     ] = "auto"
+    capture: Literal["waveform", "segmented"] = Field(
+        "waveform", description="waveform: single long records, every pulse in each; segmented: FastFrame / "
+        "segmented memory, `segments` frames of record_length points a trigger each (one pulse a frame), placed "
+        "by the scope's time tags (docs/capture.md)"
+    )
+    segments: Int = Field(1000, ge=2, le=1_000_000, description="frames per acquisition when capture is segmented")
 
     @model_validator(mode="after")
     def _visa_needs_resource(self) -> ScopeSettingsConfig:
         if self.kind == "visa" and not self.resource:
             raise LocatedError(
                 ("resource",), "a visa scope needs a resource, e.g. TCPIP::192.168.1.30::4000::SOCKET"
+            )
+        if self.capture == "segmented" and self.dialect not in SEGMENTED_DIALECTS:
+            raise LocatedError(
+                ("capture",), f"segmented capture needs FastFrame or segmented memory, which {self.dialect} has "
+                f"not (dialects with it: {', '.join(SEGMENTED_DIALECTS)}): use waveform"
             )
         return self
 

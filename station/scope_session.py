@@ -10,9 +10,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from instruments.delays import Delays, measure_delays
-from instruments.pulses import extract_pulses
+from instruments.pulses import extract_frame_pulses, extract_pulses
 from instruments.scope import Scope, ScopeSettings, open_scope
 from station.config import ScopeSettingsConfig
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What one acquisition gave: its pulses (start from the acquisition's first trigger), the
+    frame each lies in (0 for a single record), and how long the scope was looking."""
+
+    start_s: np.ndarray
+    width_s: np.ndarray
+    frame: np.ndarray
+    live_s: float  # the time the record (or the frames together) covers
+    frames: int = 1
 
 
 def instrument_settings(cfg: ScopeSettingsConfig, extra_channels: tuple[int, ...] = (),
@@ -28,6 +40,7 @@ def instrument_settings(cfg: ScopeSettingsConfig, extra_channels: tuple[int, ...
         trigger_slope=slope,  # type: ignore[arg-type]
         trigger_position_pct=cfg.trigger_position_pct,
         acquire_timeout_s=cfg.timeout,
+        segments=cfg.segments if cfg.capture == "segmented" else 1,
     )
 
 
@@ -60,10 +73,21 @@ class ScopeSession:
         self._lock = threading.Lock()
 
     def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]:
+        capture = self.capture()
+        return capture.start_s, capture.width_s
+
+    def capture(self) -> Capture:
+        """One acquisition as configured: a single record, or a segmented one (one pulse a frame)."""
+        applied = self.scope.applied
+        if applied is not None and applied.segments > 1:
+            with self._lock:
+                frames = self.scope.acquire_frames()
+            fp = extract_frame_pulses(frames, threshold=self.threshold_v)
+            return Capture(fp.start_s, fp.width_s, fp.frame, frames.live_s(), len(frames))
         with self._lock:
             wf = self.scope.acquire_single()
         pulses = extract_pulses(wf, threshold=self.threshold_v)
-        return pulses.start_s, pulses.width_s
+        return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(wf) * wf.dt_s)
 
     def acquire_delays(self, response_channel: int, window_s: float, stimulus_edge: str,
                        response_edge: str, same_direction: bool = False) -> Delays:

@@ -66,6 +66,7 @@ class Node:
     get: Callable[..., Any] | None = None
     set: Callable[..., Any] | None = None
     headers: bool = True  # False: the handler formats its own reply headers
+    query_arg: bool = False  # the query takes an argument: get(arg, *suffixes)
 
     def __post_init__(self) -> None:
         self.mnemonics = tuple(Mnemonic(p.removesuffix("<n>"), p.endswith("<n>")) for p in self.pattern.split(":"))

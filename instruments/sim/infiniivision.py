@@ -19,6 +19,16 @@ station uses:
   format,type,points,count,xinc,xorig,xref,yinc,yorig,yref with
   t = (i − xref)·xinc + xorig and V = (d − yref)·yinc + yorig.
 
+Segmented memory: :ACQuire:MODE SEGMented with :ACQuire:SEGMented:COUNt (2 up to
+`max_segments`, clamped) makes :SINGle fill that many segments, each around a trigger of its
+own; after a segment's last sample the model re-arms for `rearm_ns`. Then
+:WAVeform:SEGMented:COUNt? is the number acquired, :ACQuire:SEGMented:INDex <k> chooses the
+segment :WAVeform:PREamble?, :WAVeform:DATA? and :WAVeform:SEGMented:TTAG? (its trigger time
+from segment 1's, in seconds) describe. With :WAVeform:SEGMented:ALL 1 (models with
+`segments_all`, the 3000T and 4000 X), :WAVeform:DATA? answers every segment in one block
+(the preamble's points stay per segment) and :WAVeform:SEGMented:XLISt? TTAG lists every
+segment's time tag; a model without it answers those with "Undefined header".
+
 Simplified: the acquisition memory depth is what :WAVeform:POINts asked for
 (rounded up to 100, 250, 500, 1000, 2000, 5000, 10000 ... 8000000 and clamped to the largest),
 where a real scope's depth follows its sample rate and :POINts decimates it;
@@ -35,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, number, short_form
-from instruments.sim.tds import CHANNELS, Channel, Settings, TdsModel, esr_bit
+from instruments.sim.tds import CHANNELS, Channel, Record, Settings, TdsModel, esr_bit
 
 DEFAULT_IDN = "KEYSIGHT TECHNOLOGIES,DSOX3034T,MY00000001,07.50.2021102830"
 # :WAVeform:POINts values (RAW mode)
@@ -50,7 +60,9 @@ REFERENCES = {"LEFT": 10.0, "CENTER": 50.0, "RIGHT": 90.0}  # % of the screen fr
 TIME_PER_DIV_RANGE = (1e-9, 50.0)
 VOLTS_PER_DIV_RANGE = (1e-3, 5.0)
 OFFSET_RANGE = (-40.0, 40.0)
-KEYWORDS = ("CENTer", "RIGHt", "LEFT", "EDGE", "AUTO", "NORMal", "RAW", "MAXimum")
+KEYWORDS = ("CENTer", "RIGHt", "LEFT", "EDGE", "AUTO", "NORMal", "RAW", "MAXimum", "RTIMe", "SEGMented")
+MAX_SEGMENTS = 1000  # the 3000T X's segmented memory (see docs/scopes/)
+SEGMENT_REARM_NS = 1_000.0  # shortest time from a segment's end to the next trigger (see docs/scopes/)
 _CHANNEL = re.compile(r"(?:CHAN|CHANNEL)(\d+)", re.IGNORECASE)
 
 
@@ -69,6 +81,10 @@ class KeysightSettings(Settings):
     points_mode: str = "NORMAL"
     points: int = 1000
     wave_format: str = "BYTE"
+    acquire_mode: str = "RTIME"
+    segment_count: int = 2
+    segment_index: int = 1
+    segments_all: bool = False
 
 
 def nr3(value: float) -> str:
@@ -80,10 +96,18 @@ class InfiniiVisionModel(TdsModel):
     settings_type = KeysightSettings
     default_idn = DEFAULT_IDN
 
+    rearm_ns = SEGMENT_REARM_NS
+    max_segments = MAX_SEGMENTS
+    segments_all = True  # :WAVeform:SEGMented:ALL and :XLISt? (3000T, 4000 X; not the 2000 X)
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.header = False  # InfiniiVision replies carry no headers
         self._ter_mark = 0
+
+    def frames_requested(self, s: Settings) -> int:
+        assert isinstance(s, KeysightSettings)
+        return s.segment_count if s.acquire_mode == "SEGMENTED" else 1
 
     @property
     def ks(self) -> KeysightSettings:
@@ -165,6 +189,18 @@ class InfiniiVisionModel(TdsModel):
                 set=lambda a: setattr(s.ks, "points_mode", choice(a, ("NORMal", "MAXimum", "RAW"))),
             ),
             Node("WAVeform:POINts", get=lambda: f"{s.ks.points:+d}", set=s._set_points),
+            Node(
+                "ACQuire:MODE",
+                get=lambda: _short(s.ks.acquire_mode),
+                set=lambda a: setattr(s.ks, "acquire_mode", choice(a, ("RTIMe", "SEGMented"))),
+            ),
+            Node("ACQuire:SEGMented:COUNt", get=lambda: f"{s.ks.segment_count:+d}", set=s._set_segment_count),
+            Node("ACQuire:SEGMented:INDex", get=lambda: f"{s.ks.segment_index:+d}", set=s._set_segment_index),
+            Node("WAVeform:SEGMented:COUNt", get=lambda: f"{s._segments_acquired():+d}"),
+            Node("WAVeform:SEGMented:TTAG", get=s._time_tag),
+            *([Node("WAVeform:SEGMented:ALL", get=lambda: s._bool(s.ks.segments_all),
+                    set=lambda a: setattr(s.ks, "segments_all", boolean(a))),
+               Node("WAVeform:SEGMented:XLISt", get=s._time_tags, query_arg=True)] if self.segments_all else []),
             Node("WAVeform:PREamble", get=s._preamble_reply),
             Node("WAVeform:DATA", get=s._data),
         ]
@@ -211,6 +247,37 @@ class InfiniiVisionModel(TdsModel):
             raise Fault(222, "Data out of range")
         self.ks.points = next((n for n in self.record_lengths if n >= v), largest)
 
+    def _set_segment_count(self, arg: str) -> None:
+        v = integer(arg)
+        if v < 2:
+            raise Fault(222, "Data out of range")
+        # the instrument clamps: no more segments than its memory holds at the record's points
+        self.ks.segment_count = min(v, self.max_segments, max(2, self.record_lengths[-1] // self.ks.points))
+
+    def _set_segment_index(self, arg: str) -> None:
+        v = integer(arg)
+        if not 1 <= v <= max(self._segments_acquired(), 1):
+            raise Fault(222, "Data out of range")
+        self.ks.segment_index = v
+
+    def _segments_acquired(self) -> int:
+        return 0 if self.record is None else self.record.info.frames
+
+    def _tags_s(self) -> np.ndarray:
+        rec, _ = self._source_record(None)
+        triggers = rec.info.frame_triggers_ns
+        if triggers is None:
+            raise Fault(221, "Settings conflict; no segmented acquisition")
+        return (triggers - triggers[0]) * 1e-9
+
+    def _time_tag(self) -> str:
+        return nr3(float(self._tags_s()[self.ks.segment_index - 1]))
+
+    def _time_tags(self, arg: str) -> str:
+        if choice(arg, ("RELXorigin", "ABSXorigin", "TTAG")) != "TTAG":
+            raise Fault(221, "Settings conflict; only TTAG is simulated")
+        return ",".join(nr3(float(t)) for t in self._tags_s())
+
     # --- acquisition ---------------------------------------------------------------------
     def _single(self) -> None:
         s = self.ks
@@ -236,16 +303,23 @@ class InfiniiVisionModel(TdsModel):
         return np.clip(codes, CLIPPED_LOW, CLIPPED_HIGH).astype(np.uint8)
 
     # --- waveform transfer ----------------------------------------------------------------
+    def _segment(self, rec: Record) -> int:
+        """The segment (0-based) the transfer commands describe."""
+        return 0 if rec.info.frames == 1 else min(self.ks.segment_index, rec.info.frames) - 1
+
     def _preamble_reply(self) -> str:
         rec, channel = self._source_record(None)
         info, vert = rec.info, rec.channels[channel]
+        xorigin = (info.first_sample_ns - info.trigger_ns) * 1e-9
+        if rec.frame_xzero_s is not None:
+            xorigin = float(rec.frame_xzero_s[self._segment(rec)])
         fields = [
             "+0",  # format: BYTE
             "+0",  # type: NORMal
             f"{info.record_length:+d}",
             "+1",  # count
             nr3(info.dt_ns * 1e-9),
-            nr3((info.first_sample_ns - info.trigger_ns) * 1e-9),  # xorigin: sample 0 from the trigger
+            nr3(xorigin),  # sample 0 from the trigger
             "+0",  # xreference
             nr3(vert.scale / CODES_PER_DIV),
             nr3(vert.offset),
@@ -256,7 +330,13 @@ class InfiniiVisionModel(TdsModel):
     def _data(self) -> bytes:
         rec, channel = self._source_record(None)
         codes = rec.codes[channel]
-        return self._block((rec.info.number, channel), lambda: b"#8" + f"{len(codes):08d}".encode() + codes.tobytes())
+        if codes.ndim == 2 and not self.ks.segments_all:
+            k = self._segment(rec)
+            codes = codes[k]
+            key: tuple = (rec.info.number, channel, k)
+        else:
+            key = (rec.info.number, channel, "all")
+        return self._block(key, lambda: b"#8" + f"{codes.size:08d}".encode() + codes.tobytes())
 
 
 def _short(stored: str) -> str:

@@ -16,18 +16,30 @@ DATa:* and CURVe?) and differs where the station looks:
   Yn = YZERO + YMULT·(yn − YOFF).
 - Record lengths come in 1-1.25-2-2.5-5 steps from 1000 (rounded up, as on the TDS).
 
+- FastFrame: HORizontal:FASTframe:STATE and :COUNt (clamped to :MAXFRames?, what the
+  memory holds at the record length), DATa:FRAMESTARt/FRAMESTOP (a frame number or MAX)
+  choose the frames transferred; CURVe? then answers one block per frame, back to back, with
+  one terminator after the last; WFMOutpre:NR_FR? counts them, NR_PT is per frame, XZEro is
+  frame 1's; HORizontal:FASTframe:TIMEStamp:ALL? gives each transferred frame's trigger time
+  as a quoted "DD Mon YYYY HH:MM:SS.fff fff fff fff" (to the picosecond), comma-separated.
+  After a frame's last sample the model re-arms for `rearm_ns` before the next frame's
+  pre-trigger part fills.
+
 Not modelled: the sample-rate limits that tie record length to the time base
-(any HORizontal:SCAle is kept as sent), FastFrame, measurements, 12-bit data
+(any HORizontal:SCAle is kept as sent), measurements, 12-bit data
 at DATa:WIDth 2 (the 8-bit codes are scaled by 256, as on the TDS model).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
-from instruments.sim.commands import Node, boolean, bounded, choice, nr3, number, quoted
+import numpy as np
+
+from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, nr3, number, quoted
 from instruments.sim.signal import LEVELS_PER_DIV
-from instruments.sim.tds import CHANNELS, ENCODINGS, Settings, TdsModel
+from instruments.sim.tds import CHANNELS, ENCODINGS, Record, Settings, TdsModel, encode_curve
 
 DEFAULT_IDN = "TEKTRONIX,MSO54,C000001,CF:91.1CT FV:1.44.3.433"
 RECORD_STEPS = (1000, 1250, 2000, 2500, 5000)
@@ -35,6 +47,9 @@ LARGEST_RECORD = 62_500_000
 DEFAULT_MAX_RECORD = 1_000_000  # what the sim renders by default; a real MSO 5 holds 62.5 M
 TIME_PER_DIV_RANGE = (200e-12, 1000.0)
 OFFSET_RANGE = (-10.0, 10.0)
+FASTFRAME_REARM_NS = 1_000.0  # shortest time from a frame's end to the next trigger (see docs/scopes/)
+# the time stamps' calendar origin: the source clock's 0 (a stamp carries date and time of day)
+STAMP_EPOCH = dt.datetime(2026, 1, 1, 0, 0, 0)
 _TDS_ONLY = ("HORizontal:MAIn", "HORizontal:TRIGger", "TRIGger:MAIn", "WFMPre")
 PREAMBLE_FIELDS = (
     "BYT_Nr",
@@ -72,11 +87,29 @@ class MsoSettings(Settings):
     data_stop: int = 10_000
     trigger_levels: dict[int, float] = field(default_factory=_default_levels)
     horizontal_mode: str = "AUTO"
+    fastframe: bool = False
+    frame_count: int = 2
+    frame_start: int = 1
+    frame_stop: int = 0  # 0: MAX, the last frame
 
 
 class MsoModel(TdsModel):
     settings_type = MsoSettings
     default_idn = DEFAULT_IDN
+    rearm_ns = FASTFRAME_REARM_NS
+
+    @property
+    def ms(self) -> MsoSettings:
+        assert isinstance(self.s, MsoSettings)
+        return self.s
+
+    def max_frames(self) -> int:
+        """Frames the acquisition memory holds at the record length (what the sim renders)."""
+        return max(1, self.record_lengths[-1] // self.ms.record_length)
+
+    def frames_requested(self, s: Settings) -> int:
+        assert isinstance(s, MsoSettings)
+        return min(s.frame_count, self.max_frames()) if s.fastframe else 1
 
     def _record_lengths(self, largest: int | None) -> tuple[int, ...]:
         cap = min(largest or DEFAULT_MAX_RECORD, LARGEST_RECORD)
@@ -89,7 +122,7 @@ class MsoModel(TdsModel):
     def _build_table(self) -> list[Node]:
         s = self
         ch = self._channel
-        shared = [n for n in super()._build_table() if not n.pattern.startswith(_TDS_ONLY)]
+        shared = [n for n in super()._build_table() if not n.pattern.startswith(_TDS_ONLY) and n.pattern != "CURVe"]
         return shared + [
             Node(
                 "DISplay:GLObal:CH<n>:STATE",
@@ -128,6 +161,19 @@ class MsoModel(TdsModel):
                 get=lambda: s._kw(s.s.trigger_mode),
                 set=lambda a: setattr(s.s, "trigger_mode", choice(a, ("AUTO", "NORMal"))),
             ),
+            Node(
+                "HORizontal:FASTframe:STATE",
+                get=lambda: s._bool(s.ms.fastframe),
+                set=lambda a: setattr(s.ms, "fastframe", boolean(a)),
+            ),
+            Node("HORizontal:FASTframe:COUNt", get=lambda: str(s.ms.frame_count), set=s._set_frame_count),
+            Node("HORizontal:FASTframe:MAXFRames", get=lambda: str(s.max_frames())),
+            Node("HORizontal:FASTframe:TIMEStamp:ALL", get=s._time_stamps),
+            Node("DATa:FRAMESTARt", get=lambda: str(s.ms.frame_start), set=lambda a: s._set_frame("frame_start", a)),
+            Node("DATa:FRAMESTOP", get=lambda: str(s.ms.frame_stop or "MAX"),
+                 set=lambda a: s._set_frame("frame_stop", a)),
+            Node("WFMOutpre:NR_FR", get=lambda: str(len(s._frame_range(s._source_record(None)[0])))),
+            Node("CURVe", get=s._frames_curve),
             Node("WFMOutpre", get=lambda: s._outpre(None), headers=False),
             *[Node(f"WFMOutpre:{f}", get=lambda f=f: s._outpre(f)) for f in PREAMBLE_FIELDS],
         ]
@@ -141,6 +187,44 @@ class MsoModel(TdsModel):
 
     def _set_offset(self, arg: str, n: int) -> None:
         self._channel(n).offset = bounded(arg, OFFSET_RANGE)
+
+    def _set_frame_count(self, arg: str) -> None:
+        v = integer(arg)
+        if v < 1:
+            raise Fault(222, "Data out of range")
+        self.ms.frame_count = min(v, self.max_frames())  # the instrument clamps to what fits
+
+    def _set_frame(self, name: str, arg: str) -> None:
+        value = 0 if arg.strip().upper().startswith("MAX") else integer(arg)
+        if value < 0 or (name == "frame_start" and value < 1):
+            raise Fault(222, "Data out of range")
+        setattr(self.ms, name, value)
+
+    def _frame_range(self, rec: Record) -> range:
+        """The frames DATa:FRAMESTARt/FRAMESTOP choose of `rec` (1-based, within what it has)."""
+        frames = rec.info.frames
+        stop = min(self.ms.frame_stop or frames, frames)
+        start = min(self.ms.frame_start, stop)
+        return range(start, stop + 1)
+
+    def _frames_curve(self) -> bytes:
+        rec, channel = self._source_record(None)
+        if rec.info.frame_triggers_ns is None:
+            return self._curve()
+        start, stop = self._transfer_range(rec.info.record_length)
+        frames = self._frame_range(rec)
+        encoding, width = self.s.encoding, self.s.width
+        key = (rec.info.number, channel, start, stop, encoding, width, frames.start, frames.stop)
+        codes = rec.codes[channel]
+        return self._block(key, lambda: b"".join(
+            encode_curve(codes[f - 1][start - 1 : stop], encoding, width) for f in frames))
+
+    def _time_stamps(self) -> str:
+        rec, _ = self._source_record(None)
+        triggers = rec.info.frame_triggers_ns
+        if triggers is None:
+            triggers = np.array([rec.info.trigger_ns])
+        return ",".join(quoted(time_stamp(float(triggers[f - 1]))) for f in self._frame_range(rec))
 
     def _outpre(self, field_name: str | None) -> str:
         rec, channel = self._source_record(None)
@@ -187,3 +271,12 @@ class MsoModel(TdsModel):
         if not self.header:
             return ";".join(values)
         return ":WFMOUTPRE:" + ";".join(f"{k} {v}" for k, v in zip(names, values, strict=True))
+
+
+def time_stamp(ns: float) -> str:
+    """A FastFrame time stamp of a source-clock time: "01 Jan 2026 00:00:01.234 567 890 123"."""
+    ps = int(round(ns * 1000.0))
+    seconds, ps = divmod(ps, 10**12)
+    when = STAMP_EPOCH + dt.timedelta(seconds=seconds)
+    digits = f"{ps:012d}"
+    return when.strftime("%d %b %Y %H:%M:%S") + "." + " ".join(digits[i:i + 3] for i in range(0, 12, 3))

@@ -138,8 +138,14 @@ class AcquisitionInfo:
     trigger_ns: float  # when the trigger level was crossed
     first_sample_ns: float  # time of sample 0
     dt_ns: float
-    record_length: int
+    record_length: int  # points per frame
     pt_off: int  # sample index of the trigger point (the sample just after it)
+    # a segmented acquisition: every frame's trigger (trigger_ns is the first's); None: one record
+    frame_triggers_ns: np.ndarray | None = None
+
+    @property
+    def frames(self) -> int:
+        return 1 if self.frame_triggers_ns is None else len(self.frame_triggers_ns)
 
     def sample_times_ns(self) -> np.ndarray:
         return self.first_sample_ns + self.dt_ns * np.arange(self.record_length)
@@ -153,7 +159,8 @@ class Record:
     xzero_s: float
     time_per_div: float
     channels: dict[int, Channel]  # vertical settings at acquisition time
-    codes: dict[int, np.ndarray]  # displayed channel -> int8 digitizer levels
+    codes: dict[int, np.ndarray]  # displayed channel -> int8 digitizer levels ((frames, points) if segmented)
+    frame_xzero_s: np.ndarray | None = None  # segmented: each frame's first sample from its trigger
 
 
 class TdsModel:
@@ -227,7 +234,7 @@ class TdsModel:
         if query:
             if node.get is None:
                 raise Fault(113, "Undefined header; Command not found")
-            value = node.get(*suffixes)
+            value = node.get(arg, *suffixes) if node.query_arg else node.get(*suffixes)
             if inspect.isawaitable(value):
                 value = await value
             data = value if isinstance(value, bytes) else str(value).encode("latin-1")
@@ -505,8 +512,19 @@ class TdsModel:
     def shutdown(self) -> None:
         self._cancel()
 
+    # --- segmented memory (the MSO's FastFrame, the InfiniiVision's segments) --------------
+    rearm_ns = 0.0  # a segmented model's shortest time from a frame's last sample to the next trigger
+
+    def frames_requested(self, s: Settings) -> int:
+        """Frames the armed settings ask for: 1 (a single record) on a scope without segments."""
+        return 1
+
     async def _acquire(self) -> None:
         s = copy.deepcopy(self.s)  # a sequence uses the settings it was armed with
+        count = self.frames_requested(s)
+        if count > 1:
+            await self._acquire_frames(s, count)
+            return
         n = s.record_length
         dt_ns = 10.0 * s.time_per_div / n * 1e9
         pt_off = min(int(round(s.trigger_position_pct / 100.0 * n)), n - 1)
@@ -558,6 +576,78 @@ class TdsModel:
         self.record = Record(info, xzero_ns * 1e-9, s.time_per_div, s.channels, codes)
         self._numacq += 1
         self._trigger_state = "SAVE"
+
+    async def _acquire_frames(self, s: Settings, count: int) -> None:
+        """`count` frames, each triggered on its own: after a frame's last sample the scope
+        re-arms (`rearm_ns`) and fills the next frame's pre-trigger part before it accepts a
+        trigger. Edges are looked for only in the past, as in a single sequence; frames are
+        digitized as soon as their time has passed, as the instrument's memory fills."""
+        n = s.record_length
+        dt_ns = 10.0 * s.time_per_div / n * 1e9
+        pt_off = min(int(round(s.trigger_position_pct / 100.0 * n)), n - 1)
+        pre_ns, post_ns = pt_off * dt_ns, (n - 1 - pt_off) * dt_ns
+        settle = max(self.signal.ramp_ns(True), self.signal.ramp_ns(False))
+        channels = {c: chan for c, chan in s.channels.items() if chan.displayed}
+        self._trigger_state = "READY"
+        search_from = self.source.now_ns() + int(math.ceil(pre_ns))
+        triggers: list[float] = []
+        xzero_ns = self.rng.uniform(0.0, dt_ns, count)  # the sample clock's phase, frame by frame
+        rendered: dict[int, list[np.ndarray]] = {c: [] for c in channels}
+        done = 0  # frames digitized
+        while True:
+            now = self.source.now_ns()
+            while len(triggers) < count and now > search_from:
+                found = self._find_trigger(s, search_from, now)
+                if found is None:
+                    search_from = now
+                    break
+                triggers.append(found)
+                search_from = int(math.ceil(found + post_ns + self.rearm_ns + pre_ns))
+            ready = sum(1 for t in triggers[done:] if t + post_ns + dt_ns + settle < now)
+            if ready:
+                self._render_frames(channels, rendered, np.asarray(triggers[done:done + ready]),
+                                    xzero_ns[done:done + ready], pt_off, dt_ns, n, settle)
+                done += ready
+            if done == count:
+                break
+            await asyncio.sleep(POLL_S)
+        self._trigger_state = "TRIGGER"
+        trig = np.asarray(triggers)
+        anchors = np.floor(trig).astype(np.int64)
+        first_rel = (trig - anchors) + xzero_ns - pt_off * dt_ns
+        info = AcquisitionInfo(
+            number=len(self.acquisitions) + 1, trigger_ns=triggers[0], first_sample_ns=anchors[0] + first_rel[0],
+            dt_ns=dt_ns, record_length=n, pt_off=pt_off, frame_triggers_ns=trig,
+        )
+        self.acquisitions.append(info)
+        codes = {c: np.stack(frames) for c, frames in rendered.items()}
+        self.record = Record(info, xzero_ns[0] * 1e-9, s.time_per_div, s.channels, codes,
+                             frame_xzero_s=(xzero_ns - pt_off * dt_ns) * 1e-9)
+        self._numacq += 1
+        self._trigger_state = "SAVE"
+
+    def _render_frames(self, channels: Mapping[int, Channel], rendered: dict[int, list[np.ndarray]],
+                       trig: np.ndarray, xzero_ns: np.ndarray, pt_off: int, dt_ns: float, n: int,
+                       settle: float) -> None:
+        """Digitize the frames triggered at `trig` on every displayed channel (one edges() call
+        per channel for them all), appending to `rendered`."""
+        anchors = np.floor(trig).astype(np.int64)
+        first_rel = (trig - anchors) + xzero_ns - pt_off * dt_ns
+        t0 = anchors + np.floor(first_rel - settle).astype(np.int64)
+        t1 = anchors + np.ceil(first_rel + (n - 1) * dt_ns + settle).astype(np.int64) + 1
+        for c, chan in channels.items():
+            source = self.sources.get(c)
+            pulses = (np.empty((0, 2), np.int64) if source is None
+                      else np.asarray(source.edges(int(t0[0]), int(t1[-1])), dtype=np.int64).reshape(-1, 2))
+            pulses = pulses[np.argsort(pulses[:, 0], kind="stable")]
+            longest = int((pulses[:, 1] - pulses[:, 0]).max()) if len(pulses) else 0
+            lo = np.searchsorted(pulses[:, 0], t0 - longest)
+            hi = np.searchsorted(pulses[:, 0], t1)
+            for i in range(len(trig)):
+                near = pulses[lo[i]:hi[i]]
+                near = near[near[:, 1] > t0[i]]
+                volts = self.signal.render((near - anchors[i]).astype(np.float64), first_rel[i], dt_ns, n, self.rng)
+                rendered[c].append(self._digitize(volts, chan))
 
     def _channel_pulses(self, channel: int, t0: int, t1: int, anchor: int) -> np.ndarray:
         """Rows [lead, trail] (ns after `anchor`) of the pulses channel `channel` sees in [t0, t1)."""

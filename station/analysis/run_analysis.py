@@ -244,6 +244,7 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
             "format": m.get("format", "v1"),
         },
         "interrupts": m.get("interrupts"),
+        "capture": m.get("capture"),
         "shift": shift,
         "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
         "truth": _truth(run_dir, present) if present is not None else None,

@@ -13,6 +13,7 @@ import asyncssh
 import numpy as np
 
 from station import records
+from station.capture_accounting import AcquisitionLog, capture_summary
 from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
 from station.store import StoreError, read_csv_lines, write_parquet
 from station.target import TargetError, modules
@@ -27,9 +28,10 @@ class ScopeFailure(MeasurementFailure):
 
 
 class ScopeCapture(Protocol):
-    """What a run needs from the scope side: one blocking acquisition → pulses."""
+    """What a run needs from the scope side: one blocking acquisition → pulses (a
+    station.scope_session.Capture)."""
 
-    def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def capture(self) -> Any: ...
 
 
 @register
@@ -38,7 +40,10 @@ class ModuleRun(Measurement):
     outputs = {
         "sw.raw": "the module's record stream, byte for byte as received (→ sw.parquet)",
         "sw_arrivals.csv": "host time at which each batch of records arrived (event pairing)",
-        "hw_pulses.csv": "scope pulses, appended per acquisition, with the host time it was armed (→ hw.parquet)",
+        "hw_pulses.csv": "scope pulses, appended per acquisition, with the host time it was armed and the frame "
+        "of a segmented acquisition (→ hw.parquet)",
+        "scope_acquisitions.csv": "each acquisition: host times armed and done, frames, pulses, live time (the "
+        "manifest's capture ratio and dead time come from it)",
     }
 
     def __init__(self, ctx: RunContext) -> None:
@@ -61,6 +66,9 @@ class ModuleRun(Measurement):
         self.module_maybe_loaded = False
         self.stream: proc_ctl.TrackedProcess | None = None
         self.capture: asyncio.Task | None = None
+        self.acquisition_log: list[AcquisitionLog] = []
+        self.arrival_host_s: list[float] = []  # the arrivals log, kept for the capture accounting
+        self.arrival_seq: list[int] = []
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -73,7 +81,9 @@ class ModuleRun(Measurement):
 
     def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
         self.sw_raw = store.appender("sw.raw")
-        self.hw_csv = store.appender("hw_pulses.csv", header="acquisition,start_s,width_s,armed_host_s\n")
+        self.hw_csv = store.appender("hw_pulses.csv", header="acquisition,start_s,width_s,armed_host_s,frame\n")
+        self.acq_csv = store.appender("scope_acquisitions.csv",
+                                      header="acquisition,armed_host_s,done_host_s,frames,pulses,live_s\n")
         self.arrivals = store.appender("sw_arrivals.csv", header="host_s,last_seq\n")
 
     def measured_cpu(self) -> int | None:
@@ -155,6 +165,9 @@ class ModuleRun(Measurement):
             },
             "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},
             "acquisitions": self.ctx.progress.acquisitions,
+            "capture": capture_summary(
+                self.ctx.campaign.bench.scope.capture if self.scope is not None else "none", self.acquisition_log,
+                np.asarray(self.arrival_host_s), np.asarray(self.arrival_seq), self.period_ns),
         }
 
     @property
@@ -200,7 +213,10 @@ class ModuleRun(Measurement):
             recs = self.decoder.feed(data)
             last_seq = self.decoder.last_seq(recs)
             if last_seq is not None:
-                self.arrivals.write(f"{time.time():.6f},{last_seq}\n")
+                now_host = time.time()
+                self.arrivals.write(f"{now_host:.6f},{last_seq}\n")
+                self.arrival_host_s.append(now_host)
+                self.arrival_seq.append(last_seq)
             progress.sw.add(np.asarray(self.decoder.latencies(recs)))
             if now - last_update > 0.25:
                 ctx.sink.update(progress)
@@ -245,13 +261,18 @@ class ModuleRun(Measurement):
         progress = self.ctx.progress
         while not stop.is_set():
             armed = time.time()  # wall clock: pairing maps it onto the records' arrival times
-            start_s, width_s = await loop.run_in_executor(None, self.scope.acquire_pulses)
+            got = await loop.run_in_executor(None, self.scope.capture)
             n = progress.acquisitions
             self.hw_csv.write("".join(
-                f"{n},{s:.12e},{w:.12e},{armed:.6f}\n" for s, w in zip(start_s, width_s, strict=True)
+                f"{n},{s:.12e},{w:.12e},{armed:.6f},{f}\n"
+                for s, w, f in zip(got.start_s, got.width_s, got.frame.tolist(), strict=True)
             ), flush=True)
+            done = time.time()
+            log = AcquisitionLog(armed, done, got.frames, len(got.width_s), got.live_s)
+            self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},{log.frames},{log.pulses},{log.live_s:.9e}\n", flush=True)
+            self.acquisition_log.append(log)
             progress.acquisitions += 1
-            progress.hw.add(np.asarray(width_s) * 1e9)
+            progress.hw.add(np.asarray(got.width_s) * 1e9)
 
 
 async def _finish_capture(task: asyncio.Task, timeout: float) -> None:

@@ -301,10 +301,41 @@ def pairing_table(report: Mapping[str, Any]) -> Table | None:
          "(bus access jitter, scope resolution), not the latency's."])
 
 
+def capture_table(report: Mapping[str, Any]) -> Table | None:
+    """What the scope saw of each run: its capture strategy, capture ratio and dead time."""
+    rows = []
+    for r in report.get("runs") or []:
+        c = r.get("capture")
+        if not c or not c.get("acquisitions"):
+            continue
+        ratio, dead, fraction = c.get("capture_ratio"), c.get("dead_time_per_acquisition_s"), c.get("dead_fraction")
+        rows.append([
+            _t(r.get("id")),
+            _t(c.get("strategy")),
+            _n(count_text(c.get("acquisitions"))),
+            _n(count_text(c.get("frames"))),
+            _n(count_text(c.get("pulses"))),
+            _n(count_text(c.get("events_emitted"))),
+            _n(f"{100 * ratio:.1f} %" if is_number(ratio) else MISSING),
+            _n(f"{1e3 * dead:.2f}" if is_number(dead) else MISSING),
+            _n(f"{100 * fraction:.1f} %" if is_number(fraction) else MISSING),
+        ])
+    if not rows:
+        return None
+    return Table("capture", "Scope capture: how many of the events the scope saw", [
+        "Run", "Strategy", "Acquisitions", "Frames", "Pulses", "Events in window", "Capture ratio",
+        "Dead time per acquisition (ms)", "Dead share of the window"], rows,
+        ["Capture ratio: pulses captured ÷ events the target emitted between the first acquisition's "
+         "arming and the last one's transfer (counted from the record stream's sequence numbers). Dead "
+         "time: that window less the time the records (or the frames) cover: re-arming, waiting for a "
+         "trigger, transfer and extraction. waveform: single long records; segmented: FastFrame / "
+         "segmented memory, one pulse a frame placed by the scope's time tags."])
+
+
 def all_tables(report: Mapping[str, Any]) -> dict[str, Table]:
     """Tables in reading order, keyed by Table.key; absent parts are left out."""
     tables = [worst_case_table(report), trw_table(report), outliers_table(report),
-              runs_table(report), pairing_table(report), stats_table(report)]
+              runs_table(report), capture_table(report), pairing_table(report), stats_table(report)]
     return {t.key: t for t in tables if t is not None}
 
 

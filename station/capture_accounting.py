@@ -1,0 +1,69 @@
+"""How much of the run the scope saw: the capture ratio and the dead time of a capture strategy.
+
+Between two acquisitions a scope is blind: it re-arms, waits for a trigger, transfers, and the
+host extracts the pulses. The events it missed are part of the measurement (the seed's PCIe
+question turned on events the scope did not see), so every module run accounts for them:
+
+- the capture window runs from the first acquisition's arming to the last one's transfer;
+- the live time is what the records cover (a single record's span; a segmented acquisition's
+  frames together: the re-arm gaps between frames are dead too);
+- the events emitted in the window come from the software stream itself: the sequence number
+  that had arrived at the window's start and at its end (the arrival log, host clock), so a
+  lost record or a late event counts as what it is, not as a nominal period;
+- the capture ratio is the pulses captured over those events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AcquisitionLog:
+    """One acquisition, as the run saw it (host clock)."""
+
+    armed_host_s: float
+    done_host_s: float  # its pulses extracted and written
+    frames: int
+    pulses: int
+    live_s: float
+
+
+def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_host_s: np.ndarray,
+                    arrival_seq: np.ndarray, period_ns: int) -> dict:
+    """The manifest's `capture` entry (see docs/report-schema.md).
+
+    The ratio counts the acquisitions the record stream's arrivals span (the stream stops when
+    the run has its samples, while the last acquisition may still be transferring): their pulses
+    over the events emitted from the first one's arming to the last one's transfer. With no
+    such acquisition (a legacy stream without sequence numbers, say), every acquisition counts
+    and the events are the window over the nominal period (`events_from` says which).
+    """
+    summary: dict = {"strategy": strategy, "acquisitions": len(acquisitions),
+                     "frames": sum(a.frames for a in acquisitions), "pulses": sum(a.pulses for a in acquisitions),
+                     "window_s": None, "live_s": None, "dead_time_per_acquisition_s": None, "dead_fraction": None,
+                     "acquisitions_counted": 0, "pulses_counted": 0, "events_emitted": None, "events_from": None,
+                     "capture_ratio": None}
+    if not acquisitions:
+        return summary
+    host_s, seq = np.asarray(arrival_host_s, np.float64), np.asarray(arrival_seq, np.float64)
+    spanned = [a for a in acquisitions if len(host_s) >= 2 and host_s[0] <= a.armed_host_s
+               and a.done_host_s <= host_s[-1]]
+    counted = spanned or acquisitions
+    begin, end = counted[0].armed_host_s, counted[-1].done_host_s
+    window = max(end - begin, 0.0)
+    live = min(sum(a.live_s for a in counted), window)
+    summary |= {"window_s": window, "live_s": live,
+                "dead_time_per_acquisition_s": (window - live) / len(counted),
+                "dead_fraction": 1.0 - live / window if window > 0 else None,
+                "acquisitions_counted": len(counted), "pulses_counted": sum(a.pulses for a in counted)}
+    if spanned:
+        first, last = np.interp([begin, end], host_s, seq)
+        summary |= {"events_emitted": int(round(last - first)), "events_from": "record stream"}
+    elif period_ns > 0 and window > 0:
+        summary |= {"events_emitted": int(round(window * 1e9 / period_ns)), "events_from": "nominal period"}
+    if summary["events_emitted"]:
+        summary["capture_ratio"] = summary["pulses_counted"] / summary["events_emitted"]
+    return summary
