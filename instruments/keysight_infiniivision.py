@@ -18,7 +18,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from instruments.scope import CodeScale, Frames, ScopeDataError, ScopeError, ScopeSettings, ScopeTimeout, Waveform
+from instruments.scope import (
+    CodeScale,
+    Frames,
+    ScopeDataError,
+    ScopeError,
+    ScopeSettings,
+    ScopeTimeout,
+    Waveform,
+    WidthMeasurement,
+)
 from instruments.scpi import (
     Control,
     ReplyFields,
@@ -213,8 +222,17 @@ class KeysightInfiniiVision(ScpiScope):
         )
         if s.segments > 1:
             applied = self._configure_segments(applied)
+        if s.measurement:
+            self.write(f":MEASure:SOURce CHANnel{s.channel}")
         self._applied = applied
         return applied
+
+    def acquire_measurement(self) -> WidthMeasurement:
+        """:MEASure:PWIDth?: the positive width of the record's first pulse (9.9E37: none)."""
+        s = self._single_sequence()
+        value = self.query_value(f":MEASure:PWIDth? CHANnel{s.channel}", real)
+        self._acquisitions += 1
+        return WidthMeasurement.single(value, self._acquisitions - 1)
 
     def _configure_segments(self, s: ScopeSettings) -> ScopeSettings:
         self.acquire_mode = "segmented"

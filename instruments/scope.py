@@ -14,6 +14,7 @@ never the reverse.
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ class ScopeSettings:
     # frames per acquisition in segmented memory (Tektronix FastFrame, Keysight segmented):
     # each frame is `record_length` points around a trigger of its own; 1: single records
     segments: int = 1
+    # set up the instrument's own positive pulse-width measurement on `channel`
+    measurement: bool = False
 
     def __post_init__(self) -> None:
         self.extra_channels = tuple(self.extra_channels)
@@ -204,6 +207,33 @@ class Frames:
                 f"channel={self.channel}, index={self.index})")
 
 
+@dataclass(frozen=True)
+class WidthMeasurement:
+    """The instrument's own positive pulse-width measurement of one acquisition.
+
+    `count` pulses measured: the population of a scope that measures every pulse of the record
+    (MSO), 1 or 0 for one that measures the first (TDS MEASUrement:IMMed, InfiniiVision
+    :MEASure:PWIDth); 0 when the scope had no valid measurement (9.9E37), the widths then NaN.
+    """
+
+    count: int
+    mean_s: float
+    min_s: float
+    max_s: float
+    index: int = 0  # the acquisition (as Waveform.index)
+    scope: str = "all"  # which pulses the scope measures: "all" of the record, or its "first"
+
+    @classmethod
+    def single(cls, value_s: float, index: int) -> WidthMeasurement:
+        """One measured value (NO_MEASUREMENT or beyond: none)."""
+        if not (math.isfinite(value_s) and 0.0 <= value_s < NO_MEASUREMENT / 10):
+            return cls(0, math.nan, math.nan, math.nan, index, "first")
+        return cls(1, value_s, value_s, value_s, index, "first")
+
+
+NO_MEASUREMENT = 9.9e37  # what SCPI scopes answer when a measurement has no valid value
+
+
 class ScopeError(Exception):
     """A command the instrument rejected, or a session that failed.
 
@@ -358,6 +388,15 @@ class Scope(Instrument):
         """One segmented sequence of `settings.segments` frames of the triggering channel."""
         raise ScopeError("", resource=self.resource_name,
                          detail=f"{type(self).__name__} has no segmented acquisition (FastFrame / segmented memory)")
+
+    @abstractmethod
+    def acquire_measurement(self) -> WidthMeasurement:
+        """One single sequence, then the instrument's own pulse-width measurement of it (settings
+        with `measurement`); the record stays in the scope, `fetch()` transfers it if wanted."""
+
+    @abstractmethod
+    def fetch(self) -> Waveform:
+        """Transfer the last acquisition of the configured channel."""
 
 
 def open_scope(

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
 import numpy as np
 
-from instruments.scope import Frames, ScopeDataError, ScopeError, ScopeSettings
+from instruments.scope import NO_MEASUREMENT, Frames, ScopeDataError, ScopeError, ScopeSettings, WidthMeasurement
 from instruments.scpi import (
     Control,
     count,
@@ -43,6 +44,7 @@ from instruments.tektronix_tds import SLOPES, TRIGGER_MODES, Preamble, Tektronix
 
 HORIZONTAL_MODES = {"auto": "AUTO", "manual": "MANual"}
 TIME_STAMPS = "HORizontal:FASTframe:TIMEStamp:ALL?"
+RESULTS = "MEASUrement:MEAS1:RESUlts:CURRentacq"  # this acquisition's statistics of MEAS1
 # a FastFrame time stamp: "02 Mar 2026 12:34:56.123 456 789 012" (digit groups to the picosecond)
 _STAMP = re.compile(r'\s*"?\s*(\d{1,2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2})\.([\d ]+?)\s*"?\s*')
 # WFMOutpre? fields in the documented order (the first 17 are all the driver needs)
@@ -134,6 +136,27 @@ class TektronixMSO(TektronixTDS):
         self.frame_start = 1
         self.frame_stop = frames
         return self._read_back(s, segments=frames)
+
+    def _configure_measurement(self, s: ScopeSettings) -> None:
+        """MEAS1: the positive width of every pulse of the record, with its statistics."""
+        self.write("MEASUrement:MEAS1:TYPe PWIDth")
+        self.write(f"MEASUrement:MEAS1:SOUrce1 CH{s.channel}")
+
+    def acquire_measurement(self) -> WidthMeasurement:
+        self._single_sequence()
+        # one message, one reply: population;mean;minimum;maximum of this acquisition
+        command = f"{RESULTS}:POPUlation?;MEAN?;MINimum?;MAXimum?"
+        reply = self.query(command)
+        try:
+            count_, mean, low, high = (real(x) for x in split_fields(reply))
+        except ValueError:
+            raise ScopeDataError(command, resource=self.resource_name, field="reply", value=reply,
+                                 detail="four numbers expected: population, mean, minimum, maximum") from None
+        self._acquisitions += 1
+        n = int(round(count_)) if 0 <= count_ < NO_MEASUREMENT / 10 else 0
+        if n == 0:
+            return WidthMeasurement(0, math.nan, math.nan, math.nan, self._acquisitions - 1)
+        return WidthMeasurement(n, mean, low, high, self._acquisitions - 1)
 
     def acquire_frames(self) -> Frames:
         """One FastFrame sequence: every frame in one CURVe? (a block per frame), placed by its time stamp."""

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from instruments.scope import CodeScale, ScopeDataError, ScopeError, ScopeSettings, Waveform
+from instruments.scope import CodeScale, ScopeDataError, ScopeError, ScopeSettings, Waveform, WidthMeasurement
 from instruments.scpi import (
     Control,
     ReplyFields,
@@ -222,8 +222,21 @@ class TektronixTDS(ScpiScope):
         )
         self.data_stop = applied.record_length
         applied = self._configure_segments(applied)
+        if s.measurement:
+            self._configure_measurement(s)
         self._applied = applied
         return applied
+
+    def _configure_measurement(self, s: ScopeSettings) -> None:
+        """MEASUrement:IMMed: the positive width of the record's first pulse, no display needed."""
+        self.write("MEASUrement:IMMed:TYPe PWIdth")
+        self.write(f"MEASUrement:IMMed:SOUrce1 CH{s.channel}")
+
+    def acquire_measurement(self) -> WidthMeasurement:
+        self._single_sequence()
+        value = self.query_value("MEASUrement:IMMed:VALue?", real)
+        self._acquisitions += 1
+        return WidthMeasurement.single(value, self._acquisitions - 1)
 
     def _configure_segments(self, s: ScopeSettings) -> ScopeSettings:
         """FastFrame where the instrument has it; the TDS 400/500/600 has not."""

@@ -15,6 +15,7 @@ question turned on events the scope did not see), so every module run accounts f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,3 +68,46 @@ def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_h
     if summary["events_emitted"]:
         summary["capture_ratio"] = summary["pulses_counted"] / summary["events_emitted"]
     return summary
+
+
+class MeasurementTally:
+    """The scope's own width measurements over a run (capture: measurement), and where a record
+    was transferred too, the host's extraction of the same pulses beside them."""
+
+    def __init__(self) -> None:
+        self.acquisitions = self.valid = self.pulses = 0
+        self.kind = ""  # "all": the scope measures every pulse of a record; "first": the first
+        self._weighted = 0.0
+        self.min_s, self.max_s = math.inf, -math.inf
+        self.checked = 0  # acquisitions cross-checked
+        self.largest_difference_s = 0.0  # |scope − host| over mean, minimum and maximum
+
+    def add(self, count: int, mean_s: float, min_s: float, max_s: float, kind: str,
+            host_s: np.ndarray | None) -> tuple[int, float, float, float] | None:
+        """One acquisition; returns the host's (count, mean, min, max) of the same pulses, if any."""
+        self.acquisitions += 1
+        self.kind = kind
+        if count > 0:
+            self.valid += 1
+            self.pulses += count
+            self._weighted += mean_s * count
+            self.min_s, self.max_s = min(self.min_s, min_s), max(self.max_s, max_s)
+        if host_s is None:
+            return None
+        same = host_s if kind == "all" else host_s[:1]
+        self.checked += 1
+        if not len(same):
+            return 0, math.nan, math.nan, math.nan
+        host = (len(same), float(same.mean()), float(same.min()), float(same.max()))
+        if count > 0:
+            diff = max(abs(a - b) for a, b in zip((mean_s, min_s, max_s), host[1:], strict=True))
+            self.largest_difference_s = max(self.largest_difference_s, diff)
+        return host
+
+    def summary(self) -> dict:
+        return {"acquisitions": self.acquisitions, "valid": self.valid, "pulses": self.pulses,
+                "scope_measures": self.kind,
+                "mean_s": self._weighted / self.pulses if self.pulses else None,
+                "min_s": self.min_s if self.pulses else None, "max_s": self.max_s if self.pulses else None,
+                "cross_checked": self.checked,
+                "largest_difference_s": self.largest_difference_s if self.checked else None}

@@ -477,12 +477,17 @@ class ScopeSettingsConfig(Strict):
         BeforeValidator(_volts_or_auto),
         AfterValidator(lambda v: v if v == "auto" else _range(*LEVEL_RANGE, format_voltage).func(v)),
     ] = "auto"
-    capture: Literal["waveform", "segmented"] = Field(
+    capture: Literal["waveform", "segmented", "measurement"] = Field(
         "waveform", description="waveform: single long records, every pulse in each; segmented: FastFrame / "
         "segmented memory, `segments` frames of record_length points a trigger each (one pulse a frame), placed "
-        "by the scope's time tags (docs/capture.md)"
+        "by the scope's time tags; measurement: the scope's own pulse-width measurement of each acquisition, "
+        "no waveform transfer (docs/capture.md)"
     )
     segments: Int = Field(1000, ge=2, le=1_000_000, description="frames per acquisition when capture is segmented")
+    cross_check_every: Int = Field(
+        0, ge=0, le=1_000_000, description="capture measurement: transfer every Nth acquisition's record too and "
+        "extract its pulses on the host, beside the scope's numbers (0: never)"
+    )
 
     @model_validator(mode="after")
     def _visa_needs_resource(self) -> ScopeSettingsConfig:

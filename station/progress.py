@@ -26,6 +26,14 @@ class RunningStats:
         self.max = max(self.max, float(values.max()))
         self.total += float(values.sum(dtype=np.float64))
 
+    def add_summary(self, count: int, mean: float, low: float, high: float) -> None:
+        """`count` values known only by their mean and extremes (a scope's own statistics)."""
+        if count <= 0:
+            return
+        self.count += count
+        self.min, self.max = min(self.min, low), max(self.max, high)
+        self.total += mean * count
+
     @property
     def mean(self) -> float:
         return self.total / self.count if self.count else math.nan

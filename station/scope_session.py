@@ -11,7 +11,7 @@ import numpy as np
 
 from instruments.delays import Delays, measure_delays
 from instruments.pulses import extract_frame_pulses, extract_pulses
-from instruments.scope import Scope, ScopeSettings, open_scope
+from instruments.scope import Scope, ScopeSettings, WidthMeasurement, open_scope
 from station.config import ScopeSettingsConfig
 
 
@@ -41,6 +41,7 @@ def instrument_settings(cfg: ScopeSettingsConfig, extra_channels: tuple[int, ...
         trigger_position_pct=cfg.trigger_position_pct,
         acquire_timeout_s=cfg.timeout,
         segments=cfg.segments if cfg.capture == "segmented" else 1,
+        measurement=cfg.capture == "measurement",
     )
 
 
@@ -88,6 +89,15 @@ class ScopeSession:
             wf = self.scope.acquire_single()
         pulses = extract_pulses(wf, threshold=self.threshold_v)
         return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(wf) * wf.dt_s)
+
+    def measure(self, cross_check: bool = False) -> tuple[WidthMeasurement, np.ndarray | None]:
+        """One acquisition measured by the scope itself; with `cross_check`, its record is
+        transferred too and the widths the host extracts from it come beside (else None)."""
+        with self._lock:
+            measured = self.scope.acquire_measurement()
+            waveform = self.scope.fetch() if cross_check else None
+        host = None if waveform is None else extract_pulses(waveform, threshold=self.threshold_v).width_s
+        return measured, host
 
     def acquire_delays(self, response_channel: int, window_s: float, stimulus_edge: str,
                        response_edge: str, same_direction: bool = False) -> Delays:

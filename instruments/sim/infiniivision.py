@@ -201,6 +201,9 @@ class InfiniiVisionModel(TdsModel):
             *([Node("WAVeform:SEGMented:ALL", get=lambda: s._bool(s.ks.segments_all),
                     set=lambda a: setattr(s.ks, "segments_all", boolean(a))),
                Node("WAVeform:SEGMented:XLISt", get=s._time_tags, query_arg=True)] if self.segments_all else []),
+            Node("MEASure:SOURce", get=lambda: f"CHAN{s.ks.measure_source}",
+                 set=lambda a: setattr(s.ks, "measure_source", _channel_arg(a))),
+            Node("MEASure:PWIDth", get=s._pulse_width, query_arg=True),
             Node("WAVeform:PREamble", get=s._preamble_reply),
             Node("WAVeform:DATA", get=s._data),
         ]
@@ -246,6 +249,12 @@ class InfiniiVisionModel(TdsModel):
         if v < 1:
             raise Fault(222, "Data out of range")
         self.ks.points = next((n for n in self.record_lengths if n >= v), largest)
+
+    def _pulse_width(self, arg: str) -> str:
+        """:MEASure:PWIDth? [CHANnel<n>]: the record's first positive pulse width (9.9E37: none)."""
+        channel = _channel_arg(arg) if arg else self.ks.measure_source
+        widths = self.measured_widths_ns(channel)
+        return nr3(widths[0] * 1e-9) if len(widths) else "+9.9E+37"
 
     def _set_segment_count(self, arg: str) -> None:
         v = integer(arg)

@@ -39,7 +39,7 @@ import numpy as np
 
 from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, nr3, number, quoted
 from instruments.sim.signal import LEVELS_PER_DIV
-from instruments.sim.tds import CHANNELS, ENCODINGS, Record, Settings, TdsModel, encode_curve
+from instruments.sim.tds import CHANNELS, ENCODINGS, NO_MEASUREMENT, Record, Settings, TdsModel, encode_curve
 
 DEFAULT_IDN = "TEKTRONIX,MSO54,C000001,CF:91.1CT FV:1.44.3.433"
 RECORD_STEPS = (1000, 1250, 2000, 2500, 5000)
@@ -50,7 +50,7 @@ OFFSET_RANGE = (-10.0, 10.0)
 FASTFRAME_REARM_NS = 1_000.0  # shortest time from a frame's end to the next trigger (see docs/scopes/)
 # the time stamps' calendar origin: the source clock's 0 (a stamp carries date and time of day)
 STAMP_EPOCH = dt.datetime(2026, 1, 1, 0, 0, 0)
-_TDS_ONLY = ("HORizontal:MAIn", "HORizontal:TRIGger", "TRIGger:MAIn", "WFMPre")
+_TDS_ONLY = ("HORizontal:MAIn", "HORizontal:TRIGger", "TRIGger:MAIn", "WFMPre", "MEASUrement:IMMed")
 PREAMBLE_FIELDS = (
     "BYT_Nr",
     "BIT_Nr",
@@ -174,6 +174,12 @@ class MsoModel(TdsModel):
                  set=lambda a: s._set_frame("frame_stop", a)),
             Node("WFMOutpre:NR_FR", get=lambda: str(len(s._frame_range(s._source_record(None)[0])))),
             Node("CURVe", get=s._frames_curve),
+            Node("MEASUrement:MEAS<n>:TYPe", get=lambda n: s._kw(s.ms.measure_type),
+                 set=lambda a, n: s._set_measure_type(a)),
+            Node("MEASUrement:MEAS<n>:SOUrce<n>", get=lambda n, m: f"CH{s.ms.measure_source}",
+                 set=lambda a, n, m: setattr(s.ms, "measure_source", s._channel_arg(a))),
+            *[Node(f"MEASUrement:MEAS<n>:RESUlts:CURRentacq:{stat}", get=lambda n, stat=stat: s._result(stat))
+              for stat in ("POPUlation", "MEAN", "MINimum", "MAXimum")],
             Node("WFMOutpre", get=lambda: s._outpre(None), headers=False),
             *[Node(f"WFMOutpre:{f}", get=lambda f=f: s._outpre(f)) for f in PREAMBLE_FIELDS],
         ]
@@ -187,6 +193,18 @@ class MsoModel(TdsModel):
 
     def _set_offset(self, arg: str, n: int) -> None:
         self._channel(n).offset = bounded(arg, OFFSET_RANGE)
+
+    def _result(self, stat: str) -> str:
+        """MEAS1's statistics over every pulse of the last acquisition (9.9E37 without one)."""
+        if self.ms.measure_type != "PWIDTH":
+            raise Fault(221, "Settings conflict; only PWIdth is simulated")
+        widths = self.measured_widths_ns(self.ms.measure_source) * 1e-9
+        if stat == "POPUlation":
+            return str(len(widths))
+        if not len(widths):
+            return NO_MEASUREMENT
+        value = {"MEAN": np.mean, "MINimum": np.min, "MAXimum": np.max}[stat](widths)
+        return nr3(float(value))
 
     def _set_frame_count(self, arg: str) -> None:
         v = integer(arg)

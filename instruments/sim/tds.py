@@ -63,6 +63,8 @@ POSITION_RANGE = (-5.0, 5.0)
 CHANNELS = (1, 2, 3, 4)
 POLL_S = 0.0005  # how often a waiting acquisition looks at the source
 AUTO_TRIGGER_NS = 100_000_000  # TRIGger:MAIn:MODe AUTO fires by itself after this
+MEASURE_STEPS = 8  # a measurement interpolates each crossing to 1/8 of a sample
+NO_MEASUREMENT = "9.9E37"  # the reply to a measurement without a valid value
 
 # *ESR? bits
 OPC, QYE, DDE, EXE, CME, PON = 1, 4, 8, 16, 32, 128
@@ -128,6 +130,8 @@ class Settings:
     width: int = 1
     data_start: int = 1
     data_stop: int = 500
+    measure_type: str = "PERIOD"
+    measure_source: int = 1
 
 
 @dataclass(frozen=True)
@@ -344,6 +348,12 @@ class TdsModel:
             ],
             *[Node(f"WFMPre:CH<n>:{f}", get=lambda n, f=f: s._preamble(n, f)) for f in _WFM_FIELDS],
             Node("CURVe", get=s._curve),
+            Node("MEASUrement:IMMed:TYPe", get=lambda: s._kw(s.s.measure_type), set=s._set_measure_type),
+            Node("MEASUrement:IMMed:SOUrce<n>", get=lambda n: f"CH{s.s.measure_source}",
+                 set=lambda a, n: setattr(s.s, "measure_source", s._channel_arg(a))),
+            Node("MEASUrement:IMMed:SOUrce", get=lambda: f"CH{s.s.measure_source}",
+                 set=lambda a: setattr(s.s, "measure_source", s._channel_arg(a))),
+            Node("MEASUrement:IMMed:VALue", get=s._immediate_value),
         ]
 
     # --- helpers for replies and arguments ---------------------------------------------
@@ -676,6 +686,42 @@ class TdsModel:
         cross = self.signal.crossings(rel, self._trigger_level(s), s.trigger_slope == "RISE")
         cross = cross[(cross >= 0) & (cross < t1 - anchor)]
         return float(anchor + cross.min()) if len(cross) else None
+
+    # --- the instrument's own measurements ---------------------------------------------------
+    def _set_measure_type(self, arg: str) -> None:
+        self.s.measure_type = choice(arg, ("PWIdth", "NWIdth", "PERIod", "FREQuency", "AMPlitude"))
+
+    def _immediate_value(self) -> str:
+        """MEASUrement:IMMed:VALue?: the first positive pulse's width (9.9E37: none)."""
+        if self.s.measure_type != "PWIDTH":
+            raise Fault(221, "Settings conflict; only PWIdth is simulated")
+        widths = self.measured_widths_ns(self.s.measure_source)
+        return nr3(widths[0] * 1e-9) if len(widths) else NO_MEASUREMENT
+
+    def measured_widths_ns(self, channel: int) -> np.ndarray:
+        """The positive widths (ns) of the complete pulses of the last record on `channel`, in
+        order, as the instrument's measurement finds them: each crossing of the mid level
+        interpolated to MEASURE_STEPS of a sample (the edge's 50 % point is its time here).
+        A segmented record is measured on its first frame."""
+        rec = self.record
+        if rec is None:
+            raise Fault(221, "Settings conflict; no waveform acquired")
+        info = rec.info
+        t0 = info.first_sample_ns
+        t1 = t0 + (info.record_length - 1) * info.dt_ns
+        source = self.sources.get(channel)
+        if source is None:
+            return np.empty(0)
+        pulses = np.asarray(source.edges(int(math.floor(t0)), int(math.ceil(t1)) + 1), dtype=np.int64).reshape(-1, 2)
+        pulses = pulses[np.argsort(pulses[:, 0], kind="stable")].astype(np.float64)
+        idle, active = self.signal.levels
+        if active < idle:  # an active-low line is high between its pulses
+            pulses = np.stack([pulses[:-1, 1], pulses[1:, 0]], axis=1)
+        complete = pulses[(pulses[:, 0] >= t0) & (pulses[:, 1] <= t1)]
+        step = info.dt_ns / MEASURE_STEPS
+        lead = np.ceil((complete[:, 0] - t0) / step)
+        trail = np.ceil((complete[:, 1] - t0) / step)
+        return (trail - lead) * step
 
     # --- waveform transfer ----------------------------------------------------------------
     def _transfer_range(self, n: int) -> tuple[int, int]:

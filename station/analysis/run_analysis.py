@@ -245,6 +245,7 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
         },
         "interrupts": m.get("interrupts"),
         "capture": m.get("capture"),
+        "scope_measurement": m.get("scope_measurement"),
         "shift": shift,
         "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
         "truth": _truth(run_dir, present) if present is not None else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,7 +14,7 @@ import asyncssh
 import numpy as np
 
 from station import records
-from station.capture_accounting import AcquisitionLog, capture_summary
+from station.capture_accounting import AcquisitionLog, MeasurementTally, capture_summary
 from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
 from station.store import StoreError, read_csv_lines, write_parquet
 from station.target import TargetError, modules
@@ -67,6 +68,8 @@ class ModuleRun(Measurement):
         self.stream: proc_ctl.TrackedProcess | None = None
         self.capture: asyncio.Task | None = None
         self.acquisition_log: list[AcquisitionLog] = []
+        self.strategy = ctx.campaign.bench.scope.capture if self.scope is not None else "none"
+        self.tally = MeasurementTally()
         self.arrival_host_s: list[float] = []  # the arrivals log, kept for the capture accounting
         self.arrival_seq: list[int] = []
 
@@ -84,6 +87,9 @@ class ModuleRun(Measurement):
         self.hw_csv = store.appender("hw_pulses.csv", header="acquisition,start_s,width_s,armed_host_s,frame\n")
         self.acq_csv = store.appender("scope_acquisitions.csv",
                                       header="acquisition,armed_host_s,done_host_s,frames,pulses,live_s\n")
+        if self.strategy == "measurement":
+            self.meas_csv = store.appender("scope_measurements.csv", header=(
+                "acquisition,armed_host_s,count,mean_s,min_s,max_s,host_count,host_mean_s,host_min_s,host_max_s\n"))
         self.arrivals = store.appender("sw_arrivals.csv", header="host_s,last_seq\n")
 
     def measured_cpu(self) -> int | None:
@@ -165,9 +171,9 @@ class ModuleRun(Measurement):
             },
             "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},
             "acquisitions": self.ctx.progress.acquisitions,
-            "capture": capture_summary(
-                self.ctx.campaign.bench.scope.capture if self.scope is not None else "none", self.acquisition_log,
-                np.asarray(self.arrival_host_s), np.asarray(self.arrival_seq), self.period_ns),
+            "capture": capture_summary(self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),
+                                       np.asarray(self.arrival_seq), self.period_ns),
+            **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
         }
 
     @property
@@ -255,12 +261,37 @@ class ModuleRun(Measurement):
         return f"the record stream stalled: no data for {STALL_S:g} s while {where} still answers " \
                "(is the module's task running?)"
 
+    async def _measure(self, loop: asyncio.AbstractEventLoop, armed: float) -> None:
+        """One acquisition measured by the scope itself (no waveform transfer, unless this one
+        is cross-checked on the host)."""
+        assert self.scope is not None
+        progress, every = self.ctx.progress, self.ctx.campaign.bench.scope.cross_check_every
+        n = progress.acquisitions
+        check = every > 0 and n % every == 0
+        m, host = await loop.run_in_executor(None, lambda: self.scope.measure(cross_check=check))
+        done = time.time()
+        same = self.tally.add(m.count, m.mean_s, m.min_s, m.max_s, m.scope, host)
+        h = same or (None, None, None, None)
+        self.meas_csv.write(",".join(
+            ["" if v is None or (isinstance(v, float) and math.isnan(v)) else repr(v) for v in (
+                n, armed, m.count, m.mean_s, m.min_s, m.max_s, *h)]) + "\n", flush=True)
+        applied = getattr(getattr(self.scope, "scope", None), "applied", None)
+        live = 10 * applied.time_per_div if applied is not None else 0.0
+        log = AcquisitionLog(armed, done, 1, m.count, live)
+        self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},1,{m.count},{live:.9e}\n", flush=True)
+        self.acquisition_log.append(log)
+        progress.acquisitions += 1
+        progress.hw.add_summary(m.count, m.mean_s * 1e9, m.min_s * 1e9, m.max_s * 1e9)
+
     async def _capture(self, stop: asyncio.Event) -> None:
         assert self.scope is not None
         loop = asyncio.get_running_loop()
         progress = self.ctx.progress
         while not stop.is_set():
             armed = time.time()  # wall clock: pairing maps it onto the records' arrival times
+            if self.strategy == "measurement":
+                await self._measure(loop, armed)
+                continue
             got = await loop.run_in_executor(None, self.scope.capture)
             n = progress.acquisitions
             self.hw_csv.write("".join(

@@ -167,7 +167,7 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
             out += [render_table(tables[key]), ""]
     if "runs" in tables or "stats" in tables:
         out += ["## Runs", ""]
-        for key in ("runs", "capture", "pairing", "stats"):
+        for key in ("runs", "capture", "scope_measurement", "pairing", "stats"):
             if key in tables:
                 out += [render_table(tables[key]), ""]
     if it and not leads(report):
