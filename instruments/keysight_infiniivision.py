@@ -307,9 +307,14 @@ class KeysightInfiniiVision(ScpiScope):
 
 
 def _time_tags(reply: str) -> np.ndarray:
-    """:WAVeform:SEGMented:XLISt? TTAG: each segment's time tag (s), comma-separated."""
+    """:WAVeform:SEGMented:XLISt? TTAG: each segment's time tag (s), comma-separated inside an
+    IEEE 488.2 block (#<n><length><list>); a bare list is read too."""
+    text = reply.strip()
+    if text.startswith("#") and len(text) > 1 and text[1].isdigit():
+        digits = int(text[1])
+        text = text[2 + digits:] if digits else text[2:]
     try:
-        tags = np.array([float(x) for x in reply.split(",")])
+        tags = np.array([float(x) for x in text.split(",")])
     except ValueError:
         raise ScopeDataError(TIME_TAGS, field="reply", value=reply, detail="comma-separated numbers expected") from None
     if not len(tags) or not np.all(np.isfinite(tags)):

@@ -45,8 +45,13 @@ from instruments.tektronix_tds import SLOPES, TRIGGER_MODES, Preamble, Tektronix
 HORIZONTAL_MODES = {"auto": "AUTO", "manual": "MANual"}
 TIME_STAMPS = "HORizontal:FASTframe:TIMEStamp:ALL?"
 RESULTS = "MEASUrement:MEAS1:RESUlts:CURRentacq"  # this acquisition's statistics of MEAS1
-# a FastFrame time stamp: "02 Mar 2026 12:34:56.123 456 789 012" (digit groups to the picosecond)
-_STAMP = re.compile(r'\s*"?\s*(\d{1,2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2})\.([\d ]+?)\s*"?\s*')
+# a FastFrame time stamp, in either form the MSO families use (docs/scopes/tektronix-mso.md):
+# '"02 Mar 2026 12:34:56.123 456 789 012"' (older DPO/TDS) or '1: 02.03.2026.12:34:56.123456789012'
+# (4/5/6 series, frame numbered): the date and time of day, then up to 12 digits of fraction
+_STAMP = re.compile(
+    r'\s*(?:\d+\s*:\s*)?"?\s*(?:(\d{1,2} [A-Za-z]{3} \d{4})[ .](\d{2}:\d{2}:\d{2})'
+    r'|(\d{1,2}\.\d{1,2}\.\d{4})\.(\d{2}:\d{2}:\d{2}))\.([\d ]+?)\s*"?\s*'
+)
 # WFMOutpre? fields in the documented order (the first 17 are all the driver needs)
 FIELDS = (
     "BYT_NR",
@@ -164,11 +169,12 @@ class TektronixMSO(TektronixTDS):
         if s.segments < 2:
             raise ScopeError("", resource=self.resource_name, detail="configure with segments > 1 for FastFrame")
         pre, datatype = self._preamble()
-        frames = self.query_value("WFMOutpre:NR_FR?", count)
+        # the frames acquired are the frames stamped (WFMOutpre:NR_FR? is not in the 4/5/6 tree)
         stamps = self.query_value(TIME_STAMPS, parse_time_stamps)
-        if len(stamps) != frames:
-            raise ScopeDataError(TIME_STAMPS, field="reply", value=f"{len(stamps)} stamps", resource=self.resource_name,
-                                 detail=f"WFMOutpre:NR_FR? announced {frames} frames")
+        frames = len(stamps)
+        if frames != s.segments:
+            raise ScopeDataError(TIME_STAMPS, field="reply", value=f"{frames} stamps", resource=self.resource_name,
+                                 detail=f"HORizontal:FASTframe:COUNt is {s.segments} frames")
         codes = self.query_blocks("CURVe?", datatype, pre.points, frames, big_endian=pre.byte_or == "MSB")
         self._acquisitions += 1
         return Frames(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, codes, pre.scale(), stamps,
@@ -189,23 +195,26 @@ def parse_time_stamps(reply: str) -> np.ndarray:
     Whole seconds from the date and time of day, the fraction as an integer number of
     picoseconds, so frames an hour apart keep their picoseconds (no float sums of large times).
     """
-    texts = [t for t in re.split(r',(?=\s*")', reply.strip())] if reply.strip() else []
+    texts = [t for t in re.split(r",(?=\s*(?:\d+\s*:|\"))", reply.strip())] if reply.strip() else []
     seconds, picoseconds = [], []
     whole: dict[str, int] = {}  # frames share their second: parse each date and time once
     for i, text in enumerate(texts):
         m = _STAMP.fullmatch(text)
-        digits = m.group(2).replace(" ", "") if m else ""
+        digits = m.group(5).replace(" ", "") if m else ""
         try:
             if m is None or not digits.isdigit() or len(digits) > 12:
                 raise ValueError(text)
-            if m.group(1) not in whole:
-                whole[m.group(1)] = calendar.timegm(dt.datetime.strptime(m.group(1), "%d %b %Y %H:%M:%S").timetuple())
+            day = f"{m.group(1)} {m.group(2)}" if m.group(1) else f"{m.group(3)} {m.group(4)}"
+            if day not in whole:
+                form = "%d %b %Y %H:%M:%S" if m.group(1) else "%d.%m.%Y %H:%M:%S"
+                whole[day] = calendar.timegm(dt.datetime.strptime(day, form).timetuple())
         except ValueError:
             raise ScopeDataError(
                 TIME_STAMPS, field=f"time stamp {i + 1}", value=text,
-                detail='each frame\'s stamp must read like "02 Mar 2026 12:34:56.123 456 789 012"',
+                detail='each frame\'s stamp must read like "02 Mar 2026 12:34:56.123 456 789 012" '
+                "or 1: 02.03.2026.12:34:56.123456789012",
             ) from None
-        seconds.append(whole[m.group(1)])
+        seconds.append(whole[day])
         picoseconds.append(int(digits.ljust(12, "0")))
     if not texts:
         raise ScopeDataError(TIME_STAMPS, field="reply", value=reply, detail="no time stamp in the reply")

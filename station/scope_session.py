@@ -4,15 +4,32 @@ or into stimulus-to-response delays (a gpio run, two channels)."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import threading
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import TypeVar
 
 import numpy as np
 
 from instruments.delays import Delays, measure_delays
 from instruments.pulses import extract_frame_pulses, extract_pulses
-from instruments.scope import Scope, ScopeSettings, WidthMeasurement, open_scope
+from instruments.rise_time import rise_times
+from instruments.scope import (
+    Frames,
+    Scope,
+    ScopeDataError,
+    ScopeError,
+    ScopeSettings,
+    Waveform,
+    WidthMeasurement,
+    open_scope,
+)
 from station.config import ScopeSettingsConfig
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -25,6 +42,17 @@ class Capture:
     frame: np.ndarray
     live_s: float  # the time the record (or the frames together) covers
     frames: int = 1
+
+
+@dataclass(frozen=True)
+class DetailedCapture(Capture):
+    """A Capture with, per pulse, the 10–90 % rise time of its leading edge (s; NaN where the
+    sample interval does not resolve it: instruments/rise_time.py), and the host's wall clock
+    (time.time()) just before the scope was armed and once its record was in."""
+
+    rise_s: np.ndarray = field(default_factory=lambda: np.empty(0))
+    armed_host_s: float = math.nan
+    done_host_s: float = math.nan
 
 
 def instrument_settings(cfg: ScopeSettingsConfig, extra_channels: tuple[int, ...] = (),
@@ -45,33 +73,77 @@ def instrument_settings(cfg: ScopeSettingsConfig, extra_channels: tuple[int, ...
     )
 
 
+RECONNECT_DELAY_S = 1.0  # after a dropped session, before opening a new one (a rebooting switch, a LAN glitch)
+
+
+def _dropped(exc: ScopeError) -> bool:
+    """A session that failed (I/O error, timeout), not an instrument that answered with an error
+    or a reply that cannot be used: only the former can a new session mend."""
+    return not isinstance(exc, ScopeDataError) and not exc.instrument_text
+
+
+def _configured(cfg: ScopeSettingsConfig, resource: str, extra_channels: tuple[int, ...],
+                slope: str) -> tuple[Scope, str]:
+    scope = open_scope(resource, dialect=cfg.dialect, timeout_s=cfg.timeout)
+    try:
+        idn = scope.identify()
+        scope.reset()
+        scope.configure(instrument_settings(cfg, extra_channels, slope))
+        scope.check_errors()
+    except BaseException:
+        scope.close()
+        raise
+    return scope, idn
+
+
 @dataclass
 class ScopeSession:
     scope: Scope
     idn: str
     resource: str
     threshold_v: float | None
+    # what a new session after a dropped one is configured with (None: no reconnecting)
+    cfg: ScopeSettingsConfig | None = None
+    extra_channels: tuple[int, ...] = ()
+    slope: str = "rise"
 
     @classmethod
     def open(cls, cfg: ScopeSettingsConfig, resource: str, extra_channels: tuple[int, ...] = (),
              slope: str = "rise") -> ScopeSession:
         """Configured for `cfg`; `extra_channels` recorded beside cfg.channel, which triggers on `slope`."""
-        scope = open_scope(resource, dialect=cfg.dialect, timeout_s=cfg.timeout)
-        try:
-            idn = scope.identify()
-            scope.reset()
-            scope.configure(instrument_settings(cfg, extra_channels, slope))
-            scope.check_errors()
-        except BaseException:
-            scope.close()
-            raise
+        scope, idn = _configured(cfg, resource, extra_channels, slope)
         threshold = None if cfg.threshold == "auto" else float(cfg.threshold)
-        return cls(scope, idn, resource, threshold)
+        return cls(scope, idn, resource, threshold, cfg, extra_channels, slope)
 
     def __post_init__(self) -> None:
         # one conversation at a time: a capture cancelled by its run keeps going in its thread
         # until the scope answers, and the next caller must not interleave with it
         self._lock = threading.Lock()
+        self.reconnects = 0  # sessions reopened after a drop, since this one was opened
+        self.lost: ScopeError | None = None  # a drop that a new session did not mend: the session is gone
+
+    def _call(self, acquire: Callable[[Scope], T]) -> T:
+        """`acquire(scope)` under the lock; after a dropped session, one new session (configured
+        as this one was) and one more try, then the error says both."""
+        with self._lock:
+            try:
+                return acquire(self.scope)
+            except ScopeError as exc:
+                if self.cfg is None or not _dropped(exc):
+                    raise
+                first = exc
+            with contextlib.suppress(Exception):
+                self.scope.close()
+            time.sleep(RECONNECT_DELAY_S)
+            try:
+                self.scope, self.idn = _configured(self.cfg, self.resource, self.extra_channels, self.slope)
+                self.reconnects += 1
+                return acquire(self.scope)
+            except ScopeError as again:
+                self.lost = ScopeError(first.command, first.instrument_text, resource=first.resource or self.resource,
+                                       detail=f"{first.detail or 'session lost'}; one new session after "
+                                       f"{RECONNECT_DELAY_S:g} s failed too: {again}")
+                raise self.lost from None
 
     def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]:
         capture = self.capture()
@@ -81,21 +153,41 @@ class ScopeSession:
         """One acquisition as configured: a single record, or a segmented one (one pulse a frame)."""
         applied = self.scope.applied
         if applied is not None and applied.segments > 1:
-            with self._lock:
-                frames = self.scope.acquire_frames()
+            frames = self._call(lambda scope: scope.acquire_frames())
             fp = extract_frame_pulses(frames, threshold=self.threshold_v)
             return Capture(fp.start_s, fp.width_s, fp.frame, frames.live_s(), len(frames))
-        with self._lock:
-            wf = self.scope.acquire_single()
+        wf = self._call(lambda scope: scope.acquire_single())
         pulses = extract_pulses(wf, threshold=self.threshold_v)
         return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(wf) * wf.dt_s)
+
+    def capture_detailed(self) -> DetailedCapture:
+        """`capture()` with each pulse's 10–90 % rise time (from the record, which capture() does
+        not keep) and the wall clock just before the scope was armed and once its record was in."""
+        def acquire(scope: Scope) -> tuple[float, Waveform | Frames, float]:
+            segmented = scope.applied is not None and scope.applied.segments > 1
+            armed = time.time()
+            record = scope.acquire_frames() if segmented else scope.acquire_single()
+            return armed, record, time.time()
+
+        armed, record, done = self._call(acquire)
+        if isinstance(record, Frames):
+            fp = extract_frame_pulses(record, threshold=self.threshold_v)
+            got = Capture(fp.start_s, fp.width_s, fp.frame, record.live_s(), len(record))
+            rise = rise_times(record, fp.start_s, fp.frame)
+        else:
+            pulses = extract_pulses(record, threshold=self.threshold_v)
+            got = Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(record) * record.dt_s)
+            rise = rise_times(record, pulses.start_s)
+        return DetailedCapture(**{f.name: getattr(got, f.name) for f in fields(got)}, rise_s=rise,
+                               armed_host_s=armed, done_host_s=done)
 
     def measure(self, cross_check: bool = False) -> tuple[WidthMeasurement, np.ndarray | None]:
         """One acquisition measured by the scope itself; with `cross_check`, its record is
         transferred too and the widths the host extracts from it come beside (else None)."""
-        with self._lock:
-            measured = self.scope.acquire_measurement()
-            waveform = self.scope.fetch() if cross_check else None
+        def measure(scope: Scope) -> tuple[WidthMeasurement, Waveform | None]:
+            return scope.acquire_measurement(), scope.fetch() if cross_check else None
+
+        measured, waveform = self._call(measure)
         host = None if waveform is None else extract_pulses(waveform, threshold=self.threshold_v).width_s
         return measured, host
 
@@ -103,8 +195,7 @@ class ScopeSession:
                        response_edge: str, same_direction: bool = False) -> Delays:
         """One acquisition of both channels; each stimulus edge paired with its response
         (`same_direction`: an echo responder, rises answered by rises, falls by falls)."""
-        with self._lock:
-            waveforms = self.scope.acquire_channels()
+        waveforms = self._call(lambda scope: scope.acquire_channels())
         applied = self.scope.applied
         assert applied is not None
         return measure_delays(
@@ -121,6 +212,8 @@ class ScopeSession:
     def answers(self) -> None:
         """Raises if the scope no longer answers *IDN? (after the acquisition in flight, if any)."""
         with self._lock:
+            if self.lost is not None:
+                raise self.lost
             self.scope.identify()
 
     def close(self) -> None:

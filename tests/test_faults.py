@@ -182,10 +182,32 @@ def test_scope_link_fault_fails_the_run_and_stops_the_campaign(standalone_twin, 
     assert code == 3
     [error] = _errors(stderr)
     assert error.startswith("error: campaign stopped: scope:"), error
+    assert "one new session after 1 s failed too" in error, error  # one reconnect, then the error
     manifest = _assert_data_kept(out)
     assert manifest["status"] == "failed"
     hw = load_run(out / "runs" / RUN).hw
     assert len(hw) > 0 and np.all(hw["width_s"] > 0)  # pulses captured before the fault are kept
+    _assert_clean(standalone_twin)
+
+
+def test_scope_link_dropped_briefly_is_reopened_once_and_the_run_completes(standalone_twin, tmp_path):
+    """The scope's LAN drops for a moment (a switch, a cable): the station opens one new session,
+    configured as the first was, and the run goes on; the manifest says it reconnected."""
+    scope_port = int(standalone_twin["scope_resource"].split("::")[2])
+    with FaultyLink(scope_port) as scope_link:
+        out = tmp_path / "out"
+        run = _start(_config(tmp_path / "c.yaml", standalone_twin, standalone_twin["ssh_port"], scope_link.port,
+                             samples=60_000), out)
+        _wait_streaming(run, out, pulses=True)
+        before = scope_link.connections
+        scope_link.cut()
+        time.sleep(0.3)  # shorter than the station's wait before it reopens the session
+        scope_link.restore()
+        code, stderr = _finish(run)
+        assert scope_link.connections == before + 1, "exactly one new session"
+    assert code == 0, stderr[-2000:]
+    manifest = _assert_data_kept(out, at_least=60_000)
+    assert manifest["status"] == "complete" and manifest["scope_reconnects"] == 1
     _assert_clean(standalone_twin)
 
 

@@ -27,7 +27,7 @@ segment :WAVeform:PREamble?, :WAVeform:DATA? and :WAVeform:SEGMented:TTAG? (its 
 from segment 1's, in seconds) describe. With :WAVeform:SEGMented:ALL 1 (models with
 `segments_all`, the 3000T and 4000 X), :WAVeform:DATA? answers every segment in one block
 (the preamble's points stay per segment) and :WAVeform:SEGMented:XLISt? TTAG lists every
-segment's time tag; a model without it answers those with "Undefined header".
+segment's time tag (comma-separated, in an IEEE 488.2 block); a model without it answers those with "Undefined header".
 
 Simplified: the acquisition memory depth is what :WAVeform:POINts asked for
 (rounded up to 100, 250, 500, 1000, 2000, 5000, 10000 ... 8000000 and clamped to the largest),
@@ -282,10 +282,11 @@ class InfiniiVisionModel(TdsModel):
     def _time_tag(self) -> str:
         return nr3(float(self._tags_s()[self.ks.segment_index - 1]))
 
-    def _time_tags(self, arg: str) -> str:
+    def _time_tags(self, arg: str) -> bytes:
         if choice(arg, ("RELXorigin", "ABSXorigin", "TTAG")) != "TTAG":
             raise Fault(221, "Settings conflict; only TTAG is simulated")
-        return ",".join(nr3(float(t)) for t in self._tags_s())
+        text = ",".join(nr3(float(t)) for t in self._tags_s()).encode()
+        return b"#8" + f"{len(text):08d}".encode() + text  # an IEEE 488.2 block around the list
 
     # --- acquisition ---------------------------------------------------------------------
     def _single(self) -> None:

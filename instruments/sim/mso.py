@@ -21,7 +21,8 @@ DATa:* and CURVe?) and differs where the station looks:
   choose the frames transferred; CURVe? then answers one block per frame, back to back, with
   one terminator after the last; WFMOutpre:NR_FR? counts them, NR_PT is per frame, XZEro is
   frame 1's; HORizontal:FASTframe:TIMEStamp:ALL? gives each transferred frame's trigger time
-  as a quoted "DD Mon YYYY HH:MM:SS.fff fff fff fff" (to the picosecond), comma-separated.
+  as "<frame>: DD.MM.YYYY.HH:MM:SS.ffffffffffff" (to the picosecond), comma-separated (the
+  4/5/6 series form as documented; its exact punctuation is unverified, see docs/scopes/).
   After a frame's last sample the model re-arms for `rearm_ns` before the next frame's
   pre-trigger part fills.
 
@@ -242,7 +243,7 @@ class MsoModel(TdsModel):
         triggers = rec.info.frame_triggers_ns
         if triggers is None:
             triggers = np.array([rec.info.trigger_ns])
-        return ",".join(quoted(time_stamp(float(triggers[f - 1]))) for f in self._frame_range(rec))
+        return ",".join(f"{f}: {time_stamp(float(triggers[f - 1]))}" for f in self._frame_range(rec))
 
     def _outpre(self, field_name: str | None) -> str:
         rec, channel = self._source_record(None)
@@ -292,9 +293,8 @@ class MsoModel(TdsModel):
 
 
 def time_stamp(ns: float) -> str:
-    """A FastFrame time stamp of a source-clock time: "01 Jan 2026 00:00:01.234 567 890 123"."""
+    """A 4/5/6 series FastFrame time stamp of a source-clock time: "01.01.2026.00:00:01.234567890123"."""
     ps = int(round(ns * 1000.0))
     seconds, ps = divmod(ps, 10**12)
     when = STAMP_EPOCH + dt.timedelta(seconds=seconds)
-    digits = f"{ps:012d}"
-    return when.strftime("%d %b %Y %H:%M:%S") + "." + " ".join(digits[i:i + 3] for i in range(0, 12, 3))
+    return when.strftime("%d.%m.%Y.%H:%M:%S") + f".{ps:012d}"

@@ -70,6 +70,7 @@ class ModuleRun(Measurement):
         self.acquisition_log: list[AcquisitionLog] = []
         self.strategy = ctx.campaign.bench.scope.capture if self.scope is not None else "none"
         self.tally = MeasurementTally()
+        self.reconnects_before = getattr(self.scope, "reconnects", 0)
         self.arrival_host_s: list[float] = []  # the arrivals log, kept for the capture accounting
         self.arrival_seq: list[int] = []
 
@@ -174,6 +175,7 @@ class ModuleRun(Measurement):
             "capture": capture_summary(self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),
                                        np.asarray(self.arrival_seq), self.period_ns),
             **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
+            "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
         }
 
     @property

@@ -1,0 +1,340 @@
+"""A standalone scope capture (`station scope capture`, docs/scope-capture.md): K acquisitions
+of one channel, one row per pulse — acquisition, frame, start, width, 10–90 % rise time and
+when the acquisition was armed — in CSV (appended and flushed per acquisition) or Parquet
+(written at the end, or at the failure), and a sidecar JSON beside it (FILE.json) saying what
+was asked of which instrument, what it applied, and how the capture ended.
+
+The scope is opened and configured by the campaign's own path (ScopeSession.open with a
+ScopeSettingsConfig, so a setting is checked, and refused with the message, as in a campaign
+file); `station import FILE` makes the file a results directory that `station report` reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from instruments.rise_time import MIN_SAMPLES
+from instruments.scope import ScopeError
+from station.config import ScopeSettingsConfig, _explain
+from station.scope_session import DetailedCapture, ScopeSession
+from station.store import Appender, StoreError, station_version
+
+SCHEMA = "irq-station/scope-capture"
+SCHEMA_VERSION = 1
+MODES = ("waveform", "segmented")
+FORMATS = {".csv": "csv", ".parquet": "parquet"}
+MAX_ACQUISITIONS = 10_000_000
+PARQUET_METADATA_KEY = b"irq_station.scope_capture"  # the sidecar, in the Parquet file's key-value metadata
+
+#: The file's columns, in order: (type, unit, meaning).
+COLUMNS: dict[str, tuple[str, str | None, str]] = {
+    "acquisition": ("int64", None, "the acquisition (one arming of the scope), from 0"),
+    "frame": ("int64", None, "the frame of a segmented acquisition the pulse lies in, from 0 (0 in waveform mode)"),
+    "start_s": ("float64", "s", "time of the pulse's leading edge (threshold crossing) after the acquisition's "
+                "first trigger (segmented: frame 0's; each frame placed by the scope's time tag)"),
+    "width_s": ("float64", "s", "pulse width t_HW: leading to trailing threshold crossing, linearly interpolated"),
+    "rise_s": ("float64", "s", "10-90 % rise time of the leading edge between the record's low and high levels "
+               f"(histogram modes), linearly interpolated; NaN where fewer than {MIN_SAMPLES} samples lie on "
+               "the edge (the sample interval does not resolve it) or the edge is cut by the record"),
+    "armed_host_s": ("float64", "s", "the host's wall clock (Unix time, time.time()) just before the acquisition "
+                     "was armed"),
+}
+
+#: ScopeSettingsConfig field -> the `station scope capture` option that sets it.
+OPTIONS = {"capture": "--mode", "resource": "--resource", "dialect": "--dialect"}
+
+
+class CaptureOptionError(ValueError):
+    """A setting that cannot be: the message names the option (as the CLI spells it) and why."""
+
+
+@dataclass
+class CaptureSummary:
+    """What a capture wrote. `status`: complete, failed (the scope: `error`) or interrupted."""
+
+    path: Path
+    sidecar: Path
+    idn: str
+    resource: str
+    dialect: str
+    mode: str
+    acquisitions_requested: int
+    acquisitions: int = 0
+    pulses: int = 0
+    frames: int = 0
+    live_s: float = 0.0
+    status: str = "running"
+    error: str | None = None
+    start_utc: str = ""
+    end_utc: str | None = None
+    applied: dict[str, Any] = field(default_factory=dict)
+
+
+class CaptureFailed(Exception):
+    """The scope failed mid-capture: `str()` is its message; the rows of the acquisitions before
+    are in the file, and `summary` says how many."""
+
+    def __init__(self, summary: CaptureSummary) -> None:
+        super().__init__(summary.error or "capture failed")
+        self.summary = summary
+
+
+def option_name(field_name: str) -> str:
+    return OPTIONS.get(field_name, "--" + field_name.replace("_", "-"))
+
+
+def capture_settings(resource: str, dialect: str = "tektronix_tds", mode: str = "waveform", *,
+                     require_units: bool = False, **settings: Any) -> ScopeSettingsConfig:
+    """The campaign file's scope settings (`bench.scope`) for a capture: ScopeSettingsConfig with
+    kind visa, checked as a campaign file's are. `settings` are its fields (timeout, channel,
+    volts_per_div, position_div, time_per_div, record_length, trigger_level,
+    trigger_position_pct, threshold, segments); None leaves the default. With
+    `require_units`, durations and voltages given as text must say their unit ("500us", "1V"),
+    as in a file. Raises CaptureOptionError naming the options at fault."""
+    if mode not in MODES:
+        raise CaptureOptionError(f"--mode: {mode!r}: expected {' or '.join(MODES)}")
+    if mode != "segmented" and settings.get("segments") is not None:
+        raise CaptureOptionError("--segments: frames per acquisition are for --mode segmented")
+    unknown = sorted(set(settings) - (set(ScopeSettingsConfig.model_fields) - {"kind", "resource", "dialect",
+                                                                                "capture"}))
+    if unknown:
+        raise TypeError(f"capture_settings: no setting {unknown[0]!r}")
+    data = {"kind": "visa", "resource": resource, "dialect": dialect, "capture": mode,
+            **{k: v for k, v in settings.items() if v is not None}}
+    try:
+        return ScopeSettingsConfig.model_validate(data, context={"from_file": require_units})
+    except ValidationError as exc:
+        problems = [_explain(e) for e in exc.errors()]
+        raise CaptureOptionError("; ".join(
+            f"{option_name(str(loc[0])) if loc else 'settings'}: {message}" for loc, message in problems
+        )) from None
+
+
+def sidecar_path(out: Path) -> Path:
+    """FILE.json beside FILE.csv or FILE.parquet."""
+    return Path(out).with_suffix(".json")
+
+
+def check_output(out: Path, overwrite: bool = False) -> str:
+    """The output's format ("csv" or "parquet"); CaptureOptionError (naming --out) for a path that
+    cannot be one, or that exists (without `overwrite`)."""
+    out = Path(out)
+    fmt = FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise CaptureOptionError(f"--out: {out.name!r}: name a .csv or a .parquet file")
+    if not out.parent.is_dir():
+        raise CaptureOptionError(f"--out: {out.parent} is not a directory")
+    if out.is_dir():
+        raise CaptureOptionError(f"--out: {out} is a directory")
+    if not overwrite:
+        for path in (out, sidecar_path(out)):
+            if path.exists():
+                raise CaptureOptionError(f"--out: {path} exists (choose another file, or --overwrite)")
+    return fmt
+
+
+def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int, *, overwrite: bool = False,
+                    on_acquisition: Callable[[CaptureSummary, DetailedCapture], None] | None = None,
+                    ) -> CaptureSummary:
+    """Open and configure the scope `settings` name, take `acquisitions` acquisitions, and write
+    one row per pulse to `out` (.csv or .parquet) and the sidecar FILE.json.
+
+    A scope that cannot be opened raises its ScopeError, and nothing is written. A ScopeError
+    during the capture raises CaptureFailed once the rows of the acquisitions before it are in
+    the file (and the sidecar says "failed" with the scope's message); an interruption
+    (KeyboardInterrupt) leaves the file and the sidecar likewise ("interrupted") and is raised.
+    `on_acquisition` is called after each acquisition's rows are written."""
+    out = Path(out)
+    fmt = check_output(out, overwrite)
+    if settings.capture not in MODES:
+        raise CaptureOptionError(f"--mode: {settings.capture}: expected {' or '.join(MODES)}")
+    if not 1 <= acquisitions <= MAX_ACQUISITIONS:
+        raise CaptureOptionError(f"--acquisitions: {acquisitions}: between 1 and {MAX_ACQUISITIONS}")
+    if not settings.resource:
+        raise CaptureOptionError("--resource: a capture needs the scope's VISA resource")
+    session = ScopeSession.open(settings, settings.resource)  # ScopeError: nothing written
+    try:
+        applied = session.scope.applied
+        summary = CaptureSummary(
+            out, sidecar_path(out), session.idn, settings.resource, settings.dialect, settings.capture,
+            acquisitions, start_utc=_utc_now(),
+            applied={} if applied is None else _jsonable({**dataclasses.asdict(applied),
+                                                           "sample_interval_s": applied.sample_interval_s}),
+        )
+        for path in (out, summary.sidecar):
+            if overwrite and path.exists():
+                path.unlink()
+        writer: _Writer = _CsvWriter(out) if fmt == "csv" else _ParquetWriter(out)
+        _write_sidecar(summary, settings)  # "running": a capture killed outright still says what it was
+        try:
+            for k in range(acquisitions):
+                got = session.capture_detailed()
+                writer.add(k, got)
+                summary.acquisitions += 1
+                summary.pulses += len(got.width_s)
+                summary.frames += got.frames
+                summary.live_s += got.live_s
+                if on_acquisition is not None:
+                    on_acquisition(summary, got)
+            summary.status = "complete"
+        except ScopeError as exc:
+            summary.status, summary.error = "failed", str(exc)
+        except StoreError as exc:  # the file cannot be written (a full disk): what is in it stays
+            summary.status, summary.error = "failed", str(exc)
+            raise
+        except BaseException as exc:
+            summary.status = "interrupted"
+            summary.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise
+        finally:
+            summary.end_utc = _utc_now()
+            try:
+                writer.close(_sidecar(summary, settings))
+            finally:
+                _write_sidecar(summary, settings)
+    finally:
+        session.close()
+    if summary.status == "failed":
+        raise CaptureFailed(summary)
+    return summary
+
+
+# --- the file --------------------------------------------------------------------------------------
+
+
+class _Writer:
+    def add(self, acquisition: int, got: DetailedCapture) -> None:
+        raise NotImplementedError
+
+    def close(self, sidecar: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class _CsvWriter(_Writer):
+    """Appended and flushed per acquisition: a failure keeps every row written before it."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = Appender(path, header=",".join(COLUMNS) + "\n")
+
+    def add(self, acquisition: int, got: DetailedCapture) -> None:
+        armed = f"{got.armed_host_s:.6f}"
+        self.file.write("".join(
+            f"{acquisition},{f},{s:.12e},{w:.12e},{_number(r)},{armed}\n"
+            for f, s, w, r in zip(got.frame.tolist(), got.start_s, got.width_s, got.rise_s, strict=True)
+        ), flush=True)
+
+    def close(self, sidecar: dict[str, Any]) -> None:
+        self.file.close()
+
+
+class _ParquetWriter(_Writer):
+    """Rows collected, then written whole (to a temporary name, then renamed) at the end or at
+    the failure; the sidecar rides along in the file's key-value metadata."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.parts: list[dict[str, np.ndarray]] = []
+
+    def add(self, acquisition: int, got: DetailedCapture) -> None:
+        n = len(got.width_s)
+        self.parts.append({
+            "acquisition": np.full(n, acquisition, np.int64), "frame": np.asarray(got.frame, np.int64),
+            "start_s": np.asarray(got.start_s, np.float64), "width_s": np.asarray(got.width_s, np.float64),
+            "rise_s": np.asarray(got.rise_s, np.float64), "armed_host_s": np.full(n, got.armed_host_s, np.float64),
+        })
+
+    def close(self, sidecar: dict[str, Any]) -> None:
+        columns = {name: np.concatenate([p[name] for p in self.parts]) if self.parts else np.empty(0, kind)
+                   for name, (kind, _, _) in COLUMNS.items()}
+        table = pa.table(columns).replace_schema_metadata({PARQUET_METADATA_KEY: json.dumps(sidecar).encode()})
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+
+def _number(value: float) -> str:
+    return f"{value:.6e}" if math.isfinite(value) else "nan"
+
+
+# --- the sidecar -----------------------------------------------------------------------------------
+
+
+def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str, Any]:
+    asked = settings.model_dump(exclude={"kind", "resource", "cross_check_every"})
+    if settings.capture != "segmented":
+        asked.pop("segments", None)
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "station_version": station_version(),
+        "file": summary.path.name,
+        "format": FORMATS[summary.path.suffix.lower()],
+        "status": summary.status,
+        "error": summary.error,
+        "idn": summary.idn,
+        "resource": summary.resource,
+        "dialect": summary.dialect,
+        "mode": summary.mode,
+        "acquisitions_requested": summary.acquisitions_requested,
+        "acquisitions": summary.acquisitions,
+        "pulses": summary.pulses,
+        "frames": summary.frames,
+        "live_s": summary.live_s,
+        "start_utc": summary.start_utc,
+        "end_utc": summary.end_utc,
+        "settings_requested": _jsonable(asked),
+        "settings_applied": summary.applied,
+        "rise_time": {"low_pct": 10, "high_pct": 90, "levels": "histogram modes of the record's lower and upper "
+                      "halves", "min_samples_on_edge": MIN_SAMPLES},
+        "columns": {name: {"type": kind, "unit": unit, "description": text}
+                    for name, (kind, unit, text) in COLUMNS.items()},
+    }
+
+
+def _write_sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> None:
+    path = summary.sidecar
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(_sidecar(summary, settings), indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """The sidecar of a capture file (FILE.csv or FILE.parquet), or the sidecar itself."""
+    path = Path(path)
+    return json.loads((path if path.suffix == ".json" else sidecar_path(path)).read_text())
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
