@@ -308,6 +308,11 @@ class StreamPairer:
                 predicted += int(np.median(lags))
                 half = near
             search_one(i, predicted, half)
+            if first[i] < 0 and half < window:
+                # the lags so far may come from acquisitions armed inside the stream's opening
+                # backlog (thousands of records arriving at once), off by hundreds of events:
+                # a narrow search that finds nothing looks over the whole window again
+                search_one(i, int(arrived[i]), window)
             if first[i] >= 0:
                 lags.append(int(first[i] - int(arrived[i])))
                 paired_here(i)
@@ -321,6 +326,8 @@ class StreamPairer:
                 for i in idx:  # no line yet: one by one around the arrival estimate
                     search_one(int(i), int(arrived[i]) + (int(np.median(lags)) if lags else 0),
                                near if lags else window)
+                    if first[i] < 0 and lags:  # as in the bootstrap: a lag from the backlog misleads
+                        search_one(int(i), int(arrived[i]), window)
                     if first[i] >= 0:
                         lags.append(int(first[i] - int(arrived[i])))
                         paired_here(int(i))
