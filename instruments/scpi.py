@@ -256,7 +256,28 @@ def _one_line(exc: BaseException) -> str:
 
 
 def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> ScpiSession:
-    """Open a VISA resource; raw sockets get the "\\n" terminations SCPI instruments use."""
+    """Open a VISA resource with the "\\n" read and write terminations SCPI instruments use.
+
+    Every message-based resource an instrument is reached through gets them:
+
+    - ``TCPIP::host::port::SOCKET`` (raw socket) and ``ASRL…::INSTR`` (serial) have no END
+      indicator: the LF is what ends a reply, so VISA's termination character stays on
+      (without it a SOCKET query times out although the reply arrived; field notes).
+    - ``TCPIP::host::inst0::INSTR`` (VXI-11, also ``…::gpib0,5::INSTR`` through a gateway),
+      ``TCPIP::host::hislip0::INSTR`` (HiSLIP), ``GPIB0::5::INSTR``, ``USB0::…::INSTR``
+      (USBTMC) and ``VICP::host::INSTR`` end every reply with END (EOI on GPIB) sent with its
+      last byte, the LF. PyVISA leaves their read termination unset, so the LF after a
+      binary block (read to its exact length) stayed unread and answered the next query
+      (an IEEE 488.2 instrument then logs Query INTERRUPTED); with it set, `read_block`
+      reads the LF and checks it. END alone ends their reads: the termination character
+      PyVISA turns on with the read termination is turned off again, so that no read of
+      a block's data stops at a 0x0A data byte (VISA would otherwise end a read there
+      and `read_bytes` need another for the rest).
+
+    Anything else (register-based VXI/PXI INSTR, INTFC, BACKPLANE, MEMACC) is left as PyVISA
+    opens it. A backend that refuses the attributes (pyvisa-py's Prologix GPIB sessions) keeps
+    PyVISA's defaults rather than failing to open.
+    """
     try:
         rm = pyvisa.ResourceManager(visa_library)
     except (errors.Error, OSError, ValueError) as exc:
@@ -274,14 +295,26 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> 
             resource=resource,
             detail=f"{_one_line(exc)}: check the resource string and that the instrument is reachable",
         ) from None
+    # what ends a reply: END (an INSTR on an interface that has it), the LF (SOCKET, serial INSTR)
     try:
         parsed = rname.parse_resource_name(resource)
     except (errors.Error, ValueError):
         parsed = None
-    if parsed is not None and parsed.resource_class == "SOCKET":
-        # SOCKET resources have no termination by default and suppress END (field notes)
-        res.read_termination = TERMINATION
+    kind = "" if parsed is None else parsed.resource_class
+    interface = "" if parsed is None else parsed.interface_type
+    ends = (
+        "END" if kind == "INSTR" and interface in ("TCPIP", "GPIB", "USB", "VICP")
+        else "LF" if kind == "SOCKET" or (kind == "INSTR" and interface == "ASRL")
+        else None
+    )  # fmt: skip
+    if ends is not None:
         res.write_termination = TERMINATION
+        try:
+            res.read_termination = TERMINATION  # PyVISA turns VISA's termination character (LF) on with it
+            if ends == "END":
+                res.set_visa_attribute(constants.ResourceAttribute.termchar_enabled, constants.VI_FALSE)
+        except Exception:  # a backend refusing the attribute (pyvisa-py's sessions raise UnknownAttribute)
+            pass  # PyVISA's defaults, as before: text I/O works, a block's LF is left unread
     return ScpiSession(res, resource, timeout_s)
 
 

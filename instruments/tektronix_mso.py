@@ -40,7 +40,7 @@ from instruments.scpi import (
     real,
     split_fields,
 )
-from instruments.tektronix_tds import SLOPES, TRIGGER_MODES, Preamble, TektronixTDS
+from instruments.tektronix_tds import SLOPES, TRIGGER_MODES, Preamble, TektronixTDS, named_fields
 
 HORIZONTAL_MODES = {"auto": "AUTO", "manual": "MANual"}
 TIME_STAMPS = "HORizontal:FASTframe:TIMEStamp:ALL?"
@@ -85,12 +85,9 @@ class OutputPreamble(Preamble):
 
     @classmethod
     def parse(cls, reply: str) -> Self:
-        f = split_fields(reply.strip())
-        if f and f[0].startswith(":"):  # ":WFMOUTPRE:BYT_NR 1": drop the compound header's path
-            f[0] = f[0].rsplit(":", 1)[-1]
-        if all(" " in x for x in f):  # every field named
-            values = {k.upper(): v.strip() for k, _, v in (x.partition(" ") for x in f)}
-        else:
+        values = named_fields(cls.query, reply, FIELDS)  # ":WFMOUTPRE:BYT_NR 1;BIT_NR 8;..." (or short names)
+        if values is None:
+            f = split_fields(reply.strip())
             if len(f) < len(FIELDS):
                 raise ScopeDataError(
                     cls.query,

@@ -348,6 +348,7 @@ def test_tds_preamble_with_missing_fields() -> None:
         ("ACQuire:STATE RUN;*ESR?", "0"),
         ("BUSY?", "0"),
         ("WFMPre?", "1;8;BIN;RI;MSB"),
+        ("WFMPre:CH1?", "1;8;BIN;RI;MSB"),  # the per-waveform form, once, before giving up
     ]) as scope:
         scope.configure(asked())
         with pytest.raises(ScopeDataError) as caught:

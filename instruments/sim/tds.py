@@ -20,9 +20,18 @@ instrument:
 - The probe is on `probe_channel`; `channel_sources` puts more probes on other
   channels (a stimulus and a response, say), on the same clock; displayed
   channels without a probe see 0 V + noise.
+- HEADer ON: replies carry their header, long or short as VERBose is ON or
+  OFF (``:CH1:SCALE 1.0E-1``, ``:CH1:SCA 1.0E-1``). The preamble's waveform part
+  carries its waveform's compound header, as in the manual's WFMPre:<wfm>?
+  example: WFMPre:CH1? answers ``:WFMPRE:CH1:WFID "...";NR_PT 500;...;YZERO 0.0E0``
+  and WFMPre? ``:WFMPRE:BYT_NR 1;BIT_NR 8;ENCDG BIN;BN_FMT RI;BYT_OR MSB;
+  :WFMPRE:CH1:WFID "...";NR_PT 500;...`` (with VERBose OFF ``:WFMP:BYT_N 1;...;
+  :WFMP:CH1:WFI "...";NR_P 500;...``). Whether a TDS spells the waveform part of
+  WFMPre? from the root, as here, or relative (``;CH1:WFID``) is unverified; the
+  driver reads both.
 - Not modelled: the 100 MS/s real-time limit (any time base and record length
   give dt = 10·time_per_div / record_length), acquisition modes other than
-  SAMple, compound-field headers in WFMPre? replies with HEADer ON.
+  SAMple.
 """
 
 from __future__ import annotations
@@ -344,7 +353,7 @@ class TdsModel:
             Node("WFMPre:CH<n>", get=lambda n: s._preamble(n, None), headers=False),
             *[
                 Node(f"WFMPre:{f}", get=lambda f=f: s._preamble(None, f))
-                for f in ("BYT_Nr", "BIT_Nr", "ENCdg", "BN_Fmt", "BYT_Or", *_WFM_FIELDS)
+                for f in (*_FORMAT_FIELDS, *_WFM_FIELDS)
             ],
             *[Node(f"WFMPre:CH<n>:{f}", get=lambda n, f=f: s._preamble(n, f)) for f in _WFM_FIELDS],
             Node("CURVe", get=s._curve),
@@ -751,33 +760,36 @@ class TdsModel:
             f"Ch{channel}, {vert.coupling} coupling, {vert.scale:.4g}V/div, {tdiv}, "
             f"{info.record_length} points, Sample mode"
         )
-        formatting = [
-            ("BYT_NR", str(width)),
-            ("BIT_NR", str(8 * width)),
-            ("ENCDG", "ASC" if enc is None else "BIN"),
-            ("BN_FMT", "RI" if enc is None or enc[0] else "RP"),
-            ("BYT_OR", "MSB" if enc is None or enc[1] else "LSB"),
+        formatting = [  # (mnemonic as the manual spells it, value)
+            ("BYT_Nr", str(width)),
+            ("BIT_Nr", str(8 * width)),
+            ("ENCdg", "ASC" if enc is None else "BIN"),
+            ("BN_Fmt", "RI" if enc is None or enc[0] else "RP"),
+            ("BYT_Or", "MSB" if enc is None or enc[1] else "LSB"),
         ]
         waveform = [
-            ("WFID", quoted(wfid)),
-            ("NR_PT", str(stop - start + 1)),
-            ("PT_FMT", "Y"),
-            ("XUNIT", quoted("s")),
-            ("XINCR", nr3(info.dt_ns * 1e-9)),
-            ("XZERO", nr3(rec.xzero_s)),
-            ("PT_OFF", str(info.pt_off - (start - 1))),  # relative to DATa:STARt
-            ("YUNIT", quoted("Volts")),
-            ("YMULT", nr3(vert.scale / LEVELS_PER_DIV / scale)),
-            ("YOFF", nr3(y_off * scale)),
-            ("YZERO", nr3(0.0)),
+            ("WFId", quoted(wfid)),
+            ("NR_Pt", str(stop - start + 1)),
+            ("PT_Fmt", "Y"),
+            ("XUNit", quoted("s")),
+            ("XINcr", nr3(info.dt_ns * 1e-9)),
+            ("XZEro", nr3(rec.xzero_s)),
+            ("PT_Off", str(info.pt_off - (start - 1))),  # relative to DATa:STARt
+            ("YUNit", quoted("Volts")),
+            ("YMUlt", nr3(vert.scale / LEVELS_PER_DIV / scale)),
+            ("YOFf", nr3(y_off * scale)),
+            ("YZEro", nr3(0.0)),
         ]
         if field_name is not None:
-            return dict(formatting + waveform)[field_name.upper()]
-        fields = (formatting if n is None else []) + waveform
+            return {k.upper(): v for k, v in formatting + waveform}[field_name.upper()]
         if not self.header:
-            return ";".join(v for _, v in fields)
-        prefix = f":WFMPRE:CH{channel}:" if n is not None else ":WFMPRE:"
-        return prefix + ";".join(f"{k} {v}" for k, v in fields)
+            return ";".join(v for _, v in (formatting if n is None else []) + waveform)
+        # headers in the VERBose spelling; the waveform part under its compound header (CH<n>:)
+        root = f":{self._kw('WFMPre')}:"
+        part = f"{root}CH{channel}:" + ";".join(f"{self._kw(k)} {v}" for k, v in waveform)
+        if n is not None:
+            return part
+        return root + ";".join(f"{self._kw(k)} {v}" for k, v in formatting) + ";" + part
 
     def _block(self, key: Hashable, build: Callable[[], bytes]) -> bytes:
         """The reply `build()` makes, built once per `key` and kept until the key changes.
@@ -817,4 +829,5 @@ def encode_curve(codes: np.ndarray, encoding: str, width: int) -> bytes:
     return b"".join((b"#", str(len(length)).encode(), length.encode(), data))
 
 
+_FORMAT_FIELDS = ("BYT_Nr", "BIT_Nr", "ENCdg", "BN_Fmt", "BYT_Or")
 _WFM_FIELDS = ("WFId", "NR_Pt", "PT_Fmt", "XUNit", "XINcr", "XZEro", "PT_Off", "YUNit", "YMUlt", "YOFf", "YZEro")
