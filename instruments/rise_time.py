@@ -2,7 +2,7 @@
 
 The levels are the record's own: the histogram modes of the lower and of the upper half of its
 range (the scope "histogram" method that `instruments.pulses.auto_threshold` uses for its
-threshold), each refined to the mean of the values in its modal bin. The 10 % and 90 % levels
+threshold), each refined to the median of the values in its modal bin. The 10 % and 90 % levels
 lie between them. For each leading edge, found by pulse extraction at a fractional sample
 position, the 10 % crossing is where the line between the last sample at or below 10 % before
 the edge and the next sample crosses 10 %; the 90 % crossing is where the line between the
@@ -76,16 +76,25 @@ def histogram_levels(values: np.ndarray, weights: np.ndarray | None = None) -> t
     span = hi - lo
     if not (span > 0 and math.isfinite(span)):
         return None
-    bins = np.minimum(((v - lo) * (HISTOGRAM_BINS / span)).astype(np.int64), HISTOGRAM_BINS - 1)
+    bins = np.clip(((v - lo) / span * HISTOGRAM_BINS).astype(np.int64), 0, HISTOGRAM_BINS - 1)
     counts = np.bincount(bins, w, minlength=HISTOGRAM_BINS)
     half = HISTOGRAM_BINS // 2
     levels = []
     for mode in (int(np.argmax(counts[:half])), half + int(np.argmax(counts[half:]))):
         in_bin = bins == mode
-        weight = w[in_bin] if w is not None else None
-        levels.append(float(np.average(v[in_bin], weights=weight)) if counts[mode] > 0 else math.nan)
+        levels.append(_median(v[in_bin], None if w is None else w[in_bin]))
     low, high = levels
     return (low, high) if high > low else None
+
+
+def _median(values: np.ndarray, weights: np.ndarray | None) -> float:
+    """The (weighted) median: within a level's bin, the level itself rather than the edge
+    samples that share the bin."""
+    if not len(values):
+        return math.nan
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(np.ones(len(values)) if weights is None else weights[order])
+    return float(values[order][min(np.searchsorted(cumulative, 0.5 * cumulative[-1]), len(values) - 1)])
 
 
 def _code_counts(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

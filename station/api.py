@@ -19,6 +19,15 @@ if TYPE_CHECKING:
     from station.importers import ImportInputError, ImportOptions, ImportResult
     from station.progress import ProgressSink, QuietProgress
     from station.result_store import ResultStore, ResultStoreError
+    from station.scope_capture import (
+        CaptureFailed,
+        CaptureOptionError,
+        CaptureSummary,
+        capture_settings,
+        capture_to_file,
+        check_capture_output,
+        read_capture_sidecar,
+    )
     from station.store import RunData, list_runs, load_run
     from station.target import Host, TargetError
 
@@ -27,6 +36,8 @@ __all__ = [
     "TargetError", "analyse_campaign", "cleanup_bench", "import_results", "list_runs", "load_campaign", "load_run",
     "run_campaign_async", "write_campaign_report", "QuietProgress",
     "ResultStore", "ResultStoreError", "compare_campaigns", "open_results", "write_compare_report",
+    "CaptureFailed", "CaptureOptionError", "CaptureSummary", "capture_settings", "capture_to_file",
+    "check_capture_output", "read_capture_sidecar",
 ]
 
 #: Every name this module re-exports, by the module that defines it: imported when first asked for.
@@ -45,6 +56,10 @@ _LAZY = {
     "endpoint_from_settings": "station.target", "load_host": "station.target",
     "LocalSshdError": "station.target.local_sshd", "new_local_sshd": "station.target.local_sshd",
     "serve_locally": "station.target.local_sshd",
+    "CaptureFailed": "station.scope_capture", "CaptureOptionError": "station.scope_capture",
+    "CaptureSummary": "station.scope_capture", "capture_settings": "station.scope_capture",
+    "capture_to_file": "station.scope_capture", "check_capture_output": "station.scope_capture",
+    "read_capture_sidecar": "station.scope_capture",
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from typer.core import TyperGroup
 
 from instruments.dialects import DIALECTS
 from station import api, units
@@ -30,6 +31,7 @@ ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS
 
 FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
 
+EXIT_SCOPE_ERROR = 1
 EXIT_USER_ERROR = 2
 EXIT_FAILED_RUNS = 3
 EXIT_INTERRUPTED = 130
@@ -154,7 +156,8 @@ def report(
 
 @app.command("import")
 def import_(
-    files: list[Path] = typer.Argument(..., help="FIFO dumps (legacy/v1), cyclictest output, scope CSVs: one run each"),
+    files: list[Path] = typer.Argument(..., help="FIFO dumps (legacy/v1), cyclictest output, scope captures (CSV or "
+                                       "Parquet): one run each"),
     out: Path = typer.Option(..., "--out", help="results directory: new, empty, or an earlier import's"),
     fmt: str = typer.Option("auto", "--format", help="auto | legacy | v1 | cyclictest | scope (forces every file's)"),
     interface: str = typer.Option(None, help="lpt | pcie (default: a v1 stream's flags, else unknown)"),
@@ -165,7 +168,7 @@ def import_(
     target: str = typer.Option(None, help="target name (a cyclictest table's row)"),
     name: str = typer.Option(None, help="campaign name (default: kept, or the directory's name)"),
     run_id: list[str] = typer.Option(None, "--run-id", help="one per FILE, in order (default: the file names)"),
-    scope: Path = typer.Option(None, help="scope CSV of the same run as the one dump given"),
+    scope: Path = typer.Option(None, help="scope capture (CSV or Parquet) of the same run as the one dump given"),
     no_report: bool = typer.Option(False, "--no-report", help="do not write the report"),
 ) -> None:
     """Turn raw data measured without the station into a results directory (docs/import.md)."""
@@ -266,17 +269,31 @@ def twin(
     asyncio.run(main())
 
 
-@app.command()
-def scope(
+class _ScopeGroup(TyperGroup):
+    """`station scope RESOURCE …` (what `station scope` was before it had subcommands) is
+    `station scope check RESOURCE …`: a first argument that names no subcommand goes to check."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+scope_app = typer.Typer(cls=_ScopeGroup, no_args_is_help=True,
+                        help="A scope on its own: identify it (check), capture pulses to a file (capture).")
+app.add_typer(scope_app, name="scope")
+
+DIALECT_HELP = ("command set: tektronix_tds (TDS 400/500/600), tektronix_mso (MSO 4/5/6, port 4000), "
+                "keysight_infiniivision (2000/3000/4000 X, port 5025)")
+
+
+@scope_app.command("check")
+def scope_check(
     resource: str = typer.Argument(..., help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"),
-    dialect: ScopeDialect = typer.Option(
-        "tektronix_tds",
-        help="command set: tektronix_tds (TDS 400/500/600), tektronix_mso (MSO 4/5/6, port 4000), "
-        "keysight_infiniivision (2000/3000/4000 X, port 5025)",
-    ),
+    dialect: ScopeDialect = typer.Option("tektronix_tds", help=DIALECT_HELP),
     timeout: float = typer.Option(5.0, help="seconds"),
 ) -> None:
-    """Identify a scope and report its error queue: a quick bench check."""
+    """Identify a scope and report its error queue: a quick bench check (also `station scope RESOURCE`)."""
     from instruments.scope import ScopeError, open_scope
 
     try:
@@ -285,6 +302,90 @@ def scope(
             s.check_errors()
     except ScopeError as exc:
         _fail(str(exc))
+
+
+CaptureMode = enum.Enum("CaptureMode", {name: name for name in ("waveform", "segmented")}, type=str)
+
+
+@scope_app.command("capture")
+def scope_capture(
+    resource: str = typer.Option(..., "--resource", help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"),
+    dialect: ScopeDialect = typer.Option("tektronix_tds", help=DIALECT_HELP),
+    channel: int = typer.Option(None, help="the channel probed, which triggers (1-4; default 1)"),
+    mode: CaptureMode = typer.Option("waveform", help="waveform: single long records, every pulse in each; "
+                                     "segmented: FastFrame / segmented memory, one pulse a frame (tektronix_mso, "
+                                     "keysight_infiniivision)"),
+    acquisitions: int = typer.Option(..., "--acquisitions", "-n", min=1, help="how many acquisitions"),
+    out: Path = typer.Option(..., "--out", "-o", help="FILE.csv or FILE.parquet, one row per pulse; the sidecar "
+                             "FILE.json goes beside it"),
+    volts_per_div: str = typer.Option(None, help="vertical scale, e.g. 1V (default 1V)"),
+    position_div: float = typer.Option(None, help="trace position in divisions, -5..5 (default -3)"),
+    time_per_div: str = typer.Option(None, help="horizontal scale, e.g. 250us; a record spans 10 divisions "
+                                     "(default 500us)"),
+    record_length: int = typer.Option(None, help="points per record, per frame when segmented (default 120000)"),
+    trigger_level: str = typer.Option(None, help="e.g. 1.5V (default 1.5V)"),
+    trigger_position_pct: float = typer.Option(None, help="share of the record before the trigger, 0..100 "
+                                               "(default 10)"),
+    threshold: str = typer.Option(None, help="pulse threshold, e.g. 1.65V, or auto: midway between the record's "
+                                  "levels (default auto)"),
+    segments: int = typer.Option(None, help="frames per acquisition, --mode segmented (default 1000)"),
+    timeout: str = typer.Option(None, help="VISA timeout and how long an acquisition waits for its triggers, "
+                                "e.g. 10s (default 10s)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace FILE and its sidecar if they exist",
+                                   metavar=FLAG),
+) -> None:
+    """Take acquisitions and write every pulse (width, start, 10-90 % rise time) to CSV or Parquet
+    (docs/scope-capture.md); `station import FILE` makes it a results directory."""
+    from instruments.scope import ScopeError
+    from station.store import StoreError
+
+    try:
+        settings = api.capture_settings(
+            resource, dialect.value, mode.value, require_units=True, timeout=timeout, channel=channel,
+            volts_per_div=volts_per_div, position_div=position_div, time_per_div=time_per_div,
+            record_length=record_length, trigger_level=trigger_level, trigger_position_pct=trigger_position_pct,
+            threshold=threshold, segments=segments)
+        api.check_capture_output(out, overwrite)
+    except api.CaptureOptionError as exc:
+        _fail(str(exc))
+
+    shown = False  # a progress line (on a terminal) is on stderr
+
+    def progress(summary: api.CaptureSummary, got: object) -> None:
+        nonlocal shown
+        if sys.stderr.isatty():
+            typer.echo(f"\racquisition {summary.acquisitions}/{summary.acquisitions_requested}: "
+                       f"{summary.pulses} pulses", err=True, nl=False)
+            shown = True
+
+    def end_progress() -> None:
+        if shown:
+            typer.echo("", err=True)
+
+    try:
+        summary = api.capture_to_file(settings, out, acquisitions, overwrite=overwrite, on_acquisition=progress)
+    except api.CaptureFailed as exc:
+        end_progress()
+        s = exc.summary
+        _fail(f"{exc} (kept {s.pulses} pulses of {s.acquisitions} acquisitions in {s.path}; sidecar {s.sidecar})",
+              EXIT_SCOPE_ERROR)
+    except ScopeError as exc:  # when the scope is opened: nothing written
+        _fail(str(exc), EXIT_SCOPE_ERROR)
+    except api.CaptureOptionError as exc:
+        _fail(str(exc))
+    except StoreError as exc:  # the file cannot be written (a full disk): what is in it stays
+        end_progress()
+        _fail(str(exc), EXIT_SCOPE_ERROR)
+    except KeyboardInterrupt:
+        end_progress()
+        kept = (f": the rows captured so far are in {out} (sidecar {out.with_suffix('.json')})"
+                if out.with_suffix(".json").exists() else " before the capture began: nothing written")
+        typer.secho(f"interrupted{kept}", fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    end_progress()
+    resolved = "" if not summary.pulses else f", rise time resolved for {summary.resolved_rise}"
+    typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {summary.pulses} pulses{resolved}")
+    typer.echo(f"wrote {summary.sidecar}")
 
 
 vm_app = typer.Typer(no_args_is_help=True, help="A real-kernel target: Debian's kernel in QEMU with our modules.")

@@ -73,6 +73,7 @@ class CaptureSummary:
     acquisitions_requested: int
     acquisitions: int = 0
     pulses: int = 0
+    resolved_rise: int = 0  # pulses whose rise time the sample interval resolves
     frames: int = 0
     live_s: float = 0.0
     status: str = "running"
@@ -127,7 +128,7 @@ def sidecar_path(out: Path) -> Path:
     return Path(out).with_suffix(".json")
 
 
-def check_output(out: Path, overwrite: bool = False) -> str:
+def check_capture_output(out: Path, overwrite: bool = False) -> str:
     """The output's format ("csv" or "parquet"); CaptureOptionError (naming --out) for a path that
     cannot be one, or that exists (without `overwrite`)."""
     out = Path(out)
@@ -157,7 +158,7 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
     (KeyboardInterrupt) leaves the file and the sidecar likewise ("interrupted") and is raised.
     `on_acquisition` is called after each acquisition's rows are written."""
     out = Path(out)
-    fmt = check_output(out, overwrite)
+    fmt = check_capture_output(out, overwrite)
     if settings.capture not in MODES:
         raise CaptureOptionError(f"--mode: {settings.capture}: expected {' or '.join(MODES)}")
     if not 1 <= acquisitions <= MAX_ACQUISITIONS:
@@ -184,6 +185,7 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
                 writer.add(k, got)
                 summary.acquisitions += 1
                 summary.pulses += len(got.width_s)
+                summary.resolved_rise += int(np.isfinite(got.rise_s).sum())
                 summary.frames += got.frames
                 summary.live_s += got.live_s
                 if on_acquisition is not None:
@@ -194,8 +196,8 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
         except StoreError as exc:  # the file cannot be written (a full disk): what is in it stays
             summary.status, summary.error = "failed", str(exc)
             raise
-        except BaseException as exc:
-            summary.status = "interrupted"
+        except BaseException as exc:  # Ctrl-C ("interrupted"), or a fault of the station's ("failed")
+            summary.status = "interrupted" if isinstance(exc, KeyboardInterrupt | SystemExit) else "failed"
             summary.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise
         finally:
@@ -279,7 +281,7 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
     asked = settings.model_dump(exclude={"kind", "resource", "cross_check_every"})
     if settings.capture != "segmented":
         asked.pop("segments", None)
-    return {
+    return _jsonable({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "station_version": station_version(),
@@ -294,6 +296,7 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
         "acquisitions_requested": summary.acquisitions_requested,
         "acquisitions": summary.acquisitions,
         "pulses": summary.pulses,
+        "rise_resolved": summary.resolved_rise,
         "frames": summary.frames,
         "live_s": summary.live_s,
         "start_utc": summary.start_utc,
@@ -304,7 +307,7 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
                       "halves", "min_samples_on_edge": MIN_SAMPLES},
         "columns": {name: {"type": kind, "unit": unit, "description": text}
                     for name, (kind, unit, text) in COLUMNS.items()},
-    }
+    })
 
 
 def _write_sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> None:
@@ -318,7 +321,7 @@ def _write_sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> No
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def read_sidecar(path: Path) -> dict[str, Any]:
+def read_capture_sidecar(path: Path) -> dict[str, Any]:
     """The sidecar of a capture file (FILE.csv or FILE.parquet), or the sidecar itself."""
     path = Path(path)
     return json.loads((path if path.suffix == ".json" else sidecar_path(path)).read_text())
@@ -329,10 +332,10 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float):  # 25us parses as 2.4999999999999998e-05: 15 digits say 2.5e-05
+        return float(f"{value:.15g}") if math.isfinite(value) else None
     return value
 
 

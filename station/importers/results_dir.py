@@ -15,7 +15,7 @@ from station import records
 from station.analysis import cyclictest as ct_analysis
 from station.importers.cyclictest import CyclictestImport, read_cyclictest
 from station.importers.dump import SwDump, read_dump
-from station.importers.scope_csv import COLUMNS, ScopeTable, read_scope_csv
+from station.importers.scope_csv import ScopeTable, read_scope
 from station.importers.source import FORMATS, ImportInputError, detect, read_source
 from station.store import RunStore, list_runs, now_utc, read_csv_lines, station_version, write_parquet
 
@@ -38,7 +38,7 @@ class ImportOptions:
     name: str | None = None
     description: str = ""
     run_ids: tuple[str, ...] = ()  # one per file, in order; default: from the file names
-    scope: Path | None = None  # a scope CSV of the same run as the (single) dump
+    scope: Path | None = None  # a scope capture (CSV or Parquet) of the same run as the (single) dump
 
 
 @dataclass
@@ -68,7 +68,7 @@ def import_files(files: list[Path], out_dir: Path, options: ImportOptions = Impo
     run_ids = list(options.run_ids) or [run_id_of(f) for f in files]
     _check_run_ids(out_dir, run_ids)
     parsed = [_read(f, options.format) for f in files]
-    scope = read_scope_csv(read_source(options.scope)) if options.scope is not None else None
+    scope = read_scope(read_source(options.scope)) if options.scope is not None else None
     if scope is not None and not isinstance(parsed[0], SwDump):
         raise ImportInputError(options.scope, f"--scope goes with a software dump, and {files[0]} is none")
     order = max((json.loads((d / "manifest.json").read_text()).get("order", 0) for d in list_runs(out_dir)),
@@ -143,7 +143,7 @@ def _read(path: Path, fmt: str) -> Parsed:
     if fmt in records.FORMATS:
         return read_dump(src, fmt)
     if fmt == "scope":
-        return read_scope_csv(src)
+        return read_scope(src)
     return read_cyclictest(src)
 
 
@@ -209,7 +209,7 @@ def _files(item: Parsed, scope: ScopeTable | None) -> dict[str, bytes]:
         files["sw.raw"] = item.source.data  # byte for byte, a torn last record included
     table = item if isinstance(item, ScopeTable) else scope
     if table is not None:
-        files["hw_pulses.csv"] = (",".join(COLUMNS) + "\n" + table.pulses.to_csv(index=False, header=False)).encode()
+        files["hw_pulses.csv"] = table.pulses.to_csv(index=False).encode()
         files["hw_source" + (table.source.path.suffix or ".csv")] = table.source.data
     return files
 

@@ -68,6 +68,8 @@ def read_source(path: Path) -> Source:
 def detect(src: Source) -> str:
     """The file's format when its content leaves no doubt; otherwise an error asking for --format."""
     data = src.data
+    if len(data) >= 12 and data[:4] == data[-4:] == b"PAR1":  # Parquet: a scope capture with the CSV's columns
+        return "scope"
     if records.detect(data) == "v1":  # the v1 magic: a legacy value with these bytes would be > 4 s
         return "v1"
     if b"\0" not in data:  # text (a latency below 2^56 ns always has a zero top byte)
