@@ -151,35 +151,32 @@ class ScopeSession:
 
     def capture(self) -> Capture:
         """One acquisition as configured: a single record, or a segmented one (one pulse a frame)."""
-        applied = self.scope.applied
-        if applied is not None and applied.segments > 1:
-            frames = self._call(lambda scope: scope.acquire_frames())
-            fp = extract_frame_pulses(frames, threshold=self.threshold_v)
-            return Capture(fp.start_s, fp.width_s, fp.frame, frames.live_s(), len(frames))
-        wf = self._call(lambda scope: scope.acquire_single())
-        pulses = extract_pulses(wf, threshold=self.threshold_v)
-        return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(wf) * wf.dt_s)
+        return self._pulses_of(self._acquire_record())
 
     def capture_detailed(self) -> DetailedCapture:
         """`capture()` with each pulse's 10–90 % rise time (from the record, which capture() does
         not keep) and the wall clock just before the scope was armed and once its record was in."""
-        def acquire(scope: Scope) -> tuple[float, Waveform | Frames, float]:
-            segmented = scope.applied is not None and scope.applied.segments > 1
-            armed = time.time()
-            record = scope.acquire_frames() if segmented else scope.acquire_single()
-            return armed, record, time.time()
-
-        armed, record, done = self._call(acquire)
-        if isinstance(record, Frames):
-            fp = extract_frame_pulses(record, threshold=self.threshold_v)
-            got = Capture(fp.start_s, fp.width_s, fp.frame, record.live_s(), len(record))
-            rise = rise_times(record, fp.start_s, fp.frame)
-        else:
-            pulses = extract_pulses(record, threshold=self.threshold_v)
-            got = Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(record) * record.dt_s)
-            rise = rise_times(record, pulses.start_s)
+        armed = time.time()
+        record = self._acquire_record()
+        done = time.time()
+        got = self._pulses_of(record)
+        rise = rise_times(record, got.start_s, got.frame if isinstance(record, Frames) else None)
         return DetailedCapture(**{f.name: getattr(got, f.name) for f in fields(got)}, rise_s=rise,
                                armed_host_s=armed, done_host_s=done)
+
+    def _acquire_record(self) -> Waveform | Frames:
+        def acquire(scope: Scope) -> Waveform | Frames:
+            segmented = scope.applied is not None and scope.applied.segments > 1
+            return scope.acquire_frames() if segmented else scope.acquire_single()
+
+        return self._call(acquire)
+
+    def _pulses_of(self, record: Waveform | Frames) -> Capture:
+        if isinstance(record, Frames):
+            fp = extract_frame_pulses(record, threshold=self.threshold_v)
+            return Capture(fp.start_s, fp.width_s, fp.frame, record.live_s(), len(record))
+        pulses = extract_pulses(record, threshold=self.threshold_v)
+        return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(record) * record.dt_s)
 
     def measure(self, cross_check: bool = False) -> tuple[WidthMeasurement, np.ndarray | None]:
         """One acquisition measured by the scope itself; with `cross_check`, its record is
@@ -203,6 +200,12 @@ class ScopeSession:
             stimulus_edge=stimulus_edge, response_edge=response_edge,  # type: ignore[arg-type]
             stimulus_threshold=self.threshold_v, response_threshold=self.threshold_v, same_direction=same_direction,
         )
+
+    @property
+    def record_span_s(self) -> float:
+        """The time one record covers (ten divisions); 0 before configure()."""
+        applied = self.scope.applied
+        return 0.0 if applied is None else 10.0 * applied.time_per_div
 
     @property
     def sample_interval_s(self) -> float | None:

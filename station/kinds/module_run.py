@@ -34,6 +34,11 @@ class ScopeCapture(Protocol):
 
     def capture(self) -> Any: ...
 
+    def measure(self, cross_check: bool = False) -> tuple[Any, Any]: ...
+
+    @property
+    def record_span_s(self) -> float: ...
+
 
 @register
 class ModuleRun(Measurement):
@@ -277,8 +282,7 @@ class ModuleRun(Measurement):
         self.meas_csv.write(",".join(
             ["" if v is None or (isinstance(v, float) and math.isnan(v)) else repr(v) for v in (
                 n, armed, m.count, m.mean_s, m.min_s, m.max_s, *h)]) + "\n", flush=True)
-        applied = getattr(getattr(self.scope, "scope", None), "applied", None)
-        live = 10 * applied.time_per_div if applied is not None else 0.0
+        live = self.scope.record_span_s
         log = AcquisitionLog(armed, done, 1, m.count, live)
         self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},1,{m.count},{live:.9e}\n", flush=True)
         self.acquisition_log.append(log)
