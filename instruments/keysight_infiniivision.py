@@ -250,9 +250,7 @@ class KeysightInfiniiVision(ScpiScope):
     def acquire_frames(self) -> Frames:
         """One segmented :SINGle; the segments and their time tags in one transfer each where
         the model can (:WAVeform:SEGMented:ALL), else segment by segment."""
-        s = self._single_sequence()
-        if s.segments < 2:
-            raise ScopeError("", resource=self.resource_name, detail="configure with segments > 1 for segmented memory")
+        self._segmented_sequence("segmented memory")
         n = self.query_value(":WAVeform:SEGMented:COUNt?", count)
         if self._all_segments:
             pre = self._byte_preamble()

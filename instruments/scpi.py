@@ -855,6 +855,13 @@ class ScpiScope(Scope, ScpiInstrument):
     def _select_data_source(self) -> None:
         """Point the waveform transfer at `self.channel`."""
 
+    def _segmented_sequence(self, feature: str) -> ScopeSettings:
+        """`_single_sequence` for a scope configured with segments, refused before arming otherwise."""
+        s = self._applied
+        if s is not None and s.segments < 2:
+            raise ScopeError("", resource=self.resource_name, detail=f"configure with segments > 1 for {feature}")
+        return self._single_sequence()
+
     def _single_sequence(self) -> ScopeSettings:
         s = self._applied
         if s is None:

@@ -26,7 +26,7 @@ from typing import ClassVar, Self
 
 import numpy as np
 
-from instruments.scope import NO_MEASUREMENT, Frames, ScopeDataError, ScopeError, ScopeSettings, WidthMeasurement
+from instruments.scope import NO_MEASUREMENT, Frames, ScopeDataError, ScopeSettings, WidthMeasurement
 from instruments.scpi import (
     Control,
     count,
@@ -162,9 +162,7 @@ class TektronixMSO(TektronixTDS):
 
     def acquire_frames(self) -> Frames:
         """One FastFrame sequence: every frame in one CURVe? (a block per frame), placed by its time stamp."""
-        s = self._single_sequence()
-        if s.segments < 2:
-            raise ScopeError("", resource=self.resource_name, detail="configure with segments > 1 for FastFrame")
+        s = self._segmented_sequence("FastFrame")
         pre, datatype = self._preamble()
         # the frames acquired are the frames stamped (WFMOutpre:NR_FR? is not in the 4/5/6 tree)
         stamps = self.query_value(TIME_STAMPS, parse_time_stamps)

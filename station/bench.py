@@ -16,9 +16,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from station.config import Campaign, TargetSettings
+from station.config import Campaign, ScopeSettingsConfig, TargetSettings
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
 from station.target.audit import audit
+
+
+def twin_bus(scope: ScopeSettingsConfig) -> Any:
+    """The twin scope's bus (instruments/sim/bus.py): the named profile, at `bus_rate` if one is given."""
+    from instruments.sim.bus import bus_profile
+    from instruments.sim.server import DIALECTS
+
+    profile = bus_profile(DIALECTS[scope.dialect].default_bus if scope.bus == "model" else scope.bus)
+    return profile if scope.bus_rate is None else profile.with_rate(scope.bus_rate)
+
+
+def bus_text(scope: ScopeSettingsConfig) -> str:
+    """How the scope's data reaches the station, for the manifest: the twin's simulated bus, or the
+    interface a VISA resource names (GPIB, TCPIP, USB, ...)."""
+    if scope.kind == "twin":
+        bus = twin_bus(scope)
+        if bus.bytes_per_s == float("inf"):
+            return f"twin, {bus.name} (no delay)"
+        return f"twin, {bus.name}: {1e3 * bus.overhead_s:g} ms a reply + {bus.bytes_per_s / 1e3:g} kB/s"
+    if scope.kind == "visa" and scope.resource:
+        parts = scope.resource.split("::")
+        kind = parts[-1].upper() if len(parts) > 1 else ""
+        return " ".join(p for p in (parts[0].upper().rstrip("0123456789"), kind) if p)
+    return "none"
 
 
 class BenchError(Exception):
@@ -112,7 +136,7 @@ class Bench:
                      "generator_channel": settings.generator.channel}
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
-                    scope_options={"dialect": settings.scope.dialect}, board=board)
+                    scope_options={"dialect": settings.scope.dialect, "bus": twin_bus(settings.scope)}, board=board)
         loop = asyncio.get_running_loop()
         endpoints = await loop.run_in_executor(None, twin.start_in_thread)
         self.twin = twin

@@ -368,7 +368,7 @@ class TwinSettings(Strict):
         try:
             parsed = _TWIN_OVERRIDES.validate_python(value)
         except ValidationError as exc:
-            loc, message = _explain(exc.errors()[0])
+            loc, message = explain_validation_error(exc.errors()[0])
             raise LocatedError(loc, message) from None
         return {iface: o.model_dump(exclude_unset=True) for iface, o in parsed.items()}
 
@@ -488,6 +488,15 @@ class ScopeSettingsConfig(Strict):
         0, ge=0, le=1_000_000, description="capture measurement: transfer every Nth acquisition's record too and "
         "extract its pulses on the host, beside the scope's numbers (0: never)"
     )
+    bus: Literal["model", "loopback", "gpib", "usb", "lan", "gigabit"] = Field(
+        "model", description="the twin scope's bus, which sets how long its replies take: model: the simulated "
+        "instrument's own (GPIB for the TDS, LAN for the InfiniiVision, gigabit LAN for the MSO); loopback: no "
+        "delay (instruments/sim/bus.py, docs/scopes/)"
+    )
+    bus_rate: Float | None = Field(
+        None, gt=0, le=1e10, description="the twin scope's bus rate in bytes/s, in place of the profile's (a rate "
+        "you timed on your own scope)"
+    )
 
     @model_validator(mode="after")
     def _visa_needs_resource(self) -> ScopeSettingsConfig:
@@ -495,6 +504,11 @@ class ScopeSettingsConfig(Strict):
             raise LocatedError(
                 ("resource",), "a visa scope needs a resource, e.g. TCPIP::192.168.1.30::4000::SOCKET"
             )
+        if self.kind != "twin":
+            for name, default in (("bus", "model"), ("bus_rate", None)):
+                if getattr(self, name) != default:
+                    raise LocatedError((name,), f"{name} sets the twin scope's bus; a {self.kind} scope's bus is "
+                                       "the instrument's own: leave it out")
         if self.capture == "segmented" and self.dialect not in SEGMENTED_DIALECTS:
             raise LocatedError(
                 ("capture",), f"segmented capture needs FastFrame or segmented memory, which {self.dialect} has "
@@ -1093,7 +1107,7 @@ def _is_tag(part: object) -> bool:
     )
 
 
-def _explain(err: dict[str, Any]) -> tuple[tuple, str]:
+def explain_validation_error(err: dict[str, Any]) -> tuple[tuple, str]:
     """(location, message) of one pydantic error, with LocatedError's inner location appended
     and pydantic's own union/validator tags removed from the end."""
     loc = tuple(err["loc"])
@@ -1232,7 +1246,7 @@ def parse_campaign(text: str | bytes, source: str = "<string>", *, check_files: 
     try:
         campaign = Campaign.model_validate(data, context={"from_file": True})
     except ValidationError as exc:
-        raise ConfigError(_format_errors([_explain(e) for e in exc.errors()], source, lines)) from None
+        raise ConfigError(_format_errors([explain_validation_error(e) for e in exc.errors()], source, lines)) from None
     except (RecursionError, MemoryError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
         # a validator that failed in a way it should not; still one clean message, never a traceback
         raise ConfigError(

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from instruments.rise_time import MIN_SAMPLES
 from instruments.scope import ScopeError
-from station.config import ScopeSettingsConfig, _explain
+from station.config import ScopeSettingsConfig, explain_validation_error
 from station.scope_session import DetailedCapture, ScopeSession
 from station.store import Appender, StoreError, station_version
 
@@ -117,7 +117,7 @@ def capture_settings(resource: str, dialect: str = "tektronix_tds", mode: str = 
     try:
         return ScopeSettingsConfig.model_validate(data, context={"from_file": require_units})
     except ValidationError as exc:
-        problems = [_explain(e) for e in exc.errors()]
+        problems = [explain_validation_error(e) for e in exc.errors()]
         raise CaptureOptionError("; ".join(
             f"{option_name(str(loc[0])) if loc else 'settings'}: {message}" for loc, message in problems
         )) from None

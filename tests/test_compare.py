@@ -28,7 +28,7 @@ bench:
   target: {{kind: twin, family: rtai}}
   twin: {{preset: seed-2015, seed: {seed}, ground_truth: false{overrides}}}
   scope: {{kind: twin, channel: 1, volts_per_div: 1V, position_div: -3, time_per_div: 500us,
-          record_length: 120000, trigger_level: 1.5V, threshold: auto}}
+          record_length: 120000, trigger_level: 1.5V, threshold: auto, bus: loopback}}
 matrix:
   interfaces: [lpt, pcie]
   variants: [inb, no-inb]

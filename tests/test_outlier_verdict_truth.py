@@ -87,7 +87,7 @@ bench:
       lpt: {flow(case.truth["lpt"])}
       pcie: {flow(case.truth["pcie"])}
   scope: {{kind: twin, channel: 1, volts_per_div: 1V, position_div: -3, time_per_div: 1ms,
-          record_length: 120000, trigger_level: 1.5V, threshold: auto}}
+          record_length: 120000, trigger_level: 1.5V, threshold: auto, bus: loopback}}
 matrix:
   interfaces: [lpt, pcie]
   variants: [inb, no-inb]

@@ -22,7 +22,8 @@ PERIOD_S = 100e-6
 def _campaign(tmp_path: Path, dialect: str) -> Path:
     cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
     cfg["bench"]["scope"] |= {"dialect": dialect, "capture": "segmented", "segments": 1000,
-                              "time_per_div": "2.5us", "record_length": 1000, "trigger_position_pct": 10}
+                              "time_per_div": "2.5us", "record_length": 1000, "trigger_position_pct": 10,
+                              "bus": "model"}  # the model's own LAN: a realistic transfer per acquisition
     cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 40_000, "pulses": 10_000,
                       "period": "100us"}
     path = tmp_path / f"{dialect}.yaml"

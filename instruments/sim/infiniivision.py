@@ -95,6 +95,7 @@ def nr3(value: float) -> str:
 class InfiniiVisionModel(TdsModel):
     settings_type = KeysightSettings
     default_idn = DEFAULT_IDN
+    default_bus = "lan"  # its own interface (instruments/sim/bus.py)
 
     rearm_ns = SEGMENT_REARM_NS
     max_segments = MAX_SEGMENTS

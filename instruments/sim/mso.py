@@ -97,6 +97,7 @@ class MsoSettings(Settings):
 class MsoModel(TdsModel):
     settings_type = MsoSettings
     default_idn = DEFAULT_IDN
+    default_bus = "gigabit"  # its own interface (instruments/sim/bus.py)
     rearm_ns = FASTFRAME_REARM_NS
 
     @property

@@ -8,7 +8,8 @@ server runs on the caller's asyncio loop (the twin's); `run_in_thread` gives
 tests a loop of their own. Every message received is logged in `commands`,
 so tests can assert the exact sequence a driver sent, and `tamper` lets a test
 corrupt the reply to a given message (a preamble field, a block header) to see
-what a driver makes of a faulty instrument.
+what a driver makes of a faulty instrument. `bus` holds each reply back for the time the
+instrument's bus would take to carry it (instruments/sim/bus.py); the loopback's by default.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Protocol, Self, TypeVar
 
 import numpy as np
 
+from instruments.sim.bus import BUSES, BusProfile, bus_profile
 from instruments.sim.infiniivision import InfiniiVisionModel
 from instruments.sim.mso import MsoModel
 from instruments.sim.signal import LogicSignal
@@ -66,8 +68,10 @@ class SCPIServer:
         *,
         mute: bool = False,
         command_log_size: int = 100_000,
+        bus: BusProfile = BUSES["loopback"],
     ) -> None:
         self.host = host
+        self.bus = bus
         self._requested_port = port
         self.mute = mute
         self.model = model
@@ -152,6 +156,9 @@ class SCPIServer:
                 if reply is not None and edit is not None:
                     reply = edit(reply)
                 if reply is not None:
+                    delay = self.bus.reply_s(len(reply) + 1)
+                    if delay > 0:
+                        await asyncio.sleep(delay)  # the bus is busy this long; the loopback is not
                     send(writer, reply)
                     await writer.drain()
         except (ConnectionError, ValueError, asyncio.CancelledError):
@@ -211,6 +218,10 @@ class SimScopeServer(SCPIServer):
     sample-clock phase reproducible. `channel_sources` probes more channels
     (e.g. {2: a ResponseSource}), on `source`'s clock. `mute=True` accepts connections and reads
     everything but never answers (for timeout tests); `tamper` alters chosen replies.
+
+    `bus` is how replies reach the host: "loopback" (no delay, the default), a name from
+    `instruments.sim.bus.BUSES`, "model" for the instrument's own interface (GPIB for the
+    TDS, LAN for the InfiniiVision, gigabit LAN for the MSO), or a `BusProfile`.
     """
 
     thread_name = "sim-scope"
@@ -234,6 +245,7 @@ class SimScopeServer(SCPIServer):
         idn: str | None = None,
         command_log_size: int = 100_000,
         channel_sources: Mapping[int, EdgeSource] | None = None,
+        bus: str | BusProfile = "loopback",
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"the sim speaks {tuple(DIALECTS)}, not {dialect!r}")
@@ -248,7 +260,9 @@ class SimScopeServer(SCPIServer):
             idn=idn,
             channel_sources=channel_sources,
         )
-        super().__init__(model, host, port, mute=mute, command_log_size=command_log_size)
+        if isinstance(bus, str):
+            bus = bus_profile(model.default_bus if bus == "model" else bus)
+        super().__init__(model, host, port, mute=mute, command_log_size=command_log_size, bus=bus)
 
     @property
     def acquisitions(self) -> list[AcquisitionInfo]:

@@ -179,6 +179,7 @@ class Record:
 class TdsModel:
     settings_type: type[Settings] = Settings
     default_idn = DEFAULT_IDN
+    default_bus = "gpib"  # its own interface (instruments/sim/bus.py)
 
     def __init__(
         self,

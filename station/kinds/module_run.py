@@ -14,6 +14,7 @@ import asyncssh
 import numpy as np
 
 from station import records
+from station.bench import bus_text
 from station.capture_accounting import AcquisitionLog, MeasurementTally, capture_summary
 from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
 from station.store import StoreError, read_csv_lines, write_parquet
@@ -178,7 +179,8 @@ class ModuleRun(Measurement):
             "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},
             "acquisitions": self.ctx.progress.acquisitions,
             "capture": capture_summary(self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),
-                                       np.asarray(self.arrival_seq), self.period_ns),
+                                       np.asarray(self.arrival_seq), self.period_ns)
+            | {"bus": bus_text(self.ctx.campaign.bench.scope)},
             **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
             "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
         }

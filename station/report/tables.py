@@ -312,6 +312,7 @@ def capture_table(report: Mapping[str, Any]) -> Table | None:
         rows.append([
             _t(r.get("id")),
             _t(c.get("strategy")),
+            _t(c.get("bus") or MISSING),
             _n(count_text(c.get("acquisitions"))),
             _n(count_text(c.get("frames"))),
             _n(count_text(c.get("pulses"))),
@@ -323,13 +324,14 @@ def capture_table(report: Mapping[str, Any]) -> Table | None:
     if not rows:
         return None
     return Table("capture", "Scope capture: how many of the events the scope saw", [
-        "Run", "Strategy", "Acquisitions", "Frames", "Pulses", "Events in window", "Capture ratio",
+        "Run", "Strategy", "Bus", "Acquisitions", "Frames", "Pulses", "Events in window", "Capture ratio",
         "Dead time per acquisition (ms)", "Dead share of the window"], rows,
         ["Capture ratio: pulses captured ÷ events the target emitted between the first acquisition's "
          "arming and the last one's transfer (counted from the record stream's sequence numbers). Dead "
          "time: that window less the time the records (or the frames) cover: re-arming, waiting for a "
          "trigger, transfer and extraction. waveform: single long records; segmented: FastFrame / "
-         "segmented memory, one pulse a frame placed by the scope's time tags."])
+         "segmented memory, one pulse a frame placed by the scope's time tags. Bus: how the data reached "
+         "the station; on the twin, the simulated bus that holds each reply back (instruments/sim/bus.py)."])
 
 
 def scope_measurement_table(report: Mapping[str, Any]) -> Table | None:
