@@ -304,7 +304,7 @@ def scope_check(
         _fail(str(exc))
 
 
-CaptureMode = enum.Enum("CaptureMode", {name: name for name in ("waveform", "segmented")}, type=str)
+CaptureMode = enum.Enum("CaptureMode", {name: name for name in ("waveform", "segmented", "measurement")}, type=str)
 
 
 @scope_app.command("capture")
@@ -314,7 +314,8 @@ def scope_capture(
     channel: int = typer.Option(None, help="the channel probed, which triggers (1-4; default 1)"),
     mode: CaptureMode = typer.Option("waveform", help="waveform: single long records, every pulse in each; "
                                      "segmented: FastFrame / segmented memory, one pulse a frame (tektronix_mso, "
-                                     "keysight_infiniivision)"),
+                                     "keysight_infiniivision); measurement: the scope's own pulse-width "
+                                     "measurement, one row per acquisition, no waveform transfer"),
     acquisitions: int = typer.Option(..., "--acquisitions", "-n", min=1, help="how many acquisitions"),
     out: Path = typer.Option(..., "--out", "-o", help="FILE.csv or FILE.parquet, one row per pulse; the sidecar "
                              "FILE.json goes beside it"),
@@ -329,13 +330,17 @@ def scope_capture(
     threshold: str = typer.Option(None, help="pulse threshold, e.g. 1.65V, or auto: midway between the record's "
                                   "levels (default auto)"),
     segments: int = typer.Option(None, help="frames per acquisition, --mode segmented (default 1000)"),
+    cross_check_every: int = typer.Option(None, help="--mode measurement: transfer every Nth acquisition's record "
+                                          "too (from the first) and write the host's widths of the same pulses "
+                                          "beside the scope's (default 0: never)"),
     timeout: str = typer.Option(None, help="VISA timeout and how long an acquisition waits for its triggers, "
                                 "e.g. 10s (default 10s)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace FILE and its sidecar if they exist",
                                    metavar=FLAG),
 ) -> None:
     """Take acquisitions and write every pulse (width, start, 10-90 % rise time) to CSV or Parquet
-    (docs/scope-capture.md); `station import FILE` makes it a results directory."""
+    (docs/scope-capture.md); `station import FILE` makes it a results directory. --mode measurement
+    writes the scope's own width measurement of each acquisition instead."""
     from instruments.scope import ScopeError
     from station.store import StoreError
 
@@ -344,7 +349,7 @@ def scope_capture(
             resource, dialect.value, mode.value, require_units=True, timeout=timeout, channel=channel,
             volts_per_div=volts_per_div, position_div=position_div, time_per_div=time_per_div,
             record_length=record_length, trigger_level=trigger_level, trigger_position_pct=trigger_position_pct,
-            threshold=threshold, segments=segments)
+            threshold=threshold, segments=segments, cross_check_every=cross_check_every)
         api.check_capture_output(out, overwrite)
     except api.CaptureOptionError as exc:
         _fail(str(exc))
@@ -367,8 +372,9 @@ def scope_capture(
     except api.CaptureFailed as exc:
         end_progress()
         s = exc.summary
-        _fail(f"{exc} (kept {s.pulses} pulses of {s.acquisitions} acquisitions in {s.path}; sidecar {s.sidecar})",
-              EXIT_SCOPE_ERROR)
+        kept = (f"the measurements of {s.acquisitions} acquisitions" if s.mode == "measurement"
+                else f"{s.pulses} pulses of {s.acquisitions} acquisitions")
+        _fail(f"{exc} (kept {kept} in {s.path}; sidecar {s.sidecar})", EXIT_SCOPE_ERROR)
     except ScopeError as exc:  # when the scope is opened: nothing written
         _fail(str(exc), EXIT_SCOPE_ERROR)
     except api.CaptureOptionError as exc:
@@ -383,8 +389,16 @@ def scope_capture(
         typer.secho(f"interrupted{kept}", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     end_progress()
-    resolved = "" if not summary.pulses else f", rise time resolved for {summary.resolved_rise}"
-    typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {summary.pulses} pulses{resolved}")
+    if summary.measurement is not None:
+        m = summary.measurement
+        checked = "" if not m["cross_checked"] else (
+            f", {m['cross_checked']} cross-checked on the host (largest difference "
+            f"{m['largest_difference_s'] * 1e9:.3g} ns)")
+        typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {m['valid']} with a measurement "
+                   f"of {summary.pulses} pulses{checked}")
+    else:
+        resolved = "" if not summary.pulses else f", rise time resolved for {summary.resolved_rise}"
+        typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {summary.pulses} pulses{resolved}")
     typer.echo(f"wrote {summary.sidecar}")
 
 

@@ -4,6 +4,10 @@ when the acquisition was armed — in CSV (appended and flushed per acquisition)
 (written at the end, or at the failure), and a sidecar JSON beside it (FILE.json) saying what
 was asked of which instrument, what it applied, and how the capture ended.
 
+In measurement mode no waveform crosses the bus: one row per acquisition with the scope's own
+pulse-width measurement of it (the campaign's scope_measurements.csv columns), and, every Nth
+acquisition with `cross_check_every`, the host's extraction of the same record beside it.
+
 The scope is opened and configured by the campaign's own path (ScopeSession.open with a
 ScopeSettingsConfig, so a setting is checked, and refused with the message, as in a campaign
 file); `station import FILE` makes the file a results directory that `station report` reads."""
@@ -14,6 +18,7 @@ import dataclasses
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,14 +31,15 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from instruments.rise_time import MIN_SAMPLES
-from instruments.scope import ScopeError
+from instruments.scope import ScopeError, WidthMeasurement
+from station.capture_accounting import MeasurementTally
 from station.config import ScopeSettingsConfig, explain_validation_error
 from station.scope_session import DetailedCapture, ScopeSession
 from station.store import Appender, StoreError, station_version
 
 SCHEMA = "irq-station/scope-capture"
 SCHEMA_VERSION = 1
-MODES = ("waveform", "segmented")
+MODES = ("waveform", "segmented", "measurement")
 FORMATS = {".csv": "csv", ".parquet": "parquet"}
 MAX_ACQUISITIONS = 10_000_000
 PARQUET_METADATA_KEY = b"irq_station.scope_capture"  # the sidecar, in the Parquet file's key-value metadata
@@ -51,6 +57,27 @@ COLUMNS: dict[str, tuple[str, str | None, str]] = {
     "armed_host_s": ("float64", "s", "the host's wall clock (Unix time, time.time()) just before the acquisition "
                      "was armed"),
 }
+
+#: The columns of a measurement-mode file, in order: the campaign's scope_measurements.csv.
+MEASUREMENT_COLUMNS: dict[str, tuple[str, str | None, str]] = {
+    "acquisition": ("int64", None, "the acquisition (one arming of the scope), from 0"),
+    "armed_host_s": ("float64", "s", "the host's wall clock (Unix time, time.time()) just before the acquisition "
+                     "was armed"),
+    "count": ("int64", None, "the pulses the scope's width measurement covers: every complete pulse of the record "
+              "(scope_measures \"all\": the measurement's population) or the record's first (\"first\": 1); 0 when "
+              "the scope had no valid value (9.9E37)"),
+    "mean_s": ("float64", "s", "the mean positive pulse width the scope measured (NaN where count is 0)"),
+    "min_s": ("float64", "s", "the smallest positive pulse width the scope measured (NaN where count is 0)"),
+    "max_s": ("float64", "s", "the largest positive pulse width the scope measured (NaN where count is 0)"),
+    "host_count": ("int64", None, "cross-checked acquisitions: the same pulses (all of the record's, or its first) "
+                   "as the host extracts them from the transferred record; empty (Parquet: null) where the "
+                   "acquisition was not cross-checked"),
+    "host_mean_s": ("float64", "s", "the host's mean width of those pulses (NaN where host_count is 0; empty / "
+                    "null where not cross-checked)"),
+    "host_min_s": ("float64", "s", "the host's smallest width of those pulses (as host_mean_s)"),
+    "host_max_s": ("float64", "s", "the host's largest width of those pulses (as host_mean_s)"),
+}
+_NULLABLE = ("host_count", "host_mean_s", "host_min_s", "host_max_s")  # null: not cross-checked
 
 #: ScopeSettingsConfig field -> the `station scope capture` option that sets it.
 OPTIONS = {"capture": "--mode", "resource": "--resource", "dialect": "--dialect"}
@@ -74,6 +101,8 @@ class CaptureSummary:
     acquisitions: int = 0
     pulses: int = 0
     resolved_rise: int = 0  # pulses whose rise time the sample interval resolves
+    # measurement mode: the scope's numbers over the capture (MeasurementTally.summary()), else None
+    measurement: dict[str, Any] | None = None
     frames: int = 0
     live_s: float = 0.0
     status: str = "running"
@@ -108,6 +137,12 @@ def capture_settings(resource: str, dialect: str = "tektronix_tds", mode: str = 
         raise CaptureOptionError(f"--mode: {mode!r}: expected {' or '.join(MODES)}")
     if mode != "segmented" and settings.get("segments") is not None:
         raise CaptureOptionError("--segments: frames per acquisition are for --mode segmented")
+    if mode != "measurement" and settings.get("cross_check_every") is not None:
+        raise CaptureOptionError("--cross-check-every: transfers a record beside the scope's own measurement: "
+                                 "for --mode measurement")
+    if mode == "measurement" and settings.get("threshold") is not None and not settings.get("cross_check_every"):
+        raise CaptureOptionError("--threshold: the scope measures at its own reference level; the host's threshold "
+                                 "is for the records of --cross-check-every in --mode measurement")
     unknown = sorted(set(settings) - (set(ScopeSettingsConfig.model_fields) - {"kind", "resource", "dialect",
                                                                                 "capture"}))
     if unknown:
@@ -147,16 +182,19 @@ def check_capture_output(out: Path, overwrite: bool = False) -> str:
 
 
 def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int, *, overwrite: bool = False,
-                    on_acquisition: Callable[[CaptureSummary, DetailedCapture], None] | None = None,
+                    on_acquisition: Callable[[CaptureSummary, DetailedCapture | WidthMeasurement], None]
+                    | None = None,
                     ) -> CaptureSummary:
     """Open and configure the scope `settings` name, take `acquisitions` acquisitions, and write
-    one row per pulse to `out` (.csv or .parquet) and the sidecar FILE.json.
+    one row per pulse to `out` (.csv or .parquet) and the sidecar FILE.json; in measurement mode
+    one row per acquisition, the scope's own width measurement of it (MEASUREMENT_COLUMNS).
 
     A scope that cannot be opened raises its ScopeError, and nothing is written. A ScopeError
     during the capture raises CaptureFailed once the rows of the acquisitions before it are in
     the file (and the sidecar says "failed" with the scope's message); an interruption
     (KeyboardInterrupt) leaves the file and the sidecar likewise ("interrupted") and is raised.
-    `on_acquisition` is called after each acquisition's rows are written."""
+    `on_acquisition` is called after each acquisition's rows are written, with the summary and
+    the acquisition (a DetailedCapture; measurement mode: the scope's WidthMeasurement)."""
     out = Path(out)
     fmt = check_capture_output(out, overwrite)
     if settings.capture not in MODES:
@@ -177,17 +215,30 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
         for path in (out, summary.sidecar):
             if overwrite and path.exists():
                 path.unlink()
-        writer: _Writer = _CsvWriter(out) if fmt == "csv" else _ParquetWriter(out)
+        measuring = settings.capture == "measurement"
+        columns = MEASUREMENT_COLUMNS if measuring else COLUMNS
+        writer = _CsvWriter(out, columns) if fmt == "csv" else _ParquetWriter(out, columns)
+        tally = MeasurementTally() if measuring else None
+        if tally is not None:
+            summary.measurement = _measurement_summary(tally)
         _write_sidecar(summary, settings)  # "running": a capture killed outright still says what it was
         try:
             for k in range(acquisitions):
-                got = session.capture_detailed()
-                writer.add(k, got)
+                if tally is not None:
+                    got: DetailedCapture | WidthMeasurement = _measure(session, tally, writer, k,
+                                                                       settings.cross_check_every)
+                    summary.measurement = _measurement_summary(tally)
+                    summary.pulses += got.count
+                    summary.frames += 1
+                    summary.live_s += session.record_span_s
+                else:
+                    got = session.capture_detailed()
+                    writer.add_rows(_pulse_rows(k, got))
+                    summary.pulses += len(got.width_s)
+                    summary.resolved_rise += int(np.isfinite(got.rise_s).sum())
+                    summary.frames += got.frames
+                    summary.live_s += got.live_s
                 summary.acquisitions += 1
-                summary.pulses += len(got.width_s)
-                summary.resolved_rise += int(np.isfinite(got.rise_s).sum())
-                summary.frames += got.frames
-                summary.live_s += got.live_s
                 if on_acquisition is not None:
                     on_acquisition(summary, got)
             summary.status = "complete"
@@ -213,28 +264,74 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
     return summary
 
 
+def _measure(session: ScopeSession, tally: MeasurementTally, writer: _Writer, acquisition: int,
+             every: int) -> WidthMeasurement:
+    """One acquisition measured by the scope (the campaign's ScopeSession.measure and
+    MeasurementTally: with a cross-check every `every`th, from 0, the host's numbers of the
+    same pulses beside the scope's), its row written."""
+    armed = time.time()
+    m, host = session.measure(cross_check=every > 0 and acquisition % every == 0)
+    same = tally.add(m.count, m.mean_s, m.min_s, m.max_s, m.scope, host)
+    # None (a null: not cross-checked) is not NaN (cross-checked, and the host found no pulse)
+    host_count, *host_s = (None,) * 4 if same is None else same
+    writer.add_rows({
+        "acquisition": np.array([acquisition], np.int64), "armed_host_s": np.array([armed]),
+        "count": np.array([m.count], np.int64), "mean_s": np.array([m.mean_s]), "min_s": np.array([m.min_s]),
+        "max_s": np.array([m.max_s]), "host_count": np.array([host_count], object),
+        **{name: np.array([v], object) for name, v in zip(_NULLABLE[1:], host_s, strict=True)},
+    })
+    return m
+
+
+def _measurement_summary(tally: MeasurementTally) -> dict[str, Any]:
+    """The sidecar's `measurement`: the campaign's summary of the scope's numbers (the manifest's
+    scope_measurement), `scope_measures` None before the first acquisition."""
+    return {**tally.summary(), "scope_measures": tally.kind or None}
+
+
+def _pulse_rows(acquisition: int, got: DetailedCapture) -> dict[str, np.ndarray]:
+    n = len(got.width_s)
+    return {
+        "acquisition": np.full(n, acquisition, np.int64), "frame": np.asarray(got.frame, np.int64),
+        "start_s": np.asarray(got.start_s, np.float64), "width_s": np.asarray(got.width_s, np.float64),
+        "rise_s": np.asarray(got.rise_s, np.float64), "armed_host_s": np.full(n, got.armed_host_s, np.float64),
+    }
+
+
 # --- the file --------------------------------------------------------------------------------------
 
 
 class _Writer:
-    def add(self, acquisition: int, got: DetailedCapture) -> None:
+    def add_rows(self, rows: dict[str, np.ndarray]) -> None:
+        """One acquisition's rows, a column each (in any order; object arrays hold None for null)."""
         raise NotImplementedError
 
     def close(self, sidecar: dict[str, Any]) -> None:
         raise NotImplementedError
 
 
+#: How a CSV writes a value of each column (None, a null: an empty field).
+_CSV_FORMAT: dict[str, Callable[[Any], str]] = {
+    "start_s": lambda v: f"{v:.12e}", "width_s": lambda v: f"{v:.12e}", "rise_s": lambda v: _number(v),
+    "armed_host_s": lambda v: f"{v:.6f}",
+    **{name: lambda v: _number(v, 12) for name in ("mean_s", "min_s", "max_s", "host_mean_s", "host_min_s",
+                                                   "host_max_s")},
+}
+
+
 class _CsvWriter(_Writer):
     """Appended and flushed per acquisition: a failure keeps every row written before it."""
 
-    def __init__(self, path: Path) -> None:
-        self.file = Appender(path, header=",".join(COLUMNS) + "\n")
+    def __init__(self, path: Path, columns: Mapping[str, tuple[str, str | None, str]]) -> None:
+        self.columns = list(columns)
+        self.file = Appender(path, header=",".join(self.columns) + "\n")
 
-    def add(self, acquisition: int, got: DetailedCapture) -> None:
-        armed = f"{got.armed_host_s:.6f}"
+    def add_rows(self, rows: dict[str, np.ndarray]) -> None:
+        formats = [_CSV_FORMAT.get(name, str) for name in self.columns]
+        values = zip(*(rows[name].tolist() for name in self.columns), strict=True)
         self.file.write("".join(
-            f"{acquisition},{f},{s:.12e},{w:.12e},{_number(r)},{armed}\n"
-            for f, s, w, r in zip(got.frame.tolist(), got.start_s, got.width_s, got.rise_s, strict=True)
+            ",".join("" if v is None else fmt(v) for fmt, v in zip(formats, row, strict=True)) + "\n"
+            for row in values
         ), flush=True)
 
     def close(self, sidecar: dict[str, Any]) -> None:
@@ -245,21 +342,18 @@ class _ParquetWriter(_Writer):
     """Rows collected, then written whole (to a temporary name, then renamed) at the end or at
     the failure; the sidecar rides along in the file's key-value metadata."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, columns: Mapping[str, tuple[str, str | None, str]]) -> None:
         self.path = path
+        self.columns = columns
         self.parts: list[dict[str, np.ndarray]] = []
 
-    def add(self, acquisition: int, got: DetailedCapture) -> None:
-        n = len(got.width_s)
-        self.parts.append({
-            "acquisition": np.full(n, acquisition, np.int64), "frame": np.asarray(got.frame, np.int64),
-            "start_s": np.asarray(got.start_s, np.float64), "width_s": np.asarray(got.width_s, np.float64),
-            "rise_s": np.asarray(got.rise_s, np.float64), "armed_host_s": np.full(n, got.armed_host_s, np.float64),
-        })
+    def add_rows(self, rows: dict[str, np.ndarray]) -> None:
+        self.parts.append(rows)
 
     def close(self, sidecar: dict[str, Any]) -> None:
-        columns = {name: np.concatenate([p[name] for p in self.parts]) if self.parts else np.empty(0, kind)
-                   for name, (kind, _, _) in COLUMNS.items()}
+        columns = {name: pa.array(np.concatenate([p[name] for p in self.parts]) if self.parts else [],
+                                  type=pa.from_numpy_dtype(np.dtype(kind)), from_pandas=False)
+                   for name, (kind, _, _) in self.columns.items()}
         table = pa.table(columns).replace_schema_metadata({PARQUET_METADATA_KEY: json.dumps(sidecar).encode()})
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
@@ -270,17 +364,21 @@ class _ParquetWriter(_Writer):
             raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
 
-def _number(value: float) -> str:
-    return f"{value:.6e}" if math.isfinite(value) else "nan"
+def _number(value: float, digits: int = 6) -> str:
+    return f"{value:.{digits}e}" if math.isfinite(value) else "nan"
 
 
 # --- the sidecar -----------------------------------------------------------------------------------
 
 
 def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str, Any]:
-    asked = settings.model_dump(exclude={"kind", "resource", "cross_check_every"})
+    asked = settings.model_dump(exclude={"kind", "resource", "bus", "bus_rate"})  # bus: the twin's only
     if settings.capture != "segmented":
         asked.pop("segments", None)
+    measuring = settings.capture == "measurement"
+    if not measuring:
+        asked.pop("cross_check_every", None)
+    columns = MEASUREMENT_COLUMNS if measuring else COLUMNS
     return _jsonable({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -296,17 +394,18 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
         "acquisitions_requested": summary.acquisitions_requested,
         "acquisitions": summary.acquisitions,
         "pulses": summary.pulses,
-        "rise_resolved": summary.resolved_rise,
+        "rise_resolved": None if measuring else summary.resolved_rise,
         "frames": summary.frames,
         "live_s": summary.live_s,
         "start_utc": summary.start_utc,
         "end_utc": summary.end_utc,
         "settings_requested": _jsonable(asked),
         "settings_applied": summary.applied,
-        "rise_time": {"low_pct": 10, "high_pct": 90, "levels": "histogram modes of the record's lower and upper "
-                      "halves", "min_samples_on_edge": MIN_SAMPLES},
+        **({"measurement": summary.measurement} if measuring else {
+            "rise_time": {"low_pct": 10, "high_pct": 90, "levels": "histogram modes of the record's lower and "
+                          "upper halves", "min_samples_on_edge": MIN_SAMPLES}}),
         "columns": {name: {"type": kind, "unit": unit, "description": text}
-                    for name, (kind, unit, text) in COLUMNS.items()},
+                    for name, (kind, unit, text) in columns.items()},
     })
 
 
@@ -325,6 +424,26 @@ def read_capture_sidecar(path: Path) -> dict[str, Any]:
     """The sidecar of a capture file (FILE.csv or FILE.parquet), or the sidecar itself."""
     path = Path(path)
     return json.loads((path if path.suffix == ".json" else sidecar_path(path)).read_text())
+
+
+def capture_mode_of(path: Path) -> str | None:
+    """The mode of a `station scope capture` file — a Parquet file's embedded sidecar, else the
+    sidecar beside it — or None when it has neither (not a capture's, or its sidecar is gone)."""
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".parquet":
+            meta = pq.read_schema(path).metadata or {}
+            if PARQUET_METADATA_KEY in meta:
+                return _mode_in(json.loads(meta[PARQUET_METADATA_KEY]))
+        return _mode_in(read_capture_sidecar(path))
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
+def _mode_in(sidecar: object) -> str | None:
+    if isinstance(sidecar, dict) and sidecar.get("schema") == SCHEMA and sidecar.get("mode") in MODES:
+        return sidecar["mode"]
+    return None
 
 
 def _jsonable(value: Any) -> Any:

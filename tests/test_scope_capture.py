@@ -2,8 +2,10 @@
 simulated scopes over TCP, one row per pulse in CSV and Parquet, the sidecar, `station import`
 and `station report` of the file; a scope that goes silent or away mid-capture; bad options.
 The truth is the pulse source's own table (`source.width_ns(k)`) and the sim's acquisition log
-and configured rise time, never a number from the station's code. Then rise_times itself on
-known ramps and on garbage (hypothesis), and the importer's reading of capture files."""
+and configured rise time, never a number from the station's code. --mode measurement: the
+scope's own width measurement per acquisition against the source's pulses in each record.
+Then rise_times itself on known ramps and on garbage (hypothesis), and the importer's reading
+of capture files."""
 
 from __future__ import annotations
 
@@ -26,10 +28,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from instruments.rise_time import histogram_levels, record_levels, rise_times, rise_times_at
-from instruments.scope import CodeScale, Frames, Waveform
+from instruments.scope import CodeScale, Frames, Waveform, WidthMeasurement
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
 from station import api
 from station.importers import ImportInputError, import_files
+from station.scope_capture import capture_mode_of
 from tests.conftest import run_station, station_cmd
 from tests.scope_helpers import pulse_source
 
@@ -44,6 +47,12 @@ FINE = ("--time-per-div", "100us", "--record-length", "100000", *COMMON)
 COARSE = ("--time-per-div", "2.5ms", "--record-length", "100000", *COMMON)
 # 50 frames of 25 us (dt 10 ns; InfiniiVision: 5000 points, 5 ns), one pulse each
 SEGMENTS = ("--mode", "segmented", "--segments", "50", "--time-per-div", "2.5us", "--record-length", "2500", *COMMON)
+# the scope's own measurement of 1 ms records (about ten pulses each), dt 10 ns (TDS 8.3 ns)
+MEASUREMENT = ("--mode", "measurement", "--time-per-div", "100us", "--record-length", "100000", *COMMON)
+# 1 us records, 0.9 us after the trigger on a rise: no pulse (1-20 us) lies whole in one
+NO_PULSE = ("--mode", "measurement", "--time-per-div", "100ns", "--record-length", "1000", *COMMON)
+MEASUREMENT_COLUMNS = ["acquisition", "armed_host_s", "count", "mean_s", "min_s", "max_s",
+                       "host_count", "host_mean_s", "host_min_s", "host_max_s"]  # the campaign's scope_measurements
 
 
 @contextlib.contextmanager
@@ -186,6 +195,180 @@ def check_import_and_report(capture_file: Path, results: Path, rows: pd.DataFram
                                                                  "rise_s", "armed_host_s")}
 
 
+# --- --mode measurement ----------------------------------------------------------------------------
+def capture_measurements(server: SimScopeServer, dialect: str, out: Path, *args: str,
+                         n: int = 4) -> tuple[pd.DataFrame, dict, list]:
+    """Run the CLI in measurement mode; the rows (one per acquisition), the sidecar and the
+    sim's log of the acquisitions."""
+    before = len(server.acquisitions)
+    res = run_station("scope", "capture", "--resource", server.resource, "--dialect", dialect, "-n", str(n),
+                      "--out", str(out), *args, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert f"wrote {out}: {n} acquisitions" in res.stdout and f"wrote {out.with_suffix('.json')}" in res.stdout
+    rows = pd.read_csv(out) if out.suffix == ".csv" else pd.read_parquet(out)
+    assert list(rows.columns) == MEASUREMENT_COLUMNS
+    assert rows["acquisition"].tolist() == list(range(n))  # one row per acquisition, a cross-check no extra one
+    infos = server.acquisitions[before:]
+    assert len(infos) == n
+    sidecar = json.loads(out.with_suffix(".json").read_text())
+    return rows, sidecar, infos
+
+
+def record_truth_s(source: PeriodicEdgeSource, info) -> np.ndarray:  # noqa: ANN001 - AcquisitionInfo
+    """The widths (s) of the source's pulses wholly inside the acquisition's record, in order."""
+    t0 = info.first_sample_ns
+    t1 = t0 + (info.record_length - 1) * info.dt_ns
+    k = np.arange(max(int(t0 // source.period_ns) - 1, 0), int(t1 // source.period_ns) + 1)
+    lead = source.lead_ns(k)
+    whole = (lead >= t0) & (lead + source.width_ns(k) <= t1)
+    return source.width_ns(k[whole]) * 1e-9
+
+
+def expected_measurement(dialect: str, truth: np.ndarray) -> tuple[int, float, float, float]:
+    """What the scope reports of a record: every pulse's statistics (MSO MEAS1), or the first
+    pulse's width (TDS MEASUrement:IMMed, InfiniiVision :MEASure:PWIDth)."""
+    same = truth if dialect == "tektronix_mso" else truth[:1]
+    if not len(same):
+        return 0, math.nan, math.nan, math.nan
+    return len(same), same.mean(), same.min(), same.max()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_measurement_mode_is_the_scopes_numbers_per_acquisition(scope, source, suffix, tmp_path) -> None:
+    """Each row is the scope's measurement of its acquisition: the source's pulses in that
+    record within a sample interval; every second one cross-checked on the host, the others not."""
+    dialect, server = scope
+    out = tmp_path / f"measured{suffix}"
+    rows, sidecar, infos = capture_measurements(server, dialect, out, *MEASUREMENT, "--cross-check-every", "2")
+    dt = sidecar["settings_applied"]["sample_interval_s"]
+    assert dt < 1e-7
+    for a, info in enumerate(infos):
+        assert info.dt_ns * 1e-9 == pytest.approx(dt, rel=1e-9), a
+        truth = record_truth_s(source, info)
+        assert len(truth) >= 5, a
+        count, *widths = expected_measurement(dialect, truth)
+        row = rows.iloc[a]
+        assert row["count"] == count, (a, row["count"], count)
+        got = row[["mean_s", "min_s", "max_s"]].to_numpy(np.float64)
+        assert np.all(np.abs(got - widths) < dt), (a, got, widths, dt)
+        if a % 2:  # not cross-checked: empty, not a number
+            assert row[["host_count", "host_mean_s", "host_min_s", "host_max_s"]].isna().all(), a
+        else:  # the host's extraction of the same record and the same pulses, beside the scope's
+            assert row["host_count"] == count, a
+            host = row[["host_mean_s", "host_min_s", "host_max_s"]].to_numpy(np.float64)
+            assert np.all(np.abs(host - widths) < dt), (a, host, widths, dt)
+    # the sidecar: the mode, the counts and the scope's statistics over the capture
+    assert sidecar["schema"] == "irq-station/scope-capture" and sidecar["status"] == "complete"
+    assert (sidecar["mode"], sidecar["dialect"], sidecar["idn"]) == ("measurement", dialect, server.model.idn)
+    assert sidecar["acquisitions"] == sidecar["acquisitions_requested"] == len(rows) == sidecar["frames"]
+    assert sidecar["pulses"] == rows["count"].sum() and sidecar["rise_resolved"] is None
+    assert "rise_time" not in sidecar
+    asked, applied = sidecar["settings_requested"], sidecar["settings_applied"]
+    assert (asked["capture"], asked["cross_check_every"]) == ("measurement", 2) and "segments" not in asked
+    assert applied["measurement"] is True and applied["segments"] == 1
+    assert sidecar["live_s"] == pytest.approx(len(rows) * 10 * applied["time_per_div"])
+    m = sidecar["measurement"]
+    assert m["scope_measures"] == ("all" if dialect == "tektronix_mso" else "first")
+    assert (m["acquisitions"], m["valid"], m["pulses"]) == (len(rows), (rows["count"] > 0).sum(), rows["count"].sum())
+    assert m["min_s"] == pytest.approx(rows["min_s"].min()) and m["max_s"] == pytest.approx(rows["max_s"].max())
+    checked = rows.dropna(subset=["host_count"])
+    assert m["cross_checked"] == len(checked) == (len(rows) + 1) // 2
+    largest = max((checked[s] - checked[h]).abs().max() for s, h in (("mean_s", "host_mean_s"),
+                                                                     ("min_s", "host_min_s"), ("max_s", "host_max_s")))
+    assert m["largest_difference_s"] == pytest.approx(largest, rel=1e-6, abs=1e-15) and largest < dt
+    units = {name: c["unit"] for name, c in sidecar["columns"].items()}
+    assert list(units) == MEASUREMENT_COLUMNS
+    assert [name for name, unit in units.items() if unit == "s"] == [c for c in MEASUREMENT_COLUMNS if c.endswith("_s")]
+    assert capture_mode_of(out) == "measurement"
+    if suffix == ".parquet":  # whole numbers are int64, and a row not cross-checked is null (not NaN)
+        table = pq.read_table(out)
+        types = {f.name: str(f.type) for f in table.schema}
+        assert types == {name: c["type"].replace("float64", "double") for name, c in sidecar["columns"].items()}
+        assert table.column("host_count").null_count == table.column("host_mean_s").null_count == len(rows) // 2
+        embedded = json.loads(table.schema.metadata[b"irq_station.scope_capture"])
+        assert embedded["measurement"] == m
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_record_without_a_pulse_is_nan_not_a_crash(scope, source, suffix, tmp_path) -> None:
+    """The scope's 9.9E37 (no valid value) is count 0 and NaN; the host, cross-checking, finds
+    none either (0 and NaN, not empty)."""
+    dialect, server = scope
+    out = tmp_path / f"none{suffix}"
+    rows, sidecar, infos = capture_measurements(server, dialect, out, *NO_PULSE, "--cross-check-every", "1", n=3)
+    assert [len(record_truth_s(source, info)) for info in infos] == [0, 0, 0]
+    assert rows["count"].tolist() == [0, 0, 0] and rows["host_count"].tolist() == [0, 0, 0]
+    assert rows[["mean_s", "min_s", "max_s", "host_mean_s", "host_min_s", "host_max_s"]].isna().all().all()
+    if suffix == ".csv":
+        lines = out.read_text().splitlines()[1:]
+        assert all(line.split(",")[2:] == ["0", "nan", "nan", "nan", "0", "nan", "nan", "nan"] for line in lines)
+    else:
+        table = pq.read_table(out)
+        assert table.column("mean_s").null_count == table.column("host_mean_s").null_count == 0  # NaN, not null
+    m = sidecar["measurement"]
+    assert sidecar["status"] == "complete" and sidecar["pulses"] == 0
+    assert (m["valid"], m["pulses"], m["mean_s"], m["min_s"], m["max_s"]) == (0, 0, None, None, None)
+    assert m["cross_checked"] == 3
+
+
+def test_a_scope_going_mute_mid_measurement_keeps_the_rows(source, tmp_path) -> None:
+    out = tmp_path / "measured-then-mute.csv"
+    with sim("keysight_infiniivision", source) as server:
+        proc = _started(server, out, "--mode", "measurement", "--time-per-div", "100us", "--record-length", "10000",
+                        "--timeout", "1s")
+        _wait_for(lambda: out.exists() and out.read_text().count("\n") > 5)  # the header and 5 rows
+        server.mute = True
+        _, stderr = proc.communicate(timeout=60)
+        infos = server.acquisitions
+    assert proc.returncode == 1
+    line = one_error_line(stderr)
+    assert server.resource in line and "timed out" in line
+    rows = pd.read_csv(out)
+    sidecar = json.loads(out.with_suffix(".json").read_text())
+    assert sidecar["status"] == "failed" and sidecar["error"] in line and sidecar["mode"] == "measurement"
+    assert f"kept the measurements of {len(rows)} acquisitions" in line
+    assert len(rows) == sidecar["acquisitions"] >= 5 and rows["acquisition"].tolist() == list(range(len(rows)))
+    dt = sidecar["settings_applied"]["sample_interval_s"]
+    for a, got in enumerate(rows["mean_s"]):  # every row written is whole: the scope's number of its record
+        _, first, _, _ = expected_measurement("keysight_infiniivision", record_truth_s(source, infos[a]))
+        assert abs(got - first) < dt, (a, got, first)
+
+
+def test_a_measurement_file_is_refused_by_import(source, tmp_path) -> None:
+    """No row of a measurement-mode file is a pulse: `station import` refuses it (one line,
+    exit 2, nothing made) rather than reading statistics as pulses."""
+    with sim("tektronix_mso", source) as server:
+        for suffix in (".csv", ".parquet"):
+            out = tmp_path / f"m-{suffix[1:]}{suffix}"
+            capture_measurements(server, "tektronix_mso", out, *MEASUREMENT, n=2)
+            res = run_station("import", str(out), "--out", str(tmp_path / f"results{suffix}"), "--no-report")
+            assert res.returncode == 2, res.stdout
+            assert one_error_line(res.stderr).startswith(f"error: {out}")
+            assert "--mode measurement" in res.stderr and "no pulses" in res.stderr  # says why, by the mode
+            assert not (tmp_path / f"results{suffix}").exists()
+
+
+def test_the_python_api_in_measurement_mode(source, tmp_path) -> None:
+    with pytest.raises(api.CaptureOptionError, match=r"^--segments: "):
+        api.capture_settings("R", "tektronix_mso", "measurement", segments=10)
+    with pytest.raises(api.CaptureOptionError, match=r"^--cross-check-every: .*--mode measurement"):
+        api.capture_settings("R", "tektronix_mso", "waveform", cross_check_every=3)
+    seen: list[WidthMeasurement] = []
+    with sim("tektronix_tds", source) as server:
+        cfg = api.capture_settings(server.resource, "tektronix_tds", "measurement", time_per_div=100e-6,
+                                   record_length=100_000, trigger_level=1.65, timeout=5)
+        summary = api.capture_to_file(cfg, tmp_path / "m.parquet", 3, on_acquisition=lambda s, m: seen.append(m))
+        infos = server.acquisitions[-3:]
+    dt = summary.applied["sample_interval_s"]
+    assert summary.status == "complete" and summary.mode == "measurement" and summary.acquisitions == 3
+    assert all(isinstance(m, WidthMeasurement) for m in seen) and sum(m.count for m in seen) == summary.pulses
+    for m, info in zip(seen, infos, strict=True):
+        assert abs(m.mean_s - record_truth_s(source, info)[0]) < dt
+    rows = pd.read_parquet(summary.path)
+    np.testing.assert_array_equal(rows["mean_s"], [m.mean_s for m in seen])
+    assert rows["host_count"].isna().all() and summary.measurement["cross_checked"] == 0
+
+
 # --- a scope that fails ---------------------------------------------------------------------------
 def one_error_line(stderr: str) -> str:
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
@@ -263,6 +446,10 @@ def test_a_scope_gone_mid_capture_still_writes_the_parquet(source, tmp_path) -> 
     (("--timeout", "0s"), "--timeout"),
     (("--mode", "segmented"), "--mode"),  # the TDS has no segmented memory
     (("--segments", "10"), "--segments"),  # waveform mode
+    (("--mode", "measurement", "--segments", "10"), "--segments"),  # the scope measures a single record
+    (("--cross-check-every", "4"), "--cross-check-every"),  # waveform mode: every record is transferred
+    (("--mode", "measurement", "--cross-check-every", "-1"), "--cross-check-every"),
+    (("--mode", "measurement", "--threshold", "1.65V"), "--threshold"),  # no record for the host to threshold
     (("--out", "capture.txt"), "--out"),
 ])
 def test_bad_options_name_the_option(args, option, tmp_path) -> None:

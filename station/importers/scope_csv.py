@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from station.importers.source import ImportInputError, Source
+from station.importers.source import MEASUREMENT_FILE, ImportInputError, Source, is_measurement_capture
 
 COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # the station's hw_pulses.csv, always written
 OPTIONAL = ("frame", "rise_s")  # written after them when the file has them
@@ -132,6 +132,8 @@ def _layout(src: Source, header: list[str], lineno: int | None) -> tuple[dict[st
             raise ImportInputError(src.path, f"columns {layout[name]!r} and {col!r} both give {name}", line=lineno)
         layout[name] = col
         scale[name] = UNITS[m.group(2)] if m else 1.0
+    if "width_s" not in layout and is_measurement_capture(header):
+        raise ImportInputError(src.path, MEASUREMENT_FILE, line=lineno)
     if "width_s" not in layout:
         raise ImportInputError(src.path, f"header {','.join(header)[:80]!r} has no width column "
                                "(width_s, width_ms, width_us or width_ns)", line=lineno)

@@ -31,6 +31,17 @@ class ImportInputError(ValueError):
         self.line = line
 
 
+MEASUREMENT_COLUMNS = frozenset({"count", "mean_s", "min_s", "max_s"})  # station scope capture --mode measurement
+MEASUREMENT_FILE = ("a `station scope capture --mode measurement` file: the scope's own width statistics per "
+                    "acquisition, not one row per pulse, so there are no pulses to import (docs/scope-capture.md)")
+
+
+def is_measurement_capture(columns: object) -> bool:
+    """Whether a header's columns are those of a measurement-mode capture (no per-pulse widths)."""
+    names = {str(c).strip().lower() for c in columns}  # type: ignore[attr-defined]
+    return names >= MEASUREMENT_COLUMNS
+
+
 @dataclass(frozen=True)
 class Source:
     """A file as read once: everything imported from it comes from these bytes."""
@@ -84,6 +95,8 @@ def detect(src: Source) -> str:
             first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
             if "," in first and "width" in first.lower():
                 return "scope"
+            if is_measurement_capture(first.split(",")):
+                raise ImportInputError(src.path, MEASUREMENT_FILE, line=1)
             raise ImportInputError(src.path, "text that is neither cyclictest output (JSON, '# Histogram' or "
                                    "'T: n' status lines) nor a scope CSV (a header naming a width column)", line=1)
     n = len(data) // records.LEGACY_DTYPE.itemsize
