@@ -366,6 +366,11 @@ class StreamPairer:
             first[idx[ok]] = chosen[ok]
             for i in idx[~ok & (edge | ~won)]:  # off the line (a stalled scope, a clock step): the wide search
                 search_one(int(i), int(arrived[i]) + int(np.median(lags)), near)
+                if first[i] < 0:
+                    # as in the bootstrap: a scope armed late on a loaded host (tens of ms after
+                    # its arm time was noted) is hundreds of events off the line and the median
+                    # lag, yet inside the whole window the arrival times allow
+                    search_one(int(i), int(arrived[i]), window)
             done = idx[first[idx] >= 0]
             self._remember(a.armed[done], first[done])
         self.acquisitions += len(a.ids)
