@@ -14,14 +14,17 @@ import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from station.config import Campaign, ScopeSettingsConfig, TargetSettings
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
 from station.target.audit import audit
 
+if TYPE_CHECKING:
+    from instruments.sim.bus import BusProfile
 
-def twin_bus(scope: ScopeSettingsConfig) -> Any:
+
+def twin_bus(scope: ScopeSettingsConfig) -> BusProfile:
     """The twin scope's bus (instruments/sim/bus.py): the named profile, at `bus_rate` if one is given."""
     from instruments.sim.bus import bus_profile
     from instruments.sim.server import DIALECTS
