@@ -255,6 +255,16 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def resource_kind(resource: str) -> tuple[str, str]:
+    """A VISA resource string's (interface type, resource class), e.g. ("GPIB", "INSTR");
+    empty strings where PyVISA cannot parse it."""
+    try:
+        parsed = rname.parse_resource_name(resource)
+    except (errors.Error, ValueError):
+        return "", ""
+    return parsed.interface_type, parsed.resource_class
+
+
 def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> ScpiSession:
     """Open a VISA resource with the "\\n" read and write terminations SCPI instruments use.
 
@@ -296,12 +306,7 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> 
             detail=f"{_one_line(exc)}: check the resource string and that the instrument is reachable",
         ) from None
     # what ends a reply: END (an INSTR on an interface that has it), the LF (SOCKET, serial INSTR)
-    try:
-        parsed = rname.parse_resource_name(resource)
-    except (errors.Error, ValueError):
-        parsed = None
-    kind = "" if parsed is None else parsed.resource_class
-    interface = "" if parsed is None else parsed.interface_type
+    interface, kind = resource_kind(resource)
     ends = (
         "END" if kind == "INSTR" and interface in ("TCPIP", "GPIB", "USB", "VICP")
         else "LF" if kind == "SOCKET" or (kind == "INSTR" and interface == "ASRL")

@@ -42,9 +42,9 @@ def bus_text(scope: ScopeSettingsConfig) -> str:
             return f"twin, {bus.name} (no delay)"
         return f"twin, {bus.name}: {1e3 * bus.overhead_s:g} ms a reply + {bus.bytes_per_s / 1e3:g} kB/s"
     if scope.kind == "visa" and scope.resource:
-        parts = scope.resource.split("::")
-        kind = parts[-1].upper() if len(parts) > 1 else ""
-        return " ".join(p for p in (parts[0].upper().rstrip("0123456789"), kind) if p)
+        from instruments.scpi import resource_kind
+
+        return " ".join(part for part in resource_kind(scope.resource) if part) or scope.resource
     return "none"
 
 
