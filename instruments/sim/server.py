@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, Self, TypeVar
@@ -31,6 +32,8 @@ from instruments.sim.source import EdgeSource
 from instruments.sim.tds import AcquisitionInfo, TdsModel
 
 LONG_REPLY = 1 << 16  # bytes from which a reply is sent without concatenating its terminator
+PACED_SLICE = 4096  # bytes a paced reply sends at a time, at least
+PACED_SLICE_S = 0.002  # ... or what the bus carries in this long (fewer wake-ups on a fast bus)
 # the dialect names of instruments.dialects.DIALECTS -> the instrument model speaking it
 DIALECTS: dict[str, type[TdsModel]] = {
     "tektronix_tds": TdsModel,
@@ -156,11 +159,7 @@ class SCPIServer:
                 if reply is not None and edit is not None:
                     reply = edit(reply)
                 if reply is not None:
-                    delay = self.bus.reply_s(len(reply) + 1)
-                    if delay > 0:
-                        await asyncio.sleep(delay)  # the bus is busy this long; the loopback is not
-                    send(writer, reply)
-                    await writer.drain()
+                    await send_over(writer, reply, self.bus)
         except (ConnectionError, ValueError, asyncio.CancelledError):
             pass  # client gone, over-long line, or server stopping
         # end normally even when stop() cancelled us: on Python 3.11 a connection task
@@ -169,6 +168,39 @@ class SCPIServer:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await writer.wait_closed()
         self._handlers.discard(task)
+
+
+async def send_over(writer: asyncio.StreamWriter, reply: bytes, bus: BusProfile) -> None:
+    """`reply` as it would cross `bus`: the reply's fixed cost first, then its bytes paced at the
+    bus's rate, a slice at a time, none sooner than the bus would deliver it.
+
+    Pacing (not one sleep, then the whole reply at once) lets the host read and parse the
+    first frames while the last are still on the wire, as it does on a real interface.
+    """
+    total = bus.reply_s(len(reply) + 1)  # one charge per reply, its terminator included
+    if total <= 0:  # the loopback
+        send(writer, reply)
+        await writer.drain()
+        return
+    loop = asyncio.get_running_loop()
+    begun = loop.time()
+    await asyncio.sleep(bus.overhead_s)
+    step = max(PACED_SLICE, round(bus.bytes_per_s * PACED_SLICE_S)) if math.isfinite(bus.bytes_per_s) else len(reply)
+    if len(reply) <= step:
+        await asyncio.sleep(begun + total - loop.time())
+        send(writer, reply)
+        await writer.drain()
+        return
+    view, carried = memoryview(reply), total - bus.overhead_s
+    for start in range(0, len(reply), step):
+        end = min(start + step, len(reply))
+        # this slice's last byte is due once the bytes up to it have crossed at the bus's rate
+        await asyncio.sleep(begun + bus.overhead_s + carried * (end / (len(reply) + 1)) - loop.time())
+        writer.write(view[start:end])
+        await writer.drain()
+    await asyncio.sleep(begun + total - loop.time())
+    writer.write(b"\n")
+    await writer.drain()
 
 
 def send(writer: asyncio.StreamWriter, reply: bytes) -> None:

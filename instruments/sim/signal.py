@@ -73,6 +73,60 @@ class LogicSignal:
             volts += rng.normal(0.0, self.noise_v, n)
         return volts
 
+    def render_frames(
+        self,
+        pulses_ns: np.ndarray,
+        t0_ns: np.ndarray,
+        dt_ns: float,
+        n: int,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """Volts of frames of n samples, frame f at t0_ns[f] + k·dt, as an (F, n) array: what
+        `render` gives frame by frame, in a few array operations for all of them (a segmented
+        acquisition has a thousand frames; the twin must keep up with the pulses in real time).
+
+        `t0_ns` is increasing and frames are apart by more than an edge's ramp, so each edge
+        shapes at most one frame. Pulses are rows [lead, trail] on the frames' time axis.
+        """
+        idle, active = self.levels
+        frames = len(t0_ns)
+        t0 = np.asarray(t0_ns, np.float64)
+        frac = np.zeros(frames * n)
+        if len(pulses_ns) and frames:
+            lead = np.sort(pulses_ns[:, 0].astype(np.float64))
+            trail = np.sort(pulses_ns[:, 1].astype(np.float64))
+            # ideal steps at the 50 % points: a sample counts the edges at or before it; an edge's
+            # first sample is found per frame (its frame: the last one starting at or before it)
+            steps = np.zeros(frames * n + 1)
+            for edges, sign in ((lead, 1.0), (trail, -1.0)):
+                f = np.searchsorted(t0, edges, side="right") - 1
+                k = np.ceil((edges - t0[np.maximum(f, 0)]) / dt_ns)
+                first = np.where(f < 0, 0, np.where(k >= n, (f + 1) * n, f * n + np.maximum(k, 0)))
+                np.add.at(steps, first.astype(np.int64), sign)
+            frac = np.cumsum(steps[:-1])
+            self._add_frame_ramps(frac, t0, lead, +1.0, self.ramp_ns(True), dt_ns, n)
+            self._add_frame_ramps(frac, t0, trail, -1.0, self.ramp_ns(False), dt_ns, n)
+            np.clip(frac, 0.0, 1.0, out=frac)
+        volts = idle + (active - idle) * frac
+        if self.noise_v > 0:
+            volts += rng.normal(0.0, self.noise_v, frames * n)
+        return volts.reshape(frames, n)
+
+    @staticmethod
+    def _add_frame_ramps(frac: np.ndarray, t0: np.ndarray, edges: np.ndarray, sign: float, ramp: float,
+                         dt: float, n: int) -> None:
+        """`_add_ramps` over frames laid end to end in `frac` (frame f's samples from f·n)."""
+        if ramp <= 0 or not len(edges):
+            return
+        f = np.maximum(np.searchsorted(t0, edges + ramp / 2, side="right") - 1, 0)
+        k0 = np.ceil((edges - ramp / 2 - t0[f]) / dt).astype(np.int64)
+        span = int(np.ceil(ramp / dt)) + 1
+        idx = k0[:, None] + np.arange(span)[None, :]
+        x = t0[f][:, None] + idx * dt - edges[:, None]
+        corr = np.clip(x / ramp + 0.5, 0.0, 1.0) - (x >= 0)
+        ok = (idx >= 0) & (idx < n)
+        np.add.at(frac, (f[:, None] * n + idx)[ok], sign * corr[ok])
+
     @staticmethod
     def _add_ramps(frac: np.ndarray, edges: np.ndarray, sign: float, ramp: float, t0: float, dt: float) -> None:
         if ramp <= 0 or not len(edges):

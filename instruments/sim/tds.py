@@ -616,13 +616,15 @@ class TdsModel:
         done = 0  # frames digitized
         while True:
             now = self.source.now_ns()
-            while len(triggers) < count and now > search_from:
-                found = self._find_trigger(s, search_from, now)
-                if found is None:
-                    search_from = now
-                    break
-                triggers.append(found)
-                search_from = int(math.ceil(found + post_ns + self.rearm_ns + pre_ns))
+            if len(triggers) < count and now > search_from:
+                # every crossing since the last look at once; each frame's dead time skips some
+                for found in self._trigger_crossings(s, search_from, now):
+                    if found >= search_from:
+                        triggers.append(found)
+                        search_from = int(math.ceil(found + post_ns + self.rearm_ns + pre_ns))
+                        if len(triggers) == count:
+                            break
+                search_from = max(search_from, now)
             ready = sum(1 for t in triggers[done:] if t + post_ns + dt_ns + settle < now)
             if ready:
                 self._render_frames(channels, rendered, np.asarray(triggers[done:done + ready]),
@@ -640,7 +642,7 @@ class TdsModel:
             dt_ns=dt_ns, record_length=n, pt_off=pt_off, frame_triggers_ns=trig,
         )
         self.acquisitions.append(info)
-        codes = {c: np.stack(frames) for c, frames in rendered.items()}
+        codes = {c: np.concatenate(batches) for c, batches in rendered.items()}
         self.record = Record(info, xzero_ns[0] * 1e-9, s.time_per_div, s.channels, codes,
                              frame_xzero_s=(xzero_ns - pt_off * dt_ns) * 1e-9)
         self._numacq += 1
@@ -650,24 +652,19 @@ class TdsModel:
                        trig: np.ndarray, xzero_ns: np.ndarray, pt_off: int, dt_ns: float, n: int,
                        settle: float) -> None:
         """Digitize the frames triggered at `trig` on every displayed channel (one edges() call
-        per channel for them all), appending to `rendered`."""
+        and one render per channel for them all), appending an (F, n) batch to `rendered`."""
         anchors = np.floor(trig).astype(np.int64)
         first_rel = (trig - anchors) + xzero_ns - pt_off * dt_ns
-        t0 = anchors + np.floor(first_rel - settle).astype(np.int64)
-        t1 = anchors + np.ceil(first_rel + (n - 1) * dt_ns + settle).astype(np.int64) + 1
+        t0 = anchors[0] + int(np.floor(first_rel[0] - settle))
+        t1 = anchors[-1] + int(np.ceil(first_rel[-1] + (n - 1) * dt_ns + settle)) + 1
+        base = anchors[0]  # frame times from here: float64 keeps sub-ns room over a long acquisition
+        frame_t0 = (anchors - base).astype(np.float64) + first_rel
         for c, chan in channels.items():
             source = self.sources.get(c)
             pulses = (np.empty((0, 2), np.int64) if source is None
-                      else np.asarray(source.edges(int(t0[0]), int(t1[-1])), dtype=np.int64).reshape(-1, 2))
-            pulses = pulses[np.argsort(pulses[:, 0], kind="stable")]
-            longest = int((pulses[:, 1] - pulses[:, 0]).max()) if len(pulses) else 0
-            lo = np.searchsorted(pulses[:, 0], t0 - longest)
-            hi = np.searchsorted(pulses[:, 0], t1)
-            for i in range(len(trig)):
-                near = pulses[lo[i]:hi[i]]
-                near = near[near[:, 1] > t0[i]]
-                volts = self.signal.render((near - anchors[i]).astype(np.float64), first_rel[i], dt_ns, n, self.rng)
-                rendered[c].append(self._digitize(volts, chan))
+                      else np.asarray(source.edges(int(t0), int(t1)), dtype=np.int64).reshape(-1, 2))
+            volts = self.signal.render_frames((pulses - base).astype(np.float64), frame_t0, dt_ns, n, self.rng)
+            rendered[c].append(self._digitize(volts, chan))
 
     def _channel_pulses(self, channel: int, t0: int, t1: int, anchor: int) -> np.ndarray:
         """Rows [lead, trail] (ns after `anchor`) of the pulses channel `channel` sees in [t0, t1)."""
@@ -684,18 +681,23 @@ class TdsModel:
         return s.trigger_level
 
     def _find_trigger(self, s: Settings, t0: int, t1: int) -> float | None:
+        cross = self._trigger_crossings(s, t0, t1)
+        return float(cross[0]) if len(cross) else None
+
+    def _trigger_crossings(self, s: Settings, t0: int, t1: int) -> np.ndarray:
+        """The times in [t0, t1) at which the trigger source crosses the level with the slope, in order."""
         source = self.sources.get(s.trigger_source)
         if source is None:
-            return None  # a channel without a probe carries only noise around 0 V
+            return np.empty(0)  # a channel without a probe carries only noise around 0 V
         margin = int(math.ceil(max(self.signal.ramp_ns(True), self.signal.ramp_ns(False))))
         pulses = np.asarray(source.edges(t0 - margin, t1), dtype=np.int64).reshape(-1, 2)
         if not len(pulses):
-            return None
+            return np.empty(0)
         anchor = t0
         rel = (pulses - anchor).astype(np.float64)
         cross = self.signal.crossings(rel, self._trigger_level(s), s.trigger_slope == "RISE")
-        cross = cross[(cross >= 0) & (cross < t1 - anchor)]
-        return float(anchor + cross.min()) if len(cross) else None
+        cross = np.sort(cross[(cross >= 0) & (cross < t1 - anchor)])
+        return anchor + cross
 
     # --- the instrument's own measurements ---------------------------------------------------
     def _set_measure_type(self, arg: str) -> None:
