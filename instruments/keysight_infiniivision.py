@@ -127,16 +127,22 @@ class Preamble:
 
 
 def fill_holes(codes: np.ndarray) -> np.ndarray:
-    """Replace hole codes (0x00) by the sample before them (the first valid one at the start)."""
-    holes = codes == HOLE
-    if not holes.any() or holes.all():
+    """Replace hole codes (0x00) by the sample before them (the first valid one at the start).
+
+    A 2-D array is a segmented acquisition, a segment a row: each row is filled on its own, so
+    a hole at a segment's start takes that segment's first valid sample, never the previous
+    segment's last (whether the segments came in one transfer or one by one).
+    """
+    rows = np.atleast_2d(codes)
+    holes = rows == HOLE
+    if not holes.any():
         return codes
-    idx = np.where(holes, 0, np.arange(len(codes)))
-    np.maximum.accumulate(idx, out=idx)
-    filled = codes[idx]
-    first = int(np.argmax(~holes))
-    filled[:first] = codes[first]
-    return filled
+    idx = np.where(holes, -1, np.arange(rows.shape[1]))
+    np.maximum.accumulate(idx, axis=1, out=idx)
+    first = np.argmax(~holes, axis=1)  # a row of holes only stays as it is (its index 0 is a hole)
+    idx = np.where(idx < 0, first[:, None], idx)
+    filled = np.take_along_axis(rows, idx, axis=1)
+    return filled.reshape(codes.shape)
 
 
 class KeysightInfiniiVision(ScpiScope):
@@ -222,6 +228,8 @@ class KeysightInfiniiVision(ScpiScope):
         )
         if s.segments > 1:
             applied = self._configure_segments(applied)
+        else:  # single records, whatever an earlier configure() or the front panel left
+            self.acquire_mode = "realtime"
         if s.measurement:
             self.write(f":MEASure:SOURce CHANnel{s.channel}")
         self._applied = applied
@@ -259,7 +267,7 @@ class KeysightInfiniiVision(ScpiScope):
                 raise ScopeDataError(TIME_TAGS, field="reply", value=f"{len(tags)} time tags",
                                      resource=self.resource_name,
                                      detail=f":WAVeform:SEGMented:COUNt? announced {n} segments")
-            codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points * n)).reshape(n, pre.points)
+            codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points * n).reshape(n, pre.points))
         else:
             rows, tag_list = [], []
             for k in range(1, n + 1):

@@ -799,7 +799,7 @@ class ScpiInstrument(Instrument):
 class ScpiScope(Scope, ScpiInstrument):
     """The SCPI scope: `ScpiInstrument`'s discipline plus single sequences (arm, poll `busy()`, `fetch()`)."""
 
-    busy_poll_s = (0.001, 0.02)  # polling interval while a sequence runs: first, largest
+    busy_poll_s = (0.001, 0.005)  # polling interval while a sequence runs: first, largest
     arm_command = ""  # starts one single sequence
     stop_command = ""  # abandons it
 
@@ -807,6 +807,7 @@ class ScpiScope(Scope, ScpiInstrument):
         super().__init__(session)
         self._applied: ScopeSettings | None = None
         self._acquisitions = 0
+        self._in_hand = 0  # the number of the acquisition the instrument holds (what fetch() labels)
         self._source_moved = False  # the waveform transfer points at another channel
 
     # --- dialect hooks (and ScpiInstrument's `_error_queue_text`) ----------------------------
@@ -886,6 +887,7 @@ class ScpiScope(Scope, ScpiInstrument):
                 )
             time.sleep(poll)
             poll = min(poll * 1.5, largest)
+        self._in_hand = self._acquisitions
         return s
 
     def _waveform(self, t0_s: float, dt_s: float, codes: np.ndarray, scale: CodeScale) -> Waveform:
@@ -898,7 +900,7 @@ class ScpiScope(Scope, ScpiInstrument):
             t0_s=t0_s,
             dt_s=dt_s,
             channel=self.channel,
-            index=self._acquisitions,
+            index=self._in_hand,
             resolution_v=abs(scale.volts_per_code),
             codes=codes,
             scale=scale,

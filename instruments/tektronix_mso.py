@@ -131,6 +131,8 @@ class TektronixMSO(TektronixTDS):
 
     def _configure_segments(self, s: ScopeSettings) -> ScopeSettings:
         if s.segments == 1:
+            # single records: FastFrame off, whatever an earlier configure() or the front panel left
+            self.fastframe = False
             return s
         self.fastframe = True
         self.frame_count = s.segments

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from instruments.keysight_infiniivision import KeysightInfiniiVision, Preamble, fill_holes
 from instruments.scope import ScopeError, ScopeTimeout, open_scope
@@ -57,6 +59,21 @@ def test_preamble_and_holes_without_a_scope() -> None:
     np.testing.assert_array_equal(fill_holes(codes), [5, 5, 5, 5, 7, 0xFF, 0xFF])
 
 
+@given(st.integers(1, 6), st.integers(1, 9), st.data())
+def test_segments_are_filled_each_on_its_own(segments: int, points: int, data: st.DataObject) -> None:
+    # the two segmented transfers (all segments in one block, or one block a segment) must give
+    # the same codes: a hole at a segment's start never takes the previous segment's last sample
+    codes = np.array(data.draw(st.lists(st.sampled_from([0, 0, 3, 9, 0xFF]), min_size=segments * points,
+                                        max_size=segments * points)), dtype=np.uint8).reshape(segments, points)
+    together = fill_holes(codes)
+    assert together.shape == codes.shape
+    for row, alone in zip(together, codes, strict=True):
+        np.testing.assert_array_equal(row, fill_holes(alone.copy()))
+        valid = alone[alone != 0]
+        if len(valid):
+            assert row[0] == valid[0] and not (row == 0).any()
+
+
 # the coarse record's sample interval (240 ns) is no divisor of the 100 µs period, so the
 # sub-sample phase of the edges varies within a record and the bias check averages over it
 @pytest.mark.parametrize(("record_length", "time_per_div"), [(100_000, 250e-6), (10_000, 240e-6)])
@@ -101,7 +118,7 @@ def test_command_sequence(scope: KeysightInfiniiVision, server: SimScopeServer) 
         ":TIMebase:POSition?",
         ":TRIGger:EDGE:LEVel?",
     ]
-    acquire = split_log(server.commands, [f"{c};*ESR?" for c in checked] + readback)
+    acquire = split_log(server.commands, [f"{c};*ESR?" for c in checked] + readback + [":ACQuire:MODE RTIMe;*ESR?"])
     assert acquire[0] == ":SINGle;*ESR?"
     polls = acquire[1:-2]
     assert polls and set(polls) == {":OPERegister:CONDition?"}

@@ -106,7 +106,8 @@ def test_command_sequence(scope: TektronixMSO, server: SimScopeServer) -> None:
         "HORizontal:POSition?",
         "TRIGger:A:LEVel:CH1?",
     ]
-    configure = [f"{c};*ESR?" for c in checked] + readback + ["DATa:STOP 5000;*ESR?"]
+    configure = [f"{c};*ESR?" for c in checked] + readback + ["DATa:STOP 5000;*ESR?",
+                                                              "HORizontal:FASTframe:STATE OFF;*ESR?"]
     acquire = split_log(server.commands, configure)
     assert acquire[0] == "ACQuire:STATE RUN;*ESR?"
     polls = acquire[1:-2]

@@ -30,7 +30,9 @@ def test_the_scopes_measurement_agrees_with_host_extraction_of_the_same_pulses(d
             dt = applied.sample_interval_s
             for _ in range(4):
                 measured = scope.acquire_measurement()
-                host = extract_pulses(scope.fetch(), threshold=1.65).width_s
+                record = scope.fetch()
+                assert record.index == measured.index, "the record and the measurement name one acquisition"
+                host = extract_pulses(record, threshold=1.65).width_s
                 assert len(host) >= 5
                 if dialect == "tektronix_mso":  # every pulse of the record, with its statistics
                     assert measured.scope == "all" and measured.count == len(host)

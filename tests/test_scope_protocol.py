@@ -426,7 +426,7 @@ def test_tds_no_trigger_stops_the_sequence_unchecked(clock: FakeClock) -> None:
 
 
 # --- Tektronix MSO 4/5/6 ------------------------------------------------------------------------
-MSO_CONFIGURE = [
+MSO_SETTINGS = [  # what configure() sends before choosing single records or FastFrame
     ("HEADer OFF;*ESR?", "0"),
     ("DISplay:GLObal:CH1:STATE ON;*ESR?", "0"),
     ("CH1:SCAle 1;*ESR?", "0"),
@@ -454,6 +454,7 @@ MSO_CONFIGURE = [
     ("TRIGger:A:LEVel:CH1?", "1.6400"),
     ("DATa:STOP 5000;*ESR?", "0"),
 ]
+MSO_CONFIGURE = [*MSO_SETTINGS, ("HORizontal:FASTframe:STATE OFF;*ESR?", "0")]  # single records, whatever was on before
 MSO_CONFIGURE_CH1_CH2 = [
     ("HEADer OFF;*ESR?", "0"),
     ("DISplay:GLObal:CH1:STATE ON;*ESR?", "0"),
@@ -485,6 +486,7 @@ MSO_CONFIGURE_CH1_CH2 = [
     ("HORizontal:POSition?", "10.0000"),
     ("TRIGger:A:LEVel:CH1?", "1.6400"),
     ("DATa:STOP 5000;*ESR?", "0"),
+    ("HORizontal:FASTframe:STATE OFF;*ESR?", "0"),  # single records, whatever was on before
 ]
 # t0 = XZERO - XINCR · PT_OFF = XZERO (PT_OFF 0); V = YZERO + YMULT · (code - YOFF) = 2 + 0.04 · code
 MSO_PREAMBLE_FIELDS = {
@@ -637,7 +639,7 @@ def test_mso_malformed_preamble(field: str, value: str) -> None:
 
 
 # --- Keysight InfiniiVision ---------------------------------------------------------------------
-KEYSIGHT_CONFIGURE = [
+KEYSIGHT_SETTINGS = [  # what configure() sends before choosing single records or segments
     (":CHANnel1:DISPlay 1;*ESR?", "+0"),
     (":CHANnel1:SCALe 1;*ESR?", "+0"),
     (":CHANnel1:OFFSet 2;*ESR?", "+0"),  # 2 div below centre at 1 V/div: centre screen shows +2 V
@@ -661,6 +663,7 @@ KEYSIGHT_CONFIGURE = [
     (":TIMebase:POSition?", "+1.000000000E-03"),
     (":TRIGger:EDGE:LEVel?", "+1.64000E+00"),
 ]
+KEYSIGHT_CONFIGURE = [*KEYSIGHT_SETTINGS, (":ACQuire:MODE RTIMe;*ESR?", "+0")]  # single records, whatever was on before
 KEYSIGHT_CONFIGURE_CH1_CH2 = [
     (":CHANnel1:DISPlay 1;*ESR?", "+0"),
     (":CHANnel1:SCALe 1;*ESR?", "+0"),
@@ -687,6 +690,7 @@ KEYSIGHT_CONFIGURE_CH1_CH2 = [
     (":WAVeform:POINts?", "+5000"),
     (":TIMebase:POSition?", "+1.000000000E-03"),
     (":TRIGger:EDGE:LEVel?", "+1.64000E+00"),
+    (":ACQuire:MODE RTIMe;*ESR?", "+0"),  # single records, whatever was on before
 ]
 # format,type,points,count,xincrement,xorigin,xreference,yincrement,yorigin,yreference:
 # t0 = xorigin - xreference · xincrement; V = (code - 128) · 0.04 + 2.0

@@ -27,8 +27,10 @@ from tests.test_scope_protocol import (
     APPLIED,
     KEYSIGHT_CONFIGURE,
     KEYSIGHT_PREAMBLE,
+    KEYSIGHT_SETTINGS,
     MSO_CONFIGURE,
     MSO_PREAMBLE_CH1,
+    MSO_SETTINGS,
     TDS_BLOCK_CH1,
     TDS_CONFIGURE,
     TDS_PREAMBLE_CH1,
@@ -95,7 +97,7 @@ def check_no_measurement(m: WidthMeasurement, index: int, scope: str) -> None:
 
 # --- Tektronix MSO: FastFrame --------------------------------------------------------------------
 MSO_FASTFRAME_3 = [
-    *MSO_CONFIGURE,
+    *MSO_SETTINGS,
     ("HORizontal:FASTframe:STATE ON;*ESR?", "0"),
     ("HORizontal:FASTframe:COUNt 3;*ESR?", "0"),
     ("HORizontal:FASTframe:COUNt?", "3"),
@@ -128,7 +130,7 @@ def test_mso_configure_fastframe() -> None:
 
 def test_mso_fastframe_count_clamped_by_the_instrument() -> None:
     with expected_protocol(TektronixMSO, [
-        *MSO_CONFIGURE,
+        *MSO_SETTINGS,
         ("HORizontal:FASTframe:STATE ON;*ESR?", "0"),
         ("HORizontal:FASTframe:COUNt 1000;*ESR?", "0"),
         ("HORizontal:FASTframe:COUNt?", "200"),  # what 5000-point frames leave room for
@@ -198,7 +200,7 @@ def test_mso_frame_blocks_each_terminated_are_rejected_and_flushed() -> None:
 
 # --- Keysight InfiniiVision: segmented memory ----------------------------------------------------
 KEYSIGHT_SEGMENTED_3 = [
-    *KEYSIGHT_CONFIGURE,
+    *KEYSIGHT_SETTINGS,
     (":ACQuire:MODE SEGMented;*ESR?", "+0"),
     (":ACQuire:SEGMented:COUNt 3;*ESR?", "+0"),
     (":ACQuire:SEGMented:COUNt?", "+3"),
@@ -206,7 +208,7 @@ KEYSIGHT_SEGMENTED_3 = [
 ]
 # a 2000 X: no :WAVeform:SEGMented:ALL
 KEYSIGHT_SEGMENTED_3_WITHOUT_ALL = [
-    *KEYSIGHT_CONFIGURE,
+    *KEYSIGHT_SETTINGS,
     (":ACQuire:MODE SEGMented;*ESR?", "+0"),
     (":ACQuire:SEGMented:COUNt 3;*ESR?", "+0"),
     (":ACQuire:SEGMented:COUNt?", "+3"),
@@ -223,7 +225,7 @@ KEYSIGHT_ARMED = [
 
 def test_keysight_configure_segmented_count_clamped_by_the_instrument() -> None:
     with expected_protocol(KeysightInfiniiVision, [
-        *KEYSIGHT_CONFIGURE,
+        *KEYSIGHT_SETTINGS,
         (":ACQuire:MODE SEGMented;*ESR?", "+0"),
         (":ACQuire:SEGMented:COUNt 1000;*ESR?", "+0"),
         (":ACQuire:SEGMented:COUNt?", "+800"),  # what memory holds at 5000 points a segment
@@ -289,7 +291,7 @@ def test_keysight_time_tags_for_fewer_segments_than_counted_are_refused() -> Non
 def test_keysight_segmented_all_unanswered_is_no_refusal() -> None:
     # a scope that stops answering is not a 2000 X: configure fails rather than read segment by segment
     with expected_protocol(KeysightInfiniiVision, [
-        *KEYSIGHT_CONFIGURE,
+        *KEYSIGHT_SETTINGS,
         (":ACQuire:MODE SEGMented;*ESR?", "+0"),
         (":ACQuire:SEGMented:COUNt 3;*ESR?", "+0"),
         (":ACQuire:SEGMented:COUNt?", "+3"),
