@@ -26,10 +26,11 @@ class AcquisitionLog:
     """One acquisition, as the run saw it (host clock)."""
 
     armed_host_s: float
-    done_host_s: float  # its pulses extracted and written
+    done_host_s: float  # its record in (the pulses are extracted while the next one runs)
     frames: int
     pulses: int
     live_s: float
+    frames_without_pulse: int = 0  # segmented: frames whose pulse was cut by the frame's end
 
 
 def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_host_s: np.ndarray,
@@ -44,6 +45,7 @@ def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_h
     """
     summary: dict = {"strategy": strategy, "acquisitions": len(acquisitions),
                      "frames": sum(a.frames for a in acquisitions), "pulses": sum(a.pulses for a in acquisitions),
+                     "frames_without_pulse": sum(a.frames_without_pulse for a in acquisitions),
                      "window_s": None, "live_s": None, "dead_time_per_acquisition_s": None, "dead_fraction": None,
                      "acquisitions_counted": 0, "pulses_counted": 0, "events_emitted": None, "events_from": None,
                      "capture_ratio": None}

@@ -104,6 +104,7 @@ class CaptureSummary:
     # measurement mode: the scope's numbers over the capture (MeasurementTally.summary()), else None
     measurement: dict[str, Any] | None = None
     frames: int = 0
+    frames_without_pulse: int = 0  # segmented frames whose pulse outlasted them (width lost)
     live_s: float = 0.0
     status: str = "running"
     error: str | None = None
@@ -237,6 +238,7 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
                     summary.pulses += len(got.width_s)
                     summary.resolved_rise += int(np.isfinite(got.rise_s).sum())
                     summary.frames += got.frames
+                    summary.frames_without_pulse += got.frames_without_pulse
                     summary.live_s += got.live_s
                 summary.acquisitions += 1
                 if on_acquisition is not None:
@@ -396,6 +398,7 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
         "pulses": summary.pulses,
         "rise_resolved": None if measuring else summary.resolved_rise,
         "frames": summary.frames,
+        "frames_without_pulse": summary.frames_without_pulse,
         "live_s": summary.live_s,
         "start_utc": summary.start_utc,
         "end_utc": summary.end_utc,

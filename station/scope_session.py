@@ -42,6 +42,10 @@ class Capture:
     frame: np.ndarray
     live_s: float  # the time the record (or the frames together) covers
     frames: int = 1
+    # frames of a segmented acquisition that hold no whole pulse: the event that triggered the
+    # frame lasted past its end (or began before it), so its width is lost; these are the
+    # longest pulses first, and a worst case without them is only a lower bound
+    frames_without_pulse: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,30 +155,33 @@ class ScopeSession:
 
     def capture(self) -> Capture:
         """One acquisition as configured: a single record, or a segmented one (one pulse a frame)."""
-        return self._pulses_of(self._acquire_record())
+        return self.pulses_of(self.acquire_record())
 
     def capture_detailed(self) -> DetailedCapture:
         """`capture()` with each pulse's 10–90 % rise time (from the record, which capture() does
         not keep) and the wall clock just before the scope was armed and once its record was in."""
         armed = time.time()
-        record = self._acquire_record()
+        record = self.acquire_record()
         done = time.time()
-        got = self._pulses_of(record)
+        got = self.pulses_of(record)
         rise = rise_times(record, got.start_s, got.frame if isinstance(record, Frames) else None)
         return DetailedCapture(**{f.name: getattr(got, f.name) for f in fields(got)}, rise_s=rise,
                                armed_host_s=armed, done_host_s=done)
 
-    def _acquire_record(self) -> Waveform | Frames:
+    def acquire_record(self) -> Waveform | Frames:
+        """One acquisition's record as transferred (`pulses_of` extracts it: a run extracts one
+        record while the scope acquires the next)."""
         def acquire(scope: Scope) -> Waveform | Frames:
             segmented = scope.applied is not None and scope.applied.segments > 1
             return scope.acquire_frames() if segmented else scope.acquire_single()
 
         return self._call(acquire)
 
-    def _pulses_of(self, record: Waveform | Frames) -> Capture:
+    def pulses_of(self, record: Waveform | Frames) -> Capture:
         if isinstance(record, Frames):
             fp = extract_frame_pulses(record, threshold=self.threshold_v)
-            return Capture(fp.start_s, fp.width_s, fp.frame, record.live_s(), len(record))
+            empty = len(record) - len(np.unique(fp.frame))
+            return Capture(fp.start_s, fp.width_s, fp.frame, record.live_s(), len(record), empty)
         pulses = extract_pulses(record, threshold=self.threshold_v)
         return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(record) * record.dt_s)
 

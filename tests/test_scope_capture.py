@@ -165,6 +165,7 @@ def test_segmented(dialect, suffix, source, tmp_path) -> None:
         rows, sidecar, infos = capture(server, dialect, out, *SEGMENTS)
     dt = sidecar["settings_applied"]["sample_interval_s"]
     assert dt < RISE_S / 6 and sidecar["frames"] == 150
+    assert sidecar["frames_without_pulse"] == 0  # every frame held its pulse whole (one row each)
     for a, acq in rows.groupby("acquisition"):
         assert acq["frame"].tolist() == list(range(50)), a
     check_truth(rows, infos, source, dt)

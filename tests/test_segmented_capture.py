@@ -17,12 +17,24 @@ import yaml
 from tests.conftest import REPO, run_station
 
 PERIOD_S = 100e-6
+# frames per model: the MSO's hold every pulse of the twin (22.5 µs after the trigger); the
+# InfiniiVision's are 250 points at 50 ns, 11.25 µs after the trigger, which cuts the twin's
+# longest pulses (its LPT widths run to ~15 µs): those frames must be counted, not hidden
+FRAMES = {"tektronix_mso": {"time_per_div": "2.5us", "record_length": 1000},
+          "keysight_infiniivision": {"time_per_div": "1.25us", "record_length": 250}}
+
+
+def _frame(dialect: str) -> tuple[float, float]:
+    """(sample interval, time a frame records after its trigger), s."""
+    f = FRAMES[dialect]
+    span = float(f["time_per_div"].removesuffix("us")) * 1e-6 * 10
+    return span / f["record_length"], span * 0.9
 
 
 def _campaign(tmp_path: Path, dialect: str) -> Path:
     cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
     cfg["bench"]["scope"] |= {"dialect": dialect, "capture": "segmented", "segments": 1000,
-                              "time_per_div": "2.5us", "record_length": 1000, "trigger_position_pct": 10,
+                              "trigger_position_pct": 10, **FRAMES[dialect],
                               "bus": "model"}  # the model's own LAN: a realistic transfer per acquisition
     cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 40_000, "pulses": 10_000,
                       "period": "100us"}
@@ -43,13 +55,14 @@ def segmented(request, tmp_path_factory):
 
 
 def test_each_frame_is_paired_to_the_event_the_twin_emitted(segmented):
-    out, _, run, _ = segmented
+    out, _, run, dialect = segmented
     from station.analysis.pairing import pair_run
     from station.store import load_run
 
     data = load_run(out / "runs" / run["id"])
     hw = data.hw
     assert hw["frame"].max() >= 900, "one pulse a frame, up to the last frames"
+    assert hw.groupby(["acquisition", "frame"]).size().max() == 1, "one pulse a frame"
     pairing = pair_run(data.sw, hw, data.arrivals, data.manifest["period_ns"])
     truth = data.truth.set_index("seq")
     paired = pairing.pairs
@@ -59,7 +72,7 @@ def test_each_frame_is_paired_to_the_event_the_twin_emitted(segmented):
     # note); the pairs that are made must all be right (below)
     assert len(paired) >= data.manifest["capture"]["pulses_counted"] - 1000, (len(paired), len(hw))
     # right when the paired record's true board width is the pulse the scope measured
-    dt_ns = 2.5e-6 * 10 / 1000 * 1e9
+    dt_ns = _frame(dialect)[0] * 1e9
     true_hw = truth.loc[paired["seq"].astype(int), "hw_ns"].to_numpy()
     right = np.abs(paired["hw_ns"].to_numpy() - true_hw) < dt_ns
     assert right.mean() >= 0.999, right.mean()
@@ -70,7 +83,7 @@ def test_each_frame_is_paired_to_the_event_the_twin_emitted(segmented):
 
 
 def test_capture_ratio_and_dead_time_are_accounted_against_the_truth(segmented):
-    out, report, run, _ = segmented
+    out, report, run, dialect = segmented
     manifest = json.loads((out / "runs" / run["id"] / "manifest.json").read_text())
     cap = manifest["capture"]
     assert cap["strategy"] == "segmented" and cap["events_from"] == "record stream"
@@ -87,9 +100,40 @@ def test_capture_ratio_and_dead_time_are_accounted_against_the_truth(segmented):
     assert abs(cap["events_emitted"] - cap["window_s"] / PERIOD_S) <= 2 * 2048
     assert cap["capture_ratio"] == pytest.approx(cap["pulses_counted"] / cap["events_emitted"])
     # the frames cover their record spans, and the dead time is the rest of the window
+    points = FRAMES[dialect]["record_length"]
     assert cap["live_s"] == pytest.approx(counted["live_s"].sum()) == pytest.approx(
-        1000 * len(counted) * 1000 * 25e-9, rel=1e-6)
+        1000 * len(counted) * points * _frame(dialect)[0], rel=1e-6)
     assert cap["dead_time_per_acquisition_s"] == pytest.approx((cap["window_s"] - cap["live_s"]) / len(counted))
     # the report shows it
     assert run["capture"]["capture_ratio"] == pytest.approx(cap["capture_ratio"])
     assert run["capture"]["dead_time_per_acquisition_s"] == pytest.approx(cap["dead_time_per_acquisition_s"])
+
+
+def test_frames_too_short_for_a_pulse_are_counted_and_reported(segmented):
+    """A frame whose pulse outlasts it keeps no width: the longest pulses go first, so the count
+    of such frames must agree with the twin's truth and the report must warn of the bias."""
+    out, report, run, dialect = segmented
+    run_dir = out / "runs" / run["id"]
+    cap = json.loads((run_dir / "manifest.json").read_text())["capture"]
+    log = pd.read_csv(run_dir / "scope_acquisitions.csv")
+    hw = pd.read_parquet(run_dir / "hw.parquet")
+    truth = pd.read_parquet(run_dir / "twin-truth.parquet")
+    dt, after = _frame(dialect)
+    assert cap["frame_after_trigger_s"] == pytest.approx(after)
+    assert cap["frames_without_pulse"] == log["frames_without_pulse"].sum() == cap["frames"] - cap["pulses"]
+    assert hw["width_s"].max() < after, "a kept pulse ended inside its frame"
+    # every event of the run had its frame (1000 consecutive events an acquisition): the share of
+    # frames cut is the share of the twin's events longer than the frame's post-trigger span
+    # (a sample either way: where in the frame the trigger sample falls), within 4 sigma
+    longer = (truth["hw_ns"] * 1e-9 > after + dt).mean()
+    shorter = (truth["hw_ns"] * 1e-9 > after - dt).mean()
+    share = cap["frames_without_pulse"] / cap["frames"]
+    slack = 4 * np.sqrt(max(shorter, 1e-4) / cap["frames"])
+    assert longer - slack <= share <= shorter + slack, (longer, share, shorter)
+    notes = " ".join(report["notes"])
+    if dialect == "keysight_infiniivision":  # its frames are the short ones
+        assert cap["frames_without_pulse"] > 0 and "held no whole pulse" in notes
+        assert "Frames cut" in (out / "report.md").read_text()
+    else:
+        assert cap["frames_without_pulse"] == 0 and "held no whole pulse" not in notes
+

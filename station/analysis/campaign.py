@@ -75,6 +75,9 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
         if entry["losses"]["sw_lost"]:
             notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
+        cut = (entry.get("capture") or {}).get("frames_without_pulse") or 0
+        if cut:
+            notes.append(_cut_frames_note(entry["id"], entry["capture"]))
     report = {
         "schema_version": SCHEMA_VERSION,
         "campaign": {
@@ -231,3 +234,17 @@ def _worst_case(runs: list[RunAnalysis], exceedance: float, deadline_ns: float |
             }
         )
     return result
+
+
+def _cut_frames_note(run_id: str, capture: dict) -> str:
+    """Segmented frames that held no whole pulse: the widths lost are the longest, so say so."""
+    cut, frames = capture["frames_without_pulse"], capture.get("frames") or 0
+    after = capture.get("frame_after_trigger_s")
+    share = f" ({100 * cut / frames:.1f} % of {frames})" if frames else ""
+    window = f"{after * 1e6:.3g} µs" if isinstance(after, (int, float)) else "the frame"
+    return (f"Run {run_id}: {cut} segmented frames{share} held no whole pulse: a pulse longer than the "
+            f"{window} a frame records after its trigger is cut, and its width lost. Those are the longest "
+            "pulses, so the scope's distribution and worst case are biased low; lengthen the frames "
+            "(record_length × sample interval) or trigger them earlier in the frame (a smaller "
+            "trigger_position_pct).")
+

@@ -30,10 +30,12 @@ class ScopeFailure(MeasurementFailure):
 
 
 class ScopeCapture(Protocol):
-    """What a run needs from the scope side: one blocking acquisition → pulses (a
-    station.scope_session.Capture)."""
+    """What a run needs from the scope side: one blocking acquisition → its record, and the
+    record → pulses (a station.scope_session.Capture)."""
 
-    def capture(self) -> Any: ...
+    def acquire_record(self) -> Any: ...
+
+    def pulses_of(self, record: Any) -> Any: ...
 
     def measure(self, cross_check: bool = False) -> tuple[Any, Any]: ...
 
@@ -49,8 +51,8 @@ class ModuleRun(Measurement):
         "sw_arrivals.csv": "host time at which each batch of records arrived (event pairing)",
         "hw_pulses.csv": "scope pulses, appended per acquisition, with the host time it was armed and the frame "
         "of a segmented acquisition (→ hw.parquet)",
-        "scope_acquisitions.csv": "each acquisition: host times armed and done, frames, pulses, live time (the "
-        "manifest's capture ratio and dead time come from it)",
+        "scope_acquisitions.csv": "each acquisition: host times armed and its record in, frames, pulses, live time "
+        "(the manifest's capture ratio and dead time come from it), and the frames that held no whole pulse",
     }
 
     def __init__(self, ctx: RunContext) -> None:
@@ -92,8 +94,8 @@ class ModuleRun(Measurement):
     def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
         self.sw_raw = store.appender("sw.raw")
         self.hw_csv = store.appender("hw_pulses.csv", header="acquisition,start_s,width_s,armed_host_s,frame\n")
-        self.acq_csv = store.appender("scope_acquisitions.csv",
-                                      header="acquisition,armed_host_s,done_host_s,frames,pulses,live_s\n")
+        self.acq_csv = store.appender("scope_acquisitions.csv", header=(
+            "acquisition,armed_host_s,done_host_s,frames,pulses,live_s,frames_without_pulse\n"))
         if self.strategy == "measurement":
             self.meas_csv = store.appender("scope_measurements.csv", header=(
                 "acquisition,armed_host_s,count,mean_s,min_s,max_s,host_count,host_mean_s,host_min_s,host_max_s\n"))
@@ -180,10 +182,17 @@ class ModuleRun(Measurement):
             "acquisitions": self.ctx.progress.acquisitions,
             "capture": capture_summary(self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),
                                        np.asarray(self.arrival_seq), self.period_ns)
-            | {"bus": bus_text(self.ctx.campaign.bench.scope)},
+            | {"bus": bus_text(self.ctx.campaign.bench.scope), **self._frame_window()},
             **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
             "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
         }
+
+    def _frame_window(self) -> dict[str, float]:
+        """Segmented: how long a frame looks after its trigger (a pulse longer is cut and lost)."""
+        if self.strategy != "segmented" or self.scope is None:
+            return {}
+        after = 1 - self.ctx.campaign.bench.scope.trigger_position_pct / 100
+        return {"frame_after_trigger_s": self.scope.record_span_s * after}  # the span the scope applied
 
     @property
     def conversions(self) -> list:
@@ -286,7 +295,7 @@ class ModuleRun(Measurement):
                 n, armed, m.count, m.mean_s, m.min_s, m.max_s, *h)]) + "\n", flush=True)
         live = self.scope.record_span_s
         log = AcquisitionLog(armed, done, 1, m.count, live)
-        self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},1,{m.count},{live:.9e}\n", flush=True)
+        self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},1,{m.count},{live:.9e},0\n", flush=True)
         self.acquisition_log.append(log)
         progress.acquisitions += 1
         progress.hw.add_summary(m.count, m.mean_s * 1e9, m.min_s * 1e9, m.max_s * 1e9)
@@ -294,24 +303,42 @@ class ModuleRun(Measurement):
     async def _capture(self, stop: asyncio.Event) -> None:
         assert self.scope is not None
         loop = asyncio.get_running_loop()
+        if self.strategy == "measurement":
+            while not stop.is_set():
+                await self._measure(loop, time.time())
+            return
+        # the scope is re-armed as soon as a record is in, and that record's pulses are extracted
+        # while the next acquisition runs: the host's own work is not dead time for the scope
+        scope = self.scope
+        armed = time.time()  # wall clock: pairing maps it onto the records' arrival times
+        acquiring: asyncio.Future | None = loop.run_in_executor(None, scope.acquire_record)
+        try:
+            while acquiring is not None:
+                record = await acquiring
+                done, record_armed, acquiring = time.time(), armed, None
+                if not stop.is_set():
+                    armed = time.time()
+                    acquiring = loop.run_in_executor(None, scope.acquire_record)
+                got = await loop.run_in_executor(None, scope.pulses_of, record)
+                self._log_acquisition(got, record_armed, done)
+        finally:
+            if acquiring is not None:  # left behind by an error: its outcome is not wanted
+                acquiring.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    def _log_acquisition(self, got: Any, armed: float, done: float) -> None:
+        """One acquisition's pulses and its line in scope_acquisitions.csv, written and flushed."""
         progress = self.ctx.progress
-        while not stop.is_set():
-            armed = time.time()  # wall clock: pairing maps it onto the records' arrival times
-            if self.strategy == "measurement":
-                await self._measure(loop, armed)
-                continue
-            got = await loop.run_in_executor(None, self.scope.capture)
-            n = progress.acquisitions
-            self.hw_csv.write("".join(
-                f"{n},{s:.12e},{w:.12e},{armed:.6f},{f}\n"
-                for s, w, f in zip(got.start_s, got.width_s, got.frame.tolist(), strict=True)
-            ), flush=True)
-            done = time.time()
-            log = AcquisitionLog(armed, done, got.frames, len(got.width_s), got.live_s)
-            self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},{log.frames},{log.pulses},{log.live_s:.9e}\n", flush=True)
-            self.acquisition_log.append(log)
-            progress.acquisitions += 1
-            progress.hw.add(np.asarray(got.width_s) * 1e9)
+        n = progress.acquisitions
+        self.hw_csv.write("".join(
+            f"{n},{s:.12e},{w:.12e},{armed:.6f},{f}\n"
+            for s, w, f in zip(got.start_s, got.width_s, got.frame.tolist(), strict=True)
+        ), flush=True)
+        log = AcquisitionLog(armed, done, got.frames, len(got.width_s), got.live_s, got.frames_without_pulse)
+        self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},{log.frames},{log.pulses},{log.live_s:.9e},"
+                           f"{log.frames_without_pulse}\n", flush=True)
+        self.acquisition_log.append(log)
+        progress.acquisitions += 1
+        progress.hw.add(np.asarray(got.width_s) * 1e9)
 
 
 async def _finish_capture(task: asyncio.Task, timeout: float) -> None:

@@ -315,6 +315,7 @@ def capture_table(report: Mapping[str, Any]) -> Table | None:
             _t(c.get("bus") or MISSING),
             _n(count_text(c.get("acquisitions"))),
             _n(count_text(c.get("frames"))),
+            _n(count_text(c.get("frames_without_pulse")) if c.get("strategy") == "segmented" else MISSING),
             _n(count_text(c.get("pulses"))),
             _n(count_text(c.get("events_emitted"))),
             _n(f"{100 * ratio:.1f} %" if is_number(ratio) else MISSING),
@@ -324,13 +325,15 @@ def capture_table(report: Mapping[str, Any]) -> Table | None:
     if not rows:
         return None
     return Table("capture", "Scope capture: how many of the events the scope saw", [
-        "Run", "Strategy", "Bus", "Acquisitions", "Frames", "Pulses", "Events in window", "Capture ratio",
+        "Run", "Strategy", "Bus", "Acquisitions", "Frames", "Frames cut", "Pulses", "Events in window", "Capture ratio",
         "Dead time per acquisition (ms)", "Dead share of the window"], rows,
         ["Capture ratio: pulses captured ÷ events the target emitted between the first acquisition's "
          "arming and the last one's transfer (counted from the record stream's sequence numbers). Dead "
          "time: that window less the time the records (or the frames) cover: re-arming, waiting for a "
-         "trigger, transfer and extraction. waveform: single long records; segmented: FastFrame / "
-         "segmented memory, one pulse a frame placed by the scope's time tags. Bus: how the data reached "
+         "trigger and transfer (the host extracts one record while the scope acquires the next). waveform: "
+         "single long records; segmented: FastFrame / segmented memory, one pulse a frame placed by the "
+         "scope's time tags; frames cut: frames that held no whole pulse (a pulse outlasting the frame: "
+         "its width is lost, and those are the longest). Bus: how the data reached "
          "the station; on the twin, the simulated bus that holds each reply back (instruments/sim/bus.py)."])
 
 
