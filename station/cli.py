@@ -241,13 +241,24 @@ def twin(
     preset: str = typer.Option("seed-2015", help="event model preset"),
     seed: int = typer.Option(2015, help="random seed of the event model"),
     truth_dir: Path = typer.Option(None, help="write each module load's injected events here"),
+    dialect: str = typer.Option("tektronix_tds", help="the scope model the twin plays: tektronix_tds, "
+                                "tektronix_mso or keysight_infiniivision"),
+    bus: str = typer.Option("loopback", help="how the scope's replies reach the host: loopback (no delay), "
+                            "model (the model's own interface: GPIB, LAN, gigabit), gpib, usb, lan or gigabit"),
 ) -> None:
     """Run the twin standalone (SSH target + SCPI scope) until Ctrl-C."""
     import asyncio
 
+    from instruments.sim.bus import BUSES
+    from instruments.sim.server import DIALECTS
     from station.twin.runner import Twin, serve_forever
 
-    tw = Twin(state_dir=state_dir, preset=preset, seed=seed, truth_dir=truth_dir)
+    if dialect not in DIALECTS:
+        raise typer.BadParameter(f"{dialect!r} is not one of {', '.join(DIALECTS)}", param_hint="--dialect")
+    if bus != "model" and bus not in BUSES:
+        raise typer.BadParameter(f"{bus!r} is not model or one of {', '.join(BUSES)}", param_hint="--bus")
+    tw = Twin(state_dir=state_dir, preset=preset, seed=seed, truth_dir=truth_dir,
+              scope_options={"dialect": dialect, "bus": bus})
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -261,7 +272,8 @@ def twin(
             e = tw.endpoints
             print(
                 f"twin ready: ssh -p {e.ssh_port} -i {e.identity_file} -o UserKnownHostsFile={e.known_hosts} "
-                f"root@127.0.0.1\n  scope: {e.scope_resource}\n  endpoints: {state_dir / 'twin.json'}",
+                f"root@127.0.0.1\n  scope: {e.scope_resource} ({dialect}, bus {bus})\n"
+                f"  endpoints: {state_dir / 'twin.json'}",
                 flush=True,
             )
         await task

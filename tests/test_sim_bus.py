@@ -8,8 +8,11 @@ the capture ratio that the bus alone implies (a slow host can only lower it furt
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -21,10 +24,10 @@ from hypothesis import strategies as st
 from instruments.scope import open_scope
 from instruments.sim import SimScopeServer, run_in_thread
 from instruments.sim.bus import BUSES, BusProfile, bus_profile
-from instruments.sim.server import DIALECTS
+from instruments.sim.server import DIALECTS, send_over
 from station.bench import bus_text, twin_bus
 from station.config import ConfigError, parse_campaign
-from tests.conftest import REPO, run_station
+from tests.conftest import REPO, run_station, station_cmd
 from tests.scope_helpers import pulse_source, settings
 
 
@@ -84,6 +87,45 @@ def test_the_gpib_twin_holds_a_record_back_for_its_bytes():
     charged = sum(BUSES["gpib"].reply_s(n) for n in sizes)
     assert charged >= 15_000 / 115e3
     assert elapsed >= charged  # the replies really were held back that long
+
+
+class ClockedWriter:
+    """A stream writer that notes the loop's time of every write (what left, and when)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.writes = loop, []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append((self.loop.time(), bytes(data)))
+
+    async def drain(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("size", [10, 70_000])
+def test_a_reply_leaves_a_slice_at_a_time_none_before_the_bus_could_carry_it(size):
+    # 1 MB/s: a 70 kB reply takes 70 ms, sent as slices the host can parse while the rest
+    # is on the wire; a short one in one piece. Only lower bounds: a sleep can be late.
+    bus = BusProfile("slow", 2e-3, 1e6)
+    reply = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+
+    async def scenario() -> tuple[float, ClockedWriter]:
+        loop = asyncio.get_running_loop()
+        writer = ClockedWriter(loop)
+        begun = loop.time()
+        await send_over(writer, reply, bus)  # type: ignore[arg-type]
+        return begun, writer
+
+    begun, writer = asyncio.run(scenario())
+    assert b"".join(data for _, data in writer.writes) == reply + b"\n"
+    assert (len(writer.writes) > 2) == (size > 4096)
+    sent = 0
+    for at, data in writer.writes:
+        sent += len(data)
+        # the bytes up to this slice's last one had crossed the bus (the terminator counts)
+        assert at >= begun + bus.overhead_s + (bus.reply_s(len(reply) + 1) - bus.overhead_s) * sent / (
+            len(reply) + 1) - 1e-6
+    assert writer.writes[-1][0] >= begun + bus.reply_s(len(reply) + 1) - 1e-6
 
 
 def test_a_loopback_twin_charges_nothing():
@@ -148,3 +190,30 @@ def test_a_tds_campaign_over_gpib_sees_no_more_than_the_bus_allows(tmp_path: Pat
     assert capture["dead_time_per_acquisition_s"] >= transfer_s
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["runs"][0]["capture"]["bus"] == capture["bus"]
+
+
+def test_the_standalone_twin_plays_the_model_and_bus_asked_for(tmp_path: Path):
+    state = tmp_path / "twin"
+    proc = subprocess.Popen(station_cmd("twin", "--state-dir", str(state), "--dialect", "keysight_infiniivision",
+                                        "--bus", "gpib"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (state / "twin.json").exists():
+            assert proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the twin did not start"
+            time.sleep(0.1)
+        resource = json.loads((state / "twin.json").read_text())["scope_resource"]
+        with open_scope(resource, dialect="keysight_infiniivision", timeout_s=10) as scope:
+            assert "KEYSIGHT" in scope.identify().upper()
+            start = time.monotonic()
+            scope.identify()
+            assert time.monotonic() - start >= BUSES["gpib"].overhead_s  # held back as GPIB would
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+
+
+@pytest.mark.parametrize("option, value", [("--dialect", "rigol"), ("--bus", "hpib")])
+def test_the_standalone_twin_refuses_an_unknown_model_or_bus(option: str, value: str, tmp_path: Path):
+    res = run_station("twin", "--state-dir", str(tmp_path / "t"), option, value, timeout=60)
+    assert res.returncode == 2 and option in res.stderr and value in res.stderr
