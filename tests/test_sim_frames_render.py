@@ -15,19 +15,22 @@ def frames_and_pulses(draw):  # noqa: ANN001, ANN201
     n = draw(st.integers(1, 60))
     dt = draw(st.floats(0.5, 40.0))
     count = draw(st.integers(1, 8))
-    ramp = draw(st.one_of(st.just(0.0), st.floats(0.01, 30.0)))  # 10-90 % rise and fall, ns
-    # frames apart by more than a ramp (a segmented scope re-arms for a microsecond)
-    gaps = draw(st.lists(st.floats(ramp / 0.8 + 1.0, 5000.0), min_size=count, max_size=count))
+    ramp = draw(st.one_of(st.just(0.0), st.floats(0.01, 30.0)))  # 10-90 % rise, ns
+    fall = draw(st.one_of(st.just(0.0), st.floats(0.01, 30.0)))
+    # frames apart by more than a ramp (a segmented scope re-arms for a microsecond), or closer
+    # (rendered frame by frame then)
+    gaps = draw(st.lists(st.floats(max(ramp, fall) / 0.8 + 1.0, 5000.0) | st.floats(0.0, 40.0),
+                         min_size=count, max_size=count))
     t0 = np.cumsum([0.0, *[(n - 1) * dt + g for g in gaps[:-1]]]) + draw(st.floats(-100.0, 100.0))
     end = t0[-1] + n * dt + 200.0
     anywhere = draw(st.lists(st.floats(-300.0, float(end)), max_size=8))
     # edges within a ramp of a frame's first or last sample: where frames meet their neighbours
-    near = [float(t0[draw(st.integers(0, count - 1))] + draw(st.sampled_from([0.0, (n - 1) * dt]))
-                  + draw(st.floats(-40.0, 40.0))) for _ in range(draw(st.integers(0, 4)))]
+    # (or on a sample exactly: the step and its ramp must fall on the same sample as alone)
+    near = [float(t0[draw(st.integers(0, count - 1))] + dt * draw(st.integers(0, n - 1))
+                  + draw(st.just(0.0) | st.floats(-40.0, 40.0))) for _ in range(draw(st.integers(0, 4)))]
     leads = sorted(anywhere + near)
     widths = draw(st.lists(st.floats(0.1, 3000.0), min_size=len(leads), max_size=len(leads)))
     pulses = np.array([[a, a + w] for a, w in zip(leads, widths, strict=True)]).reshape(-1, 2)
-    fall = draw(st.one_of(st.just(0.0), st.floats(0.01, 30.0)))
     return LogicSignal((0.0, 3.3), ramp * 1e-9, fall * 1e-9, 0.0), pulses, t0, dt, n
 
 

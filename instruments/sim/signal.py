@@ -91,6 +91,10 @@ class LogicSignal:
         idle, active = self.levels
         frames = len(t0_ns)
         t0 = np.asarray(t0_ns, np.float64)
+        ramp = max(self.ramp_ns(True), self.ramp_ns(False))
+        # frames closer than a ramp or a sample: an edge could shape two frames; one at a time then
+        if frames > 1 and np.min(np.diff(t0)) - (n - 1) * dt_ns <= max(ramp, dt_ns):
+            return np.stack([self.render(pulses_ns, float(t), dt_ns, n, rng) for t in t0])
         frac = np.zeros(frames * n)
         if len(pulses_ns) and frames:
             lead = np.sort(pulses_ns[:, 0].astype(np.float64))
@@ -100,7 +104,12 @@ class LogicSignal:
             steps = np.zeros(frames * n + 1)
             for edges, sign in ((lead, 1.0), (trail, -1.0)):
                 f = np.searchsorted(t0, edges, side="right") - 1
-                k = np.ceil((edges - t0[np.maximum(f, 0)]) / dt_ns)
+                start = t0[np.maximum(f, 0)]
+                k = np.ceil((edges - start) / dt_ns)
+                # the first k with start + dt·k >= edge as `render` computes the sample times:
+                # the division can round either way for an edge on a sample
+                k -= (k >= 1) & (start + dt_ns * (k - 1) >= edges)
+                k += start + dt_ns * k < edges
                 first = np.where(f < 0, 0, np.where(k >= n, (f + 1) * n, f * n + np.maximum(k, 0)))
                 np.add.at(steps, first.astype(np.int64), sign)
             frac = np.cumsum(steps[:-1])

@@ -241,10 +241,11 @@ def _cut_frames_note(run_id: str, capture: dict) -> str:
     cut, frames = capture["frames_without_pulse"], capture.get("frames") or 0
     after = capture.get("frame_after_trigger_s")
     share = f" ({100 * cut / frames:.1f} % of {frames})" if frames else ""
-    window = f"{after * 1e6:.3g} µs" if isinstance(after, (int, float)) else "the frame"
-    return (f"Run {run_id}: {cut} segmented frames{share} held no whole pulse: a pulse longer than the "
-            f"{window} a frame records after its trigger is cut, and its width lost. Those are the longest "
-            "pulses, so the scope's distribution and worst case are biased low; lengthen the frames "
-            "(record_length × sample interval) or trigger them earlier in the frame (a smaller "
-            "trigger_position_pct).")
+    span = (f"the {after * 1e6:.3g} µs a frame records after its trigger" if isinstance(after, (int, float))
+            else "its frame")
+    return (f"Run {run_id}: {cut} segmented frames{share} held no whole pulse. Most often the pulse "
+            f"outlasted {span}: its width is lost, and those are the "
+            "longest pulses, so the scope's distribution and worst case are biased low; lengthen the frames "
+            "(record_length × sample interval) or trigger earlier in the frame (a smaller trigger_position_pct, "
+            "keeping a few samples before the edge). A pulse shorter than the sample interval leaves none either.")
 
