@@ -214,6 +214,8 @@ def load_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
     except yaml.YAMLError as exc:
         line = _line_of(exc, text)
         problem = getattr(exc, "problem", None) or str(exc)
+        if "nesting depth" in problem:  # PyYAML ≥ 6.0.4 stops far deeper nesting itself, above our limit
+            raise ConfigError(f"{source}:{line or '?'}: refused: nested deeper than {MAX_DEPTH} levels") from None
         raise ConfigError(f"{source}:{line or '?'}: not valid YAML: {clip(problem, 200)}") from None
     except Exception as exc:  # noqa: BLE001 - whatever PyYAML raises, the user gets one line
         raise ConfigError(f"{source}:?: not valid YAML: {type(exc).__name__}: {clip(str(exc), 80)}") from None
