@@ -73,15 +73,21 @@ def scope(request, source) -> Iterator[tuple[str, SimScopeServer]]:
         yield request.param, server
 
 
+def _run_capture(server: SimScopeServer, dialect: str, out: Path, n: int,
+                 args: tuple[str, ...]) -> tuple[subprocess.CompletedProcess, pd.DataFrame]:
+    """`station scope capture` as a user runs it, which must succeed; its output and the file's rows."""
+    res = run_station("scope", "capture", "--resource", server.resource, "--dialect", dialect, "-n", str(n),
+                      "--out", str(out), *args, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res, pd.read_csv(out) if out.suffix == ".csv" else pd.read_parquet(out)
+
+
 def capture(server: SimScopeServer, dialect: str, out: Path, *args: str,
             n: int = 3) -> tuple[pd.DataFrame, dict, list]:
     """Run the CLI; the rows, with each pulse's truth, and the sidecar."""
     before = len(server.acquisitions)
-    res = run_station("scope", "capture", "--resource", server.resource, "--dialect", dialect, "-n", str(n),
-                      "--out", str(out), *args, timeout=120)
-    assert res.returncode == 0, res.stderr
+    res, rows = _run_capture(server, dialect, out, n, args)
     assert f"wrote {out}" in res.stdout and f"wrote {out.with_suffix('.json')}" in res.stdout
-    rows = pd.read_csv(out) if out.suffix == ".csv" else pd.read_parquet(out)
     assert list(rows.columns) == ["acquisition", "frame", "start_s", "width_s", "rise_s", "armed_host_s"]
     infos = server.acquisitions[before:]
     assert len(infos) == n and set(rows["acquisition"]) <= set(range(n))
@@ -202,11 +208,8 @@ def capture_measurements(server: SimScopeServer, dialect: str, out: Path, *args:
     """Run the CLI in measurement mode; the rows (one per acquisition), the sidecar and the
     sim's log of the acquisitions."""
     before = len(server.acquisitions)
-    res = run_station("scope", "capture", "--resource", server.resource, "--dialect", dialect, "-n", str(n),
-                      "--out", str(out), *args, timeout=120)
-    assert res.returncode == 0, res.stderr
+    res, rows = _run_capture(server, dialect, out, n, args)
     assert f"wrote {out}: {n} acquisitions" in res.stdout and f"wrote {out.with_suffix('.json')}" in res.stdout
-    rows = pd.read_csv(out) if out.suffix == ".csv" else pd.read_parquet(out)
     assert list(rows.columns) == MEASUREMENT_COLUMNS
     assert rows["acquisition"].tolist() == list(range(n))  # one row per acquisition, a cross-check no extra one
     infos = server.acquisitions[before:]

@@ -321,11 +321,7 @@ TDS_MEASURE = [
     ("MEASUrement:IMMed:TYPe PWIdth;*ESR?", "0"),
     ("MEASUrement:IMMed:SOUrce1 CH1;*ESR?", "0"),
 ]
-TDS_ARMED = [
-    ("ACQuire:STATE RUN;*ESR?", "0"),
-    ("BUSY?", "1"),
-    ("BUSY?", "0"),
-]
+TDS_ARMED = MSO_ARMED  # the TDS arms and polls as the MSO does
 
 
 def test_tds_measurement_then_the_same_record() -> None:
