@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -336,3 +337,19 @@ def test_a_handler_over_before_the_gap_is_not_where_the_gap_happened():
     s.lines.sort(key=lambda line: int(line.split()[1]) if line.startswith("gap ") else 0)
     gap = min(ig.attribute(s.run()), key=lambda g: abs(g.start_ns - t))
     assert (gap.cause, gap.source) == ("unexplained", "")
+
+
+def test_a_periodic_source_seen_only_part_of_the_time_keeps_its_period():
+    """Occurrences the detector misses (blind bookkeeping, merged into another cause's gap) leave
+    inter-arrivals of two or three periods: the period stays the source's, and it stays periodic."""
+    rng = np.random.default_rng(26)
+    period_ms = 41.3
+    for seen in (1.0, 0.8, 0.6):
+        starts = np.arange(400) * period_ms * 1e6 + rng.normal(0, 0.02 * period_ms * 1e6, 400)
+        kept = [int(t) for t in starts[rng.random(400) < seen]]
+        p = ig.periodicity(kept)
+        assert abs(p["period_ms"] - period_ms) <= 0.01 * period_ms, (seen, p["period_ms"])
+        assert p["periodic"], (seen, p["regular_share"])
+    # arrivals at random stay aperiodic, whatever multiples are allowed
+    random_starts = np.cumsum(rng.exponential(period_ms * 1e6, 400)).astype(np.int64).tolist()
+    assert not ig.periodicity(random_starts)["periodic"]

@@ -11,38 +11,294 @@ and never bound the machine's own latency."""
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import json
 import os
 import signal
 import statistics
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import asyncssh
+import pytest
 import yaml
+from scipy import stats
 
 from station.analysis import interruptions as ig
 from station.target.irqtrace import TRACEFS_DIRS, instance_name
 from station.target.spoilers import cpu_list
-from tests.conftest import missing, station_cmd
+from tests.conftest import free_port, missing, station_cmd
 from tests.test_cyclictest_campaign import _ssh_target, work_dir  # noqa: F401 - fixture
 from tests.test_vm_campaign import vm  # noqa: F401 - fixture: a VM booted once for this module
 
 INJECTOR = "/opt/irq-station/modules/irqgap_inject.ko"
+HOLD_LOG = "/proc/irqgap_inject_holds"
 # a SCHED_FIFO loop that never sleeps is stopped 50 ms a second by RT throttling: it would hide
 # injected gaps (the VM is thrown away afterwards; on a bench, the spoilers report it)
 UNTHROTTLE = "echo -1 > /proc/sys/kernel/sched_rt_runtime_us"
-HOLD_LOOP = "trap 'rmmod irqgap_inject; exit 0' TERM INT; while :; do sleep 1; done"
 # periods prime to the 4 ms tick: at a multiple of it, every hold would fall at the same phase
 # after a tick, in the blind bookkeeping window that follows a gap the tick caused
 HRTIMER = {"period_us": 51_700, "hold_us": 5_000}
 EDU = {"period_us": 41_300, "hold_us": 4_000}
 STALL = {"count": 20, "period_s": 0.4, "length_s": 0.08}
+# The detector's resolution: a gap is bounded by two loop iterations and two clock reads around
+# it, microseconds even under TCG; 50 µs leaves room for the TSC calibration's error over a hold
+# (irqgap checks it against CLOCK_MONOTONIC_RAW before and after the loop) without letting a
+# misplaced or mis-scaled gap (a hold is 4-5 ms) pass.
+RES_NS = 50_000
+# A SIGSTOP stops QEMU within this of kill() returning: a running vCPU thread is stopped by an
+# IPI at once, one not running then never runs again before it stops (its gap began earlier)
+SIGNAL_NS = 500_000
+RISK = 1e-6  # a check that can fail by chance fails at most this often
+
+
+def _hold_log_file(mode: str) -> str:
+    return f"/tmp/irqgap-holds-{mode}.txt"
 
 
 def _injector(mode: str, period_us: int, hold_us: int) -> str:
+    """Load the injector and keep a copy of its log of the holds it made (every second, and
+    once more when stopped, before unloading: the log goes with the module)."""
+    keep = f"cat {HOLD_LOG} > {_hold_log_file(mode)}.new && mv {_hold_log_file(mode)}.new {_hold_log_file(mode)}"
     return (f"{UNTHROTTLE}; insmod {INJECTOR} mode={mode} cpu=1 period_us={period_us} "
-            f"hold_us={hold_us} || exit 1; {HOLD_LOOP}")
+            f"hold_us={hold_us} || exit 1; trap '{keep}; rmmod irqgap_inject; exit 0' TERM INT; "
+            f"while :; do {keep}; sleep 1; done")
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One hold as the injector logged it (guest CLOCK_MONOTONIC): the earliest its interrupt
+    could arrive, and the busy-wait."""
+
+    due_ns: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class HoldLog:
+    mode: str
+    period_ns: int
+    hold_ns: int
+    dropped: int
+    now_ns: int  # the log is complete up to here
+    holds: list[Hold]
+
+
+def parse_hold_log(text: str) -> HoldLog:
+    """/proc/irqgap_inject_holds (format 1, target_modules/linux/irqgap_inject.c)."""
+    lines = text.splitlines()
+    head = lines[0].split() if lines else []
+    if len(head) != 9 or head[:2] != ["irqgap_inject", "1"]:
+        raise ValueError(f"not an irqgap_inject log (format 1): {lines[:1]}")
+    holds = []
+    for line in lines[1:]:
+        word, *fields = line.split()
+        if word != "hold" or len(fields) != 3:
+            raise ValueError(f"bad hold line: {line!r}")
+        hold = Hold(*map(int, fields))
+        if not hold.due_ns <= hold.start_ns <= hold.end_ns:
+            raise ValueError(f"hold out of order: {line!r}")
+        holds.append(hold)
+    return HoldLog(head[2], int(head[4]) * 1000, int(head[5]) * 1000, int(head[7]), int(head[8]), holds)
+
+
+def _guest_file(machine, path: str) -> str:  # noqa: ANN001 - a VirtualMachine
+    async def go() -> str:
+        async with asyncssh.connect(**machine.connect_options()) as conn:
+            return (await conn.run(f"cat {path}", check=True)).stdout
+
+    return asyncio.run(go())
+
+
+@dataclass
+class ClockOffset:
+    """Guest CLOCK_MONOTONIC minus host time.monotonic(), measured by round trips over SSH (never
+    from the detector): the guest's clock read between two host reads; the tightest round trip
+    of many bounds the offset within ± its half."""
+
+    host_s: float
+    offset_s: float
+    uncertainty_s: float
+
+
+# busybox ash builtins only (no process per read): the third line of /proc/timer_list is
+# "now at <ktime_get ns> nsecs"
+_READ_GUEST_CLOCK = 'while read x; do { read a; read b; read c; } < /proc/timer_list; echo "$c"; done'
+
+
+def _clock_offset(machine, rounds: int = 40) -> ClockOffset:  # noqa: ANN001 - a VirtualMachine
+    async def go() -> ClockOffset:
+        async with asyncssh.connect(**machine.connect_options()) as conn:
+            proc = await conn.create_process(_READ_GUEST_CLOCK)
+            best = None
+            for _ in range(rounds):
+                t0 = time.monotonic()
+                proc.stdin.write("\n")
+                line = await asyncio.wait_for(proc.stdout.readline(), 30)
+                t1 = time.monotonic()
+                words = line.split()
+                assert words[:2] == ["now", "at"], f"/proc/timer_list: {line!r}"
+                guest_s = int(words[2]) / 1e9
+                if best is None or t1 - t0 < 2 * best.uncertainty_s:
+                    best = ClockOffset((t0 + t1) / 2, guest_s - (t0 + t1) / 2, (t1 - t0) / 2)
+            proc.stdin.write_eof()
+            proc.close()
+            return best
+
+    return asyncio.run(go())
+
+
+@dataclass
+class Stall:
+    """One stop of the whole VM, on the guest's clock: it began after outer_start (before the
+    SIGSTOP was sent), by inner_start (once delivered), and lasted at least until inner_end (the
+    SIGCONT sent)."""
+
+    outer_start_ns: int
+    inner_start_ns: int
+    inner_end_ns: int
+
+
+def _stall_vm(machine, run_dir: Path, deadline_s: float = 120) -> list[Stall]:  # noqa: ANN001
+    """Once the stall run measures, stop the whole VM STALL["count"] times; each stop on the
+    guest's clock, through offsets measured before and after (drift interpolated)."""
+    out = run_dir / "irqgap.out"
+    deadline = time.monotonic() + deadline_s
+    while not (out.is_file() and "\nstart " in out.read_text(errors="replace")):
+        assert time.monotonic() < deadline, "the stall run never started measuring"
+        time.sleep(0.1)
+    before = _clock_offset(machine)
+    time.sleep(0.5)
+    host = []
+    for k in range(STALL["count"]):
+        due = time.monotonic() + STALL["period_s"]
+        host.append(_stop(machine.pid, STALL["length_s"]))
+        if k + 1 < STALL["count"]:
+            time.sleep(max(0.0, due - time.monotonic()))
+    after = _clock_offset(machine)
+    rate = (after.offset_s - before.offset_s) / (after.host_s - before.host_s)
+    u = max(before.uncertainty_s, after.uncertainty_s)
+
+    def guest_ns(t: float, side: int) -> int:
+        return round((t + before.offset_s + rate * (t - before.host_s) + side * u) * 1e9)
+
+    stalls = [Stall(guest_ns(a, -1), guest_ns(b, +1) + SIGNAL_NS, guest_ns(c, -1)) for a, b, c, _ in host]
+    # kept beside the run for a post-mortem: the truth and how it was placed on the guest's clock
+    (run_dir.parent.parent / "stalls-truth.json").write_text(json.dumps(
+        {"before": vars(before), "after": vars(after), "host": host, "stalls": [vars(s) for s in stalls]}))
+    return stalls
+
+
+def _stop(pid: int, length_s: float) -> tuple[float, float, float, float]:
+    """SIGSTOP, then SIGCONT after length_s: host times before and after each kill()."""
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+    t1 = time.monotonic()
+    time.sleep(length_s)
+    t2 = time.monotonic()
+    os.kill(pid, signal.SIGCONT)
+    return t0, t1, t2, time.monotonic()
+
+
+def _allowed_misses(n: int, blind_fraction: float) -> int:
+    """Injected gaps that may fall in the detector's blind bookkeeping (its documented limit,
+    the blind time it reports) with probability >= 1 - RISK: they start at times unrelated to
+    it, each blind with probability blind_fraction."""
+    return int(stats.binom.isf(RISK, n, min(1.0, blind_fraction))) if n else 0
+
+
+@dataclass
+class Found:
+    covered: int  # inside one gap
+    clean: list[tuple[ig.Attributed, int, int]]  # the gap, the truth's start and end, for those it begins with
+
+
+def _find(gaps: list[ig.Attributed], truth: list[tuple[int, int, int]]) -> Found:
+    """truth: per injected gap, (earliest it can begin, latest it surely began, earliest it surely
+    ended), guest ns (how late it can end is the emulator's business: no bound). Found: a gap
+    holds [latest begin, earliest end] within the detector's resolution. Clean: that gap also
+    begins no earlier than the earliest begin, so it is the injected gap's alone (emulation adds
+    gaps of its own; one that began before swallows the injected one: found, but its length and
+    cause are not the injected one's)."""
+    starts = [g.start_ns for g in gaps]
+    found = Found(0, [])
+    for first, began, ended in truth:
+        # gaps are disjoint and ordered: the one holding `began` is the last one starting before it
+        i = bisect.bisect_right(starts, began + RES_NS) - 1
+        if i < 0 or gaps[i].end_ns < ended - RES_NS:
+            continue
+        found.covered += 1
+        if gaps[i].start_ns >= first - RES_NS:
+            found.clean.append((gaps[i], began, ended))
+    return found
+
+
+def _check_found(name: str, found: Found, n: int, blind_fraction: float, cause: str, source, record) -> None:  # noqa: ANN001
+    missed = n - found.covered
+    allowed = _allowed_misses(n, blind_fraction)
+    # the detector's documented rule: a gap is its interrupts' when their handlers cover half of it
+    # or more; the injected gap is inside the handler (or, a stop, covers no handler), so each
+    # clean gap it makes up half of or more is its cause's (the rest is the emulator's own time)
+    judged = [g for g, began, ended in found.clean if ended - began >= 0.5 * g.duration_ns]
+    attributed = sum(1 for g in judged if g.cause == cause and source(g.source))
+    record(name, f"{found.covered} of {n} injected gaps found ({len(found.clean)} on their own, {len(judged)} "
+           f"mostly the injected gap; blind {blind_fraction:.2%}, {allowed} may be missed), {attributed} attributed")
+    assert missed <= allowed, f"{name}: {missed} of {n} injected gaps not found (blind {blind_fraction:.2%})"
+    # A clean gap is measured right: it begins no earlier than the injected one could, and holds it
+    # (checked in _find). Its end is the detector's CLOCK_MONOTONIC read and its length the loop's
+    # clock, so a mis-scaled or misplaced length moves every gap's start out of that window: none
+    # would be clean. Emulation merges many gaps on a busy host (a vCPU thread descheduled
+    # just before the injected gap), each independently of the others, so at least one of n is
+    # clean unless the host held the vCPU at nearly every injected gap.
+    assert found.clean, f"{name}: none of the {found.covered} gaps found begins when the injected gap could"
+    assert judged, f"{name}: no gap found is mostly the injected one"
+    assert attributed >= 0.9 * len(judged), (name, [(g.cause, g.source, g.duration_ns) for g in judged
+                                                    if not (g.cause == cause and source(g.source))][:10])
+
+
+def _truth_period(starts_ns: list[int]) -> float:
+    """The injected period: the median spacing of what the injector logged (a skipped period
+    doubles one spacing: the median is robust to a few)."""
+    return statistics.median(b - a for a, b in zip(starts_ns, starts_ns[1:], strict=False))
+
+
+def _blind_fraction(outputs: ig.RunOutputs) -> float:
+    end = outputs.gaps.end
+    return end["blind_ns"] / (end["mono_ns"] - outputs.gaps.start_ns)
+
+
+def _holds_in_window(log: HoldLog, outputs: ig.RunOutputs) -> list[Hold]:
+    """The holds made while the detector measured, complete in the log."""
+    assert log.dropped == 0, f"the injector's log overflowed: {log.dropped} holds not logged"
+    first, last = outputs.gaps.start_ns, min(outputs.gaps.end["mono_ns"], log.now_ns)
+    return [h for h in log.holds if first <= h.due_ns and h.end_ns <= last]
+
+
+def _check_holds(name: str, run_dir: Path, log: HoldLog, cause: str, source, record) -> list[Hold]:  # noqa: ANN001
+    """The holds the injector made while the detector measured: found, measured, attributed."""
+    outputs = ig.read_outputs(run_dir)
+    holds = _holds_in_window(log, outputs)
+    # the test's premise, not a bound on the detector: the injector ran (a late timer skips a period)
+    assert len(holds) >= 0.5 * (outputs.gaps.end["mono_ns"] - outputs.gaps.start_ns) / log.period_ns, (
+        f"{name}: the injector made only {len(holds)} holds while the detector measured")
+    found = _find(ig.attribute(outputs), [(h.due_ns, h.start_ns, h.end_ns) for h in holds])
+    _check_found(name, found, len(holds), _blind_fraction(outputs), cause, source, record)
+    return holds
+
+
+def _line_name(source: str) -> str:
+    """An attributed gap's interrupt line by name: "24 irqgap_inject" -> "irqgap_inject"."""
+    return source.rsplit(" ", 1)[-1]
+
+
+def _check_period(name: str, reported_ms: float | None, truth_ns: float) -> None:
+    """The period the report gives a family of gaps, against the injected one."""
+    assert reported_ms is not None and abs(reported_ms * 1e6 - truth_ns) <= 0.05 * truth_ns, (name, reported_ms,
+                                                                                               truth_ns)
 
 
 def _vm_campaign(vm, tmp_path: Path) -> Path:  # noqa: F811 - the fixture
@@ -68,106 +324,12 @@ def _vm_campaign(vm, tmp_path: Path) -> Path:  # noqa: F811 - the fixture
     return path
 
 
-def _stall_vm(pid: int, run_dir: Path, deadline_s: float = 120) -> list[tuple[float, float]]:
-    """Once the stall run measures, stop the whole VM STALL["count"] times; (when, how long)."""
-    out = run_dir / "irqgap.out"
-    deadline = time.monotonic() + deadline_s
-    while not (out.is_file() and "\nstart " in out.read_text(errors="replace")):
-        assert time.monotonic() < deadline, "the stall run never started measuring"
-        time.sleep(0.1)
-    time.sleep(1.0)
-    injected = []
-    for k in range(STALL["count"]):
-        due = time.monotonic() + STALL["period_s"]
-        t = time.monotonic()
-        shortest, longest = _stop(pid, STALL["length_s"])
-        injected.append((t, (shortest + longest) / 2))
-        if k + 1 < STALL["count"]:
-            time.sleep(max(0.0, due - time.monotonic()))
-    return injected
-
-
-def _stop(pid: int, length_s: float) -> tuple[float, float]:
-    """SIGSTOP, then SIGCONT after length_s; the stop's length lies between the two bounds
-    returned (this process may itself be delayed around each kill)."""
-    before = time.monotonic()
-    os.kill(pid, signal.SIGSTOP)
-    stopped = time.monotonic()
-    time.sleep(length_s)
-    resuming = time.monotonic()
-    os.kill(pid, signal.SIGCONT)
-    return resuming - stopped, time.monotonic() - before
-
-
-def _offset(found: list[int], injected: list[float]) -> float:
-    """Guest CLOCK_MONOTONIC minus host time: the most common difference between any found
-    gap and any injected stop (10 ms bins), refined by the median within that bin."""
-    diffs = [f / 1e9 - i for f in found for i in injected]
-    bins: dict[int, list[float]] = {}
-    for d in diffs:
-        bins.setdefault(round(d / 0.01), []).append(d)
-    best = max(bins.values(), key=len)
-    return statistics.median(best)
-
-
-def _grid(gaps: list[ig.Attributed], period_ns: int, hold_ns: int, start_ns: int, end_ns: int) -> list[int]:
-    """When the injector's holds began: its grid's phase is the most common phase (1 ms bins) of
-    the gaps about a hold long."""
-    like = [g for g in gaps if 0.8 * hold_ns <= g.duration_ns <= 1.5 * hold_ns]
-    assert like, "no gap about a hold long"
-    bins: dict[int, list[int]] = {}
-    for g in like:
-        bins.setdefault((g.start_ns % period_ns) // 1_000_000, []).append(g.start_ns % period_ns)
-    phase = int(statistics.median(max(bins.values(), key=len)))
-    first = start_ns - start_ns % period_ns + phase + period_ns
-    return list(range(first, end_ns - period_ns, period_ns))
-
-
-def _match(gaps: list[ig.Attributed], injected: list[int], length_ns: float) -> tuple[list, int]:
-    """(the gap that starts with each injected one, for those found on their own; how many were
-    found at all). Emulation adds gaps of its own: one that began just before an injected gap
-    swallows it, and the detector sees one longer gap that covers it (found, but neither its
-    length nor its cause is the injected one's alone)."""
-    tol = max(1_000_000, 0.1 * length_ns)
-    clean, covered = [], 0
-    for t in injected:
-        near = [g for g in gaps if abs(g.start_ns - t) <= tol]
-        if near:
-            clean.append(min(near, key=lambda g: abs(g.start_ns - t)))
-        if any(g.start_ns <= t + tol and g.end_ns >= t + length_ns - tol for g in gaps):
-            covered += 1
-    return clean, covered
-
-
-def _check_injected(name: str, gaps: list[ig.Attributed], injected: list[int], length_ns: float,
-                    period_ns: float, cause: str, source, record) -> None:  # noqa: ANN001
-    clean, covered = _match(gaps, injected, length_ns)
-    median_ns = statistics.median(g.duration_ns for g in clean)
-    starts = sorted(g.start_ns for g in clean)
-    period = statistics.median(b - a for a, b in zip(starts, starts[1:], strict=False))
-    # a missed gap doubles one interval: the median is robust to a few
-    attributed = sum(1 for g in clean if g.cause == cause and source(g.source)) / len(clean)
-    record(f"{name}", f"found {covered}/{len(injected)} ({len(clean)} on their own), median "
-           f"{median_ns / 1e3:.0f} us (injected {length_ns / 1e3:.0f}), period {period / 1e6:.2f} ms (injected "
-           f"{period_ns / 1e6:.2f}), attributed {attributed:.1%}")
-    # the truth here is the grid of holds asked for; in an emulated guest a hold whose timer fires
-    # while the vCPU thread is not running can be skipped or merged, and the injector does not log
-    # the holds it made yet (the follow-up): 270 of 288 edu holds were found on one CI run, so the
-    # bound leaves that room while a detector missing one gap in ten still fails it
-    assert covered >= 0.90 * len(injected), f"{name}: found {covered} of {len(injected)}"
-    assert len(clean) >= 0.5 * len(injected), f"{name}: only {len(clean)} gaps of {len(injected)} on their own"
-    assert abs(median_ns - length_ns) <= 0.10 * length_ns, f"{name}: median {median_ns} ns vs {length_ns} ns"
-    assert abs(period - period_ns) <= 0.05 * period_ns, f"{name}: period {period} ns vs {period_ns} ns"
-    assert attributed >= 0.90, (name, [(g.cause, g.source, g.duration_ns) for g in clean
-                                       if not (g.cause == cause and source(g.source))][:10])
-
-
 def test_injected_gaps_in_the_vm_are_found_timed_and_attributed(vm, tmp_path, record_property):  # noqa: F811
     out = tmp_path / "results"
     proc = subprocess.Popen(station_cmd("run", str(_vm_campaign(vm, tmp_path)), "--out", str(out)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        injected = _stall_vm(vm.pid, out / "runs" / "stall-r0")
+        stalls = _stall_vm(vm, out / "runs" / "stall-r0")
         stdout, stderr = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
@@ -184,36 +346,35 @@ def test_injected_gaps_in_the_vm_are_found_timed_and_attributed(vm, tmp_path, re
         assert f"Run {run['id']}: rtla osnoise not run: this kernel has no osnoise tracer" in " ".join(
             report["notes"])
 
-    # the VM stops: no interrupt explains them
-    gaps = ig.attribute(ig.read_outputs(out / "runs" / "stall-r0"))
-    long = [g for g in gaps if g.duration_ns >= 0.8 * STALL["length_s"] * 1e9]
-    offset = _offset([g.start_ns for g in long], [t for t, _ in injected])
-    stall_ns = statistics.median(d for _, d in injected) * 1e9
-    period_ns = statistics.median(b[0] - a[0] for a, b in zip(injected, injected[1:], strict=False)) * 1e9
-    _check_injected("vm stall", gaps, [round((t + offset) * 1e9) for t, _ in injected], stall_ns, period_ns,
-                    "unexplained", lambda s: s == "" or s.startswith("inside "), record_property)
+    # the VM stops, on the guest's clock through offsets measured over SSH: no interrupt explains them
+    outputs = ig.read_outputs(out / "runs" / "stall-r0")
+    window = (outputs.gaps.start_ns, outputs.gaps.end["mono_ns"])
+    stalls = [s for s in stalls if window[0] <= s.outer_start_ns and s.inner_end_ns <= window[1]]
+    assert len(stalls) >= STALL["count"] - 1, f"only {len(stalls)} stops while the detector measured"
+    found = _find(ig.attribute(outputs), [(s.outer_start_ns, s.inner_start_ns, s.inner_end_ns) for s in stalls])
+    _check_found("vm stall", found, len(stalls), _blind_fraction(outputs), "unexplained",
+                 lambda s: s == "" or s.startswith("inside "), record_property)
     stall_run = runs["stall-r0"]
-    assert stall_run["unexplained"]["count"] >= 0.5 * STALL["count"]
     assert "not explained by any interrupt" in stall_run["conclusion"]
-    # among the emulator's own irregular gaps, the stalls stand out as one periodic family
-    family = stall_run["unexplained"]["clusters"][0]
-    assert family["periodic"], stall_run["unexplained"]
-    assert abs(family["median_us"] * 1e3 - stall_ns) <= 0.10 * stall_ns
-    assert abs(family["period_ms"] * 1e6 - period_ns) <= 0.05 * period_ns
-    assert family["count"] >= 0.95 * STALL["count"]
+    # among the emulator's own irregular gaps, the stops stand out as one periodic family (gaps of
+    # similar length): the one most of the gaps found belong to, at the stops' period
+    family = max(stall_run["unexplained"]["clusters"],
+                 key=lambda c: sum(c["min_us"] <= g.duration_ns / 1e3 <= c["max_us"] for g, _, _ in found.clean))
     record_property("stall family", family)
+    assert family["periodic"], stall_run["unexplained"]
+    _check_period("vm stall", family["period_ms"], _truth_period([s.inner_start_ns for s in stalls]))
 
-    # the injector's holds: the local timer line, and the edu device's own line
-    for name, params, source in (("hrtimer", HRTIMER, lambda s: s == "LOC"),
-                                 ("edu", EDU, lambda s: s.endswith(" irqgap_inject"))):
-        run_dir = out / "runs" / f"{name}-r0"
-        outputs = ig.read_outputs(run_dir)
-        gaps = ig.attribute(outputs)
-        period, hold = params["period_us"] * 1_000, params["hold_us"] * 1_000
-        grid = _grid(gaps, period, hold, outputs.gaps.start_ns, outputs.gaps.end["mono_ns"])
-        _check_injected(name, gaps, grid, hold, period, "interrupt", source, record_property)
-    edu_rows = [g for g in runs["edu-r0"]["groups"] if g["source"].endswith("irqgap_inject")]
-    assert edu_rows and edu_rows[0]["periodic"] is True
+    # the injector's holds, as it logged them: the local timer line, and the edu device's own line
+    for name, line in (("hrtimer", "LOC"), ("edu", "irqgap_inject")):
+        text = _guest_file(vm, _hold_log_file(name))
+        (out / f"holds-{name}.txt").write_text(text)  # kept beside the run for a post-mortem
+        log = parse_hold_log(text)
+        assert log.mode == name
+        holds = _check_holds(name, out / "runs" / f"{name}-r0", log, "interrupt",
+                             lambda s, line=line: _line_name(s) == line, record_property)
+        [group] = [g for g in runs[f"{name}-r0"]["groups"]
+                   if g["cause"] == "interrupt" and _line_name(g["source"]) == line]
+        _check_period(name, group["period_ms"], _truth_period([h.due_ns for h in holds]))
     assert (out / "report.html").is_file() and "Interruptions" in (out / "report.html").read_text()
 
 
@@ -240,7 +401,8 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
                                  text=True, check=True).stdout.split()[0])
         for _ in range(3):  # the detector itself stopped: the kernel switched it out (ctxsw)
             time.sleep(0.5)
-            stops.append(_stop(pid, 0.05))
+            t0, t1, t2, t3 = _stop(pid, 0.05)
+            stops.append((t2 - t1, t3 - t0))
         stdout, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
@@ -276,14 +438,30 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
         assert not Path(root, "instances", instance_name(work_dir)).exists()
 
 
-def test_on_the_rt_kernel_rtla_osnoise_sees_the_holds_the_detector_sees(tmp_path, record_property):
+@pytest.fixture(scope="module")
+def rt_vm(tmp_path_factory):
+    """Debian's PREEMPT_RT kernel, booted once: reached as an ssh bench, so the injector's log can
+    be read after the campaign."""
+    from station.vm import VirtualMachine, build_image
+
+    machine = VirtualMachine(build_image(kernel="rt"), ssh_port=free_port(),
+                             state_dir=tmp_path_factory.mktemp("rt-vm-state"), die_with_caller=True)
+    machine.start(timeout_s=180)
+    yield machine
+    machine.stop()
+
+
+def test_on_the_rt_kernel_rtla_osnoise_sees_the_holds_the_detector_sees(rt_vm, tmp_path, record_property):
     """Debian's PREEMPT_RT kernel has the osnoise tracer: the same injected holds, measured by
     the detector and then by the kernel's own tracer, side by side."""
     cfg = {
         "name": "interruptions-rt",
-        "bench": {"target": {"kind": "vm", "kernel": "rt"}, "scope": {"kind": "none"}},
+        "bench": {"target": {"kind": "ssh", "host": "127.0.0.1", "user": "root", "port": rt_vm.ssh_port,
+                             "identity_file": str(rt_vm.image.identity_file),
+                             "known_hosts": str(rt_vm.known_hosts_file)},
+                  "scope": {"kind": "none"}},
         "matrix": {"kind": "interruptions", "loads": ["hrtimer"], "duration": "6s", "max_duration": "1min"},
-        "interruptions": {"cpu": 1, "threshold": "500us", "priority": 99, "compare": "osnoise"},
+        "interruptions": {"cpu": 1, "threshold": "500us", "priority": 99, "trace": "on", "compare": "osnoise"},
         "loads": {"hrtimer": [{"name": "hrtimer-injector", "command": _injector("hrtimer", **HRTIMER)}]},
     }
     path = tmp_path / "interruptions-rt.yaml"
@@ -295,15 +473,27 @@ def test_on_the_rt_kernel_rtla_osnoise_sees_the_holds_the_detector_sees(tmp_path
     report = json.loads((out / "report.json").read_text())
     [run] = report["interruptions"]["runs"]
     assert run["status"] == "complete", run["error"]
-    period, hold = HRTIMER["period_us"] * 1_000, HRTIMER["hold_us"] * 1_000
-    holds = run["measured_s"] * 1e9 / period
-    # the detector: its LOC gaps are the holds
-    [loc] = [g for g in run["groups"] if g["cause"] == "interrupt" and g["source"] == "LOC"]
-    assert loc["count"] >= 0.9 * holds and abs(loc["median_us"] * 1e3 - hold) <= 0.10 * hold, loc
-    # the kernel's tracer: as many IRQ noises at least, the longest single one a hold or more
+    # the detector: the holds the injector logged, found, measured, on the local timer line
+    log = parse_hold_log(_guest_file(rt_vm, _hold_log_file("hrtimer")))
+    holds = _check_holds("rt hrtimer", out / "runs" / "hrtimer-r0", log, "interrupt", lambda s: s == "LOC",
+                         record_property)
+    [group] = [g for g in run["groups"] if g["cause"] == "interrupt" and g["source"] == "LOC"]
+    _check_period("rt hrtimer", group["period_ms"], _truth_period([h.due_ns for h in holds]))
+    # the kernel's tracer ran after the detector, while the injector went on: it counts every
+    # interrupt (ticks too), so at least the holds made in any window of its length, and its
+    # longest single noise is at least the shortest hold
     o = run["osnoise"]
-    record_property("rt", f"detector LOC {loc}; osnoise {o}")
+    record_property("rt", f"osnoise {o}")
     assert o["cpu"] == 1 and o["duration_s"] == 6
-    assert o["irq"] >= 0.9 * holds * o["duration_s"] / run["measured_s"], o
-    assert o["max_single_us"] * 1e3 >= 0.9 * hold, o
+    fewest = _fewest_in_window([h.due_ns for h in log.holds], o["duration_s"] * 1e9)
+    assert o["irq"] >= fewest, (o, fewest)
+    assert o["max_single_us"] * 1e3 >= min(h.end_ns - h.start_ns for h in log.holds) - RES_NS, o
     assert "Side by side with rtla osnoise" in (out / "report.html").read_text()
+
+
+def _fewest_in_window(times_ns: list[int], window_ns: float) -> int:
+    """The fewest events in any window of that length inside the span logged."""
+    if not times_ns or times_ns[-1] - times_ns[0] < window_ns:
+        return 0
+    return min(bisect.bisect_left(times_ns, t + window_ns) - i
+               for i, t in enumerate(times_ns) if t + window_ns <= times_ns[-1])

@@ -41,6 +41,7 @@ MAX_CLUSTERS = 5
 PERIODIC_SHARE = 2 / 3  # this share of inter-arrivals within PERIOD_TOLERANCE of the median
 PERIODIC_MIN = 5  # inter-arrivals: fewer cannot show a period
 PERIOD_TOLERANCE = 0.1
+MAX_MISSED = 2  # occurrences in a row a periodic source may go unseen and still count as periodic
 
 
 @dataclass
@@ -257,13 +258,24 @@ def attribute(run: RunOutputs) -> list[Attributed]:
 
 
 def periodicity(starts_ns: list[int]) -> dict[str, Any]:
-    """The median inter-arrival and whether the arrivals keep to it (a fixed period points at a
-    timer: firmware's, the kernel's, a device's)."""
+    """The period of the arrivals and whether they keep to it (a fixed period points at a timer:
+    firmware's, the kernel's, a device's). An occurrence the detector did not see on its own (in
+    its blind bookkeeping, or merged into a longer gap of another cause) leaves an inter-arrival
+    of two or three periods: each inter-arrival counts as the whole number of periods nearest to
+    it (at most MAX_MISSED + 1), so misses do not stretch the period, and a timer seen only most
+    of the time is still periodic."""
     if len(starts_ns) < 3:
         return {"period_ms": None, "periodic": False, "inter_arrival_ms": []}
     dt = np.diff(np.sort(np.asarray(starts_ns, dtype=np.int64))) / 1e6
     period = float(np.median(dt))
-    regular = float(np.mean(np.abs(dt - period) <= PERIOD_TOLERANCE * period)) if period > 0 else 0.0
+    for _ in range(2):  # from the plain median, refined once with the multiples it implies
+        if period <= 0:
+            break
+        k = np.rint(dt / period)
+        whole = (k >= 1) & (k <= MAX_MISSED + 1)
+        period = float(np.median(dt[whole] / k[whole])) if whole.any() else period
+    k = np.clip(np.rint(dt / period), 1, MAX_MISSED + 1) if period > 0 else np.ones_like(dt)
+    regular = float(np.mean(np.abs(dt - k * period) <= PERIOD_TOLERANCE * period)) if period > 0 else 0.0
     return {"period_ms": round(period, 6), "periodic": regular >= PERIODIC_SHARE and len(dt) >= PERIODIC_MIN,
             "regular_share": round(regular, 4), "inter_arrival_ms": [round(float(x), 6) for x in dt]}
 

@@ -9,6 +9,19 @@
  * a ground truth. Each hold is a busy-wait on ktime_get() in hard interrupt
  * context; the parameter "fired" counts the holds.
  *
+ * Every hold it makes is logged (the first GAP_LOG_MAX), so a test checks a
+ * detector against the holds that happened, not the grid it asked for: an
+ * emulated CPU can fire a timer late, skip a period or merge two. Reading
+ * /proc/irqgap_inject_holds gives a header line and one line per hold:
+ *
+ *   irqgap_inject 1 <mode> <cpu> <period_us> <hold_us> <logged> <dropped> <now_ns>
+ *   hold <due_ns> <start_ns> <end_ns>
+ *
+ * all on CLOCK_MONOTONIC (ktime_get): now is when the header was written (the
+ * log is complete up to then, but for a hold in progress, not listed), due the
+ * earliest the interrupt could arrive (the hrtimer's expiry; mode=edu: when
+ * the raise was written), start and end bound the busy-wait.
+ *
  * mode=hrtimer: a hard hrtimer pinned to @cpu holds in its callback. The gap
  * is counted on the local timer line (LOC in /proc/interrupts).
  *
@@ -35,14 +48,20 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/pci.h>
+#include <linux/proc_fs.h>
 #include <linux/processor.h>
+#include <linux/seq_file.h>
 #include <linux/smp.h>
 #include <linux/string.h>
+#include <linux/vmalloc.h>
 
 #define DRV_NAME		"irqgap_inject"
 
 #define GAP_PERIOD_US_MIN	10U
 #define GAP_HOLD_US_MAX		100000U
+#define GAP_LOG_MAX		65536U	/* holds logged: 45 min at 41.3 ms */
+#define GAP_LOG_FORMAT		1
+#define GAP_LOG_PROC		"irqgap_inject_holds"
 
 /* QEMU's educational PCI device (hw/misc/edu.c). */
 #define EDU_VENDOR		0x1234
@@ -77,6 +96,18 @@ static atomic_t raised = ATOMIC_INIT(0);
 static atomic_t overruns = ATOMIC_INIT(0);
 static atomic_t spurious = ATOMIC_INIT(0);
 static int raiser_cpu = -1;
+
+/* One hold as it happened; end_ns is written last (0: not complete yet). */
+struct gap_hold_rec {
+	u64 due_ns;
+	u64 start_ns;
+	u64 end_ns;
+};
+
+static struct gap_hold_rec *gap_log;
+static atomic_t gap_log_claimed = ATOMIC_INIT(0);
+/* mode=edu: when the oldest raise not yet handled was written (0: none) */
+static atomic64_t edu_raised_ns = ATOMIC64_INIT(0);
 
 static int gap_counter_set(const char *val, const struct kernel_param *kp)
 {
@@ -130,14 +161,30 @@ static ktime_t period;
 static struct hrtimer gap_timer;
 static struct gap_edu edu;
 
-/* The gap itself: hard interrupt context, interrupts off. */
-static void gap_hold(void)
+/*
+ * The gap itself: hard interrupt context, interrupts off. @due: the earliest
+ * the interrupt that called it could have arrived.
+ */
+static void gap_hold(ktime_t due)
 {
-	ktime_t end = ktime_add_us(ktime_get(), hold_us);
+	ktime_t start = ktime_get();
+	ktime_t end = ktime_add_us(start, hold_us);
+	ktime_t now;
+	unsigned int slot;
 
-	while (ktime_before(ktime_get(), end))
+	do {
 		cpu_relax();
+		now = ktime_get();
+	} while (ktime_before(now, end));
 	atomic_inc(&fired);
+
+	slot = (unsigned int)atomic_inc_return(&gap_log_claimed) - 1;
+	if (slot < GAP_LOG_MAX) {
+		gap_log[slot].due_ns = ktime_to_ns(due);
+		gap_log[slot].start_ns = ktime_to_ns(start);
+		/* pairs with gap_log_show()'s acquire: a set end, a whole record */
+		smp_store_release(&gap_log[slot].end_ns, ktime_to_ns(now));
+	}
 }
 
 static void gap_timer_forward(struct hrtimer *t)
@@ -152,7 +199,7 @@ static void gap_timer_forward(struct hrtimer *t)
 static enum hrtimer_restart gap_hrtimer_tick(struct hrtimer *t)
 {
 	atomic_inc(&raised);
-	gap_hold();
+	gap_hold(hrtimer_get_expires(t));
 	/* After the hold: the next expiry stays on the period grid. */
 	gap_timer_forward(t);
 	return HRTIMER_RESTART;
@@ -163,6 +210,8 @@ static enum hrtimer_restart gap_edu_tick(struct hrtimer *t)
 {
 	gap_timer_forward(t);
 	atomic_inc(&raised);
+	/* stamped before the write: the IRQ cannot come earlier */
+	atomic64_cmpxchg(&edu_raised_ns, 0, ktime_get_ns());
 	iowrite32(EDU_RAISE_VALUE, edu.regs + EDU_REG_IRQ_RAISE);
 	return HRTIMER_RESTART;
 }
@@ -179,7 +228,7 @@ static irqreturn_t gap_edu_irq(int irq, void *dev_id)
 		return e->msi ? IRQ_HANDLED : IRQ_NONE;
 	}
 	iowrite32(status, e->regs + EDU_REG_IRQ_ACK);	/* INTx drops here */
-	gap_hold();
+	gap_hold(ns_to_ktime(atomic64_xchg(&edu_raised_ns, 0)));
 	return IRQ_HANDLED;
 }
 
@@ -339,6 +388,59 @@ static struct pci_driver gap_edu_driver = {
 	.remove = gap_edu_remove,
 };
 
+static unsigned int gap_log_count(void)
+{
+	return min_t(unsigned int, atomic_read(&gap_log_claimed), GAP_LOG_MAX);
+}
+
+static void *gap_log_start(struct seq_file *m, loff_t *pos)
+{
+	/* position 0 is the header, position i > 0 the record i - 1 */
+	return *pos <= gap_log_count() ? pos : NULL;
+}
+
+static void *gap_log_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	++*pos;
+	return gap_log_start(m, pos);
+}
+
+static void gap_log_stop(struct seq_file *m, void *v)
+{
+}
+
+static int gap_log_show(struct seq_file *m, void *v)
+{
+	loff_t i = *(loff_t *)v;
+	const struct gap_hold_rec *r;
+	u64 end;
+
+	if (i == 0) {
+		unsigned int claimed = atomic_read(&gap_log_claimed);
+
+		seq_printf(m, "irqgap_inject %d %s %d %u %u %u %u %llu\n",
+			   GAP_LOG_FORMAT, use_edu ? "edu" : "hrtimer", cpu,
+			   period_us, hold_us, min(claimed, GAP_LOG_MAX),
+			   claimed > GAP_LOG_MAX ? claimed - GAP_LOG_MAX : 0,
+			   ktime_get_ns());
+		return 0;
+	}
+	r = &gap_log[i - 1];
+	/* pairs with gap_hold()'s release: due and start are written */
+	end = smp_load_acquire(&r->end_ns);
+	if (end)
+		seq_printf(m, "hold %llu %llu %llu\n", r->due_ns, r->start_ns,
+			   end);
+	return 0;
+}
+
+static const struct seq_operations gap_log_ops = {
+	.start = gap_log_start,
+	.next = gap_log_next,
+	.stop = gap_log_stop,
+	.show = gap_log_show,
+};
+
 static int __init gap_check_params(void)
 {
 	if (!mode || (strcmp(mode, "hrtimer") && strcmp(mode, "edu"))) {
@@ -389,12 +491,21 @@ static int __init irqgap_inject_init(void)
 		return ret;
 	period = ns_to_ktime((u64)period_us * NSEC_PER_USEC);
 
+	gap_log = vzalloc(array_size(GAP_LOG_MAX, sizeof(*gap_log)));
+	if (!gap_log)
+		return -ENOMEM;
+	if (!proc_create_seq(GAP_LOG_PROC, 0444, NULL, &gap_log_ops)) {
+		pr_err("cannot create /proc/%s\n", GAP_LOG_PROC);
+		ret = -ENOMEM;
+		goto err_log;
+	}
+
 	if (!use_edu) {
 		ret = gap_timer_start(cpu, gap_hrtimer_tick);
 		if (ret) {
 			pr_err("cannot start the timer on CPU %d (%d)\n",
 			       cpu, ret);
-			return ret;
+			goto err_proc;
 		}
 		pr_info("TEST ONLY: mode=hrtimer on CPU %d every %u us, held %u us\n",
 			cpu, period_us, hold_us);
@@ -403,15 +514,22 @@ static int __init irqgap_inject_init(void)
 
 	ret = pci_register_driver(&gap_edu_driver);
 	if (ret)
-		return ret;
+		goto err_proc;
 	/* Probing is synchronous: nothing bound now means none is free. */
 	if (!edu.pdev) {
 		pr_err("mode=edu: no free QEMU edu device (PCI %04x:%04x): QEMU needs -device edu, and no other driver (pcie_latency) may hold it\n",
 		       EDU_VENDOR, EDU_DEVICE);
 		pci_unregister_driver(&gap_edu_driver);
-		return -ENODEV;
+		ret = -ENODEV;
+		goto err_proc;
 	}
 	return 0;
+
+err_proc:
+	remove_proc_entry(GAP_LOG_PROC, NULL);
+err_log:
+	vfree(gap_log);
+	return ret;
 }
 
 static void __exit irqgap_inject_exit(void)
@@ -420,6 +538,9 @@ static void __exit irqgap_inject_exit(void)
 		pci_unregister_driver(&gap_edu_driver);
 	else
 		hrtimer_cancel(&gap_timer);
+	/* no hold runs now: the timer and the IRQ are gone */
+	remove_proc_entry(GAP_LOG_PROC, NULL);
+	vfree(gap_log);
 	pr_info("unloaded: %u gaps of %u us, %u timer expiries, %u overruns, %u spurious\n",
 		atomic_read(&fired), hold_us, atomic_read(&raised),
 		atomic_read(&overruns), atomic_read(&spurious));
