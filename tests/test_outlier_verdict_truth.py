@@ -2,9 +2,12 @@
 
 Twin campaigns with non-preset truth (t_rw varied, outlier fractions 1e-5…1e-3) inject each kind
 alone and mixed: software-side delays (outlier_fraction: t_SW only), late handlers (irq_delay: both
-sides) and stretched clearing accesses (bus_stretch: t_HW only). Which injected events the scope
-caught comes from the truth file joined to the event pairing; what they were comes from the truth
-alone, so the verdict's own classification (thresholds, HW−SW bulk) is checked, not repeated.
+sides) and stretched clearing accesses (bus_stretch: t_HW only). The expected counts come from the
+twin's truth alone (issue 26), with none of the station's analysis code: the event behind each scope
+pulse is found in twin-truth.parquet by the pulses' spacing and widths, the outlier thresholds are
+the documented rule (docs/report-schema.md) computed here from the true t_SW and t_HW, and the side
+of each outlier event is what the twin injected into it. So the verdict's own pairing and
+classification (thresholds, HW−SW bulk) are checked, not repeated.
 The same campaigns check that the paired and unpaired t_rw intervals and the software outlier
 count's Poisson interval cover the truth in at least 90 % of cases.
 
@@ -26,8 +29,6 @@ import pytest
 from scipy import stats
 
 from station.analysis.campaign import analyse_campaign
-from station.analysis.outliers import MIN_KIND_EVENTS, MIN_PAIRED_OUTLIERS, robust_threshold
-from station.analysis.pairing import pair_run
 from station.campaign import run_campaign
 from station.config import ConfigError, parse_campaign
 from station.progress import QuietProgress
@@ -43,6 +44,14 @@ DELAY_NS = (14_000, 17_000)  # far above either interface's bulk, below the 50 �
 KINDS = [("sw", "bus"), ("irq", "sw"), ("bus", "irq"), ("sw+bus", "sw+irq"), ("irq+bus", "sw+bus+irq")]
 PARAM = {"sw": ("outlier_fraction", "outlier_delay"), "irq": ("irq_delay_fraction", "irq_delay"),
          "bus": ("bus_stretch_fraction", "bus_stretch")}
+TIME_PER_DIV_MS = 1
+RECORD_LENGTH = 120_000
+SAMPLE_NS = 10 * TIME_PER_DIV_MS * 1e6 / RECORD_LENGTH  # the scope's sample interval: 10 divisions a record
+# A pulse's edges are each placed between two samples (linear interpolation of the crossing), so its
+# start and width lie within a sample interval of its event's true rise and fall − rise (80 runs of
+# this test: all within 66 ns of 83); twice that still leaves one run of events matching an
+# acquisition's ~200 pulses.
+MATCH_NS = 2 * SAMPLE_NS
 
 
 @dataclass
@@ -86,8 +95,8 @@ bench:
     overrides:
       lpt: {flow(case.truth["lpt"])}
       pcie: {flow(case.truth["pcie"])}
-  scope: {{kind: twin, channel: 1, volts_per_div: 1V, position_div: -3, time_per_div: 1ms,
-          record_length: 120000, trigger_level: 1.5V, threshold: auto, bus: loopback}}
+  scope: {{kind: twin, channel: 1, volts_per_div: 1V, position_div: -3, time_per_div: {TIME_PER_DIV_MS}ms,
+          record_length: {RECORD_LENGTH}, trigger_level: 1.5V, threshold: auto, bus: loopback}}
 matrix:
   interfaces: [lpt, pcie]
   variants: [inb, no-inb]
@@ -125,37 +134,131 @@ def campaigns(tmp_path_factory) -> list[tuple[Case, Path, dict]]:
     return [(c, root / f"c{c.index:02d}", analyse_campaign(root / f"c{c.index:02d}")[0]) for c in cases]
 
 
-def _truth_counts(run_dir: Path) -> dict[str, int | float]:
-    """Per paired event, what the twin injected: late in software only, on the scope only, or both."""
+# The documented rules (docs/report-schema.md), stated here rather than imported from the code under test:
+ROBUST_Z = 8  # `outliers`: an outlier is above its run's median + 8 · 1.4826 · MAD
+MIN_VERDICT_EVENTS = 3  # `outlier_verdict`: "cannot tell" with fewer paired outlier events than this
+MIN_SIDE_EVENTS = 2  # ... and "both" with at least this many paired events of each side
+
+
+def _robust_threshold(values: np.ndarray) -> float:
+    med = float(np.median(values))
+    mad = float(np.median(np.abs(values - med)))
+    assert mad > 0, "the rule's MAD is 0: widths or latencies on one value"
+    return med + ROBUST_Z * 1.4826 * mad
+
+
+def _pulse_events(hw: pd.DataFrame, truth: pd.DataFrame, period_ns: int) -> np.ndarray:
+    """The seq of the twin's event behind each scope pulse (hw's rows), from the truth alone.
+
+    Within an acquisition the pulses are events k = start spacing / period apart; the one run of
+    the twin's events whose rises are spaced as the pulses' starts and whose widths fall − rise are
+    the pulses' widths, each within MATCH_NS, is the acquisition's. Every acquisition must have
+    exactly one: the truth's pairing is complete, or the test says where it is not."""
+    rise = truth["rise_ns"].to_numpy(np.float64)
+    width = truth["hw_ns"].to_numpy(np.float64)
+    start_ns, width_ns = hw["start_s"].to_numpy() * 1e9, hw["width_s"].to_numpy() * 1e9
+    seq = np.full(len(hw), -1, np.int64)
+    for acq, rows in hw.groupby("acquisition").indices.items():
+        rows = rows[np.argsort(start_ns[rows], kind="stable")]
+        offset = start_ns[rows] - start_ns[rows[0]]
+        k = np.rint(offset / period_ns).astype(np.int64)
+        first = np.arange(max(len(rise) - int(k[-1]), 0))
+        for ki, off, w in zip(k, offset, width_ns[rows], strict=True):
+            first = first[(np.abs(width[first + ki] - w) <= MATCH_NS)
+                          & (np.abs(rise[first + ki] - rise[first] - off) <= MATCH_NS)]
+        assert len(first) == 1, f"acquisition {acq}: {len(first)} runs of events match its {len(rows)} pulses"
+        seq[rows] = first[0] + k
+    return seq
+
+
+COUNTS = ("sw_only", "hw_only", "both_sides")
+
+
+def _truth(run_dir: Path) -> dict:
+    """What the twin injected and what the documented rule makes of it: per acquisition, the pulses
+    whose records the station has and how many of them are outlier events of each side; the run's
+    outlier counts; the true t_rw of its records."""
     data = load_run(run_dir)
-    pairing = pair_run(data.sw, data.hw, data.arrivals, int(data.manifest["period_ns"]))
-    t = data.truth.set_index("seq")
-    recorded = t.reindex(data.sw["seq"].to_numpy())
-    paired = t.reindex(pairing.pairs["seq"].to_numpy().astype(np.int64))
-    kinds = ["d_sw_ns", "irq_delay_ns", "bus_stretch_ns"]
-    # the model's own rare IRQ-side tail (tail_fraction) makes late handlers too: an event with no
-    # injected delay whose true t_SW or t_HW passes the documented outlier threshold is one
-    sw_thr = robust_threshold(recorded["sw_ns"].to_numpy())
-    hw_thr = robust_threshold(data.hw["width_s"].to_numpy() * 1e9)
-    natural = ~(paired[kinds] > 0).any(axis=1) & ((paired["sw_ns"] > sw_thr) | (paired["hw_ns"] > hw_thr))
-    sw_late = (paired["d_sw_ns"] > 0) | (paired["irq_delay_ns"] > 0) | natural
-    hw_late = (paired["irq_delay_ns"] > 0) | (paired["bus_stretch_ns"] > 0) | natural
-    # what the station could see at all: late records, and the stretched pulses the scope paired
-    late_records = (recorded["d_sw_ns"] > 0) | (recorded["irq_delay_ns"] > 0) | (recorded["sw_ns"] > sw_thr)
-    visible = int(late_records.sum()) + int((paired["bus_stretch_ns"] > 0).sum())
-    return {"sw_only": int((sw_late & ~hw_late).sum()), "hw_only": int((hw_late & ~sw_late).sum()),
-            "both_sides": int((sw_late & hw_late).sum()), "natural": int(natural.sum()), "visible": visible,
+    t = data.truth.set_index("seq").sort_index()
+    t = t.reindex(np.arange(int(t.index.max()) + 1))  # row i is event i (a gap: NaN, matches nothing)
+    sw_seq = data.sw["seq"].to_numpy(np.int64)
+    recorded = t.iloc[sw_seq]
+    # the records carry the twin's own t_SW: the software side's threshold and counts are exact
+    assert np.array_equal(recorded["sw_ns"].to_numpy(), data.sw["latency_ns"].to_numpy()), "t_SW ≠ the twin's"
+    sw_thr = _robust_threshold(recorded["sw_ns"].to_numpy(np.float64))
+    seq = _pulse_events(data.hw, t.reset_index(drop=True), int(data.manifest["period_ns"]))
+    caught = t.iloc[seq]
+    has_record = np.isin(seq, sw_seq)  # what pairing can pair: a pulse whose record the station has
+    sw_out = caught["sw_ns"].to_numpy() > sw_thr
+    # The side is what the twin injected: a software-side delay or a stretch (14–17 µs, far beyond the
+    # HW−SW bulk) puts an event below or above the bulk; anything else late (a late handler, the
+    # model's own latency tail) moved t_SW and t_HW alike and stays within it.
+    d_sw, d_bus = caught["d_sw_ns"].to_numpy() > 0, caught["bus_stretch_ns"].to_numpy() > 0
+    # The threshold of t_HW is the rule's over the true widths of every pulse the scope caught. The
+    # station sees the widths as measured, within a sample interval: an event on the other side of
+    # the measured widths' threshold (the rule over them) is one the scope's quantisation decides,
+    # and either classification is accepted for its run (there was none in 80 runs of this test:
+    # the nearest true width lay 358 ns from its threshold).
+    widths = {"true": caught["hw_ns"].to_numpy(np.float64), "measured": data.hw["width_s"].to_numpy() * 1e9}
+    hw_out = {name: w > _robust_threshold(w) for name, w in widths.items()}
+    acquisition = data.hw["acquisition"].to_numpy()
+    per_acquisition, hw_outliers = {}, {}
+    for name, out in hw_out.items():
+        sw_only = sw_out & ~out & d_sw
+        hw_only = out & ~sw_out & d_bus
+        both = (sw_out | out) & ~sw_only & ~hw_only
+        frame = pd.DataFrame({"acquisition": acquisition, "pulses": has_record, "sw_only": sw_only & has_record,
+                              "hw_only": hw_only & has_record, "both_sides": both & has_record})
+        per_acquisition[name] = frame.groupby("acquisition").sum().to_numpy(np.int64)  # pulses + COUNTS
+        hw_outliers[name] = int(out.sum())
+    return {"acquisitions": per_acquisition, "sw_outliers": int((recorded["sw_ns"] > sw_thr).sum()),
+            "hw_outliers": hw_outliers, "boundary": int((hw_out["true"] != hw_out["measured"]).sum()),
             "t_rw_sum": float(recorded["t_rw_ns"].sum()), "events": len(recorded)}
+
+
+def _left_out(acquisitions: np.ndarray, pulses: int) -> set[tuple[int, ...]]:
+    """The COUNTS in every set of whole acquisitions holding exactly `pulses` recorded pulses."""
+    states = {(0,) * acquisitions.shape[1]}
+    for row in acquisitions[acquisitions[:, 0] > 0]:
+        states |= {s2 for s in states if (s2 := tuple(int(a + b) for a, b in zip(s, row, strict=True)))[0] <= pulses}
+    return {s[1:] for s in states if s[0] == pulses}
+
+
+def _expected_counts(truth: dict, verdict: dict) -> tuple[dict, bool]:
+    """The counts the truth calls for in this run, and whether the verdict's are among them.
+
+    Pairing leaves a whole acquisition out when it cannot tell its events (docs: a pairing is right
+    or absent): one the records end within, or, on a loaded host, one armed farther from the
+    stream's position than the search window (36 of 1832 acquisitions in 80 runs of this test).
+    Which ones is the pairing's business, but not how many pulses: the run's paired_events. So the
+    verdict's sub-counts must be the truth's over every acquisition but some whole ones holding
+    exactly the unpaired recorded pulses (none in most runs: then exactly the truth's)."""
+    options = []
+    for name in ("true", "measured") if truth["boundary"] else ("true",):
+        acq = truth["acquisitions"][name]
+        total = acq.sum(axis=0)
+        unpaired = int(total[0]) - verdict["paired_events"]
+        for out in sorted(_left_out(acq, unpaired)) if unpaired >= 0 else []:
+            options.append({"sw_outliers": truth["sw_outliers"], "hw_outliers": truth["hw_outliers"][name],
+                            **{k: int(total[i + 1] - out[i]) for i, k in enumerate(COUNTS)},
+                            "unpaired": unpaired})
+        if name == "true":
+            full = {"sw_outliers": truth["sw_outliers"], "hw_outliers": truth["hw_outliers"][name],
+                    **{k: int(total[i + 1]) for i, k in enumerate(COUNTS)}, "unpaired": unpaired}
+    for option in options:
+        if all(option[k] == verdict[k] for k in (*COUNTS, "sw_outliers", "hw_outliers")):
+            return option, True
+    return full, False
 
 
 def _expected(c: dict[str, int]) -> str:
     """The verdict the truth calls for, by the documented rule (docs/report-schema.md)."""
     software, hardware = c["sw_only"], c["hw_only"] + c["both_sides"]
-    if c["visible"] == 0:
+    if c["sw_outliers"] == 0 and c["hw_outliers"] == 0:
         return "none"
-    if software + hardware < MIN_PAIRED_OUTLIERS:
+    if software + hardware < MIN_VERDICT_EVENTS:
         return "cannot tell"
-    if software >= MIN_KIND_EVENTS and hardware >= MIN_KIND_EVENTS:
+    if software >= MIN_SIDE_EVENTS and hardware >= MIN_SIDE_EVENTS:
         return "both"
     return "software-side" if software > hardware else "hardware-side"
 
@@ -166,10 +269,13 @@ def verdicts(campaigns) -> list[dict]:
     for case, out, report in campaigns:
         for run in report["runs"]:
             assert run["status"] == "complete", run["error"]
-            truth = _truth_counts(out / "runs" / run["id"])
+            truth = _truth(out / "runs" / run["id"])
+            counts, matched = _expected_counts(truth, run["outlier_verdict"])
             rows.append({"campaign": case.index, "run": run["id"], "interface": run["interface"],
                          "kinds": KINDS[case.index % len(KINDS)][run["interface"] == "pcie"],
-                         "expected": _expected(truth), **{f"truth_{k}": v for k, v in truth.items()},
+                         "expected": _expected(counts), "matched": matched, "boundary": truth["boundary"],
+                         **{f"truth_{k}": v for k, v in counts.items()},
+                         "truth_t_rw_sum": truth["t_rw_sum"], "truth_events": truth["events"],
                          **run["outlier_verdict"], "sw_count": run["outliers"]["sw_count"],
                          "samples": run["sw"]["count"], "params": case.truth[run["interface"]]})
     return rows
@@ -178,22 +284,23 @@ def verdicts(campaigns) -> list[dict]:
 def test_the_verdict_names_the_injected_side_on_every_kind(verdicts):
     df = pd.DataFrame(verdicts)
     table = pd.crosstab(df["kinds"], df["verdict"]).to_string()
+    # the sub-counts are the injected events themselves: a stretch is not a late handler, nor the
+    # reverse; and the run's outlier counts are the rule's over the true t_SW and t_HW
+    cols = ["run", "campaign", "kinds", "truth_unpaired", "boundary"] + [
+        c for k in (*COUNTS, "sw_outliers", "hw_outliers") for c in (k, f"truth_{k}")]
+    off = df[~df["matched"]]
+    assert off.empty, f"counts ≠ truth in {len(off)} of {len(df)} runs:\n{off[cols].to_string()}"
     wrong = df[df["verdict"] != df["expected"]]
-    # "none" and "cannot tell" agree when nothing visible was injected but the scope saw a stretch unpaired
-    wrong = wrong[~((wrong["expected"] == "none") & (wrong["verdict"] == "cannot tell")
-                    & (wrong["paired_outliers"] == 0))]
     assert wrong.empty, (
         f"verdict ≠ truth in {len(wrong)} of {len(df)} runs:\n"
-        + wrong[["run", "campaign", "kinds", "expected", "verdict", "sw_only", "truth_sw_only", "hw_only",
-                 "truth_hw_only", "both_sides", "truth_both_sides"]].to_string() + f"\nverdicts per kind:\n{table}"
+        + wrong[["run", "campaign", "kinds", "expected", "verdict", *cols[4:]]].to_string()
+        + f"\nverdicts per kind:\n{table}"
     )
-    # the sub-counts are the injected events themselves: a stretch is not a late handler, nor the reverse
-    for key in ("sw_only", "hw_only", "both_sides"):
-        off = df[df[key] != df[f"truth_{key}"]]
-        assert len(off) <= 0.05 * len(df), f"{key} ≠ truth in {len(off)} runs:\n{off.to_string()}"
     # every verdict was reached, on enough runs to mean something (the test can fail, not just pass)
     reached = df["verdict"].value_counts().to_dict()
-    print(f"verdicts per kind (of {len(df)} runs):\n{table}")
+    print(f"verdicts per kind (of {len(df)} runs):\n{table}\npulses left unpaired: "
+          f"{int(df['truth_unpaired'].sum())} in {int((df['truth_unpaired'] > 0).sum())} runs; "
+          f"events the scope's quantisation decides: {int(df['boundary'].sum())}")
     for verdict, at_least in (("software-side", 6), ("hardware-side", 12), ("both", 6), ("cannot tell", 6)):
         assert reached.get(verdict, 0) >= at_least, f"{verdict}: {reached}\n{table}"
     # hardware-side both ways: by stretches alone (hw_only) and by late handlers alone (both_sides)
