@@ -14,4 +14,4 @@ as_root bash target_modules/scripts/ci-deps.sh >/dev/null
 as_root bash station/vm/ci-deps.sh >/dev/null
 as_root bash fpga/scripts/ci-deps.sh >/dev/null
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q -rs "$@"  # -rs: every skip listed, with its reason

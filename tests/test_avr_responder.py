@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,10 @@ def test_responses_outside_handler_runs_are_as_fast_as_masked(unmasked, masked):
     assert min(fast) == masked.min_cycles and max(fast) <= masked.max_cycles
 
 
-def test_report_the_figures(masked, unmasked):
+def test_report_the_figures(masked, unmasked, unmasked_out):
+    """The figures as printed, and what the run must give: the harness applied STIMULI edges; the
+    firmware's timer0 overflows every 64 * 256 cycles for the whole run, each handler run taking the
+    carry branch (two cycles more) exactly when its 24 µs remainders pass a millisecond."""
     w = unmasked.window
     print(
         f"\nmasked: {len(masked.responses)} edges, delay {masked.min_cycles}..{masked.max_cycles} cycles = "
@@ -121,7 +125,18 @@ def test_report_the_figures(masked, unmasked):
         f"\nlargest extra delay {max(o.extra for o in unmasked.outliers)} cycles, "
         f"worst response {unmasked.max_cycles} cycles = {unmasked.max_cycles / 16:.4f} µs"
     )
-    assert w.min_cycles > 0
+    assert int(unmasked_out.config["stimuli"]) == len(unmasked_out.stims) == STIMULI
+    assert len(masked.responses) == len(unmasked.responses) == STIMULI
+    # one overflow per 16384 cycles of the run (the first comes one period after timer0's set-up)
+    periods = unmasked_out.cycles / avr_sim.TIMER0_OVERFLOW_CYCLES
+    assert periods - 1.01 < w.runs <= periods, (w.runs, periods)
+    # the handler's remainder: 1024 µs per overflow, 24 µs carried; a carry on overflow k
+    # when 24 * k passes a multiple of 1000
+    carries = w.runs * 24 // 1000
+    lengths = Counter(r.cycles for r in unmasked_out.isr_runs(avr_sim.TIMER0_OVF_VECTOR))
+    assert lengths == {w.min_cycles: w.runs - carries, w.min_cycles + 2: carries}, lengths
+    assert w.max_cycles == w.min_cycles + 2 and w.mean_cycles == pytest.approx(w.min_cycles + 2 * carries / w.runs)
+    assert 100 <= w.min_cycles <= 130  # the firmware's 115 cycles, give or take a compiler version
 
 
 def test_harness_logs_every_int0_run_and_is_reproducible(built, unmasked_out):

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
+import pwd
 import re
+import subprocess
+import tempfile
 import time
 import tracemalloc
 
@@ -22,7 +26,7 @@ from station.config import (
     load_campaign,
     parse_campaign,
 )
-from tests.conftest import REPO, run_station
+from tests.conftest import REPO, missing, run_station
 
 MINIMAL = "name: x\nmatrix:\n  samples: 10\n"
 
@@ -395,15 +399,86 @@ def test_upload_modules_must_be_a_directory_and_load_host_keys_exist(tmp_path):
     ]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
-def test_unreadable_identity_file(tmp_path):
-    key = tmp_path / "id"
-    key.write_text("secret")
-    key.chmod(0)
-    path = tmp_path / "c.yaml"
-    path.write_text(_ssh_config(tmp_path, identity_file=key))
-    with pytest.raises(ConfigError, match=rf"{re.escape(str(path))}:3: bench.target.identity_file: .* is not readable"):
-        load_campaign(path)
+UNPRIVILEGED = "irqstation-test"  # a system user, made for this check when the tests run as root
+
+
+def _unprivileged_ids() -> tuple[int, int]:
+    """uid and gid of a user without root's right to read every file: UNPRIVILEGED, created (as a
+    system user with no home and no login shell) if it does not exist."""
+    try:
+        user = pwd.getpwnam(UNPRIVILEGED)
+    except KeyError:
+        try:
+            made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                                   UNPRIVILEGED], capture_output=True, text=True, timeout=60)
+            why = made.stderr.strip() or f"useradd exited with {made.returncode}"
+        except OSError as exc:
+            why = str(exc)
+        try:
+            user = pwd.getpwnam(UNPRIVILEGED)
+        except KeyError:
+            missing(f"an unprivileged user to check unreadable files as root: useradd {UNPRIVILEGED} failed ({why})")
+    return user.pw_uid, user.pw_gid
+
+
+def _load_as(uid: int, gid: int, path) -> str:
+    """load_campaign(path) in a forked child that has dropped to uid/gid (no exec: the interpreter and
+    the checkout may lie where that user cannot go); what happened, as "valid" or "<error>: message"."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        status = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            try:
+                load_campaign(path)
+                outcome = "valid"
+            except BaseException as exc:  # noqa: BLE001 - every outcome goes back to the test
+                outcome = f"{type(exc).__name__}: {exc}"
+            with os.fdopen(write, "w") as out:
+                out.write(outcome)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    with os.fdopen(read) as inp:
+        outcome = inp.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"the child as uid {uid} failed: {outcome!r}"
+    return outcome
+
+
+def test_unreadable_identity_file():
+    """A key file the station's user cannot read is refused at validate time. Root reads every file,
+    so as root the check runs in a child that is an unprivileged user (in a directory it can reach:
+    pytest's tmp_path is private to root)."""
+    import asyncssh
+
+    with tempfile.TemporaryDirectory(prefix="irqstation-unreadable-") as tmp:
+        tmp_path = pathlib.Path(tmp)
+        tmp_path.chmod(0o755)
+        key = tmp_path / "id"
+        asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
+        path = tmp_path / "c.yaml"
+        path.write_text(_ssh_config(tmp_path, identity_file=key))
+        path.chmod(0o644)
+        load_campaign(path)  # readable: valid (and every module the check needs is imported)
+        key.chmod(0)
+        expected = rf"{re.escape(str(path))}:3: bench.target.identity_file: {re.escape(str(key))} is not readable$"
+        if os.geteuid() != 0:
+            with pytest.raises(ConfigError, match=expected):
+                load_campaign(path)
+            return
+        load_campaign(path)  # root itself may read it
+        uid, gid = _unprivileged_ids()
+        outcome = _load_as(uid, gid, path)
+        assert re.fullmatch(rf"ConfigError: {expected}", outcome), outcome
+        key.chmod(0o400)
+        os.chown(key, uid, gid)  # the same file, now that user's own: valid
+        assert _load_as(uid, gid, path) == "valid"
 
 
 def test_twin_targets_need_no_key_files(tmp_path):

@@ -99,7 +99,7 @@ def _run(tmp_path: Path, s: CyclictestSettings, **kw):
     if shutil.which("cyclictest") is None:
         missing("cyclictest is not installed (apt-get install rt-tests)")
     if os.geteuid() != 0:
-        pytest.skip("cyclictest with SCHED_FIFO and mlockall needs root (CI runs as root)")
+        missing("cyclictest with SCHED_FIFO and mlockall needs root (CI runs as root)")
     json_path = tmp_path / "out.json"
     done = subprocess.run(["cyclictest", *arguments(s, json_path=str(json_path), **kw)],
                           capture_output=True, text=True, timeout=60)

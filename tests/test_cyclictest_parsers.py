@@ -5,7 +5,6 @@ never another exception)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -32,6 +31,7 @@ from station.parsers.cyclictest import (
     parse_json,
     parse_status_lines,
 )
+from tests.conftest import missing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cyclictest"
 CASES = sorted(p.parent for p in FIXTURES.glob("*/*/meta.json"))
@@ -298,7 +298,7 @@ def test_histogram_option_from_a_command_line():
 def test_cyclictest_now(tmp_path: Path):
     """Two seconds of the installed cyclictest: text and JSON agree, every cycle is accounted for."""
     if not Path(CYCLICTEST).exists() and shutil.which("cyclictest") is None:
-        pytest.skip("cyclictest is not installed (Debian/Ubuntu: apt-get install rt-tests)")
+        missing("cyclictest is not installed (Debian/Ubuntu: apt-get install rt-tests; station/vm/ci-deps.sh does)")
     exe = CYCLICTEST if Path(CYCLICTEST).exists() else shutil.which("cyclictest")
     rt = ["-m", "-p", "80"] if os.geteuid() == 0 else []  # SCHED_FIFO needs root; SCHED_OTHER works without
     argv = [exe, *rt, "-i", "1000", "-D", "2", "-t", "-a", "-q", "-h", "100", "--json=now.json"]
@@ -391,9 +391,24 @@ def accept_or_refuse_json(data: str | bytes) -> None:
     assert_valid_report(r)
 
 
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+
+
 def accept_or_refuse_status(data: str | bytes) -> None:
-    with contextlib.suppress(CyclictestOutputError):
-        parse_status_lines(data)
+    """Refused with CyclictestOutputError, or each thread's figures are those of one of its status
+    lines in the input, number for number (an undecodable byte spoils only its own line)."""
+    try:
+        status = parse_status_lines(data)
+    except CyclictestOutputError:
+        return
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    lines = [_ESCAPE.sub("", line) for line in text.split("\n")]
+    printed = {tuple(int(x) for x in _INTEGER.findall(line)) for line in lines if "T:" in line}
+    for k, s in status.items():
+        assert k == s.index and 0 <= k < MAX_THREADS
+        figures = (s.index, s.tid, s.priority, s.interval_us, s.cycles, s.min, s.act, s.avg, s.max)
+        assert figures + (() if s.smi is None else (s.smi,)) in printed, (k, s)
 
 
 REAL_TEXT = [stdout(d) for d in HIST_CASES]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from station.analysis.histogram import (
     BEYOND_RANGE,
+    MAX_TOTAL,
     Histogram,
     combine,
     describe_histogram,
@@ -236,15 +238,82 @@ def test_bad_arguments(kwargs):
 anything = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3))
 
 
+@st.composite
+def garbled_histograms(draw) -> list:
+    """describe_histogram's arguments: a histogram (valid or not: a bucket twice, beyond the range),
+    with any of its five arguments replaced by garbage."""
+    k = draw(st.integers(0, 6))
+    args = [draw(st.lists(st.integers(0, 60), min_size=k, max_size=k)),
+            draw(st.lists(st.integers(0, 60), min_size=k, max_size=k)),
+            draw(st.integers(0, 60)), draw(st.one_of(st.none(), st.integers(1, 100))),
+            draw(st.sampled_from([1, 1000, 2.5]))]
+    for i in draw(st.sets(st.integers(0, 4))):
+        args[i] = draw(st.one_of(st.lists(anything, max_size=6), anything))
+    return args
+
+
+def _integral(x) -> bool:
+    """A number with an integer value, of any type (the histogram reads lists through numpy)."""
+    return isinstance(x, int | float) and math.isfinite(x) and x == int(x)
+
+
+def _valid_plain(buckets, counts, overflows, range_us, bucket_ns) -> bool | None:
+    """Whether plain Python ints (and a plain number for bucket_ns) make a valid histogram by the
+    rules of the module's doc; None for any other input, whose validity this does not judge."""
+    ints = isinstance(buckets, list) and isinstance(counts, list) and type(overflows) is int
+    ints = ints and all(type(x) is int for x in buckets + counts) and (range_us is None or type(range_us) is int)
+    if not ints or type(bucket_ns) not in (int, float):
+        return None
+    if len(buckets) != len(counts) or len(set(buckets)) != len(buckets):
+        return False
+    if any(x < 0 or x > MAX_TOTAL for x in buckets + counts) or overflows < 0 or sum(counts) + overflows > MAX_TOTAL:
+        return False
+    filled = [k for k, c in zip(buckets, counts, strict=True) if c]
+    if range_us is not None and (range_us < 1 or any(k >= range_us for k in filled)):
+        return False
+    return math.isfinite(bucket_ns) and bucket_ns > 0
+
+
 @FUZZ
-@given(st.one_of(st.lists(anything, max_size=6), anything), st.one_of(st.lists(anything, max_size=6), anything),
-       anything, anything, anything)
-def test_garbage_is_a_value_error(buckets, counts, overflows, range_us, bucket_ns):
+@given(garbled_histograms())
+def test_garbage_is_a_value_error(args):
+    """Garbage is refused with a ValueError and nothing else; a valid histogram is never refused; what
+    is accepted was a histogram, and the figures are its own: count, extremes, percentiles by rank."""
+    buckets, counts, overflows, range_us, bucket_ns = args
+    valid = _valid_plain(buckets, counts, overflows, range_us, bucket_ns)
     try:
         d = describe_histogram(buckets, counts, overflows, range_us=range_us, bucket_ns=bucket_ns)
     except ValueError:
+        assert valid is not True, (buckets, counts, overflows, range_us, bucket_ns)
         return
-    assert d is None or d["count"] >= 0
+    assert valid is not False
+    assert isinstance(buckets, list) and isinstance(counts, list) and len(buckets) == len(counts)
+    assert all(_integral(x) and x >= 0 for x in buckets + counts)
+    assert len({int(x) for x in buckets}) == len(buckets)
+    sample = sorted((int(k), int(c)) for k, c in zip(buckets, counts, strict=True) if c)  # (bucket, count)
+    in_range = sum(c for _, c in sample)
+    n = in_range + overflows
+    if n == 0:
+        assert d is None
+        return
+    w = float(bucket_ns)
+    assert (d["count"], d["overflows"], d["resolution_ns"]) == (n, overflows, w)
+    assert d["range_ns"] == (None if range_us is None else range_us * w)
+    assert d["min_ns"] == (sample[0][0] * w if sample else None)
+    assert d["max_ns"] == (sample[-1][0] * w if not overflows else None)
+    if not overflows:
+        assert d["mean_ns"] == pytest.approx(sum(k * c for k, c in sample) / n * w, rel=1e-9)
+    for key, p in PERCENTILES.items():
+        rank = max(1, math.ceil(Fraction(str(p)) * n / 100))  # the inverted CDF: X_(rank), overflows last
+        below = 0
+        value = None
+        for k, c in sample:
+            below += c
+            if below >= rank:
+                value = k * w
+                break
+        assert d["percentiles_ns"][key] == value, key
+        assert d["percentile_flags"][key] == (None if rank <= in_range else BEYOND_RANGE), key
 
 
 @st.composite

@@ -25,6 +25,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from station.vm import latency_modules
+from tests.conftest import missing
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -198,7 +199,7 @@ def test_installed_sources_build_the_modules(installed, tmp_path):
 
     releases = headers_releases()
     if not releases or shutil.which("make") is None:
-        pytest.skip("no Debian kernel headers or make (target_modules/scripts/ci-deps.sh installs them)")
+        missing("no Debian kernel headers or make (target_modules/scripts/ci-deps.sh installs them)")
     script = textwrap.dedent(
         """
         import sys

@@ -21,6 +21,7 @@ from station.records import (
     V1Decoder,
     decoder_for,
 )
+from tests.conftest import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITER_SRC = ROOT / "tests" / "c" / "irqs_write_records.c"
@@ -35,7 +36,7 @@ GAP_AT, GAP_LEN = 500, 3
 def _cc() -> str:
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
-        pytest.skip("no C compiler (gcc) on PATH")
+        missing("no C compiler (gcc) on PATH (apt-get install gcc)")
     return cc
 
 
