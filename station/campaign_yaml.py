@@ -157,6 +157,32 @@ def _check_expansion(root: Node) -> None:
     visit(root, 1, None)
 
 
+def _check_duplicate_keys(root: Node) -> None:
+    """Refuse a mapping that names a key twice: YAML loaders keep the last value without a word
+    (samples: 100 … samples: 5000000 would run 5 000 000). Keys merged in with << are not
+    duplicates: the mapping's own keys override them, as YAML defines."""
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:  # an alias: checked where it was defined
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = (key_node.tag, key_node.value)
+                line = key_node.start_mark.line + 1
+                if key in first:
+                    raise _Refused(key_node.start_mark,
+                                   f"key {shorten(key_node.value)} given twice (lines {first[key]} and {line}): "
+                                   "say it once")
+                first[key] = line
+        stack.extend(_children(node))
+
+
 def _compose_lines(node: Node, path: tuple, lines: dict[tuple, int]) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, MappingNode):
@@ -208,6 +234,7 @@ def load_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
             data = None
         else:
             _check_expansion(node)
+            _check_duplicate_keys(node)
             data = loader.construct_document(node)
     except _Refused as exc:
         raise ConfigError(f"{source}:{_line_of(exc, text) or '?'}: refused: {exc.message}") from None

@@ -15,6 +15,7 @@ import tracemalloc
 
 import pytest
 
+from station.campaign_yaml import load_yaml
 from station.config import (
     MAX_RUNS,
     Campaign,
@@ -138,6 +139,19 @@ def test_deep_nesting_through_aliases():
 def test_recursive_alias(doc):
     assert re.fullmatch(r"<string>:4: refused: alias \*\w+ is inside its own anchor \(recursive alias\)",
                         refused(MINIMAL + doc))
+
+
+def test_a_key_given_twice_is_refused_with_both_lines():
+    """YAML keeps the last of two equal keys without a word: 100 samples asked, 5 000 000 run."""
+    assert refused("name: x\nmatrix:\n  samples: 100\n  period: 1ms\n  samples: 5000000\n") == (
+        "<string>:5: refused: key 'samples' given twice (lines 3 and 5): say it once")
+    assert refused(MINIMAL + "name: y\n") == "<string>:4: refused: key 'name' given twice (lines 1 and 4): say it once"
+    # inside a list item, and quoted the other time: the same key
+    assert refused(MINIMAL + "loads:\n  l:\n    - {name: a, 'name': b}\n") == (
+        "<string>:6: refused: key 'name' given twice (lines 6 and 6): say it once")
+    # a merge key's values are overridden by the mapping's own, as YAML defines: no duplicate
+    data, _ = load_yaml("base: &b {samples: 10, period: 1ms}\nmatrix:\n  <<: *b\n  samples: 20\n", "c.yaml")
+    assert data["matrix"] == {"samples": 20, "period": "1ms"}
 
 
 def test_scalars_python_cannot_build_are_yaml_errors():
