@@ -90,8 +90,10 @@ def auto_threshold(volts: np.ndarray, resolution_v: float = 0.0) -> tuple[float,
     if not len(v):
         return None
     lo, hi = float(v.min()), float(v.max())
-    if not hi > lo:
+    if not hi / HISTOGRAM_BINS - lo / HISTOGRAM_BINS > 0:  # levels closer than a histogram bin can be (subnormal)
         return None
+    if not np.isfinite(hi - lo):
+        raise ValueError(f"record spans {lo:g} V to {hi:g} V: not a scope record")
     sample = v[:: _noise_step(len(v))]  # a spread estimate needs no 120 000 points
     return _levels(lo, hi, len(v), lambda step: _bin_counts(v[::step], lo, hi), sample, resolution_v)
 

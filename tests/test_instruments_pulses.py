@@ -107,6 +107,10 @@ def test_flat_or_noise_only_records_have_no_pulses():
     assert len(extract_pulses(Waveform(0.0, 1.0, quantised, resolution_v=0.04))) == 0
     always_high = trace([(-10.0, 2000.0)], n=1000)
     assert len(extract_pulses(always_high)) == 0
+    # levels closer than a histogram bin can be: one level, not a crash in the binning
+    assert auto_threshold(np.array([0.0, 5e-324, 0.0, 5e-324])) is None
+    with pytest.raises(ValueError, match="not a scope record"):
+        auto_threshold(np.array([-1e308, 1e308]))
 
 
 def test_auto_threshold_is_the_midpoint_of_the_levels():

@@ -107,9 +107,7 @@ def test_mangled_captures_lose_what_the_junk_hit_and_nothing_else():
             assert top.rows == (FULL_ROWS[:hit - HEADER_LINE - 1] if hit > HEADER_LINE else FULL_ROWS), cut
             if not DURATION[0] < cut <= DURATION[1]:  # not in "duration:   0 00:00:03"
                 assert top.duration_s == 3, cut
-            elif cut == DURATION[1]:  # "00:00:03#": glued to the figure's end, which is whole
-                assert top.duration_s in (3, None)
-            elif cut == DURATION[1] - 1:  # "00:00:0#3": None is right; the parser reads 0, the seconds'
-                assert top.duration_s in (None, 0)  # first digit (its pattern has no end: reported, issue 26)
-            else:
+            elif cut == DURATION[1]:  # "00:00:03#": glued to the figure's end: not a figure that ends there
+                assert top.duration_s is None, cut
+            else:  # "00:00:0#3" too: no duration, not the seconds' first digit
                 assert top.duration_s is None, cut

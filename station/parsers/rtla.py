@@ -17,7 +17,8 @@ _HEADER = re.compile(r"^\s*CPU\s+Period\s+Runtime\s+Noise\s+%\s*CPU\s+Aval\s+Max
                      r"\s+IRQ\s+Softirq\s+Thread\s*$")
 _ROW = re.compile(r"^\s*(\d+)\s+#(\d+)\s+(\d+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)"
                   r"\s+(\d+)\s+(\d+)\s*$")
-_DURATION = re.compile(r"duration:\s+(\d+)\s+(\d+):(\d+):(\d+)")
+# the seconds end the figure: "00:00:0#3" is no duration, not 0 s
+_DURATION = re.compile(r"duration:\s+(\d+)\s+(\d+):(\d+):(\d+)(?=\s|\||$)")
 
 
 class RtlaOutputError(ValueError):
