@@ -327,6 +327,7 @@ class TwinInterfaceOverrides(Strict):
     irq_delay: tuple[_twin_ns(), _twin_ns()] = None
     bus_stretch_fraction: Annotated[Float, AfterValidator(_fraction)] = None
     bus_stretch: tuple[_twin_ns(), _twin_ns()] = None
+    stray_fraction: Annotated[Float, AfterValidator(_fraction)] = None
 
     @model_validator(mode="after")
     def _delay_interval(self) -> TwinInterfaceOverrides:

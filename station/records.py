@@ -140,6 +140,7 @@ class V1Decoder:
         self._tail = b""
         self.losses = LossCounter()
         self.records = 0
+        self.strays = 0  # NOT_OURS records: a foreign IRQ on the module's line, no latency of the module's
         self.dropped_by_target = 0
 
     def feed(self, data: bytes) -> np.ndarray:
@@ -152,6 +153,7 @@ class V1Decoder:
         self.losses.observe(recs["seq"])
         self.dropped_by_target = int(recs["dropped"][-1])
         self.records += n
+        self.strays += int(np.count_nonzero(recs["flags"] & Flag.NOT_OURS))
         return recs
 
     @property
@@ -160,7 +162,8 @@ class V1Decoder:
 
     @staticmethod
     def latencies(recs: np.ndarray) -> np.ndarray:
-        return recs["latency_ns"]
+        """The module's own latencies: a stray IRQ's record measures from an unrelated write."""
+        return recs["latency_ns"][(recs["flags"] & Flag.NOT_OURS) == 0]
 
     @staticmethod
     def last_seq(recs: np.ndarray) -> int | None:
@@ -180,6 +183,7 @@ class LegacyDecoder:
     def __init__(self) -> None:
         self._tail = b""
         self.losses = LossCounter()  # never increments: legacy has no sequence numbers
+        self.strays = None  # no flags: a stray IRQ cannot be told apart
         self.records = 0
         self.dropped_by_target = 0
 

@@ -75,6 +75,8 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
         if entry["losses"]["sw_lost"]:
             notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
+        if note := _strays_note(entry):
+            notes.append(note)
         cut = (entry.get("capture") or {}).get("frames_without_pulse") or 0
         if cut:
             notes.append(_cut_frames_note(entry["id"], entry["capture"]))
@@ -234,6 +236,20 @@ def _worst_case(runs: list[RunAnalysis], exceedance: float, deadline_ns: float |
             }
         )
     return result
+
+
+def _strays_note(entry: dict[str, Any]) -> str | None:
+    """A finding about the module's IRQ line, not about its latency."""
+    strays = entry.get("strays") or {}
+    if strays.get("count") is None:
+        return f"Run {entry['id']}: {strays['note']}." if strays.get("note") else None
+    if not strays["count"]:
+        return None
+    first = strays.get("first_s")
+    return (f"Run {entry['id']}: {strays['count']} stray IRQs ({100 * strays['share']:.2g} % of the records"
+            + (f", the first {first:.3g} s into the run" if first is not None else "")
+            + ") on the module's line, flagged NOT_OURS by the module: a shared or noisy line, not latencies; "
+            "left out of t_SW, the worst case and the event pairing. Check /proc/interrupts for what shares it.")
 
 
 def _cut_frames_note(run_id: str, capture: dict) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from station.analysis.campaign import analyse_campaign
+from station.records import Flag
 from station.result_store import ResultStore, ResultStoreError, campaign_dirs
 
 COMPARE_SCHEMA_VERSION = 1
@@ -100,13 +101,25 @@ def holm(p_values: Sequence[float]) -> list[float]:
 GROUP = ("interface", "variant", "load")
 
 
+def _module_rows(store: ResultStore, table: str) -> Any:
+    """A table's rows of module runs; of the records, the module's own (a stray IRQ's record,
+    NOT_OURS, holds no latency of the module's)."""
+    rel = store.relation(table)
+    if rel is None:
+        return None
+    rel = rel.filter("kind = 'module'")
+    if table == "sw" and "flags" in rel.columns:
+        rel = rel.filter(f"flags IS NULL OR (CAST(flags AS INTEGER) & {int(Flag.NOT_OURS)}) = 0")
+    return rel
+
+
 def _sql_stats(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple, dict[str, Any]]:
     """count/min/mean/std/max per (interface, variant, load), computed by DuckDB."""
-    rel = store.relation(table)
+    rel = _module_rows(store, table)
     if rel is None:
         return {}
     x = f"CAST({column} AS DOUBLE) * CAST({scale!r} AS DOUBLE)"  # DOUBLE, not DECIMAL, whatever the column
-    rows = rel.filter("kind = 'module'").aggregate(
+    rows = rel.aggregate(
         f"interface, variant, load, count({column}) AS n, min({x}), avg({x}), stddev_samp({x}), max({x})",
         "interface, variant, load").fetchall()
     return {tuple(r[:3]): {"count": int(r[3]), "min_ns": r[4], "mean_ns": r[5], "std_ns": r[6] or 0.0,
@@ -115,9 +128,9 @@ def _sql_stats(store: ResultStore, table: str, column: str, scale: float) -> dic
 
 def _values(store: ResultStore, table: str, column: str, scale: float, key: tuple) -> np.ndarray:
     """One group's samples, sorted (exact quantiles and the rank test need them all)."""
-    rel = store.relation(table)
+    rel = _module_rows(store, table)
     assert rel is not None
-    rel = rel.filter("kind = 'module' AND " + " AND ".join(
+    rel = rel.filter(" AND ".join(
         f"{column_name} = {_quote(value)}" for column_name, value in zip(GROUP, key, strict=True)))
     values = rel.project(column).fetchnumpy()[column].astype(np.float64) * scale
     values.sort()

@@ -10,6 +10,12 @@ resolution); a wrong one leaves residuals spread like the latency itself.
 An acquisition is paired only when the best candidate is clearly better than
 the runner-up, so a pairing is either right or absent.
 
+Events, not records. A stray IRQ (a NOT_OURS record: a foreign interrupt on the
+module's line) takes a sequence number but is no event of the module and leaves
+no pulse: pairing counts the module's own events (EventNumbers), so one stray
+does not shift every later pair by one. A lost record (a sequence gap) counts
+as an event, whatever it was.
+
 Cost. The first few acquisitions are searched one by one over the whole window
 the arrival times allow. Once BOOTSTRAP of them are paired, the arm time → first
 event relation is a straight line (the host and target clocks drift slowly), and
@@ -29,6 +35,9 @@ import numpy as np
 import pandas as pd
 
 from station.analysis.correlation import bulk
+from station.records import Flag
+
+NOT_OURS = int(Flag.NOT_OURS)
 
 MISSING = 1e15  # a lost record: never a plausible residual
 MIN_PULSES = 5
@@ -42,6 +51,28 @@ MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
 SHORTLIST = 3  # candidates per acquisition whose spread is computed exactly
 SPAN_EVENTS = 1 << 20  # events of the stream one group of acquisitions is paired against at most
 HW_COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # what pairing reads of the pulses
+
+
+class EventNumbers:
+    """Sequence number <-> the module's own event number, given the stray IRQs' sequence numbers
+    (each takes one): event = seq - strays before it."""
+
+    def __init__(self, stray_seqs: np.ndarray | None = None) -> None:
+        self.stray_seqs = np.unique(np.asarray(stray_seqs if stray_seqs is not None else [], np.int64))
+        # own events before each stray: where it sits among the events
+        self._stray_events = self.stray_seqs - np.arange(len(self.stray_seqs))
+
+    def to_event(self, seq: np.ndarray) -> np.ndarray:
+        seq = np.asarray(seq)
+        if not len(self.stray_seqs):
+            return seq
+        return seq - np.searchsorted(self.stray_seqs, seq, side="left")
+
+    def to_seq(self, event: np.ndarray) -> np.ndarray:
+        event = np.asarray(event)
+        if not len(self.stray_seqs):
+            return event
+        return event + np.searchsorted(self._stray_events, event, side="right")
 
 
 @dataclass
@@ -221,9 +252,12 @@ class StreamPairer:
     records they can be paired with). `pairs()` yields each batch's pairs; the counts for
     Pairing are filled in as it goes."""
 
-    def __init__(self, arrivals: pd.DataFrame, period_ns: int, window: int = 3000) -> None:
+    def __init__(self, arrivals: pd.DataFrame, period_ns: int, window: int = 3000,
+                 numbers: EventNumbers | None = None) -> None:
+        self.numbers = numbers or EventNumbers()
         self.arrival_host = arrivals["host_s"].to_numpy(np.float64)
-        self.arrival_seq = arrivals["last_seq"].to_numpy(np.float64)
+        # the stream's progress in events (the pairer's numbering), not records
+        self.arrival_seq = self.numbers.to_event(arrivals["last_seq"].to_numpy(np.int64)).astype(np.float64)
         self.period_ns = period_ns
         self.window = window
         self.acquisitions = self.acquisitions_paired = self.pulses = 0
@@ -233,8 +267,10 @@ class StreamPairer:
 
     def pairs(self, sw_batches: Iterable[tuple[np.ndarray, np.ndarray]],
               hw_batches: Iterable[Mapping[str, np.ndarray]]) -> Iterator[pd.DataFrame]:
-        """sw_batches: (seq, latency_ns) in stream order; hw_batches: arrays acquisition, start_s,
-        width_s, armed_host_s in acquisition order (an acquisition may continue into the next batch)."""
+        """sw_batches: (event number, latency_ns) of the module's own records in stream order (no stray
+        IRQ's: EventNumbers.to_event of their seq); hw_batches: arrays acquisition, start_s, width_s,
+        armed_host_s in acquisition order (an acquisition may continue into the next batch). The pairs
+        name each pulse's record by its sequence number."""
         win = _SeqWindow(sw_batches)
         carry: dict[str, np.ndarray] | None = None
         for batch in hw_batches:
@@ -376,7 +412,7 @@ class StreamPairer:
         self.acquisitions += len(a.ids)
         self.acquisitions_paired += int((first >= 0).sum())
         self.pulses += int(len(a.widths))
-        return _pairs(a, first, win)
+        return _pairs(a, first, win, self.numbers)
 
     def _remember(self, armed: np.ndarray, first: np.ndarray) -> None:
         """The clock line is fitted to the MODEL_POINTS latest paired acquisitions."""
@@ -385,10 +421,19 @@ class StreamPairer:
             self._line_first = np.r_[self._line_first, first][-MODEL_POINTS:]
 
 
-def _sw_batches(sw: pd.DataFrame, rows: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    seq, lat = sw["seq"].to_numpy(), sw["latency_ns"].to_numpy()
+def stray_mask(flags: np.ndarray | None, n: int) -> np.ndarray:
+    """Which records are stray IRQs (NOT_OURS): none without flags (legacy streams cannot say)."""
+    if flags is None:
+        return np.zeros(n, bool)
+    return (np.asarray(flags).astype(np.int64) & NOT_OURS) != 0
+
+
+def _sw_batches(sw: pd.DataFrame, numbers: EventNumbers,
+                rows: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    own = ~stray_mask(sw["flags"].to_numpy() if "flags" in sw else None, len(sw))
+    seq, lat = sw["seq"].to_numpy()[own], sw["latency_ns"].to_numpy()[own]
     for at in range(0, len(seq), rows):
-        yield seq[at:at + rows], lat[at:at + rows]
+        yield numbers.to_event(seq[at:at + rows]), lat[at:at + rows]
 
 
 def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, period_ns: int,
@@ -403,8 +448,10 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
     if not hw["acquisition"].is_monotonic_increasing:  # the stream pairer takes acquisitions in order
         order = np.argsort(pulses["acquisition"], kind="stable")
         pulses = {c: a[order] for c, a in pulses.items()}
-    pairer = StreamPairer(arrivals, period_ns, window)
-    parts = list(pairer.pairs(_sw_batches(sw), [pulses]))
+    flags = sw["flags"].to_numpy() if "flags" in sw else None
+    numbers = EventNumbers(sw["seq"].to_numpy()[stray_mask(flags, len(sw))])
+    pairer = StreamPairer(arrivals, period_ns, window, numbers)
+    parts = list(pairer.pairs(_sw_batches(sw, numbers), [pulses]))
     pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else pairs_frame()
     return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses)
 
@@ -417,13 +464,13 @@ def pairs_frame(**columns: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({n: columns.get(n, empty.get(n, np.empty(0))) for n in names}, copy=False)
 
 
-def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow) -> pd.DataFrame:
+def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow, numbers: EventNumbers) -> pd.DataFrame:
     paired = np.flatnonzero(first >= 0)
     rows, owner = _rows(a.begin[paired], a.end[paired])
     owner = paired[owner]
-    seq = first[owner] + a.k[rows]
-    sw_ns = win.at(seq)
+    event = first[owner] + a.k[rows]
+    sw_ns = win.at(event)
     keep = sw_ns < MISSING
     hw_ns, sw_ns = a.widths[rows][keep], sw_ns[keep]
-    return pairs_frame(acquisition=a.ids[owner][keep], seq=seq[keep], hw_ns=hw_ns, sw_ns=sw_ns,
+    return pairs_frame(acquisition=a.ids[owner][keep], seq=numbers.to_seq(event[keep]), hw_ns=hw_ns, sw_ns=sw_ns,
                         diff_ns=hw_ns - sw_ns)

@@ -26,7 +26,15 @@ import pyarrow.parquet as pq
 from station import records, store
 from station.analysis import correlation, outliers
 from station.analysis.distribution import Distribution
-from station.analysis.pairing import HW_COLUMNS, MAX_SPREAD_NS, MIN_SEPARATION, StreamPairer, pairs_frame
+from station.analysis.pairing import (
+    HW_COLUMNS,
+    MAX_SPREAD_NS,
+    MIN_SEPARATION,
+    EventNumbers,
+    StreamPairer,
+    pairs_frame,
+    stray_mask,
+)
 from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
 from station.analysis.worst_case import TailSample
 from station.report.samples import RunSamples
@@ -91,10 +99,10 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     sw_cols = table_columns(run_dir, "sw")
     truth_path = run_dir / "twin-truth.parquet"
-    # pass 1: t_SW
-    sw_b = DistributionBuilder()
-    for batch in iter_table(run_dir, "sw", ("latency_ns",)):
-        sw_b.add(batch["latency_ns"])
+    # pass 1: t_SW of the module's own records (a stray IRQ's record is no latency: counted apart)
+    sw_b, strays = DistributionBuilder(), _StrayTally()
+    for batch in iter_table(run_dir, "sw", ("latency_ns", "flags", "seq", "t_write_ns")):
+        sw_b.add(batch["latency_ns"][strays.own(batch)])
     sw = sw_b.result()
     if not sw.count:
         sw = Distribution(np.empty(0, np.int64), np.empty(0, np.int64))
@@ -111,8 +119,9 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     # pass 3: pairing, the tail, the board's widths, the sequence numbers the twin's truth is joined on
     present = _SeqSet() if truth_path.exists() and "seq" in sw_cols else None
     tail = _TailCollector(edge, present)
-    sw_stream = tail.tap(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns")))
-    pairer = _pairer(run_dir, manifest, sw_cols)
+    numbers = EventNumbers(strays.seqs())
+    sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns"))))
+    pairer = _pairer(run_dir, manifest, sw_cols, numbers)
     diffs = candidates = None
     if pairer is not None:
         diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
@@ -120,7 +129,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
         hw_stream = iter_table(run_dir, "hw", HW_COLUMNS, rows=store.BATCH_ROWS // 4)
         if not cluster.ordered:  # acquisitions out of order (never written so): sorted, in memory
             hw_stream = iter([_sorted_by_acquisition(list(hw_stream))])
-        for pairs in pairer.pairs(((b["seq"], b["latency_ns"]) for b in sw_stream), hw_stream):
+        for pairs in pairer.pairs(((numbers.to_event(b["seq"]), b["latency_ns"]) for b in sw_stream), hw_stream):
             diff = pairs["diff_ns"].to_numpy()
             diff_b.add(diff)
             diff_m.add(diff)
@@ -135,6 +144,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     values, positions, board_ns = tail.result()
     board = tail.board.result() if tail.board_seen else None
     entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present)
+    entry["strays"] = strays.summary(manifest.get("format", "v1"))
     if diffs is not None and candidates is not None:
         entry["outlier_verdict"] = outliers.outlier_verdict_of_candidates(
             sw, hw, candidates, diffs.median, diffs.in_bulk(candidates["diff_ns"].to_numpy()), diffs.moments.count)
@@ -146,7 +156,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
                        diffs, candidates, floor)
 
 
-def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str]) -> StreamPairer | None:
+def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str], numbers: EventNumbers) -> StreamPairer | None:
     """The run's event pairer, or None when it cannot be paired (pairing.pair_run's conditions)."""
     arrivals_path = run_dir / "sw_arrivals.csv"
     if "seq" not in sw_cols or not arrivals_path.exists():
@@ -156,7 +166,65 @@ def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str]) -> StreamPairer | 
     arrivals = read_csv_lines(arrivals_path)
     if not len(arrivals):
         return None
-    return StreamPairer(arrivals, int(manifest.get("period_ns") or 0) or 1)
+    return StreamPairer(arrivals, int(manifest.get("period_ns") or 0) or 1, numbers=numbers)
+
+
+class _StrayTally:
+    """The stray IRQs among a run's records (NOT_OURS: a foreign interrupt on the module's line, its
+    latency measured from an unrelated write): how many, which sequence numbers, when."""
+
+    SHOWN = 20  # the times the report lists
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.count = 0
+        self.flags_seen = False
+        self._seqs: list[np.ndarray] = []
+        self._times: list[np.ndarray] = []  # target ns of each stray's handler
+        self.first_ns: int | None = None  # the first record's handler, the run's time zero
+        self.last_ns: int | None = None
+
+    def own(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """The mask of the module's own records in a batch, tallying its strays."""
+        n = len(batch["latency_ns"])
+        self.records += n
+        if "flags" in batch:
+            self.flags_seen = True
+        stray = stray_mask(batch.get("flags"), n)
+        if "t_write_ns" in batch and n:
+            handler = batch["t_write_ns"].astype(np.int64) + batch["latency_ns"].astype(np.int64)
+            self.first_ns = int(handler[0]) if self.first_ns is None else self.first_ns
+            self.last_ns = int(handler[-1])
+            if stray.any():
+                self._times.append(handler[stray])
+        if stray.any():
+            self.count += int(stray.sum())
+            if "seq" in batch:
+                self._seqs.append(batch["seq"][stray].astype(np.int64))
+        return ~stray
+
+    def only_own(self, batches: Iterator[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]]:
+        """The batches with the strays left out (nothing tallied: pass 1 did that)."""
+        for batch in batches:
+            stray = stray_mask(batch.get("flags"), len(batch["latency_ns"]))
+            yield {c: a[~stray] for c, a in batch.items()} if stray.any() else batch
+
+    def seqs(self) -> np.ndarray:
+        return np.concatenate(self._seqs) if self._seqs else np.empty(0, np.int64)
+
+    def summary(self, fmt: str) -> dict[str, Any]:
+        if not self.flags_seen:
+            return {"count": None, "share": None, "times_s": [],
+                    "note": f"{fmt} records carry no flags: a stray IRQ on the module's line cannot be told "
+                    "from the module's own (the modules drop the ones they flag), so t_SW may hold some"}
+        times = np.concatenate(self._times) if self._times else np.empty(0, np.int64)
+        zero = self.first_ns or 0
+        span = (self.last_ns - zero) / 1e9 if self.last_ns is not None else 0.0
+        return {"count": self.count, "share": self.count / self.records if self.records else 0.0,
+                "per_s": self.count / span if span > 0 else None,
+                "first_s": (int(times[0]) - zero) / 1e9 if len(times) else None,
+                "last_s": (int(times[-1]) - zero) / 1e9 if len(times) else None,
+                "times_s": [(int(t) - zero) / 1e9 for t in times[:self.SHOWN]], "note": None}
 
 
 class _TailCollector:
@@ -293,16 +361,22 @@ def _pairing_summary(pairer: StreamPairer, diffs: PairedDiffs | None) -> dict:
 
 
 def _truth(run_dir: Path, present: _SeqSet) -> dict | None:
-    """What the twin injected, for the events this run recorded."""
+    """What the twin injected, for the events (and stray IRQs) this run recorded."""
     t_rw, hw_sw = Moments(), Moments()
-    injected = 0
+    injected = strays = 0
     f = pq.ParquetFile(run_dir / "twin-truth.parquet", pre_buffer=False)  # see store.iter_table
-    for batch in f.iter_batches(columns=["seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns"]):
+    columns = ["seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns"] + (["stray"] if "stray" in f.schema_arrow.names else [])
+    for batch in f.iter_batches(columns=columns):
         t = batch.to_pandas()
-        t = t[present.has(t["seq"].to_numpy())].dropna()
+        t = t[present.has(t["seq"].to_numpy())]
+        if "stray" in t:
+            strays += int(t["stray"].sum())
+            t = t[~t["stray"]]
+        t = t.dropna()
         t_rw.add(t["t_rw_ns"].to_numpy(np.float64))
         hw_sw.add((t["hw_ns"] - t["sw_ns"]).to_numpy(np.float64))
         injected += int((t["d_sw_ns"] > 0).sum())
     if not t_rw.count:
         return None
-    return {"t_rw_mean_ns": t_rw.mean, "hw_minus_sw_mean_ns": hw_sw.mean, "sw_outliers_injected": injected}
+    return {"t_rw_mean_ns": t_rw.mean, "hw_minus_sw_mean_ns": hw_sw.mean, "sw_outliers_injected": injected,
+            "strays_injected": strays}

@@ -178,6 +178,7 @@ class ModuleRun(Measurement):
                 "sw_dropped_by_target": d.dropped_by_target,
                 "torn_bytes": d.pending_bytes,
             },
+            "strays": d.strays,  # NOT_OURS records (None: the format cannot flag them); not samples
             "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},
             "acquisitions": self.ctx.progress.acquisitions,
             "capture": capture_summary(self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),

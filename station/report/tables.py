@@ -82,6 +82,7 @@ def runs_table(report: Mapping[str, Any]) -> Table | None:
             _n(f"{count_text((r.get('sw') or {}).get('count'))} / "
                f"{count_text((r.get('hw') or {}).get('count'))}"),
             _n(_irq_count(r.get("interrupts"))),
+            _n(_strays_text(r.get("strays"))),
             _n(" / ".join(count_text(losses.get(k))
                           for k in ("sw_lost", "sw_dropped_by_target", "gaps"))
                + (f" ({losses['format']})" if losses.get("format") else "")),
@@ -105,14 +106,26 @@ def runs_table(report: Mapping[str, Any]) -> Table | None:
                      + (f" ({', '.join(lines)})" if lines else "")
                      + " in /proc/interrupts during the run; a few more than the software records, "
                      "which the stream had not yet delivered when the count was read.")
+    if any(r.get("strays") for r in runs):
+        notes.append("Stray IRQs: records the module flagged NOT_OURS (a foreign interrupt on its line: a "
+                     "shared or noisy line), with their share of the records; not latencies of the module, so "
+                     "left out of t_SW and of the event pairing. n/a: the record format cannot flag them.")
     if any(r.get("outliers") for r in runs):
         notes.append(ROBUST_OUTLIERS_NOTE)
     return Table("runs", "Run status", [
         "Run", "Interface", "Variant", "Load", "Rep.", "Status", "Duration (s)",
-        *([] if common_period is not None else ["Period (µs)"]), "Samples SW / HW", "IRQs",
+        *([] if common_period is not None else ["Period (µs)"]), "Samples SW / HW", "IRQs", "Stray IRQs",
         "Lost / dropped / gaps", "HW − SW (µs)", "95% CI (µs)",
         "Robust outliers software / scope (> threshold, µs)",
     ], rows, notes)
+
+
+def _strays_text(strays: Mapping[str, Any] | None) -> str:
+    if not strays:
+        return MISSING
+    if strays.get("count") is None:
+        return "n/a"
+    return f"{count_text(strays['count'])} ({100 * strays['share']:.2g} %)" if strays["count"] else "0"
 
 
 ROBUST_OUTLIERS_NOTE = (

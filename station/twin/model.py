@@ -18,6 +18,15 @@ sides see it; d_bus a stretch of the clearing access on the bus (`bus_stretch`):
 the fall comes late, so only the scope (and the board's counter) sees it.
 d_irq and d_bus come from generators of their own, so at fraction 0 (the
 presets' default) every other draw is what it was before they existed.
+
+Stray IRQs (`stray_fraction` per event, from a generator of their own): a foreign
+interrupt on the module's line (a device sharing it, a noisy line) at a uniform
+random time. The handler runs (IRQ latency L after it), finds the device says
+"not mine" and writes a NOT_OURS record whose latency is measured from the last
+write, an unrelated one, as the modules do; the record takes a sequence number,
+so seq = event + the strays before it. It makes no pulse. A stray that would
+arrive while an event is pending (between its write and its handler) is served
+right after that handler: the model never lets one steal an event.
 L is a shifted gamma calibrated so that t_SW
 has the preset's min/mean/std, plus a rare exponential tail that both sides see.
 Running loads switch L to the loaded distribution (the preset's figures are the
@@ -27,7 +36,7 @@ seed's, measured under load); with no load it is narrower.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -61,6 +70,8 @@ class InterfaceParams:
     irq_delay: tuple[float, float] = (0.0, 0.0)
     bus_stretch_fraction: float = 0.0
     bus_stretch: tuple[float, float] = (0.0, 0.0)
+    # foreign IRQs on the module's line, per event (issue 27); 0 leaves the event stream as it was
+    stray_fraction: float = 0.0
 
 
 # the parameters that are [low, high] ranges in ns; every other one is a number
@@ -160,6 +171,25 @@ class EventChunk:
     latency: np.ndarray  # int64 IRQ latency L (truth)
     t_rw: np.ndarray  # int64 (truth) per-access bus time used for this event
     loaded: bool
+    # stray IRQs among these events, in time order: when their handler ran, the write their record
+    # measures from, and the own event whose record comes right after theirs
+    stray_handler: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    stray_t_write: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    stray_before: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # event index
+    strays_earlier: int = 0  # strays in every chunk before this one
+
+    @property
+    def entry(self) -> np.ndarray:
+        """Handler entry of each event (its record's moment)."""
+        return self.ts + self.sw
+
+    def seq_of_events(self, lo: int, hi: int) -> np.ndarray:
+        """The sequence numbers of events first+lo .. first+hi-1: each after the strays before it."""
+        events = np.arange(self.first + lo, self.first + hi)
+        return events + self.strays_earlier + np.searchsorted(self.stray_before, events, side="right")
+
+    def seq_of_strays(self) -> np.ndarray:
+        return self.stray_before + self.strays_earlier + np.arange(len(self.stray_before))
 
     @property
     def hw(self) -> np.ndarray:
@@ -197,6 +227,7 @@ class ModuleSession:
         self._chunks: dict[int, EventChunk] = {}
         self.keep_truth = keep_truth
         self.generated: list[EventChunk] = []  # every chunk, for ground truth (only when asked: it grows)
+        self._stray_cumulative = [0]  # strays before chunk i
 
     def chunk(self, index: int, loaded: bool) -> EventChunk:
         """Chunk `index`, generated on first use with the load state of that moment."""
@@ -229,6 +260,7 @@ class ModuleSession:
         rise = ts + np.round(d_sw + t_rw).astype(np.int64)
         entry = rise + np.round(lat).astype(np.int64) + d_irq
         fall = entry + np.round((1 + int(self.check)) * t_rw).astype(np.int64) + d_bus
+        strays = self._strays(index, ts, entry, shape)
         return EventChunk(
             first=first,
             ts=ts,
@@ -241,7 +273,50 @@ class ModuleSession:
             latency=np.round(lat).astype(np.int64),
             t_rw=np.round(t_rw).astype(np.int64),
             loaded=loaded,
+            **strays,
         )
+
+    def stray_count(self, index: int) -> int:
+        """How many stray IRQs chunk `index` holds: drawn alone, so the strays before any chunk are
+        known without generating the chunks themselves."""
+        if self.params.stray_fraction <= 0:
+            return 0
+        rng = np.random.default_rng([self._seed, index, 3])
+        return int(rng.poisson(self.params.stray_fraction * (CHUNK_EVENTS - 1)))
+
+    def strays_before_chunk(self, index: int) -> int:
+        known = self._stray_cumulative
+        while len(known) <= index:
+            known.append(known[-1] + self.stray_count(len(known) - 1))
+        return known[index]
+
+    def _strays(self, index: int, ts: np.ndarray, entry: np.ndarray, shape: LatencyShape) -> dict[str, Any]:
+        """Chunk `index`'s stray IRQs, between its first and last handler: a uniform arrival, its
+        handler L later (or right after the event then pending), the last write before it."""
+        count = self.stray_count(index)
+        earlier = self.strays_before_chunk(index)
+        if not count:
+            return {"strays_earlier": earlier}
+        rng = np.random.default_rng([self._seed, index, 4])
+        arrival = np.sort(rng.uniform(entry[0], entry[-1], count))
+        handler = arrival + shape.floor + rng.gamma(shape.shape, shape.scale, count)
+        handler = np.round(handler).astype(np.int64)
+        # pending: the last write before it has not had its handler yet; served right after that one
+        last_write = np.searchsorted(ts, handler, side="right") - 1
+        pending = handler <= entry[last_write]
+        handler[pending] = entry[last_write[pending]] + 1
+        handler = np.minimum(np.sort(handler), entry[-1] - 1)  # the chunk's last record stays an event's
+        last_write = np.searchsorted(ts, handler, side="right") - 1
+        return {
+            "stray_handler": handler,
+            "stray_t_write": ts[last_write],
+            "stray_before": self._first(index) + np.searchsorted(entry, handler, side="right"),
+            "strays_earlier": earlier,
+        }
+
+    @staticmethod
+    def _first(index: int) -> int:
+        return index * CHUNK_EVENTS
 
     def _rare(self, index: int, stream: int, fraction: float, delay: tuple[float, float]) -> np.ndarray:
         """A rare delay (int64 ns, 0 for most events) from a generator of its own: the main
@@ -264,8 +339,9 @@ class ModuleSession:
         if not chunks:
             return {}
         cat = lambda name: np.concatenate([getattr(c, name) for c in chunks])  # noqa: E731
-        return {
-            "seq": np.concatenate([np.arange(c.first, c.first + CHUNK_EVENTS) for c in chunks]),
+        table = {
+            "seq": np.concatenate([c.seq_of_events(0, CHUNK_EVENTS) for c in chunks]),
+            "event": np.concatenate([np.arange(c.first, c.first + CHUNK_EVENTS) for c in chunks]),
             "t_write_ns": cat("ts"),
             "rise_ns": cat("rise"),
             "fall_ns": cat("fall"),
@@ -277,4 +353,14 @@ class ModuleSession:
             "irq_latency_ns": cat("latency"),
             "t_rw_ns": cat("t_rw"),
             "loaded": np.concatenate([np.full(CHUNK_EVENTS, c.loaded) for c in chunks]),
+            "stray": np.zeros(CHUNK_EVENTS * len(chunks), bool),
         }
+        n = sum(len(c.stray_handler) for c in chunks)
+        if n:  # stray IRQs' rows: their record (sw_ns: the latency it holds), no event (NaN, -1)
+            strays = {"seq": np.concatenate([c.seq_of_strays() for c in chunks]), "event": np.full(n, -1),
+                      "t_write_ns": cat("stray_t_write"), "sw_ns": cat("stray_handler") - cat("stray_t_write"),
+                      "loaded": np.zeros(n, bool), "stray": np.ones(n, bool)}
+            table = {name: np.concatenate([col, strays.get(name, np.full(n, np.nan))]) for name, col in table.items()}
+            order = np.argsort(table["seq"], kind="stable")
+            table = {name: col[order] for name, col in table.items()}
+        return table

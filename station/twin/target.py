@@ -603,7 +603,9 @@ class EmulatedTarget:
         df.to_parquet(mod.truth_path, index=False)
 
     def records_between(self, mod: LoadedModule, first: int, last: int) -> bytes:
-        """Encode events first..last inclusive as the module would write them."""
+        """Encode events first..last inclusive as the module would write them, each after the stray
+        IRQs whose handlers ran before its own (v1: NOT_OURS records; legacy: dropped, as the modules
+        drop them, their sequence numbers unseen)."""
         loaded = self.loads_running()
         out = []
         iface = records.Interface.LPT if mod.interface == "lpt" else records.Interface.PCIE
@@ -614,8 +616,8 @@ class EmulatedTarget:
             if hi <= lo:
                 continue
             sl = slice(lo, hi)
-            seq = np.arange(c.first + lo, c.first + hi)
-            self.irq_counts[mod.irq] = self.irq_counts.get(mod.irq, 0) + (hi - lo)
+            strays = (c.stray_before >= c.first + lo) & (c.stray_before < c.first + hi)
+            self.irq_counts[mod.irq] = self.irq_counts.get(mod.irq, 0) + (hi - lo) + int(strays.sum())
             if mod.fmt == "legacy":
                 out.append(records.encode_legacy(c.sw[sl]))
                 continue
@@ -625,7 +627,20 @@ class EmulatedTarget:
             if clock > 0:
                 flags |= records.Flag.HW_WIDTH
                 width = board_width_ns(c.rise[sl], c.fall[sl], clock)
-            out.append(records.encode_v1(seq, c.ts[sl], c.sw[sl], flags, width, mod.dropped))
+            seq = c.seq_of_events(lo, hi)
+            if not strays.any():
+                out.append(records.encode_v1(seq, c.ts[sl], c.sw[sl], flags, width, mod.dropped))
+                continue
+            stray_flags = records.pack_flags(iface, mod.session.check, records.Flag.NOT_OURS)
+            n, m = hi - lo, int(strays.sum())
+            merged_seq = np.concatenate([seq, c.seq_of_strays()[strays]])
+            order = np.argsort(merged_seq)
+            t_write = np.concatenate([c.ts[sl], c.stray_t_write[strays]])
+            latency = np.concatenate([c.sw[sl], c.stray_handler[strays] - c.stray_t_write[strays]])
+            all_flags = np.concatenate([np.full(n, int(flags)), np.full(m, int(stray_flags))])
+            all_width = np.concatenate([np.broadcast_to(width, n), np.zeros(m, np.int64)])
+            out.append(records.encode_v1(merged_seq[order], t_write[order], latency[order], all_flags[order],
+                                         all_width[order], mod.dropped))
         return b"".join(out)
 
     async def serve_stream(self, mod: LoadedModule, out: Output, drain, closed: asyncio.Event,

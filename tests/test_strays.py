@@ -1,0 +1,134 @@
+"""Stray IRQs (issue 27): a foreign interrupt on the module's line makes the module write a
+NOT_OURS record whose latency is measured from an unrelated write, and it takes a sequence number.
+On the twin (stray_fraction per event; its truth logs every stray it made) such records must stay
+out of t_SW — the statistics are the truth's over the module's own events, exactly — be counted
+as the truth counts them, and leave the event pairing right (seq is no longer the event number)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from station.analysis.pairing import EventNumbers, pair_run
+from station.store import load_run
+from tests.conftest import run_station
+
+STRAY_FRACTION = 1e-3
+CAMPAIGN = """name: strays
+bench:
+  target: {kind: twin, family: rtai}
+  twin:
+    seed: 27
+    ground_truth: true
+    overrides:
+      lpt: {stray_fraction: 1.0e-3}
+      pcie: {stray_fraction: 1.0e-3}
+  scope: {kind: twin, channel: 1, volts_per_div: 1V, position_div: -3, time_per_div: 1ms,
+          record_length: 120000, trigger_level: 1.5V, threshold: auto, bus: loopback}
+matrix:
+  interfaces: [lpt, pcie]
+  variants: [inb]
+  loads: [none]
+  period: 100us
+  samples: 40000
+  pulses: 3000
+  max_duration: 2min
+loads:
+  none: []
+"""
+
+
+@pytest.fixture(scope="module")
+def strays_campaign(tmp_path_factory):
+    root = tmp_path_factory.mktemp("strays")
+    (root / "strays.yaml").write_text(CAMPAIGN)
+    res = run_station("run", str(root / "strays.yaml"), "--out", str(root / "out"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-2000:]
+    return root / "out", json.loads((root / "out" / "report.json").read_text())
+
+
+def _truth(run_dir) -> pd.DataFrame:
+    """The twin's truth for the records this run holds: own events and strays."""
+    data = load_run(run_dir)
+    t = data.truth.set_index("seq")
+    return t.loc[t.index.intersection(data.sw["seq"].to_numpy())]
+
+
+def test_stray_records_are_counted_and_kept_out_of_t_sw(strays_campaign):
+    out, report = strays_campaign
+    for run in report["runs"]:
+        run_dir = out / "runs" / run["id"]
+        truth = _truth(run_dir)
+        own = truth[~truth["stray"]]["sw_ns"].to_numpy(np.float64)
+        strays = int(truth["stray"].sum())
+        # the truth made strays at about the rate asked (Poisson: within 6 sigma), so the test tests
+        expected = STRAY_FRACTION * len(own)
+        assert abs(strays - expected) <= 6 * np.sqrt(expected), (strays, expected)
+        assert run["strays"]["count"] == strays
+        assert run["strays"]["share"] == pytest.approx(strays / len(truth))
+        sw = run["sw"]
+        assert sw["count"] == len(own)
+        assert (sw["min_ns"], sw["max_ns"]) == (own.min(), own.max())
+        assert sw["mean_ns"] == pytest.approx(own.mean(), rel=1e-12)
+        assert sw["std_ns"] == pytest.approx(own.std(ddof=1), rel=1e-9)
+        assert sw["percentiles_ns"]["p50"] == np.percentile(own, 50)
+        assert sw["percentiles_ns"]["p99"] == pytest.approx(np.percentile(own, 99), rel=1e-12)
+        # said in the notes and in the runs table
+        assert any(f"Run {run['id']}: {strays} stray IRQs" in n for n in report["notes"]), report["notes"]
+    assert "Stray IRQs" in (out / "report.md").read_text()
+
+
+def test_pairing_counts_the_modules_events_not_its_records(strays_campaign):
+    out, report = strays_campaign
+    for run in report["runs"]:
+        data = load_run(out / "runs" / run["id"])
+        truth = data.truth.set_index("seq")
+        pairing = pair_run(data.sw, data.hw, data.arrivals, int(data.manifest["period_ns"]))
+        pairs = pairing.pairs
+        assert len(pairs) >= 0.9 * len(data.hw), (len(pairs), len(data.hw))
+        # every pulse paired to its event's record: the twin's true width of that event is the pulse
+        t = truth.loc[pairs["seq"].to_numpy()]
+        assert not t["stray"].any(), "a stray record paired: it has no pulse"
+        right = np.abs(t["hw_ns"].to_numpy() - pairs["hw_ns"].to_numpy()) <= 2 * 83.4  # two samples
+        assert right.mean() >= 0.999, right.mean()
+        assert run["pairing"]["pulses_paired"] == len(pairs)
+
+
+def test_event_numbers_skip_the_strays():
+    numbers = EventNumbers(np.array([3, 7, 8]))
+    seq = np.array([0, 1, 2, 4, 5, 6, 9, 10])  # the module's own records
+    events = numbers.to_event(seq)
+    assert events.tolist() == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert numbers.to_seq(events).tolist() == seq.tolist()
+
+
+def test_an_imported_v1_stream_keeps_its_strays_apart(tmp_path):
+    """A dump taken without the station: its NOT_OURS records are counted, its statistics are the
+    module's own records' exactly."""
+    from station import api, records
+    from station.importers import ImportOptions
+
+    rng = np.random.default_rng(27)
+    n = 200_000
+    lat = (3_000 + rng.gamma(4.0, 1_300.0, n)).astype(np.int64)
+    stray = rng.random(n) < 1e-3
+    lat[stray] = rng.integers(20_000, 99_000, int(stray.sum()))  # measured from an unrelated write
+    seq = np.arange(n, dtype=np.uint64)
+    flags = np.full(n, records.pack_flags(records.Interface.LPT, True))
+    flags[stray] |= records.Flag.NOT_OURS
+    dump = tmp_path / "lpt-inb.bin"
+    dump.write_bytes(records.encode_v1(seq, seq * 100_000, lat, flags))
+    out = tmp_path / "out"
+    api.import_results([dump], out, ImportOptions(period_ns=100_000, load="none"))
+    report = json.loads((out / "report.json").read_text())
+    [run] = report["runs"]
+    own = lat[~stray].astype(np.float64)
+    assert run["strays"]["count"] == int(stray.sum()) > 0
+    assert run["sw"]["count"] == len(own)
+    assert (run["sw"]["min_ns"], run["sw"]["max_ns"], run["sw"]["mean_ns"]) == (own.min(), own.max(), own.mean())
+    assert run["sw"]["percentiles_ns"]["p99.99"] == np.percentile(own, 99.99)
+    assert any(f"{int(stray.sum())} stray IRQs" in note for note in report["notes"])
+    assert "stray IRQs" in (out / "report.md").read_text()
