@@ -91,7 +91,21 @@ async def run_campaign_async(
             result.report_paths = write_campaign_report(out_dir)
         except OSError as exc:  # a full disk: the runs' data is safe, the report can be made later
             result.report_error = f"the report was not written ({exc.strerror or exc}): run `station report {out_dir}`"
+        else:
+            result.unmatched = unmatched_runs(out_dir)
     return result
+
+
+def unmatched_runs(out_dir: Path) -> dict[str, str]:
+    """Runs of a reported campaign whose scope pulses match none of the target's events: run id -> why."""
+    import json
+
+    path = Path(out_dir) / "report.json"
+    if not path.exists():
+        return {}
+    report = json.loads(path.read_text())
+    return {r["id"]: r["pairing"]["note"] for r in report.get("runs") or []
+            if (r.get("pairing") or {}).get("unmatched")}
 
 
 def write_campaign_report(out_dir: Path, deadline_ns: float | None = None) -> dict[str, Path]:

@@ -29,10 +29,12 @@ class CampaignResult:
     stopped: str | None = None  # why the campaign stopped before its last run
     report_error: str | None = None
     unavailable: dict[str, str] = field(default_factory=dict)  # target name -> why its bench did not come up
+    # run id -> why its scope pulses match none of its target's events (the report says it too)
+    unmatched: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return (self.stopped is None and self.report_error is None and not self.unavailable
+        return (self.stopped is None and self.report_error is None and not self.unavailable and not self.unmatched
                 and all(o.status == "complete" for o in self.outcomes))
 
 

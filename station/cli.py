@@ -34,6 +34,7 @@ FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
 EXIT_SCOPE_ERROR = 1
 EXIT_USER_ERROR = 2
 EXIT_FAILED_RUNS = 3
+EXIT_UNMATCHED = 4  # every run completed, but a scope's pulses match none of its target's events
 EXIT_INTERRUPTED = 130
 
 
@@ -104,10 +105,13 @@ def run(
               f"resume){also}", EXIT_FAILED_RUNS)
     if result.report_error:
         _fail(result.report_error, EXIT_FAILED_RUNS)
-    if not result.ok:
-        failed = [f"{o.run_id} ({o.status})" for o in result.outcomes if o.status != "complete"]
-        failed += [f"target {name} unavailable ({why})" for name, why in result.unavailable.items()]
+    failed = [f"{o.run_id} ({o.status})" for o in result.outcomes if o.status != "complete"]
+    failed += [f"target {name} unavailable ({why})" for name, why in result.unavailable.items()]
+    if failed:
         _fail("some runs did not complete: " + ", ".join(failed), EXIT_FAILED_RUNS)
+    if result.unmatched:
+        _fail("the hardware side could not be matched to the software side: "
+              + "; ".join(f"{run}: {why}" for run, why in result.unmatched.items()), EXIT_UNMATCHED)
 
 
 @app.command()

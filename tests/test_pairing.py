@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
-from station.analysis.pairing import pair_run
+from station.analysis.pairing import FALSE_PAIR_BOUND, pair_run
 
 PERIOD = 100_000
 
@@ -82,3 +83,46 @@ def test_no_consistent_offset_means_no_pairing():
 def test_legacy_streams_cannot_be_paired():
     sw, hw, arrivals, _ = _run(4)
     assert pair_run(sw.drop(columns=["seq"]), hw, arrivals, PERIOD) is None
+
+
+def _wrong_acquisitions(pairs: pd.DataFrame, truth: pd.DataFrame) -> int:
+    merged = pairs.merge(truth, on=["acquisition", "seq"], how="left", indicator=True)
+    return int(merged.loc[merged["_merge"] != "both", "acquisition"].nunique())
+
+
+def test_the_stated_false_pair_rate_holds_on_short_acquisitions():
+    """Acquisitions of 6-25 pulses, few enough that a wrong alignment can fit by chance: over many
+    seeded runs, the acquisitions paired wrongly (against the injected events) stay within the
+    expected false pairs the pairing states (the sum of its per-acquisition bounds), and pulses
+    that follow no event (an unrelated scope) pair no more often than it allows."""
+    stated = wrong = paired = 0.0
+    unrelated_paired = unrelated_searched = 0
+    long_enough = long_paired = 0
+    for seed in range(40):
+        rng = np.random.default_rng(1000 + seed)
+        per_acq = int(rng.integers(6, 26))
+        sw, hw, arrivals, truth = _run(1000 + seed, n=30_000, acquisitions=30, per_acq=per_acq)
+        p = pair_run(sw, hw, arrivals, PERIOD)
+        stated += p.expected_false_pairs
+        paired += p.acquisitions_paired
+        wrong += _wrong_acquisitions(p.pairs, truth)
+        if per_acq >= 20:  # enough pulses to beat chance even over the whole window: they pair
+            long_enough += p.acquisitions
+            long_paired += p.acquisitions_paired
+        hw["width_s"] = rng.permutation(hw["width_s"].to_numpy())  # widths no longer follow the events
+        u = pair_run(sw, hw, arrivals, PERIOD)
+        unrelated_paired += u.acquisitions_paired
+        unrelated_searched += u.acquisitions
+    # the bound is an upper bound: what happened is within its Poisson (1 - 1e-6) quantile
+    assert wrong <= stats.poisson.isf(1e-6, max(stated, 1e-9)), (wrong, stated, paired)
+    assert unrelated_paired <= stats.poisson.isf(1e-6, FALSE_PAIR_BOUND * unrelated_searched), unrelated_paired
+    assert long_enough and long_paired >= 0.95 * long_enough, (long_paired, long_enough)
+
+
+def test_acquisitions_too_short_to_tell_events_apart_stay_unpaired():
+    """Five pulses an acquisition (a short record): no alignment can beat chance among thousands
+    of candidates, so none is paired, and the summary says how many pulses it would take."""
+    sw, hw, arrivals, truth = _run(7, n=30_000, acquisitions=60, per_acq=5)
+    p = pair_run(sw, hw, arrivals, PERIOD)
+    assert p.acquisitions_paired == 0 and p.pairs.empty
+    assert p.pairable == 0

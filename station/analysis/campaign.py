@@ -77,6 +77,8 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
             notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
         if note := _strays_note(entry):
             notes.append(note)
+        if (pairing := entry.get("pairing") or {}).get("note"):
+            notes.append(f"Run {entry['id']}: event pairing: {pairing['note']}.")
         cut = (entry.get("capture") or {}).get("frames_without_pulse") or 0
         if cut:
             notes.append(_cut_frames_note(entry["id"], entry["capture"]))
@@ -126,8 +128,12 @@ def _t_rw(runs: list[RunAnalysis]) -> list[dict]:
         a, b = ra.entry, rb.entry
         est = correlation.t_rw(a["shift"], b["shift"])
         truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
-        paired = {}
-        if ra.diffs is not None and rb.diffs is not None and ra.diffs.moments.count > 1 and \
+        paired: dict = {}
+        withheld = [f"{e['id']}: {(e.get('pairing') or {}).get('note') or 'not paired'}" for e in (a, b)
+                    if not (e.get("pairing") or {}).get("estimates")]
+        if withheld:
+            paired = {"paired_estimate_ns": None, "paired_withheld": "; ".join(withheld)}
+        elif ra.diffs is not None and rb.diffs is not None and ra.diffs.moments.count > 1 and \
                 rb.diffs.moments.count > 1:
             paired = correlation.paired_t_rw_of(ra.diffs.bulk_mean_se(), rb.diffs.bulk_mean_se())
         result.append(

@@ -8,7 +8,20 @@ first events n0, the right one makes the residuals t_HW − t_SW of all the
 acquisition's pulses nearly constant (one bus access or none, plus scope
 resolution); a wrong one leaves residuals spread like the latency itself.
 An acquisition is paired only when the best candidate is clearly better than
-the runner-up, so a pairing is either right or absent.
+the runner-up and when no wrong alignment among the candidates searched could
+have fitted as well by chance: a pairing is either right or absent.
+
+How sure. For a wrong alignment, each pulse's residual is its width minus the
+latency of an unrelated event: for t of its n residuals to fall within
+2·AGREE_NS of each other, t-1 of those latencies must each fall in one window
+of that width, which happens with probability at most p (the largest share of
+the run's t_SW in any such window). So a wrong alignment agrees on t or more
+pulses with probability at most n·C(n-1, t-1)·p^(t-1), and one of W candidates
+with W times that (W: every candidate the arrival times allow, 2·window + 1):
+the bound an acquisition's pairing states. It is paired only
+when that bound is at most FALSE_PAIR_BOUND; the run's expected false pairs are
+the sum of the bounds of what was paired. Acquisitions of few pulses (a short
+record) cannot reach it: they stay unpaired, counted, and the report says why.
 
 Events, not records. A stray IRQ (a NOT_OURS record: a foreign interrupt on the
 module's line) takes a sequence number but is no event of the module and leaves
@@ -33,6 +46,7 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
+from scipy.special import gammaln
 
 from station.analysis.correlation import bulk
 from station.records import Flag
@@ -42,6 +56,8 @@ NOT_OURS = int(Flag.NOT_OURS)
 MISSING = 1e15  # a lost record: never a plausible residual
 MIN_PULSES = 5
 MAX_SPREAD_NS = 150.0
+AGREE_NS = MAX_SPREAD_NS  # a pulse agrees with its acquisition's alignment within this of the median residual
+FALSE_PAIR_BOUND = 1e-4  # the most an acquisition's pairing may be wrong with (per acquisition paired)
 MIN_SEPARATION = 4.0
 SCORE_PULSES = 16  # pulses per acquisition that score the candidates of a block
 BOOTSTRAP = 8  # acquisitions paired one by one before the clock line is trusted
@@ -75,12 +91,50 @@ class EventNumbers:
         return event + np.searchsorted(self._stray_events, event, side="right")
 
 
+def max_share_within(values: np.ndarray, counts: np.ndarray | None, width: float) -> float:
+    """The largest share of a sample (distinct sorted values x counts, or raw values) in any
+    window of `width`: the chance that an unrelated event's latency falls in a given window is at
+    most this."""
+    values = np.asarray(values, np.float64)
+    if counts is None:
+        values = np.sort(values[np.isfinite(values)])
+        counts = np.ones(len(values), np.int64)
+    if not len(values):
+        return 1.0
+    cum = np.r_[0, np.cumsum(counts)]
+    inside = cum[np.searchsorted(values, values + width, side="right")] - cum[:-1]
+    return float(inside.max() / cum[-1])
+
+
+def false_pair_log_bound(n: np.ndarray, agree: np.ndarray, candidates: np.ndarray, share: float) -> np.ndarray:
+    """log of W·n·C(n-1, t-1)·p^(t-1): the chance that one of W wrong alignments has t of its n
+    pulses agreeing (the module docstring). 0 (certainty) where nothing agrees or p is 1."""
+    n, t, w = (np.asarray(x, np.float64) for x in (n, agree, candidates))
+    t = np.clip(t, 1, np.maximum(n, 1))
+    log_choose = gammaln(n) - gammaln(t) - gammaln(n - t + 1)
+    log_p = np.log(min(max(share, 1e-300), 1.0))
+    return np.minimum(np.log(np.maximum(w, 1)) + np.log(np.maximum(n, 1)) + log_choose + (t - 1) * log_p, 0.0)
+
+
+def pulses_needed(share: float, candidates: int) -> int | None:
+    """The fewest pulses an acquisition needs, all agreeing, to be paired among `candidates`
+    (None: no number is enough, the t_SW are all within 2·AGREE_NS of each other)."""
+    for n in range(MIN_PULSES, 10_000):
+        if false_pair_log_bound(n, n, candidates, share) <= np.log(FALSE_PAIR_BOUND):
+            return n
+        if share >= 1.0:
+            return None
+    return None
+
+
 @dataclass
 class Pairing:
     pairs: pd.DataFrame  # acquisition, seq, hw_ns, sw_ns, diff_ns
     acquisitions: int
     acquisitions_paired: int
     pulses: int
+    expected_false_pairs: float = 0.0  # sum of the paired acquisitions' false-pair bounds
+    pairable: int = 0  # acquisitions whose pulses could be paired at all, all agreeing
 
     @cached_property
     def diff_median_ns(self) -> float:
@@ -101,9 +155,15 @@ class Pairing:
             "hw_minus_sw_paired_mean_ns": float(d.mean()) if len(d) else None,
             "hw_minus_sw_paired_median_ns": self.diff_median_ns if len(d) else None,
             "hw_minus_sw_paired_std_ns": float(d.std(ddof=1)) if len(d) > 1 else None,
-            "method": "per-acquisition offset search on pulse spacing; accepted when the median absolute "
-            f"deviation of HW−SW is < {MAX_SPREAD_NS:g} ns and {MIN_SEPARATION:g}× better than the next candidate",
+            "expected_false_pairs": self.expected_false_pairs,
+            "pairable": self.pairable,
+            "method": METHOD,
         }
+
+
+METHOD = (f"per-acquisition offset search on pulse spacing; accepted when the median absolute deviation of HW−SW "
+          f"is < {MAX_SPREAD_NS:g} ns, {MIN_SEPARATION:g}× better than the next candidate, and no wrong alignment "
+          f"among the candidates could agree as well with probability above {FALSE_PAIR_BOUND:g}")
 
 
 @dataclass
@@ -171,6 +231,18 @@ def _median(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
     return m[..., None] if keepdims else m
 
 
+def _group_median(values: np.ndarray, owner: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The median of each group's finite values (owner: group of each value, in 0..len(n)-1,
+    grouped together; n: each group's count of finite values; 0 where it has none)."""
+    order = np.lexsort((values, owner))
+    sizes = np.bincount(owner, minlength=len(n))
+    start = np.r_[0, np.cumsum(sizes)[:-1]]
+    lo, hi = start + np.maximum(n - 1, 0) // 2, start + np.maximum(n, 1) // 2
+    sorted_values = values[order] if len(values) else np.zeros(1)
+    lo, hi = np.minimum(lo, len(sorted_values) - 1), np.minimum(hi, len(sorted_values) - 1)
+    return np.where(n > 0, 0.5 * (sorted_values[lo] + sorted_values[hi]), 0.0)
+
+
 def _mad(resid: np.ndarray) -> np.ndarray:
     """Median absolute deviation along the last axis."""
     return _median(np.abs(resid - _median(resid, keepdims=True)))
@@ -235,6 +307,11 @@ class _SeqWindow:
         else:
             self._buf[seq - self.base] = latency
 
+    def share_within(self, width: float) -> float:
+        """max_share_within of the latencies held (the lost left out)."""
+        held = self._buf[:self._len]
+        return max_share_within(held[held < MISSING], None, width)
+
     def at(self, seq: np.ndarray) -> np.ndarray:
         """t_SW of each sequence number, MISSING outside the range or where lost."""
         if not self._len:
@@ -253,8 +330,13 @@ class StreamPairer:
     Pairing are filled in as it goes."""
 
     def __init__(self, arrivals: pd.DataFrame, period_ns: int, window: int = 3000,
-                 numbers: EventNumbers | None = None) -> None:
+                 numbers: EventNumbers | None = None, share: float | None = None) -> None:
+        """share: max_share_within(the run's own t_SW, 2·AGREE_NS); None: from the records as read."""
         self.numbers = numbers or EventNumbers()
+        self.share = share
+        self.expected_false_pairs = 0.0
+        self.pairable = 0
+        self.share_used = share if share is not None else 1.0
         self.arrival_host = arrivals["host_s"].to_numpy(np.float64)
         # the stream's progress in events (the pairer's numbering), not records
         self.arrival_seq = self.numbers.to_event(arrivals["last_seq"].to_numpy(np.int64)).astype(np.float64)
@@ -316,6 +398,29 @@ class StreamPairer:
                                               self._line_first.astype(np.float64), 1)
                 centres = np.r_[centres, slope * (a.armed[todo] - self._line_armed[0]) + intercept]
             win.cover(int(centres.min()) - 2 * window, int(centres.max()) + 2 * window + int(last_k.max()))
+        share = self.share if self.share is not None else win.share_within(2 * AGREE_NS)
+        self.share_used = share
+        log_bound_max = np.log(FALSE_PAIR_BOUND)
+        bound = np.zeros(len(a.ids))  # each paired acquisition's false-pair bound
+        sizes_all = a.end - a.begin
+        self.pairable += int((a.usable & (false_pair_log_bound(sizes_all, sizes_all, 2 * window + 1, share)
+                                          <= log_bound_max)).sum())
+
+        def significant(i: np.ndarray, n0: np.ndarray) -> np.ndarray:
+            """Whether aligning acquisitions i at first events n0 beats chance among every candidate
+            the arrival times allow (2·window + 1, however narrowly the search looked: the bound
+            does not depend on the path the search took); their bounds are kept."""
+            rows, owner = _rows(a.begin[i], a.end[i])
+            resid = a.widths[rows] - win.at(n0[owner] + a.k[rows])
+            present = resid > -MISSING / 2
+            n = np.bincount(owner, weights=present, minlength=len(i))
+            centre = _group_median(np.where(present, resid, np.inf), owner, n.astype(np.int64))
+            agree = np.bincount(owner, weights=present & (np.abs(resid - centre[owner]) <= AGREE_NS),
+                                minlength=len(i))
+            log_bound = false_pair_log_bound(n, agree, np.full(len(i), 2 * window + 1), share)
+            ok = log_bound <= log_bound_max
+            bound[i[ok]] = np.exp(log_bound[ok])
+            return ok
 
         def search_one(i: int, predicted: int, half: int) -> None:
             lo = max(predicted - half, 0, win.base)
@@ -327,7 +432,8 @@ class StreamPairer:
             spread = _mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
             two = np.argsort(spread)[:2]
             best, runner_up = spread[two[0]], spread[two[1]]
-            if best <= MAX_SPREAD_NS and runner_up >= MIN_SEPARATION * max(best, 1.0):
+            if best <= MAX_SPREAD_NS and runner_up >= MIN_SEPARATION * max(best, 1.0) and \
+                    significant(np.array([i]), n0[two[:1]])[0]:
                 first[i] = n0[two[0]]
 
         def paired_here(i: int) -> None:
@@ -399,6 +505,8 @@ class StreamPairer:
                 <= MAX_SPREAD_NS
             agree = np.bincount(owner, weights=near_centre, minlength=len(idx)) >= (sizes + 1) // 2
             ok = won & ~edge & agree
+            if ok.any():
+                ok[ok] = significant(idx[ok], chosen[ok])
             first[idx[ok]] = chosen[ok]
             for i in idx[~ok & (edge | ~won)]:  # off the line (a stalled scope, a clock step): the wide search
                 search_one(int(i), int(arrived[i]) + int(np.median(lags)), near)
@@ -411,6 +519,7 @@ class StreamPairer:
             self._remember(a.armed[done], first[done])
         self.acquisitions += len(a.ids)
         self.acquisitions_paired += int((first >= 0).sum())
+        self.expected_false_pairs += float(bound[first >= 0].sum())
         self.pulses += int(len(a.widths))
         return _pairs(a, first, win, self.numbers)
 
@@ -450,10 +559,12 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
         pulses = {c: a[order] for c, a in pulses.items()}
     flags = sw["flags"].to_numpy() if "flags" in sw else None
     numbers = EventNumbers(sw["seq"].to_numpy()[stray_mask(flags, len(sw))])
-    pairer = StreamPairer(arrivals, period_ns, window, numbers)
+    own = sw["latency_ns"].to_numpy()[~stray_mask(flags, len(sw))]
+    pairer = StreamPairer(arrivals, period_ns, window, numbers, share=max_share_within(own, None, 2 * AGREE_NS))
     parts = list(pairer.pairs(_sw_batches(sw, numbers), [pulses]))
     pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else pairs_frame()
-    return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses)
+    return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses,
+                   pairer.expected_false_pairs, pairer.pairable)
 
 
 def pairs_frame(**columns: np.ndarray) -> pd.DataFrame:

@@ -27,12 +27,14 @@ from station import records, store
 from station.analysis import correlation, outliers
 from station.analysis.distribution import Distribution
 from station.analysis.pairing import (
+    AGREE_NS,
     HW_COLUMNS,
-    MAX_SPREAD_NS,
-    MIN_SEPARATION,
+    METHOD,
     EventNumbers,
     StreamPairer,
+    max_share_within,
     pairs_frame,
+    pulses_needed,
     stray_mask,
 )
 from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
@@ -121,7 +123,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     tail = _TailCollector(edge, present)
     numbers = EventNumbers(strays.seqs())
     sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns"))))
-    pairer = _pairer(run_dir, manifest, sw_cols, numbers)
+    share = max_share_within(sw.values, sw.counts, 2 * AGREE_NS) if sw.count else 1.0
+    pairer = _pairer(run_dir, manifest, sw_cols, numbers, share)
     diffs = candidates = None
     if pairer is not None:
         diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
@@ -145,6 +148,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     board = tail.board.result() if tail.board_seen else None
     entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present)
     entry["strays"] = strays.summary(manifest.get("format", "v1"))
+    if (entry.get("pairing") or {}).get("unmatched"):  # what paired here is chance: nothing is kept of it
+        diffs = candidates = None
     if diffs is not None and candidates is not None:
         entry["outlier_verdict"] = outliers.outlier_verdict_of_candidates(
             sw, hw, candidates, diffs.median, diffs.in_bulk(candidates["diff_ns"].to_numpy()), diffs.moments.count)
@@ -156,7 +161,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
                        diffs, candidates, floor)
 
 
-def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str], numbers: EventNumbers) -> StreamPairer | None:
+def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str], numbers: EventNumbers,
+            share: float) -> StreamPairer | None:
     """The run's event pairer, or None when it cannot be paired (pairing.pair_run's conditions)."""
     arrivals_path = run_dir / "sw_arrivals.csv"
     if "seq" not in sw_cols or not arrivals_path.exists():
@@ -166,7 +172,7 @@ def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str], numbers: EventNumb
     arrivals = read_csv_lines(arrivals_path)
     if not len(arrivals):
         return None
-    return StreamPairer(arrivals, int(manifest.get("period_ns") or 0) or 1, numbers=numbers)
+    return StreamPairer(arrivals, int(manifest.get("period_ns") or 0) or 1, numbers=numbers, share=share)
 
 
 class _StrayTally:
@@ -345,18 +351,46 @@ def _describe_widths(hw: Distribution, moments: Moments) -> dict | None:
     return described
 
 
+# fewer acquisitions paired than this: no paired estimate (its interval leans on few scope records)
+MIN_PAIRED_ACQUISITIONS = 5
+# the scope's pulses match the target's events in at most this share of the acquisitions that could
+# be paired: the scope is watching something else (another target, another pin, a stale setting)
+UNMATCHED_SHARE = 0.01
+
+
 def _pairing_summary(pairer: StreamPairer, diffs: PairedDiffs | None) -> dict:
     m = diffs.moments if diffs is not None else Moments()
+    paired = pairer.acquisitions_paired
+    pulses_each = pairer.pulses / pairer.acquisitions if pairer.acquisitions else 0.0
+    needed = pulses_needed(pairer.share_used, 2 * pairer.window + 1)
+    unmatched = pairer.pairable >= 3 and paired <= UNMATCHED_SHARE * pairer.pairable
+    note = None
+    if unmatched:
+        note = (f"the scope's pulses match none of the target's events: {paired} of {pairer.pairable} acquisitions "
+                "that could be paired were (is the scope on this target's pin, this channel, this run?); "
+                "no paired estimate")
+    elif paired < MIN_PAIRED_ACQUISITIONS:
+        why = (f"acquisitions of {pulses_each:.3g} pulses on average; telling events apart needs about "
+               f"{needed} agreeing pulses an acquisition with this run's t_SW spread" if needed else
+               "this run's t_SW are too alike to tell events apart by their pulses")
+        note = f"{paired} acquisitions paired (fewer than {MIN_PAIRED_ACQUISITIONS}): no paired estimate; {why}"
     return {
         "acquisitions": pairer.acquisitions,
-        "acquisitions_paired": pairer.acquisitions_paired,
+        "acquisitions_paired": paired,
         "pulses": pairer.pulses,
         "pulses_paired": m.count,
+        "coverage": m.count / pairer.pulses if pairer.pulses else None,
+        "pairable": pairer.pairable,
+        "pulses_needed": needed,
+        "expected_false_pairs": pairer.expected_false_pairs,
+        "false_pair_rate_bound": pairer.expected_false_pairs / paired if paired else None,
+        "estimates": not unmatched and paired >= MIN_PAIRED_ACQUISITIONS,
+        "unmatched": unmatched,
+        "note": note,
         "hw_minus_sw_paired_mean_ns": m.mean if m.count else None,
         "hw_minus_sw_paired_median_ns": diffs.median if diffs is not None else None,
         "hw_minus_sw_paired_std_ns": m.std(1) if m.count > 1 else None,
-        "method": "per-acquisition offset search on pulse spacing; accepted when the median absolute "
-        f"deviation of HW−SW is < {MAX_SPREAD_NS:g} ns and {MIN_SEPARATION:g}× better than the next candidate",
+        "method": METHOD,
     }
 
 

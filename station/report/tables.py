@@ -301,6 +301,7 @@ def pairing_table(report: Mapping[str, Any]) -> Table | None:
             _t(r.get("id")),
             _n(f"{count_text(p.get('acquisitions_paired'))} / {count_text(p.get('acquisitions'))}"),
             _n(f"{count_text(p.get('pulses_paired'))} / {count_text(p.get('pulses'))}"),
+            _n(f"{p['expected_false_pairs']:.1g}" if is_number(p.get("expected_false_pairs")) else MISSING),
             _n(us(p.get("hw_minus_sw_paired_mean_ns"))),
             _n(us(p.get("hw_minus_sw_paired_median_ns"))),
             _n(us(p.get("hw_minus_sw_paired_std_ns"))),
@@ -308,10 +309,14 @@ def pairing_table(report: Mapping[str, Any]) -> Table | None:
     if not rows:
         return None
     return Table("pairing", "Event pairing: each scope pulse matched to its software record", [
-        "Run", "Acquisitions paired", "Pulses paired", "HW − SW mean (µs)", "HW − SW median (µs)",
-        "HW − SW std (µs)"], rows,
+        "Run", "Acquisitions paired", "Pulses paired", "Expected false pairs (acquisitions)", "HW − SW mean (µs)",
+        "HW − SW median (µs)", "HW − SW std (µs)"], rows,
         ["The same events seen twice: the spread of HW − SW per event is the measurement's own noise "
-         "(bus access jitter, scope resolution), not the latency's."])
+         "(bus access jitter, scope resolution), not the latency's.",
+         "An acquisition is paired only where no wrong alignment among the candidates searched could fit its "
+         "pulses as well with probability above 1e-4; expected false pairs: the sum of those probabilities over "
+         "the acquisitions paired (an upper bound). Acquisitions of too few pulses stay unpaired: the notes say "
+         "why."])
 
 
 def capture_table(report: Mapping[str, Any]) -> Table | None:
