@@ -130,6 +130,7 @@ class Bench:
                 self.log.message(f"bench: deactivating {what}: {exc}")
 
     async def _start_twin(self) -> tuple[TargetSettings, str | None, str | None]:
+        from station.twin.clock import Slew
         from station.twin.runner import Twin
 
         settings, gpio = self.campaign.bench, self.campaign.gpio
@@ -137,9 +138,12 @@ class Bench:
         if self.campaign.matrix.kind == "gpio" and gpio is not None:  # the twin as a board answering GPIO edges
             board = {"stimulus_channel": settings.scope.channel, "response_channel": gpio.response_channel,
                      "generator_channel": settings.generator.channel}
+        clocks = settings.twin.clocks
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
-                    scope_options={"dialect": settings.scope.dialect, "bus": twin_bus(settings.scope)}, board=board)
+                    scope_options={"dialect": settings.scope.dialect, "bus": twin_bus(settings.scope)}, board=board,
+                    target_drift_ppm=clocks.target_drift_ppm, scope_timebase_ppm=clocks.scope_timebase_ppm,
+                    target_slews=tuple(Slew(s.at, s.ppm, s.duration) for s in clocks.target_slews))
         loop = asyncio.get_running_loop()
         endpoints = await loop.run_in_executor(None, twin.start_in_thread)
         self.twin = twin

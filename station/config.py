@@ -341,12 +341,39 @@ class TwinInterfaceOverrides(Strict):
 _TWIN_OVERRIDES = TypeAdapter(dict[Interface, TwinInterfaceOverrides])
 
 
+def _ppm(value: float) -> float:
+    if abs(value) > 1000:
+        raise ValueError(f"{value:g} ppm: a clock that far off is broken (at most ±1000 ppm)")
+    return value
+
+
+Ppm = Annotated[Float, AfterValidator(_ppm)]
+
+
+class TwinSlew(Strict):
+    """A while during which the target's clock is steered (NTP slewing its frequency)."""
+
+    at: Seconds(DURATION_RANGE) = Field(description="when it starts, from the twin's start")
+    ppm: Ppm = Field(description="how much faster (negative: slower) the clock runs meanwhile")
+    duration: Seconds(DURATION_RANGE) = Field(description="how long it lasts")
+
+
+class TwinClocks(Strict):
+    """The twin's clocks against the host's (docs/twin.md): the target's crystal and its slews, the
+    scope's timebase. The defaults are realistic assumptions, so every twin campaign drifts."""
+
+    target_drift_ppm: Ppm = 35.0
+    target_slews: list[TwinSlew] = Field(default_factory=list, max_length=100)
+    scope_timebase_ppm: Ppm = 10.0
+
+
 class TwinSettings(Strict):
     """The built-in twin: an emulated target (SSH) and scope (SCPI) on 127.0.0.1."""
 
     preset: str = "seed-2015"
     seed: Int = Field(2015, ge=0, lt=2**64)
     ground_truth: bool = True
+    clocks: TwinClocks = Field(default_factory=TwinClocks)
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-interface model parameters replacing the preset's, e.g. {pcie: {outlier_fraction: 5e-5}}; "

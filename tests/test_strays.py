@@ -1,8 +1,11 @@
-"""Stray IRQs (issue 27): a foreign interrupt on the module's line makes the module write a
-NOT_OURS record whose latency is measured from an unrelated write, and it takes a sequence number.
-On the twin (stray_fraction per event; its truth logs every stray it made) such records must stay
-out of t_SW — the statistics are the truth's over the module's own events, exactly — be counted
-as the truth counts them, and leave the event pairing right (seq is no longer the event number)."""
+"""Stray IRQs and drifting clocks (issue 27): a foreign interrupt on the module's line makes the
+module write a NOT_OURS record whose latency is measured from an unrelated write, and it takes a
+sequence number; the target's clock runs 150 ppm off the host's and is slewed twice (±400 ppm for
+2 s, NTP-style) while the scope's timebase runs off too. On such a twin (its truth logs every stray
+it made) the strays must stay out of t_SW — the statistics are the truth's over the module's own
+events, exactly — be counted as the truth counts them, leave the event pairing right (seq is no
+longer the event number, arm times are on another clock than the events), and t_rw's intervals
+must hold the injected t_rw."""
 
 from __future__ import annotations
 
@@ -26,11 +29,15 @@ bench:
     overrides:
       lpt: {stray_fraction: 1.0e-3}
       pcie: {stray_fraction: 1.0e-3}
+    clocks:
+      target_drift_ppm: 150
+      target_slews: [{at: 6s, ppm: 400, duration: 2s}, {at: 14s, ppm: -400, duration: 2s}]
+      scope_timebase_ppm: -25
   scope: {kind: twin, channel: 1, volts_per_div: 1V, position_div: -3, time_per_div: 1ms,
           record_length: 120000, trigger_level: 1.5V, threshold: auto, bus: loopback}
 matrix:
   interfaces: [lpt, pcie]
-  variants: [inb]
+  variants: [inb, no-inb]
   loads: [none]
   period: 100us
   samples: 40000
@@ -95,6 +102,16 @@ def test_pairing_counts_the_modules_events_not_its_records(strays_campaign):
         right = np.abs(t["hw_ns"].to_numpy() - pairs["hw_ns"].to_numpy()) <= 2 * 83.4  # two samples
         assert right.mean() >= 0.999, right.mean()
         assert run["pairing"]["pulses_paired"] == len(pairs)
+
+
+def test_t_rw_intervals_hold_the_injected_t_rw(strays_campaign):
+    _, report = strays_campaign
+    estimates = report["comparisons"]["t_rw"]
+    assert len(estimates) == 2
+    for c in estimates:
+        for key in ("ci95_ns", "paired_ci95_ns"):
+            lo, hi = c[key]
+            assert lo <= c["truth_ns"] <= hi, (c["interface"], key, c[key], c["truth_ns"])
 
 
 def test_event_numbers_skip_the_strays():

@@ -177,6 +177,7 @@ class _Acquisitions:
     k: np.ndarray  # event offset of each pulse from its acquisition's first
     armed: np.ndarray  # host time each acquisition was armed
     usable: np.ndarray  # enough pulses, strictly increasing offsets
+    starts: np.ndarray  # s, each pulse's start on the scope's timebase
 
 
 def _acquisitions(hw: Mapping[str, np.ndarray], period_ns: int) -> _Acquisitions:
@@ -203,7 +204,7 @@ def _acquisitions(hw: Mapping[str, np.ndarray], period_ns: int) -> _Acquisitions
     increasing = np.logical_and.reduceat(step_ok, begin)
     return _Acquisitions(
         ids=acq[begin], begin=begin, end=end, widths=column("width_s") * 1e9, k=k,
-        armed=column("armed_host_s")[begin], usable=increasing & (end - begin >= MIN_PULSES),
+        armed=column("armed_host_s")[begin], usable=increasing & (end - begin >= MIN_PULSES), starts=starts,
     )
 
 
@@ -249,13 +250,15 @@ def _mad(resid: np.ndarray) -> np.ndarray:
 
 
 class _SeqWindow:
-    """t_SW by sequence number over a sliding range of the stream: [base, end). Batches of
-    (seq, latency) are read as far as asked; sequence numbers below the range are forgotten."""
+    """t_SW (and the write's time on the target's clock, when given) by event number over a sliding
+    range of the stream: [base, end). Batches of (event, latency[, t_write]) are read as far as
+    asked; numbers below the range are forgotten."""
 
-    def __init__(self, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(self, batches: Iterable[tuple[np.ndarray, ...]]) -> None:
         self._batches = iter(batches)
         self.base = 0
         self._buf = np.empty(0, np.float64)  # the range, then room to grow into
+        self._writes = np.empty(0, np.float64)  # t_write_ns, NaN where unknown
         self._len = 0
         self.done = False
 
@@ -278,34 +281,44 @@ class _SeqWindow:
         if lo > self.base:
             drop = min(lo - self.base, self._len)
             self._buf[:self._len - drop] = self._buf[drop:self._len]
+            self._writes[:self._len - drop] = self._writes[drop:self._len]
             self._len -= drop
             self.base = lo if not self._len else self.base + drop
 
-    def _append(self, seq: np.ndarray, latency: np.ndarray) -> None:
+    def _append(self, seq: np.ndarray, latency: np.ndarray, t_write: np.ndarray | None = None) -> None:
         if not len(seq):
             return
         seq = np.asarray(seq, np.int64)
+        writes = np.full(len(seq), np.nan) if t_write is None else np.asarray(t_write, np.float64)
         if not self._len:  # the stream's first numbers (or a restart after a long gap)
             self.base = max(self.base, int(seq.min()))
         first, last = int(seq[0]), int(seq[-1])
         contiguous = first == self.end and last == first + len(seq) - 1 and first >= self.base
         if not contiguous:
             keep = seq >= self.base  # numbers already forgotten come too late to be paired
-            seq, latency = seq[keep], np.asarray(latency)[keep]
+            seq, latency, writes = seq[keep], np.asarray(latency)[keep], writes[keep]
             if not len(seq):
                 return
         top = int(seq.max()) + 1 - self.base
         if top > len(self._buf):  # grow by half again at least: appends stay linear
-            grown = np.empty(max(top, len(self._buf) * 3 // 2), np.float64)
-            grown[:self._len] = self._buf[:self._len]
-            self._buf = grown
+            size = max(top, len(self._buf) * 3 // 2)
+            self._buf = np.concatenate([self._buf[:self._len], np.empty(size - self._len)])
+            self._writes = np.concatenate([self._writes[:self._len], np.empty(size - self._len)])
         if top > self._len:
             self._buf[self._len:top] = MISSING
+            self._writes[self._len:top] = np.nan
             self._len = top
-        if contiguous:
-            self._buf[first - self.base:top] = latency
-        else:
-            self._buf[seq - self.base] = latency
+        at = slice(first - self.base, top) if contiguous else seq - self.base
+        self._buf[at] = latency
+        self._writes[at] = writes
+
+    def writes(self, seq: np.ndarray) -> np.ndarray:
+        """t_write of each event number (target ns), NaN outside the range, where lost or not given."""
+        idx = np.asarray(seq, np.int64) - self.base
+        inside = (idx >= 0) & (idx < self._len)
+        out = np.full(idx.shape, np.nan)
+        out[inside] = self._writes[idx[inside]]
+        return out
 
     def share_within(self, width: float) -> float:
         """max_share_within of the latencies held (the lost left out)."""
@@ -347,12 +360,13 @@ class StreamPairer:
         self._line_armed = np.empty(0, np.float64)  # the latest paired acquisitions: arm time, first event
         self._line_first = np.empty(0, np.int64)
 
-    def pairs(self, sw_batches: Iterable[tuple[np.ndarray, np.ndarray]],
+    def pairs(self, sw_batches: Iterable[tuple[np.ndarray, ...]],
               hw_batches: Iterable[Mapping[str, np.ndarray]]) -> Iterator[pd.DataFrame]:
-        """sw_batches: (event number, latency_ns) of the module's own records in stream order (no stray
-        IRQ's: EventNumbers.to_event of their seq); hw_batches: arrays acquisition, start_s, width_s,
-        armed_host_s in acquisition order (an acquisition may continue into the next batch). The pairs
-        name each pulse's record by its sequence number."""
+        """sw_batches: (event number, latency_ns[, t_write_ns]) of the module's own records in stream
+        order (no stray IRQ's: EventNumbers.to_event of their seq; t_write_ns gives the clocks'
+        ratio, None if unknown); hw_batches: arrays acquisition, start_s, width_s, armed_host_s in
+        acquisition order (an acquisition may continue into the next batch). The pairs name each
+        pulse's record by its sequence number."""
         win = _SeqWindow(sw_batches)
         carry: dict[str, np.ndarray] | None = None
         for batch in hw_batches:
@@ -538,11 +552,13 @@ def stray_mask(flags: np.ndarray | None, n: int) -> np.ndarray:
 
 
 def _sw_batches(sw: pd.DataFrame, numbers: EventNumbers,
-                rows: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                rows: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
     own = ~stray_mask(sw["flags"].to_numpy() if "flags" in sw else None, len(sw))
     seq, lat = sw["seq"].to_numpy()[own], sw["latency_ns"].to_numpy()[own]
+    writes = sw["t_write_ns"].to_numpy()[own] if "t_write_ns" in sw else None
     for at in range(0, len(seq), rows):
-        yield numbers.to_event(seq[at:at + rows]), lat[at:at + rows]
+        yield (numbers.to_event(seq[at:at + rows]), lat[at:at + rows],
+               None if writes is None else writes[at:at + rows])
 
 
 def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, period_ns: int,
@@ -568,8 +584,9 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
 
 
 def pairs_frame(**columns: np.ndarray) -> pd.DataFrame:
-    """Pairs as a frame: acquisition, seq, hw_ns, sw_ns, diff_ns (empty when none are given)."""
-    names = ("acquisition", "seq", "hw_ns", "sw_ns", "diff_ns")
+    """Pairs as a frame: acquisition, seq, hw_ns (the scope's), sw_ns, diff_ns (HW−SW with the width
+    on the target's clock: hw_ns / clock_ratio − sw_ns), clock_ratio (empty when none are given)."""
+    names = ("acquisition", "seq", "hw_ns", "sw_ns", "diff_ns", "clock_ratio")
     empty = {"acquisition": np.empty(0, np.int64), "seq": np.empty(0, np.int64)}
     # copy=False: one block per column, not a consolidating copy of millions of rows
     return pd.DataFrame({n: columns.get(n, empty.get(n, np.empty(0))) for n in names}, copy=False)
@@ -578,10 +595,59 @@ def pairs_frame(**columns: np.ndarray) -> pd.DataFrame:
 def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow, numbers: EventNumbers) -> pd.DataFrame:
     paired = np.flatnonzero(first >= 0)
     rows, owner = _rows(a.begin[paired], a.end[paired])
+    event = first[paired][owner] + a.k[rows]
     owner = paired[owner]
-    event = first[owner] + a.k[rows]
     sw_ns = win.at(event)
     keep = sw_ns < MISSING
-    hw_ns, sw_ns = a.widths[rows][keep], sw_ns[keep]
-    return pairs_frame(acquisition=a.ids[owner][keep], seq=numbers.to_seq(event[keep]), hw_ns=hw_ns, sw_ns=sw_ns,
-                        diff_ns=hw_ns - sw_ns)
+    rows, owner, event, sw_ns = rows[keep], owner[keep], event[keep], sw_ns[keep]
+    hw_ns = a.widths[rows]
+    # the scope's widths on the target's clock (the one t_SW is measured on): each acquisition's
+    # pulses are its events' writes seen on the scope's timebase, so their spacing against the
+    # writes' spacing is the ratio of the two clocks there (drift, a slew, the scope's timebase)
+    ratio = clock_ratios(a.starts[rows] * 1e9, win.writes(event), owner)
+    return pairs_frame(acquisition=a.ids[owner], seq=numbers.to_seq(event), hw_ns=hw_ns, sw_ns=sw_ns,
+                       diff_ns=hw_ns / ratio - sw_ns, clock_ratio=ratio)
+
+
+def clock_ratios(scope_ns: np.ndarray, target_ns: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per pulse, its acquisition's scope-clock / target-clock rate: the least-squares slope of the
+    pulses' starts on their writes' times, refitted without the pulses more than RATIO_OUTLIER_NS
+    off the first fit (a write delayed on the software side moves its timestamp, not its pulse).
+    1 where it cannot be told (no write times, fewer than 3 pulses, a span under RATIO_MIN_SPAN_NS)."""
+    ratio = np.ones(len(owner))
+    known = np.isfinite(target_ns)
+    if not known.any():
+        return ratio
+    groups = np.unique(owner[known])
+    use = known.copy()
+    for _ in range(2):
+        slope, x0, y0 = _group_slopes(scope_ns, target_ns, owner, use, groups)
+        resid = np.abs((scope_ns - y0[owner]) - slope[owner] * (target_ns - x0[owner]))
+        use = known & (resid <= RATIO_OUTLIER_NS)
+    slope, _, _ = _group_slopes(scope_ns, target_ns, owner, use, groups)
+    span = np.zeros(owner.max() + 1)
+    np.maximum.at(span, owner[use], target_ns[use])
+    low = np.full(owner.max() + 1, np.inf)
+    np.minimum.at(low, owner[use], target_ns[use])
+    count = np.bincount(owner[use], minlength=owner.max() + 1)
+    good = (count >= 3) & (span - low >= RATIO_MIN_SPAN_NS) & np.isfinite(slope) & (np.abs(slope - 1) < 1e-3)
+    return np.where(good[owner], slope[owner], 1.0)
+
+
+RATIO_OUTLIER_NS = 300.0  # a pulse this far off its acquisition's fitted spacing is left out of it
+RATIO_MIN_SPAN_NS = 1e6  # writes spanning less than this say too little about the clocks' ratio
+
+
+def _group_slopes(y: np.ndarray, x: np.ndarray, owner: np.ndarray, use: np.ndarray,
+                  groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group (indexed by owner value): least-squares slope of y on x over `use`, and the means."""
+    size = owner.max() + 1
+    n = np.bincount(owner[use], minlength=size).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x0 = np.bincount(owner[use], weights=x[use], minlength=size) / n
+        y0 = np.bincount(owner[use], weights=y[use], minlength=size) / n
+        dx = np.where(use, x - np.nan_to_num(x0[owner]), 0.0)
+        dy = np.where(use, y - np.nan_to_num(y0[owner]), 0.0)
+        slope = np.bincount(owner, weights=dx * dy, minlength=size) / np.bincount(owner, weights=dx * dx,
+                                                                                    minlength=size)
+    return slope, np.nan_to_num(x0), np.nan_to_num(y0)

@@ -122,20 +122,25 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     present = _SeqSet() if truth_path.exists() and "seq" in sw_cols else None
     tail = _TailCollector(edge, present)
     numbers = EventNumbers(strays.seqs())
-    sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns"))))
+    sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns",
+                                                                    "t_write_ns"))))
     share = max_share_within(sw.values, sw.counts, 2 * AGREE_NS) if sw.count else 1.0
     pairer = _pairer(run_dir, manifest, sw_cols, numbers, share)
     diffs = candidates = None
+    ppm = Moments()  # the scope's timebase against the target's clock, per pair
     if pairer is not None:
         diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
         # pairing's temporaries are a few hundred bytes per pulse: a quarter of a batch at a time
         hw_stream = iter_table(run_dir, "hw", HW_COLUMNS, rows=store.BATCH_ROWS // 4)
         if not cluster.ordered:  # acquisitions out of order (never written so): sorted, in memory
             hw_stream = iter([_sorted_by_acquisition(list(hw_stream))])
-        for pairs in pairer.pairs(((numbers.to_event(b["seq"]), b["latency_ns"]) for b in sw_stream), hw_stream):
+        sw_events = ((numbers.to_event(b["seq"]), b["latency_ns"], b.get("t_write_ns")) for b in sw_stream)
+        for pairs in pairer.pairs(sw_events, hw_stream):
             diff = pairs["diff_ns"].to_numpy()
             diff_b.add(diff)
             diff_m.add(diff)
+            measured = pairs["clock_ratio"].to_numpy() != 1.0  # 1: not measured in that acquisition
+            ppm.add((pairs["clock_ratio"].to_numpy()[measured] - 1.0) * 1e6)
             keep = (pairs["sw_ns"].to_numpy() >= floor) | (pairs["hw_ns"].to_numpy() > hw_thr)
             if keep.any():
                 kept.append(pairs[keep])
@@ -148,6 +153,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     board = tail.board.result() if tail.board_seen else None
     entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present)
     entry["strays"] = strays.summary(manifest.get("format", "v1"))
+    if entry.get("pairing") is not None:
+        entry["pairing"]["scope_vs_target_ppm"] = ppm.mean if ppm.count else None
     if (entry.get("pairing") or {}).get("unmatched"):  # what paired here is chance: nothing is kept of it
         diffs = candidates = None
     if diffs is not None and candidates is not None:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from station.twin.clock import DEFAULT_DRIFT_PPM, DEFAULT_SCOPE_TIMEBASE_PPM, DriftingClock, ScopeView, Slew
 from station.twin.model import load_preset
 from station.twin.ssh_server import TwinSSHServer, write_client_key
 from station.twin.target import EmulatedTarget
@@ -49,6 +50,9 @@ class Twin:
         scope_options: dict[str, Any] | None = None,
         with_scope: bool = True,
         board: dict[str, int] | None = None,
+        target_drift_ppm: float = DEFAULT_DRIFT_PPM,
+        target_slews: tuple[Slew, ...] = (),
+        scope_timebase_ppm: float = DEFAULT_SCOPE_TIMEBASE_PPM,
     ) -> None:
         """`board` (a gpio campaign): the twin is a board answering GPIO edges, with a generator
         on its input; the dict names the scope's stimulus and response channels and the
@@ -60,7 +64,8 @@ class Twin:
         self.board = board
         self.seed = seed
         self.target = EmulatedTarget(self.preset, seed, hostname="pi-twin" if board else "rtai-twin",
-                                     board=board is not None)
+                                     board=board is not None, drift_ppm=target_drift_ppm, slews=target_slews)
+        self.scope_clock = DriftingClock(scope_timebase_ppm)
         self.target.truth_dir = truth_dir
         self.scope_options = scope_options or {}
         self.with_scope = with_scope
@@ -79,7 +84,8 @@ class Twin:
         known_hosts = self.state_dir / "known_hosts"
         known_hosts.write_text(self._ssh.known_hosts_line())
         scope_resource = generator_resource = ""
-        source, options = self.target, dict(self.scope_options)
+        # the scope watches the target's pin on its own timebase
+        source, options = ScopeView(self.target, self.target.clock, self.scope_clock), dict(self.scope_options)
         if self.board is not None:
             from instruments.sim.funcgen import SimGeneratorServer
             from station.twin.board import BoardResponse

@@ -25,6 +25,7 @@ import numpy as np
 from station import records
 from station.target import modules as station_modules
 from station.twin.board_target import GOVERNOR_DIR, GOVERNOR_FILE, RESPONDER_MODULE, BoardError, BoardTarget
+from station.twin.clock import DriftingClock, Slew
 from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
 
 MODULE_DIR = "/opt/irq-station/modules"
@@ -99,7 +100,8 @@ class LoadProcess:
 
 
 class EmulatedTarget:
-    def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin", board: bool = False) -> None:
+    def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin", board: bool = False,
+                 drift_ppm: float = 0.0, slews: tuple[Slew, ...] = ()) -> None:
         self.preset = preset
         self.seed = seed
         self.hostname = hostname
@@ -109,7 +111,8 @@ class EmulatedTarget:
         self.dirs: set[str] = {"/", "/tmp", MODULE_DIR, "/proc", "/dev"}
         self._next_pid = 4242
         self._insmod_count = 0
-        self._boot_mono = time.monotonic_ns() - 3_600_000_000_000  # "up" for an hour
+        # its CLOCK_MONOTONIC: "up" for an hour, running off the host's (station/twin/clock.py)
+        self.clock = DriftingClock(drift_ppm, slews, offset_ns=3_600_000_000_000 - time.monotonic_ns())
         self.irq_counts = {7: 0, 31: 0}
         self.truth_path_next: Path | None = None
         # the identity of the next run (campaign seed + run id): its random streams follow it, not
@@ -129,7 +132,7 @@ class EmulatedTarget:
 
     # ---- clock and state seen by the scope -------------------------------------------
     def now_ns(self) -> int:
-        return time.monotonic_ns() - self._boot_mono
+        return self.clock.now_ns()
 
     def loads_running(self) -> bool:
         self._reap()
