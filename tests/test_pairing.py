@@ -126,3 +126,52 @@ def test_acquisitions_too_short_to_tell_events_apart_stay_unpaired():
     p = pair_run(sw, hw, arrivals, PERIOD)
     assert p.acquisitions_paired == 0 and p.pairs.empty
     assert p.pairable == 0
+
+
+def _twin_run(seed: int, iface: str, acquisitions: int = 30):
+    """A run's records and short acquisitions (5-25 pulses) from the twin's own event model (its latency shape,
+    tail and outliers of both sides): the truth is the event behind each pulse."""
+    from dataclasses import replace
+
+    from station.twin.model import CHUNK_EVENTS, ModuleSession, load_preset
+
+    preset = load_preset("seed-2015")
+    params = replace(preset.interfaces[iface], outlier_fraction=1e-3, bus_stretch_fraction=1e-3,
+                     bus_stretch=(14_000.0, 17_000.0))
+    session = ModuleSession(params, preset.calibration_samples, PERIOD, True, 10**12, f"pairing-{seed}")
+    chunks = [session.chunk(i, True) for i in range(30)]
+    n = 30 * CHUNK_EVENTS
+    ts = np.concatenate([c.ts for c in chunks])
+    sw = np.concatenate([c.sw for c in chunks])
+    rise, fall = np.concatenate([c.rise for c in chunks]), np.concatenate([c.fall for c in chunks])
+    rng = np.random.default_rng(seed)
+    sample = 40.0  # ns: the scope's sample interval; edges placed within it
+    host = lambda t: 1_700_000_000.0 + (t - 10**12) * 1e-9  # noqa: E731 - the host's clock
+    ends = np.arange(199, n, 200)
+    arrivals = pd.DataFrame({"host_s": host(ts[ends]) + rng.uniform(0.04, 0.09, len(ends)), "last_seq": ends})
+    rows, truth = [], []
+    for a, first in enumerate(np.sort(rng.choice(np.arange(2000, n - 100), acquisitions, replace=False))):
+        idx = first + np.arange(int(rng.integers(5, 26)))
+        r = rise[idx] + rng.uniform(-sample / 2, sample / 2, len(idx))
+        f = fall[idx] + rng.uniform(-sample / 2, sample / 2, len(idx))
+        rows.append(pd.DataFrame({"acquisition": a, "start_s": (r - r[0]) * 1e-9, "width_s": (f - r) * 1e-9,
+                                  "armed_host_s": host(ts[first]) - 0.001}))
+        truth.append(pd.DataFrame({"acquisition": a, "seq": idx}))
+    sw_df = pd.DataFrame({"seq": np.arange(n), "latency_ns": sw, "t_write_ns": ts})
+    return sw_df, pd.concat(rows, ignore_index=True), arrivals, pd.concat(truth, ignore_index=True)
+
+
+@pytest.mark.parametrize("iface", ["lpt", "pcie"])
+def test_the_stated_false_pair_rate_holds_on_the_twins_events(iface):
+    """The same, on the twin's event model: seeded runs of short acquisitions, every pair checked
+    against the event the twin made; the wrong ones within what the pairing states."""
+    stated = wrong = paired = searched = 0.0
+    for seed in range(30):
+        sw, hw, arrivals, truth = _twin_run(seed, iface)
+        p = pair_run(sw, hw, arrivals, PERIOD)
+        stated += p.expected_false_pairs
+        paired += p.acquisitions_paired
+        searched += p.acquisitions
+        wrong += _wrong_acquisitions(p.pairs, truth)
+    assert wrong <= stats.poisson.isf(1e-6, max(stated, 1e-9)), (wrong, stated, paired)
+    assert paired >= 0.2 * searched, (paired, searched)  # the longer ones pair: the test tests
