@@ -101,6 +101,13 @@ def test_monotonic_output():
     assert out.end is not None and out.end["reason"] == "signal"
 
 
+def test_long_bookkeeping_is_read_as_blind_spans():
+    out = parse(MONO_OUTPUT.replace("start 100\n", "start 100\nblind 9000000 6000000\n"))
+    assert out.blind == [(9000000, 6000000)]
+    with pytest.raises(IrqgapOutputError, match="duration_ns is not a non-negative integer"):
+        parse(MONO_OUTPUT.replace("start 100\n", "start 100\nblind 9000000 -6\n"))
+
+
 def test_unknown_keywords_are_ignored():
     text = MONO_OUTPUT.replace("start 100\n", "start 100\nfuture_thing 1 2 3\nX\n") + "later stuff here\n"
     assert parse(text) == parse(MONO_OUTPUT)
@@ -219,6 +226,7 @@ def _render(out: IrqgapOutput) -> str:
         smi = "-" if g.smi is None else g.smi
         lines.append(f"gap {g.end_ns} {g.duration_ns} {g.ctxsw} {smi} {deltas(g.irqs)} {deltas(g.softirqs)}")
     lines += [f"tick {m} {i} {n}" for m, i, n in out.ticks]
+    lines += [f"blind {m} {d}" for m, d in out.blind]
     if out.end is not None:
         e = out.end
         lines.append(
@@ -289,6 +297,7 @@ def outputs(draw) -> IrqgapOutput:
         start_ns=draw(_u64),
         gaps=gaps,
         ticks=draw(st.lists(st.tuples(_u64, _u64, _u64), max_size=4)),
+        blind=draw(st.lists(st.tuples(_u64, _u64), max_size=4)),
         end=end,
     )
 

@@ -75,6 +75,7 @@ def test_stray_records_are_counted_and_kept_out_of_t_sw(strays_campaign):
         expected = STRAY_FRACTION * len(own)
         assert abs(strays - expected) <= 6 * np.sqrt(expected), (strays, expected)
         assert run["strays"]["count"] == strays
+        assert run["truth"]["strays_injected"] == strays
         assert run["strays"]["share"] == pytest.approx(strays / len(truth))
         sw = run["sw"]
         assert sw["count"] == len(own)

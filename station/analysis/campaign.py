@@ -127,6 +127,10 @@ def _t_rw(runs: list[RunAnalysis]) -> list[dict]:
         ra, rb = cell["inb"], cell["no-inb"]
         a, b = ra.entry, rb.entry
         est = correlation.t_rw(a["shift"], b["shift"])
+        unrelated = [e["id"] for e in (a, b) if (e.get("pairing") or {}).get("unmatched")]
+        if unrelated:  # the scope watched something else: its widths say nothing of this target's t_rw
+            est = {**{k: None for k in est}, "withheld": f"{', '.join(unrelated)}: the scope's pulses match "
+                   "none of the target's events"}
         truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
         paired: dict = {}
         withheld = [f"{e['id']}: {(e.get('pairing') or {}).get('note') or 'not paired'}" for e in (a, b)

@@ -364,6 +364,9 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         text += ("; none unexplained: no sign of firmware or SMIs" if summary.get("trace") else
                  "; none unexplained by the counts (no trace: a short SMI next to a counted interrupt "
                  "would pass for it)")
+    if summary.get("blind_spans"):
+        text += (f"; and {summary['blind_spans']} times the CPU was taken while the detector wrote its "
+                 f"records (up to {_fmt_us(summary['blind_span_max_us'])}, not attributed)")
     return text + "."
 
 
@@ -385,6 +388,9 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
         "max_us": round(max(durations) / 1e3, 3) if durations else None,
         "lost_ms": round(sum(durations) / 1e6, 3),
         "blind_ms": round(end["blind_ns"] / 1e6, 3) if end.get("blind_ns") is not None else None,
+        # bookkeeping the CPU was taken from: disturbances the detector saw only as lost watching time
+        "blind_spans": len(out.blind), "blind_span_max_us": round(max(d for _, d in out.blind) / 1e3, 3)
+        if out.blind else None,
         "min_loop_ns": end.get("min_loop_ns"), "iterations": end.get("iterations"),
         "end_reason": end.get("reason"), "smi_counter": out.smi_available, "smi_reason": out.smi_reason,
         "trace": run.trace is not None, "trace_lost_events": (run.trace_overrun + run.trace.lost_events)

@@ -17,8 +17,10 @@ latency of an unrelated event: for t of its n residuals to fall within
 of that width, which happens with probability at most p (the largest share of
 the run's t_SW in any such window). So a wrong alignment agrees on t or more
 pulses with probability at most n·C(n-1, t-1)·p^(t-1), and one of W candidates
-with W times that (W: every candidate the arrival times allow, 2·window + 1):
-the bound an acquisition's pairing states. It is paired only
+with W times that (W: every candidate the search may look at, 4·window + 1):
+the bound an acquisition's pairing states. It assumes the latencies of
+different events independent; p is the largest share over the run's blocks of
+BLOCK_RECORDS records and the whole run (a quieter phase has more alike t_SW). It is paired only
 when that bound is at most FALSE_PAIR_BOUND; the run's expected false pairs are
 the sum of the bounds of what was paired. Acquisitions of few pulses (a short
 record) cannot reach it: they stay unpaired, counted, and the report says why.
@@ -57,6 +59,9 @@ MISSING = 1e15  # a lost record: never a plausible residual
 MIN_PULSES = 5
 MAX_SPREAD_NS = 150.0
 AGREE_NS = MAX_SPREAD_NS  # a pulse agrees with its acquisition's alignment within this of the median residual
+# the candidates an acquisition may be searched among, per `window`: the arrival estimate ± window,
+# and the clock line's or the median lag's neighbourhoods, which may lie beside it (a union bound)
+CANDIDATES_PER_WINDOW = 4
 FALSE_PAIR_BOUND = 1e-4  # the most an acquisition's pairing may be wrong with (per acquisition paired)
 MIN_SEPARATION = 4.0
 SCORE_PULSES = 16  # pulses per acquisition that score the candidates of a block
@@ -79,7 +84,7 @@ class EventNumbers:
         self._stray_events = self.stray_seqs - np.arange(len(self.stray_seqs))
 
     def to_event(self, seq: np.ndarray) -> np.ndarray:
-        seq = np.asarray(seq)
+        seq = np.asarray(seq).astype(np.int64)
         if not len(self.stray_seqs):
             return seq
         return seq - np.searchsorted(self.stray_seqs, seq, side="left")
@@ -104,6 +109,42 @@ def max_share_within(values: np.ndarray, counts: np.ndarray | None, width: float
     cum = np.r_[0, np.cumsum(counts)]
     inside = cum[np.searchsorted(values, values + width, side="right")] - cum[:-1]
     return float(inside.max() / cum[-1])
+
+
+BLOCK_RECORDS = 10_000  # the stretch of records a share is also taken over (by event number: batch-free)
+
+
+class BlockShare:
+    """max_share_within(·, 2·AGREE_NS) of the run's own t_SW as a whole and over each block of
+    BLOCK_RECORDS events (numbered by event, so it does not depend on how the records are read):
+    the largest, the p of the false-pair bound."""
+
+    def __init__(self) -> None:
+        self.block = -1
+        self._values: list[np.ndarray] = []
+        self.best = 0.0
+
+    def add(self, event: np.ndarray, latency: np.ndarray) -> None:
+        event = np.asarray(event, np.int64)
+        if not len(event):
+            return
+        blocks = event // BLOCK_RECORDS
+        for b in np.unique(blocks):
+            if b != self.block:
+                self._close()
+                self.block = int(b)
+            self._values.append(np.asarray(latency, np.float64)[blocks == b])
+
+    def _close(self) -> None:
+        if self._values:
+            values = np.concatenate(self._values)
+            if len(values) >= BLOCK_RECORDS // 2:  # a block too thin says little (the run's last)
+                self.best = max(self.best, max_share_within(values, None, 2 * AGREE_NS))
+        self._values = []
+
+    def result(self, whole: float) -> float:
+        self._close()
+        return max(self.best, whole)
 
 
 def false_pair_log_bound(n: np.ndarray, agree: np.ndarray, candidates: np.ndarray, share: float) -> np.ndarray:
@@ -344,12 +385,12 @@ class StreamPairer:
 
     def __init__(self, arrivals: pd.DataFrame, period_ns: int, window: int = 3000,
                  numbers: EventNumbers | None = None, share: float | None = None) -> None:
-        """share: max_share_within(the run's own t_SW, 2·AGREE_NS); None: from the records as read."""
+        """share: BlockShare's result over the run's own t_SW; None: from the records as read."""
         self.numbers = numbers or EventNumbers()
         self.share = share
         self.expected_false_pairs = 0.0
         self.pairable = 0
-        self.share_used = share if share is not None else 1.0
+        self.share_used = 0.0  # the largest share any stretch of the run was judged with
         self.arrival_host = arrivals["host_s"].to_numpy(np.float64)
         # the stream's progress in events (the pairer's numbering), not records
         self.arrival_seq = self.numbers.to_event(arrivals["last_seq"].to_numpy(np.int64)).astype(np.float64)
@@ -413,17 +454,18 @@ class StreamPairer:
                 centres = np.r_[centres, slope * (a.armed[todo] - self._line_armed[0]) + intercept]
             win.cover(int(centres.min()) - 2 * window, int(centres.max()) + 2 * window + int(last_k.max()))
         share = self.share if self.share is not None else win.share_within(2 * AGREE_NS)
-        self.share_used = share
+        self.share_used = max(self.share_used, share)
         log_bound_max = np.log(FALSE_PAIR_BOUND)
         bound = np.zeros(len(a.ids))  # each paired acquisition's false-pair bound
         sizes_all = a.end - a.begin
-        self.pairable += int((a.usable & (false_pair_log_bound(sizes_all, sizes_all, 2 * window + 1, share)
+        self.pairable += int((a.usable & (false_pair_log_bound(sizes_all, sizes_all, CANDIDATES_PER_WINDOW * window + 1,
+                                                                share)
                                           <= log_bound_max)).sum())
 
         def significant(i: np.ndarray, n0: np.ndarray) -> np.ndarray:
             """Whether aligning acquisitions i at first events n0 beats chance among every candidate
-            the arrival times allow (2·window + 1, however narrowly the search looked: the bound
-            does not depend on the path the search took); their bounds are kept."""
+            the search may look at (CANDIDATES_PER_WINDOW·window + 1, however narrowly it looked:
+            the bound does not depend on the path it took); their bounds are kept."""
             rows, owner = _rows(a.begin[i], a.end[i])
             resid = a.widths[rows] - win.at(n0[owner] + a.k[rows])
             present = resid > -MISSING / 2
@@ -431,7 +473,7 @@ class StreamPairer:
             centre = _group_median(np.where(present, resid, np.inf), owner, n.astype(np.int64))
             agree = np.bincount(owner, weights=present & (np.abs(resid - centre[owner]) <= AGREE_NS),
                                 minlength=len(i))
-            log_bound = false_pair_log_bound(n, agree, np.full(len(i), 2 * window + 1), share)
+            log_bound = false_pair_log_bound(n, agree, np.full(len(i), CANDIDATES_PER_WINDOW * window + 1), share)
             ok = log_bound <= log_bound_max
             bound[i[ok]] = np.exp(log_bound[ok])
             return ok
@@ -575,8 +617,12 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
         pulses = {c: a[order] for c, a in pulses.items()}
     flags = sw["flags"].to_numpy() if "flags" in sw else None
     numbers = EventNumbers(sw["seq"].to_numpy()[stray_mask(flags, len(sw))])
-    own = sw["latency_ns"].to_numpy()[~stray_mask(flags, len(sw))]
-    pairer = StreamPairer(arrivals, period_ns, window, numbers, share=max_share_within(own, None, 2 * AGREE_NS))
+    own_mask = ~stray_mask(flags, len(sw))
+    own = sw["latency_ns"].to_numpy()[own_mask]
+    blocks = BlockShare()
+    blocks.add(numbers.to_event(sw["seq"].to_numpy()[own_mask].astype(np.int64)), own)
+    share = blocks.result(max_share_within(own, None, 2 * AGREE_NS))
+    pairer = StreamPairer(arrivals, period_ns, window, numbers, share=share)
     parts = list(pairer.pairs(_sw_batches(sw, numbers), [pulses]))
     pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else pairs_frame()
     return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses,
@@ -611,31 +657,42 @@ def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow, numbers: EventN
 
 def clock_ratios(scope_ns: np.ndarray, target_ns: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """Per pulse, its acquisition's scope-clock / target-clock rate: the least-squares slope of the
-    pulses' starts on their writes' times, refitted without the pulses more than RATIO_OUTLIER_NS
-    off the first fit (a write delayed on the software side moves its timestamp, not its pulse).
+    pulses' starts on their writes' times, over the pulses within RATIO_OUTLIER_NS of a robust first
+    line (a write delayed on the software side moves its timestamp, not its pulse).
     1 where it cannot be told (no write times, fewer than 3 pulses, a span under RATIO_MIN_SPAN_NS)."""
     ratio = np.ones(len(owner))
     known = np.isfinite(target_ns)
     if not known.any():
         return ratio
     groups = np.unique(owner[known])
-    use = known.copy()
-    for _ in range(2):
-        slope, x0, y0 = _group_slopes(scope_ns, target_ns, owner, use, groups)
-        resid = np.abs((scope_ns - y0[owner]) - slope[owner] * (target_ns - x0[owner]))
-        use = known & (resid <= RATIO_OUTLIER_NS)
+    # a robust start (the median of consecutive pulses' slopes, through the median point): one
+    # delayed write cannot tilt it, and the least-squares refit then leaves such writes out
+    size = owner.max() + 1
+    order = np.lexsort((target_ns, owner))
+    o, x, y = owner[order], target_ns[order], scope_ns[order]
+    step = (o[1:] == o[:-1]) & np.isfinite(x[1:]) & np.isfinite(x[:-1]) & (x[1:] > x[:-1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        steps = np.where(step, (y[1:] - y[:-1]) / (x[1:] - x[:-1]), np.inf)
+    n_steps = np.bincount(o[1:], weights=step, minlength=size).astype(np.int64)
+    slope = _group_median(steps, o[1:], n_steps)
+    offset = np.where(known, scope_ns - slope[owner] * np.nan_to_num(target_ns), np.inf)
+    centre = _group_median(offset, owner, np.bincount(owner, weights=known, minlength=size).astype(np.int64))
+    resid = np.abs(scope_ns - slope[owner] * np.nan_to_num(target_ns) - centre[owner])
+    use = known & (n_steps[owner] > 0) & (resid <= RATIO_OUTLIER_NS)
     slope, _, _ = _group_slopes(scope_ns, target_ns, owner, use, groups)
     span = np.zeros(owner.max() + 1)
     np.maximum.at(span, owner[use], target_ns[use])
     low = np.full(owner.max() + 1, np.inf)
     np.minimum.at(low, owner[use], target_ns[use])
     count = np.bincount(owner[use], minlength=owner.max() + 1)
-    good = (count >= 3) & (span - low >= RATIO_MIN_SPAN_NS) & np.isfinite(slope) & (np.abs(slope - 1) < 1e-3)
+    good = (count >= 3) & (span - low >= RATIO_MIN_SPAN_NS) & np.isfinite(slope) & \
+        (np.abs(slope - 1) < MAX_RATIO_OFF)
     return np.where(good[owner], slope[owner], 1.0)
 
 
 RATIO_OUTLIER_NS = 300.0  # a pulse this far off its acquisition's fitted spacing is left out of it
 RATIO_MIN_SPAN_NS = 1e6  # writes spanning less than this say too little about the clocks' ratio
+MAX_RATIO_OFF = 5e-3  # a ratio further from 1 is no clock's: the fit failed (the twin allows ±3000 ppm)
 
 
 def _group_slopes(y: np.ndarray, x: np.ndarray, owner: np.ndarray, use: np.ndarray,

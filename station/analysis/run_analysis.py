@@ -30,6 +30,7 @@ from station.analysis.pairing import (
     AGREE_NS,
     HW_COLUMNS,
     METHOD,
+    BlockShare,
     EventNumbers,
     StreamPairer,
     max_share_within,
@@ -102,9 +103,12 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     sw_cols = table_columns(run_dir, "sw")
     truth_path = run_dir / "twin-truth.parquet"
     # pass 1: t_SW of the module's own records (a stray IRQ's record is no latency: counted apart)
-    sw_b, strays = DistributionBuilder(), _StrayTally()
+    sw_b, strays, blocks = DistributionBuilder(), _StrayTally(), BlockShare()
     for batch in iter_table(run_dir, "sw", ("latency_ns", "flags", "seq", "t_write_ns")):
-        sw_b.add(batch["latency_ns"][strays.own(batch)])
+        own = strays.own(batch)
+        sw_b.add(batch["latency_ns"][own])
+        if "seq" in batch:
+            blocks.add(batch["seq"][own], batch["latency_ns"][own])  # by seq: events but for the strays
     sw = sw_b.result()
     if not sw.count:
         sw = Distribution(np.empty(0, np.int64), np.empty(0, np.int64))
@@ -124,7 +128,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     numbers = EventNumbers(strays.seqs())
     sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns",
                                                                     "t_write_ns"))))
-    share = max_share_within(sw.values, sw.counts, 2 * AGREE_NS) if sw.count else 1.0
+    share = blocks.result(max_share_within(sw.values, sw.counts, 2 * AGREE_NS)) if sw.count else 1.0
     pairer = _pairer(run_dir, manifest, sw_cols, numbers, share)
     diffs = candidates = None
     ppm = Moments()  # the scope's timebase against the target's clock, per pair
@@ -151,12 +155,16 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
         pass
     values, positions, board_ns = tail.result()
     board = tail.board.result() if tail.board_seen else None
+    if present is not None:
+        present.add(strays.seqs())  # the truth is joined on every record the run holds, strays too
+    unmatched = pairer is not None and pairer.pulses and _unmatched(pairer)
+    if unmatched:  # what paired here is chance: nothing is kept of it
+        diffs = candidates = None
+        ppm = Moments()
     entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present)
-    entry["strays"] = strays.summary(manifest.get("format", "v1"))
+    entry["strays"] = strays.summary(manifest.get("format", "v1"), "flags" in sw_cols)
     if entry.get("pairing") is not None:
         entry["pairing"]["scope_vs_target_ppm"] = ppm.mean if ppm.count else None
-    if (entry.get("pairing") or {}).get("unmatched"):  # what paired here is chance: nothing is kept of it
-        diffs = candidates = None
     if diffs is not None and candidates is not None:
         entry["outlier_verdict"] = outliers.outlier_verdict_of_candidates(
             sw, hw, candidates, diffs.median, diffs.in_bulk(candidates["diff_ns"].to_numpy()), diffs.moments.count)
@@ -191,7 +199,6 @@ class _StrayTally:
     def __init__(self) -> None:
         self.records = 0
         self.count = 0
-        self.flags_seen = False
         self._seqs: list[np.ndarray] = []
         self._times: list[np.ndarray] = []  # target ns of each stray's handler
         self.first_ns: int | None = None  # the first record's handler, the run's time zero
@@ -201,8 +208,6 @@ class _StrayTally:
         """The mask of the module's own records in a batch, tallying its strays."""
         n = len(batch["latency_ns"])
         self.records += n
-        if "flags" in batch:
-            self.flags_seen = True
         stray = stray_mask(batch.get("flags"), n)
         if "t_write_ns" in batch and n:
             handler = batch["t_write_ns"].astype(np.int64) + batch["latency_ns"].astype(np.int64)
@@ -225,8 +230,8 @@ class _StrayTally:
     def seqs(self) -> np.ndarray:
         return np.concatenate(self._seqs) if self._seqs else np.empty(0, np.int64)
 
-    def summary(self, fmt: str) -> dict[str, Any]:
-        if not self.flags_seen:
+    def summary(self, fmt: str, has_flags: bool) -> dict[str, Any]:
+        if not has_flags:
             return {"count": None, "share": None, "times_s": [],
                     "note": f"{fmt} records carry no flags: a stray IRQ on the module's line cannot be told "
                     "from the module's own (the modules drop the ones they flag), so t_SW may hold some"}
@@ -365,12 +370,18 @@ MIN_PAIRED_ACQUISITIONS = 5
 UNMATCHED_SHARE = 0.01
 
 
+def _unmatched(pairer: StreamPairer) -> bool:
+    """The scope's pulses match the target's events in at most UNMATCHED_SHARE of the acquisitions
+    that could be paired (three at least)."""
+    return pairer.pairable >= 3 and pairer.acquisitions_paired <= UNMATCHED_SHARE * pairer.pairable
+
+
 def _pairing_summary(pairer: StreamPairer, diffs: PairedDiffs | None) -> dict:
     m = diffs.moments if diffs is not None else Moments()
     paired = pairer.acquisitions_paired
     pulses_each = pairer.pulses / pairer.acquisitions if pairer.acquisitions else 0.0
     needed = pulses_needed(pairer.share_used, 2 * pairer.window + 1)
-    unmatched = pairer.pairable >= 3 and paired <= UNMATCHED_SHARE * pairer.pairable
+    unmatched = _unmatched(pairer)
     note = None
     if unmatched:
         note = (f"the scope's pulses match none of the target's events: {paired} of {pairer.pairable} acquisitions "

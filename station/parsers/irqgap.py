@@ -17,6 +17,8 @@ fields separated by one space, every line starting with a keyword::
     start <mono_ns>
     gap <end_mono_ns> <duration_ns> <ctxsw> <smi|-> <idx:delta,...|-> <idx:delta,...|->
     tick <mono_ns> <iterations> <gaps>
+    blind <end_mono_ns> <duration_ns>   bookkeeping (after a gap, at a tick) that itself outlasted the
+                                        threshold: the CPU was taken while the loop did not watch
     end <mono_ns> <iterations> <gaps> <blind_ns> <min_loop_ns> duration|signal
     tsc_hz_end <float>             tsc only: calibrated again after the loop
 
@@ -81,6 +83,7 @@ class IrqgapOutput:
     start_ns: int | None = None
     gaps: list[Gap] = field(default_factory=list)
     ticks: list[tuple[int, int, int]] = field(default_factory=list)  # (mono_ns, iterations, gaps)
+    blind: list[tuple[int, int]] = field(default_factory=list)  # long bookkeeping: (end_mono_ns, duration_ns)
     end: dict[str, Any] | None = None  # mono_ns, iterations, gaps, blind_ns, min_loop_ns, reason
     torn: bool = False  # the last line was cut (no newline): dropped
 
@@ -157,6 +160,7 @@ def parse(text: str) -> IrqgapOutput:
     softirq_names: dict[int, str] = {}
     gaps: list[Gap] = []
     ticks: list[tuple[int, int, int]] = []
+    blind_spans: list[tuple[int, int]] = []
     start_ns: int | None = None
     end: dict[str, Any] | None = None
 
@@ -241,6 +245,9 @@ def parse(text: str) -> IrqgapOutput:
         elif kw == "tick":
             m, it, g = line.fields(4)
             ticks.append((line.integer(m, "mono_ns"), line.integer(it, "iterations"), line.integer(g, "gaps")))
+        elif kw == "blind":
+            m, d = line.fields(3)
+            blind_spans.append((line.integer(m, "end_mono_ns"), line.integer(d, "duration_ns")))
         elif kw == "end":
             m, it, g, blind, mn, reason = line.fields(7)
             if reason not in END_REASONS:
@@ -273,6 +280,7 @@ def parse(text: str) -> IrqgapOutput:
         start_ns=start_ns,
         gaps=gaps,
         ticks=ticks,
+        blind=blind_spans,
         end=end,
         torn=torn,
     )

@@ -14,13 +14,14 @@
  * emulated CPU can fire a timer late, skip a period or merge two. Reading
  * /proc/irqgap_inject_holds gives a header line and one line per hold:
  *
- *   irqgap_inject 1 <mode> <cpu> <period_us> <hold_us> <logged> <dropped> <now_ns>
- *   hold <due_ns> <start_ns> <end_ns>
+ *   irqgap_inject 2 <mode> <cpu> <period_us> <hold_us> <logged> <dropped> <now_ns>
+ *   hold <due_ns> <start_ns> <end_ns> <cpu>
  *
  * all on CLOCK_MONOTONIC (ktime_get): now is when the header was written (the
  * log is complete up to then, but for a hold in progress, not listed), due the
  * earliest the interrupt could arrive (the hrtimer's expiry; mode=edu: when
- * the raise was written), start and end bound the busy-wait.
+ * the raise was written), start and end bound the busy-wait, cpu the CPU it
+ * held (an edu IRQ routed elsewhere than @cpu holds another CPU).
  *
  * mode=hrtimer: a hard hrtimer pinned to @cpu holds in its callback. The gap
  * is counted on the local timer line (LOC in /proc/interrupts).
@@ -60,7 +61,7 @@
 #define GAP_PERIOD_US_MIN	10U
 #define GAP_HOLD_US_MAX		100000U
 #define GAP_LOG_MAX		65536U	/* holds logged: 45 min at 41.3 ms */
-#define GAP_LOG_FORMAT		1
+#define GAP_LOG_FORMAT		2
 #define GAP_LOG_PROC		"irqgap_inject_holds"
 
 /* QEMU's educational PCI device (hw/misc/edu.c). */
@@ -102,6 +103,7 @@ struct gap_hold_rec {
 	u64 due_ns;
 	u64 start_ns;
 	u64 end_ns;
+	int cpu;
 };
 
 static struct gap_hold_rec *gap_log;
@@ -182,6 +184,7 @@ static void gap_hold(ktime_t due)
 	if (slot < GAP_LOG_MAX) {
 		gap_log[slot].due_ns = ktime_to_ns(due);
 		gap_log[slot].start_ns = ktime_to_ns(start);
+		gap_log[slot].cpu = smp_processor_id();	/* hard IRQ: no migration */
 		/* pairs with gap_log_show()'s acquire: a set end, a whole record */
 		smp_store_release(&gap_log[slot].end_ns, ktime_to_ns(now));
 	}
@@ -429,8 +432,8 @@ static int gap_log_show(struct seq_file *m, void *v)
 	/* pairs with gap_hold()'s release: due and start are written */
 	end = smp_load_acquire(&r->end_ns);
 	if (end)
-		seq_printf(m, "hold %llu %llu %llu\n", r->due_ns, r->start_ns,
-			   end);
+		seq_printf(m, "hold %llu %llu %llu %d\n", r->due_ns, r->start_ns,
+			   end, r->cpu);
 	return 0;
 }
 
