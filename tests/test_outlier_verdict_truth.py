@@ -33,6 +33,7 @@ from station.campaign import run_campaign
 from station.config import ConfigError, parse_campaign
 from station.progress import QuietProgress
 from station.store import load_run
+from station.twin.clock import DEFAULT_DRIFT_PPM, DEFAULT_SCOPE_TIMEBASE_PPM
 from station.twin.model import ModuleSession, load_preset
 
 CAMPAIGNS = 20
@@ -52,6 +53,9 @@ SAMPLE_NS = 10 * TIME_PER_DIV_MS * 1e6 / RECORD_LENGTH  # the scope's sample int
 # this test: all within 66 ns of 83); twice that still leaves one run of events matching an
 # acquisition's ~200 pulses.
 MATCH_NS = 2 * SAMPLE_NS
+# the twin's clocks as these campaigns leave them (docs/twin.md): the scope sees the target's times
+# scaled by its timebase over the target's crystal, 250 ns over a 10 ms record
+SCOPE_PER_TARGET = (1 + DEFAULT_SCOPE_TIMEBASE_PPM * 1e-6) / (1 + DEFAULT_DRIFT_PPM * 1e-6)
 
 
 @dataclass
@@ -165,7 +169,7 @@ def _pulse_events(hw: pd.DataFrame, truth: pd.DataFrame, period_ns: int) -> np.n
         first = np.arange(max(len(rise) - int(k[-1]), 0))
         for ki, off, w in zip(k, offset, width_ns[rows], strict=True):
             first = first[(np.abs(width[first + ki] - w) <= MATCH_NS)
-                          & (np.abs(rise[first + ki] - rise[first] - off) <= MATCH_NS)]
+                          & (np.abs((rise[first + ki] - rise[first]) * SCOPE_PER_TARGET - off) <= MATCH_NS)]
         assert len(first) == 1, f"acquisition {acq}: {len(first)} runs of events match its {len(rows)} pulses"
         seq[rows] = first[0] + k
     return seq
