@@ -129,7 +129,7 @@ class ClockOffset:
 _READ_GUEST_CLOCK = 'while read x; do { read a; read b; read c; } < /proc/timer_list; echo "$c"; done'
 
 
-def _clock_offset(machine, rounds: int = 40) -> ClockOffset:  # noqa: ANN001 - a VirtualMachine
+def _guest_clock_over_ssh(machine, rounds: int = 40) -> ClockOffset:  # noqa: ANN001 - a VirtualMachine
     async def go() -> ClockOffset:
         async with asyncssh.connect(**machine.connect_options()) as conn:
             proc = await conn.create_process(_READ_GUEST_CLOCK)
@@ -170,7 +170,7 @@ def _stall_vm(machine, run_dir: Path, deadline_s: float = 120) -> list[Stall]:  
     while not (out.is_file() and "\nstart " in out.read_text(errors="replace")):
         assert time.monotonic() < deadline, "the stall run never started measuring"
         time.sleep(0.1)
-    before = _clock_offset(machine)
+    before = _guest_clock_over_ssh(machine)
     time.sleep(0.5)
     host = []
     for k in range(STALL["count"]):
@@ -178,7 +178,7 @@ def _stall_vm(machine, run_dir: Path, deadline_s: float = 120) -> list[Stall]:  
         host.append(_stop(machine.pid, STALL["length_s"]))
         if k + 1 < STALL["count"]:
             time.sleep(max(0.0, due - time.monotonic()))
-    after = _clock_offset(machine)
+    after = _guest_clock_over_ssh(machine)
     rate = (after.offset_s - before.offset_s) / (after.host_s - before.host_s)
     u = max(before.uncertainty_s, after.uncertainty_s)
 
