@@ -100,6 +100,10 @@ def check_run_against_cyclictest(run_dir: Path, entry: dict) -> None:
     overflows = _overflows((run_dir / "cyclictest.out").read_text())
     for t in entry["threads"]:
         theirs = threads[str(t["thread"])]
+        if not theirs["cycles"]:  # a thread that never ran: cyclictest's sentinels are no figures
+            assert (t["min_us"], t["avg_us"], t["max_us"], t["cycles"], t["cpu"]) == (
+                None, None, None, 0, theirs["cpu"])
+            continue
         assert (t["min_us"], t["avg_us"], t["max_us"], t["cycles"], t["cpu"]) == (
             theirs["min"], theirs["avg"], theirs["max"], theirs["cycles"], theirs["cpu"])
         counted = int(hist.loc[hist["thread"] == t["thread"], "count"].sum())
@@ -107,6 +111,14 @@ def check_run_against_cyclictest(run_dir: Path, entry: dict) -> None:
         assert counted + overflows[t["thread"]] == theirs["cycles"]
         assert t["overflows"] == overflows[t["thread"]]
         assert t["stats"]["count"] == theirs["cycles"]
+
+
+def _threads_without_cycles(run_dir: Path) -> list[int]:
+    """The threads cyclictest's own summary ('# Total: <cycles per thread>') counts no cycle for."""
+    for line in (run_dir / "cyclictest.out").read_text(errors="replace").splitlines():
+        if line.startswith("# Total:"):
+            return [i for i, n in enumerate(line.split()[2:]) if int(n) == 0]
+    return []
 
 
 def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_path):
@@ -118,8 +130,18 @@ def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_pat
     campaign = parse_campaign(yaml.safe_dump(cfg), check_files=True)
     out = tmp_path / "seed-004"
     result = asyncio.run(api.run_campaign_async(campaign, out))
-    not_complete = [(o.run_id, o.status, o.error) for o in result.outcomes if o.status != "complete"]
-    assert len(result.outcomes) == 15 and not not_complete, not_complete
+    assert len(result.outcomes) == 15
+    # An emulated CPU on a loaded host can starve a measuring thread for the whole run (seen under
+    # hackbench in the TCG guest with a CPU hog on the host: thread 1 made 0 cycles). cyclictest's
+    # own '# Total:' line says so; such a run must be incomplete, naming the thread. Every other run,
+    # and every run of this (real) machine, completes.
+    starved = {o.run_id: _threads_without_cycles(out / "runs" / o.run_id) for o in result.outcomes}
+    for o in result.outcomes:
+        if starved[o.run_id] and not o.run_id.startswith("this-machine"):
+            assert o.status == "incomplete", (o.run_id, o.status, o.error)
+            assert all(f"thread {t} " in o.error and "measured nothing" in o.error for t in starved[o.run_id])
+        else:
+            assert o.status == "complete", (o.run_id, o.status, o.error)
     report = json.loads((out / "report.json").read_text())
     section = report["cyclictest"]
     table = section["table"]
@@ -131,7 +153,8 @@ def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_pat
         check_run_against_cyclictest(run_dir, entry)
         own = _cyclictests_json(run_dir)
         worst = max(t["max"] for t in own["thread"].values())
-        assert table["max_latency_us"][entry["target"]][entry["load"]] == worst
+        if not starved[entry["id"]]:  # the table takes complete runs only
+            assert table["max_latency_us"][entry["target"]][entry["load"]] == worst
         # the kernel cyclictest saw is the one asked for
         assert own["sysinfo"]["realtime"] == (1 if entry["target"] == "vm-rt" else own["sysinfo"]["realtime"])
     facts = section["targets"]
