@@ -774,9 +774,9 @@ static inline uint64_t ticks_to_ns(const struct state *st, uint64_t t)
 	return st->tsc ? (uint64_t)((double)t * st->ns_per_tick + 0.5) : t;
 }
 
-static void on_gap(struct state *st, uint64_t d)
+/* @end_ns: CLOCK_MONOTONIC at the gap's end (the loop's own read, when it reads that clock) */
+static void on_gap(struct state *st, uint64_t d, uint64_t end_ns)
 {
-	uint64_t end_ns = clock_ns(CLOCK_MONOTONIC);
 	uint64_t cs = ctxsw_now(), smi = 0, smi_delta = 0;
 	struct out *o = &st->out;
 	bool smi_ok = false;
@@ -880,7 +880,8 @@ static inline bool spin(struct state *st, const bool tsc, uint64_t *min_loop)
 			uint64_t t0 = t;
 
 			st->iterations = iters;
-			on_gap(st, d);
+			/* with the monotonic clock, t is the end itself: no read later, when an IRQ may have come */
+			on_gap(st, d, tsc ? clock_ns(CLOCK_MONOTONIC) : t);
 			t = now_ticks(tsc);
 			st->blind_ticks += t - t0;
 			if (unlikely(t - t0 > thr)) {
