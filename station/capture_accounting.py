@@ -7,9 +7,10 @@ question turned on events the scope did not see), so every module run accounts f
 - the capture window runs from the first acquisition's arming to the last one's transfer;
 - the live time is what the records cover (a single record's span; a segmented acquisition's
   frames together: the re-arm gaps between frames are dead too);
-- the events emitted in the window come from the software stream itself: the sequence number
-  that had arrived at the window's start and at its end (the arrival log, host clock), so a
-  lost record or a late event counts as what it is, not as a nominal period;
+- the events emitted in the window come from the software stream itself: the module's own
+  event number (sequence number less the stray IRQs' records before it) that had arrived at the
+  window's start and at its end (the arrival log, host clock), so a lost record or a late event
+  counts as what it is, not as a nominal period, and a foreign IRQ (no pulse) is not an event;
 - the capture ratio is the pulses captured over those events.
 """
 
@@ -34,7 +35,7 @@ class AcquisitionLog:
 
 
 def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_host_s: np.ndarray,
-                    arrival_seq: np.ndarray, period_ns: int) -> dict:
+                    arrival_event: np.ndarray, period_ns: int) -> dict:
     """The manifest's `capture` entry (see docs/report-schema.md).
 
     The ratio counts the acquisitions the record stream's arrivals span (the stream stops when
@@ -51,7 +52,7 @@ def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_h
                      "capture_ratio": None}
     if not acquisitions:
         return summary
-    host_s, seq = np.asarray(arrival_host_s, np.float64), np.asarray(arrival_seq, np.float64)
+    host_s, event = np.asarray(arrival_host_s, np.float64), np.asarray(arrival_event, np.float64)
     spanned = [a for a in acquisitions if len(host_s) >= 2 and host_s[0] <= a.armed_host_s
                and a.done_host_s <= host_s[-1]]
     counted = spanned or acquisitions
@@ -63,7 +64,7 @@ def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_h
                 "dead_fraction": 1.0 - live / window if window > 0 else None,
                 "acquisitions_counted": len(counted), "pulses_counted": sum(a.pulses for a in counted)}
     if spanned:
-        first, last = np.interp([begin, end], host_s, seq)
+        first, last = np.interp([begin, end], host_s, event)
         summary |= {"events_emitted": int(round(last - first)), "events_from": "record stream"}
     elif period_ns > 0 and window > 0:
         summary |= {"events_emitted": int(round(window * 1e9 / period_ns)), "events_from": "nominal period"}

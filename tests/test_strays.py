@@ -150,3 +150,33 @@ def test_an_imported_v1_stream_keeps_its_strays_apart(tmp_path):
     assert run["sw"]["percentiles_ns"]["p99.99"] == np.percentile(own, 99.99)
     assert any(f"{int(stray.sum())} stray IRQs" in note for note in report["notes"])
     assert "stray IRQs" in (out / "report.md").read_text()
+
+
+MANY_STRAYS = CAMPAIGN.replace("name: strays", "name: many-strays").replace(
+    "lpt: {stray_fraction: 1.0e-3}", "lpt: {stray_fraction: 0.5}").replace(
+    "interfaces: [lpt, pcie]", "interfaces: [lpt]").replace("variants: [inb, no-inb]", "variants: [inb]").replace(
+    "pulses: 3000", "pulses: 1500")
+
+
+def test_the_capture_ratio_counts_the_modules_events_not_its_records(tmp_path):
+    """Half as many foreign IRQs as events: each takes a sequence number but makes no pulse, so a
+    capture ratio over sequence numbers would be a third low. The events emitted in the capture
+    window must be the module's own, as the twin made them (its truth's write times)."""
+    from station.records import RECORD_SIZE
+
+    (tmp_path / "c.yaml").write_text(MANY_STRAYS)
+    res = run_station("run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "out"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-2000:]
+    [run_dir] = (tmp_path / "out" / "runs").iterdir()
+    cap = json.loads((run_dir / "manifest.json").read_text())["capture"]
+    assert cap["events_from"] == "record stream"
+    truth = pd.read_parquet(run_dir / "twin-truth.parquet", columns=["seq", "t_write_ns", "stray"])
+    own = truth[~truth["stray"]].sort_values("seq")
+    assert truth["stray"].sum() >= 0.4 * len(own)  # the twin made them, so the test tests
+    emitted_s = np.diff(own["t_write_ns"].to_numpy()).mean() * 1e-9
+    # the arrival log trails the twin by at most one 64 KiB read plus its 20 ms of held records
+    # (see test_segmented_capture); strays only make that fewer events
+    trail = (1 << 16) // RECORD_SIZE + round(20e-3 / emitted_s) + 1
+    expected = cap["window_s"] / emitted_s
+    assert expected > 10 * trail, (expected, trail)  # long enough that a third off cannot hide in it
+    assert abs(cap["events_emitted"] - expected) <= trail + 1, (cap["events_emitted"], expected, trail)

@@ -80,7 +80,7 @@ class ModuleRun(Measurement):
         self.tally = MeasurementTally()
         self.reconnects_before = getattr(self.scope, "reconnects", 0)
         self.arrival_host_s: list[float] = []  # the arrivals log, kept for the capture accounting
-        self.arrival_seq: list[int] = []
+        self.arrival_event: list[int] = []  # the module's own events by then (strays' seqs taken off)
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -182,7 +182,7 @@ class ModuleRun(Measurement):
             "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},
             "acquisitions": self.ctx.progress.acquisitions,
             "capture": capture_summary(self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),
-                                       np.asarray(self.arrival_seq), self.period_ns)
+                                       np.asarray(self.arrival_event), self.period_ns)
             | {"bus": bus_text(self.ctx.campaign.bench.scope), **self._frame_window()},
             **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
             "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
@@ -241,7 +241,7 @@ class ModuleRun(Measurement):
                 now_host = time.time()
                 self.arrivals.write(f"{now_host:.6f},{last_seq}\n")
                 self.arrival_host_s.append(now_host)
-                self.arrival_seq.append(last_seq)
+                self.arrival_event.append(last_seq - (self.decoder.strays or 0))
             progress.sw.add(np.asarray(self.decoder.latencies(recs)))
             if now - last_update > 0.25:
                 ctx.sink.update(progress)
