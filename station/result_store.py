@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
+from station.records import Flag
 from station.store import META_SCHEMA_VERSION, META_TABLE, list_runs
 
 #: The schema versions this reader understands (station/store.py's SCHEMA_VERSION and older ones).
@@ -23,6 +24,9 @@ READABLE_VERSIONS = frozenset({"1"})
 #: Tables a run may write: module runs (sw, hw), cyclictest, the interruption detector, gpio.
 TABLES = ("sw", "hw", "cyclictest_histogram", "interruptions_gaps", "delays")
 _MAX_META_TEXT = 64  # a version or table name is short: anything longer is not ours
+#: The filter that keeps a module's own records of `sw` (a stray IRQ's record, NOT_OURS, holds no
+#: latency of the module's); `register` names the view `sw_own`.
+OWN_RECORDS = f"flags IS NULL OR (CAST(flags AS INTEGER) & {int(Flag.NOT_OURS)}) = 0"
 
 
 class ResultStoreError(Exception):
@@ -116,11 +120,16 @@ class ResultStore:
 
     def register(self) -> list[str]:
         """Each table that has files as a view of that name on the connection, for plain SQL
-        (``store.con.sql("select … from sw")``); returns the names registered."""
+        (``store.con.sql("select … from sw")``), and ``sw_own``: the records of `sw` that are
+        module latencies (stray IRQs left out, as every report does); returns the names registered."""
         names = []
         for table in TABLES:
             rel = self.relation(table)
             if rel is not None:
                 rel.create_view(table, replace=True)
                 names.append(table)
+                if table == "sw":
+                    own = rel.filter(OWN_RECORDS) if "flags" in rel.columns else rel
+                    own.create_view("sw_own", replace=True)
+                    names.append("sw_own")
         return names

@@ -328,6 +328,19 @@ class RunData:
     def run_id(self) -> str:
         return self.manifest["run_id"]
 
+    @property
+    def stray_records(self) -> np.ndarray:
+        """Which software records are stray IRQs (NOT_OURS: a foreign interrupt on the module's
+        line, its latency measured from an unrelated write); none where the format has no flags."""
+        if "flags" not in self.sw:
+            return np.zeros(len(self.sw), bool)
+        return (self.sw["flags"].to_numpy().astype(np.int64) & int(records.Flag.NOT_OURS)) != 0
+
+    @property
+    def own_sw(self) -> pd.DataFrame:
+        """The module's own records: t_SW as the report computes it (strays left out)."""
+        return self.sw[~self.stray_records]
+
 
 def _read_parquet(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
     """A Parquet file's columns (all, or those of `columns` it has) as a DataFrame."""

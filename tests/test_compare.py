@@ -99,7 +99,7 @@ def test_significant_where_injected_and_not_elsewhere(twins) -> None:
 
 def test_store_counts_equal_the_reports(twins) -> None:
     store = api.open_results(list(twins))
-    assert set(store.register()) == {"sw", "hw"}
+    assert set(store.register()) == {"sw", "sw_own", "hw"}
     got = {tuple(r[:5]): r[5] for r in store.con.sql(
         "SELECT 'sw', campaign, interface, variant, load, count(*) FROM sw GROUP BY ALL UNION ALL "
         "SELECT 'hw', campaign, interface, variant, load, count(*) FROM hw GROUP BY ALL").fetchall()}

@@ -180,3 +180,35 @@ def test_the_capture_ratio_counts_the_modules_events_not_its_records(tmp_path):
     expected = cap["window_s"] / emitted_s
     assert expected > 10 * trail, (expected, trail)  # long enough that a third off cannot hide in it
     assert abs(cap["events_emitted"] - expected) <= trail + 1, (cap["events_emitted"], expected, trail)
+
+
+def test_the_result_store_and_its_documented_query_leave_strays_out(strays_campaign):
+    """A lab reads the store without the station: the `sw_own` view, `RunData.own_sw` and the
+    query docs/result-store.md gives must all hold exactly the module's own events (the truth's)."""
+    import re
+
+    from station import api
+    from tests.conftest import REPO
+
+    out, report = strays_campaign
+    own = {}
+    for run in report["runs"]:
+        truth = _truth(out / "runs" / run["id"])
+        own[run["id"]] = truth[~truth["stray"]]["sw_ns"].to_numpy(np.float64)
+        assert truth["stray"].any()
+        data = load_run(out / "runs" / run["id"])
+        assert np.array_equal(np.sort(data.own_sw["latency_ns"].to_numpy(np.float64)), np.sort(own[run["id"]]))
+    store = api.open_results([out])
+    assert {"sw", "sw_own"} <= set(store.register())
+    got = store.con.sql("SELECT run_id, count(*), max(latency_ns) FROM sw_own GROUP BY run_id").fetchall()
+    assert {r: (n, m) for r, n, m in got} == {r: (len(v), v.max()) for r, v in own.items()}
+    # the documented DuckDB query, on this campaign as its lab
+    doc = (REPO / "docs" / "result-store.md").read_text()
+    [sql] = [b for b in re.findall(r"```sql\n(.*?)```", doc, re.S) if "sw.parquet" in b]
+    sql = sql.replace("lab/*/runs/*/sw.parquet", f"{out.parent}/*/runs/*/sw.parquet")
+    rows = store.con.sql(sql).fetchall()
+    by_interface = {}
+    for run in report["runs"]:
+        by_interface.setdefault(run["interface"], []).append(own[run["id"]])
+    assert {r[1]: (r[3], r[5]) for r in rows} == {
+        i: (sum(len(v) for v in vs), max(v.max() for v in vs)) for i, vs in by_interface.items()}

@@ -22,8 +22,7 @@ import numpy as np
 from scipy import stats
 
 from station.analysis.campaign import analyse_campaign
-from station.records import Flag
-from station.result_store import ResultStore, ResultStoreError, campaign_dirs
+from station.result_store import OWN_RECORDS, ResultStore, ResultStoreError, campaign_dirs
 
 COMPARE_SCHEMA_VERSION = 1
 ALPHA = 0.05
@@ -109,7 +108,7 @@ def _module_rows(store: ResultStore, table: str) -> Any:
         return None
     rel = rel.filter("kind = 'module'")
     if table == "sw" and "flags" in rel.columns:
-        rel = rel.filter(f"flags IS NULL OR (CAST(flags AS INTEGER) & {int(Flag.NOT_OURS)}) = 0")
+        rel = rel.filter(OWN_RECORDS)
     return rel
 
 
