@@ -11,12 +11,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from station import api, records
 from station.importers import ImportInputError, ImportOptions, import_files
+from station.importers.source import PLAUSIBLE_LATENCY_NS
 from station.parsers.cyclictest import parse_status_lines
 from tests.conftest import run_station
 
@@ -101,8 +103,30 @@ def test_dump_errors_name_the_byte(tmp_path: Path) -> None:
     with pytest.raises(ImportInputError, match=r"odd\.bin: byte 8: .*--format legacy"):
         import_files([tmp_path / "odd.bin"], tmp_path / "out")
     assert not (tmp_path / "out").exists()  # nothing written for bad input
-    import_files([tmp_path / "odd.bin"], tmp_path / "out", ImportOptions(format="legacy"))  # the user's call
-    assert manifests(tmp_path / "out")["odd"]["status"] == "complete"
+    # forcing the format says how to read the bytes, not that they are latencies: still refused
+    for fmt in ("legacy", "auto"):
+        with pytest.raises(ImportInputError, match=r"odd\.bin: byte 8: .*1099511627776 ns.*no plausible latency"):
+            import_files([tmp_path / "odd.bin"], tmp_path / "out", ImportOptions(format=fmt))
+    huge = records.encode_v1(seq, seq, np.r_[np.full(99, 5000), -(2**62)], 0)
+    (tmp_path / "huge.bin").write_bytes(huge)
+    with pytest.raises(ImportInputError, match=r"huge\.bin: byte 3960: as a v1 stream, record 99 .*no plausible"):
+        import_files([tmp_path / "huge.bin"], tmp_path / "out", ImportOptions(format="v1"))
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "slow.bin").write_bytes(np.array([5000, 9 * 10**9], dtype="<i8").tobytes())  # 9 s: odd, not absurd
+    import_files([tmp_path / "slow.bin"], tmp_path / "out", ImportOptions(format="legacy"))
+    assert manifests(tmp_path / "out")["slow"]["status"] == "complete"
+
+
+def test_forced_legacy_random_bytes_are_refused(tmp_path: Path) -> None:
+    """4 KiB of random bytes: auto-detection refuses them; forcing legacy must not turn them into a
+    "complete" run of ±9e15 µs latencies."""
+    (tmp_path / "random.bin").write_bytes(np.random.default_rng(6).bytes(4096))
+    for fmt in ("auto", "legacy"):
+        with pytest.raises(ImportInputError, match="no plausible latency"):
+            import_files([tmp_path / "random.bin"], tmp_path / "out", ImportOptions(format=fmt))
+    bad = run_station("import", str(tmp_path / "random.bin"), "--format", "legacy", "--out", str(tmp_path / "out"))
+    assert bad.returncode == 2 and "no plausible latency" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "out").exists()
 
 
 # ---- cyclictest -------------------------------------------------------------------------------
@@ -245,6 +269,9 @@ def _import_or_refuse(data: bytes, suffix: str, fmt: str = "auto") -> None:
             return
         for m in manifests(out).values():
             assert m["status"] == "complete" and m["counts"], m
+        for sw in out.glob("runs/*/sw.parquet"):  # whatever the format forced, latencies a clock could give
+            lat = pd.read_parquet(sw, columns=["latency_ns"])["latency_ns"].to_numpy()
+            assert np.all(np.abs(lat.astype(np.float64)) <= PLAUSIBLE_LATENCY_NS), sw
 
 
 @FUZZ

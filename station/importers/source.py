@@ -101,11 +101,18 @@ def detect(src: Source) -> str:
                                    "'T: n' status lines) nor a scope CSV (a header naming a width column)", line=1)
     n = len(data) // records.LEGACY_DTYPE.itemsize
     values = np.frombuffer(data[: n * records.LEGACY_DTYPE.itemsize], dtype=records.LEGACY_DTYPE)
-    odd = np.flatnonzero((values > PLAUSIBLE_LATENCY_NS) | (values < -PLAUSIBLE_LATENCY_NS))  # abs() wraps at -2^63
-    if n and not odd.size:
+    odd = first_implausible(values)
+    if n and odd is None:
         return "legacy"
-    where = int(odd[0]) * 8 if odd.size else 0
-    what = f"{int(values[odd[0]])} ns is no plausible latency" if odd.size else "shorter than one record"
+    where = odd * 8 if odd is not None else 0
+    what = f"{int(values[odd])} ns is no plausible latency" if odd is not None else "shorter than one record"
     raise ImportInputError(src.path, f"binary data without the v1 magic 0x{records.RECORD_MAGIC:08x}, and as the "
                            f"seed's legacy int64 stream {what}: give --format legacy or v1 if it is one",
                            offset=where)
+
+
+def first_implausible(latency_ns: np.ndarray) -> int | None:
+    """Index of the first value no latency could be (beyond ±PLAUSIBLE_LATENCY_NS), if any."""
+    values = np.asarray(latency_ns)
+    odd = np.flatnonzero((values > PLAUSIBLE_LATENCY_NS) | (values < -PLAUSIBLE_LATENCY_NS))  # abs() wraps at -2^63
+    return int(odd[0]) if odd.size else None
