@@ -365,6 +365,9 @@ class TwinClocks(Strict):
     target_drift_ppm: Ppm = 35.0
     target_slews: list[TwinSlew] = Field(default_factory=list, max_length=100)
     scope_timebase_ppm: Ppm = 10.0
+    scope_trigger_error_ns: Float = Field(
+        0.5, ge=0.0, le=1e6, allow_inf_nan=False,
+        description="rms error of where the scope puts its time zero against the true crossing (ns)")
 
 
 class TwinSettings(Strict):

@@ -1,7 +1,8 @@
 """Stray IRQs and drifting clocks (issue 27): a foreign interrupt on the module's line makes the
 module write a NOT_OURS record whose latency is measured from an unrelated write, and it takes a
 sequence number; the target's clock runs 150 ppm off the host's and is slewed twice (±400 ppm for
-2 s, NTP-style) while the scope's timebase runs off too. On such a twin (its truth logs every stray
+2 s, NTP-style) while the scope's timebase runs off too and its trigger places each record 20 ns
+off (rms). On such a twin (its truth logs every stray
 it made) the strays must stay out of t_SW — the statistics are the truth's over the module's own
 events, exactly — be counted as the truth counts them, leave the event pairing right (seq is no
 longer the event number, arm times are on another clock than the events), and t_rw's intervals
@@ -33,6 +34,7 @@ bench:
       target_drift_ppm: 150
       target_slews: [{at: 6s, ppm: 400, duration: 2s}, {at: 14s, ppm: -400, duration: 2s}]
       scope_timebase_ppm: -25
+      scope_trigger_error_ns: 20   # forty times the default: time zero 20 ns off, rms
   scope: {kind: twin, channel: 1, volts_per_div: 1V, position_div: -3, time_per_div: 1ms,
           record_length: 120000, trigger_level: 1.5V, threshold: auto, bus: loopback}
 matrix:

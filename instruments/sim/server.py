@@ -251,6 +251,9 @@ class SimScopeServer(SCPIServer):
     (e.g. {2: a ResponseSource}), on `source`'s clock. `mute=True` accepts connections and reads
     everything but never answers (for timeout tests); `tamper` alters chosen replies.
 
+    `trigger_error_ns`: the rms error of where the scope puts its time zero against the true
+    crossing (default `instruments.sim.tds.TRIGGER_ERROR_NS`; 0: exact).
+
     `bus` is how replies reach the host: "loopback" (no delay, the default), a name from
     `instruments.sim.bus.BUSES`, "model" for the instrument's own interface (GPIB for the
     TDS, LAN for the InfiniiVision, gigabit LAN for the MSO), or a `BusProfile`.
@@ -278,6 +281,7 @@ class SimScopeServer(SCPIServer):
         command_log_size: int = 100_000,
         channel_sources: Mapping[int, EdgeSource] | None = None,
         bus: str | BusProfile = "loopback",
+        trigger_error_ns: float | None = None,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"the sim speaks {tuple(DIALECTS)}, not {dialect!r}")
@@ -292,6 +296,10 @@ class SimScopeServer(SCPIServer):
             idn=idn,
             channel_sources=channel_sources,
         )
+        if trigger_error_ns is not None:
+            if not (math.isfinite(trigger_error_ns) and trigger_error_ns >= 0):
+                raise ValueError(f"trigger_error_ns must be a finite rms >= 0, not {trigger_error_ns!r}")
+            model.trigger_error_ns = trigger_error_ns
         if isinstance(bus, str):
             bus = bus_profile(model.default_bus if bus == "model" else bus)
         super().__init__(model, host, port, mute=mute, command_log_size=command_log_size, bus=bus)

@@ -72,6 +72,12 @@ POSITION_RANGE = (-5.0, 5.0)
 CHANNELS = (1, 2, 3, 4)
 POLL_S = 0.0005  # how often a waiting acquisition looks at the source
 AUTO_TRIGGER_NS = 100_000_000  # TRIGger:MAIn:MODe AUTO fires by itself after this
+# Where the scope puts its time zero against the true crossing of the trigger level: a normal error of
+# this rms, acquisition by acquisition (and frame by frame). Tektronix's TDS7000 service manual gives
+# a trigger jitter of σ = 8 ps and a trigger position error of ±(1 sample + 1 ns) in sample mode;
+# the sample part is the sample clock's free-running phase (modelled apart), so 0.5 ns puts the rest
+# at 2σ. An assumption for the older and cheaper models, documented in docs/twin.md.
+TRIGGER_ERROR_NS = 0.5
 MEASURE_STEPS = 8  # a measurement interpolates each crossing to 1/8 of a sample
 NO_MEASUREMENT = "9.9E37"  # the reply to a measurement without a valid value
 
@@ -148,13 +154,15 @@ class AcquisitionInfo:
     """Ground truth of one completed acquisition, on the source's clock."""
 
     number: int  # 1, 2, ... since the server started
-    trigger_ns: float  # when the trigger level was crossed
+    trigger_ns: float  # the scope's time zero: where it placed its trigger (the crossing + its error)
     first_sample_ns: float  # time of sample 0
     dt_ns: float
     record_length: int  # points per frame
     pt_off: int  # sample index of the trigger point (the sample just after it)
     # a segmented acquisition: every frame's trigger (trigger_ns is the first's); None: one record
     frame_triggers_ns: np.ndarray | None = None
+    # truth: when the trigger level was really crossed (each frame's, if segmented)
+    crossing_ns: float | np.ndarray = math.nan
 
     @property
     def frames(self) -> int:
@@ -200,6 +208,9 @@ class TdsModel:
         self.rng = rng
         self.probe_channel = probe_channel
         self.record_lengths = self._record_lengths(max_record_length)
+        self.trigger_error_ns = TRIGGER_ERROR_NS
+        # its own stream, spawned (not drawn) from the model's: noise and phases stay as they were
+        self._trigger_rng = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
         self.idn = idn or self.default_idn
         self.header = True
         self.verbose = True
@@ -564,6 +575,7 @@ class TdsModel:
             if trigger_ns is None:
                 await asyncio.sleep(POLL_S)
         self._trigger_state = "TRIGGER"
+        crossing_ns, trigger_ns = trigger_ns, trigger_ns + self._trigger_error()
 
         # the sample clock free-runs: the trigger falls somewhere between two samples
         xzero_ns = float(self.rng.uniform(0.0, dt_ns))
@@ -591,6 +603,7 @@ class TdsModel:
             dt_ns=dt_ns,
             record_length=n,
             pt_off=pt_off,
+            crossing_ns=crossing_ns,
         )
         self.acquisitions.append(info)
         self.record = Record(info, xzero_ns * 1e-9, s.time_per_div, s.channels, codes)
@@ -610,7 +623,8 @@ class TdsModel:
         channels = {c: chan for c, chan in s.channels.items() if chan.displayed}
         self._trigger_state = "READY"
         search_from = self.source.now_ns() + int(math.ceil(pre_ns))
-        triggers: list[float] = []
+        triggers: list[float] = []  # the crossings
+        placed: list[float] = []  # each frame's trigger error: its time zero is the crossing + this
         xzero_ns = self.rng.uniform(0.0, dt_ns, count)  # the sample clock's phase, frame by frame
         rendered: dict[int, list[np.ndarray]] = {c: [] for c in channels}
         done = 0  # frames digitized
@@ -621,25 +635,29 @@ class TdsModel:
                 for found in self._trigger_crossings(s, search_from, now):
                     if found >= search_from:
                         triggers.append(found)
+                        placed.append(self._trigger_error())
                         search_from = int(math.ceil(found + post_ns + self.rearm_ns + pre_ns))
                         if len(triggers) == count:
                             break
                 search_from = max(search_from, now)
-            ready = sum(1 for t in triggers[done:] if t + post_ns + dt_ns + settle < now)
+            ready = sum(1 for t, e in zip(triggers[done:], placed[done:], strict=True)
+                        if t + e + post_ns + dt_ns + settle < now)
             if ready:
-                self._render_frames(channels, rendered, np.asarray(triggers[done:done + ready]),
+                zeros = np.asarray(triggers[done:done + ready]) + np.asarray(placed[done:done + ready])
+                self._render_frames(channels, rendered, zeros,
                                     xzero_ns[done:done + ready], pt_off, dt_ns, n, settle)
                 done += ready
             if done == count:
                 break
             await asyncio.sleep(POLL_S)
         self._trigger_state = "TRIGGER"
-        trig = np.asarray(triggers)
+        crossings = np.asarray(triggers)
+        trig = crossings + np.asarray(placed)
         anchors = np.floor(trig).astype(np.int64)
         first_rel = (trig - anchors) + xzero_ns - pt_off * dt_ns
         info = AcquisitionInfo(
-            number=len(self.acquisitions) + 1, trigger_ns=triggers[0], first_sample_ns=anchors[0] + first_rel[0],
-            dt_ns=dt_ns, record_length=n, pt_off=pt_off, frame_triggers_ns=trig,
+            number=len(self.acquisitions) + 1, trigger_ns=float(trig[0]), first_sample_ns=anchors[0] + first_rel[0],
+            dt_ns=dt_ns, record_length=n, pt_off=pt_off, frame_triggers_ns=trig, crossing_ns=crossings,
         )
         self.acquisitions.append(info)
         codes = {c: np.concatenate(batches) for c, batches in rendered.items()}
@@ -676,6 +694,9 @@ class TdsModel:
 
     def _digitize(self, volts: np.ndarray, chan: Channel) -> np.ndarray:
         return digitize(volts, chan.scale, chan.position, chan.offset)
+
+    def _trigger_error(self) -> float:
+        return float(self._trigger_rng.normal(0.0, self.trigger_error_ns)) if self.trigger_error_ns > 0 else 0.0
 
     def _trigger_level(self, s: Settings) -> float:
         return s.trigger_level
