@@ -353,3 +353,41 @@ def test_a_periodic_source_seen_only_part_of_the_time_keeps_its_period():
     # arrivals at random stay aperiodic, whatever multiples are allowed
     random_starts = np.cumsum(rng.exponential(period_ms * 1e6, 400)).astype(np.int64).tolist()
     assert not ig.periodicity(random_starts)["periodic"]
+
+
+def _gap(start_ns: int, duration_ns: int, cause: str = "preempted") -> ig.Attributed:
+    return ig.Attributed(start_ns, start_ns + duration_ns, duration_ns, cause, "other tasks", "", None, 1, None,
+                         "trace", "kworker/1:0")
+
+
+def test_rt_throttling_is_named_from_the_kernels_budget_and_its_period_grid():
+    """The kernel's throttling as configured (950 ms of every 1 s, its period timer at a phase the
+    test draws): the gaps it made, ending on that grid, are named; a stop as long that ends off the
+    grid, and an interrupt that ends on it, are not; with throttling off or a SCHED_OTHER loop,
+    nothing is."""
+    rng = random.Random(29)
+    throttling = ig.Throttling.from_facts({"rt_runtime_us": "950000", "rt_period_us": "1000000"})
+    assert throttling is not None and throttling.rest_ns == 50_000_000
+    phase = rng.randrange(1_000_000_000)
+    made = []
+    for k in range(1, 10):  # each period's budget runs out after 950 ms, less what others took
+        end = 7_000_000_000 + k * 1_000_000_000 + phase + rng.randrange(0, 300_000)  # the timer's latency
+        length = rng.randrange(38_000_000, 50_000_000)
+        made.append(_gap(end - length, length))
+    off_grid = _gap(7_000_000_000 + 3_500_000_000 + phase, 50_000_000)  # a 50 ms stop, half a period off
+    on_grid_irq = _gap(7_000_000_000 + 11_000_000_000 + phase - 40_000_000, 40_000_000, cause="interrupt")
+    gaps = [*made, off_grid, on_grid_irq, _gap(phase + 1_234_567, 20_000)]
+    assert ig.mark_throttled(gaps, throttling, priority=98) == len(made)
+    assert all(g.cause == "throttled" for g in made)
+    assert off_grid.cause == "preempted" and on_grid_irq.cause == "interrupt"
+    for throttle, priority in ((ig.Throttling.from_facts({"rt_runtime_us": "-1", "rt_period_us": "1000000"}), 98),
+                               (throttling, 0)):
+        fresh = [_gap(g.start_ns, g.duration_ns, "preempted") for g in made]
+        assert ig.mark_throttled(fresh, throttle, priority) == 0
+        assert not any(g.cause == "throttled" for g in fresh)
+
+
+@given(st.dictionaries(st.sampled_from(["rt_runtime_us", "rt_period_us"]), st.text(max_size=12)))
+def test_throttling_facts_take_any_text(facts):
+    t = ig.Throttling.from_facts(facts)
+    assert t is None or 0 <= t.runtime_us < t.period_us

@@ -399,7 +399,7 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
                                  text=True, check=True).stdout.split()[0])
         for _ in range(3):  # the detector itself stopped: the kernel switched it out (ctxsw)
             time.sleep(0.5)
-            t0, t1, t2, t3 = _stop(pid, 0.05)
+            t0, t1, t2, t3 = _stop(pid, 0.08)  # longer than RT throttling's 50 ms: never taken for it
             stops.append((t2 - t1, t3 - t0))
         stdout, stderr = proc.communicate(timeout=300)
     finally:
@@ -434,6 +434,53 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     assert entry["conclusion"] in (out / "report.md").read_text()
     for root in TRACEFS_DIRS:  # the station's trace instance is gone
         assert not Path(root, "instances", instance_name(work_dir)).exists()
+
+
+RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
+RT_PERIOD = Path("/proc/sys/kernel/sched_rt_period_us")
+
+
+@pytest.mark.parametrize("runtime_us", [950_000, -1], ids=["throttling-on", "throttling-off"])
+def test_rt_throttling_is_named_when_the_kernel_throttles_and_only_then(local, work_dir, tmp_path,  # noqa: F811
+                                                                        runtime_us):
+    """The kernel's RT bandwidth is the injector: with 950 ms of every period the detector's
+    SCHED_FIFO loop is stopped for the rest of each period, and the report must say so (and how
+    to avoid it); with throttling off (-1), no gap may be called throttling."""
+    if os.geteuid() != 0 or not os.access(RT_RUNTIME, os.W_OK):
+        missing("cannot set /proc/sys/kernel/sched_rt_runtime_us (needs root and a writable /proc/sys)")
+    period_us = int(RT_PERIOD.read_text())
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/interruptions-local.yaml").read_text())
+    cfg["bench"] = {"target": _ssh_target(local, work_dir), "scope": {"kind": "none"}}
+    cfg["matrix"] |= {"loads": ["no-load"], "duration": "5s"}
+    cfg["interruptions"]["trace"] = "off"  # throttling must be told from counts and the kernel's budget alone
+    path = tmp_path / "throttling.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    saved = RT_RUNTIME.read_text().strip()
+    try:
+        RT_RUNTIME.write_text(f"{runtime_us}\n")
+        res = subprocess.run(station_cmd("run", str(path), "--out", str(tmp_path / "out")), capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        RT_RUNTIME.write_text(f"{saved}\n")
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    entry = report["interruptions"]["runs"][0]
+    gaps = ig.attribute(ig.read_outputs(tmp_path / "out" / "runs" / "no-load-r0"))
+    if runtime_us < 0:
+        assert not entry["by_cause"]["throttled"] and "RT throttling" not in entry["conclusion"]
+        assert not any("RT throttling" in n for n in report["notes"])  # nor the spoiler
+        return
+    rest_ms = (period_us - runtime_us) / 1e3
+    # the kernel stops the loop once a period: one less than the whole periods measured (the first is partial)
+    stops = [g for g in gaps if g.duration_ns / 1e6 >= 0.5 * rest_ms]
+    assert entry["by_cause"]["throttled"] >= int(entry["measured_s"] * 1e6 / period_us) - 1, (entry["by_cause"],
+        [(g.cause, g.duration_ns) for g in stops])
+    throttled = [r for r in entry["groups"] if r["cause"] == "throttled"]
+    # at most the period's rest, plus the period timer's lateness (up to 7 ms seen on a loaded VM)
+    assert throttled and throttled[0]["max_us"] <= 1.2 * rest_ms * 1e3
+    assert f"sched_rt_runtime_us {runtime_us} of sched_rt_period_us {period_us}" in entry["conclusion"]
+    assert "sched_rt_runtime_us to -1" in entry["conclusion"]
+    assert entry["conclusion"] in (tmp_path / "out" / "report.md").read_text()
 
 
 @pytest.fixture(scope="module")

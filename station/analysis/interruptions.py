@@ -9,7 +9,9 @@ gaps in which that line alone moved, and the counted interrupts explain a gap on
 their count times that cost.
 
 Causes, in order: `smi` (the CPU's SMI counter moved), `interrupt` (the handlers explain at
-least half of the gap), `preempted` (another task ran: the loop's context switches moved),
+least half of the gap), `throttled` (RT throttling stopped the SCHED_FIFO loop: the kernel's
+sched_rt_runtime_us budget ran out, and the gap ends on the sched_rt_period_us grid, where the
+budget is given back), `preempted` (another task ran: the loop's context switches moved),
 `unexplained` (neither: firmware, an SMI the counter does not see, a hypervisor)."""
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from station.parsers import irqgap, irqtrace, rtla
 from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
 from station.parsers.irqtrace import IrqTrace
 
-CAUSES = ("interrupt", "preempted", "smi", "unexplained")
+CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")
 IDLE = "idle"  # the trace's swapper/N (pid 0)
 EXPLAINED_SHARE = 0.5  # the handlers must account for this much of a gap
 TRACE_MARGIN_NS = 5_000  # the gap's end is read just after it; trace stamps are whole µs
@@ -42,6 +44,39 @@ PERIODIC_SHARE = 2 / 3  # this share of inter-arrivals within PERIOD_TOLERANCE o
 PERIODIC_MIN = 5  # inter-arrivals: fewer cannot show a period
 PERIOD_TOLERANCE = 0.1
 MAX_MISSED = 2  # occurrences in a row a periodic source may go unseen and still count as periodic
+# RT throttling: a throttled gap ends where the period timer fires and gives the budget back, late
+# by the timer's own latency (up to 7 ms seen on a loaded virtual machine, whose vCPU the host
+# deschedules); it lasts at most the period's unbudgeted rest plus that lateness. Tolerance: this
+# share of the rest (at least THROTTLE_GRID_MIN_NS); two such gaps on one grid make the family
+THROTTLE_GRID_SHARE = 0.2
+THROTTLE_GRID_MIN_NS = 1_000_000
+THROTTLE_MIN = 2
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """The kernel's RT bandwidth on the target (sched_rt_runtime_us of sched_rt_period_us): a
+    SCHED_FIFO/RR task that never sleeps is stopped for the rest of each period."""
+
+    runtime_us: int
+    period_us: int
+
+    @property
+    def rest_ns(self) -> int:
+        return (self.period_us - self.runtime_us) * 1000
+
+    @classmethod
+    def from_facts(cls, facts: dict[str, str]) -> Throttling | None:
+        """From a run's spoiler facts; None when throttling is off (-1) or unknown."""
+        runtime, period = str(facts.get("rt_runtime_us", "")).strip(), str(facts.get("rt_period_us", "")).strip()
+        if not (runtime.isdigit() and period.isdigit()) or not 0 <= int(runtime) < int(period):
+            return None
+        return cls(int(runtime), int(period))
+
+    def sentence(self) -> str:
+        return (f"sched_rt_runtime_us {self.runtime_us} of sched_rt_period_us {self.period_us} stops a "
+                f"SCHED_FIFO loop that never sleeps for up to {_fmt_us(self.rest_ns / 1e3)} every "
+                f"{_fmt_us(self.period_us)}")
 
 
 @dataclass
@@ -257,6 +292,35 @@ def attribute(run: RunOutputs) -> list[Attributed]:
     return result
 
 
+def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priority: int | None) -> int:
+    """Re-attribute to RT throttling the gaps it explains, in place; returns how many. Only for
+    a real-time loop (priority > 0) with throttling on: gaps not taken by interrupts or counted
+    SMIs, no longer than the period's unbudgeted rest, whose ends fall on one grid of the period
+    (the kernel's period timer gives the budget back there; the phase is the ends' own, as the
+    timer starts when the first RT task runs)."""
+    if throttling is None or not priority or priority <= 0 or throttling.rest_ns <= 0:
+        return 0
+    period = throttling.period_us * 1000
+    grid = max(THROTTLE_GRID_SHARE * throttling.rest_ns, THROTTLE_GRID_MIN_NS)
+    longest = throttling.rest_ns + grid
+    candidates = [g for g in gaps if g.cause in ("preempted", "unexplained") and g.duration_ns <= longest
+                  and g.duration_ns >= grid]
+    if len(candidates) < THROTTLE_MIN:
+        return 0
+    phases = np.asarray([g.end_ns % period for g in candidates], dtype=np.float64)
+    best: list[Attributed] = []
+    for ref in phases:  # the grid through each candidate's end: the one most ends fall on
+        off = (phases - ref + period / 2) % period - period / 2
+        members = [g for g, o in zip(candidates, off, strict=True) if abs(o) <= grid]
+        if len(members) > len(best):
+            best = members
+    if len(best) < THROTTLE_MIN:
+        return 0
+    for g in best:
+        g.cause, g.source = "throttled", "RT throttling"
+    return len(best)
+
+
 def periodicity(starts_ns: list[int]) -> dict[str, Any]:
     """The period of the arrivals and whether they keep to it (a fixed period points at a timer:
     firmware's, the kernel's, a device's). An occurrence the detector did not see on its own (in
@@ -325,7 +389,13 @@ def clusters(gaps: list[Attributed]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (not r["periodic"], -r["count"]))[:MAX_CLUSTERS]
 
 
+CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "RT throttling", "preempted": "another task",
+               "smi": "an SMI", "unexplained": "unexplained"}
+
+
 def _fmt_us(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.3g} s"
     return f"{us / 1e3:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
 
 
@@ -336,13 +406,20 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             f"{summary['measured_s']:.3g} s")
     if not n:
         return head + ": the CPU was never taken from the loop for longer."
-    head += f" (worst {_fmt_us(summary['max_us'])})"
+    worst = max(rows, key=lambda r: r["max_us"], default=None)
+    head += f" (worst {_fmt_us(summary['max_us'])}" + (f", {CAUSE_WORDS[worst['cause']]})" if worst else ")")
     by_cause = summary["by_cause"]
     parts = []
     if by_cause.get("interrupt"):
         top = [r for r in rows if r["cause"] == "interrupt"][:3]
         parts.append(f"{by_cause['interrupt']} interrupts (" + ", ".join(f"{r['source']} {r['count']}" for r in top)
                      + ")")
+    if by_cause.get("throttled"):
+        n_thr = by_cause["throttled"]
+        worst = max((r["max_us"] for r in rows if r["cause"] == "throttled"), default=None)
+        parts.append(f"{n_thr} stop{'s' if n_thr != 1 else ''} by RT throttling (up to {_fmt_us(worst)}: "
+                     f"{summary['throttling']}; to measure without it, set "
+                     "/proc/sys/kernel/sched_rt_runtime_us to -1 for the run)")
     if by_cause.get("preempted"):
         n_pre = by_cause["preempted"]
         parts.append(f"{n_pre} preemption{'s' if n_pre != 1 else ''} by other tasks")
@@ -426,7 +503,13 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     """(the run's summary, groups and conclusion; its attributed gaps)."""
     run = read_outputs(run_dir)
     gaps = attribute(run)
+    manifest_path = run_dir / "manifest.json"
+    facts = ((json.loads(manifest_path.read_text()).get("spoilers") or {}).get("facts") or {}
+             if manifest_path.is_file() else {})
+    throttling = Throttling.from_facts(facts)
+    mark_throttled(gaps, throttling, run.gaps.priority)
     summary = summarise(run, gaps)
+    summary["throttling"] = throttling.sentence() if throttling is not None else None
     summary["osnoise"] = osnoise_side(run_dir, run.gaps.cpu, run.problems)
     rows = groups(gaps)
     summary["groups"] = rows

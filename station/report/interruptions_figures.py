@@ -23,7 +23,7 @@ from station.report.figures import RenderedFigure, _new_axes, _to_svg, legend_ou
 from station.report.interruptions_tables import CAUSE_LABEL, CAUSES, run_anchors
 
 KIND = "interruptions"
-CAUSE_COLOR = {"interrupt": "#1f77b4", "preempted": "#2ca02c", "smi": "#9467bd",
+CAUSE_COLOR = {"interrupt": "#1f77b4", "throttled": "#ff7f0e", "preempted": "#2ca02c", "smi": "#9467bd",
                "unexplained": "#d62728"}
 # Empty bins sit at this height, below the count axis (as figures.py and cyclictest_figures.py).
 FLOOR = 0.5

@@ -17,12 +17,14 @@ from typing import Any
 from station.report.display import MISSING, count_text, is_number, plain_us, slug, unique_names
 from station.report.tables import Cell, Table
 
-CAUSES = ("interrupt", "preempted", "smi", "unexplained")  # the analysis's order
-CAUSE_LABEL = {"interrupt": "interrupt", "preempted": "preempted", "smi": "SMI",
+CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")  # the analysis's order
+CAUSE_LABEL = {"interrupt": "interrupt", "throttled": "RT throttling", "preempted": "preempted", "smi": "SMI",
                "unexplained": "unexplained"}
 SUSPECT_FLAG = "suspect"  # a cell counting gaps nothing explains: the finding to look at
 CAUSES_NOTE = (
     "Causes: interrupt — the handlers that ran in the gap account for at least half of it; "
+    "RT throttling — the kernel stopped the real-time loop when its sched_rt_runtime_us budget ran "
+    "out (the gap ends where the sched_rt_period_us period gives it back); "
     "preempted — another task ran (the loop's context switches moved); SMI — the CPU's SMI "
     "counter moved; unexplained — none of these: firmware, an SMI the counter does not see, "
     "a hypervisor.")
@@ -129,7 +131,7 @@ def summary_table(runs: Sequence[Mapping[str, Any]]) -> Table:
     notes = [
         "Gaps: loop iterations longer than the threshold; Worst: the longest; Time lost: all gaps "
         "together; Blind: the detector's own bookkeeping windows (writing its output), not "
-        f"watched. By cause: interrupt / preempted / SMI / unexplained. {MISSING}: not known.",
+        f"watched. By cause: interrupt / RT throttling / preempted / SMI / unexplained. {MISSING}: not known.",
         "Trace: the kernel's interrupt tracepoints were recorded, so each handler's time inside a "
         "gap is measured; without them a gap is judged by the interrupt counts and each line's "
         "usual cost. SMI counter: the CPU's SMI count (MSR 0x34) was read after every gap; "
@@ -210,7 +212,7 @@ def comparison_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
         [Cell("irq-station detector (irqgap)"), Cell(f"{entry.get('measured_s', MISSING)}", numeric=True),
          num(entry.get("gaps")), Cell(plain_us(entry.get("max_us")), numeric=True),
          num((by.get("unexplained") or 0) + (by.get("smi") or 0)), num(by.get("interrupt")),
-         num(by.get("preempted")), Cell(MISSING)],
+         num((by.get("preempted") or 0) + (by.get("throttled") or 0)), Cell(MISSING)],
         [Cell("rtla osnoise (the kernel's tracer)"), Cell(f"{o.get('duration_s', MISSING)}", numeric=True),
          num(events), Cell(plain_us(o.get("max_single_us")), numeric=True), num(o.get("hw")),
          num((o.get("irq") or 0) + (o.get("softirq") or 0)), num(o.get("thread")), num(o.get("nmi"))],
