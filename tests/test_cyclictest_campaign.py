@@ -22,7 +22,7 @@ import yaml
 
 from station import api
 from station.config import parse_campaign
-from tests.conftest import REPO, run_station, station_cmd
+from tests.conftest import REPO, run_station, station_cmd, this_machine_is_a_guest
 
 PROBE_AND_LOADS = ("cyclictest", "hackbench", "stressapptest", "stress-ng")
 
@@ -160,6 +160,9 @@ def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_pat
     facts = section["targets"]
     assert facts["vm-rt"]["preempt_rt"] and not facts["vm-regular"]["preempt_rt"]
     assert facts["vm-rt"]["emulated"] and facts["vm-regular"]["emulated"] and not facts["this-machine"]["emulated"]
+    assert facts["vm-rt"]["virtual_machine"] and facts["vm-regular"]["virtual_machine"]
+    assert facts["this-machine"]["virtual_machine"] is this_machine_is_a_guest()  # a local target on a hypervisor
+    assert any("Target this-machine is a virtual machine" in n for n in report["notes"]) is this_machine_is_a_guest()
     assert asyncio.run(_running(local, work_dir)) == {}, "a load or the probe outlived the campaign"
     html = (out / "report.html").read_text()
     assert "Maximum latency" in html and "PREEMPT_RT" in html

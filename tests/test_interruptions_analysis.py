@@ -391,3 +391,31 @@ def test_rt_throttling_is_named_from_the_kernels_budget_and_its_period_grid():
 def test_throttling_facts_take_any_text(facts):
     t = ig.Throttling.from_facts(facts)
     assert t is None or 0 <= t.runtime_us < t.period_us
+
+
+def test_virtual_machines_are_told_by_their_own_evidence():
+    from station.target.virtualization import Verdict, judge, spoiler
+
+    bare = {"hypervisor_flag": "0", "x86_flags": "8", "dmi": "Dell Inc. PowerEdge R640", "detect_virt": ""}
+    assert judge(bare) == Verdict(False, "no hypervisor flag in /proc/cpuinfo") and spoiler(judge(bare)) is None
+    kvm = {"hypervisor_flag": "2", "x86_flags": "2", "dmi": "QEMU Standard PC (Q35 + ICH9, 2009)", "detect_virt": "kvm"}
+    assert judge(kvm).virtual and all(w in judge(kvm).evidence for w in ("hypervisor flag", "kvm", "QEMU"))
+    assert "virtual machine" in spoiler(judge(kvm))
+    assert judge({"dmi": "VMware, Inc. VMware Virtual Platform"}).virtual
+    assert judge({"dmi": "Microsoft Corporation Virtual Machine"}).virtual
+    assert judge({"dt_compatible": "linux,dummy-virt"}).virtual  # QEMU's ARM virt board
+    assert judge({"detect_virt": "none", "hypervisor_flag": "0"}).virtual is False
+    assert judge({"hypervisor_flag": "0", "x86_flags": "0"}).virtual is None  # an ARM board: no such flag
+    assert judge({}).virtual is None
+    for v in (judge(kvm), judge(bare), judge({})):
+        assert Verdict.from_text(v.text()) == v
+
+
+@given(st.dictionaries(st.sampled_from(["hypervisor_flag", "x86_flags", "dmi", "hypervisor_type", "detect_virt",
+                                        "dt_compatible"]), st.text(max_size=40)))
+def test_virtualization_facts_take_any_text(facts):
+    from station.target.virtualization import Verdict, judge
+
+    v = judge(facts)
+    assert v.virtual in (True, False, None) and (v.virtual is None) == (v.evidence == "")
+    assert Verdict.from_text(v.text()).virtual == v.virtual

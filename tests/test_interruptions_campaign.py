@@ -29,7 +29,7 @@ import yaml
 from station.analysis import interruptions as ig
 from station.target.irqtrace import TRACEFS_DIRS, instance_name
 from station.target.spoilers import cpu_list
-from tests.conftest import free_port, missing, station_cmd
+from tests.conftest import free_port, missing, station_cmd, this_machine_is_a_guest
 from tests.test_cyclictest_campaign import _ssh_target, work_dir  # noqa: F401 - fixture
 from tests.test_vm_campaign import vm  # noqa: F401 - fixture: a VM booted once for this module
 
@@ -424,6 +424,7 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     isolated = cpu_list(Path("/sys/devices/system/cpu/isolated").read_text())
     assert ("isolation:" in flags) == (cpu not in isolated)
     assert spoil["facts"]["smt_active"] == Path("/sys/devices/system/cpu/smt/active").read_text().strip()
+    assert ("virtual machine:" in flags) == this_machine_is_a_guest()
     record_property("local", f"{len(gaps)} gaps; spoilers: {spoil['flags']}")
 
     report = json.loads((out / "report.json").read_text())
@@ -432,6 +433,8 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     entry = report["interruptions"]["runs"][0]
     assert entry["status"] == "complete" and entry["gaps"] == len(gaps)
     assert entry["conclusion"] in (out / "report.md").read_text()
+    if entry["unexplained"]["count"]:  # who took the CPU, as this machine is
+        assert ("the hypervisor (this target is a virtual machine)" in entry["conclusion"]) == this_machine_is_a_guest()
     for root in TRACEFS_DIRS:  # the station's trace instance is gone
         assert not Path(root, "instances", instance_name(work_dir)).exists()
 

@@ -23,6 +23,7 @@ from station.parsers.cyclictest import (
     parse_json,
 )
 from station.report.samples import RunSamples, ThreadHistogram
+from station.target.virtualization import Verdict
 
 SINGLE_TARGET = "target"  # the row name of a campaign with one unnamed bench.target
 EMULATED_KINDS = ("vm", "twin")
@@ -179,6 +180,10 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     for name, why in (campaign.get("unavailable") or {}).items():
         notes.append(f"Target {name} was unavailable in the last session: {why}")
         section["targets"].setdefault(name, {})["unavailable"] = why
+    for name, f in section["targets"].items():
+        if f.get("virtual_machine") and not f.get("emulated"):
+            notes.append(f"Target {name} is a virtual machine ({f['virtual_evidence']}): its latencies include "
+                         "the hypervisor's (the host can deschedule a vCPU at any moment), not bare-metal figures.")
     if any(f.get("emulated") for f in section["targets"].values()):
         notes.append("Emulated targets (QEMU/TCG): their latencies are the emulator's, not hardware numbers; "
                      "compare them with each other (regular vs PREEMPT_RT), never with a board.")
@@ -280,12 +285,16 @@ def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
     words = uname.split()
     if not described:  # never reached: nothing is known of its kernel
         return {"kind": None, "kernel_release": None, "preempt_rt": None, "emulated": None, "cpus": None,
-                "uname": None}
+                "uname": None, "virtual_machine": None, "virtual_evidence": None}
+    verdict = Verdict.from_text(audit.get("virtual_machine"))
+    if described.get("kind") == "vm":  # the station's own QEMU guest, whatever the guest can read
+        verdict = Verdict(True, "the station's QEMU guest")
     return {
         "kind": described.get("kind"),
         "kernel_release": words[2] if len(words) > 2 else None,
         "preempt_rt": audit.get("realtime") == "1" or "PREEMPT_RT" in uname,
         "emulated": described.get("kind") in EMULATED_KINDS,
+        "virtual_machine": verdict.virtual, "virtual_evidence": verdict.evidence or None,
         "cpus": int(audit["nproc"]) if str(audit.get("nproc", "")).isdigit() else None,
         "uname": uname or None,
     }

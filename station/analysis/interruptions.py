@@ -29,6 +29,7 @@ import numpy as np
 from station.parsers import irqgap, irqtrace, rtla
 from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
 from station.parsers.irqtrace import IrqTrace
+from station.target import virtualization
 
 CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")
 IDLE = "idle"  # the trace's swapper/N (pid 0)
@@ -435,8 +436,11 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             c = regular[0]
             shape = (f"; among them {c['count']} of about {_fmt_us(c['median_us'])} every "
                      f"{c['period_ms']:.4g} ms")
+        who = {True: "the hypervisor (this target is a virtual machine) or firmware took the CPU",
+               False: "firmware (an SMI the counter does not see) took the CPU: the target shows no sign of "
+                      "a hypervisor"}.get(summary.get("virtual_machine"), "firmware (SMI) or a hypervisor took the CPU")
         text += (f"; {suspects['count']} not explained by any interrupt ({_fmt_us(suspects['median_us'])} median"
-                 f"{shape}): firmware (SMI) or a hypervisor took the CPU")
+                 f"{shape}): {who}")
     else:
         text += ("; none unexplained: no sign of firmware or SMIs" if summary.get("trace") else
                  "; none unexplained by the counts (no trace: a short SMI next to a counted interrupt "
@@ -510,6 +514,7 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     mark_throttled(gaps, throttling, run.gaps.priority)
     summary = summarise(run, gaps)
     summary["throttling"] = throttling.sentence() if throttling is not None else None
+    summary["virtual_machine"] = virtualization.judge(facts).virtual
     summary["osnoise"] = osnoise_side(run_dir, run.gaps.cpu, run.problems)
     rows = groups(gaps)
     summary["groups"] = rows

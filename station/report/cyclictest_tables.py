@@ -131,19 +131,33 @@ def targets_table(section: Mapping[str, Any]) -> Table | None:
     for name in ordered(_names(descriptions), targets):
         d = descriptions.get(name) or {}
         rt = d.get("preempt_rt")
-        emulated = d.get("emulated")
         rows.append([
             Cell(name),
             Cell(MISSING if rt is None else ("PREEMPT_RT" if rt else "regular")),
             Cell(str(d.get("kernel_release") or MISSING)),
             Cell(str(d.get("kind") or MISSING)),
             Cell(count_text(d.get("cpus")), numeric=True),
-            Cell(MISSING if emulated is None else ("yes (QEMU/TCG)" if emulated else "no")),
+            _virtual_cell(d),
             Cell(str(d.get("uname") or MISSING), wrap=True),
         ])
     return Table("cyclictest-targets", "Targets", [
-        "Target", "Kernel", "Release", "Kind", "CPUs", "Emulated", "uname"], rows,
+        "Target", "Kernel", "Release", "Kind", "CPUs", "Virtual machine", "uname"], rows,
+        ["Virtual machine: emulated — a QEMU/TCG guest whose CPU is emulated in software; yes — a guest "
+         "on a hypervisor (the evidence the target gave), its latencies include the hypervisor's; "
+         f"no — the target shows no sign of one; {MISSING} — it could not tell."],
         row_headers=True)
+
+
+def _virtual_cell(d: Mapping[str, Any]) -> Cell:
+    if d.get("emulated"):
+        return Cell("emulated (the twin)" if d.get("kind") == "twin" else "emulated (QEMU/TCG)",
+                    flags=("problem",), title=EMULATED_NOTE)
+    virtual = d.get("virtual_machine")
+    if virtual is None:
+        return Cell(MISSING)
+    if not virtual:
+        return Cell("no", title=d.get("virtual_evidence") or None)
+    return Cell("yes", flags=("problem",), title=d.get("virtual_evidence") or None)
 
 
 def _percentile_cells(stats: Mapping[str, Any] | None, pkeys: Sequence[str],

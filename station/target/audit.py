@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from station.target import virtualization
+from station.target.spoilers import read_facts
 from station.target.ssh import TargetConnection
 
 AUDIT_COMMANDS = {
@@ -28,6 +30,7 @@ async def audit(conn: TargetConnection) -> dict[str, str]:
             facts[key] = (result.stdout or "").strip()
         else:
             facts[key] = f"unavailable: {(result.stderr or '').strip()}"
+    facts["virtual_machine"] = virtualization.judge(await read_facts(conn, virtualization.FACTS)).text()
     return facts
 
 

@@ -2,8 +2,9 @@
 ran into. SMT siblings online (seed 003: hyper-threading made its figures "completely bunk"), a
 frequency governor other than performance (seed 002: ondemand made an idle Pi slower than a
 loaded one), a CPU the scheduler is free to use (not isolated), RT throttling (a SCHED_FIFO
-loop stopped for the rest of each period), and a device under test that shares its IRQ line
-(seed 000: the handler of another device runs first)."""
+loop stopped for the rest of each period), a device under test that shares its IRQ line
+(seed 000: the handler of another device runs first), and a target that is a virtual machine
+(station/target/virtualization.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 import shlex
 from typing import Any
 
+from station.target import virtualization
 from station.target.ssh import TargetConnection
 
 _FACTS = {
@@ -22,6 +24,7 @@ _FACTS = {
     "nohz_full": "cat /sys/devices/system/cpu/nohz_full",
     "rt_runtime_us": "cat /proc/sys/kernel/sched_rt_runtime_us",
     "rt_period_us": "cat /proc/sys/kernel/sched_rt_period_us",
+    **virtualization.FACTS,
 }
 _TRIGGER = re.compile(r"\s\S*\d-(?:edge|level|fasteoi|simple|percpu|eoi)\s+(?P<actions>\S.*)$")
 
@@ -53,6 +56,8 @@ def irq_actions(interrupts: str, row: int | str) -> list[str] | None:
 def flags(facts: dict[str, str], cpu: int | None, device_actions: list[str] | None) -> list[str]:
     """The spoilers, each a sentence; facts as read by `check` (an absent file reads "")."""
     out: list[str] = []
+    if vm := virtualization.spoiler(virtualization.judge(facts)):
+        out.append(vm)
     online = set(cpu_list(facts.get("online", "")))
     if not online:  # nothing could be read (a target without sysfs, such as the twin)
         return out
@@ -82,19 +87,26 @@ def flags(facts: dict[str, str], cpu: int | None, device_actions: list[str] | No
 
 
 async def check(conn: TargetConnection, cpu: int | None, device_row: int | str | None = None) -> dict[str, Any]:
-    """{"cpu", "facts", "flags"} for the run's measured CPU (None: not pinned to one)."""
-    script = "; ".join(
-        f"printf '%s=' {key}; {cmd.format(cpu=cpu if cpu is not None else 0)} 2>/dev/null | tr '\\n' ' '; echo"
-        for key, cmd in _FACTS.items()
-    )
-    got = await conn.run(f"sh -c {shlex.quote(script)}", check=False)
-    facts = {}
-    for line in (got.stdout or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key in _FACTS:
-            facts[key] = value.strip()
+    """{"cpu", "facts", "flags", "virtual_machine"} for the run's measured CPU (None: not pinned)."""
+    facts = await read_facts(conn, {k: cmd.format(cpu=cpu if cpu is not None else 0) for k, cmd in _FACTS.items()})
     actions = None
     if device_row is not None:
         interrupts = await conn.run("cat /proc/interrupts", check=False)
         actions = irq_actions(interrupts.stdout or "", device_row)
-    return {"cpu": cpu, "facts": facts, "flags": flags(facts, cpu, actions)}
+    verdict = virtualization.judge(facts)
+    return {"cpu": cpu, "facts": facts, "flags": flags(facts, cpu, actions),
+            "virtual_machine": {"virtual": verdict.virtual, "evidence": verdict.evidence}}
+
+
+async def read_facts(conn: TargetConnection, commands: dict[str, str]) -> dict[str, str]:
+    """Each command's output on one line (newlines and NULs as spaces; "" when it fails), in one
+    round trip; the keys are ours, never the target's."""
+    script = "; ".join(f"printf '%s=' {key}; {cmd} 2>/dev/null | tr '\\000\\n' '  '; echo"
+                       for key, cmd in commands.items())
+    got = await conn.run(f"sh -c {shlex.quote(script)}", check=False)
+    facts = {}
+    for line in (got.stdout or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in commands:
+            facts[key] = value.strip()
+    return facts
