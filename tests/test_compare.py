@@ -7,6 +7,7 @@ maximum-latency table across campaigns; a bad directory or file is named in the 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -183,3 +184,23 @@ def test_garbage_metadata_gives_a_clear_error(meta, version, table) -> None:
         assert str(exc).startswith("some/run/sw.parquet: ")
     else:
         assert schema.version in READABLE_VERSIONS and schema.table in TABLES
+
+
+def test_what_cannot_be_compared_is_refused(twins, tmp_path: Path) -> None:
+    """One directory alone, a module campaign beside a cyclictest one, a kind compare has no test
+    for: exit 2 saying why, nothing written (it used to list the odd one with "Runs 0")."""
+    ct = _cyclictest_campaign(tmp_path / "ct", "regular", ("no-load",))
+    detector = tmp_path / "detector"
+    (detector / "runs" / "no-load-r0").mkdir(parents=True)
+    (detector / "report.json").write_text(json.dumps({"campaign": {"name": "detector"}, "runs": [],
+                                                      "interruptions": {"runs": [{"id": "no-load-r0"}]}}))
+    cases = [([twins[0]], "compare needs two or more campaign directories"),
+             ([twins[0], ct], "campaigns of different kinds cannot be compared"),
+             ([ct, twins[0]], f"{ct} (cyclictest), {twins[0]} (module)"),
+             ([detector, detector], "a campaign of interruptions runs; station compare compares module or cyclictest")]
+    for dirs, words in cases:
+        with pytest.raises(ResultStoreError, match=re.escape(words)):
+            api.compare_campaigns(dirs)
+        res = run_station("compare", *map(str, dirs), "--out", str(tmp_path / "out"))
+        assert res.returncode == 2 and words in res.stderr, res.stderr
+        assert not (tmp_path / "out").exists()

@@ -241,11 +241,43 @@ def _cyclictest(infos: Sequence[CampaignInfo]) -> dict[str, Any] | None:
 
 
 # ---- the whole comparison --------------------------------------------------------------------------
+COMPARABLE = ("module", "cyclictest")  # the kinds compare has tests of difference for
+
+
+def campaign_kinds(report: dict[str, Any]) -> set[str]:
+    """The kinds of run a campaign's report holds."""
+    kinds = {"module"} if report.get("runs") else set()
+    for kind in ("cyclictest", "interruptions", "gpio"):
+        if (report.get(kind) or {}).get("runs"):
+            kinds.add(kind)
+    return kinds
+
+
+def _check_comparable(infos: list[CampaignInfo]) -> None:
+    """Refuse what cannot be compared: one campaign alone, a campaign without runs, campaigns of
+    different kinds, kinds compare has no test of difference for."""
+    if len(infos) < 2:
+        raise ResultStoreError(f"{infos[0].dir}: compare needs two or more campaign directories, the first the "
+                               "baseline (one campaign's own report is `station report DIR`)")
+    kinds = [campaign_kinds(i.report) for i in infos]
+    for info, kind in zip(infos, kinds, strict=True):
+        if not kind:
+            raise ResultStoreError(f"{info.dir}: the campaign has no runs to compare")
+        if not kind <= set(COMPARABLE):
+            raise ResultStoreError(f"{info.dir}: a campaign of {'/'.join(sorted(kind))} runs; station compare compares "
+                                   f"{' or '.join(COMPARABLE)} campaigns")
+    if any(k != kinds[0] for k in kinds[1:]):
+        said = ", ".join(f"{i.dir} ({'/'.join(sorted(k))})" for i, k in zip(infos, kinds, strict=True))
+        raise ResultStoreError(f"campaigns of different kinds cannot be compared: {said}")
+
+
 def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[tuple, np.ndarray]]:
     """(the comparison dict, sorted samples by (campaign, source, interface, variant, load) for
-    the figures). Raises ResultStoreError naming a directory or file that cannot be compared."""
+    the figures). Raises ResultStoreError naming a directory or file that cannot be compared, or
+    campaigns that cannot be compared with each other."""
     paths = campaign_dirs(dirs)
     infos = _load(paths)
+    _check_comparable(infos)
     stores = [ResultStore([p]) for p in paths]
     module, samples = _module(infos, stores)
     notes = [f"{i.label}: no report.json; analysed now" for i in infos if not i.report_file]
