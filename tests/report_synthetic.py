@@ -222,7 +222,8 @@ def build_cyclictest(n: int = 20_000, threads: int = 2,
                     pooled.append(v)
                     buckets, counts = np.unique(v[v < range_us], return_counts=True)
                     label = f"thread {t} (CPU {t})"
-                    histograms.append(ThreadHistogram(label, buckets, counts))
+                    histograms.append(ThreadHistogram(label, buckets, counts, int(v.max()),
+                                                      int((v >= range_us).sum())))
                     run["threads"].append({
                         "thread": t, "cpu": t, "cycles": n, "min_us": int(v.min()),
                         "avg_us": round(float(v.mean()), 2), "max_us": int(v.max()),

@@ -187,7 +187,20 @@ def test_one_plot_per_target_and_case_with_a_curve_per_thread(campaign) -> None:
         assert root.tag == "{http://www.w3.org/2000/svg}svg"
         ids = [g.get("id") for g in root.iter("{http://www.w3.org/2000/svg}g")]
         assert sum(bool(re.fullmatch(rf"{name}-curve-\d+", i or "")) for i in ids) == 2
-        assert sum(bool(re.fullmatch(rf"{name}-max-\d+", i or "")) for i in ids) == 2
+        # each thread's max: a line inside the range, or a marker at its edge when beyond it
+        lines = {int(i.rsplit("-", 1)[1]) for i in ids if re.fullmatch(rf"{name}-max-\d+", i or "")}
+        edges = {int(i.rsplit("-", 1)[1]) for i in ids if re.fullmatch(rf"{name}-overflow-\d+", i or "")}
+        assert lines.isdisjoint(edges) and lines | edges == {0, 1}
+        # the plot's maxima are the tables': every thread's legend gives its complete runs' max
+        runs = [r for r in report["cyclictest"]["runs"] if (r["target"], r["load"]) == (target, case)]
+        used = [r for r in runs if r["status"] == "complete"] or runs
+        for i, thread in enumerate(sorted({t["thread"] for r in used for t in r["threads"]})):
+            rows = [t for r in used for t in r["threads"] if t["thread"] == thread]
+            worst = max(t["max_us"] for t in rows)
+            overflows = sum(t["overflows"] or 0 for t in rows)
+            assert re.search(rf"\(n=[^,]*, max {worst:g} µs", svg), (name, thread, worst)
+            assert (i in edges) == (overflows > 0 and worst > max(
+                int(b) for r in used for h in [samples[r["id"]].histograms[i]] for b in h.bucket_us[-1:]))
         assert f"{target}: {case}" in svg
     # Repetitions pooled per thread, the incomplete one left out: rt stress-hard draws r0 only,
     # and its max line is the table's 176 µs, not the incomplete run's 250.
@@ -212,7 +225,7 @@ def test_html_puts_plots_under_the_table_then_threads(campaign) -> None:
     assert not re.search(r"^## (Findings|Runs|Figures)$", md, re.M)
     assert html.count("<svg") == 9
     # Each figure's curves keep page-unique ids, so nine inlined plots stay addressable.
-    curves = re.findall(r'\sid="(cyclictest-[^"]+-(?:curve|max)-\d+)"', html)
+    curves = re.findall(r'\sid="(cyclictest-[^"]+-(?:curve|max|overflow)-\d+)"', html)
     assert len(curves) == 9 * 4 and len(set(curves)) == len(curves)
 
 

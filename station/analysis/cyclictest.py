@@ -219,7 +219,8 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
                      + "; ".join(out.json.repairs))
     entry["threads"] = rows
     entry["combined"] = combine(hists).describe() if hists else None
-    curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts))
+    curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts), t.max,
+                              int(t.overflows if t.overflows is not None else out.overflows(t.index) or 0))
               for t in out.threads if t.has_histogram]
     return entry, curves, hists
 

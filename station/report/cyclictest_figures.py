@@ -2,12 +2,14 @@
 
 The curves are cyclictest's own histograms (``RunSamples.histograms``, 1 µs
 buckets), not re-binned samples: x is the latency in µs with one bin per µs,
-y the sample count on a log axis, and a dashed line marks each thread's max.
+y the sample count on a log axis, and a dashed line marks each thread's max (a marker at the
+range's edge, with its value, when the max lies beyond the histogram's range).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib as mpl
@@ -24,7 +26,15 @@ THREAD_COLORS = tuple(mpl.colors.to_hex(c) for c in mpl.colormaps["tab10"].color
 # view between populated bins instead of breaking the log scale (as figures.py does).
 FLOOR = 0.5
 
-Curve = tuple[np.ndarray, np.ndarray]  # (bucket µs ascending, counts), non-empty buckets only
+@dataclass(frozen=True)
+class Curve:
+    """One thread's pooled histogram: non-empty buckets (µs, ascending) and their counts, and
+    cyclictest's own maximum and overflows over the pooled runs."""
+
+    buckets: np.ndarray
+    counts: np.ndarray
+    max_us: float | None
+    overflows: int
 
 
 def pool_by_label(histograms: Iterable[ThreadHistogram]) -> dict[str, Curve]:
@@ -40,47 +50,67 @@ def pool_by_label(histograms: Iterable[ThreadHistogram]) -> dict[str, Curve]:
         values, inverse = np.unique(buckets[keep], return_inverse=True)
         totals = np.zeros(values.size, dtype=np.int64)
         np.add.at(totals, inverse, counts[keep])
-        pooled[label] = (values, totals)
+        maxima = [h.max_us for h in hs if h.max_us is not None]
+        pooled[label] = Curve(values, totals, max(maxima) if maxima else None, sum(h.overflows for h in hs))
     return pooled
 
 
 def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
     """Counts per 1 µs bin on a log axis, one step curve per thread, dashed at each max.
 
-    Bin b (cyclictest's "b µs") is drawn centred on b, so the max line sits on it.
-    Each curve is an SVG group with id ``<name>-curve-<i>`` (its max line
-    ``<name>-max-<i>``): unique in a page holding many figures, findable by tests.
+    Bin b (cyclictest's "b µs") is drawn centred on b, so the max line sits on it. A thread
+    whose maximum lies beyond the histogram's range (overflows) gets no max line inside it: a
+    marker at the range's right edge carries the true maximum and the overflow count, so no
+    plot shows the largest in-range bucket as the run's maximum. The legend gives cyclictest's
+    own maximum, as the tables do.
+    Each curve is an SVG group with id ``<name>-curve-<i>`` (its max line ``<name>-max-<i>``,
+    its overflow marker ``<name>-overflow-<i>``): unique in a page holding many figures,
+    findable by tests.
     """
-    curves = {label: c for label, c in curves.items() if c[0].size}
+    curves = {label: c for label, c in curves.items() if c.buckets.size}
     fig, ax = _new_axes(title)
     if not curves:
         ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
         return _to_svg(fig, name)
-    lo = min(int(b[0]) for b, _ in curves.values())
-    hi = max(int(b[-1]) for b, _ in curves.values())
+    lo = min(int(c.buckets[0]) for c in curves.values())
+    hi = max(int(c.buckets[-1]) for c in curves.values())
     edges = np.arange(lo, hi + 2, dtype=np.float64) - 0.5
     top = 1.0
-    for i, (label, (buckets, counts)) in enumerate(curves.items()):
+    pad = 0.02 * (hi + 1)
+    overflowed = False
+    for i, (label, c) in enumerate(curves.items()):
         dense = np.full(edges.size - 1, FLOOR)
-        dense[buckets - lo] = counts
+        dense[c.buckets - lo] = c.counts
         xs, ys = _steps(edges, dense)
         color = THREAD_COLORS[i % len(THREAD_COLORS)]
-        top = max(top, float(counts.max()))
-        worst = int(buckets[-1])
+        top = max(top, float(c.counts.max()))
+        in_range = int(c.buckets[-1])
+        worst = c.max_us if c.max_us is not None else in_range
+        beyond = c.overflows > 0 and worst > in_range
         ax.plot(np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR], color=color, linewidth=1.0,
                 gid=f"{name}-curve-{i}",
-                label=f"{label}  (n={count_text(int(counts.sum()))}, max {worst} µs)")
-        ax.axvline(worst, color=color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9,
-                   gid=f"{name}-max-{i}")
+                label=f"{label}  (n={count_text(int(c.counts.sum()) + c.overflows)}, max {_us(worst)} µs"
+                      + (f", {count_text(c.overflows)} beyond the range)" if beyond else ")"))
+        if beyond:  # the maximum is off the plot: say where, at the edge
+            overflowed = True
+            ax.annotate(f"▶ max {_us(worst)} µs", xy=(hi + 0.5 + pad, 1.0), xycoords=("data", "data"),
+                        xytext=(0, 4 + 11 * i), textcoords="offset points", ha="right", va="bottom",
+                        color=color, fontsize=8, gid=f"{name}-overflow-{i}")
+        else:
+            ax.axvline(worst, color=color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9,
+                       gid=f"{name}-max-{i}")
     ax.set_yscale("log")
     ax.set_ylim(0.7, top * 2.5)
     # From 0 µs, as OSADL's plots: where the body sits is part of the picture.
-    pad = 0.02 * (hi + 1)
     ax.set_xlim(min(lo, 0) - 0.5, hi + 0.5 + pad)
-    ax.set_xlabel("latency (µs)")
+    ax.set_xlabel("latency (µs)" + ("; ▶ a maximum beyond the histogram's range" if overflowed else ""))
     ax.set_ylabel("samples per 1 µs bin")
     legend_outside(fig, ax)
     return _to_svg(fig, name)
+
+
+def _us(value: float) -> str:
+    return f"{value:g}"
 
 
 def _caption(section: Mapping[str, Any], target: str, runs: list[Mapping[str, Any]],
@@ -93,7 +123,7 @@ def _caption(section: Mapping[str, Any], target: str, runs: list[Mapping[str, An
     overflows = sum(int(t.get("overflows") or 0) for r in runs for t in r.get("threads") or [])
     if overflows:
         text += (f" {count_text(overflows)} sample{'s' if overflows != 1 else ''} beyond the histogram's "
-                 "range not drawn; the per-thread table has cyclictest's own max.")
+                 "range not drawn; ▶ at the range's edge gives such a thread's true max, as the tables do.")
     if ((section.get("targets") or {}).get(target) or {}).get("emulated"):
         text += " Emulated target (QEMU/TCG): not hardware numbers."
     return text

@@ -15,7 +15,8 @@ class ThreadHistogram:
 
     ``bucket_us[i]`` is a latency in whole µs and ``counts[i]`` how many cycles
     fell in it; only non-empty buckets are listed, in ascending order. Samples
-    beyond the histogram's range are not here (the run's ``overflows`` counts them).
+    beyond the histogram's range are not here: ``overflows`` counts them and ``max_us`` is
+    cyclictest's own maximum, wherever it lies.
     ``label`` names the curve, e.g. ``"thread 0 (CPU 0)"``: repetitions of one
     target × case are pooled by label.
     """
@@ -23,6 +24,8 @@ class ThreadHistogram:
     label: str
     bucket_us: np.ndarray
     counts: np.ndarray
+    max_us: float | None = None  # cyclictest's own maximum (beyond the range when it overflowed)
+    overflows: int = 0  # cycles beyond the histogram's range
 
     def __post_init__(self) -> None:
         buckets = np.asarray(self.bucket_us, dtype=np.int64).ravel()
