@@ -53,6 +53,9 @@ class RunProgress:
     duration_target: float | None = None
     phase: str = "starting"
     probe: str | None = None  # a probe run (e.g. "cyclictest"): no live samples, its results come at the end
+    # what measured each row, as the display names it (a gpio run's delays come from the scope)
+    sw_label: str = "software t_SW"
+    hw_label: str | None = "scope t_HW"  # None: the run has no second quantity
 
     def fraction_done(self) -> float:
         """Every target must be met, so the run is as far along as its slowest one."""

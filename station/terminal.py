@@ -47,8 +47,8 @@ class TerminalProgress:
         elif time.monotonic() - self._last_plain > 5 or p.phase == "teardown":
             self._last_plain = time.monotonic()
             counts = (f"{p.probe} runs on the target, results at its end" if p.probe else
-                      f"sw {p.sw.count} (min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs), "
-                      f"scope {p.hw.count} pulses")
+                      f"{p.sw_label} {p.sw.count} (min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs)"
+                      + (f", {p.hw_label} {p.hw.count}" if p.hw_label else ""))
             print(f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: {counts}, {frac:.0%}",
                   file=sys.stderr, flush=True)
 
@@ -62,8 +62,9 @@ class TerminalProgress:
             return t
         for col in ("", "count", "min µs", "mean µs", "max µs"):
             t.add_column(col, justify="right")
-        t.add_row("software t_SW", str(p.sw.count), _us(p.sw.min), _us(p.sw.mean), _us(p.sw.max))
-        t.add_row(f"scope t_HW ({p.acquisitions} acq.)", str(p.hw.count), _us(p.hw.min), _us(p.hw.mean),
-                  _us(p.hw.max))
+        t.add_row(p.sw_label, str(p.sw.count), _us(p.sw.min), _us(p.sw.mean), _us(p.sw.max))
+        if p.hw_label:
+            t.add_row(f"{p.hw_label} ({p.acquisitions} acq.)", str(p.hw.count), _us(p.hw.min), _us(p.hw.mean),
+                      _us(p.hw.max))
         t.caption = f"{frac:.0%} done" + ("" if left != left else f", about {left:.0f} s left")
         return t

@@ -117,6 +117,31 @@ def test_the_seeds_pi_findings(seed_campaign):
     assert ranking.index("kernel") < ranking.index("sysfs-mmap") < ranking.index("sysfs ")
 
 
+def test_the_twin_board_is_a_raspberry_pi_throughout(seed_campaign):
+    """What the report records of the target is the Pi the twin plays (the seed's board), never the
+    2015 RTAI PC: its kernel, architecture, command line (no idle=poll: its idle exit is modelled),
+    interrupts and modules; and its user-space responder was built there, as on a real Pi."""
+    out, report, _ = seed_campaign
+    audit = report["campaign"]["target"]["audit"]
+    assert "aarch64" in audit["uname"] and "rpi" in audit["uname"] and "rtai" not in audit["uname"]
+    assert "idle=poll" not in audit["cmdline"] and "root=" in audit["cmdline"]
+    assert "arch_timer" in audit["interrupts"] and not any(w in audit["interrupts"]
+                                                         for w in ("parport0", "de4_echoer", "IO-APIC"))
+    assert "rtai" not in audit["lsmod"] and audit["rtai"].startswith("unavailable")
+    assert audit["nproc"] == "4"
+    html = (out / "report.html").read_text()
+    assert "3.4.55" not in html and "x86_64" not in html
+
+
+def test_the_live_progress_names_the_scopes_delays_as_such(seed_campaign):
+    """A gpio run's delays are measured by the scope: the progress must not call them software
+    t_SW, nor show an empty scope t_HW beside them."""
+    _, _, proc = seed_campaign
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[") and "measuring" in ln or "teardown" in ln]
+    assert any("response delay (scope)" in ln for ln in lines), proc.stderr[-2000:]
+    assert not any("sw " in ln or "pulses" in ln for ln in lines), lines
+
+
 def test_a_case_nothing_answers_is_incomplete_and_counted(seed_campaign):
     out, report, proc = seed_campaign
     assert proc.returncode != 0 and "nothing-idle-r0 (incomplete)" in proc.stderr

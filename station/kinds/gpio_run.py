@@ -112,6 +112,8 @@ class GpioRun(Measurement):
     async def measure(self) -> None:
         m, progress, scope = self.ctx.campaign.matrix, self.ctx.progress, self.ctx.bench.scope
         progress.sw_target = m.samples
+        # the delays are the scope's (stimulus edge to response edge): one quantity, named for it
+        progress.sw_label, progress.hw_label = "response delay (scope)", None
         progress.duration_target = m.duration
         progress.phase = "measuring"
         progress.started = time.monotonic()

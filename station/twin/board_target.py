@@ -24,6 +24,27 @@ CHIP_LABEL = "pinctrl-bcm2835"
 LINES = 54  # a BCM2835's GPIO lines
 MODULE_PARAMS = {"chip", "in", "out", "gpio_in", "gpio_out", "edge", "mode", "threaded"}
 
+# What the board says it is: Raspberry Pi OS (bookworm) on a Pi 4, 64-bit, its stock kernel;
+# WFI idle (no idle=poll: the idle exit the response model charges is real on it).
+PI_RELEASE = "6.1.0-rpi7-rpi-v8"
+PI_VERSION = "#1 SMP PREEMPT Debian 1:6.1.63-1+rpt1 (2023-11-24)"
+PI_MACHINE = "aarch64"
+PI_CPUS = 4
+PI_CMDLINE = ("coherent_pool=1M 8250.nr_uarts=0 snd_bcm2835.enable_headphones=0 bcm2708_fb.fbwidth=1920 "
+              "bcm2708_fb.fbheight=1080 smsc95xx.macaddr=DC:A6:32:00:00:01 vc_mem.mem_base=0x3ec00000 "
+              "vc_mem.mem_size=0x40000000 console=ttyS0,115200 console=tty1 root=PARTUUID=4e639091-02 "
+              "rootfstype=ext4 fsck.repair=yes rootwait")
+PI_MODULES = ("brcmfmac", "brcmutil", "vc4", "snd_bcm2835", "bcm2835_v4l2", "i2c_bcm2835", "spi_bcm2835",
+              "raspberrypi_hwmon", "uio_pdrv_genirq")
+PI_INTERRUPTS = (  # (irq, controller, hwirq and trigger, name): a Pi 4's GIC and its GPIO bank
+    (11, "GICv2", "30 Level", "arch_timer"),
+    (14, "GICv2", "65 Level", "fe00b880.mailbox"),
+    (26, "GICv2", "175 Level", "PCIe PME, aerdrv"),
+    (33, "GICv2", "153 Level", "uart-pl011"),
+    (38, "GICv2", "158 Level", "mmc1, mmc0"),
+    (43, "BRCM STB PCIe MSI", "524288 Edge", "xhci_hcd"),
+)
+
 
 class BoardError(ValueError):
     """A responder refused its arguments; the text is what the real one prints."""
@@ -151,12 +172,31 @@ class BoardTarget:
         return None
 
     def files(self) -> dict[str, str]:
-        """The board's sysfs files as `cat` shows them."""
-        table = {
+        """The board's own files as `cat` shows them: its kernel, command line, interrupts,
+        modules and cpufreq (the generic twin's RTAI box files never show through)."""
+        cols = "".join(f"{f'CPU{i}':>11}" for i in range(PI_CPUS))
+        rows = [cols] + [f"{irq:>3}:" + "".join(f"{(i + 1) * 1000 + irq:>11}" for i in range(PI_CPUS))
+                         + f"  {ctl:<9} {hw:<12} {name}" for irq, ctl, hw, name in PI_INTERRUPTS]
+        # (the responder's GPIO line is not listed: the twin does not count its edges)
+        return {
             GOVERNOR_FILE: self.governor + "\n",
+            "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": self.governor + "\n",
             f"{GOVERNOR_DIR}/scaling_available_governors": " ".join(AVAILABLE_GOVERNORS) + "\n",
+            "/proc/version": f"Linux version {PI_RELEASE} (debian-kernel@lists.debian.org) (gcc-12 (Debian "
+                             f"12.2.0-14) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40) {PI_VERSION}\n",
+            "/proc/cmdline": PI_CMDLINE + "\n",
+            "/proc/interrupts": "\n".join(rows) + "\n",
+            "/sys/devices/system/cpu/online": f"0-{PI_CPUS - 1}\n",
+            "/sys/devices/system/cpu/cpuidle/current_driver": "none\n",  # WFI, the default idle
+            "/proc/device-tree/model": "Raspberry Pi 4 Model B Rev 1.4\0",
         }
-        return table
+
+    def uname(self, hostname: str, args: list[str]) -> str:
+        if "-r" in args:
+            return PI_RELEASE + "\n"
+        if "-m" in args:
+            return PI_MACHINE + "\n"
+        return f"Linux {hostname} {PI_RELEASE} {PI_VERSION} {PI_MACHINE} GNU/Linux\n"
 
     @staticmethod
     def known_responders() -> tuple[str, ...]:

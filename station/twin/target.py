@@ -12,6 +12,7 @@ timeout) does, which is why the station keeps pid files and cleans up.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import platform
 import shlex
@@ -24,7 +25,15 @@ import numpy as np
 
 from station import records
 from station.target import modules as station_modules
-from station.twin.board_target import GOVERNOR_DIR, GOVERNOR_FILE, RESPONDER_MODULE, BoardError, BoardTarget
+from station.twin.board_target import (
+    GOVERNOR_DIR,
+    GOVERNOR_FILE,
+    PI_CPUS,
+    PI_MODULES,
+    RESPONDER_MODULE,
+    BoardError,
+    BoardTarget,
+)
 from station.twin.clock import DriftingClock, Slew
 from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
 
@@ -32,6 +41,8 @@ MODULE_DIR = "/opt/irq-station/modules"
 # module file stem -> (interface, family): the station's own table, so the two never drift
 MODULES = {stem: (interface, family) for (family, interface), stem in station_modules.MODULE_STEMS.items()}
 RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
+# the RTAI box's own files, which the Raspberry Pi board does not have
+PC_ONLY_FILES = frozenset({"/proc/version", "/proc/cmdline", "/proc/interrupts", "/proc/rtai/hal"})
 KNOWN_LOAD_PROGRAMS = {"hping3", "stress-ng", "stress", "hackbench", "stressapptest", "sh", "dd", "cyclictest"}
 PARAMS = {
     "common": {"period_us", "check", "cpu", "format", "bufsize"},
@@ -166,6 +177,8 @@ class EmulatedTarget:
             return board_files[path].encode()
         if path in self.files:
             return self.files[path]
+        if self.board is not None and (path in PC_ONLY_FILES or path.startswith("/proc/rtai/")):
+            return None  # a Raspberry Pi has no RTAI, parport or DE4 board
         ncpu = os.cpu_count() or 2
         table = {
             "/proc/version": f"Linux version 3.4.55-rtai (twin@{self.hostname}) (gcc 4.9) #1 SMP PREEMPT\n",
@@ -177,7 +190,7 @@ class EmulatedTarget:
             "/proc/loadavg": f"{1.9 if self.loads_running() else 0.05:.2f} 0.80 0.40 1/120 {self._next_pid}\n",
         }
         if path == "/proc/modules":
-            names = [*self._module_names(), *RTAI_BASE_MODULES]
+            names = [*self._module_names(), *self._base_modules()]
             return "".join(f"{m} 20480 0 - Live 0x0000000000000000\n" for m in names).encode()
         if path == "/proc/interrupts":
             cols = "".join(f"       CPU{i}" for i in range(ncpu))
@@ -267,6 +280,8 @@ class EmulatedTarget:
         return CommandResult((" ".join(args) + "\n").encode())
 
     def _cmd_uname(self, args: list[str]) -> CommandResult:
+        if self.board is not None:
+            return CommandResult(self.board.uname(self.hostname, args).encode())
         if "-r" in args:
             return CommandResult(b"3.4.55-rtai\n")
         if "-m" in args:  # this machine's: the station's own programs upload as they are
@@ -279,7 +294,27 @@ class EmulatedTarget:
         return CommandResult(f"{self.hostname}\n".encode())
 
     def _cmd_nproc(self, args: list[str]) -> CommandResult:
-        return CommandResult(f"{os.cpu_count() or 2}\n".encode())
+        return CommandResult(f"{PI_CPUS if self.board is not None else os.cpu_count() or 2}\n".encode())
+
+    def _cmd_command(self, args: list[str]) -> CommandResult:
+        """`command -v NAME`: the board has a compiler (Raspberry Pi OS ships gcc); the RTAI box
+        is reached with the station's programs as they are."""
+        if len(args) == 2 and args[0] == "-v" and self.board is not None and args[1] in ("cc", "gcc"):
+            return CommandResult(f"/usr/bin/{args[1]}\n".encode())
+        return CommandResult(status=1)
+
+    def _cmd_cc(self, args: list[str]) -> CommandResult:
+        """The board's compiler, as the station calls it: cc FLAGS -o OUT SRC.c LIBS. The twin
+        checks the source is there and makes the program (it runs nothing of it)."""
+        if self.board is None:
+            return _err("sh: 1: cc: not found", 127)
+        sources = [a for a in args if a.endswith(".c")]
+        out = args[args.index("-o") + 1] if "-o" in args[:-1] else "a.out"
+        missing = [src for src in sources if src not in self.files]
+        if not sources or missing:
+            return _err(f"cc: error: {missing[0] if missing else 'no input files'}: No such file or directory", 1)
+        self.files[out] = b"\x7fELF twin-built " + hashlib.sha256(self.files[sources[0]]).hexdigest().encode()
+        return CommandResult()
 
     def _cmd_cat(self, args: list[str]) -> CommandResult | tuple[str, object]:
         out = b""
@@ -326,10 +361,13 @@ class EmulatedTarget:
                 return _err(f"rm: cannot remove '{p}': No such file or directory")
         return CommandResult()
 
+    def _base_modules(self) -> tuple[str, ...]:
+        return PI_MODULES if self.board is not None else tuple(RTAI_BASE_MODULES)
+
     def _cmd_lsmod(self, args: list[str]) -> CommandResult:
         rows = ["Module                  Size  Used by"]
         rows += [f"{m:<24}{20480:>6}  0" for m in self._module_names()]
-        rows += [f"{m:<24}{65536:>6}  1" for m in RTAI_BASE_MODULES]
+        rows += [f"{m:<24}{65536:>6}  1" for m in self._base_modules()]
         return CommandResult(("\n".join(rows) + "\n").encode())
 
     def _cmd_insmod(self, args: list[str]) -> CommandResult:
