@@ -162,3 +162,26 @@ def test_minimal_report_renders(tmp_path: Path) -> None:
     paths = write_reports(report, {}, tmp_path / "nosamples")
     assert not any(k.startswith("figures/") for k in paths)
     assert "lpt-no-inb-r0" in paths["report.md"].read_text()
+
+
+def test_the_irq_footnote_is_computed_from_the_counts_it_describes() -> None:
+    """The runs table's IRQ note compares each run's /proc/interrupts count with the records the
+    stream delivered (own and stray), as the runs have them: never a fixed 'a few more'."""
+    from station.report.tables import runs_table
+
+    def run(rid: str, irqs: int, own: int, strays: int | None) -> dict:
+        return {"id": rid, "status": "complete", "interface": "lpt", "variant": "inb", "load": "none",
+                "interrupts": {"row": 7, "before": 100, "after": 100 + irqs}, "sw": {"count": own},
+                "strays": None if strays is None else {"count": strays, "share": strays / (own + strays)},
+                "losses": {}}
+
+    def note(runs: list[dict]) -> str:
+        return next(n for n in runs_table({"runs": runs}).notes if n.startswith("IRQs:"))
+
+    assert "equal to the software records (own and stray) in every run." in note(
+        [run("a", 5000, 4995, 5), run("b", 3000, 3000, None)])
+    text = note([run("a", 5000, 4995, 5), run("b", 3040, 3000, 0), run("c", 2990, 3000, 0)])
+    assert "equal to the software records (own and stray) in 1 run;" in text
+    assert "more than the records in 1 run (up to 40, b)" in text
+    assert "fewer than the records in 1 run (by up to 10, c)" in text
+    assert "a few more" not in text

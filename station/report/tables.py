@@ -104,8 +104,7 @@ def runs_table(report: Mapping[str, Any]) -> Table | None:
                         if isinstance(r.get("interrupts"), Mapping) and r["interrupts"].get("row")})
         notes.append("IRQs: interrupts the target counted on the echoer's line"
                      + (f" ({', '.join(lines)})" if lines else "")
-                     + " in /proc/interrupts during the run; a few more than the software records, "
-                     "which the stream had not yet delivered when the count was read.")
+                     + " in /proc/interrupts during the run; " + _irq_surplus_text(runs))
     if any(r.get("strays") for r in runs):
         notes.append("Stray IRQs: records the module flagged NOT_OURS (a foreign interrupt on its line: a "
                      "shared or noisy line), with their share of the records; not latencies of the module, so "
@@ -133,6 +132,37 @@ ROBUST_OUTLIERS_NOTE = (
     "widths, above that run's median + 8 × 1.4826 × MAD (the threshold shown is the software one); "
     "a test within one run, needing no other interface. Not the same as \"above the LPT maximum\" "
     "(the seed's criterion, in the comparisons).")
+
+
+def _irq_surplus(run: Mapping[str, Any]) -> int | None:
+    """IRQs counted minus the records the stream delivered (the module's own and its strays')."""
+    irq = run.get("interrupts")
+    if not isinstance(irq, Mapping) or not (is_number(irq.get("before")) and is_number(irq.get("after"))):
+        return None
+    records = ((run.get("sw") or {}).get("count") or 0) + ((run.get("strays") or {}).get("count") or 0)
+    return int(irq["after"] - irq["before"] - records)
+
+
+def _irq_surplus_text(runs: list[Mapping[str, Any]]) -> str:
+    """The IRQ count against the records, as these runs have it (never a fixed sentence)."""
+    surplus = {str(r.get("id")): s for r in runs if (s := _irq_surplus(r)) is not None}
+    more = {k: v for k, v in surplus.items() if v > 0}
+    fewer = {k: v for k, v in surplus.items() if v < 0}
+    parts = []
+    if len(more) + len(fewer) < len(surplus):
+        equal = len(surplus) - len(more) - len(fewer)
+        parts.append("equal to the software records (own and stray)"
+                     + (" in every run" if not more and not fewer else f" in {equal} run{'s' if equal != 1 else ''}"))
+    if more:
+        worst = max(more, key=lambda k: more[k])
+        parts.append(f"more than the records in {len(more)} run{'s' if len(more) != 1 else ''} (up to "
+                     f"{count_text(more[worst])}, {worst}): events the stream had not delivered when the count "
+                     "was read, or records lost in transit")
+    if fewer:
+        worst = min(fewer, key=lambda k: fewer[k])
+        parts.append(f"fewer than the records in {len(fewer)} run{'s' if len(fewer) != 1 else ''} (by up to "
+                     f"{count_text(-fewer[worst])}, {worst}): records without a counted interrupt, to look into")
+    return "; ".join(parts) + "."
 
 
 def _irq_count(interrupts: Any) -> str:
