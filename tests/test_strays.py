@@ -107,14 +107,25 @@ def test_pairing_counts_the_modules_events_not_its_records(strays_campaign):
         assert run["pairing"]["pulses_paired"] == len(pairs)
 
 
-def test_t_rw_intervals_hold_the_injected_t_rw(strays_campaign):
+# A 95 % interval misses its truth one time in twenty by design: four of them in one test would
+# fail about one CI run in six (CI r1 of this session: PCIe paired [899.884, 901.690] for 899.882,
+# 2.0 standard errors off). The test checks the estimator is unbiased and its standard error right
+# at a stated risk instead: each estimate within 3.29 of its standard errors (two-sided 99.9 %) of
+# the injected t_rw, so the test fails by chance with probability ≤ 4 × 0.1 %.
+Z_TEST = 3.29
+
+
+def test_t_rw_estimates_hold_the_injected_t_rw(strays_campaign):
     _, report = strays_campaign
     estimates = report["comparisons"]["t_rw"]
     assert len(estimates) == 2
     for c in estimates:
-        for key in ("ci95_ns", "paired_ci95_ns"):
-            lo, hi = c[key]
-            assert lo <= c["truth_ns"] <= hi, (c["interface"], key, c[key], c["truth_ns"])
+        for est_key, ci_key in (("estimate_ns", "ci95_ns"), ("paired_estimate_ns", "paired_ci95_ns")):
+            lo, hi = c[ci_key]
+            se = (hi - lo) / 2 / 1.96  # the report's interval is the estimate ± 1.96 standard errors
+            assert c[est_key] == pytest.approx((lo + hi) / 2, abs=1e-6 * se + 1e-9)
+            assert abs(c[est_key] - c["truth_ns"]) <= Z_TEST * se, (c["interface"], est_key, c[est_key], se,
+                                                                   c["truth_ns"])
 
 
 def test_event_numbers_skip_the_strays():
