@@ -154,7 +154,6 @@ def groups_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
     for g in groups:
         cause = str(g.get("cause") or MISSING)
         suspect = cause == "unexplained"
-        periodic = g.get("periodic")
         rows.append([
             Cell(CAUSE_LABEL.get(cause, cause), flags=(SUSPECT_FLAG,) if suspect else ()),
             Cell(str(g.get("source") or MISSING), wrap=True),
@@ -163,18 +162,32 @@ def groups_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
             Cell(plain_us(g.get("p99_us")), numeric=True),
             Cell(plain_us(g.get("max_us")), numeric=True),
             Cell(_ms(g.get("total_ms")), numeric=True),
-            Cell(_ms(g.get("period_ms")), numeric=True),
-            Cell("yes" if periodic else ("no" if g.get("period_ms") is not None else MISSING),
-                 flags=(SUSPECT_FLAG,) if suspect and periodic else ()),
+            *_period_cells(g, suspect),
         ])
     notes = [CAUSES_NOTE,
              "Source: the interrupt line (or softirq) that took most of the gap, the task(s) that "
              "ran, or — for unexplained gaps — nothing. Period: the median time between the "
              "group's gaps (three or more needed); periodic: at least two thirds of them within "
-             "10% of it, the mark of a timer (the kernel's, a device's, firmware's)."]
+             "10% of it, the mark of a timer (the kernel's, a device's, firmware's); a family: the "
+             "group keeps no period, but its gaps of one length do (count and length given), as when "
+             "a timer shares its line with other work."]
     return Table(f"{anchor}-groups", f"Gaps by cause and source: {entry.get('id')}", [
         "Cause", "Source", "Count", "Median (µs)", "p99 (µs)", "Max (µs)", "Total (ms)",
         "Period (ms)", "Periodic"], rows, notes)
+
+
+def _period_cells(g: Mapping[str, Any], suspect: bool) -> list[Cell]:
+    """The group's period and whether it keeps it; a group that does not, but holds a periodic
+    family of gaps of one length (a timer sharing a line with other work), shows the family's."""
+    periodic = g.get("periodic")
+    family = next((f for f in g.get("families") or [] if f.get("periodic")), None)
+    if not periodic and family is not None:
+        return [Cell(f"{_ms(family.get('period_ms'))} ({count_text(family.get('count'))} of "
+                     f"~{plain_us(family.get('median_us'))} µs)", numeric=True),
+                Cell("a family", flags=(SUSPECT_FLAG,) if suspect else ())]
+    return [Cell(_ms(g.get("period_ms")), numeric=True),
+            Cell("yes" if periodic else ("no" if g.get("period_ms") is not None else MISSING),
+                 flags=(SUSPECT_FLAG,) if suspect and periodic else ())]
 
 
 def families_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
