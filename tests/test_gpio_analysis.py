@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from station.analysis.gpio import _load_sentence, outliers
 
@@ -79,3 +81,36 @@ def test_the_idle_side_is_the_load_set_that_started_nothing():
     # slower under load at a fixed clock: the load competes
     text = _load_sentence(_entry("idle", True, 103.0, "performance"), _entry("hog", False, 135.0, "performance"))
     assert text.startswith("sysfs: slower under load 'hog'") and "only competes" in text
+
+
+def test_a_ranking_orders_only_what_differs_significantly():
+    """Two cases drawn from one distribution (the truth: no difference) are 'indistinguishable' with
+    their p-value, never 'x < y'; a case drawn 40× slower is ranked after them with '<'."""
+    from station.analysis.gpio import compare, findings
+
+    rng = np.random.default_rng(86)
+    same = lambda: 130 + rng.gamma(3.0, 2.0, 3000)  # noqa: E731 - one distribution, drawn twice
+    delays = {"a": same(), "b": same(), "k": 3.0 + rng.gamma(2.0, 0.5, 3000)}
+    entries = [{"id": rid, "case": case, "load": "idle", "target": None, "repetition": 0, "responder": case,
+                "governor": "performance", "delay_us": {"mean": float(delays[rid].mean())}}
+               for rid, case in (("a", "sysfs-performance"), ("b", "sysfs"), ("k", "kernel"))]
+    text = next(f["text"] for f in findings(entries, compare(entries, delays)) if f["kind"] == "ranking")
+    slow = sorted(("sysfs-performance", "sysfs"), key=lambda c: delays["a" if c == "sysfs-performance" else "b"].mean())
+    assert text.startswith(f"idle: mean response, fastest first: kernel {delays['k'].mean():.3g} µs < {slow[0]} ")
+    assert f" ≈ {slow[1]} " in text and f"indistinguishable: {slow[0]} and {slow[1]} (p = " in text
+    assert f"{slow[0]} {min(delays['a'].mean(), delays['b'].mean()):.3g} µs < " not in text
+
+
+@given(st.lists(st.floats(0.5, 1e5), min_size=3, max_size=60), st.floats(1e-5, 1.0), st.floats(1e-7, 1e-2),
+       st.floats(0.01, 50))
+def test_the_period_fit_never_warns(spacings, f0, step, tolerance):
+    """Numerical warnings never reach the terminal (a 0/0 here printed 'invalid value encountered
+    in scalar divide' in `station run configs/seed-002.yaml`): any spacings give a period or None."""
+    import warnings
+
+    from station.analysis.gpio import _fit_period
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _fit_period(np.sort(np.asarray(spacings)), f0, step, tolerance, len(spacings), 1)
+    assert got is None or (got[0] > 0 and 0 <= got[1] <= 1)

@@ -256,6 +256,8 @@ def _fit_period(s: np.ndarray, f0: float, step: float, tolerance_us: float, inde
     for _ in range(3):
         k = np.maximum(np.rint(s / period), 1)
         near = np.abs(s - k * period) <= max(tolerance_us, period / 8)
+        if not near.any():  # no spacing near a multiple: there is no period to pin down
+            return None
         period = float(np.sum(s[near] * k[near]) / np.sum(k[near] ** 2))
     k = np.maximum(np.rint(s / period), 1)
     share = float((np.abs(s - k * period) <= tolerance_us).mean())
@@ -285,17 +287,36 @@ def _compare_pair(a: dict[str, Any], b: dict[str, Any], delays: dict[str, np.nda
             "ratio": ma / mb if mb > 0 else None, "p_value": p, "significant": p < SIGNIFICANCE}
 
 
+def _ranking(ranked: list[dict[str, Any]], tested: dict[frozenset, dict[str, Any]]) -> str:
+    """Cases by mean response, fastest first: '<' only where the two neighbours differ
+    significantly (their Mann-Whitney test), '≈' where they cannot be told apart (p given)."""
+    text = f"mean response, fastest first: {ranked[0]['case']} {ranked[0]['delay_us']['mean']:.3g} µs"
+    same = []
+    for prev, e in zip(ranked, ranked[1:], strict=False):
+        c = tested.get(frozenset((prev["id"], e["id"])))
+        if c is not None and c["significant"]:
+            sign = " < "
+        else:
+            sign = " ≈ "
+            same.append(f"{prev['case']} and {e['case']}" + (f" (p = {c['p_value']:.2g})" if c is not None else
+                                                              " (not tested against each other)"))
+        text += f"{sign}{e['case']} {e['delay_us']['mean']:.3g} µs"
+    if same:
+        text += "; indistinguishable: " + ", ".join(same)
+    return text
+
+
 def findings(entries: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The report's answer first: one sentence per comparison that says something."""
     by_id = {e["id"]: e for e in entries}
     out: list[dict[str, Any]] = []
     loads = list(dict.fromkeys(e.get("load") for e in entries if e.get("delay_us")))
+    tested = {frozenset((c["a"], c["b"])): c for c in comparisons}
     for load in loads:
         ranked = sorted((e for e in entries if e.get("load") == load and e.get("delay_us")),
                         key=lambda e: e["delay_us"]["mean"])
         if len(ranked) > 1:
-            order = " < ".join(f"{e['case']} {e['delay_us']['mean']:.3g} µs" for e in ranked)
-            out.append({"kind": "ranking", "load": load, "text": f"{load}: mean response, fastest first: {order}."})
+            out.append({"kind": "ranking", "load": load, "text": f"{load}: {_ranking(ranked, tested)}."})
     for c in comparisons:
         a, b = by_id[c["a"]], by_id[c["b"]]
         if not c["significant"] or c["ratio"] is None:
