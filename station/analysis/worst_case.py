@@ -680,7 +680,13 @@ def _binom_ll(zeta: float, k: int, n: int) -> float:
 def _fit_many(y: np.ndarray, theta0: float, iterations: int = 40) -> tuple[np.ndarray, np.ndarray]:
     """Vectorised maximum likelihood of each row of y (the bootstrap replicates): Newton on
     Grimshaw's profile in θ = ξ/σ, starting from θ0, with halving to stay in the support.
-    Returns (ξ, σ) per row; rows that fail come back as NaN."""
+    Returns (ξ, σ) per row; rows that fail come back as NaN (a replicate whose mean log term is
+    0 divides by it: that row fails, which is handled, so numpy is not let to warn of it)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _fit_many_rows(y, theta0, iterations)
+
+
+def _fit_many_rows(y: np.ndarray, theta0: float, iterations: int) -> tuple[np.ndarray, np.ndarray]:
     b = y.shape[0]
     theta = np.full(b, theta0 if abs(theta0) >= _TINY_THETA else _TINY_THETA)
     ymax = y.max(axis=1)

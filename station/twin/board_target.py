@@ -24,25 +24,26 @@ CHIP_LABEL = "pinctrl-bcm2835"
 LINES = 54  # a BCM2835's GPIO lines
 MODULE_PARAMS = {"chip", "in", "out", "gpio_in", "gpio_out", "edge", "mode", "threaded"}
 
-# What the board says it is: Raspberry Pi OS (bookworm) on a Pi 4, 64-bit, its stock kernel;
-# WFI idle (no idle=poll: the idle exit the response model charges is real on it).
-PI_RELEASE = "6.1.0-rpi7-rpi-v8"
-PI_VERSION = "#1 SMP PREEMPT Debian 1:6.1.63-1+rpt1 (2023-11-24)"
-PI_MACHINE = "aarch64"
-PI_CPUS = 4
-PI_CMDLINE = ("coherent_pool=1M 8250.nr_uarts=0 snd_bcm2835.enable_headphones=0 bcm2708_fb.fbwidth=1920 "
-              "bcm2708_fb.fbheight=1080 smsc95xx.macaddr=DC:A6:32:00:00:01 vc_mem.mem_base=0x3ec00000 "
-              "vc_mem.mem_size=0x40000000 console=ttyS0,115200 console=tty1 root=PARTUUID=4e639091-02 "
-              "rootfstype=ext4 fsck.repair=yes rootwait")
-PI_MODULES = ("brcmfmac", "brcmutil", "vc4", "snd_bcm2835", "bcm2835_v4l2", "i2c_bcm2835", "spi_bcm2835",
-              "raspberrypi_hwmon", "uio_pdrv_genirq")
-PI_INTERRUPTS = (  # (irq, controller, hwirq and trigger, name): a Pi 4's GIC and its GPIO bank
-    (11, "GICv2", "30 Level", "arch_timer"),
-    (14, "GICv2", "65 Level", "fe00b880.mailbox"),
-    (26, "GICv2", "175 Level", "PCIe PME, aerdrv"),
-    (33, "GICv2", "153 Level", "uart-pl011"),
-    (38, "GICv2", "158 Level", "mmc1, mmc0"),
-    (43, "BRCM STB PCIe MSI", "524288 Edge", "xhci_hcd"),
+# What the board says it is: the Pi Zero the response model is (station/twin/board.py: a BCM2835,
+# one ARM1176 core at 700-1000 MHz), on Raspberry Pi OS with its stock kernel; WFI idle (no
+# idle=poll: the idle exit the model charges is real on it).
+PI_RELEASE = "6.1.21+"
+PI_VERSION = "#1642 Mon Apr  3 17:19:14 BST 2023"
+PI_MACHINE = "armv6l"
+PI_CPUS = 1
+PI_CMDLINE = ("coherent_pool=1M 8250.nr_uarts=0 snd_bcm2835.enable_headphones=0 bcm2708_fb.fbwidth=656 "
+              "bcm2708_fb.fbheight=416 bcm2708_fb.fbswap=1 vc_mem.mem_base=0x1ec00000 vc_mem.mem_size=0x20000000 "
+              "console=ttyS0,115200 console=tty1 root=PARTUUID=4e639091-02 rootfstype=ext4 fsck.repair=yes rootwait")
+PI_MODULES = ("brcmfmac", "brcmutil", "cfg80211", "rfkill", "snd_bcm2835", "bcm2835_v4l2", "bcm2835_codec",
+              "vc_sm_cma", "i2c_bcm2835", "uio_pdrv_genirq")
+PI_INTERRUPTS = (  # (irq, controller, hwirq and trigger, name): a BCM2835's; dwc_otg is the USB
+    # controller whose 125 µs microframe interrupt the response model charges
+    (17, "ARMCTRL-level", "1 Edge", "3f00b880.mailbox"),
+    (18, "ARMCTRL-level", "2 Edge", "VCHIQ doorbell"),
+    (27, "ARMCTRL-level", "35 Edge", "timer"),
+    (56, "ARMCTRL-level", "64 Edge", "dwc_otg, dwc_otg_pcd, dwc_otg_hcd:usb1"),
+    (80, "ARMCTRL-level", "88 Edge", "mmc0"),
+    (86, "ARMCTRL-level", "94 Edge", "uart-pl011"),
 )
 
 
@@ -182,13 +183,13 @@ class BoardTarget:
             GOVERNOR_FILE: self.governor + "\n",
             "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": self.governor + "\n",
             f"{GOVERNOR_DIR}/scaling_available_governors": " ".join(AVAILABLE_GOVERNORS) + "\n",
-            "/proc/version": f"Linux version {PI_RELEASE} (debian-kernel@lists.debian.org) (gcc-12 (Debian "
-                             f"12.2.0-14) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40) {PI_VERSION}\n",
+            "/proc/version": f"Linux version {PI_RELEASE} (dom@buildbot) (arm-linux-gnueabihf-gcc-8 (Ubuntu/Linaro "
+                             f"8.4.0-3ubuntu1) 8.4.0, GNU ld (GNU Binutils for Ubuntu) 2.34) {PI_VERSION}\n",
             "/proc/cmdline": PI_CMDLINE + "\n",
             "/proc/interrupts": "\n".join(rows) + "\n",
-            "/sys/devices/system/cpu/online": f"0-{PI_CPUS - 1}\n",
+            "/sys/devices/system/cpu/online": (f"0-{PI_CPUS - 1}" if PI_CPUS > 1 else "0") + "\n",
             "/sys/devices/system/cpu/cpuidle/current_driver": "none\n",  # WFI, the default idle
-            "/proc/device-tree/model": "Raspberry Pi 4 Model B Rev 1.4\0",
+            "/proc/device-tree/model": "Raspberry Pi Zero Rev 1.3\0",
         }
 
     def uname(self, hostname: str, args: list[str]) -> str:
