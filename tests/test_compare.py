@@ -204,3 +204,20 @@ def test_what_cannot_be_compared_is_refused(twins, tmp_path: Path) -> None:
         res = run_station("compare", *map(str, dirs), "--out", str(tmp_path / "out"))
         assert res.returncode == 2 and words in res.stderr, res.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_a_per_interface_figure_is_shown_once_not_repeated_per_variant(twins) -> None:
+    """t_rw and the worst case belong to an interface and load (the worst case pools both variants'
+    t_SW): the inb table gives them, the no-inb table points there instead of repeating them as if
+    they were its own."""
+    from station.report.compare_tables import module_tables
+
+    result = api.compare_campaigns(list(twins))
+    tables = {t.key: t for t in module_tables(result)}
+    for iface in ("lpt", "pcie"):
+        inb, no_inb = tables[f"compare-{iface}-inb-none"], tables[f"compare-{iface}-no-inb-none"]
+        col = {h: i for i, h in enumerate(inb.headers)}
+        sw_inb = [r for r in inb.rows if r[col["Source"]].text.startswith("t_SW")]
+        sw_no = [r for r in no_inb.rows if r[col["Source"]].text.startswith("t_SW")]
+        assert sw_inb and all(r[col["t_rw"]].text not in ("", "in the inb table") for r in sw_inb)
+        assert all(r[col["t_rw"]].text == r[col["Worst case 1e-9"]].text == "in the inb table" for r in sw_no)
