@@ -27,6 +27,20 @@ app = typer.Typer(
     help="irq-station: interrupt latency, measured twice.",
 )
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from station.store import station_version
+
+        typer.echo(f"irq-station {station_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the station's version and exit")) -> None:
+    """irq-station: interrupt latency, measured twice."""
+
 ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS)}, type=str)
 
 FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
@@ -144,7 +158,9 @@ def report(
 ) -> None:
     """(Re)generate report.html/.md/.json and stats.csv from a campaign directory."""
     if not (out / "runs").is_dir():
-        _fail(f"{out} is not a campaign directory (no runs/ inside)")
+        from station.result_store import not_a_campaign
+
+        _fail(not_a_campaign(out))
     deadline_ns = None
     if deadline is not None:
         try:

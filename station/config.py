@@ -1249,13 +1249,13 @@ def load_campaign(path: str | Path, *, check_files: bool = True) -> Campaign:
     try:
         if not path.is_file():
             what = "does not exist" if not path.exists() else "is not a regular file"
-            raise ConfigError(f"{source}:?: cannot read: {what}")
+            raise ConfigError(f"{source}: cannot read: {what}")
         with open(path, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"{source}:?: cannot read: {exc.strerror or exc}") from None
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"{source}:?: too large (more than {MAX_FILE_BYTES} bytes; a campaign file is at most 1 MiB)")
+        raise ConfigError(f"{source}: too large (more than {MAX_FILE_BYTES} bytes; a campaign file is at most 1 MiB)")
     return parse_campaign(data, source, check_files=check_files)
 
 

@@ -77,12 +77,21 @@ def file_schema(path: Path) -> FileSchema:
     return parse_file_metadata(meta, path)
 
 
+def not_a_campaign(d: Path) -> str:
+    """Why `d` is not a campaign directory, in words."""
+    if not d.exists():
+        return f"{d} does not exist"
+    if not d.is_dir():
+        return f"{d} is a file, not a campaign directory"
+    return f"{d} is not a campaign directory (no runs/ inside)"
+
+
 def campaign_dirs(dirs: Iterable[Path | str]) -> list[Path]:
     """The given directories, each checked to be a campaign directory (runs/ inside)."""
     out = []
     for d in map(Path, dirs):
         if not (d / "runs").is_dir():
-            raise ResultStoreError(f"{d} is not a campaign directory (no runs/ inside)")
+            raise ResultStoreError(not_a_campaign(d))
         out.append(d)
     if not out:
         raise ResultStoreError("no campaign directory given")
