@@ -1148,9 +1148,36 @@ def explain_validation_error(err: dict[str, Any]) -> tuple[tuple, str]:
     if isinstance(inner, LocatedError):
         return (*loc, *inner.loc), inner.message
     if err["type"] == "extra_forbidden":
-        return loc, "unknown key (check the spelling; `station schema` lists the keys)"
+        close = difflib.get_close_matches(str(loc[-1]), _keys_beside(loc), n=1, cutoff=0.75) if loc else []
+        hint = f"did you mean {close[0]!r}? " if close else "check the spelling; "
+        return loc, f"unknown key ({hint}`station schema` lists the keys)"
     msg = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return loc, msg
+
+
+def _keys_beside(loc: tuple) -> list[str]:
+    """The keys the model that holds `loc`'s last part accepts (following the location from
+    Campaign; every model the step could be, where a field takes several), for a did-you-mean."""
+    models: list[type[BaseModel]] = [Campaign]
+    for part in loc[:-1]:
+        if not isinstance(part, str):
+            continue  # a list index
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            field = m.model_fields.get(part)
+            if field is None:  # a mapping's own key (a load's name): the same models one level on
+                nxt.append(m)
+                continue
+            nxt += _models_in(field.annotation)
+        models = nxt or models
+    return sorted({name for m in models for name in m.model_fields})
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field annotation can hold (through Optional, lists, dicts, unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in getattr(annotation, "__args__", ()) or () for m in _models_in(arg)]
 
 
 def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:

@@ -527,3 +527,17 @@ def test_the_cli_says_what_it_is_and_what_is_missing(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     res = run_station("report", str(tmp_path / "empty"))
     assert res.returncode == 2 and "is not a campaign directory (no runs/ inside)" in res.stderr
+
+
+@pytest.mark.parametrize("typo, where, meant", [("samles", "matrix", "samples"), ("sed", "bench.twin", "seed"),
+                                                 ("trigger_levle", "bench.scope", "trigger_level")])
+def test_a_mistyped_key_gets_a_did_you_mean_from_its_own_section(typo, where, meant) -> None:
+    from station.config import parse_campaign
+
+    demo = (REPO / "configs/demo.yaml").read_text()
+    right = {"samples": "  samples: ", "seed": "    seed: 2015", "trigger_level": "    trigger_level: "}[meant]
+    assert right in demo
+    with pytest.raises(ConfigError, match=rf"{re.escape(where)}\.{typo}: unknown key \(did you mean '{meant}'\?"):
+        parse_campaign(demo.replace(right, right.replace(meant, typo), 1), "demo.yaml")
+    with pytest.raises(ConfigError, match=r"zzqx: unknown key \(check the spelling"):
+        parse_campaign(demo.replace(right, right.replace(meant, "zzqx"), 1), "demo.yaml")
