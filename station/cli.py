@@ -42,6 +42,11 @@ def _main(version: bool = typer.Option(False, "--version", callback=_print_versi
     """irq-station: interrupt latency, measured twice."""
 
 ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS)}, type=str)
+# choices the help lists (typer shows an Enum's values), each the value the API takes
+ImportFormat = enum.Enum("ImportFormat", {n: n for n in ("auto", "legacy", "v1", "cyclictest", "scope")}, type=str)
+Interface = enum.Enum("Interface", {n: n for n in ("lpt", "pcie")}, type=str)
+Variant = enum.Enum("Variant", {"inb": "inb", "no_inb": "no-inb"}, type=str)
+Kernel = enum.Enum("Kernel", {n: n for n in ("regular", "rt")}, type=str)
 
 FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
 
@@ -179,9 +184,9 @@ def import_(
     files: list[Path] = typer.Argument(..., help="FIFO dumps (legacy/v1), cyclictest output, scope captures (CSV or "
                                        "Parquet): one run each"),
     out: Path = typer.Option(..., "--out", help="results directory: new, empty, or an earlier import's"),
-    fmt: str = typer.Option("auto", "--format", help="auto | legacy | v1 | cyclictest | scope (forces every file's)"),
-    interface: str = typer.Option(None, help="lpt | pcie (default: a v1 stream's flags, else unknown)"),
-    variant: str = typer.Option(None, help="inb | no-inb (default: a v1 stream's flags, else unknown)"),
+    fmt: ImportFormat = typer.Option("auto", "--format", help="how to read every FILE (auto: by its content)"),
+    interface: Interface = typer.Option(None, help="default: a v1 stream's flags, else unknown"),
+    variant: Variant = typer.Option(None, help="default: a v1 stream's flags, else unknown"),
     load: str = typer.Option("unknown", help="the load the data was measured under"),
     period: str = typer.Option(None, help="the RT task's period, e.g. 100us"),
     repetition: int = typer.Option(0, help="repetition index"),
@@ -199,7 +204,8 @@ def import_(
         period_ns = None if period is None else round(parse_duration(period, require_unit=True) * 1e9)
     except ValueError as exc:
         _fail(f"--period: {exc}")
-    options = api.ImportOptions(format=fmt, interface=interface, variant=variant, load=load, period_ns=period_ns,
+    options = api.ImportOptions(format=fmt.value, interface=interface and interface.value,
+                                variant=variant and variant.value, load=load, period_ns=period_ns,
                                 repetition=repetition, target=target, name=name, run_ids=tuple(run_id or ()),
                                 scope=scope)
     try:
@@ -438,7 +444,7 @@ vm_app = typer.Typer(no_args_is_help=True, help="A real-kernel target: Debian's 
 app.add_typer(vm_app, name="vm")
 
 
-KERNEL_OPTION = typer.Option("regular", help="regular: Debian's kernel; rt: its PREEMPT_RT build")
+KERNEL_OPTION = typer.Option("regular", help="regular: Debian's kernel; rt: its PREEMPT_RT build")  # a Kernel
 
 
 def _vm_state_dir(kernel: str) -> Path:
@@ -450,13 +456,13 @@ def _vm_state_dir(kernel: str) -> Path:
 @vm_app.command("build")
 def vm_build(
     force: bool = typer.Option(False, help="rebuild even if the cached image is current", metavar=FLAG),
-    kernel: str = KERNEL_OPTION,
+    kernel: Kernel = KERNEL_OPTION,
 ) -> None:
     """Build (or reuse) the VM image from Debian packages."""
     from station.vm import VmError, build_image
 
     try:
-        image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True), kernel=kernel)
+        image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True), kernel=kernel.value)
     except VmError as exc:
         _fail(str(exc))
     typer.echo(f"image: {image.dir} (kernel {image.kernel_release})")
@@ -464,12 +470,12 @@ def vm_build(
 
 @vm_app.command("up")
 def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the VM's SSH"),
-          kernel: str = KERNEL_OPTION) -> None:
+          kernel: Kernel = KERNEL_OPTION) -> None:
     """Build the image if needed, boot the VM and wait until SSH answers."""
     from station.vm import VirtualMachine, VmError, build_image
 
     try:
-        image = build_image(log=lambda msg: typer.echo(msg, err=True), kernel=kernel)
+        image = build_image(log=lambda msg: typer.echo(msg, err=True), kernel=kernel.value)
         vm = VirtualMachine(image, ssh_port=port)
         vm.start()
     except VmError as exc:
@@ -482,12 +488,12 @@ def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the 
 
 
 @vm_app.command("down")
-def vm_down(kernel: str = KERNEL_OPTION) -> None:
+def vm_down(kernel: Kernel = KERNEL_OPTION) -> None:
     """Shut the VM down (poweroff over SSH; killed if it does not stop)."""
     from station.vm import VirtualMachine, VmError
 
     try:
-        vm = VirtualMachine.from_state(_vm_state_dir(kernel))
+        vm = VirtualMachine.from_state(_vm_state_dir(kernel.value))
     except VmError as exc:
         _fail(str(exc))
     vm.stop()
@@ -495,7 +501,7 @@ def vm_down(kernel: str = KERNEL_OPTION) -> None:
 
 
 @vm_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def vm_ssh(ctx: typer.Context, kernel: str = KERNEL_OPTION) -> None:
+def vm_ssh(ctx: typer.Context, kernel: Kernel = KERNEL_OPTION) -> None:
     """Open a shell in the running VM (or run the command given after --)."""
     import os
     import shutil
@@ -503,7 +509,7 @@ def vm_ssh(ctx: typer.Context, kernel: str = KERNEL_OPTION) -> None:
     from station.vm import VirtualMachine, VmError
 
     try:
-        vm = VirtualMachine.from_state(_vm_state_dir(kernel))
+        vm = VirtualMachine.from_state(_vm_state_dir(kernel.value))
     except VmError as exc:
         _fail(str(exc))
     ssh = shutil.which("ssh")

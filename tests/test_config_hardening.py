@@ -541,3 +541,17 @@ def test_a_mistyped_key_gets_a_did_you_mean_from_its_own_section(typo, where, me
         parse_campaign(demo.replace(right, right.replace(meant, typo), 1), "demo.yaml")
     with pytest.raises(ConfigError, match=r"zzqx: unknown key \(check the spelling"):
         parse_campaign(demo.replace(right, right.replace(meant, "zzqx"), 1), "demo.yaml")
+
+
+def test_the_cli_lists_the_choices_it_takes(tmp_path) -> None:
+    """--format, --interface, --variant and --kernel list their choices in --help, and a value
+    outside them is refused naming them (exit 2), before anything is read or written."""
+    from tests.conftest import run_station
+
+    help_text = run_station("import", "--help").stdout
+    for choices in ("auto|legacy|v1|cyclictes", "<lpt|pcie>", "<inb|no-inb>"):
+        assert choices in help_text, help_text
+    assert "<regular|rt>" in run_station("vm", "up", "--help").stdout
+    res = run_station("import", str(tmp_path / "x.bin"), "--out", str(tmp_path / "out"), "--variant", "inb2")
+    assert res.returncode == 2 and "'inb2' is not one of 'inb', 'no-inb'" in res.stderr
+    assert not (tmp_path / "out").exists()
