@@ -211,3 +211,37 @@ def test_irqs_dump_record_limit_and_legacy(irqs_dump, legacy_stream, tmp_path):
     s = _summary(res.stderr.decode())
     assert s["records"] == "10"
     assert s["latency ns"].startswith(f"min {min(values[:10])} ")
+
+
+FAKE_OLD_KERNEL_TYPES = """\
+#ifndef _LINUX_TYPES_H
+#define _LINUX_TYPES_H
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef long long __s64;
+#endif
+"""
+
+
+@pytest.mark.parametrize("check", ["_Static_assert", "negative array"])
+def test_the_record_header_builds_where_the_rtai_kernels_are(tmp_path, check) -> None:
+    """A 3.x kernel tree (RTAI 3.9 on 3.4.55) has no <linux/build_bug.h> (4.13) and no one-argument
+    static_assert (5.1), and builds with -std=gnu89: the header must compile in kernel mode against
+    only a <linux/types.h>, through either size check, and a wrong record size must still fail."""
+    include = tmp_path / "include" / "linux"
+    include.mkdir(parents=True)
+    (include / "types.h").write_text(FAKE_OLD_KERNEL_TYPES)
+    src = tmp_path / "use.c"
+    src.write_text(f'#include "{HEADER}"\nint irqs_size(void) {{ return (int)sizeof(struct irqs_record_v1); }}\n')
+    # the second: as a compiler before gcc 4.6 sees it (no _Static_assert, no C11)
+    older = ["-U__GNUC__", "-U__STDC_VERSION__", "-Wno-builtin-macro-redefined"] if check == "negative array" else []
+    cmd = [_cc(), "-D__KERNEL__", "-std=gnu89", "-nostdinc", "-I", str(tmp_path / "include"), "-Wall", "-Wextra",
+           "-Werror", *older, "-fsyntax-only", str(src)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    broken = tmp_path / "irqs_record.h"
+    broken.write_text(HEADER.read_text().replace("irqs_u32 dropped;", "irqs_u64 dropped;"))
+    src.write_text(src.read_text().replace(str(HEADER), str(broken)))
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode != 0 and ("record size" in res.stderr or "size_check" in res.stderr), res.stderr
