@@ -36,6 +36,7 @@ from station.twin.board_target import (
 )
 from station.twin.clock import DriftingClock, Slew
 from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
+from station.twin.module_params import module_rules
 
 MODULE_DIR = "/opt/irq-station/modules"
 # module file stem -> (interface, family): the station's own table, so the two never drift
@@ -44,11 +45,6 @@ RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
 # the RTAI box's own files, which the Raspberry Pi board does not have
 PC_ONLY_FILES = frozenset({"/proc/version", "/proc/cmdline", "/proc/interrupts", "/proc/rtai/hal"})
 KNOWN_LOAD_PROGRAMS = {"hping3", "stress-ng", "stress", "hackbench", "stressapptest", "sh", "dd", "cyclictest"}
-PARAMS = {
-    "common": {"period_us", "check", "cpu", "format", "bufsize"},
-    "lpt": {"base", "irq"},
-    "rtai": {"fifo", "fifo_size"},
-}
 STREAM_LAG_NS = 60_000
 BACKGROUND_AND_WAIT = " & wait $!"  # emit an event once its handler has surely run
 
@@ -384,18 +380,18 @@ class EmulatedTarget:
         if stem in self.modules:
             return _err(f"insmod: ERROR: could not insert module {path}: File exists")
         interface, family = MODULES[stem]
-        allowed = PARAMS["common"] | (PARAMS["lpt"] if interface == "lpt" else set())
-        allowed |= PARAMS["rtai"] if family == "rtai" else set()
+        rules = module_rules(stem)  # the module's own declarations and checks (target_modules/)
         params: dict[str, str] = {}
         for item in kv:
             key, _, value = item.partition("=")
-            if key not in allowed:
+            if key not in rules.params:
+                self.files["/var/log/dmesg-last"] = f"{stem}: Unknown parameter `{key}'\n".encode()
                 return _err(
                     f"insmod: ERROR: could not insert module {path}: Unknown symbol in module, "
                     "or unknown parameter (see dmesg)"
                 )
             params[key] = value
-        bad = self._check_params(params)
+        bad = rules.check(params) or self._check_params(params)
         if bad:
             self.files["/var/log/dmesg-last"] = f"{stem}: {bad}\n".encode()
             return _err(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
@@ -425,7 +421,10 @@ class EmulatedTarget:
             params=params,
             session=session,
             fmt=fmt,
-            bufsize=int(params.get("bufsize", "65536")),
+            # records the module can hold: its ring (mainline) or its RT FIFO's bytes (RTAI)
+            bufsize=(int(params.get("bufsize", "65536"), 0) if family != "rtai" else
+                     int(params.get("fifo_size", str(65536 * records.RECORD_SIZE)), 0)
+                     // (records.RECORD_SIZE if fmt == "v1" else 8)),
             device=device,
             irq=int(params.get("irq", "7")) if interface == "lpt" else 31,
             truth_path=truth,
@@ -435,25 +434,11 @@ class EmulatedTarget:
 
     @staticmethod
     def _check_params(params: dict[str, str]) -> str | None:
-        def as_int(key: str, lo: int, hi: int) -> str | None:
-            try:
-                v = int(params[key], 0)
-            except ValueError:
-                return f"{key}={params[key]!r} is not a number"
-            return None if lo <= v <= hi else f"{key}={v} out of range [{lo}, {hi}]"
-
-        checks = {
-            "period_us": (10, 1_000_000),
-            "cpu": (-1, 255),
-            "bufsize": (16, 1 << 24),
-            "irq": (0, 255),
-            "fifo": (0, 63),
-            "base": (0, 0xFFFF),
-            "fifo_size": (64, 1 << 26),
-        }
-        for key, (lo, hi) in checks.items():
-            if key in params and (msg := as_int(key, lo, hi)):
-                return msg
+        """What the C's own checks do that a range cannot say: the CPU online (this twin's CPUs,
+        the kernel's nr_cpu_ids), the format's words, a bool's."""
+        cpus = os.cpu_count() or 2
+        if "cpu" in params and int(params["cpu"], 0) >= cpus:
+            return f"cpu={params['cpu']} invalid: accepted -1 (no pinning) or an online CPU in 0..{cpus - 1}"
         if params.get("format", "v1") not in ("v1", "legacy"):
             return f"format={params['format']!r}: use v1 or legacy"
         if params.get("check", "1") not in ("0", "1", "Y", "N", "y", "n"):
