@@ -221,3 +221,21 @@ def test_a_per_interface_figure_is_shown_once_not_repeated_per_variant(twins) ->
         sw_no = [r for r in no_inb.rows if r[col["Source"]].text.startswith("t_SW")]
         assert sw_inb and all(r[col["t_rw"]].text not in ("", "in the inb table") for r in sw_inb)
         assert all(r[col["t_rw"]].text == r[col["Worst case 1e-9"]].text == "in the inb table" for r in sw_no)
+
+
+def test_one_cyclictest_campaign_of_several_targets_compares_its_targets(tmp_path: Path) -> None:
+    """Seed 004's table is targets side by side: one multi-target cyclictest campaign is enough."""
+    ct = _cyclictest_campaign(tmp_path / "ct", "two", ("no-load",))
+    run = ct / "runs" / "no-load-r0"
+    for target in ("box-a", "box-b"):
+        twin = ct / "runs" / f"{target}-no-load-r0"
+        shutil.copytree(run, twin)
+        manifest = json.loads((twin / "manifest.json").read_text())
+        manifest["run"]["target"], manifest["run_id"] = target, twin.name
+        (twin / "manifest.json").write_text(json.dumps(manifest))
+    shutil.rmtree(run)
+    campaign = json.loads((ct / "campaign.json").read_text())
+    campaign["config"]["bench"] = {"targets": {"box-a": {}, "box-b": {}}}
+    (ct / "campaign.json").write_text(json.dumps(campaign))
+    result = api.compare_campaigns([ct])
+    assert [c["target"] for c in result["cyclictest"]["columns"]] == ["box-a", "box-b"]

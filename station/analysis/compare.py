@@ -256,10 +256,12 @@ def campaign_kinds(report: dict[str, Any]) -> set[str]:
 def _check_comparable(infos: list[CampaignInfo]) -> None:
     """Refuse what cannot be compared: one campaign alone, a campaign without runs, campaigns of
     different kinds, kinds compare has no test of difference for."""
-    if len(infos) < 2:
-        raise ResultStoreError(f"{infos[0].dir}: compare needs two or more campaign directories, the first the "
-                               "baseline (one campaign's own report is `station report DIR`)")
     kinds = [campaign_kinds(i.report) for i in infos]
+    targets = ((infos[0].report.get("cyclictest") or {}).get("table") or {}).get("targets") or []
+    if len(infos) < 2 and not (kinds[0] == {"cyclictest"} and len(targets) > 1):
+        raise ResultStoreError(f"{infos[0].dir}: compare needs two or more campaign directories, the first the "
+                               "baseline, or one cyclictest campaign of several targets (one campaign's own "
+                               "report is `station report DIR`)")
     for info, kind in zip(infos, kinds, strict=True):
         if not kind:
             raise ResultStoreError(f"{info.dir}: the campaign has no runs to compare")
