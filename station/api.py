@@ -205,6 +205,18 @@ def pair_events(run: RunData) -> Pairing | None:
     return pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
 
 
+def measuring_time(campaign: Campaign) -> tuple[float, float]:
+    """(expected, longest) seconds one run of the campaign measures: its samples at its period
+    or its duration, whichever ends it later; at most max_duration. Set-up, teardown and
+    transfer are not in it."""
+    m = campaign.matrix
+    expected = max((m.samples or 0) * m.period, m.duration or 0.0)
+    return min(expected or m.max_duration, m.max_duration), m.max_duration
+
+
+__all__ += ["measuring_time"]
+
+
 def percentile_intervals(values_ns: Any) -> dict[str, tuple[float, float | None, float | None]]:
     """p50, p99, p99.99 and p99.999 of a sample in ns as (estimate, lo, hi): the order statistic
     and its distribution-free 95 % interval, as the report's findings quote them (None: no bound)."""

@@ -145,6 +145,19 @@ def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> N
 
     runs = expand_runs(campaign)
     typer.echo(f"{config}: valid — {len(runs)} runs: " + ", ".join(r.id for r in runs))
+    about, most = api.measuring_time(campaign)
+    typer.echo(f"measuring time: about {_human(about * len(runs))} ({_human(about)} a run), at most "
+               f"{_human(most * len(runs))} (max_duration), plus each run's set-up and teardown")
+
+
+def _human(seconds: float) -> str:
+    """A duration as a person reads it: 2 h 10 min, 3 min 20 s, 45 s."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{seconds:.3g} s"
 
 
 @app.command()

@@ -555,3 +555,14 @@ def test_the_cli_lists_the_choices_it_takes(tmp_path) -> None:
     res = run_station("import", str(tmp_path / "x.bin"), "--out", str(tmp_path / "out"), "--variant", "inb2")
     assert res.returncode == 2 and "'inb2' is not one of 'inb', 'no-inb'" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_validate_says_how_long_the_campaign_measures() -> None:
+    """The demo: 4 runs of 100 000 samples at 100 µs, 10 s each (max_duration 2 min); seed 004:
+    ten 1 h cases (max_duration 70 min), the ~10 h a user must know before starting it."""
+    from tests.conftest import run_station
+
+    demo = run_station("validate", str(REPO / "configs/demo.yaml"))
+    assert demo.returncode == 0 and "measuring time: about 40 s (10 s a run), at most 8 min 00 s" in demo.stdout
+    seed = run_station("validate", str(REPO / "configs/seed-004.yaml"))
+    assert "about 10 h 00 min (1 h 00 min a run), at most 11 h 40 min" in seed.stdout, seed.stdout
