@@ -351,8 +351,8 @@ def scope_check(
         with open_scope(resource, dialect=dialect.value, timeout_s=timeout) as s:
             typer.echo(s.identify())
             s.check_errors()
-    except ScopeError as exc:
-        _fail(str(exc))
+    except ScopeError as exc:  # the instrument's error class, as `scope capture` and `run` use it
+        _fail(str(exc), EXIT_SCOPE_ERROR)
 
 
 CaptureMode = enum.Enum("CaptureMode", {name: name for name in ("waveform", "segmented", "measurement")}, type=str)

@@ -499,6 +499,19 @@ def test_station_scope_resource_still_checks_the_scope(source) -> None:
             assert res.stdout.strip() == server.model.idn
 
 
+def test_a_scope_error_is_one_exit_status_whichever_command_met_it(tmp_path) -> None:
+    """No instrument at the resource: `scope check` and `scope capture` both exit 1 (an instrument
+    error; 2 is a usage error), both naming the resource."""
+    from tests.conftest import free_port
+
+    resource = f"TCPIP::127.0.0.1::{free_port()}::SOCKET"
+    check = run_station("scope", "check", resource, "--timeout", "2", timeout=60)
+    capture = run_station("scope", "capture", "--resource", resource, "-n", "1", "--timeout", "2s",
+                          "--out", str(tmp_path / "c.csv"), timeout=60)
+    assert check.returncode == capture.returncode == 1, (check.stderr, capture.stderr)
+    assert resource in check.stderr and resource in capture.stderr
+
+
 def test_the_python_api(source, tmp_path) -> None:
     """The CLI's calls: settings checked as the campaign file's, a summary per acquisition."""
     with pytest.raises(api.CaptureOptionError, match=r"^--time-per-div: 250 has no unit"):
