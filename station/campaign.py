@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,8 +131,10 @@ def _record_unavailable(out_dir: Path, unavailable: dict[str, str]) -> None:
 async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out_dir: Path,
                   progress: ProgressSink, result: CampaignResult) -> None:
     """The runs of one target on its active bench; stops when the bench is lost."""
+    session_started = time.monotonic()
     for i, (order, spec) in enumerate(todo):
-        run_progress = RunProgress(spec.id, order, total)
+        run_progress = RunProgress(spec.id, order, total, session_started=session_started, session_done=i,
+                                   session_left=len(todo) - i - 1)
         outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
         result.outcomes.append(outcome)
         progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))

@@ -53,9 +53,26 @@ class RunProgress:
     duration_target: float | None = None
     phase: str = "starting"
     probe: str | None = None  # a probe run (e.g. "cyclictest"): no live samples, its results come at the end
+    # the session's runs around this one (a campaign-wide ETA): when the first began, how many
+    # were done before this one, how many come after it
+    session_started: float | None = None
+    session_done: int = 0
+    session_left: int = 0
     # what measured each row, as the display names it (a gpio run's delays come from the scope)
     sw_label: str = "software t_SW"
     hw_label: str | None = "scope t_HW"  # None: the run has no second quantity
+
+    def campaign_left_s(self, run_left_s: float) -> float:
+        """Seconds until the session's last run ends: this run's rest, then each later run as long
+        as the finished ones took on average (this one's whole, estimated, before any finished)."""
+        if run_left_s != run_left_s or self.session_started is None:
+            return float("nan")
+        now = time.monotonic()
+        if self.session_done:
+            per_run = (self.started - self.session_started) / self.session_done
+        else:
+            per_run = now - self.started + run_left_s
+        return run_left_s + self.session_left * per_run
 
     def fraction_done(self) -> float:
         """Every target must be met, so the run is as far along as its slowest one."""

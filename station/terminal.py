@@ -46,11 +46,12 @@ class TerminalProgress:
             self._live.update(self._table(p, frac, left))
         elif time.monotonic() - self._last_plain > 5 or p.phase == "teardown":
             self._last_plain = time.monotonic()
+            eta = _eta(p, left)
             counts = (f"{p.probe} runs on the target, results at its end" if p.probe else
                       f"{p.sw_label} {p.sw.count} (min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs)"
                       + (f", {p.hw_label} {p.hw.count}" if p.hw_label else ""))
-            print(f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: {counts}, {frac:.0%}",
-                  file=sys.stderr, flush=True)
+            print(f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: {counts}, {frac:.0%}"
+                  + (f", {eta}" if eta else ""), file=sys.stderr, flush=True)
 
     @staticmethod
     def _table(p: RunProgress, frac: float, left: float) -> Table:
@@ -66,5 +67,16 @@ class TerminalProgress:
         if p.hw_label:
             t.add_row(f"{p.hw_label} ({p.acquisitions} acq.)", str(p.hw.count), _us(p.hw.min), _us(p.hw.mean),
                       _us(p.hw.max))
-        t.caption = f"{frac:.0%} done" + ("" if left != left else f", about {left:.0f} s left")
+        t.caption = f"{frac:.0%} done" + ("" if left != left else f", about {left:.0f} s left") + _eta(p, left, ", ")
         return t
+
+
+def _eta(p: RunProgress, run_left: float, sep: str = "") -> str:
+    """The campaign's time left (runs after this one at the finished runs' pace), or ""."""
+    if not p.session_left:
+        return ""
+    left = p.campaign_left_s(run_left)
+    if left != left:
+        return ""
+    shown = f"{left / 60:.0f} min" if left >= 120 else f"{left:.0f} s"
+    return f"{sep}campaign: about {shown} left"

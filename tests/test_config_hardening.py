@@ -566,3 +566,18 @@ def test_validate_says_how_long_the_campaign_measures() -> None:
     assert demo.returncode == 0 and "measuring time: about 40 s (10 s a run), at most 8 min 00 s" in demo.stdout
     seed = run_station("validate", str(REPO / "configs/seed-004.yaml"))
     assert "about 10 h 00 min (1 h 00 min a run), at most 11 h 40 min" in seed.stdout, seed.stdout
+
+
+def test_the_campaign_eta_counts_the_runs_still_to_come() -> None:
+    """The live progress's campaign-wide time left: this run's rest plus each later run at the
+    finished runs' pace (or this run's whole, before any finished); none after the last run."""
+    import time as _time
+
+    from station.progress import RunProgress
+
+    now = _time.monotonic()
+    first = RunProgress("a", 0, 3, started=now - 10, session_started=now - 10, session_done=0, session_left=2)
+    assert first.campaign_left_s(30.0) == pytest.approx(30 + 2 * 40, abs=0.5)  # 10 s in, 30 to go: 40 a run
+    later = RunProgress("c", 2, 4, started=now - 5, session_started=now - 125, session_done=2, session_left=1)
+    assert later.campaign_left_s(55.0) == pytest.approx(55 + 60, abs=0.5)  # two done in 120 s: 60 a run
+    assert RunProgress("z", 3, 4, started=now, session_started=now, session_left=0).campaign_left_s(5.0) == 5.0
