@@ -273,6 +273,34 @@ def _check_comparable(infos: list[CampaignInfo]) -> None:
         raise ResultStoreError(f"campaigns of different kinds cannot be compared: {said}")
 
 
+def worst_case_moves(rows: list[dict[str, Any]], baseline: str) -> list[str]:
+    """A note for every campaign whose worst case (once in 1e9 events) lies outside the baseline's
+    interval or the baseline's outside its own: four orders of magnitude past the samples, such a
+    jump is as likely the fit's uncertainty as a change, and a reader must not miss it."""
+    base = {(r["interface"], r["load"]): r for r in rows
+            if r["campaign"] == baseline and r["source"] == "sw" and r.get("worst_case_1e9_ns") is not None}
+    out, seen = [], set()
+    for r in rows:
+        key = (r["interface"], r["load"])
+        b = base.get(key)
+        if (r["campaign"] == baseline or r["source"] != "sw" or b is None or (r["campaign"], *key) in seen
+                or r.get("worst_case_1e9_ns") is None or not r.get("worst_case_1e9_ci95_ns")
+                or not b.get("worst_case_1e9_ci95_ns")):
+            continue
+        seen.add((r["campaign"], *key))
+        (blo, bhi), (lo, hi) = b["worst_case_1e9_ci95_ns"], r["worst_case_1e9_ci95_ns"]
+        est, best = r["worst_case_1e9_ns"], b["worst_case_1e9_ns"]
+        if blo <= est <= bhi and lo <= best <= hi:
+            continue
+        out.append(f"{r['campaign']} vs {baseline}, {key[0]} under {key[1]}: the worst case (once in 1e9 events) "
+                   f"moved from {best / 1e3:.4g} µs [{blo / 1e3:.4g}, {bhi / 1e3:.4g}] to {est / 1e3:.4g} µs "
+                   f"[{lo / 1e3:.4g}, {hi / 1e3:.4g}], outside "
+                   + ("each other's intervals" if not (blo <= est <= bhi or lo <= best <= hi) else "one interval")
+                   + ": an extrapolation this far from the samples moves that much by chance too; more samples "
+                     "(or a lower extrapolation) tell a change from the fit's uncertainty.")
+    return out
+
+
 def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[tuple, np.ndarray]]:
     """(the comparison dict, sorted samples by (campaign, source, interface, variant, load) for
     the figures). Raises ResultStoreError naming a directory or file that cannot be compared, or
@@ -283,6 +311,7 @@ def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[
     stores = [ResultStore([p]) for p in paths]
     module, samples = _module(infos, stores)
     notes = [f"{i.label}: no report.json; analysed now" for i in infos if not i.report_file]
+    notes += worst_case_moves(module["rows"], infos[0].label)
     ct = _cyclictest(infos)
     if not module["rows"] and ct is None:
         notes.append("No module or cyclictest runs in these campaigns: nothing to compare.")
