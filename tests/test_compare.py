@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from station import api
@@ -256,3 +256,38 @@ def test_a_worst_case_outside_the_baselines_interval_is_called_out() -> None:
     [note] = worst_case_moves(rows, "a")
     assert note.startswith("b vs a, lpt under seed-io: the worst case (once in 1e9 events) moved from 14.56 µs")
     assert "outside each other's intervals" in note
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=2, max_size=200), st.lists(st.integers(0, 30), min_size=2, max_size=200))
+def test_the_binned_mann_whitney_is_scipys_on_the_expanded_samples(a, b) -> None:
+    """cyclictest gives 1 µs buckets: the binned test must be the ordinary one on the samples they
+    stand for (scipy's, asymptotic with the tie correction, no continuity correction)."""
+    from scipy import stats as sps
+
+    from station.analysis.compare import binned_mann_whitney
+
+    count = lambda xs: {float(v): xs.count(v) for v in set(xs)}  # noqa: E731
+    p, greater = binned_mann_whitney(count(a), count(b))
+    if len(set(a) | set(b)) == 1:
+        assert p == 1.0
+        return
+    want = sps.mannwhitneyu(b, a, alternative="two-sided", method="asymptotic", use_continuity=False)
+    assert p == pytest.approx(want.pvalue, rel=1e-9, abs=1e-12)
+    assert greater == pytest.approx(want.statistic / (len(a) * len(b)), rel=1e-12)
+
+
+def test_cyclictest_campaigns_get_a_test_of_difference_and_the_caveat(tmp_path: Path) -> None:
+    """Two campaigns of the same cyclictest output: not different, whatever their maxima say; the
+    caveat that a maximum is one draw is in the comparison and its page."""
+    a = _cyclictest_campaign(tmp_path / "regular", "regular", ("no-load",))
+    b = _cyclictest_campaign(tmp_path / "again", "again", ("no-load",))
+    result = api.compare_campaigns([a, b])
+    [test] = result["cyclictest"]["tests"]
+    assert (test["case"], test["column"], test["baseline"]) == ("no-load", "again", "regular")
+    assert test["p_value"] == pytest.approx(1.0) and not test["significant"]
+    assert test["prob_greater"] == pytest.approx(0.5)
+    assert "A maximum is one draw" in result["cyclictest"]["note"]
+    paths = api.write_compare_report([a, b], tmp_path / "out")
+    md = paths["compare.md"].read_text()
+    assert "A maximum is one draw" in md and "Differs from baseline" in md

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from station.analysis.campaign import analyse_campaign
@@ -215,6 +216,74 @@ def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, np.ndarray]) -> l
 
 
 # ---- cyclictest campaigns --------------------------------------------------------------------------
+CT_NOTE = ("A maximum is one draw from the tail: two runs of one kernel give different maxima by chance, so the "
+           "table's maxima alone cannot say which is better. The test compares whole distributions (cyclictest's "
+           "histograms, overflows counted as the largest values): Mann–Whitney U of each column against the "
+           "baseline's (the first campaign's column of the same target, else the first column), Holm-adjusted.")
+
+
+def binned_mann_whitney(a: dict[float, int], b: dict[float, int]) -> tuple[float, float]:
+    """(two-sided p, P(B > A) + P(B = A)/2) of two samples given as value -> count (cyclictest's
+    1 µs buckets: heavy ties, handled by mid-ranks and the tie-corrected variance)."""
+    values = sorted(set(a) | set(b))
+    ca = np.asarray([a.get(v, 0) for v in values], np.float64)
+    cb = np.asarray([b.get(v, 0) for v in values], np.float64)
+    na, nb = ca.sum(), cb.sum()
+    if na < 1 or nb < 1:
+        return 1.0, math.nan
+    t = ca + cb
+    below = np.cumsum(t) - t
+    mid = below + (t + 1) / 2  # each tied group's mid-rank
+    u_b = float((cb * mid).sum() - nb * (nb + 1) / 2)
+    n = na + nb
+    var = na * nb / 12 * ((n + 1) - float((t ** 3 - t).sum()) / (n * (n - 1))) if n > 1 else 0.0
+    p = 1.0 if var <= 0 else float(2 * stats.norm.sf(abs(u_b - na * nb / 2) / math.sqrt(var)))
+    return min(p, 1.0), u_b / (na * nb)
+
+
+def _ct_histogram(info: CampaignInfo, target: str, case: str) -> dict[float, int]:
+    """The pooled histogram of a campaign's complete runs of one target and case (value µs ->
+    count; overflows at +inf, cyclictest's range being all the run knows of them)."""
+    section = info.report.get("cyclictest") or {}
+    runs = [r for r in section.get("runs") or [] if r.get("status") == "complete" and str(r.get("load")) == case
+            and (r.get("target") in (None, "") and len((section.get("table") or {}).get("targets") or []) == 1
+                 or str(r.get("target")) == target)]
+    pooled: dict[float, int] = {}
+    for r in runs:
+        path = info.dir / "runs" / str(r["id"]) / "cyclictest_histogram.parquet"
+        if path.exists():
+            frame = pd.read_parquet(path, columns=["latency_us", "count"])
+            for v, c in frame.groupby("latency_us")["count"].sum().items():
+                pooled[float(v)] = pooled.get(float(v), 0) + int(c)
+        overflows = sum(int(t.get("overflows") or 0) for t in r.get("threads") or [])
+        if overflows:
+            pooled[math.inf] = pooled.get(math.inf, 0) + overflows
+    return pooled
+
+
+def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], cases: list[str]) -> list[dict[str, Any]]:
+    by_label = {i.label: i for i in infos}
+    base_label = infos[0].label
+    tests = []
+    for col in columns:
+        base = next((c for c in columns if c["campaign"] == base_label and c["target"] == col["target"]), columns[0])
+        if base is col:
+            continue
+        for case in cases:
+            a = _ct_histogram(by_label[base["campaign"]], base["target"], case)
+            b = _ct_histogram(by_label[col["campaign"]], col["target"], case)
+            if not a or not b:
+                continue
+            p, greater = binned_mann_whitney(a, b)
+            tests.append({"case": case, "column": col["label"], "baseline": base["label"], "p_value": p,
+                          "prob_greater": greater, "count": int(sum(b.values())),
+                          "baseline_count": int(sum(a.values()))})
+    for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
+        t["p_holm"] = adjusted
+        t["significant"] = adjusted < ALPHA
+    return tests
+
+
 def _cyclictest(infos: Sequence[CampaignInfo]) -> dict[str, Any] | None:
     """Seed 004's table across campaigns: rows = loads (cases), columns = campaign × target."""
     columns, cells, cases = [], [], []
@@ -237,7 +306,8 @@ def _cyclictest(infos: Sequence[CampaignInfo]) -> dict[str, Any] | None:
         return None
     return {"cases": cases, "columns": columns,
             "max_latency_us": [[values.get(case) for values, _ in cells] for case in cases],
-            "problems": [[problems.get(case) for _, problems in cells] for case in cases]}
+            "problems": [[problems.get(case) for _, problems in cells] for case in cases],
+            "tests": _ct_tests(infos, columns, cases), "note": CT_NOTE}
 
 
 # ---- the whole comparison --------------------------------------------------------------------------

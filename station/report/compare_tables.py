@@ -128,6 +128,25 @@ def cyclictest_table(result: Mapping[str, Any]) -> Table | None:
                  notes, row_headers=True)
 
 
+def cyclictest_tests_table(result: Mapping[str, Any]) -> Table | None:
+    """Whether each column's latencies differ from its baseline's, per load (whole distributions,
+    not maxima), with the caveat that a maximum is one draw."""
+    ct = result.get("cyclictest") or {}
+    tests = ct.get("tests") or []
+    if not tests:
+        return None
+    rows = []
+    for t in tests:
+        p = f"= {t['p_holm']:.2g}" if t["p_holm"] > 0 else "< 1e-300"
+        rows.append([Cell(t["case"]), Cell(t["column"]), Cell(t["baseline"]),
+                     _n(count_text(t["count"])), _n(count_text(t["baseline_count"])),
+                     Cell(f"{'yes' if t['significant'] else 'no'} (p {p}, P(>) = {t['prob_greater']:.3f})",
+                          flags=("over-deadline",) if t["significant"] else ())])
+    return Table("compare-cyclictest-tests", "cyclictest: differs from baseline (whole distributions)",
+                 ["Load", "Column", "Baseline", "Samples", "Baseline samples", "Differs from baseline"], rows,
+                 [ct.get("note") or "", "P(>): probability that a sample of the column exceeds one of the baseline."])
+
+
 def campaigns_table(result: Mapping[str, Any]) -> Table:
     rows = [[Cell(c["label"]), Cell(c.get("dir") or MISSING), Cell(str(c.get("description") or MISSING), wrap=True),
              _n(str(c.get("runs", MISSING))), Cell(str(c.get("station_version") or MISSING))]
@@ -137,8 +156,8 @@ def campaigns_table(result: Mapping[str, Any]) -> Table:
 
 
 def all_compare_tables(result: Mapping[str, Any]) -> list[Table]:
-    ct = cyclictest_table(result)
-    return [campaigns_table(result), *([ct] if ct else []), *module_tables(result)]
+    ct, tests = cyclictest_table(result), cyclictest_tests_table(result)
+    return [campaigns_table(result), *([ct] if ct else []), *([tests] if tests else []), *module_tables(result)]
 
 
 def compare_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
