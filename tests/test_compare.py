@@ -291,3 +291,18 @@ def test_cyclictest_campaigns_get_a_test_of_difference_and_the_caveat(tmp_path: 
     paths = api.write_compare_report([a, b], tmp_path / "out")
     md = paths["compare.md"].read_text()
     assert "A maximum is one draw" in md and "Differs from baseline" in md
+
+
+def test_the_comparison_page_fits_1280_px(twins, tmp_path: Path) -> None:
+    """compare.html: no table wider than the page's column, no figure text clipped (headless
+    Chromium's layout at 1280 px)."""
+    import shutil as _shutil
+
+    import test_report_browser as browser
+
+    chromium = _shutil.which("chromium") or _shutil.which("chromium-browser")
+    if chromium is None:
+        from tests.conftest import missing
+        missing("headless browser not found: install Debian package 'chromium' (scripts/ci/browser-deps.sh)")
+    paths = api.write_compare_report(list(twins), tmp_path / "out")
+    assert browser.layout_problems(chromium, paths["compare.html"], tmp_path) == {"tables": [], "labels": []}

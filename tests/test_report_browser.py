@@ -75,6 +75,58 @@ class Screenful:
         return int((np.abs(self.image - rgb).max(axis=2) <= 2).sum()) > 200
 
 
+# Run in the page by Chromium (a copy with this script; the shipped page has none): every table
+# wider than its container (the columns a reader must scroll to), every figure text outside its
+# figure (a clipped axis label), as the browser laid them out at 1280 px.
+_LAYOUT_PROBE = """<script>
+window.addEventListener('load', () => {
+  const out = {tables: [], labels: []};
+  const page = document.documentElement.clientWidth;
+  for (const t of document.querySelectorAll('table')) {
+    const box = t.parentElement.getBoundingClientRect(), r = t.getBoundingClientRect();
+    if (r.right > box.right + 1 || r.width > page)
+      out.tables.push({table: (t.closest('[id]') || {}).id || t.previousElementSibling?.id || '',
+                       width: Math.round(r.width), container: Math.round(box.width)});
+  }
+  for (const svg of document.querySelectorAll('svg')) {
+    const s = svg.getBoundingClientRect();
+    for (const txt of svg.querySelectorAll('text, g[id^="text_"]')) {
+      const r = txt.getBoundingClientRect();
+      if (r.width && (r.left < s.left - 1 || r.right > s.right + 1 || r.top < s.top - 1 || r.bottom > s.bottom + 1))
+        out.labels.push({figure: (svg.closest('[id]') || {}).id || '',
+                         text: (txt.textContent || txt.id).trim().slice(0, 60)});
+    }
+  }
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+});
+</script>"""
+
+
+def layout_problems(chromium: str, page: Path, tmp: Path, width: int = 1280) -> dict:
+    """The tables wider than their container and the figure texts outside their figure, as
+    headless Chromium lays the page out `width` px wide."""
+    import html
+    import json
+
+    probe = tmp / f"layout-{page.stem}.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _LAYOUT_PROBE + "</body>"),
+                     encoding="utf-8")
+    dom = _run(chromium, tmp, f"--window-size={width},1000", "--virtual-time-budget=3000", "--dump-dom",
+               probe.as_uri()).stdout
+    found = re.search(r'data-layout="([^"]*)"', dom)
+    assert found, "the layout probe did not run: " + dom[-500:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_module_and_cyclictest_reports_fit_1280_px(chromium: str, rendered, tmp_path: Path) -> None:
+    """No table wider than the page's column and no clipped figure text, at 1280 px."""
+    _, _, paths = rendered
+    assert layout_problems(chromium, paths["report.html"], tmp_path) == {"tables": [], "labels": []}
+    report, samples = synthetic.build_cyclictest()
+    ct = write_reports(report, samples, tmp_path / "ct")
+    assert layout_problems(chromium, ct["report.html"], tmp_path) == {"tables": [], "labels": []}
+
+
 def test_page_renders_visibly(chromium: str, rendered, tmp_path: Path) -> None:
     _, _, paths = rendered
     png = tmp_path / "report.png"

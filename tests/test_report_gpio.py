@@ -426,3 +426,10 @@ def test_section_visible_in_browser_without_console_errors(chromium: str, campai
     for run in report["gpio"]["runs"]:
         assert run["id"] in dom
     assert dom.count("<svg") == 3 and dom.count("<path") > 30
+
+
+def test_the_page_fits_1280_px(chromium: str, campaign, tmp_path: Path) -> None:
+    """No table wider than the page's column (the columns that matter hidden off to the right) and
+    no figure text clipped, as headless Chromium lays the page out at 1280 px."""
+    out = campaign[2]
+    assert browser.layout_problems(chromium, out / "report.html", tmp_path) == {"tables": [], "labels": []}

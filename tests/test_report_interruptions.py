@@ -341,3 +341,10 @@ def test_side_by_side_with_rtla_osnoise() -> None:
     assert detector[:7] == ["irq-station detector (irqgap)", "6.0", "137", "7170.97", "23", "115", "0"]
     assert osnoise == ["rtla osnoise (the kernel's tracer)", "6", "1 792", "5241", "3", "1 500", "289", "0"]
     assert comparison_table({"id": "r"}, "x") is None
+
+
+def test_the_page_fits_1280_px(chromium: str, campaign, tmp_path: Path) -> None:
+    """No table wider than the page's column (the columns that matter hidden off to the right) and
+    no figure text clipped, as headless Chromium lays the page out at 1280 px."""
+    out = campaign[2]
+    assert browser.layout_problems(chromium, out / "report.html", tmp_path) == {"tables": [], "labels": []}

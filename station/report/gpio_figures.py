@@ -150,8 +150,9 @@ def distributions_svg(runs: Sequence[Mapping[str, Any]], labels: Sequence[str],
     _delay_axis(ax, min(values), max(values), margin=0.3, pad=0.05)
     ax.set_yticks(range(len(runs)), list(reversed(labels)), fontsize=8)
     ax.set_ylim(-0.7, len(runs) - 0.3)
-    ax.set_xlabel("delay from stimulus to response (µs): line min–max, bar median–p99, "
-                  "● mean, ▲ p99.9, ✕ max", fontsize=8)
+    # two lines: on one, the key ran past the figure's edge at the page's width
+    ax.set_xlabel("delay from stimulus to response (µs)\nline min–max, bar median–p99, ● mean, ▲ p99.9, ✕ max",
+                  fontsize=8)
     return _to_svg(fig, name)
 
 
