@@ -194,6 +194,9 @@ def test_findings_paragraph_comes_first(demo):
 
     positions = [body.index(str(escape(readable(f["text"])))) for f in report["findings"]]
     assert positions == sorted(positions)
+    # a bullet each, as every kind's findings (not one long paragraph)
+    section = body[body.index('<section id="findings">'):body.index("</section>", body.index('id="findings"'))]
+    assert section.count("<li ") == len(report["findings"]) and "<p class=\"findings\"" not in section
     md = (out / "report.md").read_text()
     assert md.index("## Findings") < md.index("## Comparisons") < md.index("## Runs")
 

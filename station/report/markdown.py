@@ -128,8 +128,8 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
     out += [f"- **{label}:** {_escape(value)}" for label, value in campaign_facts(report)]
     out.append("")
     answer = findings_sentences(report)
-    if answer:  # a module campaign opens with its answer, one paragraph
-        out += ["## Findings", "", " ".join(_prose(text) for _, text in answer), ""]
+    if answer:  # a module campaign opens with its answer, a bullet per finding
+        out += ["## Findings", "", *(f"- {_prose(text)}" for _, text in answer), ""]
     gt = gpio_tables(report)
     # A gpio campaign opens with its findings, tables and plots; then the warnings.
     if gt and gpio_leads(report):
