@@ -374,7 +374,8 @@ def scope_capture(
     position_div: float = typer.Option(None, help="trace position in divisions, -5..5 (default -3)"),
     time_per_div: str = typer.Option(None, help="horizontal scale, e.g. 250us; a record spans 10 divisions "
                                      "(default 500us)"),
-    record_length: int = typer.Option(None, help="points per record, per frame when segmented (default 120000)"),
+    record_length: int = typer.Option(None, help="points per record, per frame when segmented (default 120000; "
+                                      "30000 on a TDS, what one without Option 1M takes)"),
     trigger_level: str = typer.Option(None, help="e.g. 1.5V (default 1.5V)"),
     trigger_position_pct: float = typer.Option(None, help="share of the record before the trigger, 0..100 "
                                                "(default 10)"),

@@ -122,6 +122,12 @@ class CaptureFailed(Exception):
         self.summary = summary
 
 
+# The default record length where the campaign file's (120 000) needs an option the base model
+# lacks: a TDS 400 without Option 1M stops at 30 000 points (docs/scopes/tektronix-tds.md) and
+# refuses 120 000 with 222,"Data out of range".
+BASE_RECORD_LENGTH = {"tektronix_tds": 30_000}
+
+
 def option_name(field_name: str) -> str:
     return OPTIONS.get(field_name, "--" + field_name.replace("_", "-"))
 
@@ -150,6 +156,8 @@ def capture_settings(resource: str, dialect: str = "tektronix_tds", mode: str = 
         raise TypeError(f"capture_settings: no setting {unknown[0]!r}")
     data = {"kind": "visa", "resource": resource, "dialect": dialect, "capture": mode,
             **{k: v for k, v in settings.items() if v is not None}}
+    if settings.get("record_length") is None and dialect in BASE_RECORD_LENGTH:
+        data["record_length"] = BASE_RECORD_LENGTH[dialect]  # a first command works on the base model
     try:
         return ScopeSettingsConfig.model_validate(data, context={"from_file": require_units})
     except ValidationError as exc:

@@ -716,3 +716,19 @@ def test_garbage_parquet_is_imported_or_refused(tmp_path_factory, columns) -> No
         return
     hw = pd.read_parquet(tmp / "out" / "runs" / "g" / "hw.parquet")
     assert (hw["width_s"] > 0).all() and (hw["acquisition"] >= 0).all() and np.isfinite(hw["start_s"].fillna(0)).all()
+
+
+def test_a_first_capture_with_defaults_works_on_a_base_tds(source, tmp_path) -> None:
+    """A TDS 400 without Option 1M (the sim limited to 30 000 points, as the base model) takes the
+    command's defaults: the default record length there is what it has (issue 28); asked for
+    120 000 it still refuses with its own error, named."""
+    with sim("tektronix_tds", source, max_record_length=30_000) as server:
+        ok = run_station("scope", "capture", "--resource", server.resource, "-n", "1",
+                         "--out", str(tmp_path / "base.csv"), timeout=120)
+        assert ok.returncode == 0, ok.stderr
+        sidecar = json.loads((tmp_path / "base.json").read_text())
+        applied = sidecar["settings_applied"]
+        assert applied.get("record_length") == 30_000, sidecar
+        big = run_station("scope", "capture", "--resource", server.resource, "-n", "1", "--record-length", "120000",
+                          "--out", str(tmp_path / "big.csv"), timeout=120)
+        assert big.returncode == 1 and "Data out of range" in big.stderr, big.stderr
