@@ -331,6 +331,9 @@ class Instrument(ABC):
     resource_name: str = ""
     # regex an *IDN? answer must match for this dialect ("" accepts any instrument)
     identity_pattern: str = ""
+    # instruments the pattern's family name also covers that speak another command tree:
+    # (pattern, why), refused by name before anything else is sent
+    refused_identities: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     @abstractmethod
@@ -452,6 +455,9 @@ def open_instrument(
                 detail=f"{what}: check that the {device} is on and connected, the address "
                 "and port in the resource string, and that no other program holds its session",
             ) from None
+        for pattern, why in getattr(cls, "refused_identities", ()):
+            if re.search(pattern, idn, re.IGNORECASE):
+                raise ScopeError("*IDN?", idn, resource=resource, detail=f"dialect {dialect!r}: {why}")
         if cls.identity_pattern and not re.search(cls.identity_pattern, idn, re.IGNORECASE):
             raise ScopeError(
                 "*IDN?",

@@ -102,7 +102,13 @@ class OutputPreamble(Preamble):
 class TektronixMSO(TektronixTDS):
     """An MSO 4/5/6 series oscilloscope over any VISA session."""
 
-    identity_pattern = r"^TEKTRONIX,\s*MSO[456]"
+    # MSO44/46, MSO54/56/58, MSO64 and their B versions, LPD64: two digits after the family
+    identity_pattern = r"^TEKTRONIX,\s*(MSO[456]\d|LPD6\d)[A-Z]?\s*,"
+    refused_identities = ((r"^TEKTRONIX,\s*(MSO|DPO)[2345]\d{3}",
+                           "an MSO/DPO2000-5000 series scope (four digits: MSO4104, MSO5204B …) has its own "
+                           "command tree (Tektronix's tm_devices models it apart from the 4/5/6 Series); this "
+                           "dialect speaks the MSO 4/5/6 Series (MSO44, MSO54, MSO64 …), and the station has no "
+                           "driver for the older series yet"),)
     encoding = "SRIbinary"
     preamble_type = OutputPreamble
 

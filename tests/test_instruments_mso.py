@@ -155,3 +155,28 @@ def test_a_tds_is_not_taken_for_an_mso() -> None:
     with sim_scope(PeriodicEdgeSource(), "tektronix_tds") as sim, pytest.raises(ScopeError) as caught:
         open_scope(sim.resource, dialect=DIALECT, timeout_s=1.0)
     assert "TDS 460A" in str(caught.value) and "dialect" in str(caught.value)
+
+
+@pytest.mark.parametrize("idn, accepted", [
+    ("TEKTRONIX,MSO54,C000001,CF:91.1CT FV:1.44.3.433", True),
+    ("TEKTRONIX,MSO64B,B010101,CF:91.1CT FV:2.0.3.950", True),
+    ("TEKTRONIX,MSO44,Q000002,CF:91.1CT FV:1.38.3", True),
+    ("TEKTRONIX,MSO4104,C010101,CF:91.1CT FV:v3.18", False),  # the older 4000 series: another tree
+    ("TEKTRONIX,MSO5204B,C012345,CF:91.1CT FV:10.8.3", False),
+    ("TEKTRONIX,DPO5054,C000001,CF:91.1CT FV:10.0.0", False),
+])
+def test_the_older_mso_series_is_refused_by_name(idn, accepted) -> None:
+    """MSO[456] also matched the MSO4000/5000 series, which speak another command tree: the dialect
+    takes the 4/5/6 Series and refuses the older ones by name, before sending anything else."""
+    from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
+
+    sim = SimScopeServer(PeriodicEdgeSource(seed=3), dialect="tektronix_mso", idn=idn)
+    with run_in_thread(sim):
+        if accepted:
+            with open_scope(sim.resource, dialect="tektronix_mso", timeout_s=2.0) as s:
+                assert s.identify() == idn
+        else:
+            with pytest.raises(ScopeError, match="2000-5000 series|expects an instrument matching") as caught:
+                open_scope(sim.resource, dialect="tektronix_mso", timeout_s=2.0)
+            assert idn.split(",")[1] in str(caught.value)
+            assert [c for c in sim.commands if c.strip()] == ["*IDN?"], sim.commands
