@@ -172,6 +172,7 @@ class KeysightInfiniiVision(ScpiScope):
     )
     data_source = Control(":WAVeform:SOURce?", ":WAVeform:SOURce {value}", str)
     data_format = Control(":WAVeform:FORMat?", ":WAVeform:FORMat {value}", str)
+    unsigned = Control(":WAVeform:UNSigned?", ":WAVeform:UNSigned {value}", flag, one_zero)
     points_mode = Control(
         ":WAVeform:POINts:MODE?",
         ":WAVeform:POINts:MODE {value}",
@@ -213,8 +214,14 @@ class KeysightInfiniiVision(ScpiScope):
         self.acquire_type = "normal"
         self.data_source = f"CHANnel{s.channel}"
         self.data_format = "BYTE"
+        # codes 0-255 around yreference 128: set, not left to *RST or to whoever used it last (a
+        # BYTE left signed reads every level 128 codes off)
+        self.unsigned = True
         self.points_mode = "raw"  # the acquisition record, not ~1000 screen points
         self.points = s.record_length
+        # stopped before the record length is read back: a running scope answers with what its
+        # screen holds (Keysight's guide: read :WAVeform:POINts? once the acquisition is done)
+        self.write(self.stop_command)
         volts_per_div = self.volts_per_div
         time_per_div = self.time_per_div
         applied = self._read_back(

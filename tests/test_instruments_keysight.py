@@ -52,6 +52,21 @@ def test_one_acquisition_is_scaled_with_the_preamble(scope: KeysightInfiniiVisio
     assert pre.y_origin == pytest.approx(2.0) and pre.x_origin == pytest.approx(wf.t0_s)
 
 
+def test_a_scope_left_with_signed_bytes_still_reads_right(scope: KeysightInfiniiVision,
+                                                          server: SimScopeServer) -> None:
+    """Another program (or a front-panel user) left :WAVeform:UNSigned 0: BYTE data then come
+    128 codes lower as signed bytes. configure() sets it (issue 28), so the volts are the same as
+    on a fresh scope, and the record length is read back once the scope is stopped."""
+    scope.write(":WAVeform:UNSigned 0")
+    applied = scope.configure(settings(record_length=10_000))
+    assert scope.unsigned is True
+    wf = scope.acquire_single()
+    check_timing(wf, server.acquisitions[-1], applied)  # levels 0 V and 3.3 V, as the probe sees them
+    log = server.commands
+    configure = log[log.index(":WAVeform:UNSigned 0;*ESR?") + 1:]
+    assert configure.index(":STOP;*ESR?") < configure.index(":WAVeform:POINts?")
+
+
 def test_preamble_and_holes_without_a_scope() -> None:
     pre = Preamble.parse("+0,+0,+1000,+1,+1.0E-09,-5.0E-07,+10,+4.0E-02,+1.0E+00,+128")
     assert pre.times_origin() == pytest.approx(-5.1e-7)  # t = (i − xref)·xinc + xorig at i = 0
@@ -107,8 +122,10 @@ def test_command_sequence(scope: KeysightInfiniiVision, server: SimScopeServer) 
         ":ACQuire:TYPE NORMal",
         ":WAVeform:SOURce CHANnel1",
         ":WAVeform:FORMat BYTE",
+        ":WAVeform:UNSigned 1",
         ":WAVeform:POINts:MODE RAW",
         ":WAVeform:POINts 5000",
+        ":STOP",
     ]
     readback = [
         ":CHANnel1:SCALe?",

@@ -654,8 +654,10 @@ KEYSIGHT_SETTINGS = [  # what configure() sends before choosing single records o
     (":ACQuire:TYPE NORMal;*ESR?", "+0"),
     (":WAVeform:SOURce CHANnel1;*ESR?", "+0"),
     (":WAVeform:FORMat BYTE;*ESR?", "+0"),
+    (":WAVeform:UNSigned 1;*ESR?", "+0"),  # not left to *RST or to the last user
     (":WAVeform:POINts:MODE RAW;*ESR?", "+0"),
     (":WAVeform:POINts 4000;*ESR?", "+0"),
+    (":STOP;*ESR?", "+0"),  # stopped before the record length is read back
     (":CHANnel1:SCALe?", "+1.00E+00"),
     (":TIMebase:SCALe?", "+250.0E-06"),
     (":CHANnel1:OFFSet?", "+2.00000E+00"),
@@ -682,8 +684,10 @@ KEYSIGHT_CONFIGURE_CH1_CH2 = [
     (":ACQuire:TYPE NORMal;*ESR?", "+0"),
     (":WAVeform:SOURce CHANnel1;*ESR?", "+0"),
     (":WAVeform:FORMat BYTE;*ESR?", "+0"),
+    (":WAVeform:UNSigned 1;*ESR?", "+0"),  # not left to *RST or to the last user
     (":WAVeform:POINts:MODE RAW;*ESR?", "+0"),
     (":WAVeform:POINts 4000;*ESR?", "+0"),
+    (":STOP;*ESR?", "+0"),  # stopped before the record length is read back
     (":CHANnel1:SCALe?", "+1.00E+00"),
     (":TIMebase:SCALe?", "+250.0E-06"),
     (":CHANnel1:OFFSet?", "+2.00000E+00"),

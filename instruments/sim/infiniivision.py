@@ -81,6 +81,7 @@ class KeysightSettings(Settings):
     points_mode: str = "NORMAL"
     points: int = 1000
     wave_format: str = "BYTE"
+    unsigned: bool = True  # :WAVeform:UNSigned; a BYTE left signed (0) comes out as code - 128
     acquire_mode: str = "RTIME"
     segment_count: int = 2
     segment_index: int = 1
@@ -184,6 +185,8 @@ class InfiniiVisionModel(TdsModel):
                 set=lambda a: setattr(s.ks, "data_source", _channel_arg(a)),
             ),
             Node("WAVeform:FORMat", get=lambda: s.ks.wave_format, set=s._set_format),
+            Node("WAVeform:UNSigned", get=lambda: s._bool(s.ks.unsigned),
+                 set=lambda a: setattr(s.ks, "unsigned", boolean(a))),
             Node(
                 "WAVeform:POINts:MODE",
                 get=lambda: _short(s.ks.points_mode),
@@ -347,6 +350,9 @@ class InfiniiVisionModel(TdsModel):
             key: tuple = (rec.info.number, channel, k)
         else:
             key = (rec.info.number, channel, "all")
+        if not self.ks.unsigned:  # two's complement: the same levels, 128 lower as signed bytes
+            codes = (codes.astype(np.int16) - 128).astype(np.int8)
+            key = (*key, "signed")
         return self._block(key, lambda: b"#8" + f"{codes.size:08d}".encode() + codes.tobytes())
 
 
