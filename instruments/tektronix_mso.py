@@ -26,7 +26,14 @@ from typing import ClassVar, Self
 
 import numpy as np
 
-from instruments.scope import NO_MEASUREMENT, Frames, ScopeDataError, ScopeSettings, WidthMeasurement
+from instruments.scope import (
+    NO_MEASUREMENT,
+    Frames,
+    ScopeDataError,
+    ScopeError,
+    ScopeSettings,
+    WidthMeasurement,
+)
 from instruments.scpi import (
     Control,
     count,
@@ -148,9 +155,21 @@ class TektronixMSO(TektronixTDS):
         return self._read_back(s, segments=frames)
 
     def _configure_measurement(self, s: ScopeSettings) -> None:
-        """MEAS1: the positive width of every pulse of the record, with its statistics."""
+        """MEAS1: the positive width of every pulse of the record, with its statistics. After
+        *RST no measurement exists on the 4/5/6 Series: MEAS1 is added (MEASUrement:ADDNew) unless
+        listed, and must be listed before it is used."""
+        if "MEAS1" not in self._measurements():
+            self.write('MEASUrement:ADDNew "MEAS1"')
+            listed = self._measurements()
+            if "MEAS1" not in listed:
+                raise ScopeError('MEASUrement:ADDNew "MEAS1"', ",".join(listed) or "NONE",
+                                 resource=self.resource_name, detail="MEAS1 is not listed after it was added")
         self.write("MEASUrement:MEAS1:TYPe PWIDth")
         self.write(f"MEASUrement:MEAS1:SOUrce1 CH{s.channel}")
+
+    def _measurements(self) -> list[str]:
+        reply = self.query("MEASUrement:LIST?").strip().strip('"')
+        return [] if reply.upper() in ("", "NONE") else [m.strip().strip('"').upper() for m in reply.split(",")]
 
     def acquire_measurement(self) -> WidthMeasurement:
         self._single_sequence()

@@ -377,10 +377,32 @@ def test_tds_error_during_measurement_is_reported_with_the_query() -> None:
 # --- Tektronix MSO: MEAS1 and its statistics -----------------------------------------------------
 MSO_MEASURE = [
     *MSO_CONFIGURE,
+    ("MEASUrement:LIST?", "NONE"),  # after *RST no measurement exists: MEAS1 is added, then checked
+    ('MEASUrement:ADDNew "MEAS1";*ESR?', "0"),
+    ("MEASUrement:LIST?", "MEAS1"),
     ("MEASUrement:MEAS1:TYPe PWIDth;*ESR?", "0"),
     ("MEASUrement:MEAS1:SOUrce1 CH1;*ESR?", "0"),
 ]
 MSO_RESULTS = "MEASUrement:MEAS1:RESUlts:CURRentacq:POPUlation?;MEAN?;MINimum?;MAXimum?"
+
+
+def test_mso_meas1_is_used_as_it_is_when_it_exists_and_refused_when_it_cannot_be_made() -> None:
+    with expected_protocol(TektronixMSO, [
+        *MSO_CONFIGURE,
+        ("MEASUrement:LIST?", "MEAS1,MEAS2"),  # a user's set-up: MEAS1 exists, nothing added
+        ("MEASUrement:MEAS1:TYPe PWIDth;*ESR?", "0"),
+        ("MEASUrement:MEAS1:SOUrce1 CH1;*ESR?", "0"),
+    ]) as scope:
+        scope.configure(asked(measurement=True))
+    with FakeResource([
+        *MSO_CONFIGURE,
+        ("MEASUrement:LIST?", "NONE"),
+        ('MEASUrement:ADDNew "MEAS1";*ESR?', "0"),
+        ("MEASUrement:LIST?", "NONE"),  # the instrument did not make it
+    ]) as fake:
+        scope = driver(TektronixMSO, fake)
+        with pytest.raises(ScopeError, match="MEAS1 is not listed after it was added"):
+            scope.configure(asked(measurement=True))
 
 
 def test_mso_measurement_statistics_in_one_message() -> None:

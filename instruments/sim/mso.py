@@ -92,6 +92,8 @@ class MsoSettings(Settings):
     frame_count: int = 2
     frame_start: int = 1
     frame_stop: int = 0  # 0: MAX, the last frame
+    # the measurements that exist: none after *RST (the 4/5/6 Series' MEASUrement:ADDNew makes one)
+    measurements: list[str] = field(default_factory=list)
 
 
 class MsoModel(TdsModel):
@@ -176,11 +178,14 @@ class MsoModel(TdsModel):
                  set=lambda a: s._set_frame("frame_stop", a)),
             Node("WFMOutpre:NR_FR", get=lambda: str(len(s._frame_range(s._source_record(None)[0])))),
             Node("CURVe", get=s._frames_curve),
-            Node("MEASUrement:MEAS<n>:TYPe", get=lambda n: s._kw(s.ms.measure_type),
-                 set=lambda a, n: s._set_measure_type(a)),
-            Node("MEASUrement:MEAS<n>:SOUrce<n>", get=lambda n, m: f"CH{s.ms.measure_source}",
-                 set=lambda a, n, m: setattr(s.ms, "measure_source", s._channel_arg(a))),
-            *[Node(f"MEASUrement:MEAS<n>:RESUlts:CURRentacq:{stat}", get=lambda n, stat=stat: s._result(stat))
+            Node("MEASUrement:ADDNew", set=s._add_measurement),
+            Node("MEASUrement:LIST", get=lambda: ",".join(s.ms.measurements) or "NONE"),
+            Node("MEASUrement:MEAS<n>:TYPe", get=lambda n: s._kw(s._measured(n).measure_type),
+                 set=lambda a, n: s._measured(n) and s._set_measure_type(a)),
+            Node("MEASUrement:MEAS<n>:SOUrce<n>", get=lambda n, m: f"CH{s._measured(n).measure_source}",
+                 set=lambda a, n, m: setattr(s._measured(n), "measure_source", s._channel_arg(a))),
+            *[Node(f"MEASUrement:MEAS<n>:RESUlts:CURRentacq:{stat}",
+                   get=lambda n, stat=stat: s._measured(n) and s._result(stat))
               for stat in ("POPUlation", "MEAN", "MINimum", "MAXimum")],
             Node("WFMOutpre", get=lambda: s._outpre(None), headers=False),
             *[Node(f"WFMOutpre:{f}", get=lambda f=f: s._outpre(f)) for f in PREAMBLE_FIELDS],
@@ -195,6 +200,20 @@ class MsoModel(TdsModel):
 
     def _set_offset(self, arg: str, n: int) -> None:
         self._channel(n).offset = bounded(arg, OFFSET_RANGE)
+
+    def _add_measurement(self, arg: str) -> None:
+        name = arg.strip().strip('"').upper()
+        if not name.startswith("MEAS") or not name[4:].isdigit():
+            raise Fault(222, "Data out of range")
+        if name not in self.ms.measurements:
+            self.ms.measurements.append(name)
+
+    def _measured(self, n: int) -> MsoSettings:
+        """The settings, once MEAS<n> exists; an execution error before (assumed: after *RST no
+        measurement exists, and this sim does not create one implicitly; the driver adds it)."""
+        if f"MEAS{n}" not in self.ms.measurements:
+            raise Fault(221, f"Settings conflict; MEAS{n} does not exist")
+        return self.ms
 
     def _result(self, stat: str) -> str:
         """MEAS1's statistics over every pulse of the last acquisition (9.9E37 without one)."""
