@@ -125,6 +125,7 @@ class TektronixMSO(TektronixTDS):
         "HORizontal:MODe?", "HORizontal:MODe {value}", from_keyword(HORIZONTAL_MODES), keyword(HORIZONTAL_MODES)
     )
     time_per_div = Control("HORizontal:SCAle?", "HORizontal:SCAle {value:.9g}", positive)
+    delay_mode = Control("HORizontal:DELay:MODe?", "HORizontal:DELay:MODe {value}", flag, on_off)
     trigger_position_pct = Control(
         "HORizontal:POSition?", "HORizontal:POSition {value:.9g}", real, in_range(0.0, 100.0)
     )
@@ -208,6 +209,9 @@ class TektronixMSO(TektronixTDS):
 
     def _configure_horizontal(self, s: ScopeSettings) -> None:
         self.horizontal_mode = "manual"  # record length and scale as set, not traded for each other
+        # delay mode ON keeps the trigger at 50 % whatever HORizontal:POSition says: off, so the
+        # position places it (not left to *RST's default or the last user)
+        self.delay_mode = False
         super()._configure_horizontal(s)
 
 

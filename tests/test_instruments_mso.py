@@ -84,6 +84,7 @@ def test_command_sequence(scope: TektronixMSO, server: SimScopeServer) -> None:
         "CH1:POSition -2",
         "CH1:OFFSet 0",
         "HORizontal:MODe MANual",
+        "HORizontal:DELay:MODe OFF",
         "HORizontal:RECOrdlength 5000",
         "HORizontal:SCAle 5e-05",
         "HORizontal:POSition 10",

@@ -433,6 +433,7 @@ MSO_SETTINGS = [  # what configure() sends before choosing single records or Fas
     ("CH1:POSition -2;*ESR?", "0"),
     ("CH1:OFFSet 0;*ESR?", "0"),
     ("HORizontal:MODe MANual;*ESR?", "0"),
+    ("HORizontal:DELay:MODe OFF;*ESR?", "0"),  # ON would keep the trigger at 50 %
     ("HORizontal:RECOrdlength 4000;*ESR?", "0"),
     ("HORizontal:SCAle 0.00025;*ESR?", "0"),
     ("HORizontal:POSition 10;*ESR?", "0"),
@@ -466,6 +467,7 @@ MSO_CONFIGURE_CH1_CH2 = [
     ("CH2:POSition -2;*ESR?", "0"),
     ("CH2:OFFSet 0;*ESR?", "0"),
     ("HORizontal:MODe MANual;*ESR?", "0"),
+    ("HORizontal:DELay:MODe OFF;*ESR?", "0"),  # ON would keep the trigger at 50 %
     ("HORizontal:RECOrdlength 4000;*ESR?", "0"),
     ("HORizontal:SCAle 0.00025;*ESR?", "0"),
     ("HORizontal:POSition 10;*ESR?", "0"),

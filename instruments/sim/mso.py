@@ -88,6 +88,9 @@ class MsoSettings(Settings):
     data_stop: int = 10_000
     trigger_levels: dict[int, float] = field(default_factory=_default_levels)
     horizontal_mode: str = "AUTO"
+    # HORizontal:DELay:MODe: ON keeps the trigger at 50 % whatever HORizontal:POSition says (the
+    # delay moves the record instead); ON after *RST here, so a driver must set it
+    delay_mode: bool = True
     fastframe: bool = False
     frame_count: int = 2
     frame_start: int = 1
@@ -139,6 +142,8 @@ class MsoModel(TdsModel):
                 get=lambda: s._kw(s.s.horizontal_mode),
                 set=lambda a: setattr(s.s, "horizontal_mode", choice(a, ("AUTO", "CONStant", "MANual"))),
             ),
+            Node("HORizontal:DELay:MODe", get=lambda: s._bool(s.s.delay_mode),
+                 set=lambda a: setattr(s.s, "delay_mode", boolean(a))),
             Node(
                 "HORizontal:POSition",
                 get=lambda: nr3(s.s.trigger_position_pct),
@@ -190,6 +195,10 @@ class MsoModel(TdsModel):
             Node("WFMOutpre", get=lambda: s._outpre(None), headers=False),
             *[Node(f"WFMOutpre:{f}", get=lambda f=f: s._outpre(f)) for f in PREAMBLE_FIELDS],
         ]
+
+    def _trigger_position(self, s: Settings) -> float:
+        assert isinstance(s, MsoSettings)
+        return 50.0 if s.delay_mode else s.trigger_position_pct
 
     def _trigger_level(self, s: Settings) -> float:
         assert isinstance(s, MsoSettings)

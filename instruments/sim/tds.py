@@ -558,7 +558,7 @@ class TdsModel:
             return
         n = s.record_length
         dt_ns = 10.0 * s.time_per_div / n * 1e9
-        pt_off = min(int(round(s.trigger_position_pct / 100.0 * n)), n - 1)
+        pt_off = min(int(round(self._trigger_position(s) / 100.0 * n)), n - 1)
         # the scope fills the pre-trigger part of the record before it accepts a trigger
         self._trigger_state = "ARMED"
         search_from = self.source.now_ns() + int(math.ceil(pt_off * dt_ns))
@@ -617,7 +617,7 @@ class TdsModel:
         digitized as soon as their time has passed, as the instrument's memory fills."""
         n = s.record_length
         dt_ns = 10.0 * s.time_per_div / n * 1e9
-        pt_off = min(int(round(s.trigger_position_pct / 100.0 * n)), n - 1)
+        pt_off = min(int(round(self._trigger_position(s) / 100.0 * n)), n - 1)
         pre_ns, post_ns = pt_off * dt_ns, (n - 1 - pt_off) * dt_ns
         settle = max(self.signal.ramp_ns(True), self.signal.ramp_ns(False))
         channels = {c: chan for c, chan in s.channels.items() if chan.displayed}
@@ -694,6 +694,10 @@ class TdsModel:
 
     def _digitize(self, volts: np.ndarray, chan: Channel) -> np.ndarray:
         return digitize(volts, chan.scale, chan.position, chan.offset)
+
+    def _trigger_position(self, s: Settings) -> float:
+        """Where in the record (percent) the trigger sits, as the acquisition places it."""
+        return s.trigger_position_pct
 
     def _trigger_error(self) -> float:
         return float(self._trigger_rng.normal(0.0, self.trigger_error_ns)) if self.trigger_error_ns > 0 else 0.0
