@@ -78,7 +78,7 @@ AUTO_TRIGGER_NS = 100_000_000  # TRIGger:MAIn:MODe AUTO fires by itself after th
 # the sample part is the sample clock's free-running phase (modelled apart), so 0.5 ns puts the rest
 # at 2σ. An assumption for the older and cheaper models, documented in docs/twin.md.
 TRIGGER_ERROR_NS = 0.5
-MEASURE_STEPS = 8  # a measurement interpolates each crossing to 1/8 of a sample
+MEASURE_HYSTERESIS = 0.1  # of the amplitude, around the measurement's 50 % reference
 NO_MEASUREMENT = "9.9E37"  # the reply to a measurement without a valid value
 
 # *ESR? bits
@@ -104,6 +104,35 @@ def esr_bit(code: int) -> int:
     if 400 <= code < 500:
         return QYE
     return 0
+
+
+def _mode(values: np.ndarray) -> float:
+    """The most common digitizer code (a histogram mode: a level, as the scope finds it)."""
+    v = np.rint(values).astype(np.int64)
+    counts = np.bincount(v - v.min())
+    return float(np.argmax(counts) + v.min())
+
+
+def _crossings(codes: np.ndarray, ref: float, hyst: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rising and falling crossings of `ref` (fractional sample indices, linear between the two
+    samples around each), counted only once the signal has gone `hyst` past `ref` on the other
+    side (noise near the reference makes no extra edge), and only after the record's first
+    settled state: a pulse already running at sample 0 is not complete."""
+    above, below = codes > ref + hyst, codes < ref - hyst
+    settled = np.flatnonzero(above | below)
+    if not len(settled):
+        return np.empty(0), np.empty(0)
+    side = np.where(above[settled], 1, -1)
+    change = np.flatnonzero(np.diff(side)) + 1  # where the settled side flips
+    ups, downs = [], []
+    for i, new in zip(settled[change], side[change], strict=True):
+        j = i  # back to the last sample on the other side of ref: the crossing lies after it
+        while j > 0 and (codes[j - 1] > ref) == (new == 1):
+            j -= 1
+        a, b = codes[j - 1], codes[j]
+        t = (j - 1) + (ref - a) / (b - a) if b != a else float(j)
+        (ups if new == 1 else downs).append(t)
+    return np.asarray(ups), np.asarray(downs)
 
 
 def round_time_per_div(value: float) -> float:
@@ -737,28 +766,34 @@ class TdsModel:
 
     def measured_widths_ns(self, channel: int) -> np.ndarray:
         """The positive widths (ns) of the complete pulses of the last record on `channel`, in
-        order, as the instrument's measurement finds them: each crossing of the mid level
-        interpolated to MEASURE_STEPS of a sample (the edge's 50 % point is its time here).
-        A segmented record is measured on its first frame."""
+        order, as the instrument's measurement finds them in its own digitized record (not from
+        the true edges): the low and high levels are the histogram modes of the record's lower
+        and upper halves, the reference is 50 % between them with a hysteresis of
+        MEASURE_HYSTERESIS of the amplitude, and each crossing is interpolated linearly between
+        the two samples around it, the method the vendors document for their pulse-width
+        measurement. So the measurement carries the record's noise, quantization and sample
+        phase, as a real one does. A segmented record is measured on its first frame."""
         rec = self.record
         if rec is None:
             raise Fault(221, "Settings conflict; no waveform acquired")
-        info = rec.info
-        t0 = info.first_sample_ns
-        t1 = t0 + (info.record_length - 1) * info.dt_ns
-        source = self.sources.get(channel)
-        if source is None:
+        if channel not in rec.codes:
             return np.empty(0)
-        pulses = np.asarray(source.edges(int(math.floor(t0)), int(math.ceil(t1)) + 1), dtype=np.int64).reshape(-1, 2)
-        pulses = pulses[np.argsort(pulses[:, 0], kind="stable")].astype(np.float64)
-        idle, active = self.signal.levels
-        if active < idle:  # an active-low line is high between its pulses
-            pulses = np.stack([pulses[:-1, 1], pulses[1:, 0]], axis=1)
-        complete = pulses[(pulses[:, 0] >= t0) & (pulses[:, 1] <= t1)]
-        step = info.dt_ns / MEASURE_STEPS
-        lead = np.ceil((complete[:, 0] - t0) / step)
-        trail = np.ceil((complete[:, 1] - t0) / step)
-        return (trail - lead) * step
+        codes = rec.codes[channel]
+        codes = (codes[0] if codes.ndim == 2 else codes).astype(np.float64)
+        if codes.size < 3:
+            return np.empty(0)
+        mid_code = (codes.min() + codes.max()) / 2
+        low = _mode(codes[codes <= mid_code])
+        high = _mode(codes[codes > mid_code]) if (codes > mid_code).any() else low
+        if high - low < 2:  # no pulse: a flat record (noise only)
+            return np.empty(0)
+        ref, hyst = (low + high) / 2, MEASURE_HYSTERESIS * (high - low)
+        up, down = _crossings(codes, ref, hyst)
+        if not len(up) or not len(down):
+            return np.empty(0)
+        down = down[down > up[0]]
+        n = min(len(up), len(down))
+        return (down[:n] - up[:n]) * rec.info.dt_ns
 
     # --- waveform transfer ----------------------------------------------------------------
     def _transfer_range(self, n: int) -> tuple[int, int]:
