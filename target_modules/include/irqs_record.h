@@ -67,13 +67,13 @@ struct irqs_record_v1 {
  * The size check is the compiler's, not the kernel's: <linux/build_bug.h> came
  * with Linux 4.13 and the one-argument static_assert() with 5.1, while the
  * RTAI modules build on 3.x kernels (RTAI 3.9 on 3.4.55).  _Static_assert is
- * gcc's from 4.6 in every -std mode; before it, a negative array size.
+ * gcc's from 4.6 in every -std mode; before it, an array of negative size.
  */
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L || \
 	defined(__GNUC__) && (__GNUC__ > 4 || (__GNUC__ == 4 && __GNUC_MINOR__ >= 6))
 _Static_assert(sizeof(struct irqs_record_v1) == IRQS_RECORD_SIZE, "record size");
 #else
-typedef char irqs_record_v1_size_check[sizeof(struct irqs_record_v1) == IRQS_RECORD_SIZE ? 1 : -1];
+extern char irqs_record_v1_size_check[sizeof(struct irqs_record_v1) == IRQS_RECORD_SIZE ? 1 : -1];
 #endif
 
 #endif /* IRQS_RECORD_H */
