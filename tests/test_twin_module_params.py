@@ -12,7 +12,7 @@ import pytest
 
 from station.target import TargetError, modules
 from station.target.ssh import TargetConnection
-from station.twin.module_params import MODULE_FILES, SOURCES, module_rules, parse_rules
+from station.twin.module_params import MODULE_FILES, module_rules, parse_rules, sources
 from tests.test_twin_ssh import _endpoint
 
 
@@ -52,9 +52,9 @@ def _differences(root) -> list[str]:
 
 
 def test_a_changed_range_in_the_c_is_a_difference_with_the_twin(tmp_path):
-    assert _differences(SOURCES) == []
+    assert _differences(sources()) == []
     copy = tmp_path / "target_modules"
-    shutil.copytree(SOURCES, copy, ignore=shutil.ignore_patterns("*.o", "*.ko", ".*"))
+    shutil.copytree(sources(), copy, ignore=shutil.ignore_patterns("*.o", "*.ko", ".*"))
     header = copy / "rtai" / "rtai_common.h"
     header.write_text(header.read_text().replace("(16U * IRQS_RECORD_SIZE)", "(32U * IRQS_RECORD_SIZE)"))
     assert [d.split(":")[0] for d in _differences(copy)] == ["rtai_lpt_latency.fifo_size",

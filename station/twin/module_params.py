@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-SOURCES = Path(__file__).resolve().parents[2] / "target_modules"
 # each module: its own source, then the shared files its checks live in (in include order)
 MODULE_FILES = {
     "rtai_lpt_latency": ("rtai/rtai_lpt_latency.c", "rtai/rtai_common.h", "include/irqs_params.h",
@@ -159,7 +158,15 @@ def parse_rules(texts: list[str]) -> ModuleRules:
                         for name, kind in kinds.items()})
 
 
+def sources() -> Path:
+    """The module sources the station ships (installed: its package's copy; else the checkout's)."""
+    from station.vm.latency_modules import module_sources
+
+    return module_sources()
+
+
 @cache
-def module_rules(stem: str, root: Path = SOURCES) -> ModuleRules:
-    """The parameter rules of module `stem`, read from the sources under `root`."""
+def module_rules(stem: str, root: Path | None = None) -> ModuleRules:
+    """The parameter rules of module `stem`, read from the sources under `root` (the shipped ones)."""
+    root = root or sources()
     return parse_rules([(root / rel).read_text() for rel in MODULE_FILES[stem]])
