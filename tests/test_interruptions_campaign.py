@@ -560,7 +560,9 @@ def test_on_the_rt_kernel_rtla_osnoise_sees_the_holds_the_detector_sees(rt_vm, t
     # longest single noise is at least the shortest hold
     o = run["osnoise"]
     record_property("rt", f"osnoise {o}")
-    assert o["cpu"] == 1 and o["duration_s"] == 6
+    # rtla's loop wakes once a second: it stops at the first wake-up past -d, and reports the whole
+    # seconds it ran: the 6 asked or, on a loaded host, one more (CI r3 under a CPU hog: 7)
+    assert o["cpu"] == 1 and o["duration_s"] in (6, 7), o
     fewest = _fewest_in_window([h.due_ns for h in log.holds], o["duration_s"] * 1e9)
     assert o["irq"] >= fewest, (o, fewest)
     assert o["max_single_us"] * 1e3 >= min(h.end_ns - h.start_ns for h in log.holds) - RES_NS, o
