@@ -114,6 +114,7 @@ class ScpiSession:
                         big_endian=big_endian,
                         termination=end if i == count - 1 else b"",
                         read_into=None if reader is None else read_into,
+                        separator=b";" if i else b"",
                     )
                     for i in range(count)
                 ]
@@ -337,8 +338,11 @@ def read_block(
     big_endian: bool = True,
     termination: bytes = b"\n",
     read_into: Callable[[memoryview], int] | None = None,
+    separator: bytes = b"",
 ) -> np.ndarray:
-    """Read `#<n><length><data>` (or `#0<data>`) holding exactly `points` samples of `datatype`.
+    """Read `#<n><length><data>` (or `#0<data>`) holding exactly `points` samples of `datatype`;
+    `separator` (one byte) may come first: it is skipped (a FastFrame reply may separate its
+    frames' blocks with ';', as program message units are; back to back is taken too).
 
     `read(count)` returns up to `count` bytes of the reply (VISA's read_bytes
     returns them all or times out); fewer means the reply ended. `read_into`,
@@ -365,6 +369,8 @@ def read_block(
     expected = points * width
     # one byte at a time: an empty or short reply must not leave us waiting for a second one
     head = _read_exactly(read, 1, command, "block header")
+    if separator and head == separator:
+        head = _read_exactly(read, 1, command, "block header")
     if head != b"#":
         raise ScopeDataError(
             command,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from instruments.scope import ScopeError, ScopeTimeout, open_scope
@@ -181,3 +182,21 @@ def test_the_older_mso_series_is_refused_by_name(idn, accepted) -> None:
                 open_scope(sim.resource, dialect="tektronix_mso", timeout_s=2.0)
             assert idn.split(",")[1] in str(caught.value)
             assert [c for c in sim.commands if c.strip()] == ["*IDN?"], sim.commands
+
+
+@pytest.mark.parametrize("separator", [b"", b";"], ids=["back-to-back", "semicolons"])
+def test_fastframe_frames_read_whichever_way_the_blocks_are_framed(separator: bytes, source) -> None:  # noqa: ANN001
+    """The twin sends a FastFrame CURVe? either way an MSO might (blocks back to back, or ';'
+    between them); over real TCP the driver reads the same frames, each on the source's grid."""
+    from instruments.sim import run_in_thread
+
+    sim = SimScopeServer(source, seed=7, dialect="tektronix_mso")
+    sim.model.frame_separator = separator
+    with run_in_thread(sim), open_scope(sim.resource, dialect="tektronix_mso", timeout_s=5.0) as scope:
+        scope.reset()
+        scope.configure(settings(time_per_div=2.5e-6, record_length=1000, segments=20, trigger_position_pct=10.0))
+        frames = scope.acquire_frames()
+    info = sim.acquisitions[-1]
+    assert len(frames) == info.frames == 20
+    ticks = np.rint(frames.trigger_s * 1e9 / source.period_ns)
+    assert np.allclose(frames.trigger_s * 1e9, ticks * source.period_ns, atol=1.0 * 1e3)

@@ -142,14 +142,21 @@ def test_mso_fastframe_count_clamped_by_the_instrument() -> None:
     assert scope.applied is applied
 
 
+# the frames' blocks back to back, or separated by ';' as program message units are (which one an
+# MSO sends is undocumented; tm_devices splits multi-frame ASCII replies on ';'): both are taken
+MSO_CURVE_3_FRAMES_SEPARATED = b";".join(b"#45000" + f * 1000 for f in MSO_FRAMES) + b"\n"
+
+
+@pytest.mark.parametrize("curve", [MSO_CURVE_3_FRAMES, MSO_CURVE_3_FRAMES_SEPARATED],
+                         ids=["back-to-back", "semicolons"])
 @pytest.mark.parametrize("stamps", [STAMPS_4_5_6, STAMPS_DPO], ids=["4-5-6-series", "dpo"])
-def test_mso_acquire_frames(stamps: str) -> None:
+def test_mso_acquire_frames(stamps: str, curve: bytes) -> None:
     with expected_protocol(TektronixMSO, [
         *MSO_FASTFRAME_3,
         *MSO_ARMED,
         ("WFMOutpre?", MSO_PREAMBLE_CH1),  # NR_PT per frame, XZERO frame 1's
         ("HORizontal:FASTframe:TIMEStamp:ALL?", stamps),
-        ("CURVe?", MSO_CURVE_3_FRAMES),
+        ("CURVe?", curve),
     ]) as scope:
         scope.configure(asked(segments=3))
         frames = scope.acquire_frames()

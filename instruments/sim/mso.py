@@ -100,6 +100,10 @@ class MsoSettings(Settings):
 
 
 class MsoModel(TdsModel):
+    # between a FastFrame CURVe? reply's frame blocks: nothing (back to back) or b";" (how program
+    # message units are separated; tm_devices splits multi-frame ASCII replies there): which one the
+    # instrument sends is undocumented, so the twin can send either and the driver takes both
+    frame_separator: bytes = b""
     settings_type = MsoSettings
     default_idn = DEFAULT_IDN
     default_bus = "gigabit"  # its own interface (instruments/sim/bus.py)
@@ -264,7 +268,7 @@ class MsoModel(TdsModel):
         encoding, width = self.s.encoding, self.s.width
         key = (rec.info.number, channel, start, stop, encoding, width, frames.start, frames.stop)
         codes = rec.codes[channel]
-        return self._block(key, lambda: b"".join(
+        return self._block((*key, self.frame_separator), lambda: self.frame_separator.join(
             encode_curve(codes[f - 1][start - 1 : stop], encoding, width) for f in frames))
 
     def _time_stamps(self) -> str:
