@@ -387,6 +387,18 @@ def test_rt_throttling_is_named_from_the_kernels_budget_and_its_period_grid():
         assert not any(g.cause == "throttled" for g in fresh)
 
 
+def test_a_throttling_stop_in_the_detectors_bookkeeping_is_counted_as_one():
+    """The kernel stops the loop once a period; a stop that falls while the detector writes its
+    records is a blind span, not a gap: on the throttled gaps' grid and as long, it is throttling's."""
+    throttling = ig.Throttling(950_000, 1_000_000)
+    gaps = [_gap(k * 1_000_000_000 + 41_000_000, 50_000_000, "throttled") for k in (1, 3, 4)]
+    blind = [(2 * 1_000_000_000 + 91_700_000, 51_700_000),  # the missing period's stop, 0.7 ms late
+             (2 * 1_000_000_000 + 500_000_000, 51_000_000),  # as long, off the grid
+             (3 * 1_000_000_000 + 91_000_000, 300_000)]  # on the grid, a bookkeeping hiccup
+    assert ig.throttled_blind_spans(gaps, blind, throttling) == 1
+    assert ig.throttled_blind_spans(gaps, blind, None) == 0
+
+
 @given(st.dictionaries(st.sampled_from(["rt_runtime_us", "rt_period_us"]), st.text(max_size=12)))
 def test_throttling_facts_take_any_text(facts):
     t = ig.Throttling.from_facts(facts)

@@ -500,10 +500,13 @@ def test_rt_throttling_is_named_when_the_kernel_throttles_and_only_then(local, w
         assert not any("RT throttling" in n for n in report["notes"])  # nor the spoiler
         return
     rest_ms = (period_us - runtime_us) / 1e3
-    # the kernel stops the loop once a period: one less than the whole periods measured (the first is partial)
+    # the kernel stops the loop once a period: one less than the whole periods measured (the first is
+    # partial); each stop is a gap, or a blind span when it fell while the detector wrote its records
+    # (CI r4: one of four)
     stops = [g for g in gaps if g.duration_ns / 1e6 >= 0.5 * rest_ms]
-    assert entry["by_cause"]["throttled"] >= int(entry["measured_s"] * 1e6 / period_us) - 1, (entry["by_cause"],
-        [(g.cause, g.duration_ns) for g in stops])
+    seen = entry["by_cause"]["throttled"] + entry["throttled_blind_spans"]
+    assert seen >= int(entry["measured_s"] * 1e6 / period_us) - 1, (entry["by_cause"], entry["throttled_blind_spans"],
+                                                                  [(g.cause, g.duration_ns) for g in stops])
     throttled = [r for r in entry["groups"] if r["cause"] == "throttled"]
     # at most the period's rest, plus the period timer's lateness (up to 7 ms seen on a loaded VM)
     assert throttled and throttled[0]["max_us"] <= 1.2 * rest_ms * 1e3

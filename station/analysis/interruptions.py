@@ -322,6 +322,25 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     return len(best)
 
 
+def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]], throttling: Throttling | None) -> int:
+    """How many of the detector's blind spans (bookkeeping the CPU was taken from: (end, length))
+    are RT throttling's stops: as long as one, ending on the grid the throttled gaps end on. A
+    stop that falls while the detector writes its records is seen only as such a span."""
+    ends = [g.end_ns for g in gaps if g.cause == "throttled"]
+    if throttling is None or not ends:
+        return 0
+    period = throttling.period_us * 1000
+    grid = max(THROTTLE_GRID_SHARE * throttling.rest_ns, THROTTLE_GRID_MIN_NS)
+    phases = np.asarray(ends, dtype=np.float64) % period
+    ref = float(np.median(phases))
+    count = 0
+    for end, length in blind:
+        off = (end % period - ref + period / 2) % period - period / 2
+        if grid <= length <= throttling.rest_ns + grid and abs(off) <= grid:
+            count += 1
+    return count
+
+
 def periodicity(starts_ns: list[int]) -> dict[str, Any]:
     """The period of the arrivals and whether they keep to it (a fixed period points at a timer:
     firmware's, the kernel's, a device's). An occurrence the detector did not see on its own (in
@@ -421,7 +440,10 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     if by_cause.get("throttled"):
         n_thr = by_cause["throttled"]
         worst = max((r["max_us"] for r in rows if r["cause"] == "throttled"), default=None)
-        parts.append(f"{n_thr} stop{'s' if n_thr != 1 else ''} by RT throttling (up to {_fmt_us(worst)}: "
+        in_blind = summary.get("throttled_blind_spans") or 0
+        parts.append(f"{n_thr} stop{'s' if n_thr != 1 else ''} by RT throttling"
+                     + (f" and {in_blind} more while the detector wrote its records" if in_blind else "")
+                     + f" (up to {_fmt_us(worst)}: "
                      f"{summary['throttling']}; to measure without it, set "
                      "/proc/sys/kernel/sched_rt_runtime_us to -1 for the run)")
     if by_cause.get("preempted"):
@@ -516,6 +538,7 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     throttling = Throttling.from_facts(facts)
     mark_throttled(gaps, throttling, run.gaps.priority)
     summary = summarise(run, gaps)
+    summary["throttled_blind_spans"] = throttled_blind_spans(gaps, run.gaps.blind, throttling)
     summary["throttling"] = throttling.sentence() if throttling is not None else None
     summary["virtual_machine"] = virtualization.judge(facts).virtual
     summary["osnoise"] = osnoise_side(run_dir, run.gaps.cpu, run.problems)
