@@ -239,6 +239,9 @@ def test_one_cyclictest_campaign_of_several_targets_compares_its_targets(tmp_pat
     (ct / "campaign.json").write_text(json.dumps(campaign))
     result = api.compare_campaigns([ct])
     assert [c["target"] for c in result["cyclictest"]["columns"]] == ["box-a", "box-b"]
+    # and each target after the first is tested against it (the same output: no difference)
+    [test] = result["cyclictest"]["tests"]
+    assert (test["column"], test["baseline"], test["significant"]) == ("two · box-b", "two · box-a", False)
 
 
 def test_a_worst_case_outside_the_baselines_interval_is_called_out() -> None:

@@ -306,3 +306,13 @@ def test_sparse_section_renders(tmp_path: Path) -> None:
     assert [c["text"] for c in row] == ["rt", "42", DASH] and row[0]["badges"] == []
     assert not any(k.startswith("figures/") for k in paths)
     assert "no cyclictest on the target" in paths["report.md"].read_text(encoding="utf-8")
+
+
+def test_overflows_without_a_known_maximum_are_never_drawn_as_one() -> None:
+    """A thread whose cycles overflowed but whose maximum cyclictest did not print: the largest
+    in-range bucket is not its maximum, so no max line there; the edge marker says it is beyond."""
+    from station.report.cyclictest_figures import Curve, latency_plot_svg
+
+    svg = latency_plot_svg({"thread 0": Curve(np.array([5, 6, 7]), np.array([10, 5, 1]), None, 3)}, "t", "x")
+    assert "max beyond the range" in svg and 'id="x-overflow-0"' in svg and 'id="x-max-0"' not in svg
+    assert "max 7 µs" not in svg

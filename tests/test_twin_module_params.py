@@ -74,3 +74,14 @@ def test_the_rules_are_the_c_checks_read_as_ranges():
     mainline = module_rules("lpt_latency").params
     assert (mainline["bufsize"].low, mainline["bufsize"].high, mainline["bufsize"].power_of_two) == (16, 4 << 20, True)
     assert module_rules("lpt_latency").check({"bufsize": "1000"}) == "bufsize=1000 invalid: a power of two"
+
+
+def test_numbers_and_counters_as_the_kernel_takes_them():
+    """kstrto*() with base 0: 0x64 is 100 and 010 is 8 (Python's int(…, 0) refuses the latter); a
+    module_param_cb counter (dropped, missed) cannot be set at load."""
+    from station.twin.module_params import kernel_int
+
+    assert (kernel_int("0x64"), kernel_int("010"), kernel_int("-1"), kernel_int("100")) == (100, 8, -1, 100)
+    rules = module_rules("rtai_lpt_latency")
+    assert rules.check({"period_us": "0x64", "fifo": "010"}) is None
+    assert rules.check({"dropped": "0"}) == "dropped is a read-only counter"

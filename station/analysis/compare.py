@@ -266,8 +266,11 @@ def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], case
     base_label = infos[0].label
     tests = []
     for col in columns:
-        base = next((c for c in columns if c["campaign"] == base_label and c["target"] == col["target"]), columns[0])
-        if base is col:
+        base = next((c for c in columns if c["campaign"] == base_label and c["target"] == col["target"]
+                     and c is not col), None)
+        if base is None and col["campaign"] == base_label:  # the baseline campaign's own other targets
+            base = columns[0]
+        if base is None or base is col:
             continue
         for case in cases:
             a = _ct_histogram(by_label[base["campaign"]], base["target"], case)

@@ -52,6 +52,8 @@ MAX_MISSED = 2  # occurrences in a row a periodic source may go unseen and still
 THROTTLE_GRID_SHARE = 0.2
 THROTTLE_GRID_MIN_NS = 1_000_000
 THROTTLE_MIN = 2
+THROTTLE_MIN_SHARE = 0.5  # a throttled gap is at least this share of the rest
+THROTTLE_COVERAGE = 0.5  # of the run's whole periods (but the first) the family must cover
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,8 @@ def attribute(run: RunOutputs) -> list[Attributed]:
     return result
 
 
-def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priority: int | None) -> int:
+def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priority: int | None,
+                   span_ns: int | None = None) -> int:
     """Re-attribute to RT throttling the gaps it explains, in place; returns how many. Only for
     a real-time loop (priority > 0) with throttling on: gaps not taken by interrupts or counted
     SMIs, no longer than the period's unbudgeted rest, whose ends fall on one grid of the period
@@ -304,8 +307,9 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     period = throttling.period_us * 1000
     grid = max(THROTTLE_GRID_SHARE * throttling.rest_ns, THROTTLE_GRID_MIN_NS)
     longest = throttling.rest_ns + grid
-    candidates = [g for g in gaps if g.cause in ("preempted", "unexplained") and g.duration_ns <= longest
-                  and g.duration_ns >= grid]
+    # a throttled stop lasts about the rest: shorter only by what higher-priority work took of it
+    shortest = max(grid, THROTTLE_MIN_SHARE * throttling.rest_ns)
+    candidates = [g for g in gaps if g.cause in ("preempted", "unexplained") and shortest <= g.duration_ns <= longest]
     if len(candidates) < THROTTLE_MIN:
         return 0
     phases = np.asarray([g.end_ns % period for g in candidates], dtype=np.float64)
@@ -315,7 +319,10 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
         members = [g for g, o in zip(candidates, off, strict=True) if abs(o) <= grid]
         if len(members) > len(best):
             best = members
-    if len(best) < THROTTLE_MIN:
+    # a loop that never sleeps is stopped every period: the family must cover most of the run's
+    # whole periods, which two host stalls that happen to end a whole period apart do not
+    periods = (span_ns or 0) / period - 1
+    if len(best) < max(THROTTLE_MIN, THROTTLE_COVERAGE * periods):
         return 0
     for g in best:
         g.cause, g.source = "throttled", "RT throttling"
@@ -417,9 +424,10 @@ CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "RT throttling", "preem
 
 
 def _fmt_us(us: float) -> str:
-    if us >= 1e6:
+    # the unit chosen after rounding to 3 figures: 999.7 µs is 1 ms, not "1e+03 µs"
+    if us >= 999_500:
         return f"{us / 1e6:.3g} s"
-    return f"{us / 1e3:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+    return f"{us / 1e3:.3g} ms" if us >= 999.5 else f"{us:.3g} µs"
 
 
 def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -536,7 +544,8 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     facts = ((json.loads(manifest_path.read_text()).get("spoilers") or {}).get("facts") or {}
              if manifest_path.is_file() else {})
     throttling = Throttling.from_facts(facts)
-    mark_throttled(gaps, throttling, run.gaps.priority)
+    end = (run.gaps.end or {}).get("mono_ns")
+    mark_throttled(gaps, throttling, run.gaps.priority, end - run.gaps.start_ns if end and run.gaps.start_ns else None)
     summary = summarise(run, gaps)
     summary["throttled_blind_spans"] = throttled_blind_spans(gaps, run.gaps.blind, throttling)
     summary["throttling"] = throttling.sentence() if throttling is not None else None

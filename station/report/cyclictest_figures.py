@@ -85,15 +85,17 @@ def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
         color = THREAD_COLORS[i % len(THREAD_COLORS)]
         top = max(top, float(c.counts.max()))
         in_range = int(c.buckets[-1])
-        worst = c.max_us if c.max_us is not None else in_range
-        beyond = c.overflows > 0 and worst > in_range
+        # overflows without cyclictest's own maximum: it lies beyond the range, value unknown
+        worst = c.max_us if c.max_us is not None else (None if c.overflows else in_range)
+        beyond = c.overflows > 0 and (worst is None or worst > in_range)
+        shown = "beyond the range" if worst is None else f"{_us(worst)} µs"
         ax.plot(np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR], color=color, linewidth=1.0,
                 gid=f"{name}-curve-{i}",
-                label=f"{label}  (n={count_text(int(c.counts.sum()) + c.overflows)}, max {_us(worst)} µs"
+                label=f"{label}  (n={count_text(int(c.counts.sum()) + c.overflows)}, max {shown}"
                       + (f", {count_text(c.overflows)} beyond the range)" if beyond else ")"))
         if beyond:  # the maximum is off the plot: say where, at the edge
             overflowed = True
-            ax.annotate(f"▶ max {_us(worst)} µs", xy=(hi + 0.5 + pad, 1.0), xycoords=("data", "data"),
+            ax.annotate(f"▶ max {shown}", xy=(hi + 0.5 + pad, 1.0), xycoords=("data", "data"),
                         xytext=(0, 4 + 11 * i), textcoords="offset points", ha="right", va="bottom",
                         color=color, fontsize=8, gid=f"{name}-overflow-{i}")
         else:

@@ -57,7 +57,11 @@ def judge(facts: dict[str, str]) -> Verdict:
     if detected and detected != "none" and detected.replace("-", "").isalnum():
         found.append(f"systemd-detect-virt: {detected}")
     dmi = " ".join(facts.get("dmi", "").split())
-    if any(word in dmi.lower() for word in _DMI_VIRTUAL):
+    x86 = facts.get("x86_flags", "").strip()
+    # DMI names the vendor, not whether this is a guest (an EC2 *.metal host says Amazon EC2):
+    # it counts only where neither systemd nor an x86 CPU without the flag says bare metal
+    bare = detected == "none" or (flag == "0" and x86.isdigit() and int(x86) > 0)
+    if not bare and ".metal" not in dmi.lower() and any(word in dmi.lower() for word in _DMI_VIRTUAL):
         found.append(f"firmware: {dmi[:60]}")
     hv_type = facts.get("hypervisor_type", "").strip()
     if hv_type and hv_type.isalnum():
@@ -66,7 +70,6 @@ def judge(facts: dict[str, str]) -> Verdict:
         found.append("device tree: QEMU virt board")
     if found:
         return Verdict(True, "; ".join(found))
-    x86 = facts.get("x86_flags", "").strip()
     if detected == "none":
         return Verdict(False, "systemd-detect-virt: none")
     if flag == "0" and x86.isdigit() and int(x86) > 0:

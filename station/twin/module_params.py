@@ -59,9 +59,11 @@ class ModuleRules:
             rule = self.params.get(key)
             if rule is None:
                 return f"unknown parameter '{key}' ignored"
+            if rule.kind == "":  # a module_param_cb counter: its set operation refuses (-EPERM)
+                return f"{key} is a read-only counter"
             if rule.kind in ("uint", "int", "ulong", "long", "ushort", "short", "byte"):
                 try:
-                    v = int(value, 0)
+                    v = kernel_int(value)
                 except ValueError:
                     return f"{key}={value!r} is not a number"
                 if rule.kind.startswith("u") and v < 0:
@@ -73,6 +75,18 @@ class ModuleRules:
             elif rule.kind == "bool" and value not in ("0", "1", "Y", "N", "y", "n"):
                 return f"{key}={value!r} is not a bool"
         return None
+
+
+def kernel_int(text: str) -> int:
+    """A number as the kernel's kstrto*() with base 0 reads it: 0x… hex, 0… octal, else decimal."""
+    t = text.strip()
+    sign = -1 if t.startswith("-") else 1
+    t = t.lstrip("+-")
+    if t[:2].lower() == "0x":
+        return sign * int(t[2:], 16)
+    if len(t) > 1 and t.startswith("0"):
+        return sign * int(t[1:], 8)
+    return sign * int(t, 10)
 
 
 def _bound(v: int | None) -> str:

@@ -36,7 +36,7 @@ from station.twin.board_target import (
 )
 from station.twin.clock import DriftingClock, Slew
 from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
-from station.twin.module_params import module_rules
+from station.twin.module_params import kernel_int, module_rules
 
 MODULE_DIR = "/opt/irq-station/modules"
 # module file stem -> (interface, family): the station's own table, so the two never drift
@@ -395,7 +395,7 @@ class EmulatedTarget:
         if bad:
             self.files["/var/log/dmesg-last"] = f"{stem}: {bad}\n".encode()
             return _err(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
-        period_us = int(params.get("period_us", "100"))
+        period_us = kernel_int(params.get("period_us", "100"))
         check = params.get("check", "1") in ("1", "Y", "y")
         fmt = params.get("format", "v1")
         self._insmod_count += 1
@@ -413,7 +413,7 @@ class EmulatedTarget:
             f"{self.seed}/{run_key}/{stem}",
             keep_truth=truth is not None,
         )
-        device = station_modules.stream_device(family, interface, int(params.get("fifo", "0")))
+        device = station_modules.stream_device(family, interface, kernel_int(params.get("fifo", "0")))
         self.modules[stem] = LoadedModule(
             name=stem,
             interface=interface,
@@ -422,11 +422,11 @@ class EmulatedTarget:
             session=session,
             fmt=fmt,
             # records the module can hold: its ring (mainline) or its RT FIFO's bytes (RTAI)
-            bufsize=(int(params.get("bufsize", "65536"), 0) if family != "rtai" else
-                     int(params.get("fifo_size", str(65536 * records.RECORD_SIZE)), 0)
+            bufsize=(kernel_int(params.get("bufsize", "65536")) if family != "rtai" else
+                     kernel_int(params.get("fifo_size", str(65536 * records.RECORD_SIZE)))
                      // (records.RECORD_SIZE if fmt == "v1" else 8)),
             device=device,
-            irq=int(params.get("irq", "7")) if interface == "lpt" else 31,
+            irq=kernel_int(params.get("irq", "7")) if interface == "lpt" else 31,
             truth_path=truth,
         )
         self.irq_counts.setdefault(self.modules[stem].irq, 0)
@@ -437,7 +437,7 @@ class EmulatedTarget:
         """What the C's own checks do that a range cannot say: the CPU online (this twin's CPUs,
         the kernel's nr_cpu_ids), the format's words, a bool's."""
         cpus = os.cpu_count() or 2
-        if "cpu" in params and int(params["cpu"], 0) >= cpus:
+        if "cpu" in params and kernel_int(params["cpu"]) >= cpus:
             return f"cpu={params['cpu']} invalid: accepted -1 (no pinning) or an online CPU in 0..{cpus - 1}"
         if params.get("format", "v1") not in ("v1", "legacy"):
             return f"format={params['format']!r}: use v1 or legacy"
