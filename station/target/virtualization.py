@@ -2,9 +2,8 @@
 latency measured in a guest includes the hypervisor's, and every report must say so.
 
 The evidence, each read on the target (the commands in FACTS, run by the spoiler check):
-- x86: the CPU's `hypervisor` flag in /proc/cpuinfo (set by every mainstream hypervisor: KVM,
-  QEMU's TCG, Xen HVM, Hyper-V, VMware, VirtualBox); its absence where /proc/cpuinfo has x86
-  flags lines says bare metal;
+- x86: the CPU's `hypervisor` flag in /proc/cpuinfo, when a caller has it (FACTS does not read
+  /proc/cpuinfo: see there); its absence where /proc/cpuinfo has x86 flags lines says bare metal;
 - the firmware's DMI vendor and product (QEMU, VMware, VirtualBox, Hyper-V, Xen, cloud hosts);
 - /sys/hypervisor/type (Xen);
 - `systemd-detect-virt --vm`, where installed ("none" on bare metal; containers are not VMs);
@@ -15,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Not /proc/cpuinfo (its hypervisor flag): reading it makes the kernel IPI every CPU for its
+# frequency, and a QEMU/TCG guest soft-locked on both vCPUs right after the station's first
+# commands in two CI runs once it was read there (suspected, not proven). judge() still takes the
+# flag's facts where a caller has them.
 FACTS = {
-    "hypervisor_flag": "grep -cw hypervisor /proc/cpuinfo",
-    "x86_flags": "grep -c '^flags' /proc/cpuinfo",
     "dmi": "cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name",
     "hypervisor_type": "cat /sys/hypervisor/type",
     "detect_virt": "systemd-detect-virt --vm",
