@@ -68,11 +68,16 @@ class Throttling:
     def rest_ns(self) -> int:
         return (self.period_us - self.runtime_us) * 1000
 
+    @property
+    def grid_ns(self) -> float:
+        """How far from the period grid a throttled stop may end (the timer's lateness)."""
+        return max(THROTTLE_GRID_SHARE * self.rest_ns, THROTTLE_GRID_MIN_NS)
+
     @classmethod
     def from_facts(cls, facts: dict[str, str]) -> Throttling | None:
         """From a run's spoiler facts; None when throttling is off (-1) or unknown."""
         runtime, period = str(facts.get("rt_runtime_us", "")).strip(), str(facts.get("rt_period_us", "")).strip()
-        if not (runtime.isdigit() and period.isdigit()) or not 0 <= int(runtime) < int(period):
+        if not all(v.isascii() and v.isdigit() for v in (runtime, period)) or not 0 <= int(runtime) < int(period):
             return None
         return cls(int(runtime), int(period))
 
@@ -305,7 +310,7 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     if throttling is None or not priority or priority <= 0 or throttling.rest_ns <= 0:
         return 0
     period = throttling.period_us * 1000
-    grid = max(THROTTLE_GRID_SHARE * throttling.rest_ns, THROTTLE_GRID_MIN_NS)
+    grid = throttling.grid_ns
     longest = throttling.rest_ns + grid
     # a throttled stop lasts about the rest: shorter only by what higher-priority work took of it
     shortest = max(grid, THROTTLE_MIN_SHARE * throttling.rest_ns)
@@ -337,7 +342,7 @@ def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]], 
     if throttling is None or not ends:
         return 0
     period = throttling.period_us * 1000
-    grid = max(THROTTLE_GRID_SHARE * throttling.rest_ns, THROTTLE_GRID_MIN_NS)
+    grid = throttling.grid_ns
     phases = np.asarray(ends, dtype=np.float64) % period
     ref = float(np.median(phases))
     count = 0

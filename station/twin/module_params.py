@@ -29,7 +29,6 @@ MODULE_FILES = {
     "pcie_latency": ("linux/pcie_main.c", "linux/irqs_params.c", "include/irqs_params.h", "include/irqs_record.h"),
 }
 
-_PARAM = re.compile(r"\bmodule_param(?:_named|_cb)?\(\s*(\w+)\s*,\s*[^,]+?\s*(?:,\s*(\w+)\s*)?,\s*0\d+\s*\)")
 _PARAM_TYPED = re.compile(r"\bmodule_param\(\s*(\w+)\s*,\s*(\w+)\s*,")
 _PARAM_NAMED = re.compile(r"\bmodule_param_named\(\s*(\w+)\s*,\s*\w+\s*,\s*(\w+)\s*,")
 _PARAM_CB = re.compile(r"\bmodule_param_cb\(\s*(\w+)\s*,")
