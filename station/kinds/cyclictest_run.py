@@ -68,8 +68,8 @@ class CyclictestRun(ProbeRun):
         target = self.ctx.target
         conn = await target.live_connection()
         json_path = self.json_remote if self.installed.has_json else None
-        await conn.run(f"mkdir -p {shlex.quote(self.json_remote.rsplit('/', 1)[0])}", privileged=True)
-        await conn.run(f"rm -f {shlex.quote(self.json_remote)}", privileged=True)
+        directory, stale = shlex.quote(self.json_remote.rsplit('/', 1)[0]), shlex.quote(self.json_remote)
+        await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {stale}')}", privileged=True)
         await self.start_probe(shlex.join(["cyclictest", *self._args(json_path)]))
 
     def _ended_early(self) -> str | None:

@@ -68,12 +68,10 @@ async def start_load(
     privileged: as root (through `sudo -n` where the bench says so); finite: it ends by itself
     (a probe with a duration), so ending at once with status 0 is no error; to_log: its output
     goes to <work_dir>/logs/<name>.log on the host, not through the SSH channel (loads)."""
-    pid_dir = f"{work_dir}/loads"
-    await conn.run(f"mkdir -p {shlex.quote(pid_dir)}")
+    dirs = [f"{work_dir}/loads", *([f"{work_dir}/logs"] if to_log else [])]
+    await conn.run(shlex.join(["mkdir", "-p", *dirs]))  # one round trip: each costs a shell on the target
     pidfile = pidfile_path(work_dir, name)
     log = f"{work_dir}/logs/{name}.log" if to_log else None
-    if log:
-        await conn.run(f"mkdir -p {shlex.quote(work_dir + '/logs')}")
     # a pid file left by a crash names a process nobody else will stop: stop it first
     await kill_pidfile(conn, pidfile)
     wrapped = wrap(command, pidfile, max_seconds, log)
