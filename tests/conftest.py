@@ -14,11 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.local_sshd import start_sshd, stop_sshd
 from tests.scope_helpers import pulse_source, reset_scope, sim_scope
 
 REPO = Path(__file__).resolve().parents[1]
+
+# CI draws the same examples every run, so a red CI means the change broke something; runs elsewhere
+# draw new ones each time (and replay the failures they found from .hypothesis/), which is where
+# new garbage is explored.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
 def free_port() -> int:
