@@ -73,7 +73,9 @@ def test_intervals_cover_the_injected_quantile_and_deadline_probability(name: st
         assert q["ci_low"] <= q["estimate"] <= q["ci_high"]
         covered += q["ci_low"] <= truth <= q["ci_high"]
         d = result["deadline"]
-        assert d["source"] == "fit" and d["deadline_ns"] == deadline
+        assert d["deadline_ns"] == deadline
+        if d["source"] != "fit":  # only where the fit put it further out than a fit is trusted
+            assert d["source"] == "empirical" and d["fit_p_exceed"] < result["supported_exceedance"], d
         assert d["ci_low"] <= d["p_exceed"] <= d["ci_high"]
         deadline_covered += d["ci_low"] <= DEADLINE_P <= d["ci_high"]
         reliable += result["reliable"]

@@ -124,7 +124,7 @@ def test_a_binding_cap_only_drops_the_low_diagnostics_rows(name: str, n: int, se
     deadline = float(np.sort(x)[n - 20])
     plain = worst_case(x, deadline_ns=deadline, seed=seed)
     bound = worst_case(tail, deadline_ns=deadline, seed=seed)
-    assert plain["deadline"]["source"] == "fit" and plain["reliable"], plain["reasons"]
+    assert plain["deadline"]["source"] == "fit" and plain["fit_reliable"], plain["reasons"]
     for key in _SAME_WHEN_BOUND:
         assert bound[key] == plain[key], key
     assert set(bound) == set(plain)

@@ -241,7 +241,8 @@ def _worst_case(runs: list[RunAnalysis], exceedance: float, deadline_ns: float |
                 # what `station compare` tabulates: only a reliable fit's, at the default probability
                 "worst_case_1e9_ns": (quantile.get("estimate")
                                       if exceedance == worst_case.EXCEEDANCE and fit.get("reliable") else None),
-                **{k: fit.get(k) for k in ("quantile_ns", "reliable", "reasons", "deadline")},
+                **{k: fit.get(k) for k in ("quantile_ns", "reliable", "fit_reliable", "reasons", "deadline",
+                                           "bound")},
                 "tail_fit": fit,  # all of it: threshold diagnostics, fit, goodness of fit, independence
             }
         )

@@ -31,7 +31,7 @@ from station.report.display import (
     us,
 )
 from station.report.samples import RunSamples
-from station.report.tables import probability_interval
+from station.report.tables import fit_is_reliable, probability_interval
 
 #: The percentiles the interfaces are ranked at: the typical event and the tail the
 #: samples still resolve (p99.99 needs 10⁵ samples for 10 above it).
@@ -216,7 +216,7 @@ def _deadline_sentence(deadlines: Sequence[tuple[Mapping[str, Any], Mapping[str,
     def source(c: Mapping[str, Any], d: Mapping[str, Any]) -> str:
         if d.get("source") != "fit":
             return "observed fraction"
-        return "tail fit" if c.get("reliable") else "unreliable tail fit"
+        return "tail fit" if fit_is_reliable(c) else "unreliable tail fit"
 
     parts = [f"{interface_label(str(c.get('interface')))} {d['p_exceed']:.2g} {probability_interval(d)} per event "
              f"({source(c, d)}, {count_text(d.get('observed_exceedances'))} seen)" for c, d in deadlines]
@@ -249,6 +249,11 @@ def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
                      + "; ".join(str(r) for r in c["reasons"]))
     if not parts:
         parts.append("no tail estimate with an interval is available")
+    bounds = [c for c in items if isinstance(c.get("bound"), Mapping) and is_number(c["bound"].get("bound_ns"))]
+    if bounds:
+        parts.append("what the samples support with no model (95 %): " + ", ".join(
+            f"{interface_label(str(c.get('interface')))} at most 1 event in {c['bound']['one_in']:,.0f} exceeds "
+            f"{us(c['bound']['bound_ns'])} µs" for c in bounds))
     text = (f"Worst case under load {load}: " + "; ".join(parts) + f". The observed maxima ({observed}"
             + ", p99.999 " + ", ".join(f"{interface_label(str(c.get('interface')))} {us(c.get('p99_999_ns'))} µs"
                                        for c in items)

@@ -1,0 +1,79 @@
+"""Do the worst-case figures hold on the twin's own latency model?
+
+For each interface of the seed-2015 preset (PCIe with the demo's 5e-5 outliers) and each sample size,
+draws seeded samples with the generator the twin streams (ModuleSession, under load) and holds the
+estimator's figures (station/analysis/worst_case.py) against the model's true quantiles, computed
+from its parameters (tests/twin_latency_truth.py). Per interface and size it prints:
+
+    interface  events  samples  true 1e-9  GPD interval held 1e-9  called reliable  held when reliable
+    bound held (95 %)  verdict
+
+"GPD interval held" counts every fit, whatever the station calls it: it is why the extrapolation is
+limited (worst_case.MAX_EXTRAPOLATION). The verdict is OK when the figures the station states hold at
+their level within the binomial 1 % quantile (the reliable 1e-9 intervals, where there are any,
+and the distribution-free bound), MISS otherwise. Slow at 10 M events (~5 s a sample): a bench,
+not a test (tests/test_worst_case_twin.py runs the 200 000-event case).
+
+    .venv/bin/python bench/bench_worst_case_coverage.py [--samples 50] [--events 200000,10000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from station.analysis.worst_case import worst_case  # noqa: E402
+from station.twin.model import CHUNK_EVENTS, ModuleSession, latency_shape, load_preset  # noqa: E402
+from tests.twin_latency_truth import TrueLatency  # noqa: E402
+
+INTERFACES = {"lpt": {}, "pcie": {"outlier_fraction": 5.0e-5}}  # configs/demo.yaml's override
+
+
+def _held_enough(held: int, total: int, level: float) -> bool:
+    return total == 0 or held >= stats.binom.ppf(0.01, total, level)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--events", default="200000,10000000", help="sample sizes, comma-separated")
+    args = ap.parse_args()
+    preset = load_preset("seed-2015")
+    print("interface  events    samples  true 1e-9  GPD held  reliable  held|reliable  bound held  verdict")
+    missed = False
+    for name, override in INTERFACES.items():
+        params = replace(preset.interfaces[name], **override)
+        truth = TrueLatency.of(params, latency_shape(params, preset.calibration_samples))
+        q9 = truth.quantile(1e-9)
+        for events in (int(v) for v in args.events.split(",")):
+            held = reliable = held_reliable = bound_held = 0
+            for seed in range(args.samples):
+                session = ModuleSession(params, preset.calibration_samples, 100_000, False, 0,
+                                        f"bench-worst-{name}-{events}-{seed}")
+                sw = np.concatenate([session.chunk(i, loaded=True).sw for i in range(events // CHUNK_EVENTS)])
+                r = worst_case(sw, seed=seed)
+                q = r["quantile_ns"] or {}
+                inside = q.get("ci_low") is not None and q.get("ci_high") is not None \
+                    and q["ci_low"] <= q9 <= q["ci_high"]
+                held += inside
+                reliable += r["reliable"]
+                held_reliable += inside and r["reliable"]
+                bound_held += truth.quantile(r["bound"]["exceedance"]) <= r["bound"]["bound_ns"]
+            ok = _held_enough(held_reliable, reliable, 0.95) and _held_enough(bound_held, args.samples, 0.95)
+            missed |= not ok
+            print(f"{name:9}  {events:<9,} {args.samples:<8} {q9 / 1000:7.2f} µs  {held:>3}/{args.samples:<4} "
+                  f"{reliable:>3}/{args.samples:<4} {held_reliable:>5}/{reliable:<6} {bound_held:>5}/{args.samples:<4} "
+                  f"{'OK' if ok else 'MISS'}", flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
