@@ -7,6 +7,7 @@ maximum-latency table across campaigns; a bad directory or file is named in the 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -309,3 +310,25 @@ def test_the_comparison_page_fits_1280_px(twins, tmp_path: Path) -> None:
         missing("headless browser not found: install Debian package 'chromium' (scripts/ci/browser-deps.sh)")
     paths = api.write_compare_report(list(twins), tmp_path / "out")
     assert browser.layout_problems(chromium, paths["compare.html"], tmp_path) == {"tables": [], "labels": []}
+
+
+def test_overflows_of_a_shorter_histogram_range_are_not_ranked_above_the_longer_ranges_values() -> None:
+    """Campaign A's cyclictest ran with -h 1000 (µs), B's with -h 5000. A's 100 overflows are
+    somewhere at or above 1000 µs, B's 100 values at 2000 µs too: below 1000 µs the two are the same
+    sample, above it nothing says which is larger. Counted as +inf, A's overflows outranked B's
+    2000 µs and the test called B faster."""
+    from station.analysis.compare import CtHistogram, binned_mann_whitney, comparable
+
+    body = {float(v): 50 for v in range(10, 30)}
+    a = CtHistogram({**body, math.inf: 100}, range_us=1000.0)
+    b = CtHistogram({**body, 2000.0: 100}, range_us=5000.0)
+    p_raw, greater_raw = binned_mann_whitney(a.counts, b.counts)
+    assert greater_raw < 0.5  # what +inf said
+    ca, cb = comparable(a, b)
+    assert ca == cb == {**body, 1000.0: 100}
+    assert binned_mann_whitney(ca, cb) == (1.0, 0.5)
+    # the same ranges, or no overflow anywhere: nothing is censored
+    assert comparable(a, CtHistogram({**body, math.inf: 7}, 1000.0))[0] == a.counts
+    assert comparable(CtHistogram(body, 1000.0), CtHistogram({**body, 2000.0: 3}, 5000.0))[1][2000.0] == 3
+    # a range nobody recorded (an old campaign without its output files): as before
+    assert comparable(CtHistogram({**body, math.inf: 1}, None), b) == ({**body, math.inf: 1}, b.counts)

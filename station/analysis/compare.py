@@ -23,6 +23,8 @@ import pandas as pd
 from scipy import stats
 
 from station.analysis.campaign import analyse_campaign
+from station.analysis.cyclictest import read_outputs
+from station.parsers.cyclictest import CyclictestOutputError
 from station.result_store import OWN_RECORDS, ResultStore, ResultStoreError, campaign_dirs
 
 COMPARE_SCHEMA_VERSION = 1
@@ -218,8 +220,10 @@ def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, np.ndarray]) -> l
 # ---- cyclictest campaigns --------------------------------------------------------------------------
 CT_NOTE = ("A maximum is one draw from the tail: two runs of one kernel give different maxima by chance, so the "
            "table's maxima alone cannot say which is better. The test compares whole distributions (cyclictest's "
-           "histograms, overflows counted as the largest values): Mann–Whitney U of each column against the "
-           "baseline's (the first campaign's column of the same target, else the first column), Holm-adjusted.")
+           "histograms, overflows counted as the largest values; where the histogram ranges differ, every value "
+           "at or above the smaller range counts as one tie there, as an overflow of the shorter range may lie "
+           "below an in-range value of the longer): Mann–Whitney U of each column against the baseline's (the "
+           "first campaign's column of the same target, else the first column), Holm-adjusted.")
 
 
 def binned_mann_whitney(a: dict[float, int], b: dict[float, int]) -> tuple[float, float]:
@@ -241,16 +245,56 @@ def binned_mann_whitney(a: dict[float, int], b: dict[float, int]) -> tuple[float
     return min(p, 1.0), u_b / (na * nb)
 
 
-def _ct_histogram(info: CampaignInfo, target: str, case: str) -> dict[float, int]:
-    """The pooled histogram of a campaign's complete runs of one target and case (value µs ->
-    count; overflows at +inf, cyclictest's range being all the run knows of them)."""
+@dataclass(frozen=True)
+class CtHistogram:
+    """A campaign's pooled cyclictest histogram of one target and case: value µs -> count, the
+    overflows at +inf (cyclictest's range is all a run knows of them), and the smallest histogram
+    range (-h) of its runs, None where no run's output says."""
+
+    counts: dict[float, int]
+    range_us: float | None
+
+    def censored_at(self, edge: float | None) -> dict[float, int]:
+        """The counts with every value at or above `edge` (in range or not) in one group at `edge`: two
+        campaigns with different ranges are comparable only below the smaller one, since an overflow of
+        one may be smaller than an in-range value of the other."""
+        if edge is None:
+            return dict(self.counts)
+        out: dict[float, int] = {}
+        for v, c in self.counts.items():
+            key = v if v < edge else edge
+            out[key] = out.get(key, 0) + c
+        return out
+
+
+def comparable(a: CtHistogram, b: CtHistogram) -> tuple[dict[float, int], dict[float, int]]:
+    """Both histograms censored at the smaller range when the ranges differ and either has overflows
+    (with one range, an overflow is above every in-range value of either: +inf ranks it right)."""
+    ranges = {r for r in (a.range_us, b.range_us) if r is not None}
+    overflows = math.inf in a.counts or math.inf in b.counts
+    edge = min(ranges) if len(ranges) > 1 and overflows else None
+    return a.censored_at(edge), b.censored_at(edge)
+
+
+def _ct_range(run_dir: Path) -> float | None:
+    try:
+        out = read_outputs(run_dir)
+    except CyclictestOutputError:
+        return None
+    return float(out.histogram_range) if out.histogram_range else None
+
+
+def _ct_histogram(info: CampaignInfo, target: str, case: str) -> CtHistogram:
+    """The pooled histogram of a campaign's complete runs of one target and case."""
     section = info.report.get("cyclictest") or {}
     runs = [r for r in section.get("runs") or [] if r.get("status") == "complete" and str(r.get("load")) == case
             and (r.get("target") in (None, "") and len((section.get("table") or {}).get("targets") or []) == 1
                  or str(r.get("target")) == target)]
     pooled: dict[float, int] = {}
+    ranges: list[float] = []
     for r in runs:
-        path = info.dir / "runs" / str(r["id"]) / "cyclictest_histogram.parquet"
+        run_dir = info.dir / "runs" / str(r["id"])
+        path = run_dir / "cyclictest_histogram.parquet"
         if path.exists():
             frame = pd.read_parquet(path, columns=["latency_us", "count"])
             for v, c in frame.groupby("latency_us")["count"].sum().items():
@@ -258,7 +302,9 @@ def _ct_histogram(info: CampaignInfo, target: str, case: str) -> dict[float, int
         overflows = sum(int(t.get("overflows") or 0) for t in r.get("threads") or [])
         if overflows:
             pooled[math.inf] = pooled.get(math.inf, 0) + overflows
-    return pooled
+        if (range_us := _ct_range(run_dir)) is not None:
+            ranges.append(range_us)
+    return CtHistogram(pooled, min(ranges) if ranges else None)
 
 
 def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], cases: list[str]) -> list[dict[str, Any]]:
@@ -273,8 +319,8 @@ def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], case
         if base is None or base is col:
             continue
         for case in cases:
-            a = _ct_histogram(by_label[base["campaign"]], base["target"], case)
-            b = _ct_histogram(by_label[col["campaign"]], col["target"], case)
+            a, b = comparable(_ct_histogram(by_label[base["campaign"]], base["target"], case),
+                              _ct_histogram(by_label[col["campaign"]], col["target"], case))
             if not a or not b:
                 continue
             p, greater = binned_mann_whitney(a, b)
