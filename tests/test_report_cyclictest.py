@@ -316,3 +316,18 @@ def test_overflows_without_a_known_maximum_are_never_drawn_as_one() -> None:
     svg = latency_plot_svg({"thread 0": Curve(np.array([5, 6, 7]), np.array([10, 5, 1]), None, 3)}, "t", "x")
     assert "max beyond the range" in svg and 'id="x-overflow-0"' in svg and 'id="x-max-0"' not in svg
     assert "max 7 µs" not in svg
+
+
+def test_a_thread_whose_every_cycle_overflowed_still_has_its_legend_and_marker() -> None:
+    """Every cycle beyond the range: no bucket to draw, but the figure must not pretend the thread
+    is absent (it was the worst one); beside a thread in range, and alone."""
+    from station.report.cyclictest_figures import Curve, latency_plot_svg
+    from station.report.display import count_text
+
+    empty = np.array([], dtype=np.int64)
+    both = latency_plot_svg({"thread 0": Curve(np.array([5, 6]), np.array([10, 5]), 6.0, 0),
+                             "thread 1": Curve(empty, empty, 7045.0, 2000)}, "t", "x")
+    assert 'id="x-overflow-1"' in both and "max 7045 µs" in both and f"{count_text(2000)} beyond the range" in both
+    assert 'id="x-max-0"' in both and 'id="x-max-1"' not in both
+    alone = latency_plot_svg({"thread 1": Curve(empty, empty, None, 12)}, "t", "y")
+    assert 'id="y-overflow-0"' in alone and "max beyond the range" in alone and "no samples" not in alone

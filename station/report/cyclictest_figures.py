@@ -8,6 +8,7 @@ range's edge, with its value, when the max lies beyond the histogram's range).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,29 +68,35 @@ def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
     its overflow marker ``<name>-overflow-<i>``): unique in a page holding many figures,
     findable by tests.
     """
-    curves = {label: c for label, c in curves.items() if c.buckets.size}
+    # a thread whose every cycle overflowed has no bucket to draw, but its legend entry and its marker
+    curves = {label: c for label, c in curves.items() if c.buckets.size or c.overflows}
     fig, ax = _new_axes(title)
     if not curves:
         ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
         return _to_svg(fig, name)
-    lo = min(int(c.buckets[0]) for c in curves.values())
-    hi = max(int(c.buckets[-1]) for c in curves.values())
+    drawn = [c for c in curves.values() if c.buckets.size]
+    lo = min((int(c.buckets[0]) for c in drawn), default=0)
+    hi = max((int(c.buckets[-1]) for c in drawn), default=1)
     edges = np.arange(lo, hi + 2, dtype=np.float64) - 0.5
     top = 1.0
     pad = 0.02 * (hi + 1)
     overflowed = False
     for i, (label, c) in enumerate(curves.items()):
-        dense = np.full(edges.size - 1, FLOOR)
-        dense[c.buckets - lo] = c.counts
-        xs, ys = _steps(edges, dense)
         color = THREAD_COLORS[i % len(THREAD_COLORS)]
-        top = max(top, float(c.counts.max()))
-        in_range = int(c.buckets[-1])
+        if c.buckets.size:
+            dense = np.full(edges.size - 1, FLOOR)
+            dense[c.buckets - lo] = c.counts
+            xs, ys = _steps(edges, dense)
+            xs, ys = np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR]
+            top = max(top, float(c.counts.max()))
+        else:  # nothing in range: the legend entry and the marker say what there is
+            xs, ys = np.empty(0), np.empty(0)
+        in_range = int(c.buckets[-1]) if c.buckets.size else -math.inf
         # overflows without cyclictest's own maximum: it lies beyond the range, value unknown
         worst = c.max_us if c.max_us is not None else (None if c.overflows else in_range)
         beyond = c.overflows > 0 and (worst is None or worst > in_range)
         shown = "beyond the range" if worst is None else f"{_us(worst)} µs"
-        ax.plot(np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR], color=color, linewidth=1.0,
+        ax.plot(xs, ys, color=color, linewidth=1.0,
                 gid=f"{name}-curve-{i}",
                 label=f"{label}  (n={count_text(int(c.counts.sum()) + c.overflows)}, max {shown}"
                       + (f", {count_text(c.overflows)} beyond the range)" if beyond else ")"))
