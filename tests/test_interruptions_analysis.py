@@ -387,6 +387,24 @@ def test_rt_throttling_is_named_from_the_kernels_budget_and_its_period_grid():
         assert not any(g.cause == "throttled" for g in fresh)
 
 
+def test_a_rest_under_a_millisecond_is_throttling_too():
+    """sched_rt_runtime_us 999500 of 1000000: the loop stops for 0.5 ms a second. The grid's 1 ms
+    tolerance for the period timer's lateness is no lower bound on a stop's length (it was: no stop
+    shorter than 1 ms could be throttling's); 0.4 ms preemptions at random times still are not."""
+    rng = random.Random(995)
+    throttling = ig.Throttling(999_500, 1_000_000)
+    phase = rng.randrange(1_000_000_000)
+    made = []
+    for k in range(1, 10):
+        end = k * 1_000_000_000 + phase + rng.randrange(0, 300_000)
+        length = rng.randrange(300_000, 500_000)
+        made.append(_gap(end - length, length))
+    assert ig.mark_throttled(made, throttling, priority=98, span_ns=10 * 1_000_000_000) == len(made)
+    assert ig.throttled_blind_spans(made, [(5 * 1_000_000_000 + phase + 100_000, 450_000)], throttling) == 1
+    scattered = [_gap(rng.randrange(10 * 10**9), 400_000) for _ in range(9)]
+    assert ig.mark_throttled(scattered, throttling, priority=98, span_ns=10 * 1_000_000_000) == 0
+
+
 def test_host_stalls_that_happen_to_end_a_period_apart_are_not_throttling():
     """A guest's host stalls (10-55 ms, at random) over 600 s: two of them often end within the grid
     tolerance of a whole period apart, but throttling stops a never-sleeping loop every period, so

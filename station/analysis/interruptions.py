@@ -312,8 +312,9 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     period = throttling.period_us * 1000
     grid = throttling.grid_ns
     longest = throttling.rest_ns + grid
-    # a throttled stop lasts about the rest: shorter only by what higher-priority work took of it
-    shortest = max(grid, THROTTLE_MIN_SHARE * throttling.rest_ns)
+    # a throttled stop lasts about the rest: shorter only by what higher-priority work took of it (the
+    # grid tolerance is about where it ends, not how long it is: a rest under 1 ms is still a rest)
+    shortest = THROTTLE_MIN_SHARE * throttling.rest_ns
     candidates = [g for g in gaps if g.cause in ("preempted", "unexplained") and shortest <= g.duration_ns <= longest]
     if len(candidates) < THROTTLE_MIN:
         return 0
@@ -348,7 +349,7 @@ def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]], 
     count = 0
     for end, length in blind:
         off = (end % period - ref + period / 2) % period - period / 2
-        if grid <= length <= throttling.rest_ns + grid and abs(off) <= grid:
+        if THROTTLE_MIN_SHARE * throttling.rest_ns <= length <= throttling.rest_ns + grid and abs(off) <= grid:
             count += 1
     return count
 
