@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from station.target import virtualization
@@ -23,29 +22,18 @@ AUDIT_COMMANDS = {
 }
 
 
-# Commands in flight at once on the one SSH connection: each costs a round trip and a shell on the
-# target (0.1-0.4 s on a loaded machine, more in an emulated guest), so one at a time made the
-# audit the longest step of a short run; OpenSSH allows 10 sessions per connection (MaxSessions),
-# and a run's own stream or probe may hold one.
-AUDIT_CONCURRENCY = 4
-
-
 async def audit(conn: TargetConnection) -> dict[str, str]:
-    gate = asyncio.Semaphore(AUDIT_CONCURRENCY)
-
-    async def fact(command: str) -> str:
-        async with gate:
-            result = await conn.run(command, check=False)
+    # One command at a time: the guest's dropbear refused a fifth concurrent session ("Session request
+    # failed"), and a target's SSH server may allow fewer sessions per connection than OpenSSH's 10.
+    facts = {}
+    for key, command in AUDIT_COMMANDS.items():
+        result = await conn.run(command, check=False)
         if result.exit_status == 0:
-            return (result.stdout or "").strip()
-        return f"unavailable: {(result.stderr or '').strip()}"
-
-    async def virtual_machine() -> str:
-        async with gate:
-            return virtualization.judge(await read_facts(conn, virtualization.FACTS)).text()
-
-    values = await asyncio.gather(*(fact(c) for c in AUDIT_COMMANDS.values()), virtual_machine())
-    return dict(zip([*AUDIT_COMMANDS, "virtual_machine"], values, strict=True))
+            facts[key] = (result.stdout or "").strip()
+        else:
+            facts[key] = f"unavailable: {(result.stderr or '').strip()}"
+    facts["virtual_machine"] = virtualization.judge(await read_facts(conn, virtualization.FACTS)).text()
+    return facts
 
 
 def irq_total(interrupts: str, irq: int | str) -> int | None:
