@@ -449,6 +449,10 @@ class TargetSettings(Strict):
         None, description="known_hosts file; default ~/.ssh/known_hosts. Host keys are always checked."
     )
     connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
+    reconnect_for: Seconds(TIMEOUT_RANGE) = Field(
+        60.0, description="how long a run's teardown keeps reconnecting to a host that stopped answering, to "
+        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`"
+    )
     family: Literal["rtai", "mainline"] = "rtai"
     module_dir: RemotePath = Field(
         "/opt/irq-station/modules", description="directory holding the .ko files on the target"
@@ -584,6 +588,10 @@ class LoadHost(Strict):
     identity_file: LocalPath | None = None
     known_hosts: LocalPath | None = None
     connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
+    reconnect_for: Seconds(TIMEOUT_RANGE) = Field(
+        60.0, description="how long a run's teardown keeps reconnecting to a host that stopped answering, to "
+        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`"
+    )
     work_dir: RemotePath = "/tmp/irq-station"
     sudo: bool = Field(False, description="stop loads started with `sudo -n` through `sudo -n kill`")
 

@@ -220,7 +220,7 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
             with contextlib.suppress(Exception):
                 await kind.stop()
         try:
-            await host.cleanup(within_s=60)
+            await host.cleanup(within_s=host.endpoint.reconnect_for)
         except TargetError as exc:
             errors.append(str(exc))
             continue

@@ -18,7 +18,8 @@ from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnect
 
 def endpoint_from_settings(s: TargetSettings | LoadHost) -> SSHEndpoint:
     return SSHEndpoint(
-        s.host, s.port, s.user, s.identity_file, s.known_hosts, s.connect_timeout, sudo=getattr(s, "sudo", False)
+        s.host, s.port, s.user, s.identity_file, s.known_hosts, s.connect_timeout, sudo=getattr(s, "sudo", False),
+        reconnect_for=s.reconnect_for,
     )
 
 

@@ -37,6 +37,7 @@ class SSHEndpoint:
     known_hosts: str | None = None
     connect_timeout: float = 10.0
     sudo: bool = False  # privileged commands (insmod, rmmod, the stream reader, kill) through `sudo -n`
+    reconnect_for: float = 60.0  # how long a run's teardown keeps reconnecting to clean this host up
 
     @property
     def where(self) -> str:
