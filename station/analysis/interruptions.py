@@ -69,6 +69,12 @@ class Throttling:
         return (self.period_us - self.runtime_us) * 1000
 
     @property
+    def shortest_ns(self) -> float:
+        """The shortest a throttled stop can be: the rest, less what higher-priority work took of it
+        (the grid tolerance is about where it ends, not how long it is: a rest under 1 ms is a rest)."""
+        return THROTTLE_MIN_SHARE * self.rest_ns
+
+    @property
     def grid_ns(self) -> float:
         """How far from the period grid a throttled stop may end (the timer's lateness)."""
         return max(THROTTLE_GRID_SHARE * self.rest_ns, THROTTLE_GRID_MIN_NS)
@@ -312,9 +318,7 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     period = throttling.period_us * 1000
     grid = throttling.grid_ns
     longest = throttling.rest_ns + grid
-    # a throttled stop lasts about the rest: shorter only by what higher-priority work took of it (the
-    # grid tolerance is about where it ends, not how long it is: a rest under 1 ms is still a rest)
-    shortest = THROTTLE_MIN_SHARE * throttling.rest_ns
+    shortest = throttling.shortest_ns
     candidates = [g for g in gaps if g.cause in ("preempted", "unexplained") and shortest <= g.duration_ns <= longest]
     if len(candidates) < THROTTLE_MIN:
         return 0
@@ -349,7 +353,7 @@ def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]], 
     count = 0
     for end, length in blind:
         off = (end % period - ref + period / 2) % period - period / 2
-        if THROTTLE_MIN_SHARE * throttling.rest_ns <= length <= throttling.rest_ns + grid and abs(off) <= grid:
+        if throttling.shortest_ns <= length <= throttling.rest_ns + grid and abs(off) <= grid:
             count += 1
     return count
 
