@@ -19,7 +19,7 @@ import signal
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
@@ -221,6 +221,7 @@ def _stop(pid: int, length_s: float) -> tuple[float, float, float, float]:
 class Found:
     covered: int  # inside one gap
     clean: list[tuple[ig.Attributed, int, int]]  # the gap, the truth's start and end, for those it begins with
+    missed: list[str] = field(default_factory=list)  # each missed truth beside its nearest gap and span
 
 
 def _find(gaps: list[ig.Attributed], blind: list[tuple[int, int]], truth: list[tuple[int, int, int]]) -> Found:
@@ -246,6 +247,11 @@ def _find(gaps: list[ig.Attributed], blind: list[tuple[int, int]], truth: list[t
         j = bisect.bisect_right(span_starts, began + RES_NS) - 1
         if j >= 0 and spans[j][1] >= ended - RES_NS:
             found.covered += 1
+            continue
+        # for the post-mortem: what the detector said around the missed one
+        near = [(g.start_ns, g.end_ns) for g in gaps[max(i, 0):i + 2]]
+        found.missed.append(f"injected {began}..{ended} (earliest {first}): gaps {near}, "
+                            f"blind {spans[max(j, 0):j + 2]}")
     return found
 
 
@@ -260,7 +266,8 @@ def _check_found(name: str, found: Found, n: int, cause: str, source, record) ->
            f"mostly the injected gap), {attributed} attributed")
     # every one: a gap holds it, or a blind span does (a disturbance during the detector's own
     # bookkeeping lengthens it past the threshold, and the detector says so)
-    assert missed == 0, f"{name}: {missed} of {n} injected gaps neither in a gap nor in a blind span"
+    assert missed == 0, (f"{name}: {missed} of {n} injected gaps neither in a gap nor in a blind span: "
+                         + "; ".join(found.missed))
     # A clean gap is measured right: it begins no earlier than the injected one could, and holds it
     # (checked in _find). Its end is the detector's CLOCK_MONOTONIC read and its length the loop's
     # clock, so a mis-scaled or misplaced length moves every gap's start out of that window: none

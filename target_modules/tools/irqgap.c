@@ -119,6 +119,7 @@ struct state {
 	uint64_t iterations;
 	uint64_t gaps;
 	uint64_t blind_ticks;
+	uint64_t watched_until;	/* the loop's last read, ticks */
 	uint64_t last_ctxsw;
 	int msr_fd;		/* -1: SMI count unavailable */
 	uint64_t last_smi;
@@ -818,17 +819,39 @@ static void on_gap(struct state *st, uint64_t d, uint64_t end_ns)
  * or a blocked write of the output). Said, not lost: its length is an upper
  * bound of the disturbance (the bookkeeping's own time is inside it).
  */
-static void on_blind(struct state *st, uint64_t d)
+static void on_blind(struct state *st, uint64_t d, uint64_t end_ns)
 {
 	struct out *o = &st->out;
 
 	out_str(o, "blind ");
-	out_u64(o, clock_ns(CLOCK_MONOTONIC));
+	out_u64(o, end_ns);
 	out_ch(o, ' ');
 	out_u64(o, ticks_to_ns(st, d));
 	out_ch(o, '\n');
 	if (o->len >= OUT_FLUSH_AT)
 		out_flush(o);
+}
+
+/*
+ * Bookkeeping began at t0: add it to the blind time, say it if it outlasted
+ * the threshold, and return the time the loop watches from again. Saying it
+ * is bookkeeping too: the loop goes on from the span's end, so the CPU taken
+ * while a blind line is written is found (another blind line), never lost.
+ * With the monotonic clock a span's end is the read that ended it: a later
+ * read, after an interrupt, would move the whole span late.
+ */
+static uint64_t watch_again(struct state *st, const bool tsc, uint64_t t0)
+{
+	uint64_t t = now_ticks(tsc);
+
+	st->blind_ticks += t - t0;
+	while (unlikely(t - t0 > st->thr_ticks)) {
+		on_blind(st, t - t0, tsc ? clock_ns(CLOCK_MONOTONIC) : t);
+		t0 = t;
+		t = now_ticks(tsc);
+		st->blind_ticks += t - t0;
+	}
+	return t;
 }
 
 static void on_tick(struct state *st)
@@ -882,12 +905,7 @@ static inline bool spin(struct state *st, const bool tsc, uint64_t *min_loop)
 			st->iterations = iters;
 			/* with the monotonic clock, t is the end itself: no read later, when an IRQ may have come */
 			on_gap(st, d, tsc ? clock_ns(CLOCK_MONOTONIC) : t);
-			t = now_ticks(tsc);
-			st->blind_ticks += t - t0;
-			if (unlikely(t - t0 > thr)) {
-				on_blind(st, t - t0);
-				t = now_ticks(tsc);
-			}
+			t = watch_again(st, tsc, t0);
 		} else if (d < mn) {
 			mn = d;
 		}
@@ -903,12 +921,7 @@ static inline bool spin(struct state *st, const bool tsc, uint64_t *min_loop)
 			}
 			st->iterations = iters;
 			on_tick(st);
-			t = now_ticks(tsc);
-			st->blind_ticks += t - t0;
-			if (unlikely(t - t0 > thr)) {
-				on_blind(st, t - t0);
-				t = now_ticks(tsc);
-			}
+			t = watch_again(st, tsc, t0);
 			st->flush_at = t + st->flush_ticks;
 			next = st->flush_at < st->deadline ? st->flush_at
 							   : st->deadline;
@@ -916,6 +929,7 @@ static inline bool spin(struct state *st, const bool tsc, uint64_t *min_loop)
 		prev = t;
 	}
 	st->iterations = iters;
+	st->watched_until = t;
 	*min_loop = mn;
 	return timed_out;
 }
@@ -970,7 +984,7 @@ int main(int argc, char **argv)
 {
 	static struct state st;
 	char msr_path[64];
-	uint64_t min_loop, start_ticks, blind_start;
+	uint64_t min_loop, start_ticks;
 	bool timed_out;
 
 	parse_opts(argc, argv, &st.o);
@@ -1033,10 +1047,7 @@ int main(int argc, char **argv)
 	out_kv(&st.out, "start", clock_ns(CLOCK_MONOTONIC));
 	out_flush(&st.out);
 	/* writing the header is the first bookkeeping: the CPU taken then is said too */
-	blind_start = now_ticks(st.tsc) - start_ticks;
-	if (blind_start > st.thr_ticks)
-		on_blind(&st, blind_start);
-	start_ticks = now_ticks(st.tsc);
+	start_ticks = watch_again(&st, st.tsc, start_ticks);
 	st.flush_at = start_ticks + st.flush_ticks;
 	st.deadline = UINT64_MAX;
 	if (st.o.duration_s) {
@@ -1048,8 +1059,13 @@ int main(int argc, char **argv)
 	timed_out = st.tsc ? spin_tsc(&st, &min_loop)
 			   : spin_mono(&st, &min_loop);
 
+	/*
+	 * The end is the last moment watched: with the monotonic clock the
+	 * loop's own last read (an interrupt before a later read would put
+	 * time nobody watched inside the run).
+	 */
 	out_str(&st.out, "end ");
-	out_u64(&st.out, clock_ns(CLOCK_MONOTONIC));
+	out_u64(&st.out, st.tsc ? clock_ns(CLOCK_MONOTONIC) : st.watched_until);
 	out_ch(&st.out, ' ');
 	out_u64(&st.out, st.iterations);
 	out_ch(&st.out, ' ');
