@@ -15,4 +15,5 @@ as_root bash target_modules/scripts/ci-deps.sh >/dev/null
 as_root bash station/vm/ci-deps.sh >/dev/null
 as_root bash fpga/scripts/ci-deps.sh >/dev/null
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest -q -rs "$@"  # -rs: every skip listed, with its reason
+# -rs: every skip listed, with its reason; -n auto: a worker per core (the guests on one: conftest.py)
+exec .venv/bin/python -m pytest -q -rs -n auto --dist loadgroup "$@"

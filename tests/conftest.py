@@ -28,6 +28,23 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
+# The modules that boot QEMU guests: under pytest-xdist (scripts/test.sh runs two workers) they
+# share one worker, so two TCG guests never compete for the same cores and each module's guest
+# boots once; every other test spreads over the workers.
+VM_MODULES = frozenset({"test_vm_image", "test_vm_campaign", "test_vm_rt", "test_vm_bench",
+                        "test_interruptions_campaign", "test_cyclictest_campaign", "test_gpio_campaign",
+                        "test_gpio_responder_vm"})
+
+
+assert all((REPO / "tests" / f"{m}.py").is_file() for m in VM_MODULES), "VM_MODULES names a module that is gone"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in VM_MODULES:
+            item.add_marker(pytest.mark.xdist_group("vm"))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
