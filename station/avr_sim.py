@@ -58,6 +58,10 @@ TIMER0_OVERFLOW_CYCLES = 64 * 256  # prescaler 64, 8-bit counter: 976.5625 Hz at
 ENTRY_CYCLES_HW = 4  # interrupt entry on a real AVR (push PC, clear I), which simavr 1.6 does not charge
 AFTER_RETI_CYCLES_SIM = 4  # simavr 1.6 runs two instructions after RETI before a pending interrupt: 2 rjmp
 APT_PACKAGES = ("gcc-avr", "binutils-avr", "avr-libc", "libsimavr-dev", "pkg-config", "make", "gcc")
+SKETCH_APT_PACKAGES = (*APT_PACKAGES, "arduino-core-avr")  # the seed's sketch on the real Arduino core
+# The Arduino core's main loop with an empty loop() (main.cpp: `call loop`, `ret`, `sbiw`, `breq`):
+# the two instructions simavr runs after RETI cost 4 (sbiw + breq) to 8 (call + ret) cycles.
+CORE_AFTER_RETI_CYCLES_SIM = (4, 8)
 
 _UINT = re.compile(r"(0|[1-9][0-9]*)")
 _CONFIG_KEY = re.compile(r"[a-z_]+")
@@ -223,18 +227,32 @@ def default_build_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "irq-station" / "avr"
 
 
-def build(build_dir: Path | None = None) -> Build:
-    """Both firmware variants and the harness; make rebuilds only what changed."""
+def _make(build_dir: Path | None, targets: tuple[str, ...], what: str, packages: tuple[str, ...]) -> Path:
+    """`make` of target_modules/avr into build_dir (rebuilding only what changed)."""
     build_dir = (build_dir or default_build_dir()).resolve()
     make = shutil.which("make")
     if not make:
-        raise AvrSimError(f"make is not installed (apt-get install {' '.join(APT_PACKAGES)})")
+        raise AvrSimError(f"make is not installed (apt-get install {' '.join(packages)})")
     res = subprocess.run(
-        [make, "-C", str(sources()), f"BUILD={build_dir}", "all"], capture_output=True, text=True, timeout=300
+        [make, "-C", str(sources()), f"BUILD={build_dir}", *targets], capture_output=True, text=True, timeout=300
     )
     if res.returncode != 0:
-        raise AvrSimError(f"building the AVR responder failed ({res.returncode}):\n{res.stderr.strip()}")
-    return Build(build_dir / "responder.elf", build_dir / "responder-masked.elf", build_dir / "simavr_harness")
+        raise AvrSimError(f"building {what} failed ({res.returncode}):\n{res.stderr.strip()}")
+    return build_dir
+
+
+def build(build_dir: Path | None = None) -> Build:
+    """Both firmware variants and the harness."""
+    d = _make(build_dir, ("all",), "the AVR responder", APT_PACKAGES)
+    return Build(d / "responder.elf", d / "responder-masked.elf", d / "simavr_harness")
+
+
+def build_sketch(build_dir: Path | None = None) -> Build:
+    """The seed's sketch (target_modules/avr/sketch/responder_sketch.ino) built on Debian's Arduino core,
+    both variants, and the harness: `elf` keeps the core's timer0 overflow interrupt, `masked_elf`
+    clears it in setup()."""
+    d = _make(build_dir, ("sketch", "harness"), "the Arduino sketch", SKETCH_APT_PACKAGES)
+    return Build(d / "sketch.elf", d / "sketch-masked.elf", d / "simavr_harness")
 
 
 def run(

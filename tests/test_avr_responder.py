@@ -87,11 +87,16 @@ def test_unmasked_outliers_come_at_the_rate_the_handler_length_predicts(unmasked
     w = unmasked.window
     assert unmasked.misses == 0
     assert w.rate_hz == pytest.approx(16e6 / avr_sim.TIMER0_OVERFLOW_CYCLES, rel=1e-3)  # 976.5625 Hz
-    n, k = len(unmasked.responses), len(unmasked.outliers)
-    alpha = 1 - CONFIDENCE  # Clopper-Pearson interval for the observed fraction
+    assert_outlier_rate_predicted(unmasked)
+
+
+def assert_outlier_rate_predicted(a: avr_sim.Analysis) -> None:
+    """The observed outlier fraction's Clopper-Pearson interval holds rate x window."""
+    n, k = len(a.responses), len(a.outliers)
+    alpha = 1 - CONFIDENCE
     lo = beta.ppf(alpha / 2, k, n - k + 1) if k else 0.0
     hi = beta.ppf(1 - alpha / 2, k + 1, n - k) if k < n else 1.0
-    assert lo <= w.expected_fraction <= hi, (k, n, w.expected_fraction, lo, hi)
+    assert lo <= a.window.expected_fraction <= hi, (k, n, a.window.expected_fraction, lo, hi)
 
 
 def test_every_outlier_arrived_in_a_handler_run_and_waited_out_exactly_its_rest(unmasked):

@@ -9,7 +9,8 @@
 #     for tools/gpio_responder_user, and gpiod (gpiodetect, gpioinfo, ...).
 #   * the AVR responder (target_modules/avr): gcc-avr, binutils-avr and
 #     avr-libc for the ATmega328P firmware, libsimavr-dev and pkg-config for
-#     the host harness that runs it in simavr.
+#     the host harness that runs it in simavr; arduino-core-avr for the seed's
+#     sketch on the real Arduino core (target_modules/avr/sketch).
 #   * checkpatch.pl and the two data files it reads (spelling.txt,
 #     const_structs.checkpatch), taken from Debian's linux-source tarball and
 #     kept in a cache directory so later runs cost nothing.
@@ -29,7 +30,7 @@ fi
 
 . "$(dirname "$0")/../../scripts/ci/install-missing.sh"
 install_missing linux-headers-amd64 kmod gcc make perl xz-utils libgpiod-dev gpiod \
-	 gcc-avr binutils-avr avr-libc libsimavr-dev pkg-config
+	 gcc-avr binutils-avr avr-libc libsimavr-dev pkg-config arduino-core-avr
 
 if [ ! -s "$CP_DIR/checkpatch.pl" ] || [ ! -s "$CP_DIR/spelling.txt" ] ||
    [ ! -s "$CP_DIR/const_structs.checkpatch" ]; then
