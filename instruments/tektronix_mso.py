@@ -54,11 +54,16 @@ TIME_STAMPS = "HORizontal:FASTframe:TIMEStamp:ALL?"
 RESULTS = "MEASUrement:MEAS1:RESUlts:CURRentacq"  # this acquisition's statistics of MEAS1
 # a FastFrame time stamp, in either form the MSO families use (docs/scopes/tektronix-mso.md):
 # '"02 Mar 2026 12:34:56.123 456 789 012"' (older DPO/TDS) or '1: 02.03.2026.12:34:56.123456789012'
-# (4/5/6 series, frame numbered): the date and time of day, then up to 12 digits of fraction
+# (4/5/6 series, frame numbered): the date and time of day, then up to 12 digits of fraction. The
+# exact punctuation of the 4/5/6 form is undocumented, so each plausible variant is taken: the
+# frame number inside or outside quotes, a space or a dot between date and time
 _STAMP = re.compile(
-    r'\s*(?:\d+\s*:\s*)?"?\s*(?:(\d{1,2} [A-Za-z]{3} \d{4})[ .](\d{2}:\d{2}:\d{2})'
-    r'|(\d{1,2}\.\d{1,2}\.\d{4})\.(\d{2}:\d{2}:\d{2}))\.([\d ]+?)\s*"?\s*'
+    r'\s*(?:\d+\s*:\s*)?"?\s*(?:\d+\s*:\s*)?(?:(\d{1,2} [A-Za-z]{3} \d{4})[ .](\d{2}:\d{2}:\d{2})'
+    r'|(\d{1,2}\.\d{1,2}\.\d{4})[ .](\d{2}:\d{2}:\d{2}))\.([\d ]+?)\s*"?\s*'
 )
+# between stamps: a comma, or a semicolon (how tm_devices splits multi-frame replies), before the
+# next frame's number or quote
+_STAMP_SEPARATOR = re.compile(r'[,;](?=\s*(?:\d+\s*:|"))')
 # WFMOutpre? fields in the documented order (the first 17 are all the driver needs)
 FIELDS = (
     "BYT_NR",
@@ -221,7 +226,7 @@ def parse_time_stamps(reply: str) -> np.ndarray:
     Whole seconds from the date and time of day, the fraction as an integer number of
     picoseconds, so frames an hour apart keep their picoseconds (no float sums of large times).
     """
-    texts = [t for t in re.split(r",(?=\s*(?:\d+\s*:|\"))", reply.strip())] if reply.strip() else []
+    texts = _STAMP_SEPARATOR.split(reply.strip()) if reply.strip() else []
     seconds, picoseconds = [], []
     whole: dict[str, int] = {}  # frames share their second: parse each date and time once
     for i, text in enumerate(texts):

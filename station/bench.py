@@ -142,7 +142,10 @@ class Bench:
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
                     scope_options={"dialect": settings.scope.dialect, "bus": twin_bus(settings.scope),
-                                   "trigger_error_ns": clocks.scope_trigger_error_ns}, board=board,
+                                   "trigger_error_ns": clocks.scope_trigger_error_ns,
+                                   **({"replies": settings.twin.scope_replies.model_dump()}
+                                      if settings.scope.dialect == "tektronix_mso" else {})},  # only its own
+                    board=board,
                     target_drift_ppm=clocks.target_drift_ppm, scope_timebase_ppm=clocks.scope_timebase_ppm,
                     target_slews=tuple(Slew(s.at, s.ppm, s.duration) for s in clocks.target_slews))
         loop = asyncio.get_running_loop()

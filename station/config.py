@@ -370,6 +370,17 @@ class TwinClocks(Strict):
         description="rms error of where the scope puts its time zero against the true crossing (ns)")
 
 
+class TwinScopeReplies(Strict):
+    """How the twin's MSO (tektronix_mso) frames what its vendor leaves undocumented
+    (docs/scopes/tektronix-mso.md): each variant the driver must take, for a campaign to run on."""
+
+    frame_separator: Literal["none", "semicolon"] = Field(
+        "none", description="between a FastFrame CURVe? reply's frame blocks: nothing, or ';'")
+    time_stamps: Literal["numbered", "numbered-semicolons", "numbered-quoted", "dpo"] = Field(
+        "numbered", description="HORizontal:FASTframe:TIMEStamp:ALL?'s form: the 4/5/6 manual's 'frame #: "
+        "stamp' list, with ';' between stamps, each stamp quoted, or the older DPO family's quoted stamps")
+
+
 class TwinSettings(Strict):
     """The built-in twin: an emulated target (SSH) and scope (SCPI) on 127.0.0.1."""
 
@@ -377,6 +388,7 @@ class TwinSettings(Strict):
     seed: Int = Field(2015, ge=0, lt=2**64)
     ground_truth: bool = True
     clocks: TwinClocks = Field(default_factory=TwinClocks)
+    scope_replies: TwinScopeReplies = Field(default_factory=TwinScopeReplies)
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-interface model parameters replacing the preset's, e.g. {pcie: {outlier_fraction: 5e-5}}; "
@@ -636,6 +648,10 @@ class Bench(Strict):
             raise LocatedError(("targets",), "give either target: (one) or targets: (several by name), not both")
         if sum(t.kind == "twin" for t in self.targets.values()) > 1:
             raise LocatedError(("targets",), "at most one twin target (the twin is one emulated box)")
+        if "scope_replies" in self.twin.model_fields_set and not (
+                self.scope.kind == "twin" and self.scope.dialect == "tektronix_mso"):
+            raise LocatedError(("twin", "scope_replies"), "scope_replies are the twin MSO's (bench.scope kind: "
+                               f"twin, dialect: tektronix_mso), not a {self.scope.kind} {self.scope.dialect}'s")
         return self
 
     def named_targets(self) -> dict[str | None, TargetSettings]:

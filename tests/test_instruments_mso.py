@@ -184,14 +184,21 @@ def test_the_older_mso_series_is_refused_by_name(idn, accepted) -> None:
             assert [c for c in sim.commands if c.strip()] == ["*IDN?"], sim.commands
 
 
-@pytest.mark.parametrize("separator", [b"", b";"], ids=["back-to-back", "semicolons"])
-def test_fastframe_frames_read_whichever_way_the_blocks_are_framed(separator: bytes, source) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(("separator", "stamp_form"), [(b"", "numbered"), (b";", "numbered-semicolons"),
+                                                     (b"", "numbered-quoted"), (b";", "dpo")],
+                         ids=["back-to-back", "semicolons", "quoted-stamps", "dpo-stamps"])
+def test_fastframe_frames_read_whichever_way_the_blocks_are_framed(separator: bytes, stamp_form: str,
+                                                                    source) -> None:  # noqa: ANN001
     """The twin sends a FastFrame CURVe? either way an MSO might (blocks back to back, or ';'
-    between them); over real TCP the driver reads the same frames, each on the source's grid."""
+    between them) and its time stamps in each form (instruments/sim/mso.py STAMP_FORMS); over real
+    TCP the driver reads the same frames, each on the source's grid."""
     from instruments.sim import run_in_thread
+    from instruments.sim.mso import STAMP_FORMS
 
+    assert {"numbered", "numbered-semicolons", "numbered-quoted", "dpo"} == set(STAMP_FORMS)
     sim = SimScopeServer(source, seed=7, dialect="tektronix_mso")
     sim.model.frame_separator = separator
+    sim.model.stamp_form = stamp_form
     with run_in_thread(sim), open_scope(sim.resource, dialect="tektronix_mso", timeout_s=5.0) as scope:
         scope.reset()
         scope.configure(settings(time_per_div=2.5e-6, record_length=1000, segments=20, trigger_position_pct=10.0))
@@ -200,3 +207,6 @@ def test_fastframe_frames_read_whichever_way_the_blocks_are_framed(separator: by
     assert len(frames) == info.frames == 20
     ticks = np.rint(frames.trigger_s * 1e9 / source.period_ns)
     assert np.allclose(frames.trigger_s * 1e9, ticks * source.period_ns, atol=1.0 * 1e3)
+    # each frame at the time the twin triggered it, to the stamps' picosecond
+    truth = np.asarray(info.frame_triggers_ns, dtype=np.float64)
+    assert np.allclose(frames.trigger_s * 1e9, truth - truth[0], rtol=0, atol=2e-3)

@@ -147,9 +147,18 @@ def test_mso_fastframe_count_clamped_by_the_instrument() -> None:
 MSO_CURVE_3_FRAMES_SEPARATED = b";".join(b"#45000" + f * 1000 for f in MSO_FRAMES) + b"\n"
 
 
+# the 4/5/6 form's punctuation is undocumented: semicolons between stamps, each stamp quoted with
+# its frame number, a space between date and time are taken as well
+STAMPS_4_5_6_SEMICOLONS = STAMPS_4_5_6.replace(",", ";")
+STAMPS_4_5_6_QUOTED = ",".join(f'"{stamp}"' for stamp in STAMPS_4_5_6.split(","))
+STAMPS_4_5_6_SPACED = STAMPS_4_5_6.replace("2025.23:", "2025 23:").replace("2026.00:", "2026 00:")
+
+
 @pytest.mark.parametrize("curve", [MSO_CURVE_3_FRAMES, MSO_CURVE_3_FRAMES_SEPARATED],
                          ids=["back-to-back", "semicolons"])
-@pytest.mark.parametrize("stamps", [STAMPS_4_5_6, STAMPS_DPO], ids=["4-5-6-series", "dpo"])
+@pytest.mark.parametrize("stamps", [STAMPS_4_5_6, STAMPS_DPO, STAMPS_4_5_6_SEMICOLONS, STAMPS_4_5_6_QUOTED,
+                                    STAMPS_4_5_6_SPACED],
+                         ids=["4-5-6-series", "dpo", "semicolons", "quoted", "spaced"])
 def test_mso_acquire_frames(stamps: str, curve: bytes) -> None:
     with expected_protocol(TektronixMSO, [
         *MSO_FASTFRAME_3,

@@ -39,6 +39,9 @@ def _campaign(tmp_path: Path, dialect: str) -> Path:
                               "bus": "model"}  # the model's own LAN: a realistic transfer per acquisition
     cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 40_000, "pulses": 10_000,
                       "period": "100us"}
+    if dialect == "tektronix_mso":  # not the twin's defaults: the undocumented forms a real MSO may use
+        cfg["bench"].setdefault("twin", {})["scope_replies"] = {"frame_separator": "semicolon",
+                                                                "time_stamps": "numbered-quoted"}
     path = tmp_path / f"{dialect}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

@@ -166,6 +166,23 @@ def test_a_bad_bus_is_refused_with_its_field(fields, where):
     assert where in str(err.value)
 
 
+@pytest.mark.parametrize("text, where", [
+    ("  scope: {kind: twin, dialect: tektronix_mso}\n  twin: {scope_replies: {time_stamps: iso}}\n",
+     "bench.twin.scope_replies.time_stamps"),
+    ("  scope: {kind: twin, dialect: tektronix_mso}\n  twin: {scope_replies: {frame_separator: comma}}\n",
+     "bench.twin.scope_replies.frame_separator"),
+    ("  scope: {kind: twin, dialect: tektronix_tds}\n  twin: {scope_replies: {time_stamps: dpo}}\n",
+     "bench.twin.scope_replies"),
+])
+def test_the_twin_mso_reply_forms_are_checked_and_only_the_msos(text: str, where: str):
+    with pytest.raises(ConfigError) as err:
+        parse_campaign(f"name: b\nbench:\n{text}matrix: {{samples: 10}}\n")
+    assert where in str(err.value) and ":" in str(err.value).split(where)[0], str(err.value)
+    ok = parse_campaign("name: b\nbench:\n  scope: {kind: twin, dialect: tektronix_mso}\n"
+                        "  twin: {scope_replies: {time_stamps: dpo}}\nmatrix: {samples: 10}\n")
+    assert ok.bench.twin.scope_replies.time_stamps == "dpo"
+
+
 def test_a_tds_campaign_over_gpib_sees_no_more_than_the_bus_allows(tmp_path: Path):
     """The seed's scope on its own bus: each 15 000-point record (5 ms of signal) costs at least
     its transfer over GPIB, so the capture ratio cannot exceed D / (D + transfer); over the

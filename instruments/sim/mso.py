@@ -104,6 +104,10 @@ class MsoModel(TdsModel):
     # message units are separated; tm_devices splits multi-frame ASCII replies there): which one the
     # instrument sends is undocumented, so the twin can send either and the driver takes both
     frame_separator: bytes = b""
+    # HORizontal:FASTframe:TIMEStamp:ALL?'s form (one of STAMP_FORMS): the 4/5/6 manual's
+    # "frame #: time stamp, ..." with its punctuation unverified, so the twin can send each
+    # plausible variant, and the older DPO/TDS family's quoted form
+    stamp_form: str = "numbered"
     settings_type = MsoSettings
     default_idn = DEFAULT_IDN
     default_bus = "gigabit"  # its own interface (instruments/sim/bus.py)
@@ -276,7 +280,8 @@ class MsoModel(TdsModel):
         triggers = rec.info.frame_triggers_ns
         if triggers is None:
             triggers = np.array([rec.info.trigger_ns])
-        return ",".join(f"{f}: {time_stamp(float(triggers[f - 1]))}" for f in self._frame_range(rec))
+        frames = self._frame_range(rec)
+        return format_time_stamps([float(triggers[f - 1]) for f in frames], frames.start, self.stamp_form)
 
     def _outpre(self, field_name: str | None) -> str:
         rec, channel = self._source_record(None)
@@ -325,9 +330,29 @@ class MsoModel(TdsModel):
         return ":WFMOUTPRE:" + ";".join(f"{k} {v}" for k, v in zip(names, values, strict=True))
 
 
-def time_stamp(ns: float) -> str:
-    """A 4/5/6 series FastFrame time stamp of a source-clock time: "01.01.2026.00:00:01.234567890123"."""
+STAMP_FORMS = ("numbered", "numbered-semicolons", "numbered-quoted", "dpo")
+
+
+def time_stamp(ns: float, form: str = "numbered") -> str:
+    """A FastFrame time stamp of a source-clock time: "01.01.2026.00:00:01.234567890123" (4/5/6
+    series), or with form "dpo" the older family's "01 Jan 2026 00:00:01.234 567 890 123"."""
     ps = int(round(ns * 1000.0))
     seconds, ps = divmod(ps, 10**12)
     when = STAMP_EPOCH + dt.timedelta(seconds=seconds)
+    if form == "dpo":
+        digits = f"{ps:012d}"
+        return when.strftime("%d %b %Y %H:%M:%S") + "." + " ".join(digits[i:i + 3] for i in range(0, 12, 3))
     return when.strftime("%d.%m.%Y.%H:%M:%S") + f".{ps:012d}"
+
+
+def format_time_stamps(triggers_ns: list[float], first_frame: int, form: str) -> str:
+    """TIMEStamp:ALL?'s reply in one of STAMP_FORMS, frames numbered from first_frame."""
+    if form not in STAMP_FORMS:
+        raise ValueError(f"stamp form {form!r}: one of {STAMP_FORMS}")
+    frames = range(first_frame, first_frame + len(triggers_ns))
+    if form == "dpo":
+        return ",".join(f'"{time_stamp(ns, form)}"' for ns in triggers_ns)
+    if form == "numbered-quoted":
+        return ",".join(f'"{f}: {time_stamp(ns)}"' for f, ns in zip(frames, triggers_ns, strict=True))
+    separator = ";" if form == "numbered-semicolons" else ","
+    return separator.join(f"{f}: {time_stamp(ns)}" for f, ns in zip(frames, triggers_ns, strict=True))

@@ -26,7 +26,7 @@ import numpy as np
 
 from instruments.sim.bus import BUSES, BusProfile, bus_profile
 from instruments.sim.infiniivision import InfiniiVisionModel
-from instruments.sim.mso import MsoModel
+from instruments.sim.mso import STAMP_FORMS, MsoModel
 from instruments.sim.signal import LogicSignal
 from instruments.sim.source import EdgeSource
 from instruments.sim.tds import AcquisitionInfo, TdsModel
@@ -239,6 +239,18 @@ def run_in_thread(server: Server) -> Iterator[Server]:
             loop.close()
 
 
+def _set_replies(model: InstrumentModel, replies: dict[str, str]) -> None:
+    if not isinstance(model, MsoModel):
+        raise ValueError(f"reply forms are the MSO's (tektronix_mso), not {type(model).__name__}'s")
+    separator = replies.pop("frame_separator", "none")
+    stamps = replies.pop("time_stamps", "numbered")
+    if replies or separator not in ("none", "semicolon") or stamps not in STAMP_FORMS:
+        raise ValueError(f"reply forms: frame_separator none|semicolon, time_stamps {'|'.join(STAMP_FORMS)}; "
+                         f"not {separator!r}, {stamps!r}{', ' + ', '.join(replies) if replies else ''}")
+    model.frame_separator = b";" if separator == "semicolon" else b""
+    model.stamp_form = stamps
+
+
 class SimScopeServer(SCPIServer):
     """A scope whose CH1 probe sees the pulses of `source`: a TDS 400, an MSO 5 or an InfiniiVision.
 
@@ -282,7 +294,10 @@ class SimScopeServer(SCPIServer):
         channel_sources: Mapping[int, EdgeSource] | None = None,
         bus: str | BusProfile = "loopback",
         trigger_error_ns: float | None = None,
+        replies: Mapping[str, str] | None = None,
     ) -> None:
+        """replies: how an MSO frames what its vendor leaves undocumented (frame_separator: none or
+        semicolon; time_stamps: one of instruments/sim/mso.py STAMP_FORMS)."""
         if dialect not in DIALECTS:
             raise ValueError(f"the sim speaks {tuple(DIALECTS)}, not {dialect!r}")
         self.signal = LogicSignal(tuple(levels), rise_time_s, fall_time_s, noise_v)
@@ -300,6 +315,8 @@ class SimScopeServer(SCPIServer):
             if not (math.isfinite(trigger_error_ns) and trigger_error_ns >= 0):
                 raise ValueError(f"trigger_error_ns must be a finite rms >= 0, not {trigger_error_ns!r}")
             model.trigger_error_ns = trigger_error_ns
+        if replies:
+            _set_replies(model, dict(replies))
         if isinstance(bus, str):
             bus = bus_profile(model.default_bus if bus == "model" else bus)
         super().__init__(model, host, port, mute=mute, command_log_size=command_log_size, bus=bus)
