@@ -89,8 +89,14 @@ class GeneratorSettings:
     low_v: float = 0.0
     high_v: float = 3.3  # a Raspberry Pi's GPIO; 5.0 for an Arduino Uno
     jitter: float = 0.0
+    # what the instrument makes the pulses with (read back): a PULSe carrier holds width_s fixed; the
+    # SQUare fallback (a firmware that refuses FM on a pulse) holds the duty cycle, so with jitter each
+    # pulse lasts width_s·(its period / the nominal period)
+    carrier: str = "pulse"
 
     def __post_init__(self) -> None:
+        if self.carrier not in ("pulse", "square"):
+            raise ValueError(f"carrier must be pulse or square, got {self.carrier!r}")
         if self.channel not in CHANNELS:
             raise ValueError(f"channel must be one of {CHANNELS}, got {self.channel!r}")
         for name in ("frequency_hz", "width_s", "low_v", "high_v", "jitter"):
@@ -246,6 +252,8 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
         keyword(MODULATING),
     )
     fm_deviation_hz = Control("SOURce{ch}:FM:DEViation?", "SOURce{ch}:FM:DEViation {value:.12g}", real)
+    duty_pct = Control("SOURce{ch}:FUNCtion:SQUare:DCYCle?", "SOURce{ch}:FUNCtion:SQUare:DCYCle {value:.12g}",
+                       positive)
 
     def __init__(self, session: ScpiSession) -> None:
         super().__init__(session)
@@ -312,10 +320,24 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
             self.fm_source = "internal"
             self.fm_function = "noise"
             self.fm_deviation_hz = s.deviation_hz
-            self.fm_enabled = True
+            try:
+                self.fm_enabled = True
+            except ScopeError as exc:
+                if "-221" not in str(exc):
+                    raise
+                self._square_fallback(s)
         self.check_errors()
         self._applied = self._reported(s)
         return self._applied
+
+    def _square_fallback(self, s: GeneratorSettings) -> None:
+        """FM refused on the pulse carrier (-221 Settings conflict): no reference confirms that every
+        33500 firmware takes it (docs/function-generator.md). A SQUare carrier with the same nominal
+        duty cycle takes FM: the edges jitter as asked, and each pulse's width follows its period
+        (width_s at the nominal period), which the read-back says (carrier "square")."""
+        self.function = "square"
+        self.duty_pct = 100.0 * s.width_s * s.frequency_hz
+        self.fm_enabled = True
 
     def _reported(self, s: GeneratorSettings) -> GeneratorSettings:
         """`s` with what the instrument reports; ScopeError if that is no pulse stimulus we asked for."""
@@ -325,7 +347,8 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
                 resource=self.resource_name,
                 detail="the output load is not high impedance (INFinity)",
             )
-        if self.function != "pulse":
+        function = self.function
+        if function not in ("pulse", "square") or (function == "square" and not self.fm_enabled):
             raise ScopeError(
                 f"SOURce{s.channel}:FUNCtion?", resource=self.resource_name, detail="the instrument makes no pulses"
             )
@@ -340,8 +363,10 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
                     "the period would not be random",
                 )
             jitter = self.fm_deviation_hz / frequency
+        width = self.width_s if function == "pulse" else self.duty_pct / 100.0 / frequency
         return self._read_back(
-            s, frequency_hz=frequency, width_s=self.width_s, high_v=self.high_v, low_v=self.low_v, jitter=jitter
+            s, frequency_hz=frequency, width_s=width, high_v=self.high_v, low_v=self.low_v, jitter=jitter,
+            carrier=function,
         )
 
     def set_output(self, on: bool) -> None:

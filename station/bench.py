@@ -266,6 +266,10 @@ class Bench:
 
         self._undo.append(("the generator", close))
         self.log.message(f"generator: {generator.idn}")
+        if generator.applied.carrier != "pulse":
+            self.log.message(f"generator: FM refused on a pulse carrier; the stimulus is a {generator.applied.carrier} "
+                             f"carrier of the same duty cycle, so each pulse's width follows its period "
+                             f"(±{generator.applied.jitter:g} of {generator.applied.width_s * 1e6:g} µs)")
 
     # ---- what runs use -------------------------------------------------------------------
     def used_load_hosts(self) -> set[str]:
@@ -315,7 +319,8 @@ class Bench:
                        "host": self.target.endpoint.where, "audit": self.facts},
             "scope": None if self.scope is None else {"idn": self.scope.idn, "resource": self.scope.resource},
             "generator": None if self.generator is None else {"idn": self.generator.idn,
-                                                              "resource": self.generator.resource},
+                                                              "resource": self.generator.resource,
+                                                              "carrier": self.generator.applied.carrier},
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
         }
 

@@ -165,6 +165,38 @@ def test_the_jittered_stimulus(gen: Keysight33500, server: SimGeneratorServer) -
     assert len(source.stimulus_times_ns(end, source.now_ns())) == 0
 
 
+def test_a_firmware_refusing_fm_on_a_pulse_gets_the_square_carrier_and_says_so() -> None:
+    """No reference confirms that a 33500 takes FM on a PULSe carrier: where FM:STATe ON is refused
+    (-221 Settings conflict), the driver makes the stimulus with a SQUare carrier of the same nominal
+    duty cycle, reports carrier "square", and the edges carry the jitter asked for; each pulse then
+    lasts the duty cycle of its own period (the sim's truth), not a fixed width."""
+    with serve_in_thread(SimGeneratorServer(seed=SEED, fm_on_pulse=False)) as server, \
+            open_generator(server.resource, timeout_s=2.0) as gen:
+        assert isinstance(gen, Keysight33500)
+        gen.reset()
+        wanted = stimulus(frequency_hz=5_000.0, width_s=20e-6, jitter=0.3)
+        applied = gen.configure(wanted)
+        assert applied.carrier == "square" and gen.function == "square"
+        assert applied.jitter == pytest.approx(0.3) and applied.width_s == pytest.approx(20e-6)
+        assert gen.duty_pct == pytest.approx(10.0)
+        assert "SOURce1:FM:STATe ON;*ESR?" in server.commands  # tried on the pulse first, refused
+        pulses = run_pulses(gen, server.source(1), 2_000)[:2_000]
+        gen.set_output(False)
+    lead, trail = pulses[:, 0], pulses[:, 1]
+    periods = np.diff(lead).astype(np.float64)
+    freq = 1e9 / periods
+    sigma = wanted.frequency_hz * wanted.jitter * NOISE_SIGMA
+    assert 0.85 * sigma < freq.std() < 1.1 * sigma  # the jitter asked for
+    # each pulse is 10 % of the period it starts: width / period = duty, to the ns rounding
+    widths = (trail - lead)[:-1].astype(np.float64)
+    assert np.all(np.abs(widths - 0.1 * periods) <= 1.0)
+    assert widths.std() > 100.0  # not a fixed width: the read-back's carrier says so
+
+
+def test_a_pulse_carrier_is_kept_where_the_firmware_takes_fm(gen: Keysight33500) -> None:
+    assert gen.configure(stimulus(jitter=0.3)).carrier == "pulse" and gen.function == "pulse"
+
+
 def test_a_strictly_periodic_stimulus_locks_and_the_check_sees_it(
     gen: Keysight33500, server: SimGeneratorServer
 ) -> None:

@@ -91,10 +91,17 @@ class Segment:
     width_ns: int
     jitter: float  # FM deviation / carrier frequency
     end_ns: int | None = None  # None: still running; pulses lead before it, and end whole
+    duty: float = 0.0  # a SQUare carrier: each pulse lasts this fraction of its own period (0: width_ns)
 
     @property
-    def params(self) -> tuple[float, int, float]:
-        return (self.frequency_hz, self.width_ns, self.jitter)
+    def params(self) -> tuple[float, int, float, float]:
+        return (self.frequency_hz, self.width_ns, self.jitter, self.duty)
+
+    @property
+    def longest_width_ns(self) -> int:
+        if not self.duty:
+            return self.width_ns
+        return int(math.ceil(self.duty * 1e9 / (self.frequency_hz * (1.0 - self.jitter))))
 
 
 class PulseTrain:
@@ -122,14 +129,15 @@ class PulseTrain:
         with self._lock:
             return tuple(self._segments)
 
-    def switch(self, params: tuple[float, int, float] | None) -> None:
-        """From now on produce pulses of (frequency_hz, width_ns, jitter), or none (None)."""
+    def switch(self, params: tuple[float, int, float] | None, duty: float = 0.0) -> None:
+        """From now on produce pulses of (frequency_hz, width_ns, jitter), or none (None); duty > 0:
+        a square carrier, each pulse that fraction of its own period (width_ns: at the nominal one)."""
         with self._lock:
             now = self._clock()
             last = self._segments[-1] if self._segments else None
             start = now  # the output switched on: the first pulse starts at once
             if last is not None and last.end_ns is None:
-                if params == last.params:
+                if params is not None and (*params, duty) == last.params:
                     return
                 # a change while running is phase-continuous: the period under way completes
                 near = self._pulses(last.index, now - self._span(last), now + self._span(last))
@@ -142,7 +150,7 @@ class PulseTrain:
                 if len(tail):
                     start = max(start, int(tail[-1, 1]) + self.min_gap_ns)
             frequency, width_ns, jitter = params
-            self._segments.append(Segment(len(self._segments), start, frequency, width_ns, jitter))
+            self._segments.append(Segment(len(self._segments), start, frequency, width_ns, jitter, duty=duty))
             self._block_starts.append([0.0])
 
     def edges(self, t0_ns: int, t1_ns: int) -> np.ndarray:
@@ -151,7 +159,7 @@ class PulseTrain:
             rows = [
                 self._pulses(s.index, t0_ns, t1_ns)
                 for s in self._segments
-                if s.start_ns < t1_ns and (s.end_ns is None or s.end_ns + s.width_ns > t0_ns)
+                if s.start_ns < t1_ns and (s.end_ns is None or s.end_ns + s.longest_width_ns > t0_ns)
             ]
         rows = [r for r in rows if len(r)]
         return np.concatenate(rows) if rows else np.empty((0, 2), dtype=np.int64)
@@ -164,7 +172,7 @@ class PulseTrain:
     # --- inside a segment (callers hold the lock) ------------------------------------------
     def _span(self, seg: Segment) -> int:
         """Longer than any period plus a width: a window this long ending at t holds the pulse before t."""
-        return int(math.ceil(1e9 / (seg.frequency_hz * (1.0 - seg.jitter)))) + seg.width_ns + 1
+        return int(math.ceil(1e9 / (seg.frequency_hz * (1.0 - seg.jitter)))) + seg.longest_width_ns + 1
 
     def _periods(self, seg: Segment, block: int) -> np.ndarray:
         rng = np.random.default_rng([self.seed, seg.index, block])
@@ -175,7 +183,7 @@ class PulseTrain:
         seg = self._segments[index]
         if seg.end_ns is not None:
             hi = min(hi, seg.end_ns)  # a pulse belongs to the segment it leads in
-        rel_lo = lo - seg.start_ns - seg.width_ns  # leads after this can still overlap [lo, hi)
+        rel_lo = lo - seg.start_ns - seg.longest_width_ns  # leads after this can still overlap [lo, hi)
         rel_hi = hi - seg.start_ns
         if rel_hi <= 0:
             return np.empty((0, 2), dtype=np.int64)
@@ -189,7 +197,8 @@ class PulseTrain:
             periods = self._periods(seg, block)
             offsets = starts[block] + np.concatenate(([0.0], np.cumsum(periods[:-1])))
             lead = seg.start_ns + np.floor(offsets + 0.5).astype(np.int64)
-            trail = lead + seg.width_ns
+            # a square carrier's high time is its duty cycle of each (frequency-modulated) period
+            trail = lead + (np.floor(periods * seg.duty + 0.5).astype(np.int64) if seg.duty else seg.width_ns)
             keep = (lead - seg.start_ns < rel_hi) & (trail > lo)
             rows.append(np.stack([lead[keep], trail[keep]], axis=1))
         return np.concatenate(rows) if rows else np.empty((0, 2), dtype=np.int64)
@@ -213,6 +222,7 @@ class ChannelState:
     fm_function: str = "SINUSOID"
     fm_frequency: float = 10.0
     fm_deviation: float = 100.0
+    duty_pct: float = 50.0  # FUNCtion:SQUare:DCYCle
 
     @property
     def jitter(self) -> float:
@@ -234,8 +244,13 @@ def _divider(load: float) -> float:
 class Keysight33500Model:
     """The instrument as a state machine: `handle` runs one program message."""
 
-    def __init__(self, seed: int = 0, idn: str | None = None, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, seed: int = 0, idn: str | None = None, clock: Callable[[], int] | None = None,
+                 fm_on_pulse: bool = True) -> None:
+        """fm_on_pulse False: a firmware that refuses FM with a PULSe carrier (-221 Settings conflict);
+        no reference confirms that a 33500 takes it (docs/function-generator.md), so the driver's
+        fallback to a SQUare carrier can be exercised."""
         self.idn = idn or DEFAULT_IDN
+        self.fm_on_pulse = fm_on_pulse
         self.channels = {n: ChannelState() for n in CHANNELS}
         self.trains = {n: PulseTrain(seed + n - 1, clock) for n in CHANNELS}
         self.esr = 0
@@ -305,6 +320,7 @@ class Keysight33500Model:
             *src("SOURce", "FREQuency", lambda c: nr3(c.frequency), s._set_frequency),
             *src("SOURce", "FUNCtion:PULSe:WIDTh", lambda c: nr3(c.width), s._set_width),
             *src("SOURce", "FUNCtion:PULSe:PERiod", lambda c: nr3(1.0 / c.frequency), None),
+            *src("SOURce", "FUNCtion:SQUare:DCYCle", lambda c: nr3(c.duty_pct), s._set_duty),
             *src("SOURce", "FUNCtion:PULSe:HOLD", lambda c: short_form(_long(c.hold, HOLDS)), s._set_hold),
             *src("SOURce", "VOLTage:HIGH", lambda c: nr3(c.high), s._set_high),
             *src("SOURce", "VOLTage:LOW", lambda c: nr3(c.low), s._set_low),
@@ -360,8 +376,13 @@ class Keysight33500Model:
     def _update(self, n: int) -> None:
         """Tell channel n's pulse train what the output now produces."""
         c = self.channels[n]
-        on = c.output and c.function == "PULSE"
-        self.trains[n].switch((c.frequency, int(round(c.width * 1e9)), c.jitter) if on else None)
+        if not c.output or c.function not in ("PULSE", "SQUARE"):
+            self.trains[n].switch(None)
+        elif c.function == "PULSE":
+            self.trains[n].switch((c.frequency, int(round(c.width * 1e9)), c.jitter))
+        else:
+            duty = c.duty_pct / 100.0
+            self.trains[n].switch((c.frequency, int(round(duty * 1e9 / c.frequency)), c.jitter), duty)
 
     # --- status ----------------------------------------------------------------------------
     def reset(self) -> None:
@@ -394,6 +415,10 @@ class Keysight33500Model:
         shortest = 1.0 / (c.frequency * (1.0 + c.jitter))
         if c.function == "PULSE" and c.width + MIN_WIDTH_S > shortest:
             raise Fault(221, "Settings conflict")
+        if c.function == "PULSE" and c.fm_state and not self.fm_on_pulse:
+            raise Fault(221, "Settings conflict")
+        if c.function == "SQUARE" and min(c.duty_pct, 100.0 - c.duty_pct) / 100.0 * shortest < MIN_WIDTH_S:
+            raise Fault(221, "Settings conflict")
 
     def _tentatively(self, c: ChannelState, **changes: object) -> None:
         """Apply `changes` to `c` only if the result is a pulse the instrument can make."""
@@ -410,6 +435,9 @@ class Keysight33500Model:
 
     def _set_width(self, c: ChannelState, arg: str, n: int) -> None:
         self._tentatively(c, width=bounded(arg, (MIN_WIDTH_S, 1e6)))
+
+    def _set_duty(self, c: ChannelState, arg: str, n: int) -> None:
+        self._tentatively(c, duty_pct=bounded(arg, (0.01, 99.99)))
 
     def _set_hold(self, c: ChannelState, arg: str, n: int) -> None:
         c.hold = choice(arg, HOLDS)
@@ -506,8 +534,9 @@ class SimGeneratorServer(SCPIServer):
         idn: str | None = None,
         clock: Callable[[], int] | None = None,
         command_log_size: int = 100_000,
+        fm_on_pulse: bool = True,
     ) -> None:
-        model = Keysight33500Model(seed=seed, idn=idn, clock=clock)
+        model = Keysight33500Model(seed=seed, idn=idn, clock=clock, fm_on_pulse=fm_on_pulse)
         super().__init__(model, host, port, command_log_size=command_log_size)
 
     def source(self, channel: int = 1) -> PulseTrain:
