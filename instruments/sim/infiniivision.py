@@ -25,7 +25,8 @@ own; after a segment's last sample the model re-arms for `rearm_ns`. Then
 :WAVeform:SEGMented:COUNt? is the number acquired, :ACQuire:SEGMented:INDex <k> chooses the
 segment :WAVeform:PREamble?, :WAVeform:DATA? and :WAVeform:SEGMented:TTAG? (its trigger time
 from segment 1's, in seconds) describe. With :WAVeform:SEGMented:ALL 1 (models with
-`segments_all`, the 3000T and 4000 X), :WAVeform:DATA? answers every segment in one block
+`segments_all`, the 3000T and 4000 X; an IDN naming a DSO-X/MSO-X 2000 model makes a 2000 X,
+which has not), :WAVeform:DATA? answers every segment in one block
 (the preamble's points stay per segment) and :WAVeform:SEGMented:XLISt? TTAG lists every
 segment's time tag (comma-separated, in an IEEE 488.2 block); a model without it answers those with "Undefined header".
 
@@ -103,6 +104,9 @@ class InfiniiVisionModel(TdsModel):
     segments_all = True  # :WAVeform:SEGMented:ALL and :XLISt? (3000T, 4000 X; not the 2000 X)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
+        # a 2000 X (model DSOX2…/DSO-X 2…/MSO-X 2…) has no :WAVeform:SEGMented:ALL: segment by segment
+        if re.search(r",\s*(?:DSO|MSO)-?X\s*2\d{3}", str(kwargs.get("idn") or "")):
+            self.segments_all = False
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.header = False  # InfiniiVision replies carry no headers
         self._ter_mark = 0
