@@ -28,21 +28,19 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
-# The modules that boot QEMU guests: under pytest-xdist (scripts/test.sh runs two workers) they
-# share one worker, so two TCG guests never compete for the same cores and each module's guest
-# boots once; every other test spreads over the workers.
+# The modules that boot QEMU guests, marked `vm`: scripts/test.sh runs every other test on all
+# cores (pytest-xdist), then these alone, one at a time, so a TCG guest never competes with a
+# second guest or with a worker's campaign (its timing tests were written for a quiet host).
 VM_MODULES = frozenset({"test_vm_image", "test_vm_campaign", "test_vm_rt", "test_vm_bench",
                         "test_interruptions_campaign", "test_cyclictest_campaign", "test_gpio_campaign",
                         "test_gpio_responder_vm"})
-
-
 assert all((REPO / "tests" / f"{m}.py").is_file() for m in VM_MODULES), "VM_MODULES names a module that is gone"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in VM_MODULES:
-            item.add_marker(pytest.mark.xdist_group("vm"))
+            item.add_marker(pytest.mark.vm)
 
 
 def free_port() -> int:
