@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from instruments.dialects import DIALECTS
 from station import api, units
 
 if TYPE_CHECKING:
     import asyncio
+
+FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
 
 app = typer.Typer(
     add_completion=False,
@@ -38,7 +40,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="print the station's version and exit")) -> None:
+                                       help="print the station's version and exit", metavar=FLAG)) -> None:
     """irq-station: interrupt latency, measured twice."""
 
 ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS)}, type=str)
@@ -47,8 +49,9 @@ ImportFormat = enum.Enum("ImportFormat", {n: n for n in ("auto", "legacy", "v1",
 Interface = enum.Enum("Interface", {n: n for n in ("lpt", "pcie")}, type=str)
 Variant = enum.Enum("Variant", {"inb": "inb", "no_inb": "no-inb"}, type=str)
 Kernel = enum.Enum("Kernel", {n: n for n in ("regular", "rt")}, type=str)
+# the twin scope's buses (instruments/sim/bus.py BUSES, kept in step by tests/test_cli_help.py)
+TwinBus = enum.Enum("TwinBus", {n: n for n in ("loopback", "model", "gpib", "usb", "lan", "gigabit")}, type=str)
 
-FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
 
 EXIT_SCOPE_ERROR = 1
 EXIT_USER_ERROR = 2
@@ -171,7 +174,8 @@ def schema() -> None:
 @app.command()
 def report(
     out: Path = typer.Argument(..., help="campaign output directory"),
-    deadline: str = typer.Option(None, help="a latency to meet, e.g. 125us: the report gives the probability per "
+    deadline: str = typer.Option(None, metavar="<duration>",
+                                 help="a latency to meet, e.g. 125us: the report gives the probability per "
                                  "event of exceeding it (default: the campaign file's report.deadline)"),
 ) -> None:
     """(Re)generate report.html/.md/.json and stats.csv from a campaign directory."""
@@ -200,14 +204,14 @@ def import_(
     fmt: ImportFormat = typer.Option("auto", "--format", help="how to read every FILE (auto: by its content)"),
     interface: Interface = typer.Option(None, help="default: a v1 stream's flags, else unknown"),
     variant: Variant = typer.Option(None, help="default: a v1 stream's flags, else unknown"),
-    load: str = typer.Option("unknown", help="the load the data was measured under"),
-    period: str = typer.Option(None, help="the RT task's period, e.g. 100us"),
+    load: str = typer.Option("unknown", help="the load the data was measured under", metavar="<name>"),
+    period: str = typer.Option(None, help="the RT task's period, e.g. 100us", metavar="<duration>"),
     repetition: int = typer.Option(0, help="repetition index"),
-    target: str = typer.Option(None, help="target name (a cyclictest table's row)"),
-    name: str = typer.Option(None, help="campaign name (default: kept, or the directory's name)"),
+    target: str = typer.Option(None, help="target name (a cyclictest table's row)", metavar="<name>"),
+    name: str = typer.Option(None, help="campaign name (default: kept, or the directory's name)", metavar="<name>"),
     run_id: list[str] = typer.Option(None, "--run-id", help="one per FILE, in order (default: the file names)"),
     scope: Path = typer.Option(None, help="scope capture (CSV or Parquet) of the same run as the one dump given"),
-    no_report: bool = typer.Option(False, "--no-report", help="do not write the report"),
+    no_report: bool = typer.Option(False, "--no-report", help="do not write the report", metavar=FLAG),
 ) -> None:
     """Turn raw data measured without the station into a results directory (docs/import.md)."""
     from station.store import StoreError
@@ -277,27 +281,20 @@ def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming t
 @app.command()
 def twin(
     state_dir: Path = typer.Option(Path("twin-state"), help="where twin.json, keys and known_hosts go"),
-    preset: str = typer.Option("seed-2015", help="event model preset"),
+    preset: str = typer.Option("seed-2015", help="event model preset", metavar="<preset>"),
     seed: int = typer.Option(2015, help="random seed of the event model"),
     truth_dir: Path = typer.Option(None, help="write each module load's injected events here"),
-    dialect: str = typer.Option("tektronix_tds", help="the scope model the twin plays: tektronix_tds, "
-                                "tektronix_mso or keysight_infiniivision"),
-    bus: str = typer.Option("loopback", help="how the scope's replies reach the host: loopback (no delay), "
-                            "model (the model's own interface: GPIB, LAN, gigabit), gpib, usb, lan or gigabit"),
+    dialect: ScopeDialect = typer.Option("tektronix_tds", help="the scope model the twin plays"),
+    bus: TwinBus = typer.Option("loopback", help="how the scope's replies reach the host: loopback (no delay), "
+                                "model (the model's own interface: GPIB, LAN, gigabit), or a named bus"),
 ) -> None:
     """Run the twin standalone (SSH target + SCPI scope) until Ctrl-C."""
     import asyncio
 
-    from instruments.sim.bus import BUSES
-    from instruments.sim.server import DIALECTS
     from station.twin.runner import Twin, serve_forever
 
-    if dialect not in DIALECTS:
-        raise typer.BadParameter(f"{dialect!r} is not one of {', '.join(DIALECTS)}", param_hint="--dialect")
-    if bus != "model" and bus not in BUSES:
-        raise typer.BadParameter(f"{bus!r} is not model or one of {', '.join(BUSES)}", param_hint="--bus")
     tw = Twin(state_dir=state_dir, preset=preset, seed=seed, truth_dir=truth_dir,
-              scope_options={"dialect": dialect, "bus": bus})
+              scope_options={"dialect": dialect.value, "bus": bus.value})
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -340,7 +337,7 @@ DIALECT_HELP = ("command set: tektronix_tds (TDS 400/500/600), tektronix_mso (MS
 
 @scope_app.command("check")
 def scope_check(
-    resource: str = typer.Argument(..., help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"),
+    resource: str = typer.Argument(..., help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET", metavar="RESOURCE"),
     dialect: ScopeDialect = typer.Option("tektronix_tds", help=DIALECT_HELP),
     timeout: float = typer.Option(5.0, help="seconds"),
 ) -> None:
@@ -360,7 +357,8 @@ CaptureMode = enum.Enum("CaptureMode", {name: name for name in ("waveform", "seg
 
 @scope_app.command("capture")
 def scope_capture(
-    resource: str = typer.Option(..., "--resource", help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"),
+    resource: str = typer.Option(..., "--resource", help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET",
+                                 metavar="<resource>"),
     dialect: ScopeDialect = typer.Option("tektronix_tds", help=DIALECT_HELP),
     channel: int = typer.Option(None, help="the channel probed, which triggers (1-4; default 1)"),
     mode: CaptureMode = typer.Option("waveform", help="waveform: single long records, every pulse in each; "
@@ -370,22 +368,25 @@ def scope_capture(
     acquisitions: int = typer.Option(..., "--acquisitions", "-n", min=1, help="how many acquisitions"),
     out: Path = typer.Option(..., "--out", "-o", help="FILE.csv or FILE.parquet, one row per pulse; the sidecar "
                              "FILE.json goes beside it"),
-    volts_per_div: str = typer.Option(None, help="vertical scale, e.g. 1V (default 1V)"),
+    volts_per_div: str = typer.Option(None, help="vertical scale, e.g. 1V (default 1V)", metavar="<voltage>"),
     position_div: float = typer.Option(None, help="trace position in divisions, -5..5 (default -3)"),
-    time_per_div: str = typer.Option(None, help="horizontal scale, e.g. 250us; a record spans 10 divisions "
+    time_per_div: str = typer.Option(None, metavar="<duration>",
+                                     help="horizontal scale, e.g. 250us; a record spans 10 divisions "
                                      "(default 500us)"),
     record_length: int = typer.Option(None, help="points per record, per frame when segmented (default 120000; "
                                       "30000 on a TDS, what one without Option 1M takes)"),
-    trigger_level: str = typer.Option(None, help="e.g. 1.5V (default 1.5V)"),
+    trigger_level: str = typer.Option(None, help="e.g. 1.5V (default 1.5V)", metavar="<voltage>"),
     trigger_position_pct: float = typer.Option(None, help="share of the record before the trigger, 0..100 "
                                                "(default 10)"),
-    threshold: str = typer.Option(None, help="pulse threshold, e.g. 1.65V, or auto: midway between the record's "
+    threshold: str = typer.Option(None, metavar="<voltage|auto>",
+                                  help="pulse threshold, e.g. 1.65V, or auto: midway between the record's "
                                   "levels (default auto)"),
     segments: int = typer.Option(None, help="frames per acquisition, --mode segmented (default 1000)"),
     cross_check_every: int = typer.Option(None, help="--mode measurement: transfer every Nth acquisition's record "
                                           "too (from the first) and write the host's widths of the same pulses "
                                           "beside the scope's (default 0: never)"),
-    timeout: str = typer.Option(None, help="VISA timeout and how long an acquisition waits for its triggers, "
+    timeout: str = typer.Option(None, metavar="<duration>",
+                                help="VISA timeout and how long an acquisition waits for its triggers, "
                                 "e.g. 10s (default 10s)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace FILE and its sidecar if they exist",
                                    metavar=FLAG),
@@ -530,6 +531,41 @@ def vm_ssh(ctx: typer.Context, kernel: Kernel = KERNEL_OPTION) -> None:
     if ssh is None:
         _fail("no OpenSSH client (ssh) on PATH: apt-get install openssh-client")
     os.execv(ssh, vm.ssh_command(*ctx.args))
+
+
+class _FlagHelp:
+    """The help option is a flag: no value to show (typer would print <bool> beside it)."""
+
+    def get_help_option(self, ctx: typer.Context):  # noqa: ANN201 - the framework's option type
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = FLAG
+        return option
+
+
+class _Command(_FlagHelp, TyperCommand):
+    pass
+
+
+class _Group(_FlagHelp, TyperGroup):
+    pass
+
+
+def _flag_help(typer_app: typer.Typer) -> None:
+    """Every command and group of `typer_app` shows its help option as a flag."""
+    group_cls = typer_app.info.cls
+    if not (isinstance(group_cls, type) and issubclass(group_cls, _FlagHelp)):
+        base = group_cls if isinstance(group_cls, type) else TyperGroup  # typer's default is a placeholder
+        typer_app.info.cls = _Group if base is TyperGroup else type(f"{base.__name__}Flag", (_FlagHelp, base), {})
+    for command in typer_app.registered_commands:
+        if command.cls in (None, TyperCommand):
+            command.cls = _Command
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _flag_help(group.typer_instance)
+
+
+_flag_help(app)
 
 
 def main() -> None:

@@ -557,6 +557,38 @@ def test_the_cli_lists_the_choices_it_takes(tmp_path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def _commands(command, path=()):  # noqa: ANN001, ANN202 - the CLI's command tree
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_no_option_in_any_help_shows_a_bare_type_and_the_twin_lists_its_choices() -> None:
+    """Every command's --help, as a user reads it: a flag shows no value (not <bool>), a value
+    says what it is (<duration>, <voltage>, …), not <str>; the standalone twin lists its dialects
+    and buses, the ones its scope plays (instruments/sim)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from instruments.sim.bus import BUSES
+    from instruments.sim.server import DIALECTS
+    from station import cli
+
+    runner = CliRunner()
+    paths = list(_commands(typer.main.get_command(cli.app)))
+    assert ("scope", "capture") in paths and ("vm", "up") in paths
+    for path in paths:
+        text = runner.invoke(cli.app, [*path, "--help"], env={"COLUMNS": "200"}).output
+        options = [line for line in text.splitlines() if "--" in line]
+        assert options, (path, text)
+        bare = [line for line in options if "<bool>" in line or "<str>" in line]
+        assert not bare, (path, bare)
+    twin = runner.invoke(cli.app, ["twin", "--help"], env={"COLUMNS": "200"}).output
+    assert f"<{'|'.join(sorted(DIALECTS))}>" in twin
+    assert {b.value for b in cli.TwinBus} == {"model", *BUSES}
+    assert f"<{'|'.join(b.value for b in cli.TwinBus)}>" in twin
+
+
 def test_validate_says_how_long_the_campaign_measures() -> None:
     """The demo: 4 runs of 100 000 samples at 100 µs, 10 s each (max_duration 2 min); seed 004:
     ten 1 h cases (max_duration 70 min), the ~10 h a user must know before starting it."""
