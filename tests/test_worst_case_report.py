@@ -47,7 +47,8 @@ def test_the_tail_estimate_holds_the_true_quantile(reported):
     # unsupported and lends it to no table (compare's worst case included)
     assert entry["fit_reliable"] and not entry["reliable"]
     (reason,) = entry["reasons"]
-    assert "3.4 decades beyond the 1 in 400,000" in reason and "10,000,000 events for 1e-09" in reason
+    # trusted only where 10 events are expected beyond: 1e10 events for 1e-9
+    assert "3.4 decades beyond the 1 in 400,000" in reason and "10,000,000,000 events for 1e-09" in reason
     assert entry["worst_case_1e9_ns"] is None
     q = entry["quantile_ns"]
     truth = _true_quantile(1e-9)
@@ -84,7 +85,8 @@ def test_the_report_says_it_in_words_and_in_its_table(reported):
     assert "one draw" in text
     bound = f"at most 1 event in {1 / -math.expm1(math.log(0.05) / N):,.0f} exceeds"
     assert bound in text, text
-    assert "Probability of exceeding the" in text and "deadline" in text and "(tail fit, " in text
+    # the deadline is exceeded by 2 events of 400 000, short of the 10 a fit needs: the observed fraction
+    assert "Probability of exceeding the" in text and "deadline" in text and "(observed fraction, 2 seen)" in text
     md = (out / "report.md").read_text()
     assert "Exceeded w.p. 1e-09/event (µs) [95 %]" in md and "per event [95 %]" in md
     assert "Distribution-free bound (µs, 95 %)" in md
@@ -122,11 +124,12 @@ def test_the_campaign_files_deadline_is_used_when_none_is_given(reported, tmp_pa
 
 
 def test_an_exceedance_the_sample_supports_is_reported_as_reliable(reported, tmp_path):
-    # 1e-7 is 1.4 decades past 1/400 000, within the two a fit is trusted
-    entry = _reanalysed_with(reported[0], tmp_path, "{exceedance: 1.0e-7}")
+    # 2.5e-5: 10 of the 400 000 events expected beyond it, where a fit is trusted; 1e-7 is not
+    entry = _reanalysed_with(reported[0], tmp_path, "{exceedance: 2.5e-5}")
     assert entry["reliable"], entry["reasons"]
     q = entry["quantile_ns"]
-    assert q["exceedance"] == 1e-7 and q["ci_low"] <= _true_quantile(1e-7) <= q["ci_high"], q
+    assert q["exceedance"] == 2.5e-5 and q["ci_low"] <= _true_quantile(2.5e-5) <= q["ci_high"], q
+    assert not _reanalysed_with(reported[0], tmp_path / "b", "{exceedance: 1.0e-7}")["reliable"]
     assert entry["worst_case_1e9_ns"] is None  # compare's column is the 1e-9 one only
 
 

@@ -326,8 +326,9 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
                  "likelihood intervals; threshold chosen where the shape is stable, checked by an "
                  "Anderson-Darling test and for clustered extremes (extremal index). An unreliable fit "
                  "gives no number here, nor a deadline probability from it, only the reason (report.json keeps "
-                 "its estimates); so does a probability more than two decades rarer than one in the sample's "
-                 "size, which no check on the data can support. The distribution-free bound holds for any "
+                 "its estimates); so does a probability rarer than 10 in the sample's size (an extrapolation "
+                 "beyond the data, whose intervals missed the twin's true quantiles ever more often). "
+                 "The distribution-free bound holds for any "
                  "distribution: with 95 % confidence, at most 1 event in the number given exceeds the sample's "
                  "maximum. The observed maximum is one draw: it ranks nothing by itself.")
     return Table("worst_case", "Worst case", [*header, "Run"], rows, notes)
