@@ -24,7 +24,14 @@ import pytest
 
 from station import avr_sim
 from tests.conftest import missing
-from tests.test_avr_responder import JITTER, PERIOD, STIMULI, assert_outlier_rate_predicted
+from tests.test_avr_responder import (
+    JITTER,
+    PERIOD,
+    STIMULI,
+    assert_outlier_rate_predicted,
+    run_masked,
+    run_unmasked,
+)
 
 SRC = avr_sim.sources()
 ARDUINO_CORE = Path("/usr/share/arduino/hardware/arduino/avr/cores/arduino")
@@ -56,13 +63,12 @@ def built(tmp_path_factory) -> avr_sim.Build:
 
 @pytest.fixture(scope="module")
 def masked(built) -> avr_sim.Analysis:
-    out = avr_sim.run(built.harness, built.masked_elf, stimuli=STIMULI, period=PERIOD, jitter=JITTER, seed=11)
-    return avr_sim.analyse(out)
+    return run_masked(built)
 
 
 @pytest.fixture(scope="module")
 def unmasked_out(built) -> avr_sim.AvrSimOutput:
-    return avr_sim.run(built.harness, built.elf, stimuli=STIMULI, period=PERIOD, jitter=JITTER, seed=12)
+    return run_unmasked(built)
 
 
 @pytest.fixture(scope="module")
