@@ -209,7 +209,8 @@ def import_(
     repetition: int = typer.Option(0, help="repetition index"),
     target: str = typer.Option(None, help="target name (a cyclictest table's row)", metavar="<name>"),
     name: str = typer.Option(None, help="campaign name (default: kept, or the directory's name)", metavar="<name>"),
-    run_id: list[str] = typer.Option(None, "--run-id", help="one per FILE, in order (default: the file names)"),
+    run_id: list[str] = typer.Option(None, "--run-id", metavar="<id>",
+                                     help="one per FILE, in order (default: the file names); repeat the option"),
     scope: Path = typer.Option(None, help="scope capture (CSV or Parquet) of the same run as the one dump given"),
     no_report: bool = typer.Option(False, "--no-report", help="do not write the report", metavar=FLAG),
 ) -> None:
@@ -544,7 +545,27 @@ class _FlagHelp:
 
 
 class _Command(_FlagHelp, TyperCommand):
-    pass
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - click's signature
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if param.param_type_name == "argument":
+                param.display_type_rich = _argument_type(param)  # type: ignore[attr-defined]
+
+
+def _argument_type(param):  # noqa: ANN001, ANN202 - typer's argument and its bound method
+    """An argument's type column: none where its name says it (RESOURCE: typer would add a bare
+    <str>), `<path>...` for several paths (typer: <list[Path]>)."""
+    typer_label = param.display_type_rich
+
+    def label(ctx: typer.Context) -> str | None:
+        if param.metavar:
+            return None
+        shown = typer_label(ctx)
+        if shown and shown.startswith("<list[") and shown.endswith("]>"):
+            return f"<{shown[6:-2].lower()}>..."
+        return shown
+
+    return label
 
 
 class _Group(_FlagHelp, TyperGroup):
