@@ -31,7 +31,7 @@ from station.report.display import (
     us,
 )
 from station.report.samples import RunSamples
-from station.report.tables import fit_is_reliable, probability_interval
+from station.report.tables import probability_interval
 
 #: The percentiles the interfaces are ranked at: the typical event and the tail the
 #: samples still resolve (p99.99 needs 10⁵ samples for 10 above it).
@@ -213,13 +213,8 @@ def _run_outliers(runs: Sequence[Mapping[str, Any]]) -> list[dict]:
 
 def _deadline_sentence(deadlines: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
     limit = us(deadlines[0][1].get("deadline_ns"))
-    def source(c: Mapping[str, Any], d: Mapping[str, Any]) -> str:
-        if d.get("source") != "fit":
-            return "observed fraction"
-        return "tail fit" if fit_is_reliable(c) else "unreliable tail fit"
-
     parts = [f"{interface_label(str(c.get('interface')))} {d['p_exceed']:.2g} {probability_interval(d)} per event "
-             f"({source(c, d)}, {count_text(d.get('observed_exceedances'))} seen)" for c, d in deadlines]
+             f"(observed fraction, {count_text(d.get('observed_exceedances'))} seen)" for c, d in deadlines]
     return f"Probability of exceeding the {limit} µs deadline: " + ", ".join(parts) + "."
 
 

@@ -280,11 +280,6 @@ def probability_interval(d: Mapping[str, Any]) -> str:
     return f"[{bound(d.get('ci_low'))}, {bound(d.get('ci_high'))}]"
 
 
-def fit_is_reliable(entry: Mapping[str, Any]) -> bool:
-    """The tail fit passed its own checks (a report from before fit_reliable existed: its reliable)."""
-    return bool(entry.get("fit_reliable", entry.get("reliable")))
-
-
 def worst_case_table(report: Mapping[str, Any]) -> Table | None:
     items = _comparisons(report, "worst_case")
     if not items:
@@ -309,9 +304,8 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
                _t(fit)]
         if deadline is not None:
             d = c.get("deadline") or {}
-            # a deadline probability from the fit needs the fit's checks, not the quantile's distance
-            shown = is_number(d.get("p_exceed")) and (d.get("source") != "fit" or fit_is_reliable(c))
-            row.append(_n(f"{d['p_exceed']:.2g} {probability_interval(d)}" if shown else "–"))
+            # the observed fraction with its exact interval (worst_case._deadline_block)
+            row.append(_n(f"{d['p_exceed']:.2g} {probability_interval(d)}" if is_number(d.get("p_exceed")) else "–"))
         b = c.get("bound") if isinstance(c.get("bound"), Mapping) else {}
         row.append(_n(f"{us(b['bound_ns'])} (1 in {b['one_in']:,.0f})"
                       if is_number(b.get("bound_ns")) and is_number(b.get("one_in")) else "–"))
@@ -324,10 +318,13 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
     notes = [WEAK_PERCENTILE_NOTE] if any_weak else []
     notes.append("Tail fit: peaks over a threshold fitted with a generalised Pareto distribution, profile "
                  "likelihood intervals; threshold chosen where the shape is stable, checked by an "
-                 "Anderson-Darling test and for clustered extremes (extremal index). An unreliable fit "
-                 "gives no number here, nor a deadline probability from it, only the reason (report.json keeps "
-                 "its estimates); so does a probability rarer than 10 in the sample's size (an extrapolation "
-                 "beyond the data, whose intervals missed the twin's true quantiles ever more often). "
+                 "Anderson-Darling test and for clustered extremes (extremal index). Where the sample resolves "
+                 "the probability (10 events expected beyond it) the latency is the empirical quantile with an "
+                 "exact order-statistic interval, and a deadline's probability is always the observed fraction "
+                 "with its exact (Clopper-Pearson) interval: the fit's own intervals held the twin's true "
+                 "quantiles less often than stated even inside the data. An unreliable fit gives no number "
+                 "here, only the reason (report.json keeps its estimates, and the fit's deadline figure); so "
+                 "does a probability rarer than 10 in the sample's size (an extrapolation beyond the data). "
                  "The distribution-free bound holds for any "
                  "distribution: with 95 % confidence, at most 1 event in the number given exceeds the sample's "
                  "maximum. The observed maximum is one draw: it ranks nothing by itself.")
