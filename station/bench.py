@@ -14,38 +14,14 @@ import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from station.config import Campaign, ScopeSettingsConfig, TargetSettings
+from station.config import Campaign, TargetSettings
+from station.lifetime import settled
+from station.module_names import module_stem
+from station.scope_session import twin_bus
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
 from station.target.audit import audit
-
-if TYPE_CHECKING:
-    from instruments.sim.bus import BusProfile
-
-
-def twin_bus(scope: ScopeSettingsConfig) -> BusProfile:
-    """The twin scope's bus (instruments/sim/bus.py): the named profile, at `bus_rate` if one is given."""
-    from instruments.sim.bus import bus_profile
-    from instruments.sim.server import DIALECTS
-
-    profile = bus_profile(DIALECTS[scope.dialect].default_bus if scope.bus == "model" else scope.bus)
-    return profile if scope.bus_rate is None else profile.with_rate(scope.bus_rate)
-
-
-def bus_text(scope: ScopeSettingsConfig) -> str:
-    """How the scope's data reaches the station, for the manifest: the twin's simulated bus, or the
-    interface a VISA resource names (GPIB, TCPIP, USB, ...)."""
-    if scope.kind == "twin":
-        bus = twin_bus(scope)
-        if bus.bytes_per_s == float("inf"):
-            return f"twin, {bus.name} (no delay)"
-        return f"twin, {bus.name}: {1e3 * bus.overhead_s:g} ms a reply + {bus.bytes_per_s / 1e3:g} kB/s"
-    if scope.kind == "visa" and scope.resource:
-        from instruments.scpi import resource_kind
-
-        return " ".join(part for part in resource_kind(scope.resource) if part) or scope.resource
-    return "none"
 
 
 class BenchError(Exception):
@@ -189,7 +165,6 @@ class Bench:
 
     async def _start_local_sshd(self) -> TargetSettings:
         """This machine through a throw-away sshd on 127.0.0.1 (stopped at deactivation)."""
-        from station.kinds.base import settled
         from station.target.local_sshd import LocalSshdError, new_local_sshd, serve_locally
 
         loop = asyncio.get_running_loop()
@@ -215,7 +190,7 @@ class Bench:
             gpio = self.campaign.gpio
             stems = {"gpio_responder"} if gpio and any(c.responder == "kernel" for c in gpio.cases.values()) else set()
         else:
-            stems = {modules.module_stem(target_settings.family, i) for i in self.campaign.matrix.interfaces}
+            stems = {module_stem(target_settings.family, i) for i in self.campaign.matrix.interfaces}
         try:
             uploaded = await modules.upload_modules(
                 await self.target.live_connection(), Path(target_settings.upload_modules).expanduser(), stems,

@@ -20,7 +20,8 @@ from station import records
 from station.bench import Bench
 from station.config import RunSpec, measurement_hash
 from station.kinds import Measurement, RunContext, kind_for
-from station.kinds.base import MeasurementFailure, settled
+from station.kinds.base import MeasurementFailure
+from station.lifetime import settled
 from station.progress import ProgressSink, RunProgress
 from station.store import RunStore, StoreError
 from station.target import AuthenticationRefused, Host, TargetError, kernel_log, spoilers

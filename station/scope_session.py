@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,33 @@ from instruments.scope import (
 from station.config import ScopeSettingsConfig
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from instruments.sim.bus import BusProfile
+
+
+def twin_bus(scope: ScopeSettingsConfig) -> BusProfile:
+    """The twin scope's bus (instruments/sim/bus.py): the named profile, at `bus_rate` if one is given."""
+    from instruments.sim.bus import bus_profile
+    from instruments.sim.server import DIALECTS
+
+    profile = bus_profile(DIALECTS[scope.dialect].default_bus if scope.bus == "model" else scope.bus)
+    return profile if scope.bus_rate is None else profile.with_rate(scope.bus_rate)
+
+
+def bus_text(scope: ScopeSettingsConfig) -> str:
+    """How the scope's data reaches the station, for the manifest: the twin's simulated bus, or the
+    interface a VISA resource names (GPIB, TCPIP, USB, ...)."""
+    if scope.kind == "twin":
+        bus = twin_bus(scope)
+        if bus.bytes_per_s == float("inf"):
+            return f"twin, {bus.name} (no delay)"
+        return f"twin, {bus.name}: {1e3 * bus.overhead_s:g} ms a reply + {bus.bytes_per_s / 1e3:g} kB/s"
+    if scope.kind == "visa" and scope.resource:
+        from instruments.scpi import resource_kind
+
+        return " ".join(part for part in resource_kind(scope.resource) if part) or scope.resource
+    return "none"
 
 
 @dataclass(frozen=True)

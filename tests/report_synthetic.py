@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from station.report import RunSamples, ThreadHistogram
+from station.analysis.samples import RunSamples, ThreadHistogram
 
 PERCENTILES = {"p50": 50.0, "p99": 99.0, "p99.99": 99.99, "p99.999": 99.999}
 TRW_NS = 2000.0

@@ -190,7 +190,7 @@ def test_findings_paragraph_comes_first(demo):
                                              if s in body)
     from markupsafe import escape
 
-    from station.report.display import readable
+    from station.formatting import readable
 
     positions = [body.index(str(escape(readable(f["text"])))) for f in report["findings"]]
     assert positions == sorted(positions)
@@ -203,7 +203,7 @@ def test_findings_paragraph_comes_first(demo):
 
 def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
     out, report, _ = demo
-    from station.report.display import us
+    from station.formatting import us
 
     preset = report["campaign"]["twin"]["preset"]["interfaces"]
     truly_faster = min(preset, key=lambda i: preset[i]["sw_mean"])
@@ -225,7 +225,7 @@ def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
 
 def test_t_rw_explains_the_inb_difference_as_injected(demo):
     _, report, _ = demo
-    from station.report.display import us
+    from station.formatting import us
 
     for est in report["comparisons"]["t_rw"]:
         (f,) = _findings(report, "t_rw", interface=est["interface"])
@@ -240,7 +240,7 @@ def test_t_rw_explains_the_inb_difference_as_injected(demo):
 
 def test_outlier_and_worst_case_findings(demo):
     _, report, _ = demo
-    from station.report.display import count_text, us
+    from station.formatting import count_text, us
 
     (cross,) = _findings(report, "outliers", criterion="above_reference_max")
     x = report["comparisons"]["cross_interface_outliers"][0]
@@ -271,7 +271,7 @@ def test_twin_preset_is_a_table_with_units_and_the_override_marked(demo):
 
 def test_casing_counts_and_outlier_names(demo):
     out, report, _ = demo
-    from station.report.display import count_text
+    from station.formatting import count_text
 
     for name in ("report.html", "report.md"):
         text = (out / name).read_text()

@@ -4,7 +4,6 @@ registered dialect is a Scope the simulator can play."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -15,62 +14,25 @@ from instruments.dialects import DIALECTS, dialect_class
 from instruments.scope import Scope, open_scope
 from instruments.scpi import ScpiScope
 from instruments.sim.server import DIALECTS as SIMULATED
+from tests.import_graph import cycle, graph, imports, module_name, package_modules
 
 PACKAGE = Path(__file__).resolve().parents[1] / "instruments"
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module, names) for every import of an `instruments` module, at any depth of the file."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("instruments"):
-            names = [a.name for a in node.names]
-            # "from instruments import scpi" imports a module, not a name
-            submodules = [n for n in names if (PACKAGE / f"{n}.py").exists() or (PACKAGE / n).is_dir()]
-            if node.module == "instruments" and submodules:
-                found += [(f"instruments.{n}", []) for n in submodules]
-            else:
-                found.append((node.module, names))
-        elif isinstance(node, ast.Import):
-            found += [(a.name, []) for a in node.names if a.name.startswith("instruments")]
-    return found
-
-
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES = package_modules("instruments")
 
 
 def test_no_import_cycle() -> None:
-    # the package __init__ re-exports from its modules: that is the top of the graph, not a cycle
-    graph = {
-        name: {m for m, _ in imports(path) if m in MODULES and m != "instruments"} for name, path in MODULES.items()
-    }
-    done: set[str] = set()
-
-    def visit(node: str, stack: list[str]) -> None:
-        if node in stack:
-            pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(node) :], node]))
-        if node in done:
-            return
-        for dep in sorted(graph[node]):
-            visit(dep, [*stack, node])
-        done.add(node)
-
-    for name in sorted(graph):
-        visit(name, [])
-    assert "instruments.scpi" not in graph["instruments.scope"]
-    assert graph["instruments.dialects"] == set()
+    edges = graph("instruments")
+    found = cycle(edges)
+    assert found is None, "import cycle: " + " -> ".join(found or [])
+    assert "instruments.scpi" not in edges["instruments.scope"]
+    assert edges["instruments.dialects"] == set()
 
 
 def test_no_private_name_is_imported_across_modules() -> None:
     crossing = [
         f"{module_name(path)}: from {module} import {name}"
         for path in MODULES.values()
-        for module, names in imports(path)
+        for module, names in imports(path, "instruments")
         for name in names
         if name.startswith("_")
     ]

@@ -18,9 +18,9 @@ import report_synthetic as synthetic
 import test_report_browser as browser
 from PIL import Image
 
+from station.formatting import count_text
 from station.report import write_reports
 from station.report.cyclictest_tables import EMULATED_BADGE, EMULATED_NOTE
-from station.report.display import count_text
 
 # The browser test's fixture (Chromium's path; skipped without it locally, failed under CI).
 chromium = browser.chromium
@@ -321,8 +321,8 @@ def test_overflows_without_a_known_maximum_are_never_drawn_as_one() -> None:
 def test_a_thread_whose_every_cycle_overflowed_still_has_its_legend_and_marker() -> None:
     """Every cycle beyond the range: no bucket to draw, but the figure must not pretend the thread
     is absent (it was the worst one); beside a thread in range, and alone."""
+    from station.formatting import count_text
     from station.report.cyclictest_figures import Curve, latency_plot_svg
-    from station.report.display import count_text
 
     empty = np.array([], dtype=np.int64)
     both = latency_plot_svg({"thread 0": Curve(np.array([5, 6]), np.array([10, 5]), 6.0, 0),

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import report_synthetic as synthetic
 
-from station.report import RunSamples, write_reports
+from station.analysis.samples import RunSamples
+from station.report import write_reports
 from station.report.export import to_jsonable
 
 

@@ -13,8 +13,8 @@ import pandas as pd
 from station import records
 from station.analysis import correlation, cyclictest, findings, gpio, interruptions, outliers, worst_case
 from station.analysis.run_analysis import RunAnalysis, analyse_run
+from station.analysis.samples import RunSamples
 from station.analysis.worst_case import TailSample
-from station.report.samples import RunSamples
 from station.store import iter_table, list_runs, station_version
 
 SCHEMA_VERSION = 1

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from station.analysis.histogram import Histogram, combine, from_cyclictest
+from station.analysis.samples import RunSamples, ThreadHistogram
 from station.parsers.cyclictest import (
     CyclictestOutputError,
     CyclictestReport,
@@ -22,7 +23,6 @@ from station.parsers.cyclictest import (
     parse_histogram,
     parse_json,
 )
-from station.report.samples import RunSamples, ThreadHistogram
 from station.target.virtualization import Verdict
 
 SINGLE_TARGET = "target"  # the row name of a campaign with one unnamed bench.target

@@ -21,17 +21,17 @@ import numpy as np
 from station.analysis.correlation import Z95
 from station.analysis.distribution import Distribution
 from station.analysis.histogram import Histogram
-from station.report.display import (
+from station.analysis.samples import RunSamples
+from station.formatting import (
     count_text,
     interface_label,
     is_number,
     ordered,
     percentile_is_reliable,
+    probability_interval,
     readable,
     us,
 )
-from station.report.samples import RunSamples
-from station.report.tables import probability_interval
 
 #: The percentiles the interfaces are ranked at: the typical event and the tail the
 #: samples still resolve (p99.99 needs 10⁵ samples for 10 above it).

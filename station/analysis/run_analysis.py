@@ -38,9 +38,9 @@ from station.analysis.pairing import (
     pulses_needed,
     stray_mask,
 )
+from station.analysis.samples import RunSamples
 from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
 from station.analysis.worst_case import TailSample
-from station.report.samples import RunSamples
 from station.store import iter_table, read_csv_lines, table_columns
 
 

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from station.progress import ProgressSink, RunProgress
 from station.store import Conversion, RunStore
 
-T = TypeVar("T")
-
 if TYPE_CHECKING:
     from station.bench import Bench
     from station.config import Campaign, RunSpec
-
-
-async def settled(awaitable: Awaitable[T], grace_s: float = 30.0) -> T:
-    """Await a remote start (insmod, a tracked process) so that a cancellation arriving
-    meanwhile lets it finish first (within grace_s): cancelling the SSH call would close
-    its channel while the command goes on over there, and teardown, looking too early,
-    would miss what it started. The cancellation is passed on afterwards."""
-    task = asyncio.ensure_future(awaitable)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(BaseException):
-            async with asyncio.timeout(grace_s):
-                await asyncio.shield(task)
-        raise
 
 
 class MeasurementFailure(Exception):

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
+from station.kinds.base import Measurement, MeasurementFailure, RunContext, register
+from station.lifetime import settled
 from station.store import read_csv_lines, write_parquet
 from station.target import TargetError, modules
 from station.target import gpio as gpio_target

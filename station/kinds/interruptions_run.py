@@ -15,8 +15,9 @@ from typing import Any
 import asyncssh
 
 from station.analysis import interruptions as ig_analysis
-from station.kinds.base import RunContext, register, settled
+from station.kinds.base import RunContext, register
 from station.kinds.probe_run import EXIT_SLACK_S, ProbeRun, copy_stream
+from station.lifetime import settled
 from station.parsers.irqgap import IrqgapOutputError
 from station.store import write_parquet
 from station.target import TargetError, irqtrace, rtla

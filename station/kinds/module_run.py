@@ -14,9 +14,11 @@ import asyncssh
 import numpy as np
 
 from station import records
-from station.bench import bus_text
 from station.capture_accounting import AcquisitionLog, MeasurementTally, capture_summary
-from station.kinds.base import Measurement, MeasurementFailure, RunContext, register, settled
+from station.kinds.base import Measurement, MeasurementFailure, RunContext, register
+from station.lifetime import settled
+from station.module_names import module_stem
+from station.scope_session import bus_text
 from station.store import StoreError, read_csv_lines, write_parquet
 from station.target import TargetError, modules
 from station.target import processes as proc_ctl
@@ -60,7 +62,7 @@ class ModuleRun(Measurement):
         m, spec, target = ctx.campaign.matrix, ctx.spec, ctx.target
         self.period_ns = round(m.period * 1e9)
         self.family = target.settings.family
-        self.stem = modules.module_stem(self.family, spec.interface)
+        self.stem = module_stem(self.family, spec.interface)
         self.device = target.device(spec.interface)
         self.params = modules.module_params(
             self.family, spec.interface, period_ns=self.period_ns, check=spec.check, cpu=m.cpu,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from station.analysis.samples import RunSamples
 from station.report.cyclictest_figures import build_cyclictest_figures
 from station.report.export import (
     write_csv,
@@ -23,9 +24,8 @@ from station.report.gpio_figures import build_gpio_figures
 from station.report.html import render_html
 from station.report.interruptions_figures import build_interruptions_figures
 from station.report.markdown import render_markdown
-from station.report.samples import RunSamples, ThreadHistogram
 
-__all__ = ["RunSamples", "ThreadHistogram", "write_reports"]
+__all__ = ["write_reports"]
 
 
 def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from station.report.display import interface_label, slug
+from station.formatting import interface_label, slug
 from station.report.figures import (
     FALLBACK_COLORS,
     RenderedFigure,

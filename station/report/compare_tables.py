@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from station.report.cyclictest_tables import target_badges
-from station.report.display import (
+from station.formatting import (
     MISSING,
     WEAK_PERCENTILE_NOTE,
     count_text,
@@ -17,6 +16,7 @@ from station.report.display import (
     us,
     us_interval,
 )
+from station.report.cyclictest_tables import target_badges
 from station.report.tables import Cell, Table
 
 SOURCE_LABEL = {"sw": "t_SW", "hw": "t_HW (scope)"}

@@ -16,9 +16,9 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 
-from station.report.display import count_text, ordered, slug
+from station.analysis.samples import RunSamples, ThreadHistogram
+from station.formatting import count_text, ordered, slug
 from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
-from station.report.samples import RunSamples, ThreadHistogram
 
 KIND = "cyclictest"
 # Ten distinct colours: threads are unordered categories, one per CPU.

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from station.report.display import percentile_is_reliable, percentile_keys
+from station.formatting import percentile_is_reliable, percentile_keys
 
 #: Leading columns of stats.csv; percentile columns (p50_ns …) and
 #: ``unreliable_percentiles`` follow. Documented in docs/report-schema.md.

@@ -30,8 +30,8 @@ from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, Locator, NullFormatter
 
 from station.analysis.distribution import Distribution
-from station.report.display import count_text, interface_label, ordered, slug
-from station.report.samples import RunSamples
+from station.analysis.samples import RunSamples
+from station.formatting import count_text, interface_label, ordered, slug
 
 BIN_NS = 100
 #: Above this many bins the width steps up 100 → 200 → 500 → 1000 ns …

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from station.report.display import count_text, is_number, ordered, slug, unique_names
+from station.formatting import count_text, is_number, ordered, slug, unique_names
 from station.report.figures import (
     FIGSIZE_IN,
     RenderedFigure,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from station.report.display import (
+from station.formatting import (
     MISSING,
     WEAK_PERCENTILE_NOTE,
     count_text,
@@ -21,6 +21,7 @@ from station.report.display import (
     ordered,
     percentile_is_reliable,
     percentile_keys,
+    probability_interval,
     readable,
     us,
     us_interval,
@@ -270,14 +271,6 @@ def outliers_table(report: Mapping[str, Any]) -> Table | None:
                   "seed saw ≈ 10⁻⁵ of PCIe samples above the LPT maximum in software but not on the "
                   "scope; a delay before the bus write (an SMI, say) would do exactly that. Not the "
                   "same as the runs' robust outliers (> median + 8·MAD of the run itself)."])
-
-
-def probability_interval(d: Mapping[str, Any]) -> str:
-    """"[lo, hi]" of a probability's interval; a bound the estimate could not give is "?"."""
-    def bound(v: Any) -> str:
-        return f"{v:.2g}" if is_number(v) else "?"
-
-    return f"[{bound(d.get('ci_low'))}, {bound(d.get('ci_high'))}]"
 
 
 def worst_case_table(report: Mapping[str, Any]) -> Table | None:

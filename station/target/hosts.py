@@ -11,6 +11,7 @@ import contextlib
 import time
 
 from station.config import LoadHost, TargetSettings
+from station.module_names import module_stem, stream_device
 from station.target import gpio, irqtrace, modules, rtla
 from station.target import processes as proc_ctl
 from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection, TargetError
@@ -115,11 +116,11 @@ class Target(Host):
         self.settings = settings
 
     def module_path(self, interface: str) -> str:
-        stem = modules.module_stem(self.settings.family, interface)
+        stem = module_stem(self.settings.family, interface)
         return f"{self.settings.module_dir.rstrip('/')}/{stem}.ko"
 
     def device(self, interface: str) -> str:
-        return modules.stream_device(self.settings.family, interface, self.settings.fifo)
+        return stream_device(self.settings.family, interface, self.settings.fifo)
 
     async def _clean_once(self, conn: TargetConnection) -> tuple[list[str], list[str], list[str]]:
         # processes first: the stream reader holds the device and would make rmmod fail

@@ -1,4 +1,4 @@
-"""The latency modules on the target: names, parameters, insmod and rmmod."""
+"""The latency modules on the target: parameters, insmod and rmmod (their names: module_names.py)."""
 
 from __future__ import annotations
 
@@ -7,31 +7,18 @@ import re
 import shlex
 from pathlib import Path
 
+from station.module_names import MODULE_STEMS, module_stem
 from station.target import kernel_log
 from station.target.ssh import TargetConnection, TargetError
 
 # a kernel module parameter name; values go through shlex.quote as well
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
-MODULE_STEMS = {
-    ("rtai", "lpt"): "rtai_lpt_latency",
-    ("rtai", "pcie"): "rtai_pcie_latency",
-    ("mainline", "lpt"): "lpt_latency",
-    ("mainline", "pcie"): "pcie_latency",
-}
 # ours to unload wherever they are found: the latency modules, the GPIO responder and the test-only
 # gap injector and GPIO chip (target_modules/linux/irqgap_inject.c, gpio_testchip.c), which a load may
 # have left behind. unload_ours() goes in sorted order: gpio_responder before gpio_testchip, whose
 # lines it holds (the chip cannot go while they are requested)
 ALL_STEMS = frozenset({*MODULE_STEMS.values(), "irqgap_inject", "gpio_responder", "gpio_testchip"})
-
-
-def module_stem(family: str, interface: str) -> str:
-    return MODULE_STEMS[(family, interface)]
-
-
-def stream_device(family: str, interface: str, fifo: int) -> str:
-    return f"/dev/rtf{fifo}" if family == "rtai" else f"/dev/{module_stem(family, interface)}"
 
 
 def module_params(

@@ -23,8 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from station import records
-from station.target import modules as station_modules
+from station import module_names, records
 from station.twin.board_target import (
     GOVERNOR_DIR,
     GOVERNOR_FILE,
@@ -40,7 +39,7 @@ from station.twin.module_params import kernel_int, module_rules
 
 MODULE_DIR = "/opt/irq-station/modules"
 # module file stem -> (interface, family): the station's own table, so the two never drift
-MODULES = {stem: (interface, family) for (family, interface), stem in station_modules.MODULE_STEMS.items()}
+MODULES = {stem: (interface, family) for (family, interface), stem in module_names.MODULE_STEMS.items()}
 RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
 # the RTAI box's own files, which the Raspberry Pi board does not have
 PC_ONLY_FILES = frozenset({"/proc/version", "/proc/cmdline", "/proc/interrupts", "/proc/rtai/hal"})
@@ -413,7 +412,7 @@ class EmulatedTarget:
             f"{self.seed}/{run_key}/{stem}",
             keep_truth=truth is not None,
         )
-        device = station_modules.stream_device(family, interface, kernel_int(params.get("fifo", "0")))
+        device = module_names.stream_device(family, interface, kernel_int(params.get("fifo", "0")))
         self.modules[stem] = LoadedModule(
             name=stem,
             interface=interface,

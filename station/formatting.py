@@ -1,7 +1,8 @@
-"""How numbers are shown to people: ns → µs text and percentile trustworthiness.
+"""How numbers are shown to people: ns → µs text, intervals and percentile trustworthiness.
 
-JSON and CSV keep raw nanoseconds; only HTML and Markdown go through here, so
-both documents print the same digits.
+JSON and CSV keep raw nanoseconds; the sentences the analysis writes (findings, verdicts) and
+the HTML and Markdown documents go through here, so every page prints the same digits. It
+imports nothing of the station: both analysis/ and report/ stand on it.
 """
 
 from __future__ import annotations
@@ -142,3 +143,11 @@ def ordered(values: Iterable[Any], preferred: Iterable[Any] = (), *,
 
 def interface_label(interface: str) -> str:
     return INTERFACE_LABEL.get(interface, interface.upper())
+
+
+def probability_interval(d: Mapping[str, Any]) -> str:
+    """"[lo, hi]" of a probability's interval; a bound the estimate could not give is "?"."""
+    def bound(v: Any) -> str:
+        return f"{v:.2g}" if is_number(v) else "?"
+
+    return f"[{bound(d.get('ci_low'))}, {bound(d.get('ci_high'))}]"

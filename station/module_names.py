@@ -1,0 +1,19 @@
+"""What the latency modules are called and where their records stream (target_modules/README.md):
+one naming for the station's side (target/modules.py) and the twin that plays the modules."""
+
+from __future__ import annotations
+
+MODULE_STEMS = {
+    ("rtai", "lpt"): "rtai_lpt_latency",
+    ("rtai", "pcie"): "rtai_pcie_latency",
+    ("mainline", "lpt"): "lpt_latency",
+    ("mainline", "pcie"): "pcie_latency",
+}
+
+
+def module_stem(family: str, interface: str) -> str:
+    return MODULE_STEMS[(family, interface)]
+
+
+def stream_device(family: str, interface: str, fifo: int) -> str:
+    return f"/dev/rtf{fifo}" if family == "rtai" else f"/dev/{module_stem(family, interface)}"

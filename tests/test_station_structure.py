@@ -1,0 +1,62 @@
+"""The shape of the station package (issue 30): imports point down. No module imports one that
+imports it back, at any distance, nor do the package's parts (its top-level modules and
+subpackages) form a circle; the analysis never reaches for the report, the bench never for the
+run kinds, and the parsers and the number formatting stand on nothing of the station."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.import_graph import cycle, graph, imports, package_modules
+
+EDGES = graph("station")
+
+
+def _part(module: str) -> str:
+    """station.analysis.pairing → analysis; station.bench → bench."""
+    return module.split(".")[1] if "." in module else module
+
+
+def _parts() -> dict[str, set[str]]:
+    parts: dict[str, set[str]] = {}
+    for module, deps in EDGES.items():
+        parts.setdefault(_part(module), set()).update(_part(d) for d in deps if _part(d) != _part(module))
+    return parts
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    # the checks below are only as good as this: a circle at a distance of three is found
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_no_module_imports_itself_back() -> None:
+    found = cycle(EDGES)
+    assert found is None, "import cycle: " + " -> ".join(found or [])
+
+
+def test_the_parts_of_the_station_form_no_circle() -> None:
+    found = cycle(_parts())
+    assert found is None, "the station's parts import in a circle: " + " -> ".join(found or [])
+
+
+@pytest.mark.parametrize(("part", "never"), [
+    ("analysis", {"report", "kinds", "bench", "run", "campaign", "api", "cli"}),
+    ("report", {"kinds", "bench", "run", "campaign", "api", "cli"}),
+    ("bench", {"kinds", "run", "campaign", "api", "cli"}),
+    ("store", {"analysis", "report", "kinds", "bench", "run", "campaign", "api", "cli"}),
+    ("parsers", set(_parts()) - {"parsers"}),
+    ("formatting", set(_parts()) - {"formatting"}),
+])
+def test_no_upward_import(part: str, never: set[str]) -> None:
+    upward = sorted(f"{module} imports {dep}" for module, deps in EDGES.items() if _part(module) == part
+                    for dep in deps if _part(dep) in never)
+    assert upward == []
+
+
+def test_the_graph_sees_lazy_and_type_only_imports() -> None:
+    # a function-level import and a TYPE_CHECKING one are dependencies too: run.py imports kinds
+    # at its top, kinds/base.py names Bench for type checking only
+    base = package_modules("station")["station.kinds.base"]
+    assert ("station.bench", ["Bench"]) in imports(base, "station")
+    assert "station.bench" in EDGES["station.kinds.base"]
