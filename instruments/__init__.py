@@ -5,6 +5,8 @@
 
 from instruments.pulses import Pulses, auto_threshold, extract_pulses, find_edges
 from instruments.scope import (
+    InstrumentError,
+    InstrumentTimeout,
     Scope,
     ScopeDataError,
     ScopeError,
@@ -15,6 +17,8 @@ from instruments.scope import (
 )
 
 __all__ = [
+    "InstrumentError",
+    "InstrumentTimeout",
     "Pulses",
     "Scope",
     "ScopeDataError",

@@ -49,8 +49,8 @@ dialects subclass): every setting travels as "CMD;*ESR?", a set error bit is
 reported with the SYSTem:ERRor? queue's text (``-222,"Data out of range"``),
 and configure() reads the queue once more at the end (the queue alone, no
 *ESR? first: the 33500 logs every error there). Everything raises
-`ScopeError`/`ScopeTimeout` (the package's instrument errors: command,
-instrument text, resource), never a VISA exception.
+`GeneratorError`/`GeneratorTimeout` (the package's instrument errors, InstrumentError's
+kind for a generator: command, instrument text, resource), never a VISA exception.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from abc import abstractmethod
 from dataclasses import dataclass
 
 from instruments.dialects import generator_class
-from instruments.scope import Instrument, ScopeError, open_instrument, shorten
+from instruments.scope import Instrument, InstrumentError, InstrumentTimeout, open_instrument, shorten
 from instruments.scpi import (
     Control,
     ScpiInstrument,
@@ -137,8 +137,21 @@ class GeneratorSettings:
         return self.jitter * self.frequency_hz
 
 
+class GeneratorError(InstrumentError):
+    """A command the generator rejected, or its session failed."""
+
+    noun = "generator"
+
+
+class GeneratorTimeout(InstrumentTimeout, GeneratorError):
+    """The generator did not answer, or did not finish, in time."""
+
+
 class FunctionGenerator(Instrument):
     """A function generator seen as: configure a pulse stimulus, switch its output on and off."""
+
+    error = GeneratorError
+    timeout_error = GeneratorTimeout
 
     @abstractmethod
     def reset(self) -> None:
@@ -172,7 +185,7 @@ def open_generator(
 
     `dialect` is a name from `instruments.dialects.GENERATORS` (ValueError if
     unknown). The instrument must answer *IDN? within `timeout_s` and match
-    the dialect; otherwise ScopeTimeout/ScopeError names the resource and what
+    the dialect; otherwise GeneratorTimeout/GeneratorError names the resource and what
     to check.
     """
     return open_instrument(
@@ -322,7 +335,7 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
             self.fm_deviation_hz = s.deviation_hz
             try:
                 self.fm_enabled = True
-            except ScopeError as exc:
+            except GeneratorError as exc:
                 if "-221" not in str(exc):
                     raise
                 self._square_fallback(s)
@@ -340,23 +353,23 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
         self.fm_enabled = True
 
     def _reported(self, s: GeneratorSettings) -> GeneratorSettings:
-        """`s` with what the instrument reports; ScopeError if that is no pulse stimulus we asked for."""
+        """`s` with what the instrument reports; GeneratorError if that is no pulse stimulus we asked for."""
         if self.load != math.inf:
-            raise ScopeError(
+            raise GeneratorError(
                 f"OUTPut{s.channel}:LOAD?",
                 resource=self.resource_name,
                 detail="the output load is not high impedance (INFinity)",
             )
         function = self.function
         if function not in ("pulse", "square") or (function == "square" and not self.fm_enabled):
-            raise ScopeError(
+            raise GeneratorError(
                 f"SOURce{s.channel}:FUNCtion?", resource=self.resource_name, detail="the instrument makes no pulses"
             )
         frequency = self.frequency_hz
         jitter = 0.0
         if self.fm_enabled:
             if self.fm_source != "internal" or self.fm_function != "noise":
-                raise ScopeError(
+                raise GeneratorError(
                     f"SOURce{s.channel}:FM:INTernal:FUNCtion?",
                     resource=self.resource_name,
                     detail="FM is on with another modulating waveform than the internal noise: "

@@ -19,7 +19,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal, Self, TypeVar
+from typing import ClassVar, Literal, Self, TypeVar
 
 import numpy as np
 
@@ -234,8 +234,8 @@ class WidthMeasurement:
 NO_MEASUREMENT = 9.9e37  # what SCPI scopes answer when a measurement has no valid value
 
 
-class ScopeError(Exception):
-    """A command the instrument rejected, or a session that failed.
+class InstrumentError(Exception):
+    """A command the instrument rejected, or a session that failed (ScopeError, GeneratorError).
 
     `command` is the SCPI command concerned and `instrument_text` the
     instrument's own words from its error/event queue; `str()` is one line that
@@ -262,8 +262,10 @@ class ScopeError(Exception):
     def __reduce__(self) -> tuple[object, ...]:  # keyword arguments survive pickling
         return (type(self), (self.command, self.instrument_text), self.__dict__)
 
+    noun = "instrument"  # what "<noun> error" says when no command is concerned
+
     def _what(self) -> str:
-        return f"{self.command!r} failed" if self.command else "scope error"
+        return f"{self.command!r} failed" if self.command else f"{self.noun} error"
 
     def _message(self) -> str:
         parts = [f"{self.resource}: " if self.resource else "", self._what()]
@@ -274,11 +276,21 @@ class ScopeError(Exception):
         return "".join(parts)
 
 
-class ScopeTimeout(ScopeError):
+class InstrumentTimeout(InstrumentError):
     """The instrument did not answer, or did not finish, in time."""
 
     def _what(self) -> str:
         return f"{self.command!r} timed out" if self.command else "timed out"
+
+
+class ScopeError(InstrumentError):
+    """A command the scope rejected, or its session failed."""
+
+    noun = "scope"
+
+
+class ScopeTimeout(InstrumentTimeout, ScopeError):
+    """The scope did not answer, or did not finish, in time."""
 
 
 class ScopeDataError(ScopeError):
@@ -329,6 +341,10 @@ class Instrument(ABC):
     """
 
     resource_name: str = ""
+    # what its errors are raised as: ScopeError/ScopeTimeout for a scope, GeneratorError/... for a
+    # generator, so a caller catches the instrument it means (InstrumentError: either)
+    error: ClassVar[type[InstrumentError]] = InstrumentError
+    timeout_error: ClassVar[type[InstrumentTimeout]] = InstrumentTimeout
     # regex an *IDN? answer must match for this dialect ("" accepts any instrument)
     identity_pattern: str = ""
     # instruments the pattern's family name also covers that speak another command tree:
@@ -346,7 +362,7 @@ class Instrument(ABC):
 
     @abstractmethod
     def check_errors(self) -> None:
-        """Raise ScopeError if the instrument has logged an error."""
+        """Raise the instrument's error if it has logged one."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -365,6 +381,9 @@ class Instrument(ABC):
 
 class Scope(Instrument):
     """An oscilloscope seen as: configure once, then acquire single records."""
+
+    error = ScopeError
+    timeout_error = ScopeTimeout
 
     @abstractmethod
     def reset(self) -> None:
@@ -435,9 +454,9 @@ def open_instrument(
     registered as `dialect` and must be a subclass of `interface` (TypeError
     otherwise); `cls.connect(resource, timeout_s=..., visa_library=...)` opens
     the session and the driver's `identify()` and `close()` are used. An
-    *IDN? that fails or times out raises ScopeError/ScopeTimeout naming the
-    resource and what to check on the `device` ("instrument", "generator"); an
-    answer that does not match raises ScopeError asking for the right dialect.
+    *IDN? that fails or times out raises the class's error (`cls.error`, `cls.timeout_error`) naming
+    the resource and what to check on the `device` ("instrument", "generator"); an answer that
+    does not match raises `cls.error` asking for the right dialect.
     The session is closed on any failure.
     """
     if not (isinstance(cls, type) and issubclass(cls, interface)):
@@ -446,8 +465,8 @@ def open_instrument(
     try:
         try:
             idn = instrument.identify()
-        except ScopeError as exc:
-            what = f"nothing within {timeout_s:g} s" if isinstance(exc, ScopeTimeout) else exc.detail
+        except InstrumentError as exc:
+            what = f"nothing within {timeout_s:g} s" if isinstance(exc, InstrumentTimeout) else exc.detail
             raise type(exc)(
                 "*IDN?",
                 exc.instrument_text,
@@ -457,9 +476,9 @@ def open_instrument(
             ) from None
         for pattern, why in getattr(cls, "refused_identities", ()):
             if re.search(pattern, idn, re.IGNORECASE):
-                raise ScopeError("*IDN?", idn, resource=resource, detail=f"dialect {dialect!r}: {why}")
+                raise cls.error("*IDN?", idn, resource=resource, detail=f"dialect {dialect!r}: {why}")
         if cls.identity_pattern and not re.search(cls.identity_pattern, idn, re.IGNORECASE):
-            raise ScopeError(
+            raise cls.error(
                 "*IDN?",
                 idn,
                 resource=resource,

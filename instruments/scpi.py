@@ -1,6 +1,7 @@
 """SCPI over VISA: the session, declarative settings, reply parsing, and the error discipline.
 
-Everything PyVISA can raise is translated here into ScopeError/ScopeTimeout
+Everything PyVISA can raise is translated here into the instrument's own error class
+(`Instrument.error`/`timeout_error`: ScopeError/ScopeTimeout, GeneratorError/GeneratorTimeout)
 naming the resource and the command, so no VISA traceback reaches a user.
 `ScpiInstrument` holds the write-then-check discipline every SCPI driver
 shares (scope dialects subclass `ScpiScope`, one; function generators are
@@ -35,6 +36,8 @@ from pyvisa import constants, errors, rname
 from instruments.scope import (
     CodeScale,
     Instrument,
+    InstrumentError,
+    InstrumentTimeout,
     Scope,
     ScopeDataError,
     ScopeError,
@@ -51,10 +54,13 @@ S = TypeVar("S")  # a settings dataclass (ScopeSettings, GeneratorSettings)
 class ScpiSession:
     """A VISA message-based resource with errors translated and a known timeout."""
 
-    def __init__(self, resource: Any, name: str, timeout_s: float) -> None:
+    def __init__(self, resource: Any, name: str, timeout_s: float, error: type[InstrumentError] = ScopeError,
+                 timeout_error: type[InstrumentTimeout] = ScopeTimeout) -> None:
         self._res = resource
         self.name = name
         self.timeout_s = timeout_s
+        self.error = error  # the instrument's own error classes (Instrument.error, .timeout_error)
+        self.timeout_error = timeout_error
 
     # --- I/O -------------------------------------------------------------------------
     def write(self, command: str) -> None:
@@ -123,12 +129,12 @@ class ScpiSession:
             self.clear()
             exc.resource = self.name
             raise
-        except ScopeTimeout as exc:
+        except InstrumentTimeout as exc:
             if not received:
                 raise
             # the socket reader knows what came of the read under way; VISA's read_bytes drops it
             arrived = f" ({reader.arrived} of them arrived)" if reader is not None and reader.arrived else ""
-            raise ScopeTimeout(
+            raise self.timeout_error(
                 command,
                 resource=self.name,
                 detail=f"{exc.detail}, {received} bytes into the reply, while {pending} more were due{arrived}: "
@@ -154,7 +160,7 @@ class ScpiSession:
                 if not sock.recv(65536):
                     raise ConnectionResetError("closed by the peer")
         except OSError as exc:
-            raise ScopeError("", resource=self.name, detail=f"the connection was lost: {exc}") from None
+            raise self.error("", resource=self.name, detail=f"the connection was lost: {exc}") from None
 
     def _pyvisa_py_session(self) -> Any:
         return self._res.visalib.sessions[self._res.session]
@@ -179,7 +185,7 @@ class ScpiSession:
     # --- error translation ---------------------------------------------------------------
     @contextlib.contextmanager
     def _translated(self, command: str, timeout_s: float | None = None) -> Iterator[None]:
-        """VISA and socket exceptions -> ScopeError/ScopeTimeout; optional per-call timeout."""
+        """VISA and socket exceptions -> the instrument's error/timeout; optional per-call timeout."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         if timeout_s is not None:
             self._res.timeout = timeout_s * 1000.0
@@ -187,11 +193,11 @@ class ScpiSession:
             yield
         except errors.VisaIOError as exc:
             if exc.error_code == constants.StatusCode.error_timeout:
-                raise ScopeTimeout(command, resource=self.name, detail=f"within {limit:g} s") from None
-            raise ScopeError(command, resource=self.name, detail=f"I/O error: {_one_line(exc)}") from None
+                raise self.timeout_error(command, resource=self.name, detail=f"within {limit:g} s") from None
+            raise self.error(command, resource=self.name, detail=f"I/O error: {_one_line(exc)}") from None
         except (errors.Error, OSError, ValueError) as exc:
             # pyvisa-py reports a refused connection at the first I/O, as a bare OSError
-            raise ScopeError(command, resource=self.name, detail=f"I/O error: {_one_line(exc)}") from None
+            raise self.error(command, resource=self.name, detail=f"I/O error: {_one_line(exc)}") from None
         finally:
             if timeout_s is not None:
                 self._res.timeout = self.timeout_s * 1000.0
@@ -266,7 +272,9 @@ def resource_kind(resource: str) -> tuple[str, str]:
     return parsed.interface_type, parsed.resource_class
 
 
-def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> ScpiSession:
+def open_session(resource: str, timeout_s: float, visa_library: str = "@py",
+                 error: type[InstrumentError] = ScopeError,
+                 timeout_error: type[InstrumentTimeout] = ScopeTimeout) -> ScpiSession:
     """Open a VISA resource with the "\\n" read and write terminations SCPI instruments use.
 
     Every message-based resource an instrument is reached through gets them:
@@ -292,7 +300,7 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> 
     try:
         rm = pyvisa.ResourceManager(visa_library)
     except (errors.Error, OSError, ValueError) as exc:
-        raise ScopeError(
+        raise error(
             "open",
             resource=resource,
             detail=f"cannot load VISA library {visa_library!r}: {_one_line(exc)}",
@@ -301,7 +309,7 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> 
     try:
         res = rm.open_resource(resource, open_timeout=int(ms), timeout=ms)
     except (errors.Error, OSError, ValueError) as exc:
-        raise ScopeError(
+        raise error(
             "open",
             resource=resource,
             detail=f"{_one_line(exc)}: check the resource string and that the instrument is reachable",
@@ -321,7 +329,7 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py") -> 
                 res.set_visa_attribute(constants.ResourceAttribute.termchar_enabled, constants.VI_FALSE)
         except Exception:  # a backend refusing the attribute (pyvisa-py's sessions raise UnknownAttribute)
             pass  # PyVISA's defaults, as before: text I/O works, a block's LF is left unread
-    return ScpiSession(res, resource, timeout_s)
+    return ScpiSession(res, resource, timeout_s, error, timeout_error)
 
 
 # --- IEEE 488.2 blocks --------------------------------------------------------------------
@@ -692,13 +700,15 @@ class ScpiInstrument(Instrument):
 
     def __init__(self, session: ScpiSession) -> None:
         self.session = session
+        session.error, session.timeout_error = self.error, self.timeout_error  # its failures are ours
         self.resource_name = session.name
         self._last_command = ""
 
     @classmethod
     def connect(cls, resource: str, *, timeout_s: float, visa_library: str = "@py") -> Self:
         """The driver on a new VISA session to `resource` (see `open_session`)."""
-        return cls(open_session(resource, timeout_s=timeout_s, visa_library=visa_library))
+        return cls(open_session(resource, timeout_s=timeout_s, visa_library=visa_library,
+                                error=cls.error, timeout_error=cls.timeout_error))
 
     # --- dialect hook ----------------------------------------------------------------------
     @abstractmethod
@@ -713,13 +723,13 @@ class ScpiInstrument(Instrument):
             return
         esr = self._esr(self.session.query(f"{command};*ESR?"), command)
         if esr & self.error_bits:
-            raise ScopeError(command, self._error_text(esr), resource=self.resource_name)
+            raise self.error(command, self._error_text(esr), resource=self.resource_name)
 
     def query(self, command: str, explain_timeout: bool = True) -> str:
         self._last_command = command
         try:
             return self.session.query(command)
-        except ScopeTimeout as exc:
+        except InstrumentTimeout as exc:
             if not explain_timeout:
                 raise
             raise self._explained(exc) from None
@@ -736,7 +746,7 @@ class ScpiInstrument(Instrument):
             exc.resource = self.resource_name
             raise
         except ValueError:
-            raise ScopeError(
+            raise self.error(
                 command, resource=self.resource_name, detail=f"unexpected reply {shorten(reply)!r}"
             ) from None
 
@@ -749,7 +759,7 @@ class ScpiInstrument(Instrument):
         self._last_command = command
         try:
             return self.session.query_blocks(command, datatype, points, count, big_endian)
-        except ScopeTimeout as exc:
+        except InstrumentTimeout as exc:
             raise self._explained(exc) from None
 
     # --- errors --------------------------------------------------------------------------
@@ -757,7 +767,7 @@ class ScpiInstrument(Instrument):
         try:
             return nr1(reply)
         except ValueError:
-            raise ScopeError(command, resource=self.resource_name, detail=f"unexpected *ESR? reply {reply!r}") from None
+            raise self.error(command, resource=self.resource_name, detail=f"unexpected *ESR? reply {reply!r}") from None
 
     def _error_text(self, esr: int, timeout_s: float | None = None) -> str:
         return self._error_queue_text(timeout_s) or f"*ESR? = {esr}"
@@ -767,22 +777,22 @@ class ScpiInstrument(Instrument):
         esr = self._esr(self.session.query("*ESR?", timeout_s), "*ESR?")
         return self._error_text(esr, timeout_s) if esr & self.error_bits else ""
 
-    def _explained(self, exc: ScopeTimeout) -> ScopeTimeout:
+    def _explained(self, exc: InstrumentTimeout) -> InstrumentTimeout:
         """The same timeout, with what the instrument logged meanwhile (often the reason)."""
         self.session.clear()
         try:
             text = self._pending_errors(min(self.error_check_timeout_s, self.session.timeout_s))
-        except ScopeError:
+        except InstrumentError:
             text = ""
-        return ScopeTimeout(exc.command, text, resource=exc.resource, detail=exc.detail)
+        return self.timeout_error(exc.command, text, resource=exc.resource, detail=exc.detail)
 
     def _read_back(self, settings: S, **applied: Any) -> S:
         """`settings` (a settings dataclass) with what the instrument reports it applied;
-        ScopeError if that is no valid setting."""
+        the instrument's error if that is no valid setting."""
         try:
             return replace(settings, **applied)
         except ValueError as exc:
-            raise ScopeError(
+            raise self.error(
                 self._last_command,
                 resource=self.resource_name,
                 detail=f"the instrument reports settings that cannot be: {exc}",
@@ -795,7 +805,7 @@ class ScpiInstrument(Instrument):
     def check_errors(self) -> None:
         text = self._pending_errors()
         if text:
-            raise ScopeError(self._last_command, text, resource=self.resource_name)
+            raise self.error(self._last_command, text, resource=self.resource_name)
 
     def close(self) -> None:
         self.session.close()

@@ -223,7 +223,7 @@ class Bench:
         self.log.message(f"scope: {scope.idn}")
 
     async def _open_generator(self, resource: str | None) -> None:
-        from instruments.scope import ScopeError
+        from instruments.funcgen import GeneratorError
         from station.generator_session import GeneratorSession
 
         loop = asyncio.get_running_loop()
@@ -231,7 +231,7 @@ class Bench:
         try:
             self.generator = await loop.run_in_executor(None, GeneratorSession.open, self.campaign.bench.generator,
                                                         resource, self.campaign.gpio)
-        except ScopeError as exc:
+        except GeneratorError as exc:
             raise BenchError(f"generator: {exc}") from None
         generator = self.generator
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from instruments.funcgen import GeneratorSettings, Keysight33500, open_generator
+from instruments.funcgen import GeneratorError, GeneratorSettings, Keysight33500, open_generator
 from instruments.scope import ScopeError, ScopeSettings, open_scope
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
 from instruments.sim.funcgen import SimGeneratorServer, serve_in_thread
@@ -86,7 +86,7 @@ def _drive_generator() -> list[str]:
             gen.output_enabled()
             gen.set_output(False)
             gen.check_errors()
-            with pytest.raises(ScopeError):
+            with pytest.raises(GeneratorError):
                 gen.write(f"{BOGUS} 1")
             commands += sim.commands
     return commands

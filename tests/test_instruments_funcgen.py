@@ -24,12 +24,13 @@ from instruments.dialects import GENERATORS, generator_class
 from instruments.funcgen import (
     MODULATING,
     FunctionGenerator,
+    GeneratorError,
     GeneratorSettings,
+    GeneratorTimeout,
     Keysight33500,
     load_ohms,
     open_generator,
 )
-from instruments.scope import ScopeError, ScopeTimeout
 from instruments.scpi import flag, from_keyword
 from instruments.sim import EdgeSource
 from instruments.sim.funcgen import (
@@ -244,7 +245,7 @@ def test_a_change_applies_from_the_moment_it_is_made(gen: Keysight33500, server:
 
 
 def test_undefined_command_names_itself_and_the_instrument_text(gen: Keysight33500) -> None:
-    with pytest.raises(ScopeError) as caught:
+    with pytest.raises(GeneratorError) as caught:
         gen.write("SOURce1:FOO 1")
     err = caught.value
     assert err.command == "SOURce1:FOO 1" and err.instrument_text == '-113,"Undefined header"'
@@ -253,11 +254,11 @@ def test_undefined_command_names_itself_and_the_instrument_text(gen: Keysight335
 
 
 def test_value_the_instrument_refuses(gen: Keysight33500) -> None:
-    with pytest.raises(ScopeError) as caught:
+    with pytest.raises(GeneratorError) as caught:
         gen.configure(stimulus(high_v=20.0))  # ±10 V into high impedance
     assert caught.value.command == "SOURce1:VOLTage:HIGH 20"
     assert caught.value.instrument_text == '-222,"Data out of range"'
-    with pytest.raises(ScopeError) as caught:
+    with pytest.raises(GeneratorError) as caught:
         gen.configure(stimulus(frequency_hz=1e6, width_s=10e-9, jitter=0.0))  # shorter than 16 ns
     assert caught.value.command == "SOURce1:FUNCtion:PULSe:WIDTh 1e-08"
     assert "Data out of range" in caught.value.instrument_text
@@ -266,16 +267,34 @@ def test_value_the_instrument_refuses(gen: Keysight33500) -> None:
 def test_unknown_query_times_out_with_the_reason(server: SimGeneratorServer) -> None:
     with open_generator(server.resource, timeout_s=0.5) as g:
         assert isinstance(g, Keysight33500)
-        with pytest.raises(ScopeTimeout) as caught:
+        with pytest.raises(GeneratorTimeout) as caught:
             g.query("SOURce1:FOO?")
         assert caught.value.command == "SOURce1:FOO?"
         assert caught.value.instrument_text == '-113,"Undefined header"'
         assert g.identify().startswith("Agilent")
 
 
+def test_a_generator_failure_is_the_generators_own_error() -> None:
+    """A caller that handles a scope's failure does not catch the generator's by accident (and the
+    reverse); InstrumentError is either. Here at every layer: opening, the session, a command."""
+    from instruments.scope import InstrumentError, InstrumentTimeout, ScopeError, ScopeTimeout
+
+    with pytest.raises(GeneratorError) as refused:  # nothing listens: the session cannot open
+        open_generator("TCPIP::127.0.0.1::1::SOCKET", timeout_s=0.5)
+    with serve_in_thread(SimGeneratorServer()) as sim, open_generator(sim.resource, timeout_s=0.5) as g:
+        with pytest.raises(GeneratorTimeout) as silent:
+            g.query("SOURce1:FOO?")
+        with pytest.raises(GeneratorError) as rejected:
+            g.write("SOURce1:FOO 1")
+    for caught in (refused, silent, rejected):
+        assert isinstance(caught.value, InstrumentError) and not isinstance(caught.value, ScopeError), caught.value
+    assert isinstance(silent.value, InstrumentTimeout) and not isinstance(silent.value, ScopeTimeout)
+    assert str(GeneratorError("")) == "generator error" and str(ScopeError("")) == "scope error"
+
+
 def test_another_instrument_is_not_taken_for_a_33500() -> None:
     rigol = SimGeneratorServer(idn="RIGOL TECHNOLOGIES,DG1062Z,DG1ZA0000,00.01.14")
-    with serve_in_thread(rigol) as sim, pytest.raises(ScopeError) as caught:
+    with serve_in_thread(rigol) as sim, pytest.raises(GeneratorError) as caught:
         open_generator(sim.resource, timeout_s=1.0)
     assert "RIGOL" in str(caught.value) and "dialect" in str(caught.value)
 
@@ -404,6 +423,6 @@ def test_garbage_over_tcp_leaves_the_instrument_answering(server: SimGeneratorSe
         assert sock.recv(100).strip() in (b"+32", b"+16", b"+48")
     with open_generator(server.resource, timeout_s=2.0) as g:
         assert g.identify().startswith("Agilent")
-        with pytest.raises(ScopeError):
+        with pytest.raises(GeneratorError):
             g.check_errors()  # the errors the garbage caused are reported, then gone
         g.check_errors()

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import instruments.scpi
-from instruments.funcgen import GeneratorSettings, Keysight33500
+from instruments.funcgen import GeneratorError, GeneratorSettings, Keysight33500
 from instruments.keysight_infiniivision import KeysightInfiniiVision
 from instruments.scope import ScopeDataError, ScopeError, ScopeSettings, ScopeTimeout, Waveform
 from instruments.tektronix_mso import TektronixMSO
@@ -922,7 +922,7 @@ def test_33500_rejected_configure_command() -> None:
         ("OUTPut2:LOAD INFinity;*ESR?", "+32"),  # a one-channel 33521B
         ("SYSTem:ERRor?", '-113,"Undefined header"'),
         ("SYSTem:ERRor?", '+0,"No error"'),
-    ]) as gen, pytest.raises(ScopeError) as caught:
+    ]) as gen, pytest.raises(GeneratorError) as caught:
         gen.configure(pulses(channel=2))
     error = caught.value
     assert (error.command, error.instrument_text) == ("OUTPut2:LOAD INFinity", '-113,"Undefined header"')
@@ -940,7 +940,7 @@ def test_33500_check_errors_reads_the_queue_alone() -> None:
     ]) as gen:
         gen.check_errors()
         gen.set_output(True)
-        with pytest.raises(ScopeError) as caught:
+        with pytest.raises(GeneratorError) as caught:
             gen.check_errors()
     assert caught.value.command == "OUTPut1 ON"
     assert caught.value.instrument_text == '-222,"Data out of range" | -221,"Settings conflict"'
