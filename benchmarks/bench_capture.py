@@ -20,7 +20,7 @@ Target (issue 14): segmented sees ≥ 50 % of the events on the MSO and InfiniiV
 A frame whose bytes take longer than a period to cross the bus cannot reach it whatever the
 station does: the ratio is then at most T / (T + frame bytes / rate); see docs/capture.md.
 
-    .venv/bin/python bench/bench_capture.py [--samples 60000] [--buses model,loopback] [--keep DIR]
+    .venv/bin/python benchmarks/bench_capture.py [--samples 60000] [--buses model,loopback] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ TARGET = 0.5
 
 
 def campaign(dialect: str, strategy: str, samples: int, bus: str) -> dict:
-    cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text())
     cfg["name"] = f"capture-{dialect}-{strategy}-{bus}"
     cfg["bench"]["scope"] |= {"dialect": dialect, "capture": strategy.split("-")[0], "bus": bus}
     cfg["bench"]["scope"] |= VARIANTS.get(strategy, {})

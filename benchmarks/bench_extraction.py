@@ -13,7 +13,7 @@ allocations (tracemalloc, which numpy reports to) as a multiple of the record (t
 No absolute thresholds, as machines differ. `--float` adds the float64 path (the record
 converted to volts, as before the code path) once, for reference.
 
-    .venv/bin/python bench/bench_extraction.py [--points N] [--float]
+    .venv/bin/python benchmarks/bench_extraction.py [--points N] [--float]
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ The verdict is OK when the observed count is within the Poisson 99.9 % quantile 
 expectation (the bound is an upper bound, so fewer is expected), MISS otherwise. Slow (a campaign
 is ~15-30 s): a bench, not a test.
 
-    .venv/bin/python bench/bench_false_pairs.py [--seeds 5] [--spans 120,140,170] [--keep DIR]
+    .venv/bin/python benchmarks/bench_false_pairs.py [--seeds 5] [--spans 120,140,170] [--keep DIR]
 """
 
 from __future__ import annotations

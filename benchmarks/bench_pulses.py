@@ -5,7 +5,7 @@ any vectorised method) and a naive pure-Python Schmitt loop with the same
 interpolation (what the vectorised code replaces). Prints times and ratios;
 no absolute thresholds, as machines differ.
 
-    .venv/bin/python bench/bench_pulses.py
+    .venv/bin/python benchmarks/bench_pulses.py
 """
 
 from __future__ import annotations

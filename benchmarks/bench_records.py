@@ -3,7 +3,7 @@ arrive over SSH, with loss accounting) against the floor measured in the same
 run — one np.frombuffer over the whole buffer. Prints the ratio and the
 decoder's headroom over the fastest stream a module produces (10 µs period).
 
-    .venv/bin/python bench/bench_records.py
+    .venv/bin/python benchmarks/bench_records.py
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ events, 43 % of events seen), sw_arrivals.csv in batches, and sw.parquet and
 hw.parquet as the seal's conversions write them (same schema, metadata and row
 groups), a row group at a time. Generation runs in bounded memory (~0.5 GB
 whatever the sample count) at ~0.5 µs per sample, so the same code makes the
-growth bench's 16× campaign (bench/bench_report_growth.py). No hw_pulses.csv:
+growth bench's 16× campaign (benchmarks/bench_report_growth.py). No hw_pulses.csv:
 store.load_run reads hw.parquet when it exists. Draws are deterministic (the
 model per chunk, the pulses' noise and arrival delays from the run's name).
 
@@ -29,8 +29,8 @@ baseline, peak ≤ 4 GB. The printout:
     station report:                        T s  peak P GB
     ratio: R× the baseline (target ≤ 5×); peak P GB (target ≤ 4 GB)
 
-    .venv/bin/python bench/bench_report.py                   # 4 runs × 8.4 M
-    .venv/bin/python bench/bench_report.py --samples 100000  # demo size
+    .venv/bin/python benchmarks/bench_report.py                   # 4 runs × 8.4 M
+    .venv/bin/python benchmarks/bench_report.py --samples 100000  # demo size
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ for run in sorted(Path(sys.argv[1]).glob("runs/*")):
 
 def template(work: Path) -> Path:
     """A short twin campaign with the demo's configuration: manifests and facts to scale up."""
-    doc = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    doc = yaml.safe_load((REPO / "configs" / "rtai-lpt-vs-pcie.yaml").read_text())
     doc["matrix"].update(samples=2000, pulses=100, max_duration="1min")
     doc["bench"]["twin"]["ground_truth"] = False
     config = work / "template.yaml"

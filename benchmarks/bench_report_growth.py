@@ -31,9 +31,9 @@ more than 1.5× the peak at 1×" (the largest scale against the smallest), PASS 
 FAIL. The targets at the seed's scale (1×) stay bench_report's: ≤ 5× the
 baseline, peak ≤ 4 GB.
 
-    .venv/bin/python bench/bench_report_growth.py                        # 1,2,4,16 × 8.4 M
-    .venv/bin/python bench/bench_report_growth.py --samples 20000 --scales 1,2,4
-    .venv/bin/python bench/bench_report_growth.py --keep-largest /data/x16 --workdir /data
+    .venv/bin/python benchmarks/bench_report_growth.py                        # 1,2,4,16 × 8.4 M
+    .venv/bin/python benchmarks/bench_report_growth.py --samples 20000 --scales 1,2,4
+    .venv/bin/python benchmarks/bench_report_growth.py --keep-largest /data/x16 --workdir /data
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_report as br  # noqa: E402 - bench/ is no package: its sibling, by path
+import bench_report as br  # noqa: E402 - benchmarks/ is no package: its sibling, by path
 
 #: Disk per software sample of one run, all files (sw.raw 40 B, sw.parquet ~12.5 B, hw.parquet
 #: ~7 B at 43 % capture, sw_arrivals.csv ~0.1 B: 60 B measured) with a margin.
@@ -86,7 +86,7 @@ for run in sorted(Path(sys.argv[1]).glob("runs/*")):
 
 def planned_runs() -> int:
     """Runs in the template campaign: the demo configuration's matrix."""
-    matrix = yaml.safe_load((br.REPO / "configs" / "demo.yaml").read_text())["matrix"]
+    matrix = yaml.safe_load((br.REPO / "configs" / "rtai-lpt-vs-pcie.yaml").read_text())["matrix"]
     return len(matrix["interfaces"]) * len(matrix["variants"]) * len(matrix["loads"]) * matrix["repetitions"]
 
 

@@ -26,7 +26,7 @@ station returns a new array, which the raw path's reused buffer never pays for:
 cheap when the allocator reuses memory, a page fault per page (or a huge-page
 compaction) when it maps new memory; the bench prints that cost beside them.
 
-    .venv/bin/python bench/bench_transfer.py [--repeat N] [--in-process]
+    .venv/bin/python benchmarks/bench_transfer.py [--repeat N] [--in-process]
 """
 
 from __future__ import annotations

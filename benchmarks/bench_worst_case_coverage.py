@@ -14,7 +14,7 @@ their level within the binomial 1 % quantile (the reliable 1e-9 intervals, where
 and the distribution-free bound), MISS otherwise. Slow at 10 M events (~5 s a sample): a bench,
 not a test (tests/test_worst_case_twin.py runs the 200 000-event case).
 
-    .venv/bin/python bench/bench_worst_case_coverage.py [--samples 50] [--events 200000,10000000]
+    .venv/bin/python benchmarks/bench_worst_case_coverage.py [--samples 50] [--events 200000,10000000]
 
 With --distances (e.g. 30,10,3,1,0.1) it measures instead how far the fits may be trusted: for
 each exceedance p = d/n it counts the samples whose GPD interval holds the model's true quantile
@@ -40,7 +40,7 @@ from station.analysis.worst_case import worst_case  # noqa: E402
 from station.twin.model import CHUNK_EVENTS, ModuleSession, latency_shape, load_preset  # noqa: E402
 from tests.twin_latency_truth import TrueLatency  # noqa: E402
 
-INTERFACES = {"lpt": {}, "pcie": {"outlier_fraction": 5.0e-5}}  # configs/demo.yaml's override
+INTERFACES = {"lpt": {}, "pcie": {"outlier_fraction": 5.0e-5}}  # configs/rtai-lpt-vs-pcie.yaml's override
 
 
 def _held_enough(held: int, total: int, level: float) -> bool:

@@ -4,4 +4,4 @@
 set -euo pipefail
 source "$(dirname "$0")/bootstrap.sh"
 cd "$REPO"
-exec .venv/bin/station run configs/demo.yaml --out "${1:-results/demo}"
+exec .venv/bin/station run configs/rtai-lpt-vs-pcie.yaml --out "${1:-results/demo}"

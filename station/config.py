@@ -630,7 +630,7 @@ class LoadSpec(Strict):
         return value
 
 
-class Bench(Strict):
+class BenchSettings(Strict):
     target: TargetSettings = TargetSettings()
     targets: dict[Name, TargetSettings] = Field(
         default_factory=dict, max_length=64,
@@ -643,7 +643,7 @@ class Bench(Strict):
     load_hosts: dict[Name, LoadHost] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _one_way_to_name_targets(self) -> Bench:
+    def _one_way_to_name_targets(self) -> BenchSettings:
         if self.targets and "target" in self.model_fields_set:
             raise LocatedError(("targets",), "give either target: (one) or targets: (several by name), not both")
         if sum(t.kind == "twin" for t in self.targets.values()) > 1:
@@ -974,7 +974,7 @@ class ReportSettings(Strict):
 class Campaign(Strict):
     name: Annotated[str, Field(min_length=1), _text(200)]
     description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
-    bench: Bench = Bench()
+    bench: BenchSettings = BenchSettings()
     matrix: Matrix
     cyclictest: CyclictestSettings = CyclictestSettings()
     interruptions: InterruptionsSettings = InterruptionsSettings()

@@ -247,7 +247,7 @@ def build_cyclictest(n: int = 20_000, threads: int = 2,
     report: dict[str, Any] = {
         "schema_version": 1,
         "campaign": {"name": "seed-004-vm", "description": "cyclictest on a regular and a "
-                     "PREEMPT_RT kernel under five loads.", "config_path": "configs/seed-004.yaml",
+                     "PREEMPT_RT kernel under five loads.", "config_path": "configs/cyclictest-rt-vs-regular.yaml",
                      "created_utc": "2025-01-02T03:04:05Z", "station_version": "0.1.0",
                      "target": {"kind": "ssh", "host": "127.0.0.1:10022"},
                      "targets": {"regular": {"kind": "ssh", "host": "127.0.0.1:10022"},

@@ -73,7 +73,7 @@ def test_matrix_expands_interface_variant_load_repetition():
 
 
 def test_every_shipped_config_validates():
-    # the key files a real-bench config names exist only on that bench (vm.yaml's appear
+    # the key files a real-bench config names exist only on that bench (lpt-vs-pcie-qemu.yaml's appear
     # with `station vm up`): the schema is checked here, the files by test_config_hardening
     for path in sorted((REPO / "configs").glob("*.yaml")):
         load_campaign(path, check_files=False)

@@ -26,7 +26,7 @@ from tests.conftest import REPO
 EXAMPLES = int(os.environ.get("STATION_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-DEMO = (REPO / "configs" / "demo.yaml").read_text()
+DEMO = (REPO / "configs" / "rtai-lpt-vs-pcie.yaml").read_text()
 SECONDS_PER_EXAMPLE = 10.0
 
 

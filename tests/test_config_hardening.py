@@ -502,7 +502,7 @@ def test_twin_targets_need_no_key_files(tmp_path):
 
 
 def test_shipped_configs_name_their_files_at_known_lines():
-    """vm.yaml names files under ~/.cache/irq-station/vm that `station vm build/up` create;
+    """lpt-vs-pcie-qemu.yaml names files under ~/.cache/irq-station/vm that `station vm build/up` create;
     where they are missing the error says which, at its line."""
     for path in sorted((REPO / "configs").glob("*.yaml")):
         try:
@@ -534,7 +534,7 @@ def test_the_cli_says_what_it_is_and_what_is_missing(tmp_path) -> None:
 def test_a_mistyped_key_gets_a_did_you_mean_from_its_own_section(typo, where, meant) -> None:
     from station.config import parse_campaign
 
-    demo = (REPO / "configs/demo.yaml").read_text()
+    demo = (REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text()
     right = {"samples": "  samples: ", "seed": "    seed: 2015", "trigger_level": "    trigger_level: "}[meant]
     assert right in demo
     with pytest.raises(ConfigError, match=rf"{re.escape(where)}\.{typo}: unknown key \(did you mean '{meant}'\?"):
@@ -596,9 +596,9 @@ def test_validate_says_how_long_the_campaign_measures() -> None:
     ten 1 h cases (max_duration 70 min), the ~10 h a user must know before starting it."""
     from tests.conftest import run_station
 
-    demo = run_station("validate", str(REPO / "configs/demo.yaml"))
+    demo = run_station("validate", str(REPO / "configs/rtai-lpt-vs-pcie.yaml"))
     assert demo.returncode == 0 and "measuring time: about 40 s (10 s a run), at most 8 min 00 s" in demo.stdout
-    seed = run_station("validate", str(REPO / "configs/seed-004.yaml"))
+    seed = run_station("validate", str(REPO / "configs/cyclictest-rt-vs-regular.yaml"))
     assert "about 10 h 00 min (1 h 00 min a run), at most 11 h 40 min" in seed.stdout, seed.stdout
 
 

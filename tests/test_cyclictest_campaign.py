@@ -28,7 +28,7 @@ PROBE_AND_LOADS = ("cyclictest", "hackbench", "stressapptest", "stress-ng")
 
 
 def seed_004(targets: dict, duration: str = "2s", memory_mb: int = 64, network: bool = True) -> dict:
-    """configs/seed-004.yaml, shortened: seconds per case, a smaller stressapptest. Without
+    """configs/cyclictest-rt-vs-regular.yaml, shortened: seconds per case, a smaller stressapptest. Without
     network: case 5 without its network threads, whose listener binds every address (on
     this machine, nothing may listen beyond 127.0.0.1; inside a VM it may)."""
     # a smaller hackbench too (1 group of 40 tasks, not 10): cyclictest's threads start as normal
@@ -36,7 +36,7 @@ def seed_004(targets: dict, duration: str = "2s", memory_mb: int = 64, network: 
     # emulated guest under 400 hackbench tasks one did not, and the station rightly called that run
     # incomplete); and every command the station sends the target waits behind them (with 2 groups a
     # 2 s hackbench case took 36 s here and 61 s in the guest, most of this test's time)
-    text = (REPO / "configs/seed-004.yaml").read_text().replace("-M 256", f"-M {memory_mb}")
+    text = (REPO / "configs/cyclictest-rt-vs-regular.yaml").read_text().replace("-M 256", f"-M {memory_mb}")
     text = text.replace("hackbench -s 128 -l", "hackbench -g 1 -s 128 -l")
     cfg = yaml.safe_load(text)
     cfg["bench"]["targets"] = targets

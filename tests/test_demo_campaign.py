@@ -35,7 +35,7 @@ def z_for(k: int) -> float:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "results"
-    res = run_station("run", str(REPO / "configs/demo.yaml"), "--out", str(out), timeout=400)
+    res = run_station("run", str(REPO / "configs/rtai-lpt-vs-pcie.yaml"), "--out", str(out), timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     return out, report, res
@@ -139,7 +139,7 @@ def test_report_regenerates_identically_from_the_data(demo, tmp_path):
 
 def test_resume_skips_complete_runs(demo):
     out, _, _ = demo
-    res = run_station("run", str(REPO / "configs/demo.yaml"), "--out", str(out), timeout=120)
+    res = run_station("run", str(REPO / "configs/rtai-lpt-vs-pcie.yaml"), "--out", str(out), timeout=120)
     assert res.returncode == 0, res.stderr
     assert not list((out / "runs").glob("*.attempt-*"))
 
@@ -255,7 +255,7 @@ def test_outlier_and_worst_case_findings(demo):
 
 def test_twin_preset_is_a_table_with_units_and_the_override_marked(demo):
     out, report, _ = demo
-    demo_config = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    demo_config = yaml.safe_load((REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text())
     assert report["campaign"]["twin"]["overrides"] == demo_config["bench"]["twin"]["overrides"]
     html = (out / "report.html").read_text()
     header = html[:html.index("</header>")]

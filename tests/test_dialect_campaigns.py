@@ -14,7 +14,7 @@ from tests.conftest import REPO, run_station
 
 @pytest.mark.parametrize("dialect", ["keysight_infiniivision", "tektronix_mso"])
 def test_campaign_through_dialect(dialect, tmp_path):
-    cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text())
     cfg["bench"]["scope"]["dialect"] = dialect
     cfg["matrix"] |= {"interfaces": ["lpt"], "samples": 20000, "pulses": 1000}
     path = tmp_path / "c.yaml"

@@ -105,7 +105,7 @@ def test_a_ranking_orders_only_what_differs_significantly():
        st.floats(0.01, 50))
 def test_the_period_fit_never_warns(spacings, f0, step, tolerance):
     """Numerical warnings never reach the terminal (a 0/0 here printed 'invalid value encountered
-    in scalar divide' in `station run configs/seed-002.yaml`): any spacings give a period or None."""
+    in scalar divide' in `station run configs/gpio-response-pi.yaml`): any spacings give a period or None."""
     import warnings
 
     from station.analysis.gpio import _fit_period

@@ -176,7 +176,7 @@ def test_vm_build_preparation_uses_the_installed_sources(installed, tmp_path):
 
 
 def test_demo_campaign_runs_from_the_install(installed, tmp_path):
-    config = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    config = yaml.safe_load((REPO / "configs" / "rtai-lpt-vs-pcie.yaml").read_text())
     config["matrix"].update(samples=2000, pulses=100, max_duration="1min")
     cfg = tmp_path / "demo-short.yaml"
     cfg.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -99,7 +99,7 @@ def test_a_measurement_campaign_keeps_the_scopes_numbers_beside_the_hosts(dialec
 
     from tests.conftest import REPO, run_station
 
-    cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text())
     cfg["bench"]["scope"] |= {"dialect": dialect, "capture": "measurement", "cross_check_every": 4,
                               "time_per_div": "50us", "record_length": 50_000}
     cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 10_000, "pulses": 100}

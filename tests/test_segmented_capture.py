@@ -33,7 +33,7 @@ def _frame(dialect: str) -> tuple[float, float]:
 
 
 def _campaign(tmp_path: Path, dialect: str) -> Path:
-    cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text())
     cfg["bench"]["scope"] |= {"dialect": dialect, "capture": "segmented", "segments": 1000,
                               "trigger_position_pct": 10, **FRAMES[dialect],
                               "bus": "model"}  # the model's own LAN: a realistic transfer per acquisition

@@ -187,7 +187,7 @@ def test_a_tds_campaign_over_gpib_sees_no_more_than_the_bus_allows(tmp_path: Pat
     """The seed's scope on its own bus: each 15 000-point record (5 ms of signal) costs at least
     its transfer over GPIB, so the capture ratio cannot exceed D / (D + transfer); over the
     loopback the same campaign sees several times more (tests/test_demo_campaign.py)."""
-    cfg = yaml.safe_load((REPO / "configs/demo.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text())
     cfg["bench"]["scope"] |= {"bus": "model", "record_length": 15_000}
     cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 20_000, "pulses": 100,
                       "max_duration": "1min"}

@@ -18,7 +18,7 @@ def _qemu_processes() -> set[str]:
 
 
 def test_the_bench_boots_and_powers_off_its_vm(tmp_path):
-    cfg = yaml.safe_load((REPO / "configs/vm.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/lpt-vs-pcie-qemu.yaml").read_text())
     cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 500}
     path = tmp_path / "vm.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -45,7 +45,7 @@ def test_a_killed_station_takes_its_vm_with_it(tmp_path):
 
     from tests.conftest import station_cmd
 
-    cfg = yaml.safe_load((REPO / "configs/vm.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/lpt-vs-pcie-qemu.yaml").read_text())
     cfg["matrix"] |= {"interfaces": ["lpt"], "variants": ["inb"], "samples": 1_000_000, "max_duration": "1h"}
     path = tmp_path / "vm.yaml"
     path.write_text(yaml.safe_dump(cfg))

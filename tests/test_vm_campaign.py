@@ -1,4 +1,4 @@
-"""configs/vm.yaml end to end: Debian's kernel in QEMU, our mainline modules on
+"""configs/lpt-vs-pcie-qemu.yaml end to end: Debian's kernel in QEMU, our mainline modules on
 QEMU's emulated devices, driven by the station over SSH like any bench.
 Emulation stalls reach milliseconds, so the checks use medians and percentiles."""
 
@@ -28,7 +28,7 @@ def vm(tmp_path_factory):
 
 
 def _config(vm, tmp_path, **matrix_overrides) -> str:
-    cfg = yaml.safe_load((REPO / "configs/vm.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/lpt-vs-pcie-qemu.yaml").read_text())
     cfg["bench"]["target"] |= {"kind": "ssh", "host": "127.0.0.1", "user": "root",  # the fixture's VM
                                "port": vm.ssh_port, "identity_file": str(vm.image.identity_file),
                                "known_hosts": str(vm.known_hosts_file), "upload_modules": str(vm.image.modules_dir)}

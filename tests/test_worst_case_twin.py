@@ -5,7 +5,7 @@ from the model (tests/twin_latency_truth.py), its samples drawn by the generator
 The model's tail has a component on 1e-4 of the events (20 of them in such a sample) that sets
 its 1e-9 quantile (LPT 29 µs) but barely shows in the sample: a GPD fit extrapolated to 1e-9 held
 the truth in 25 of 50 such samples, every one of them passing the fit's checks
-(bench/bench_worst_case_coverage.py). So the station must not call that figure reliable, and what it
+(benchmarks/bench_worst_case_coverage.py). So the station must not call that figure reliable, and what it
 does state — the distribution-free bound, at most 1 event in about n/3 above the sample's
 maximum — must hold at its stated 95 %, checked here over 100 seeded samples per interface."""
 
@@ -25,7 +25,7 @@ from tests.twin_latency_truth import TrueLatency
 EVENTS = 200_000  # the demo: 2 variants × 100 000 samples per interface, pooled for its worst case
 SAMPLES = 100
 LEVEL = 0.95
-# the demo campaign's override (configs/demo.yaml): PCIe outliers at 5e-5
+# the demo campaign's override (configs/rtai-lpt-vs-pcie.yaml): PCIe outliers at 5e-5
 INTERFACES = {"lpt": {}, "pcie": {"outlier_fraction": 5.0e-5}}
 
 
@@ -73,7 +73,7 @@ def test_the_distribution_free_bound_holds_at_its_level(twin):
 
 def test_the_1e9_figure_is_refused_at_this_size_and_the_bound_is_stated(twin):
     interface, truth, samples = twin
-    for sw in samples[:3]:  # the refusal depends on n alone; bench/bench_worst_case_coverage.py fits 50
+    for sw in samples[:3]:  # the refusal depends on n alone; benchmarks/bench_worst_case_coverage.py fits 50
         result = worst_case(sw, seed=1)
         assert result["exceedance"] == 1e-9 and supported_exceedance(EVENTS) > 1e-9
         assert result["reliable"] is False
@@ -87,7 +87,7 @@ def test_inside_the_data_the_stated_intervals_hold_at_their_level(twin):
     # At the edge of what a sample of n supports (10 events expected beyond p) the station states the
     # empirical quantile with its order-statistic interval, and a deadline's probability as the observed
     # fraction with its Clopper-Pearson interval; both must hold the model's truth at 95 %. (The GPD's
-    # own intervals held only 43-45 of 50 here: bench/bench_worst_case_coverage.py --distances 30,10.)
+    # own intervals held only 43-45 of 50 here: benchmarks/bench_worst_case_coverage.py --distances 30,10.)
     interface, truth, samples = twin
     p, deadline_p = 10 / EVENTS, 30 / EVENTS
     deadline = truth.quantile(deadline_p)

@@ -43,7 +43,7 @@ Method (Coles 2001, "An Introduction to Statistical Modeling of Extreme Values",
   (10) events of the sample are expected beyond the quantile (p ≥ 10/n). No check on the data can
   see a tail component rarer than the sample resolves, and on the twin's own seed-2015 models the
   coverage of the fits' 95 % intervals, against the models' true quantiles over 50 seeded samples
-  of 200 000 events (bench/bench_worst_case_coverage.py --distances), was 45/50 at n·p = 10 and
+  of 200 000 events (benchmarks/bench_worst_case_coverage.py --distances), was 45/50 at n·p = 10 and
   44/50 at 3, then 35/50 at 1, 23/50 at 0.3 and 17/50 at 0.1 and 0.01 (LPT: an exponential tail on
   1e-4 of the events over a gamma body; every fit passed the checks above, 49/50 called reliable
   under the earlier two-decade limit); PCIe, with its rare uniform delays, 0–35/50. Beyond 10/n
