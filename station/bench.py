@@ -12,13 +12,13 @@ import asyncio
 import contextlib
 import socket
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from station.config import Campaign, TargetSettings
 from station.lifetime import settled
-from station.module_names import module_stem
 from station.scope_session import twin_bus
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
 from station.target.audit import audit
@@ -32,17 +32,34 @@ class Messages(Protocol):
     def message(self, text: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class BenchNeeds:
+    """What a run kind needs from the bench, declared by the kind (`Measurement.needs`) the way a
+    labgrid driver declares its bindings: the bench activates exactly these parts and names no kind."""
+
+    scope: bool = False  # bench.scope, unless its kind is none
+    # what the generator plays (GeneratorSession.open's stimulus settings); None: no generator
+    stimulus: Callable[[Campaign], Any] | None = None
+    # the module stems bench.target.upload_modules sends for this campaign; None: none
+    modules: Callable[[Campaign, TargetSettings], set[str]] | None = None
+    # the twin as a board answering edges (its channels); None: the twin plays the latency modules
+    board: Callable[[Campaign], dict[str, int]] | None = None
+    # the scope's channels beside bench.scope.channel, and the trigger slope
+    scope_inputs: Callable[[Campaign], tuple[tuple[int, ...], str]] | None = None
+
+
 @dataclass
 class Bench:
     campaign: Campaign
     log: Messages
     target_name: str | None = None  # which of bench.targets (None: the single bench.target)
+    needs: BenchNeeds = BenchNeeds()  # the run kind's (station.kinds: kind_for(kind).needs)
     twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
     vm: Any = None  # station.vm.VirtualMachine when the target is kind: vm
     target: Target | None = None
     load_hosts: dict[str, Host] = field(default_factory=dict)
     scope: Any = None  # station.scope_session.ScopeSession, or None without a scope
-    generator: Any = None  # station.generator_session.GeneratorSession (gpio campaigns), or None
+    generator: Any = None  # station.generator_session.GeneratorSession (a kind that plays a stimulus), or None
     facts: dict[str, str] = field(default_factory=dict)
     _undo: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -64,11 +81,11 @@ class Bench:
 
     @property
     def uses_scope(self) -> bool:
-        return self.campaign.matrix.kind in ("module", "gpio") and self.campaign.bench.scope.kind != "none"
+        return self.needs.scope and self.campaign.bench.scope.kind != "none"
 
     @property
     def uses_generator(self) -> bool:
-        return self.campaign.matrix.kind == "gpio" and self.campaign.bench.generator.kind != "none"
+        return self.needs.stimulus is not None and self.campaign.bench.generator.kind != "none"
 
     async def activate(self) -> None:
         settings = self.campaign.bench
@@ -89,8 +106,8 @@ class Bench:
         for name in sorted(self.used_load_hosts()):
             self.load_hosts[name] = load_host(name, settings.load_hosts[name])
             await self._activate_host(self.load_hosts[name], f"load host {name!r}")
-        if target_settings.upload_modules and self.campaign.matrix.kind in ("module", "gpio"):
-            await self._upload_modules(target_settings)
+        if target_settings.upload_modules and self.needs.modules is not None:
+            await self._upload_modules(target_settings, self.needs.modules(self.campaign, target_settings))
         if self.uses_scope:
             await self._open_scope(scope_resource)
         if self.uses_generator:
@@ -109,11 +126,8 @@ class Bench:
         from station.twin.clock import Slew
         from station.twin.runner import Twin
 
-        settings, gpio = self.campaign.bench, self.campaign.gpio
-        board = None
-        if self.campaign.matrix.kind == "gpio" and gpio is not None:  # the twin as a board answering GPIO edges
-            board = {"stimulus_channel": settings.scope.channel, "response_channel": gpio.response_channel,
-                     "generator_channel": settings.generator.channel}
+        settings = self.campaign.bench
+        board = self.needs.board(self.campaign) if self.needs.board is not None else None
         clocks = settings.twin.clocks
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
@@ -184,13 +198,8 @@ class Bench:
         except TargetError as exc:
             raise BenchError(f"{what}: {exc}") from None
 
-    async def _upload_modules(self, target_settings: TargetSettings) -> None:
+    async def _upload_modules(self, target_settings: TargetSettings, stems: set[str]) -> None:
         assert self.target is not None
-        if self.campaign.matrix.kind == "gpio":  # the responder module, if a case loads it
-            gpio = self.campaign.gpio
-            stems = {"gpio_responder"} if gpio and any(c.responder == "kernel" for c in gpio.cases.values()) else set()
-        else:
-            stems = {module_stem(target_settings.family, i) for i in self.campaign.matrix.interfaces}
         try:
             uploaded = await modules.upload_modules(
                 await self.target.live_connection(), Path(target_settings.upload_modules).expanduser(), stems,
@@ -205,9 +214,7 @@ class Bench:
         from station.scope_session import ScopeSession
 
         loop = asyncio.get_running_loop()
-        gpio = self.campaign.gpio if self.campaign.matrix.kind == "gpio" else None
-        extra = (gpio.response_channel,) if gpio is not None else ()
-        slope = "fall" if gpio is not None and gpio.stimulus_edge == "fall" else "rise"
+        extra, slope = self.needs.scope_inputs(self.campaign) if self.needs.scope_inputs is not None else ((), "rise")
         try:
             self.scope = await loop.run_in_executor(None, ScopeSession.open, self.campaign.bench.scope, resource,
                                                     extra, slope)
@@ -227,10 +234,11 @@ class Bench:
         from station.generator_session import GeneratorSession
 
         loop = asyncio.get_running_loop()
-        assert self.campaign.gpio is not None and resource
+        assert self.needs.stimulus is not None and resource
+        stimulus = self.needs.stimulus(self.campaign)
         try:
             self.generator = await loop.run_in_executor(None, GeneratorSession.open, self.campaign.bench.generator,
-                                                        resource, self.campaign.gpio)
+                                                        resource, stimulus)
         except GeneratorError as exc:
             raise BenchError(f"generator: {exc}") from None
         generator = self.generator

@@ -12,6 +12,7 @@ from typing import Any
 
 from station.bench import Bench, BenchError
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash
+from station.kinds import kind_for
 from station.progress import ProgressSink, RunProgress
 from station.run import RunOutcome, execute_run
 from station.store import RunStore, StoreError, now_utc, station_version
@@ -94,7 +95,8 @@ async def run_campaign(
     try:
         for target_name, target_runs in by_target.items():
             try:
-                async with Bench(campaign, progress, target_name=target_name) as bench:
+                async with Bench(campaign, progress, target_name=target_name,
+                                 needs=kind_for(campaign.matrix.kind).needs) as bench:
                     latest = bench.describe()
                     described[target_name or ""] = latest["target"]
                     _write_campaign_json(out_dir, campaign, latest, described)

@@ -225,3 +225,43 @@ def test_an_unknown_kind_is_refused_by_name_with_the_known_ones():
     with pytest.raises(KeyError, match=r"unknown run kind 'no-such-kind' \(known: .*loadavg-probe.*module"):
         kinds.kind_for("no-such-kind")
     assert {"module", "loadavg-probe"} <= set(kinds.registered())
+
+
+def test_the_bench_activates_exactly_what_the_kind_declares(tmp_path):
+    """labgrid's bindings: the same campaign (a twin target and a twin scope) opens the scope and
+    uploads the modules only for a kind that declares them; the bench itself names no kind."""
+    from station.bench import BenchNeeds
+
+    upload = tmp_path / "ko"
+    upload.mkdir()
+    for stem in ("rtai_lpt_latency", "rtai_pcie_latency"):
+        (upload / f"{stem}.ko").write_bytes(b"\x7fELF twin module\0vermagic=3.4.55-rtai SMP preempt\0")
+    campaign = parse_campaign(
+        "name: needs\n"
+        f"bench: {{target: {{kind: twin, upload_modules: '{upload}'}}}}\n"
+        "matrix: {interfaces: [lpt], variants: [inb], samples: 10}\n"
+    )
+    asked: list[str] = []
+
+    def lpt_only(c, t) -> set[str]:  # noqa: ANN001 - Campaign, TargetSettings
+        asked.append(t.family)
+        return {"rtai_lpt_latency"}
+
+    class Log:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def message(self, text: str) -> None:
+            self.lines.append(text)
+
+    async def open_with(needs: BenchNeeds) -> tuple[bool, bool, list[str]]:
+        log = Log()
+        async with Bench(campaign, log, needs=needs) as bench:
+            opened = bench.scope is not None, bench.twin.with_scope
+        return (*opened, [line for line in log.lines if line.startswith("uploaded")])
+
+    assert asyncio.run(open_with(BenchNeeds())) == (False, False, [])
+    scope, twin_scope, uploaded = asyncio.run(open_with(BenchNeeds(scope=True, modules=lpt_only)))
+    assert scope and twin_scope and uploaded == [f"uploaded rtai_lpt_latency to {campaign.bench.target.module_dir}"]
+    assert asked == ["rtai"]
+    assert kinds.kind_for("module").needs.scope and not kinds.kind_for(LoadavgProbe.name).needs.scope

@@ -6,11 +6,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from station.bench import Bench, BenchNeeds
 from station.progress import ProgressSink, RunProgress
 from station.store import Conversion, RunStore
 
 if TYPE_CHECKING:
-    from station.bench import Bench
     from station.config import Campaign, RunSpec
 
 
@@ -47,6 +47,9 @@ class Measurement(ABC):
     name: ClassVar[str]
     # file name in the run directory -> what it holds (docs/architecture.md lists them)
     outputs: ClassVar[dict[str, str]] = {}
+    # the bench parts its runs use (scope, generator, modules to upload, the twin as a board):
+    # the campaign opens the bench with them, and the bench activates nothing else
+    needs: ClassVar[BenchNeeds] = BenchNeeds()
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx

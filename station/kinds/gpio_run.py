@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from station.bench import BenchNeeds
+from station.config import Campaign, GpioSettings, TargetSettings
 from station.kinds.base import Measurement, MeasurementFailure, RunContext, register
 from station.lifetime import settled
 from station.store import read_csv_lines, write_parquet
@@ -34,9 +36,34 @@ class InstrumentFailure(MeasurementFailure):
     """The scope or the generator failed during the run."""
 
 
+def _stimulus(campaign: Campaign) -> GpioSettings:
+    assert campaign.gpio is not None  # the campaign schema requires it of a gpio campaign
+    return campaign.gpio
+
+
+def _responder_module(campaign: Campaign, target: TargetSettings) -> set[str]:
+    """The kernel responder, if a case loads it."""
+    return {"gpio_responder"} if any(c.responder == "kernel" for c in _stimulus(campaign).cases.values()) else set()
+
+
+def _board(campaign: Campaign) -> dict[str, int]:
+    """The twin as a board answering GPIO edges: the channels the scope and generator see it on."""
+    bench = campaign.bench
+    return {"stimulus_channel": bench.scope.channel, "response_channel": _stimulus(campaign).response_channel,
+            "generator_channel": bench.generator.channel}
+
+
+def _scope_inputs(campaign: Campaign) -> tuple[tuple[int, ...], str]:
+    """The response channel beside the stimulus's, and the stimulus edge the scope triggers on."""
+    gpio = _stimulus(campaign)
+    return (gpio.response_channel,), "fall" if gpio.stimulus_edge == "fall" else "rise"
+
+
 @register
 class GpioRun(Measurement):
     name = "gpio"
+    needs = BenchNeeds(scope=True, stimulus=_stimulus, modules=_responder_module, board=_board,
+                       scope_inputs=_scope_inputs)
     outputs = {
         "delays.csv": "every stimulus edge the scope saw: its acquisition, time from the trigger, the delay to "
         "its response (empty: missed) and the host time the acquisition was armed (→ delays.parquet)",
