@@ -201,6 +201,71 @@ def test_findings_paragraph_comes_first(demo):
     assert md.index("## Findings") < md.index("## Comparisons") < md.index("## Runs")
 
 
+def test_the_first_page_answers_at_a_glance(demo, chromium, tmp_path):
+    """Issue 30: a short sentence per finding with the figure that backs it in bold, computed from the
+    report's own numbers; the two figures that answer the question (who is faster, where the outliers
+    are) under the findings, before any table; at 1280 px the findings need no horizontal scrolling,
+    the answering figures start within the first 1400 px and their text is ≥ 10 px."""
+    from markupsafe import escape
+
+    from station.formatting import count_text, us
+
+    out, report, _ = demo
+    for f in report["findings"]:
+        assert f["headline"] and f["figure"] and len(f["headline"].split()) <= 30, f
+    backed = {
+        "faster": lambda f: [us(v["estimate_ns"]) for v in f["values"].values()],
+        "t_rw": lambda f: [us(f["t_rw_ns"])],
+        # no reliable fit: the distribution-free bound, i.e. the observed maximum; else the estimate
+        "worst_case": lambda f: [us(v["observed_max_ns"]) if "no reliable" in f["headline"]
+                                 else us(v["quantile_ns"]["estimate"]) for v in f["interfaces"].values()
+                                 if "no reliable" in f["headline"] or v["quantile_ns"]],
+    }
+    for f in report["findings"]:
+        for number in backed.get(f["kind"], lambda f: [])(f):
+            assert number in f["figure"], (number, f["figure"])
+        if f.get("criterion") == "above_reference_max":
+            assert f["figure"] == f"{count_text(f['sw_count_above'])} of {count_text(f['sw_total'])}"
+    html = (out / "report.html").read_text()
+    section = html[html.index('<section id="findings">'):html.index("</section>", html.index('id="findings"'))]
+    for f in report["findings"]:
+        assert f"<strong>{escape(f['figure'])}</strong>" in section
+    glance = re.findall(r'<figure id="fig-([^"]+)"', section)
+    assert [g.split("-")[0] for g in glance] == ["sw", "ccdf"], glance
+    assert all(html.count(f'id="fig-{g}"') == 1 for g in glance)  # shown once: not again under Figures
+    md = (out / "report.md").read_text()
+    first_table = md.index("\n| ")
+    assert all(md.index(f"figures/{g}.svg") < first_table for g in glance)
+    assert all(f"**{f['figure']}**" in md[:first_table] for f in report["findings"])
+
+    page = tmp_path / "glance.html"
+    page.write_text(html.replace("</body>", GLANCE_PROBE + "</body>"))
+    dom = subprocess.run([chromium, *browser.FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                          "--window-size=1280,1400", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=180).stdout
+    probe = json.loads(re.search(r'<p id="glance">([^<]*)</p>', dom).group(1).replace("&quot;", '"'))
+    assert probe["findings_overflow"] <= 0, probe
+    assert probe["figure_top"] < 1400 and probe["smallest_text"] >= 10.0, probe
+
+
+GLANCE_PROBE = """<script>
+const ul = document.querySelector("ul.findings");
+const fig = document.querySelector("#findings figure");
+const sizes = [];
+for (const svg of document.querySelectorAll("#findings figure svg")) {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  for (const t of svg.querySelectorAll("text")) sizes.push(parseFloat(getComputedStyle(t).fontSize) * scale);
+}
+const out = {findings_overflow: Math.max(ul.scrollWidth - ul.clientWidth,
+                                         ul.getBoundingClientRect().right - document.documentElement.clientWidth),
+             figure_top: fig.getBoundingClientRect().top + window.scrollY, smallest_text: Math.min(...sizes)};
+const p = document.createElement("p");
+p.id = "glance";
+p.textContent = JSON.stringify(out);
+document.body.append(p);
+</script>"""
+
+
 def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
     out, report, _ = demo
     from station.formatting import us

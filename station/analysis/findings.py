@@ -92,6 +92,12 @@ def _pooled(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
                                and (d := getattr(samples[r["id"]], source)) is not None)
 
 
+def _headline(headline: str, figure: str, see: str) -> dict[str, str]:
+    """What the first page shows of a finding: one short sentence, the figure that backs it (bold on
+    the page) and the id of the table or figure section holding the rest; `text` says it in full."""
+    return {"headline": headline, "figure": figure, "see": see}
+
+
 def _interval(lo: float | None, hi: float | None) -> str:
     return f"[{us(lo) if lo is not None else '—'}, {us(hi) if hi is not None else '—'}]"
 
@@ -128,8 +134,10 @@ def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
             f"{counts} samples{'' if separated else '; the intervals overlap'}).")
     if not all(v["reliable"] for v in values.values()):
         text += f" Fewer than 10 samples lie above {key}: read it as a lower bound."
+    figure = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs" for i in ranked)
     return {"kind": "faster", "load": load, "percentile": key, "source": "sw",
-            "faster": best if separated else None, "values": values, "text": text}
+            "faster": best if separated else None, "values": values, "text": text,
+            **_headline(head, figure + ("" if separated else ", the intervals overlap"), "figures")}
 
 
 # --- does t_rw explain the inb difference -------------------------------------------------------
@@ -179,7 +187,11 @@ def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | Non
              if explained else
              f": t_rw explains only {us(est)} of the {us(d_hw)} µs; the remaining {us(d_sw)} µs is a "
              "difference in latency between the two runs themselves.")
-    return {"kind": "t_rw", "interface": c.get("interface"), "load": c.get("load"),
+    headline = (f"{where}, the inb check lengthens the scope pulse, not the latency" if explained else
+                f"{where}, the inb check changes the latency itself, beyond the bus read t_rw")
+    figure = f"t_rw {us(est)} µs" if explained else f"t_SW {us(d_sw)} µs of t_HW {us(d_hw)} µs"
+    return {**_headline(headline, figure, "table-t_rw"), "kind": "t_rw", "interface": c.get("interface"),
+            "load": c.get("load"),
             "hw_difference_ns": d_hw, "hw_difference_ci95_ns": [d_hw - Z95 * se_hw, d_hw + Z95 * se_hw],
             "sw_difference_ns": d_sw, "sw_difference_ci95_ns": [d_sw - Z95 * se_sw, d_sw + Z95 * se_sw],
             "t_rw_ns": est, "t_rw_ci95_ns": c.get("ci95_ns"), "explained": explained, "text": text}
@@ -192,7 +204,13 @@ def _cross_outliers(c: Mapping[str, Any]) -> dict:
     ref = interface_label(str(c.get("reference_interface")))
     head = (f"Above the {ref} maximum ({us(c.get('threshold_ns'))} µs, the seed's criterion)"
             + (f" under load {c['load']}" if c.get("load") else "") + ": ")
-    return {"kind": "outliers", "criterion": "above_reference_max", "load": c.get("load"),
+    side = {False: " (the scope saw none: software-side)", True: " (the scope saw them too)"}.get(
+        c.get("seen_by_scope"), "")  # type: ignore[call-overload]
+    headline = ((f"Under load {c['load']}, " if c.get("load") else "")
+                + f"{interface_label(str(c.get('interface')))} software samples above the {ref} maximum{side}")
+    return {**_headline(headline, f"{count_text(c.get('sw_count_above'))} of {count_text(c.get('sw_total'))}",
+                        "table-cross_interface_outliers"),
+            "kind": "outliers", "criterion": "above_reference_max", "load": c.get("load"),
             "interface": c.get("interface"), "sw_count_above": c.get("sw_count_above"),
             "sw_total": c.get("sw_total"), "seen_by_scope": c.get("seen_by_scope"),
             "text": head + readable(str(c.get("verdict") or ""))}
@@ -203,9 +221,18 @@ def _run_outliers(runs: Sequence[Mapping[str, Any]]) -> list[dict]:
     by_sentence: dict[str, list[Mapping[str, Any]]] = {}
     for r in runs:
         by_sentence.setdefault(readable(str(r["outlier_verdict"]["sentence"])), []).append(r)
-    return [{"kind": "outliers", "criterion": "robust", "runs": [r.get("id") for r in same],
+    return [{**_robust_headline(same), "kind": "outliers", "criterion": "robust", "runs": [r.get("id") for r in same],
              "text": f"Robust outliers (> median + 8·MAD) in {', '.join(str(r.get('id')) for r in same)}: {sentence}"}
             for sentence, same in by_sentence.items()]
+
+
+def _robust_headline(same: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    v = same[0]["outlier_verdict"]
+    ids = ", ".join(str(r.get("id")) for r in same)
+    counts = [v.get(k) for k in ("sw_outliers", "hw_outliers")]
+    figure = (f"{count_text(counts[0] or 0)} software, {count_text(counts[1] or 0)} scope" if any(counts)
+              else "none")
+    return _headline(f"Robust outliers (above median + 8·MAD) in {ids}", figure, "table-runs")
 
 
 # --- worst case ---------------------------------------------------------------------------------
@@ -257,7 +284,20 @@ def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
                  and is_number(c["deadline"].get("p_exceed"))]
     if deadlines:
         text += " " + _deadline_sentence(deadlines)
-    return {"kind": "worst_case", "load": load,
+    if fitted:
+        headline = f"Under load {load}, the worst case (exceeded with probability {p:g} per event)"
+        figure = ", ".join(f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs"
+                           for c in fitted)
+    elif bounds:
+        asked = next((c["quantile_ns"]["exceedance"] for c in items if isinstance(c.get("quantile_ns"), Mapping)
+                      and is_number(c["quantile_ns"].get("exceedance"))), WORST_CASE_PROBABILITY)
+        headline = (f"Under load {load}, no reliable worst case once in {1 / asked:,.0f} events; "
+                    "with 95 % confidence the samples bound")
+        figure = ", ".join(f"{interface_label(str(c.get('interface')))} {us(c['bound']['bound_ns'])} µs "
+                           f"(1 in {c['bound']['one_in']:,.0f})" for c in bounds)
+    else:
+        headline, figure = f"Under load {load}, no worst case can be stated", "too few samples"
+    return {**_headline(headline, figure, "table-worst_case"), "kind": "worst_case", "load": load,
             "interfaces": {str(c.get("interface")): {"observed_max_ns": c.get("observed_max_ns"),
                                                      "p99_999_ns": c.get("p99_999_ns"),
                                                      "quantile_ns": _quantile(c)} for c in items},

@@ -22,7 +22,8 @@ from station.report.tables import (
     all_tables,
     audit_entries,
     campaign_facts,
-    findings_sentences,
+    findings,
+    glance_figures,
     ground_truth_entries,
     twin_preset_table,
 )
@@ -83,16 +84,20 @@ def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) ->
     interruptions = interruptions_tables(report)
     interruption_runs = [{"run": run, "figures": _items(run_figures(figures, run.anchor))}
                          for run in (interruptions.runs if interruptions else [])]
+    answer = findings(report)
+    glance = glance_figures(figures) if answer else []  # under the findings, not again among the figures
+    rest = [f for f in figures if all(f is not g for g in glance)]
     groups = []
     for kind, heading in FIGURE_GROUPS:
-        members = _figure_items(figures, kind)
+        members = _figure_items(rest, kind)
         if members:
             groups.append({"kind": kind, "heading": heading, "figures": members})
     return _ENV.get_template("report.html.j2").render(
         title=f"IRQ latency report: {campaign.get('name', 'campaign')}",
         campaign=campaign,
         facts=campaign_facts(report),
-        findings=findings_sentences(report),
+        findings=answer,
+        glance=_items(glance),
         notes=[str(n) for n in report.get("notes") or []],
         tables=all_tables(report),
         cyclictest=cyclictest_tables(report),

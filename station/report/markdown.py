@@ -17,11 +17,13 @@ from station.report.interruptions_figures import run_figures
 from station.report.interruptions_tables import InterruptionsTables, interruptions_tables, leads
 from station.report.tables import (
     Cell,
+    Finding,
     Table,
     all_tables,
     audit_entries,
     campaign_facts,
-    findings_sentences,
+    findings,
+    glance_figures,
     ground_truth_entries,
     twin_preset_table,
 )
@@ -38,6 +40,13 @@ def _prose(text: str) -> str:
     word (rcu_preempt, nohz_full) starts no emphasis, so only the others are escaped."""
     text = text.replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("\n", " ")
     return re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)
+
+
+def _finding(f: Finding) -> str:
+    """Its short sentence and bold figure (`see` is an id on the HTML page: no link here; the
+    sentence in full follows under "Findings in full")."""
+    figure = f": **{_prose(f.figure)}**" if f.figure else ""
+    return f"- {_prose(f.headline)}{figure}."
 
 
 def _cell(cell: Cell) -> str:
@@ -127,9 +136,12 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         out += [str(campaign["description"]), ""]
     out += [f"- **{label}:** {_escape(value)}" for label, value in campaign_facts(report)]
     out.append("")
-    answer = findings_sentences(report)
-    if answer:  # a module campaign opens with its answer, a bullet per finding
-        out += ["## Findings", "", *(f"- {_prose(text)}" for _, text in answer), ""]
+    answer = findings(report)
+    glance = glance_figures(figures) if answer else []
+    if answer:  # a module campaign opens with its answer: a short bullet per finding, its figure in bold
+        out += ["## Findings", "", *(_finding(f) for f in answer), ""]
+        out += _figure_list(glance, figure_dir)
+        out += ["### Findings in full", "", *(f"- {_prose(f.text)}" for f in answer), ""]
     gt = gpio_tables(report)
     # A gpio campaign opens with its findings, tables and plots; then the warnings.
     if gt and gpio_leads(report):
@@ -175,7 +187,8 @@ def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
                 *_interruption_runs(it, figures, figure_dir)]
     if gt and not gpio_leads(report):
         out += _gpio(gt, figures, figure_dir)
-    others = [f for f in figures if f.kind not in (CYCLICTEST_KIND, INTERRUPTIONS_KIND, GPIO_KIND)]
+    others = [f for f in figures if f.kind not in (CYCLICTEST_KIND, INTERRUPTIONS_KIND, GPIO_KIND)
+              and all(f is not g for g in glance)]
     if others:
         out += ["## Figures", "", *_figure_list(others, figure_dir)]
     audit = audit_entries(report)

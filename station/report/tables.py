@@ -540,10 +540,43 @@ def twin_preset_table(report: Mapping[str, Any]) -> Table | None:
                  ["Parameter", "Meaning", "Unit", *(interface_label(i) for i in interfaces)], rows, notes)
 
 
-def findings_sentences(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The module campaign's findings (report["findings"]) as (kind, sentence), in their order."""
-    return [(str(f.get("kind", "")), readable(str(f["text"]))) for f in report.get("findings") or []
-            if isinstance(f, Mapping) and f.get("text")]
+@dataclass(frozen=True)
+class Finding:
+    """One finding as the first page shows it: a short sentence, its backing figure (bold), a link
+    to the table or figures holding the rest (`see`: an id on the HTML page), and `text` in full."""
+
+    kind: str
+    headline: str
+    figure: str
+    see: str
+    text: str
+
+
+def findings(report: Mapping[str, Any]) -> list[Finding]:
+    """The module campaign's findings (report["findings"]), in their order; a report from before
+    headlines existed shows each sentence whole as its headline."""
+    out = []
+    for f in report.get("findings") or []:
+        if not (isinstance(f, Mapping) and f.get("text")):
+            continue
+        text = readable(str(f["text"]))
+        out.append(Finding(str(f.get("kind", "")), readable(str(f.get("headline") or text)),
+                           readable(str(f.get("figure") or "")), str(f.get("see") or ""), text))
+    return out
+
+
+#: figure kinds (report/figures.py) that answer a module campaign's question, shown beside its
+#: findings: the latency distribution per interface (who is faster) and its tail (the outliers)
+GLANCE_KINDS = ("overview", "tail")
+
+
+def glance_figures(figures: Sequence[Any]) -> list[Any]:
+    """The first figure of each GLANCE_KINDS kind: the page shows them under the findings."""
+    firsts = {}
+    for f in figures:
+        if f.kind in GLANCE_KINDS:
+            firsts.setdefault(f.kind, f)
+    return [firsts[kind] for kind in GLANCE_KINDS if kind in firsts]
 
 
 def _target_fact(name: str, description: Any) -> str:
