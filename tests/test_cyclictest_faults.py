@@ -168,7 +168,7 @@ def test_a_target_lost_mid_campaign_does_not_cancel_the_other_targets(tmp_path, 
     measured: list[str] = []
 
     class FakeBench:
-        def __init__(self, campaign, log, target_name=None):  # noqa: ANN001
+        def __init__(self, campaign, log, target_name=None, needs=None):  # noqa: ANN001
             self.target_name = target_name
 
         async def __aenter__(self):  # noqa: ANN204

@@ -331,3 +331,50 @@ def test_a_thread_whose_every_cycle_overflowed_still_has_its_legend_and_marker()
     assert 'id="x-max-0"' in both and 'id="x-max-1"' not in both
     alone = latency_plot_svg({"thread 1": Curve(empty, empty, None, 12)}, "t", "y")
     assert 'id="y-overflow-0"' in alone and "max beyond the range" in alone and "no samples" not in alone
+
+
+def test_findings_lead_with_each_targets_largest_latency_and_the_maxima_figure(tmp_path: Path) -> None:
+    """Issue 30's first page for cyclictest: a finding per target (its largest latency of any case,
+    the figure bold, its kernel and that it is emulated said), the deadline's count, then the maxima
+    figure, before the maximum-latency table; the figure's values are the table's."""
+    from station.analysis import cyclictest
+
+    report, samples = synthetic.build_cyclictest()
+    section = report["cyclictest"]
+    section["deadline_view"] = [  # two cells: one reached the deadline
+        {"target": "rt", "load": "no-load", "deadline_us": 125, "cycles": 1000, "above": 0, "overflows": 0,
+         "p_exceed": 0.0, "ci_low": 0.0, "ci_high": 0.0037},
+        {"target": "regular", "load": "stress-hard", "deadline_us": 125, "cycles": 1000, "above": 40,
+         "overflows": 0, "p_exceed": 0.04, "ci_low": 0.029, "ci_high": 0.054}]
+    section["findings"] = cyclictest.findings(section)
+    report["findings"] = list(section["findings"])
+    for f, target in zip(section["findings"], synthetic.CT_TARGETS, strict=False):
+        cells = {c: int(v) for c in synthetic.CT_CASES if (v := _expected_cell(target, c)) != DASH}
+        case = max(cells, key=cells.get)
+        assert (f["target"], f["load"], f["max_us"]) == (target, case, cells[case])
+        assert f["figure"] == f"{cells[case]:g} µs under {case}"
+        assert ("PREEMPT_RT" if target == "rt" else "regular kernel") in f["headline"]
+        assert "emulated" in f["headline"] and "one draw" in f["text"]
+    deadline = section["findings"][-1]
+    assert deadline["kind"] == "cyclictest_deadline" and deadline["figure"] == "1 of 2 target × case cells"
+    assert "regular under stress-hard: 40 of 1000 cycles" in deadline["text"]
+
+    out = tmp_path / "out"
+    paths = write_reports(report, samples, out)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    page = _parse(html)
+    assert page.sections[:2] == ["findings", "max-latency"]
+    findings_html = html[html.index('<section id="findings">'):html.index('<section id="max-latency">')]
+    assert 'id="fig-cyclictest-maxima"' in findings_html and html.count('id="fig-cyclictest-maxima"') == 1
+    from station.formatting import readable
+
+    for f in report["findings"]:  # counts grouped on the page, as everywhere: 7 937
+        assert f"<strong>{html_lib.escape(readable(f['figure']), quote=False)}</strong>" in findings_html
+    svg = (out / "figures" / "cyclictest-maxima.svg").read_text(encoding="utf-8")
+    assert "figures/cyclictest-maxima.svg" in paths
+    for target in synthetic.CT_TARGETS:
+        for case in synthetic.CT_CASES:
+            if (value := _expected_cell(target, case)) != DASH:
+                assert f">{value}<" in svg or f"<!-- {value} -->" in svg, (target, case, value)
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert md.index("## Findings") < md.index("figures/cyclictest-maxima.svg") < md.index("## cyclictest: maximum")

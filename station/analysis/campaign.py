@@ -108,7 +108,10 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
         "notes": notes,
         **probe_sections,
     }
-    report["findings"] = findings.campaign_findings(report, samples)  # the answer, read first
+    # the answer, read first: the module runs' and each section's own that the first page shows
+    # (a headline each; gpio's section still renders its own findings in place)
+    report["findings"] = findings.campaign_findings(report, samples) + [
+        f for section in probe_sections.values() for f in section.get("findings") or [] if f.get("headline")]
     return report, samples
 
 

@@ -6,6 +6,7 @@ together (station/analysis/histogram.py), and the seed's maximum-latency table
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     for name, why in (campaign.get("unavailable") or {}).items():
         notes.append(f"Target {name} was unavailable in the last session: {why}")
         section["targets"].setdefault(name, {})["unavailable"] = why
+    section["findings"] = findings(section)
     for name, f in section["targets"].items():
         if f.get("virtual_machine") and not f.get("emulated"):
             notes.append(f"Target {name} is a virtual machine ({f['virtual_evidence']}): its latencies include "
@@ -233,6 +235,55 @@ def _target_names(config: dict[str, Any], entries: list[dict[str, Any]]) -> list
     named = list((config.get("bench") or {}).get("targets") or {})
     seen = list(dict.fromkeys(e["target"] for e in entries))
     return named + [t for t in seen if t not in named] if named else seen
+
+
+def _kernel_words(facts: Mapping[str, Any]) -> str:
+    what = {True: "PREEMPT_RT", False: "regular kernel"}.get(facts.get("preempt_rt"), "")
+    if facts.get("emulated"):
+        what += (", " if what else "") + "emulated: not hardware numbers"
+    elif facts.get("virtual_machine"):
+        what += (", " if what else "") + "a virtual machine"
+    return f" ({what})" if what else ""
+
+
+def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The campaign's answer, first on the page (report["findings"]): per target its largest
+    latency in any case, and with a deadline how many cells reached it. A maximum is one draw:
+    no finding ranks targets by their maxima (`station compare` tests the difference)."""
+    table = section.get("table") or {}
+    out: list[dict[str, Any]] = []
+    for target in table.get("targets") or []:
+        cells = {case: v for case, v in ((table.get("max_latency_us") or {}).get(target) or {}).items()
+                 if v is not None}
+        if not cells:
+            continue
+        case = max(cells, key=lambda c: cells[c])
+        facts = (section.get("targets") or {}).get(target) or {}
+        out.append({
+            "kind": "cyclictest_max", "target": target, "load": case, "max_us": cells[case],
+            "headline": f"On {target}{_kernel_words(facts)}, the largest latency of {len(cells)} case(s)",
+            "figure": f"{cells[case]:g} µs under {case}", "see": "table-cyclictest-max",
+            "text": f"On {target}{_kernel_words(facts)}, the largest latency cyclictest measured is "
+                    f"{cells[case]:g} µs, under {case}; per case: "
+                    + ", ".join(f"{c} {v:g} µs" for c, v in cells.items())
+                    + ". A maximum is one draw: it ranks nothing by itself.",
+        })
+    view = section.get("deadline_view") or []
+    if view and section.get("deadline_us") is not None:
+        reached = [v for v in view if v["above"]]
+        deadline = f"{section['deadline_us']:g} µs"
+        worst = max(view, key=lambda v: v["p_exceed"])
+        out.append({
+            "kind": "cyclictest_deadline", "deadline_us": section["deadline_us"], "reached": len(reached),
+            "cells": len(view),
+            "headline": f"The {deadline} deadline was reached in",
+            "figure": f"{len(reached)} of {len(view)} target × case cells", "see": "table-cyclictest-deadline",
+            "text": f"The {deadline} deadline was reached in {len(reached)} of {len(view)} target × case cells"
+                    + (f"; most often on {worst['target']} under {worst['load']}: {worst['above']} of "
+                       f"{worst['cycles']} cycles ({worst['p_exceed']:.2g} [{worst['ci_low']:.2g}, "
+                       f"{worst['ci_high']:.2g}] per cycle, 95 %)" if reached else "") + ".",
+        })
+    return out
 
 
 def _deadline_view(entries: list[dict[str, Any]], measured: dict[str, list[Histogram]],

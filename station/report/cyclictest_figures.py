@@ -21,6 +21,7 @@ from station.formatting import count_text, ordered, slug
 from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
 
 KIND = "cyclictest"
+MAXIMA_KIND = "cyclictest-maxima"  # the figure that answers the campaign's question, beside the findings
 # Ten distinct colours: threads are unordered categories, one per CPU.
 THREAD_COLORS = tuple(mpl.colors.to_hex(c) for c in mpl.colormaps["tab10"].colors)
 # Zero-count bins are drawn at this height, below the axis: the line drops out of
@@ -138,6 +139,37 @@ def _caption(section: Mapping[str, Any], target: str, runs: list[Mapping[str, An
     return text
 
 
+def maxima_svg(section: Mapping[str, Any], name: str) -> str:
+    """The maximum-latency table as a picture: one marker per target × case (log axis), a line
+    per target through its cases, so how a kernel's worst case moves with the load shows at once."""
+    table = section.get("table") or {}
+    cases = [str(c) for c in table.get("cases") or []]
+    fig, ax = _new_axes("Maximum latency per case")
+    x = np.arange(len(cases))
+    for i, target in enumerate(table.get("targets") or []):
+        row = (table.get("max_latency_us") or {}).get(target) or {}
+        ys = np.array([row.get(c) if row.get(c) is not None else np.nan for c in cases], dtype=float)
+        if np.isnan(ys).all():
+            continue
+        facts = (section.get("targets") or {}).get(target) or {}
+        badge = {True: " (PREEMPT_RT)", False: " (regular kernel)"}.get(facts.get("preempt_rt"), "")
+        color = THREAD_COLORS[i % len(THREAD_COLORS)]
+        ax.plot(x, ys, marker="o", linewidth=1.0, color=color, label=f"{target}{badge}", gid=f"{name}-target-{i}")
+        for xi, y in zip(x, ys, strict=True):  # a log axis has few labels: each maximum says its value
+            if not np.isnan(y):
+                ax.annotate(f"{y:g}", (xi, y), xytext=(0, 6), textcoords="offset points", ha="center",
+                            fontsize=8, color=color)
+    ax.set_yscale("log")
+    shown = [v for row in (table.get("max_latency_us") or {}).values() for v in row.values() if v]
+    if shown:  # room above the top marker for its value, and below the lowest
+        ax.set_ylim(min(shown) / 1.8, max(shown) * 2.0)
+    ax.set_xticks(x, cases, rotation=20, ha="right")
+    ax.set_xlabel("case (load)")
+    ax.set_ylabel("maximum latency (µs)")
+    legend_outside(fig, ax)
+    return _to_svg(fig, name)
+
+
 def build_cyclictest_figures(report: Mapping[str, Any],
                              samples: Mapping[str, RunSamples]) -> list[RenderedFigure]:
     """One latency plot per target × case that has histograms, in the max-latency table's order.
@@ -154,6 +186,15 @@ def build_cyclictest_figures(report: Mapping[str, Any],
     targets = ordered([str(r.get("target")) for r in runs], [str(t) for t in table.get("targets") or ()])
     cases = ordered([str(r.get("load")) for r in runs], [str(c) for c in table.get("cases") or ()])
     figures = []
+    # the figure that backs the findings, shown under them: drawn only where there are findings (a
+    # report from before them opens with the table alone, as it did)
+    if section.get("findings") and any(v is not None for row in (table.get("max_latency_us") or {}).values()
+                                       for v in row.values()):
+        name = MAXIMA_KIND
+        figures.append(RenderedFigure(
+            name, MAXIMA_KIND, "Maximum latency per case",
+            "The largest latency of any thread in each target × case's complete runs (the maximum-latency "
+            "table), log axis. A maximum is one draw: it ranks nothing by itself.", maxima_svg(section, name)))
     for target in targets:
         for case in cases:
             group = [r for r in runs if (str(r.get("target")), str(r.get("load"))) == (target, case)]

@@ -565,9 +565,10 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
-#: figure kinds (report/figures.py) that answer a module campaign's question, shown beside its
-#: findings: the latency distribution per interface (who is faster) and its tail (the outliers)
-GLANCE_KINDS = ("overview", "tail")
+#: figure kinds that answer a campaign's question, shown under its findings: for module runs the
+#: latency distribution per interface (who is faster) and its tail (the outliers, report/figures.py);
+#: for cyclictest the maxima per target and case (report/cyclictest_figures.py)
+GLANCE_KINDS = ("overview", "tail", "cyclictest-maxima")
 
 
 def glance_figures(figures: Sequence[Any]) -> list[Any]:
