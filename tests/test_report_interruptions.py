@@ -348,3 +348,27 @@ def test_the_page_fits_1280_px(chromium: str, campaign, tmp_path: Path) -> None:
     no figure text clipped, as headless Chromium lays the page out at 1280 px."""
     out = campaign[2]
     assert browser.layout_problems(chromium, out / "report.html", tmp_path) == {"tables": [], "labels": []}
+
+
+def test_findings_lead_with_each_runs_longest_gap_and_its_cause(tmp_path: Path) -> None:
+    """Issue 30's first page for the detector: a finding per readable run (its longest gap, what took
+    the CPU, how many gaps), from the injected gaps, shown before the summary table; the unreadable
+    run has none."""
+    from station.analysis.interruptions import CAUSE_WORDS, finding
+
+    report = build_report()
+    section = report["interruptions"]
+    section["findings"] = [f for e in section["runs"] if (f := finding(e))]
+    report["findings"] = list(section["findings"])
+    busy, quiet = section["findings"]
+    injected = busy_gaps()
+    cause, _, longest, _ = max(injected, key=lambda g: g[2])
+    assert busy["run"] == "vm-none-r0" and busy["text"] == section["runs"][0]["conclusion"]
+    assert busy["figure"].startswith(f"{longest:.3g} µs ({CAUSE_WORDS[cause]}), {len(injected)} gaps above 5 µs")
+    assert quiet["figure"] == "no gap" and "never taken" in quiet["headline"]
+    out = tmp_path / "out"
+    write_reports(report, {}, out)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert _parse(html).sections == ["findings", "interruptions", "warnings", "interruption-runs"]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert md.index("## Findings") < md.index("## Interruptions")

@@ -618,4 +618,21 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         entry |= summary
         entry["histogram"] = histogram(gaps)
         entries.append(entry)
-    return {"runs": entries}, {}, notes
+    return {"runs": entries, "findings": [f for e in entries if (f := finding(e))]}, {}, notes
+
+
+def finding(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's conclusion as the first page shows it: its longest gap and what took the CPU
+    (report["findings"]); None for a run whose output could not be read."""
+    if "conclusion" not in entry:
+        return None
+    where = f"{entry['id']} (CPU {entry['cpu']})"
+    if not entry["gaps"]:
+        headline, figure = f"{where}: the CPU was never taken from the loop", "no gap"
+    else:
+        worst = max(entry.get("groups") or [], key=lambda r: r["max_us"], default=None)
+        headline = f"{where}: the longest the CPU was taken from the loop"
+        figure = (f"{_fmt_us(entry['max_us'])}" + (f" ({CAUSE_WORDS[worst['cause']]})" if worst else "")
+                  + f", {entry['gaps']} gaps above {_fmt_us(entry['threshold_us'])}")
+    return {"kind": "interruptions", "run": entry["id"], "headline": headline, "figure": figure,
+            "see": "interruption-runs", "text": entry["conclusion"]}
