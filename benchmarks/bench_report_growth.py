@@ -28,7 +28,7 @@ Printed: the disk space needed, then one row per scale
 resident memory; base: the baseline's; peak ÷ first: the report's peak over its
 peak at the first scale), and a closing line checking the target "peak at 16× no
 more than 1.5× the peak at 1×" (the largest scale against the smallest), PASS or
-FAIL. The targets at the seed's scale (1×) stay bench_report's: ≤ 5× the
+FAIL. The targets at the seed's scale (1×) stay bench_report's: ≤ 3× the
 baseline, peak ≤ 4 GB.
 
     .venv/bin/python benchmarks/bench_report_growth.py                        # 1,2,4,16 × 8.4 M
