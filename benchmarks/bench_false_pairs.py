@@ -39,7 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from station.analysis.pairing import pair_run  # noqa: E402
-from station.store import list_runs, load_run  # noqa: E402
+from station.module_data import load_run  # noqa: E402
+from station.store import list_runs  # noqa: E402
 
 STATION = [sys.executable, "-m", "station.cli"]
 POINTS = 50_000  # 24-34 ns a sample at these spans: widths within the pairing's ±150 ns

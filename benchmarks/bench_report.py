@@ -11,7 +11,7 @@ hw.parquet as the seal's conversions write them (same schema, metadata and row
 groups), a row group at a time. Generation runs in bounded memory (~0.5 GB
 whatever the sample count) at ~0.5 µs per sample, so the same code makes the
 growth bench's 16× campaign (benchmarks/bench_report_growth.py). No hw_pulses.csv:
-store.load_run reads hw.parquet when it exists. Draws are deterministic (the
+module_data.load_run reads hw.parquet when it exists. Draws are deterministic (the
 model per chunk, the pulses' noise and arrival delays from the run's name).
 
 It then times, each as a whole process (wall time and peak resident memory):
@@ -143,7 +143,7 @@ def scale_run(run_dir: Path, samples: int) -> None:
     (CHUNK_EVENTS events at a time; a Parquet row group of software records and one of pulses at
     most): sw.raw appended chunk by chunk, sw.parquet and hw.parquet written a row group at a time
     as the seal would write them, sw_arrivals.csv. No hw_pulses.csv: the scope's pulses go straight
-    to hw.parquet, and a run with its Parquet files is read from them (store.load_run), so the
+    to hw.parquet, and a run with its Parquet files is read from them (module_data.load_run), so the
     template's CSV is removed. Pulse times keep full float precision where the CSV route kept 10
     significant digits (start, width: 5e-10 relative) and microseconds (armed time): otherwise the
     same draws, and the report's figures agree with that route's to ~1e-10 relative."""

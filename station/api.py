@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from station.campaign import CampaignError, CampaignResult
     from station.config import Campaign, load_campaign
     from station.importers import ImportInputError, ImportOptions, ImportResult
+    from station.module_data import RunData, load_run
     from station.progress import ProgressSink, QuietProgress
     from station.result_store import ResultStore, ResultStoreError
     from station.scope_capture import (
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
         check_capture_output,
         read_capture_sidecar,
     )
-    from station.store import RunData, list_runs, load_run
+    from station.store import list_runs
     from station.target import Host, TargetError
 
 __all__ = [
@@ -51,7 +52,7 @@ _LAZY = {
     "ImportResult": "station.importers", "import_files": "station.importers",
     "ProgressSink": "station.progress", "QuietProgress": "station.progress",
     "ResultStore": "station.result_store", "ResultStoreError": "station.result_store",
-    "RunData": "station.store", "list_runs": "station.store", "load_run": "station.store",
+    "RunData": "station.module_data", "list_runs": "station.store", "load_run": "station.module_data",
     "Host": "station.target", "Target": "station.target", "TargetError": "station.target",
     "endpoint_from_settings": "station.target", "load_host": "station.target",
     "LocalSshdError": "station.target.local_sshd", "new_local_sshd": "station.target.local_sshd",

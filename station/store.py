@@ -1,15 +1,13 @@
 """Run directories: raw data appended while it streams, Parquet at seal time,
-and a manifest that says what the run is and whether it is complete.
+and a manifest that says what the run is and whether it is complete. The store knows no
+run kind: each kind names the raw files it appends to and the conversions it seals with
+(station/kinds/); reading a module run's tables is station/module_data.py's.
 
     <out>/campaign.yaml            the campaign file as given
     <out>/runs/<run-id>/
         manifest.json              config, versions, audit, counts, losses, checksums, status
-        sw.raw                     the target's record stream, byte for byte as received
-        hw_pulses.csv              scope pulses, one line each, appended per acquisition,
-                                   with the host time the scope was armed
-        sw_arrivals.csv            host time at which each batch of records arrived (event pairing)
-        sw.parquet, hw.parquet     written at seal time
-        twin-truth.parquet         the twin's injected events (twin benches only)
+        <the kind's raw files>     appended as they stream (a module run: sw.raw, hw_pulses.csv, …)
+        <table>.parquet            written at seal time by the kind's conversions
 
 Every Parquet file a run writes through write_parquet carries the run's identity as constant
 columns (IDENTITY_COLUMNS) and, in its key-value metadata, the result store's schema version and
@@ -25,8 +23,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -35,8 +32,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from station import records
 
 STATUS_RUNNING = "running"
 STATUS_ABANDONED = "abandoned"  # an attempt that never sealed (the station was killed)
@@ -313,105 +308,6 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj, key=repr)
     return repr(obj)  # a manifest that says something beats one that cannot be written
-
-
-@dataclass
-class RunData:
-    dir: Path
-    manifest: dict[str, Any]
-    sw: pd.DataFrame
-    hw: pd.DataFrame
-    truth: pd.DataFrame | None
-    arrivals: pd.DataFrame | None = None
-
-    @property
-    def run_id(self) -> str:
-        return self.manifest["run_id"]
-
-    @property
-    def stray_records(self) -> np.ndarray:
-        """Which software records are stray IRQs (NOT_OURS: a foreign interrupt on the module's
-        line, its latency measured from an unrelated write); none where the format has no flags."""
-        if "flags" not in self.sw:
-            return np.zeros(len(self.sw), bool)
-        return (self.sw["flags"].to_numpy().astype(np.int64) & int(records.Flag.NOT_OURS)) != 0
-
-    @property
-    def own_sw(self) -> pd.DataFrame:
-        """The module's own records: t_SW as the report computes it (strays left out)."""
-        return self.sw[~self.stray_records]
-
-
-def _read_parquet(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
-    """A Parquet file's columns (all, or those of `columns` it has) as a DataFrame."""
-    if columns is None:
-        return pd.read_parquet(path)
-    names = set(pq.read_schema(path).names)
-    # split_blocks: a block per column, without pandas stacking same-typed columns into a copy
-    return pq.read_table(path, columns=[c for c in columns if c in names]).to_pandas(split_blocks=True)
-
-
-def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) -> RunData:
-    """A run's data; `columns` (by table: "sw", "hw", "truth") restricts what is read of its
-    Parquet files to the columns named that the file has."""
-    columns = columns or {}
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    sw = _table(run_dir, "sw", manifest, columns.get("sw"))
-    hw = _table(run_dir, "hw", manifest, columns.get("hw"))
-    truth_path = run_dir / "twin-truth.parquet"
-    truth = _read_parquet(truth_path, columns.get("truth")) if truth_path.exists() else None
-    arrivals_path = run_dir / "sw_arrivals.csv"
-    arrivals = read_csv_lines(arrivals_path) if arrivals_path.exists() else None
-    return RunData(run_dir, manifest, sw, hw, truth, arrivals)
-
-
-def _table(run_dir: Path, table: str, manifest: dict[str, Any], columns: Sequence[str] | None) -> pd.DataFrame:
-    """A run's "sw" or "hw" table: its Parquet file once sealed, else what streamed."""
-    if (run_dir / f"{table}.parquet").exists():
-        return _read_parquet(run_dir / f"{table}.parquet", columns)
-    if table == "sw":  # interrupted before seal: read what streamed
-        fmt = manifest.get("format", "v1")
-        try:
-            return records.decode_file(run_dir / "sw.raw", fmt)
-        except records.RecordFormatError:  # the run failed on this very stream; its manifest says why
-            return records.decode(b"", fmt)
-    if (run_dir / "hw_pulses.csv").exists():
-        return read_csv_lines(run_dir / "hw_pulses.csv")
-    return pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
-
-
-BATCH_ROWS = 1 << 20  # rows per batch when a run's tables are read in pieces
-
-
-def iter_table(run_dir: Path, table: str, columns: Sequence[str],
-               rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """A run's "sw" or "hw" table in batches of about `rows` rows, in file order, as arrays by
-    column: the columns named that the table has. From the Parquet file when the run was sealed
-    (no pandas conversion: it costs twice the decoding), else from what streamed (sw.raw,
-    hw_pulses.csv: read whole, then cut). `rows`: BATCH_ROWS unless given."""
-    rows = rows or BATCH_ROWS
-    path = run_dir / f"{table}.parquet"
-    if path.exists():
-        # pre_buffer (pyarrow's default) keeps every row group read so far: memory would grow with the run
-        f = pq.ParquetFile(path, pre_buffer=False)
-        have = [c for c in columns if c in set(f.schema_arrow.names)]
-        for batch in f.iter_batches(batch_size=rows, columns=have):
-            # zero-copy unless a column has nulls (an imported capture's missing start times: NaN)
-            yield {name: column.to_numpy(zero_copy_only=False)
-                   for name, column in zip(batch.schema.names, batch.columns, strict=True)}
-        return
-    frame = _table(run_dir, table, json.loads((run_dir / "manifest.json").read_text()), None)
-    arrays = {c: frame[c].to_numpy() for c in columns if c in frame}
-    for at in range(0, len(frame), rows):
-        yield {c: a[at:at + rows] for c, a in arrays.items()}
-
-
-def table_columns(run_dir: Path, table: str) -> set[str]:
-    """The columns a run's table has (without reading its rows when it is sealed)."""
-    path = run_dir / f"{table}.parquet"
-    if path.exists():
-        return set(pq.read_schema(path).names)
-    return set(_table(run_dir, table, json.loads((run_dir / "manifest.json").read_text()), None).columns)
 
 
 def list_runs(campaign_dir: Path) -> list[Path]:

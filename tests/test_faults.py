@@ -19,8 +19,8 @@ import asyncssh
 import numpy as np
 import pytest
 
+from station.module_data import load_run
 from station.records import decode_file
-from station.store import load_run
 from tests.conftest import run_station, station_cmd
 from tests.fault_proxy import FaultyLink
 

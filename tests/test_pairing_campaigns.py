@@ -15,7 +15,7 @@ import pytest
 
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
 from station.analysis.pairing import pair_run
-from station.store import load_run
+from station.module_data import load_run
 from tests.conftest import run_station
 
 EXIT_UNMATCHED = 4

@@ -61,3 +61,15 @@ def test_the_graph_sees_lazy_and_type_only_imports() -> None:
     assert ("station.config", ["Campaign", "RunSpec"]) in imports(base, "station")
     assert "station.config" in EDGES["station.kinds.base"]
     assert "station.twin.runner" in EDGES["station.bench"]
+
+
+def test_the_store_knows_no_run_kind() -> None:
+    """The generic store names no kind's files: a module run's tables are module_data.py's, a
+    probe kind's are its own (issue 30: sw.raw and hw_pulses.csv were the store's)."""
+    from tests.import_graph import REPO
+
+    source = (REPO / "station" / "store.py").read_text()
+    code = source[source.index('"""', 3) + 3:]  # past the module docstring, which may give examples
+    named = [f for f in ("sw.raw", "hw_pulses.csv", "sw_arrivals.csv", "twin-truth", "cyclictest", "irqgap",
+                         "delays.csv") if f in code]
+    assert named == []

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from station.analysis.pairing import EventNumbers, pair_run
-from station.store import load_run
+from station.module_data import load_run
 from tests.conftest import run_station
 
 STRAY_FRACTION = 1e-3

@@ -15,7 +15,8 @@ from station.analysis import correlation, cyclictest, findings, gpio, interrupti
 from station.analysis.run_analysis import RunAnalysis, analyse_run
 from station.analysis.samples import RunSamples
 from station.analysis.worst_case import TailSample
-from station.store import iter_table, list_runs, station_version
+from station.module_data import iter_table
+from station.store import list_runs, station_version
 
 SCHEMA_VERSION = 1
 # a probe kind's analysis: (its run directories, campaign.json) -> (report section, samples, notes);

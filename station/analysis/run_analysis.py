@@ -2,7 +2,7 @@
 draw, and the compact parts the campaign's comparisons need (tail, paired differences, the
 paired events that can be outliers), in memory that does not grow with the run's length.
 
-Three passes over the run's Parquet files, a batch (store.BATCH_ROWS rows) at a time:
+Three passes over the run's Parquet files, a batch (module_data.BATCH_ROWS rows) at a time:
 1. t_SW (and the board's widths): distributions, exact;
 2. scope widths: distribution (binned at streaming.WIDTH_QUANTUM_NS), moments and the
    cluster-robust standard error over acquisitions; the outlier thresholds and the tail's edge
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from station import records, store
+from station import module_data, records
 from station.analysis import correlation, outliers
 from station.analysis.distribution import Distribution
 from station.analysis.pairing import (
@@ -41,7 +41,8 @@ from station.analysis.pairing import (
 from station.analysis.samples import RunSamples
 from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
 from station.analysis.worst_case import TailSample
-from station.store import iter_table, read_csv_lines, table_columns
+from station.module_data import iter_table, table_columns
+from station.store import read_csv_lines
 
 
 @dataclass
@@ -135,7 +136,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     if pairer is not None:
         diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
         # pairing's temporaries are a few hundred bytes per pulse: a quarter of a batch at a time
-        hw_stream = iter_table(run_dir, "hw", HW_COLUMNS, rows=store.BATCH_ROWS // 4)
+        hw_stream = iter_table(run_dir, "hw", HW_COLUMNS, rows=module_data.BATCH_ROWS // 4)
         if not cluster.ordered:  # acquisitions out of order (never written so): sorted, in memory
             hw_stream = iter([_sorted_by_acquisition(list(hw_stream))])
         sw_events = ((numbers.to_event(b["seq"]), b["latency_ns"], b.get("t_write_ns")) for b in sw_stream)
@@ -416,7 +417,7 @@ def _truth(run_dir: Path, present: _SeqSet) -> dict | None:
     """What the twin injected, for the events (and stray IRQs) this run recorded."""
     t_rw, hw_sw = Moments(), Moments()
     injected = strays = 0
-    f = pq.ParquetFile(run_dir / "twin-truth.parquet", pre_buffer=False)  # see store.iter_table
+    f = pq.ParquetFile(run_dir / "twin-truth.parquet", pre_buffer=False)  # see module_data.iter_table
     columns = ["seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns"] + (["stray"] if "stray" in f.schema_arrow.names else [])
     for batch in f.iter_batches(columns=columns):
         t = batch.to_pandas()

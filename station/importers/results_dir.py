@@ -247,7 +247,7 @@ def _module_run(sw: SwDump | None, hw: ScopeTable | None, run: ImportedRun,
     extra: dict[str, Any] = {}
     conversions = [_sw_conversion(sw.format if sw else "legacy")]
     if sw is not None:
-        manifest["format"] = sw.format  # store.load_run decodes sw.raw by it
+        manifest["format"] = sw.format  # module_data.load_run decodes sw.raw by it
         manifest["imported"]["torn_bytes"] = sw.torn_bytes
         extra["losses"] = sw.losses
     if hw is not None:
