@@ -242,6 +242,7 @@ def _worst_case(runs: list[RunAnalysis], exceedance: float, deadline_ns: float |
                 "p99_999_ns": float(pooled.distribution.percentiles([99.999])[0]),
                 "run": worst.run_id,
                 "samples": int(pooled.distribution.count),
+                "exceedance": exceedance,  # asked of the estimate, whether or not it could give one
                 # what `station compare` tabulates: only a reliable fit's, at the default probability
                 "worst_case_1e9_ns": (quantile.get("estimate")
                                       if exceedance == worst_case.EXCEEDANCE and fit.get("reliable") else None),

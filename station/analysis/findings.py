@@ -137,7 +137,7 @@ def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
     figure = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs" for i in ranked)
     return {"kind": "faster", "load": load, "percentile": key, "source": "sw",
             "faster": best if separated else None, "values": values, "text": text,
-            **_headline(head, figure + ("" if separated else ", the intervals overlap"), "figures")}
+            **_headline(head, figure + ("" if separated else ", the intervals overlap"), "")}  # its figure is beside it
 
 
 # --- does t_rw explain the inb difference -------------------------------------------------------
@@ -227,9 +227,10 @@ def _run_outliers(runs: Sequence[Mapping[str, Any]]) -> list[dict]:
 
 
 def _robust_headline(same: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    v = same[0]["outlier_verdict"]
+    """The runs sharing one verdict sentence, their outliers counted together (the sentence need not
+    hold the counts: two runs with different counts can share it)."""
     ids = ", ".join(str(r.get("id")) for r in same)
-    counts = [v.get(k) for k in ("sw_outliers", "hw_outliers")]
+    counts = [sum(int(r["outlier_verdict"].get(k) or 0) for r in same) for k in ("sw_outliers", "hw_outliers")]
     figure = (f"{count_text(counts[0] or 0)} software, {count_text(counts[1] or 0)} scope" if any(counts)
               else "none")
     return _headline(f"Robust outliers (above median + 8·MAD) in {ids}", figure, "table-runs")
@@ -289,8 +290,10 @@ def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
         figure = ", ".join(f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs"
                            for c in fitted)
     elif bounds:
-        asked = next((c["quantile_ns"]["exceedance"] for c in items if isinstance(c.get("quantile_ns"), Mapping)
-                      and is_number(c["quantile_ns"].get("exceedance"))), WORST_CASE_PROBABILITY)
+        # the probability the campaign asked for, even where no estimate came (an older report: its
+        # quantile's, else the default)
+        asked = next((e for c in items for e in (c.get("exceedance"), (c.get("quantile_ns") or {}).get("exceedance"))
+                      if is_number(e)), WORST_CASE_PROBABILITY)
         headline = (f"Under load {load}, no reliable worst case once in {1 / asked:,.0f} events; "
                     "with 95 % confidence the samples bound")
         figure = ", ".join(f"{interface_label(str(c.get('interface')))} {us(c['bound']['bound_ns'])} µs "

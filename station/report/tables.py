@@ -279,8 +279,8 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
         return None
     counts = {r.get("id"): (r.get("sw") or {}).get("count") for r in report.get("runs") or []}
     deadline = next((c["deadline"]["deadline_ns"] for c in items if isinstance(c.get("deadline"), Mapping)), None)
-    exceedance = next((c["quantile_ns"]["exceedance"] for c in items if isinstance(c.get("quantile_ns"), Mapping)),
-                      None)
+    exceedance = next((e for c in items for e in (c.get("exceedance"), (c.get("quantile_ns") or {}).get("exceedance"))
+                       if is_number(e)), None)
     rows = []
     any_weak = False
     for c in items:
