@@ -12,12 +12,12 @@ import asyncio
 import contextlib
 import socket
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from station.config import Campaign, TargetSettings
+from station.kind_registry import BenchNeeds
 from station.lifetime import settled
 from station.scope_session import twin_bus
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
@@ -32,28 +32,12 @@ class Messages(Protocol):
     def message(self, text: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class BenchNeeds:
-    """What a run kind needs from the bench, declared by the kind (`Measurement.needs`) the way a
-    labgrid driver declares its bindings: the bench activates exactly these parts and names no kind."""
-
-    scope: bool = False  # bench.scope, unless its kind is none
-    # what the generator plays (GeneratorSession.open's stimulus settings); None: no generator
-    stimulus: Callable[[Campaign], Any] | None = None
-    # the module stems bench.target.upload_modules sends for this campaign; None: none
-    modules: Callable[[Campaign, TargetSettings], set[str]] | None = None
-    # the twin as a board answering edges (its channels); None: the twin plays the latency modules
-    board: Callable[[Campaign], dict[str, int]] | None = None
-    # the scope's channels beside bench.scope.channel, and the trigger slope
-    scope_inputs: Callable[[Campaign], tuple[tuple[int, ...], str]] | None = None
-
-
 @dataclass
 class Bench:
     campaign: Campaign
     log: Messages
     target_name: str | None = None  # which of bench.targets (None: the single bench.target)
-    needs: BenchNeeds = BenchNeeds()  # the run kind's (station.kinds: kind_for(kind).needs)
+    needs: BenchNeeds = BenchNeeds()  # the run kind's (kind_registry.kind(name).needs)
     twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
     vm: Any = None  # station.vm.VirtualMachine when the target is kind: vm
     target: Target | None = None

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from station import kind_registry
 from station.bench import Bench, BenchError
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash
-from station.kinds import kind_for
 from station.progress import ProgressSink, RunProgress
 from station.run import RunOutcome, execute_run
 from station.store import RunStore, StoreError, now_utc, station_version
@@ -96,7 +96,7 @@ async def run_campaign(
         for target_name, target_runs in by_target.items():
             try:
                 async with Bench(campaign, progress, target_name=target_name,
-                                 needs=kind_for(campaign.matrix.kind).needs) as bench:
+                                 needs=kind_registry.kind(campaign.matrix.kind).needs) as bench:
                     latest = bench.describe()
                     described[target_name or ""] = latest["target"]
                     _write_campaign_json(out_dir, campaign, latest, described)

@@ -44,11 +44,13 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from instruments.dialects import DIALECTS, GENERATORS
+from station import kind_registry
 from station.campaign_yaml import MAX_FILE_BYTES, ConfigError, clip, line_at, load_yaml
 from station.units import format_duration, format_voltage, parse_duration, parse_voltage, shorten
 
@@ -666,23 +668,16 @@ def _period(value: float) -> float:
     return value
 
 
-RunKind = Literal["module", "cyclictest", "interruptions", "gpio"]
-
-
-def _article(word: str) -> str:
+def article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
-
-# matrix keys that only the module run reads: a probe campaign that sets them is a mistake
-MODULE_ONLY_KEYS = ("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
-                    "module_params")
 
 
 class Matrix(Strict):
-    kind: RunKind = Field(
-        "module", description="what each run measures: module (the LPT/PCIe latency module, t_SW and t_HW) "
-        "or cyclictest (a probe run: cyclictest on the target, options under cyclictest:), or interruptions "
-        "(the interruption detector: every gap in a pinned spin loop, options under interruptions:)",
+    kind: str = Field(
+        "module", description="what each run measures: a run kind (station/kinds/; `station schema` lists them "
+        "with what each measures); its options go under the campaign key of its name",
     )
+    # the module kind's keys (station/kinds/module declares them its own: another kind refuses them)
     interfaces: list[Interface] = Field(default_factory=lambda: ["lpt", "pcie"], min_length=1)
     variants: list[Variant] = Field(default_factory=lambda: ["inb", "no-inb"], min_length=1)
     loads: list[Annotated[str, Field(max_length=64)]] = Field(
@@ -711,249 +706,9 @@ class Matrix(Strict):
     def _consistent(self) -> Matrix:
         if self.samples is None and self.duration is None:
             raise ValueError("give samples or duration (or both) to say when a run ends")
-        for name, values in (("interfaces", self.interfaces), ("variants", self.variants), ("loads", self.loads)):
-            if len(set(values)) != len(values):
-                raise LocatedError((name,), f"{name} lists a value twice: {values}")
-        runs = run_count(self)
-        if runs > MAX_RUNS:
-            module = self.kind == "module"
-            cells = f"{len(self.interfaces)} interfaces × {len(self.variants)} variants × " if module else ""
-            raise LocatedError(("repetitions",), f"{cells}{len(self.loads)} loads × {self.repetitions} repetitions "
-                               f"= {runs} runs; at most {MAX_RUNS}")
-        if self.kind != "module":
-            for key in MODULE_ONLY_KEYS:
-                if key in self.model_fields_set:
-                    raise LocatedError((key,), f"is a module-run key; {_article(self.kind)} {self.kind} campaign "
-                                       "does not use it")
-            return self  # its run length depends on the probe's own settings (Campaign checks it)
-        needed = max(self.duration or 0.0, (self.samples or 0) * self.period)
-        if needed > self.max_duration:
-            raise LocatedError(
-                ("max_duration",),
-                f"a run needs at least {needed:g} s (samples × period, or duration) but max_duration is "
-                f"{self.max_duration:g} s: every run would end incomplete",
-            )
+        if len(set(self.loads)) != len(self.loads):
+            raise LocatedError(("loads",), f"loads lists a value twice: {self.loads}")
         return self
-
-
-CT_INTERVAL_RANGE = (10e-6, 1.0, "10 us", "1 s")
-CT_HISTOGRAM_RANGE = (1e-6, 0.1, "1 us", "100 ms")  # one 1 µs bucket per µs, per thread
-CT_BREAK_RANGE = (1e-6, 1.0, "1 us", "1 s")
-CPU_LIST = r"[0-9]{1,4}(?:-[0-9]{1,4})?(?:,[0-9]{1,4}(?:-[0-9]{1,4})?){0,63}"
-RT_POLICIES = ("fifo", "rr")
-
-
-def _whole_us(value: float) -> float:
-    us = value * 1e6
-    if abs(us - round(us)) > 1e-6:
-        raise ValueError(f"{us:g} us: cyclictest takes whole microseconds")
-    return value
-
-
-WholeMicroseconds = AfterValidator(_whole_us)
-
-
-class CyclictestSettings(Strict):
-    """cyclictest's options (rt-tests), for matrix.kind: cyclictest. The run length is
-    matrix.duration (-D) or matrix.samples (-l, loops per thread)."""
-
-    interval: Annotated[Seconds(CT_INTERVAL_RANGE), WholeMicroseconds] = Field(1e-3, description="-i: wake-up period")
-    priority: Int | None = Field(None, ge=0, le=99, description="-p: default 95 for fifo/rr, 0 otherwise")
-    # batch and idle are not offered: cyclictest measures them as SCHED_OTHER (or, given -p, as FIFO)
-    policy: Literal["fifo", "rr", "other"] = Field("fifo", description="--policy (other: no -p, a normal thread)")
-    smp: bool = Field(False, description="-S: one thread per CPU, each pinned, clock_nanosleep (sets threads "
-                      "and affinity itself)")
-    threads: Literal["per-cpu"] | Annotated[Int, Field(ge=1, le=4096)] = Field(
-        "per-cpu", description="-t: one thread per CPU, or this many"
-    )
-    affinity: Literal["all", "none"] | Annotated[str, _pattern(CPU_LIST, "a CPU list such as 0-3,6")] = Field(
-        "all", description="-a: pin threads to all CPUs in turn, to this CPU list, or none (unpinned)"
-    )
-    mlockall: bool = Field(True, description="-m: lock memory (page faults would measure the pager)")
-    histogram: Annotated[Seconds(CT_HISTOGRAM_RANGE), WholeMicroseconds] = Field(
-        10e-3, description="-h: histogram range in 1 us buckets; longer latencies count as overflows"
-    )
-    smi: bool = Field(False, description="--smi: count SMIs (x86 with the msr driver; root)")
-    breaktrace: Annotated[Seconds(CT_BREAK_RANGE), WholeMicroseconds] | None = Field(
-        None, description="-b: stop the run at the first latency above this (with ftrace, the trace shows why)"
-    )
-    deadline: Seconds(CT_BREAK_RANGE) | None = Field(
-        None, description="a latency the application cannot exceed (seed 004: 125us for an 8 kHz device); the "
-        "report flags the cases whose maximum is above it",
-    )
-    cpu_dma_latency: Literal["off"] | Annotated[Int, Field(ge=0, le=10_000_000)] = Field(
-        0, description="the value cyclictest holds in /dev/cpu_dma_latency for the run (us; 0: no C-state "
-        "exit latency allowed, cyclictest's default), or off (--laptop: leave power management alone)"
-    )
-
-    @model_validator(mode="after")
-    def _consistent(self) -> CyclictestSettings:
-        if self.smp and {"threads", "affinity"} & self.model_fields_set:
-            raise LocatedError(("smp",), "-S sets threads and affinity itself: give smp or threads/affinity")
-        p = self.priority
-        if p is not None and self.policy in RT_POLICIES and p < 1:
-            raise LocatedError(("priority",), f"policy {self.policy} needs a priority from 1 to 99")
-        if p not in (None, 0) and self.policy not in RT_POLICIES:
-            raise LocatedError(("priority",), f"policy {self.policy} has no real-time priority: leave it out or 0")
-        return self
-
-    @property
-    def effective_priority(self) -> int:
-        if self.priority is not None:
-            return self.priority
-        return 95 if self.policy in RT_POLICIES else 0
-
-
-IG_THRESHOLD_RANGE = (100e-9, 0.1, "100 ns", "100 ms")
-
-
-class InterruptionsSettings(Strict):
-    """The interruption detector (seed 003), for matrix.kind: interruptions: a spin loop pinned to
-    one CPU records every gap above a threshold; each gap is tied to the interrupts that ran in it
-    or flagged as not explained by any (firmware, SMI, a hypervisor). The run length is
-    matrix.duration (whole seconds)."""
-
-    cpu: Literal["last"] | Annotated[Int, Field(ge=0, le=4095)] = Field(
-        "last", description="the CPU the spin loop holds (last: the highest online CPU, the one usually isolated)"
-    )
-    threshold: Seconds(IG_THRESHOLD_RANGE) = Field(
-        5e-6, description="a loop iteration longer than this is a gap (seed 003: about 1 us on bare metal; "
-        "emulated targets need more)"
-    )
-    priority: Int = Field(99, ge=0, le=99, description="SCHED_FIFO priority of the loop (0: SCHED_OTHER)")
-    clock: Literal["auto", "tsc", "monotonic"] = Field(
-        "auto", description="what the loop reads: the TSC (calibrated against CLOCK_MONOTONIC) or the monotonic "
-        "clock; auto takes the TSC where it is invariant (constant_tsc and nonstop_tsc)"
-    )
-    counts: Literal["auto"] | bool = Field(
-        "auto", description="read the CPU's /proc/interrupts and /proc/softirqs counts after every gap (the "
-        "attribution's basis without a trace); auto: only when the run is not traced, since reading them is "
-        "time the loop does not watch"
-    )
-    trace: Literal["auto", "on", "off"] = Field(
-        "auto", description="record the kernel's interrupt tracepoints on that CPU (a tracefs instance of the "
-        "station's own) to know how long each handler ran in a gap; auto: where tracefs is available"
-    )
-    smi: Literal["auto", "on", "off"] = Field(
-        "auto", description="read the CPU's SMI count (MSR 0x34, x86 with the msr driver) after every gap"
-    )
-    compare: Literal["none", "osnoise"] = Field(
-        "none", description="after the detector, run `rtla osnoise top` on the same CPU for as long, under the "
-        "same loads, and set the two side by side (where the kernel has the osnoise tracer; the run says so "
-        "where it has not)"
-    )
-
-
-GPIO_PERIOD_RANGE = (10e-6, 10.0, "10 us", "10 s")
-GPIO_WIDTH_RANGE = (100e-9, 5.0, "100 ns", "5 s")
-GPIO_WINDOW_RANGE = (100e-9, 10.0, "100 ns", "10 s")
-GPIO_LEVEL_RANGE = (-10.0, 10.0, "-10 V", "+10 V")  # a generator's output into high impedance
-GPIO_CHIP = r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}"
-GOVERNORS = ("performance", "ondemand", "powersave", "schedutil", "conservative", "userspace")
-# where the station starts nothing: a microcontroller, or a program of the user's own
-GPIO_RESPONDERS = ("kernel", "chardev", "sysfs", "external")
-# the seed's own Raspberry Pi programs, modelled by the twin only (station/twin/board.py)
-TWIN_ONLY_RESPONDERS = ("sysfs-mmap", "python-mmap")
-
-
-class GpioLines(Strict):
-    """The target's GPIO lines, named as gpiolib names them (`gpioinfo` lists chips and lines)."""
-
-    chip: Annotated[str, _pattern(GPIO_CHIP, "a gpiochip label, e.g. pinctrl-bcm2835")] = Field(
-        "pinctrl-bcm2835", description="the label of the chip carrying both lines (Raspberry Pi 0-4: pinctrl-bcm2835 "
-        "or pinctrl-bcm2711; Pi 5: pinctrl-rp1)"
-    )
-    input: Int = Field(17, ge=0, le=1023, description="offset of the line the stimulus drives")
-    output: Int = Field(27, ge=0, le=1023, description="offset of the line the responder drives")
-
-    @model_validator(mode="after")
-    def _two_lines(self) -> GpioLines:
-        if self.input == self.output:
-            raise LocatedError(("output",), f"is the input line too ({self.input}): the responder needs two lines")
-        return self
-
-
-class GpioCase(Strict):
-    """One way of answering the stimulus: a column of the seed's comparison."""
-
-    responder: Literal[GPIO_RESPONDERS + TWIN_ONLY_RESPONDERS] = Field(  # type: ignore[valid-type]
-        description="kernel: gpio_responder.ko sets the output in its interrupt handler; chardev: the user-space "
-        "responder on the GPIO character device (libgpiod); sysfs: the same program through /sys/class/gpio; "
-        "external: nothing is started (a microcontroller, or your own program); sysfs-mmap and python-mmap: the "
-        "seed's Raspberry Pi programs, on the twin only"
-    )
-    threaded: bool = Field(False, description="kernel: answer in a threaded handler instead of the hard one")
-    mode: Literal["echo", "toggle"] = Field(
-        "echo", description="echo: the output copies the input; toggle: it flips on each stimulus edge (the seed)"
-    )
-    priority: Int = Field(0, ge=0, le=99, description="chardev/sysfs: SCHED_FIFO priority (0: SCHED_OTHER)")
-    governor: Literal[("keep", *GOVERNORS)] = Field(  # type: ignore[valid-type]
-        "keep", description="the target's cpufreq governor for the run, restored afterwards (keep: leave it)"
-    )
-
-    @model_validator(mode="after")
-    def _options_fit(self) -> GpioCase:
-        if self.threaded and self.responder != "kernel":
-            raise LocatedError(("threaded",), f"is a kernel responder option; this case's responder is "
-                               f"{self.responder}")
-        if self.priority and self.responder not in ("chardev", "sysfs"):
-            raise LocatedError(("priority",), f"is for the user-space responders; this case's is {self.responder}")
-        return self
-
-
-class GpioSettings(Strict):
-    """GPIO response timing (seed 002), for matrix.kind: gpio: a generator drives the target's input
-    line, a responder answers on its output line, the scope records both and every stimulus edge is
-    paired with its response. A run ends after matrix.samples stimuli or matrix.duration."""
-
-    cases: dict[Name, GpioCase] = Field(min_length=1, max_length=64, description="the responders to compare, by name")
-    lines: GpioLines = GpioLines()
-    period: Seconds(GPIO_PERIOD_RANGE) = Field(1e-3, description="mean time between stimulus pulses")
-    jitter: Float = Field(
-        0.25, ge=0.0, le=0.5, description="the period's random spread: each lasts between period/(1 + jitter) and "
-        "period/(1 - jitter) (the generator's frequency modulated by noise), so the stimulus never locks to a "
-        "periodic interrupt on the target (the lock hides or exaggerates timer collisions)"
-    )
-    width: Seconds(GPIO_WIDTH_RANGE) = Field(100e-6, description="stimulus pulse width")
-    low: Volts(GPIO_LEVEL_RANGE) = 0.0
-    high: Volts(GPIO_LEVEL_RANGE) = Field(3.3, description="stimulus high level (3.3 V for a Pi, 5 V for an Uno)")
-    response_channel: Int = Field(2, ge=1, le=4, description="scope channel on the output line (bench.scope."
-                                  "channel is on the input line and triggers)")
-    stimulus_edge: Literal["rise", "fall", "either"] = "rise"
-    response_edge: Literal["auto", "rise", "fall", "either"] = Field(
-        "auto", description="auto: the stimulus's edge for echo cases, either for toggle cases"
-    )
-    window: Literal["auto"] | Seconds(GPIO_WINDOW_RANGE) = Field(
-        "auto", description="a stimulus not answered within this is missed; auto: 90 % of the shortest time "
-        "between stimulus edges"
-    )
-
-    @model_validator(mode="after")
-    def _timing_fits(self) -> GpioSettings:
-        if not self.high > self.low:
-            raise LocatedError(("high",), f"must be above low ({self.low:g} V)")
-        if self.width >= self.shortest_interval_s(edges="pulse"):
-            raise LocatedError(("width",), f"{self.width:g} s does not fit in the shortest period "
-                               f"({self.shortest_interval_s(edges='pulse'):g} s = period / (1 + jitter))")
-        if self.window != "auto" and self.window >= self.shortest_interval_s():
-            raise LocatedError(("window",), f"must be shorter than the shortest time between stimulus edges "
-                               f"({self.shortest_interval_s():g} s): a late answer would pass for the next one's")
-        return self
-
-    def shortest_interval_s(self, edges: str = "") -> float:
-        """The shortest time between two stimulus edges of the measured direction."""
-        period = self.period / (1.0 + self.jitter)  # the highest instantaneous frequency's
-        if edges == "pulse" or self.stimulus_edge != "either":
-            return period
-        return min(self.width, period - self.width)
-
-    def window_s(self) -> float:
-        return 0.9 * self.shortest_interval_s() if self.window == "auto" else float(self.window)
-
-    def response_edge_for(self, case: GpioCase) -> str:
-        if self.response_edge != "auto":
-            return self.response_edge
-        return self.stimulus_edge if case.mode == "echo" else "either"
 
 
 DEADLINE_RANGE = (100e-9, 10.0, "100 ns", "10 s")
@@ -971,94 +726,55 @@ class ReportSettings(Strict):
     )
 
 
+
 class Campaign(Strict):
+    """A campaign's settings common to every kind. The model that reads a file is `campaign_model()`:
+    this one with each registered kind's own section beside (station/kind_registry.py)."""
+
     name: Annotated[str, Field(min_length=1), _text(200)]
     description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
     bench: BenchSettings = BenchSettings()
     matrix: Matrix
-    cyclictest: CyclictestSettings = CyclictestSettings()
-    interruptions: InterruptionsSettings = InterruptionsSettings()
-    gpio: GpioSettings | None = None
     report: ReportSettings = ReportSettings()
     loads: dict[LoadSetName, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
 
     @model_validator(mode="after")
     def _kind_fits(self) -> Campaign:
-        m, targets = self.matrix, self.bench.named_targets()
-        for section in ("cyclictest", "interruptions", "gpio"):
-            if m.kind != section and section in self.model_fields_set:
-                raise LocatedError((section,), f"{section} options are for matrix.kind: {section}")
-        if m.kind != "gpio" and "generator" in self.bench.model_fields_set:
-            raise LocatedError(("bench", "generator"), "drives the stimulus of a gpio campaign (matrix.kind: gpio)")
-        if m.kind == "module":
-            return self
-        if m.kind == "gpio":
-            return self._gpio_fits()
-        if "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
-            raise LocatedError(("bench", "scope", "kind"), f"{_article(m.kind)} {m.kind} campaign uses no scope: "
-                               "set none or leave bench.scope out")
-        for name, t in targets.items():
-            if t.kind == "twin":
-                where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
-                raise LocatedError(where, f"{_article(m.kind)} {m.kind} run measures a real kernel: use kind local, "
-                                   "vm or ssh (the twin only plays the latency modules)")
-        runs = run_count(m, len(targets))
-        if runs > MAX_RUNS:
-            raise LocatedError(("matrix", "repetitions"), f"{runs} runs; at most {MAX_RUNS}")
-        tool = "cyclictest -D" if m.kind == "cyclictest" else "the detector"
-        if m.duration is not None and (m.duration < 1 or m.duration != int(m.duration)):
-            raise LocatedError(("matrix", "duration"), f"{tool} takes whole seconds; {m.duration:g} s is not")
-        if m.kind == "interruptions":
-            if m.samples is not None:
-                raise LocatedError(("matrix", "samples"), "the detector runs for matrix.duration; it counts no samples")
-            if m.duration is not None and m.duration > m.max_duration:
-                raise LocatedError(("matrix", "max_duration"), f"a run needs {m.duration:g} s but max_duration is "
-                                   f"{m.max_duration:g} s: every run would end incomplete")
-            return self
-        # cyclictest ends at whichever of -D and -l comes first
-        lengths = [x for x in (m.duration, m.samples and m.samples * self.cyclictest.interval) if x]
-        needed = min(lengths)
-        if needed > m.max_duration:
-            raise LocatedError(
-                ("matrix", "max_duration"),
-                f"a run needs at least {needed:g} s (samples × cyclictest.interval, or duration) but "
-                f"max_duration is {m.max_duration:g} s: every run would end incomplete",
-            )
-        return self
-
-    def _gpio_fits(self) -> Campaign:
-        m, gpio, scope, generator = self.matrix, self.gpio, self.bench.scope, self.bench.generator
-        if gpio is None:
-            raise LocatedError(("gpio",), "a gpio campaign needs a gpio: section (its cases at least)")
-        if scope.kind == "none":
-            raise LocatedError(("bench", "scope", "kind"), "a gpio campaign measures with the scope: twin or visa")
-        if scope.channel == gpio.response_channel:
-            raise LocatedError(("gpio", "response_channel"), f"is bench.scope.channel too ({scope.channel}): the "
-                               "stimulus and the response need a channel each")
+        """What every kind's declaration says of a campaign (kind_registry.Kind), then the kind's own checks."""
+        m, known = self.matrix, kind_registry.kinds()
+        kind = known[m.kind]
+        for other in known.values():  # another kind's keys are a mistake, not something to ignore
+            if other.name == kind.name:
+                continue
+            for key in other.matrix_keys:
+                if key in m.model_fields_set and key not in kind.matrix_keys:
+                    raise LocatedError(("matrix", key), f"is {article(other.name)} {other.name}-run key; "
+                                       f"{article(kind.name)} {kind.name} campaign does not use it")
+            if other.settings is not None and other.name in self.model_fields_set:
+                raise LocatedError((other.name,), f"{other.name} options are for matrix.kind: {other.name}")
+        if kind.settings_required and getattr(self, kind.name, None) is None:
+            raise LocatedError((kind.name,), f"{article(kind.name)} {kind.name} campaign needs {article(kind.name)} "
+                               f"{kind.name}: section")
+        players = [k.name for k in known.values() if k.needs.stimulus is not None]
+        if kind.needs.stimulus is None and "generator" in self.bench.model_fields_set:
+            which = " or ".join(players) or "no"
+            raise LocatedError(("bench", "generator"), f"drives the stimulus of {article(which)} {which} campaign "
+                               f"(matrix.kind: {which})")
+        if not kind.needs.scope and "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
+            raise LocatedError(("bench", "scope", "kind"), f"{article(kind.name)} {kind.name} campaign uses no "
+                               "scope: set none or leave bench.scope out")
         targets = self.bench.named_targets()
-        for name, t in targets.items():
-            where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
-            if t.kind in ("vm", "local"):
-                raise LocatedError(where, f"a {t.kind} target has no GPIO lines a scope can probe: use ssh (a board) "
-                                   "or twin")
-            twin_parts = [part for part, kind in (("bench.scope", scope.kind), ("bench.generator", generator.kind))
-                          if (kind == "twin") != (t.kind == "twin")]
-            if twin_parts:
-                raise LocatedError(where, f"the twin board answers the twin generator under the twin scope: "
-                                   f"{' and '.join(twin_parts)} must be twin exactly when the target is")
-            if t.kind != "twin":
-                for case_name, case in gpio.cases.items():
-                    if case.responder in TWIN_ONLY_RESPONDERS:
-                        raise LocatedError(("gpio", "cases", case_name, "responder"),
-                                           f"{case.responder} is the seed's own program, modelled on the twin only")
-        runs = run_count(m, len(targets), len(gpio.cases))
+        if not kind.needs.twin_target:
+            for name, t in targets.items():
+                if t.kind == "twin":
+                    where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
+                    raise LocatedError(where, f"{article(kind.name)} {kind.name} run measures a real kernel: use "
+                                       "kind local, vm or ssh (the twin only plays the latency modules and GPIO lines)")
+        runs = run_count(self)
         if runs > MAX_RUNS:
-            raise LocatedError(("matrix", "repetitions"), f"{runs} runs; at most {MAX_RUNS}")
-        # a scope sees only part of the stimuli (it is blind while it transfers), so this is a floor
-        needed = min(x for x in (m.duration, m.samples and m.samples * gpio.period) if x)
-        if needed > m.max_duration:
-            raise LocatedError(("matrix", "max_duration"), f"a run needs at least {needed:g} s (samples × gpio.period, "
-                               f"or duration) but max_duration is {m.max_duration:g} s: every run would end incomplete")
+            raise LocatedError(("matrix", "repetitions"), f"{run_count_text(self)} = {runs} runs; at most {MAX_RUNS}")
+        if kind.check is not None:
+            kind.check(self)
         return self
 
     @model_validator(mode="after")
@@ -1087,9 +803,34 @@ class Campaign(Strict):
                         ("loads", set_name, j, "host"),
                         f"load {set_name}/{spec.name} runs on {spec.host!r}, not a bench.load_hosts entry ({have})",
                     )
-        if self.matrix.pulses and self.bench.scope.kind == "none":
-            raise LocatedError(("matrix", "pulses"), "asks for scope pulses but bench.scope.kind is none")
         return self
+
+
+_MODELS: dict[int, type[Campaign]] = {}
+
+
+def campaign_model() -> type[Campaign]:
+    """The campaign schema: Campaign with each registered kind's section (under its name) and
+    matrix.kind one of their names. Rebuilt when a kind registers (a plug-in's, a test's)."""
+    generation = kind_registry.generation()
+    if generation not in _MODELS:
+        known = kind_registry.kinds()
+        summary = "; ".join(f"{k.name}: {k.summary}" for k in known.values())
+        matrix = create_model("Matrix", __base__=Matrix, __module__=__name__, kind=(
+            Literal[tuple(known)], Field("module", description=f"what each run measures ({summary})")))
+        sections: dict[str, Any] = {}
+        for k in known.values():
+            if k.settings is not None:
+                sections[k.name] = (k.settings | None, None) if k.settings_required else (k.settings, k.settings())
+        _MODELS.clear()
+        _MODELS[generation] = create_model("Campaign", __base__=Campaign, __module__=__name__,
+                                           matrix=(matrix, ...), **sections)
+    return _MODELS[generation]
+
+
+def kind_settings(campaign: Campaign) -> Any:
+    """The campaign's section of its own kind (None where the kind has none)."""
+    return getattr(campaign, campaign.matrix.kind, None)
 
 
 @dataclass(frozen=True)
@@ -1106,11 +847,7 @@ class RunSpec:
     @property
     def id(self) -> str:
         where = f"{self.target}-" if self.target else ""
-        if self.kind == "gpio":  # its variant is the case
-            return f"{where}{self.variant}-{self.load}-r{self.repetition}"
-        if self.kind != "module":  # a probe run has no interface or variant
-            return f"{where}{self.load}-r{self.repetition}"
-        return f"{where}{self.interface}-{self.variant}-{self.load}-r{self.repetition}"
+        return where + kind_registry.kind(self.kind).run_id(self)
 
     @property
     def check(self) -> bool:
@@ -1127,26 +864,34 @@ def measurement_hash(campaign: Campaign) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_count(matrix: Matrix, targets: int = 1, cases: int = 1) -> int:
-    """Runs of the matrix; `cases`: a gpio campaign's number of cases (one run each)."""
-    cells = len(matrix.interfaces) * len(matrix.variants) if matrix.kind == "module" else cases
-    return targets * cells * len(matrix.loads) * matrix.repetitions
+def run_count(campaign: Campaign) -> int:
+    """Runs of the matrix: targets × the kind's cells × loads × repetitions."""
+    m = campaign.matrix
+    cells = kind_registry.kind(m.kind).cells(campaign)
+    return len(campaign.bench.named_targets()) * len(cells) * len(m.loads) * m.repetitions
+
+
+def run_count_text(campaign: Campaign) -> str:
+    """The product run_count computes, factor by factor (the kind words its own cells)."""
+    m, kind = campaign.matrix, kind_registry.kind(campaign.matrix.kind)
+    targets = len(campaign.bench.named_targets())
+    factors = [f"{targets} targets"] if targets > 1 else []
+    if kind.describe_cells is not None:
+        factors.append(kind.describe_cells(campaign))
+    return " × ".join([*factors, f"{len(m.loads)} loads", f"{m.repetitions} repetitions"])
 
 
 def expand_runs(campaign: Campaign) -> list[RunSpec]:
     """Every run of the matrix, repetition-major. Validation caps the count at MAX_RUNS; a
     Campaign changed with model_copy() bypasses validation, so the cap is checked again."""
     m = campaign.matrix
-    targets = list(campaign.bench.named_targets())
-    # a gpio run's case takes the variant's place (its run id: <case>-<load>-r<n>)
-    cases = list(campaign.gpio.cases) if m.kind == "gpio" and campaign.gpio else [""]
-    if run_count(m, len(targets), len(cases)) > MAX_RUNS:
-        raise ConfigError(f"matrix: {run_count(m, len(targets), len(cases))} runs; at most {MAX_RUNS}")
-    cells = list(itertools.product(m.interfaces, m.variants)) if m.kind == "module" else [("", c) for c in cases]
+    if run_count(campaign) > MAX_RUNS:
+        raise ConfigError(f"matrix: {run_count(campaign)} runs; at most {MAX_RUNS}")
+    cells = kind_registry.kind(m.kind).cells(campaign)
     # target-major: each target's bench (a VM boot, say) is set up once
     return [
         RunSpec(i, v, load, r, kind=m.kind, target=t)
-        for t in targets
+        for t in campaign.bench.named_targets()
         for r, load, (i, v) in itertools.product(range(m.repetitions), m.loads, cells)
     ]
 
@@ -1326,7 +1071,7 @@ def parse_campaign(text: str | bytes, source: str = "<string>", *, check_files: 
     if not isinstance(data, dict):
         raise ConfigError(f"{source}:1: (top level): a campaign file is a mapping with at least name: and matrix:")
     try:
-        campaign = Campaign.model_validate(data, context={"from_file": True})
+        campaign = campaign_model().model_validate(data, context={"from_file": True})
     except ValidationError as exc:
         raise ConfigError(_format_errors([explain_validation_error(e) for e in exc.errors()], source, lines)) from None
     except (RecursionError, MemoryError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
@@ -1341,4 +1086,4 @@ def parse_campaign(text: str | bytes, source: str = "<string>", *, check_files: 
 
 
 def json_schema() -> str:
-    return json.dumps(Campaign.model_json_schema(), indent=2)
+    return json.dumps(campaign_model().model_json_schema(), indent=2)

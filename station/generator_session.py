@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from instruments.funcgen import FunctionGenerator, GeneratorSettings, open_generator
-from station.config import GeneratorSettingsConfig, GpioSettings
+from station.config import GeneratorSettingsConfig
 
 
-def stimulus_settings(cfg: GeneratorSettingsConfig, gpio: GpioSettings) -> GeneratorSettings:
+class Stimulus(Protocol):
+    """What a kind asks the generator to play (its BenchNeeds.stimulus; a gpio campaign's gpio:)."""
+
+    period: float  # mean time between pulses (s)
+    width: float  # pulse width (s)
+    low: float  # V
+    high: float  # V
+    jitter: float  # the period's random spread (a fraction)
+
+
+def stimulus_settings(cfg: GeneratorSettingsConfig, gpio: Stimulus) -> GeneratorSettings:
     return GeneratorSettings(channel=cfg.channel, frequency_hz=1.0 / gpio.period, width_s=gpio.width,
                              low_v=gpio.low, high_v=gpio.high, jitter=gpio.jitter)
 
@@ -23,7 +34,7 @@ class GeneratorSession:
     applied: GeneratorSettings
 
     @classmethod
-    def open(cls, cfg: GeneratorSettingsConfig, resource: str, gpio: GpioSettings) -> GeneratorSession:
+    def open(cls, cfg: GeneratorSettingsConfig, resource: str, gpio: Stimulus) -> GeneratorSession:
         generator = open_generator(resource, dialect=cfg.dialect, timeout_s=cfg.timeout)
         try:
             idn = generator.identify()

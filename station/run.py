@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from station import records
 from station.bench import Bench
 from station.config import RunSpec, measurement_hash
-from station.kinds import Measurement, RunContext, kind_for
-from station.kinds.base import MeasurementFailure
+from station.kinds import kind_for
+from station.kinds.base import Measurement, MeasurementFailure, RunContext
 from station.lifetime import settled
 from station.progress import ProgressSink, RunProgress
 from station.store import RunStore, StoreError

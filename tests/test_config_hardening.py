@@ -18,11 +18,11 @@ import pytest
 from station.campaign_yaml import load_yaml
 from station.config import (
     MAX_RUNS,
-    Campaign,
     ConfigError,
     Matrix,
     TargetSettings,
     TwinInterfaceOverrides,
+    campaign_model,
     expand_runs,
     load_campaign,
     parse_campaign,
@@ -256,7 +256,7 @@ def test_bare_zero_needs_no_unit_but_meets_the_range():
 def test_python_callers_may_pass_plain_floats():
     m = Matrix(samples=10, period=100e-6, max_duration=60)
     assert m.period == 100e-6 and m.max_duration == 60.0
-    c = Campaign.model_validate({"name": "x", "matrix": {"samples": 10, "period": 0.001},
+    c = campaign_model().model_validate({"name": "x", "matrix": {"samples": 10, "period": 0.001},
                                  "bench": {"scope": {"trigger_level": 2}}})
     assert c.bench.scope.trigger_level == 2.0
     assert TargetSettings(kind="ssh").host == "127.0.0.1"

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from station import api
-from station.config import ConfigError, CyclictestSettings, parse_campaign
-from station.target.cyclictest import arguments
+from station.config import ConfigError, parse_campaign
+from station.kinds.cyclictest.settings import CyclictestSettings
+from station.kinds.cyclictest.target import arguments
 from tests.conftest import missing
 
 TAG = b"IRQ_STATION_TAG="

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from station.config import ConfigError, CyclictestSettings, parse_campaign
+from station.config import ConfigError, parse_campaign
+from station.kinds.cyclictest.settings import CyclictestSettings
+from station.kinds.cyclictest.target import arguments, command
 from station.parsers.cyclictest import histogram_option, parse_histogram, parse_json
-from station.target.cyclictest import arguments, command
 from tests.conftest import missing
 
 BASE = ("name: c\nbench:\n  target: {kind: local}\n  scope: {kind: none}\n"

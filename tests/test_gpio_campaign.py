@@ -309,7 +309,7 @@ def test_a_crashed_runs_governor_is_put_back_by_cleanup(tmp_path):
     import asyncio
 
     from station.config import TargetSettings
-    from station.target import gpio as gpio_target
+    from station.target import governors as gpio_target
     from station.target.hosts import Target
     from station.target.ssh import SSHEndpoint, TargetConnection
     from station.twin.runner import Twin

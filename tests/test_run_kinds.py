@@ -19,9 +19,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from station import kinds
+from station import kind_registry, kinds
 from station.bench import Bench
 from station.config import RunSpec, parse_campaign
+from station.kinds.base import Measurement, RunContext
 from station.progress import QuietProgress, RunProgress
 from station.run import execute_run
 from station.store import RunStore, read_csv_lines
@@ -33,8 +34,7 @@ SAMPLES = 12
 
 
 # ---- the new kind: this is all it takes -------------------------------------------------
-@kinds.register
-class LoadavgProbe(kinds.Measurement):
+class LoadavgProbe(Measurement):
     """Samples `cat /proc/loadavg` every PERIOD_S for matrix.samples samples (or until
     matrix.max_duration). A marker file on the target says a probe is active: start
     creates it, stop removes it — whether or not start got that far."""
@@ -43,7 +43,7 @@ class LoadavgProbe(kinds.Measurement):
     outputs = {"probe.csv": "host time and the three load averages of each sample (→ probe.parquet)"}
     PERIOD_S = 0.05
 
-    def __init__(self, ctx: kinds.RunContext) -> None:
+    def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.marker = f"{ctx.target.work_dir}/probe/active"
         self.samples = 0
@@ -99,6 +99,11 @@ class LoadavgProbe(kinds.Measurement):
             return {"probe_samples": len(frame)}
 
         return [probe]
+
+
+# and its one registration line (a package of its own would name "module:LoadavgProbe" instead)
+kind_registry.register(kind_registry.Kind(name="loadavg-probe", summary="the target's load average",
+                                          measurement=LoadavgProbe))
 
 
 # ---- driving it through the real lifecycle ----------------------------------------------
@@ -224,13 +229,13 @@ def test_a_fault_in_the_kind_fails_the_run_and_still_tears_down(twin, tmp_path, 
 def test_an_unknown_kind_is_refused_by_name_with_the_known_ones():
     with pytest.raises(KeyError, match=r"unknown run kind 'no-such-kind' \(known: .*loadavg-probe.*module"):
         kinds.kind_for("no-such-kind")
-    assert {"module", "loadavg-probe"} <= set(kinds.registered())
+    assert {"module", "loadavg-probe"} <= set(kind_registry.kinds())
 
 
 def test_the_bench_activates_exactly_what_the_kind_declares(tmp_path):
     """labgrid's bindings: the same campaign (a twin target and a twin scope) opens the scope and
     uploads the modules only for a kind that declares them; the bench itself names no kind."""
-    from station.bench import BenchNeeds
+    from station.kind_registry import BenchNeeds
 
     upload = tmp_path / "ko"
     upload.mkdir()
@@ -264,4 +269,4 @@ def test_the_bench_activates_exactly_what_the_kind_declares(tmp_path):
     scope, twin_scope, uploaded = asyncio.run(open_with(BenchNeeds(scope=True, modules=lpt_only)))
     assert scope and twin_scope and uploaded == [f"uploaded rtai_lpt_latency to {campaign.bench.target.module_dir}"]
     assert asked == ["rtai"]
-    assert kinds.kind_for("module").needs.scope and not kinds.kind_for(LoadavgProbe.name).needs.scope
+    assert kind_registry.kind("module").needs.scope and not kind_registry.kind(LoadavgProbe.name).needs.scope

@@ -196,8 +196,8 @@ def test_board_widths_above_a_threshold_below_the_kept_tail_are_read_again(tmp_p
     from types import SimpleNamespace
 
     from station import records
-    from station.analysis.campaign import _board_max_above
     from station.analysis.worst_case import TailSample
+    from station.kinds.module.analysis import _board_max_above
     from station.store import write_parquet
 
     rng = np.random.default_rng(3)

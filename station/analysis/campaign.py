@@ -1,28 +1,51 @@
 """Analysis of a campaign directory into the report dictionary
-(schema: docs/report-schema.md) and the per-run samples the figures need."""
+(schema: docs/report-schema.md) and the per-run samples the figures need.
+
+The runs are grouped by their kind (manifest.json) and each group is handed to its kind's
+analysis (station/kind_registry.py: `Kind.analysis`); this module names no kind."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from station import records
-from station.analysis import correlation, cyclictest, findings, gpio, interruptions, outliers, worst_case
-from station.analysis.run_analysis import RunAnalysis, analyse_run
+from station import kind_registry
+from station.analysis import worst_case
 from station.analysis.samples import RunSamples
-from station.analysis.worst_case import TailSample
-from station.module_data import iter_table
 from station.store import list_runs, station_version
 
 SCHEMA_VERSION = 1
-# a probe kind's analysis: (its run directories, campaign.json) -> (report section, samples, notes);
-# the section goes into the report under the kind's name
-PROBE_ANALYSES = {"cyclictest": cyclictest.analyse_runs, "interruptions": interruptions.analyse_runs,
-                  "gpio": gpio.analyse_runs}
+
+
+@dataclass(frozen=True)
+class AnalysisInput:
+    """What a kind's analysis is given: its runs of the campaign and the campaign's settings."""
+
+    run_dirs: list[Path]
+    campaign: dict[str, Any]  # campaign.json; with a deadline given to `station report`, its config says it
+    deadline_ns: float | None  # report.deadline (or `station report --deadline`), in ns
+    exceedance: float  # report.exceedance: the worst case's probability per event
+    deadline_given: bool = False  # given to `station report`: it wins over a kind's own deadline setting
+
+
+@dataclass
+class KindReport:
+    """A kind's part of the report: its entries (merged into the report's top level: a kind's
+    section under its name, or the module kind's runs and comparisons), the figures' samples by
+    run id, notes for the warnings, and findings for the first page (each with a headline)."""
+
+    entries: dict[str, Any]
+    samples: dict[str, RunSamples] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def section_report(name: str, section: dict[str, Any], samples: dict[str, RunSamples],
+                   notes: list[str]) -> KindReport:
+    """A kind whose part is one section under its name: its findings with a headline go first."""
+    return KindReport({name: section}, samples, notes, [f for f in section.get("findings") or [] if f.get("headline")])
 
 
 def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[dict[str, Any], dict[str, RunSamples]]:
@@ -31,59 +54,44 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
     out_dir = Path(out_dir)
     campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
     settings = (campaign.get("config") or {}).get("report") or {}
+    given = deadline_ns is not None
     if deadline_ns is None and settings.get("deadline") is not None:
         deadline_ns = float(round(float(settings["deadline"]) * 1e9))  # 30us is 29999.999999999996 ns
     elif deadline_ns is not None:  # given here (station report --deadline): it wins for every kind
         config = dict(campaign.get("config") or {})
         config["report"] = {**settings, "deadline": deadline_ns / 1e9}
-        config["cyclictest"] = {**(config.get("cyclictest") or {}), "deadline": deadline_ns / 1e9}
         campaign = {**campaign, "config": config}
     exceedance = float(settings.get("exceedance") or worst_case.EXCEEDANCE)
     notes: list[str] = []
-    module_dirs: list[Path] = []
-    probe_runs: dict[str, list[Path]] = {}
+    by_kind: dict[str, list[Path]] = {}
     spoiled: dict[str, list[str]] = {}  # spoiler flag -> the runs it was raised in
-    for run_dir in list_runs(out_dir):
+    known = kind_registry.kinds()
+    run_dirs = list_runs(out_dir)
+    for run_dir in run_dirs:
         manifest = json.loads((run_dir / "manifest.json").read_text())
         kind = manifest.get("kind", "module")
         for flag in (manifest.get("spoilers") or {}).get("flags") or []:
             spoiled.setdefault(flag, []).append(manifest.get("run_id", run_dir.name))
-        if kind == "module":
-            module_dirs.append(run_dir)
-        elif kind in PROBE_ANALYSES:
-            probe_runs.setdefault(kind, []).append(run_dir)
+        if kind in known and known[kind].analysis is not None:
+            by_kind.setdefault(kind, []).append(run_dir)
         else:
             notes.append(f"Run {run_dir.name} is a {kind!r} run, which this station version cannot analyse.")
     for flag, ids in spoiled.items():  # once per flag, not once per run
-        where = "every run" if len(ids) == len(list_runs(out_dir)) else "runs " + ", ".join(ids[:5]) + (
+        where = "every run" if len(ids) == len(run_dirs) else "runs " + ", ".join(ids[:5]) + (
             f" and {len(ids) - 5} more" if len(ids) > 5 else "")
         notes.append(f"Spoiler ({where}): {flag}")
+    parts: list[KindReport] = []
+    # in the registry's order, whatever the runs' order: the report does not depend on it
+    for name in (k for k in known if k in by_kind):
+        analyse = known[name].load("analysis")
+        parts.append(analyse(AnalysisInput(by_kind[name], campaign, deadline_ns, exceedance, given)))
+    # the kinds' notes in their order (the sections' before the module runs', as always)
+    ordered = [p for p in parts if "runs" not in p.entries] + [p for p in parts if "runs" in p.entries]
     samples: dict[str, RunSamples] = {}
-    probe_sections = {}
-    for kind, dirs in probe_runs.items():
-        probe_sections[kind], kind_samples, kind_notes = PROBE_ANALYSES[kind](dirs, campaign)
-        samples |= kind_samples
-        notes += kind_notes
-    run_entries = []
-    runs: list[RunAnalysis] = []
-    for run_dir in module_dirs:  # one run's records in memory at a time, a batch at a time
-        run = analyse_run(run_dir)
-        entry = run.entry
-        runs.append(run)
-        run_entries.append(entry)
-        samples[entry["id"]] = run.samples
-        if entry["status"] != "complete":
-            notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
-        if entry["losses"]["sw_lost"]:
-            notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
-        if note := _strays_note(entry):
-            notes.append(note)
-        if (pairing := entry.get("pairing") or {}).get("note"):
-            notes.append(f"Run {entry['id']}: event pairing: {pairing['note']}.")
-        cut = (entry.get("capture") or {}).get("frames_without_pulse") or 0
-        if cut:
-            notes.append(_cut_frames_note(entry["id"], entry["capture"]))
-    report = {
+    for part in ordered:
+        samples |= part.samples
+        notes += part.notes
+    report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "campaign": {
             "name": campaign.get("name", out_dir.name),
@@ -100,184 +108,12 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
                                               **campaign["twin"]},
             "targets": campaign.get("targets") or {},
         },
-        "runs": run_entries,
-        "comparisons": {
-            "t_rw": _t_rw(runs),
-            "cross_interface_outliers": _cross_interface(runs),
-            "worst_case": _worst_case(runs, exceedance, deadline_ns),
-        },
+        "runs": [],  # a kind whose runs are the report's own (the module kind) fills it
         "notes": notes,
-        **probe_sections,
     }
-    # the answer, read first: the module runs' and each section's own that the first page shows
-    # (a headline each; gpio's section still renders its own findings in place)
-    report["findings"] = findings.campaign_findings(report, samples) + [
-        f for section in probe_sections.values() for f in section.get("findings") or [] if f.get("headline")]
+    for part in parts:
+        report.update(part.entries)
+    # the answer, read first: each kind's findings that carry a headline, module runs' first
+    report["findings"] = [f for part in sorted(parts, key=lambda p: "runs" not in p.entries)
+                          for f in part.findings]
     return report, samples
-
-
-def _t_rw(runs: list[RunAnalysis]) -> list[dict]:
-    """One estimate per (interface, load, repetition): the inb run against the no-inb run
-    measured under the same load, never against another load's."""
-    result = []
-    cells: dict[tuple, dict[str, RunAnalysis]] = {}
-    for r in runs:
-        e = r.entry
-        if e["shift"] is not None:
-            cells.setdefault((e["interface"], e["load"], e["repetition"]), {})[e["variant"]] = r
-    for (iface, load, _rep), cell in sorted(cells.items()):
-        if "inb" not in cell or "no-inb" not in cell:
-            continue
-        ra, rb = cell["inb"], cell["no-inb"]
-        a, b = ra.entry, rb.entry
-        est = correlation.t_rw(a["shift"], b["shift"])
-        unrelated = [e["id"] for e in (a, b) if (e.get("pairing") or {}).get("unmatched")]
-        if unrelated:  # the scope watched something else: its widths say nothing of this target's t_rw
-            est = {**{k: None for k in est}, "withheld": f"{', '.join(unrelated)}: the scope's pulses match "
-                   "none of the target's events"}
-        truths = [e["truth"]["t_rw_mean_ns"] for e in (a, b) if e.get("truth")]
-        paired: dict = {}
-        withheld = [f"{e['id']}: {(e.get('pairing') or {}).get('note') or 'not paired'}" for e in (a, b)
-                    if not (e.get("pairing") or {}).get("estimates")]
-        if withheld:
-            paired = {"paired_estimate_ns": None, "paired_withheld": "; ".join(withheld)}
-        elif ra.diffs is not None and rb.diffs is not None and ra.diffs.moments.count > 1 and \
-                rb.diffs.moments.count > 1:
-            paired = correlation.paired_t_rw_of(ra.diffs.bulk_mean_se(), rb.diffs.bulk_mean_se())
-        result.append(
-            {
-                "interface": iface,
-                "load": load,
-                **est,
-                **paired,
-                "inb_run": a["id"],
-                "no_inb_run": b["id"],
-                "truth_ns": float(np.mean(truths)) if truths else None,
-            }
-        )
-    return result
-
-
-def _cross_interface(runs: list[RunAnalysis]) -> list[dict]:
-    """The seed's criterion, per load: PCIe software samples above the LPT software maximum
-    measured under the same load, and whether the scope and the board saw them. Scope widths
-    are compared after removing their run's HW−SW shift (the inb check's extra t_rw)."""
-    result = []
-    for load in sorted({r.entry["load"] for r in runs}):
-        lpt = [r for r in runs if r.entry["load"] == load and r.entry["interface"] == "lpt" and r.entry["sw"]]
-        pcie = [r for r in runs if r.entry["load"] == load and r.entry["interface"] == "pcie" and r.entry["sw"]]
-        if not lpt or not pcie:
-            continue
-        ref_max = max(r.entry["sw"]["max_ns"] for r in lpt)
-        hw_above = hw_total = 0
-        for r in pcie:
-            if r.hw is not None:
-                shift = r.entry["shift"]["hw_minus_sw_median_ns"] if r.entry["shift"] else 0.0
-                hw_above += r.hw.count_above(ref_max + shift)
-                hw_total += r.hw.count
-        boards = [r.board for r in pcie]
-        has_board = any(b is not None for b in boards)
-        caught = [r.candidates[r.candidates["sw_ns"].to_numpy() > ref_max].assign(run=r.run_id)
-                  for r in pcie if r.candidates is not None]
-        entry = outliers.cross_interface_counts(
-            "pcie", "lpt", ref_max,
-            sw_above=sum(r.sw.count_above(ref_max) for r in pcie), sw_total=sum(r.sw.count for r in pcie),
-            hw_above=hw_above, hw_total=hw_total,
-            board_above=sum(b.count_above(ref_max) for b in boards if b is not None) if has_board else None,
-            board_total=sum(b.count for b in boards if b is not None) if has_board else None,
-            board_max_of_sw_outliers_ns=_board_max_above(pcie, ref_max) if has_board else None,
-            scope_caught=pd.concat(caught) if caught else None,
-        )
-        if any(ref_max < r.candidate_floor_ns and r.candidates is not None for r in pcie):
-            entry["scope_caught_note"] = ("the LPT maximum lies below the PCIe runs' kept tail: the events listed "
-                                          "are those at or above the tail kept per run")
-        entry["outlier_verdict"] = outliers.pooled_verdict([r.entry.get("outlier_verdict") for r in pcie])
-        result.append({"load": load, **entry})
-    return result
-
-
-def _board_max_above(runs: list[RunAnalysis], threshold: float) -> float | None:
-    """The largest board-measured width among the events whose t_SW exceeds `threshold`: from the
-    kept tail when it reaches that low, else by reading the run's records again."""
-    best = None
-    for r in runs:
-        # every value at or above the tail's smallest is in the tail
-        if r.tail.values.size == r.sw.count or (r.tail.values.size and threshold >= float(r.tail.values.min())):
-            widths = r.tail_board_ns[(r.tail.values > threshold) & ~np.isnan(r.tail_board_ns)]
-        else:
-            widths = _board_widths_above(r, threshold)
-        if widths.size:
-            best = max(best or -np.inf, float(widths.max()))
-    return best
-
-
-def _board_widths_above(run: RunAnalysis, threshold: float) -> np.ndarray:
-    parts = []
-    for batch in iter_table(run.dir, "sw", ("latency_ns", "flags", "hw_width_ns")):
-        if "hw_width_ns" not in batch:
-            break
-        has = (batch["flags"] & int(records.Flag.HW_WIDTH)) != 0
-        parts.append(batch["hw_width_ns"][has & (batch["latency_ns"] > threshold)])
-    return np.concatenate(parts).astype(np.float64) if parts else np.empty(0)
-
-
-def _worst_case(runs: list[RunAnalysis], exceedance: float, deadline_ns: float | None) -> list[dict]:
-    """Per interface and load: the largest software latency seen, the p99.999 of all that
-    interface's samples under that load pooled, and the tail fit (station/analysis/worst_case.py):
-    the latency exceeded with probability `exceedance` per event, with its interval and checks,
-    and the probability of exceeding the deadline when there is one."""
-    result = []
-    for iface, load in sorted({(r.entry["interface"], r.entry["load"]) for r in runs if r.entry["sw"]}):
-        mine = [r for r in runs if r.entry["interface"] == iface and r.entry["load"] == load and r.entry["sw"]]
-        worst = max(mine, key=lambda r: r.entry["sw"]["max_ns"])
-        # in run order: the independence check looks at which events follow which
-        pooled = TailSample.pooled([r.tail for r in mine], [r.sw.count for r in mine])
-        fit = worst_case.worst_case(pooled, exceedance=exceedance, deadline_ns=deadline_ns)
-        quantile = fit.get("quantile_ns") or {}
-        result.append(
-            {
-                "interface": iface,
-                "load": load,
-                "observed_max_ns": worst.entry["sw"]["max_ns"],
-                "p99_999_ns": float(pooled.distribution.percentiles([99.999])[0]),
-                "run": worst.run_id,
-                "samples": int(pooled.distribution.count),
-                "exceedance": exceedance,  # asked of the estimate, whether or not it could give one
-                # what `station compare` tabulates: only a reliable fit's, at the default probability
-                "worst_case_1e9_ns": (quantile.get("estimate")
-                                      if exceedance == worst_case.EXCEEDANCE and fit.get("reliable") else None),
-                **{k: fit.get(k) for k in ("quantile_ns", "reliable", "fit_reliable", "reasons", "deadline",
-                                           "bound")},
-                "tail_fit": fit,  # all of it: threshold diagnostics, fit, goodness of fit, independence
-            }
-        )
-    return result
-
-
-def _strays_note(entry: dict[str, Any]) -> str | None:
-    """A finding about the module's IRQ line, not about its latency."""
-    strays = entry.get("strays") or {}
-    if strays.get("count") is None:
-        return f"Run {entry['id']}: {strays['note']}." if strays.get("note") else None
-    if not strays["count"]:
-        return None
-    first = strays.get("first_s")
-    return (f"Run {entry['id']}: {strays['count']} stray IRQs ({100 * strays['share']:.2g} % of the records"
-            + (f", the first {first:.3g} s into the run" if first is not None else "")
-            + ") on the module's line, flagged NOT_OURS by the module: a shared or noisy line, not latencies; "
-            "left out of t_SW, the worst case and the event pairing. Check /proc/interrupts for what shares it.")
-
-
-def _cut_frames_note(run_id: str, capture: dict) -> str:
-    """Segmented frames that held no whole pulse: the widths lost are the longest, so say so."""
-    cut, frames = capture["frames_without_pulse"], capture.get("frames") or 0
-    after = capture.get("frame_after_trigger_s")
-    share = f" ({100 * cut / frames:.1f} % of {frames})" if frames else ""
-    span = (f"the {after * 1e6:.3g} µs a frame records after its trigger" if isinstance(after, (int, float))
-            else "its frame")
-    return (f"Run {run_id}: {cut} segmented frames{share} held no whole pulse. Most often the pulse "
-            f"outlasted {span}: its width is lost, and those are the "
-            "longest pulses, so the scope's distribution and worst case are biased low; lengthen the frames "
-            "(record_length × sample interval) or trigger earlier in the frame (a smaller trigger_position_pct, "
-            "keeping a few samples before the edge). A pulse shorter than the sample interval leaves none either.")
-

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from station import kind_registry
 from station.analysis.campaign import analyse_campaign
 from station.analysis.cyclictest import read_outputs
 from station.parsers.cyclictest import CyclictestOutputError
@@ -365,11 +366,7 @@ COMPARABLE = ("module", "cyclictest")  # the kinds compare has tests of differen
 
 def campaign_kinds(report: dict[str, Any]) -> set[str]:
     """The kinds of run a campaign's report holds."""
-    kinds = {"module"} if report.get("runs") else set()
-    for kind in ("cyclictest", "interruptions", "gpio"):
-        if (report.get(kind) or {}).get("runs"):
-            kinds.add(kind)
-    return kinds
+    return {k.name for k in kind_registry.kinds().values() if kind_registry.report_runs(k, report)}
 
 
 def _check_comparable(infos: list[CampaignInfo]) -> None:

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from station.bench import Bench, BenchNeeds
+from station.bench import Bench
 from station.progress import ProgressSink, RunProgress
 from station.store import Conversion, RunStore
 
@@ -47,9 +47,6 @@ class Measurement(ABC):
     name: ClassVar[str]
     # file name in the run directory -> what it holds (docs/architecture.md lists them)
     outputs: ClassVar[dict[str, str]] = {}
-    # the bench parts its runs use (scope, generator, modules to upload, the twin as a board):
-    # the campaign opens the bench with them, and the bench activates nothing else
-    needs: ClassVar[BenchNeeds] = BenchNeeds()
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -95,16 +92,3 @@ class Measurement(ABC):
     @property
     def conversions(self) -> list[Conversion]:
         return []
-
-
-_KINDS: dict[str, type[Measurement]] = {}
-
-
-def register(kind: type[Measurement]) -> type[Measurement]:
-    """Class decorator: make a kind available to campaigns under `kind.name`."""
-    _KINDS[kind.name] = kind
-    return kind
-
-
-def registered() -> dict[str, type[Measurement]]:
-    return dict(_KINDS)

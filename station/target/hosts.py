@@ -12,7 +12,7 @@ import time
 
 from station.config import LoadHost, TargetSettings
 from station.module_names import module_stem, stream_device
-from station.target import gpio, irqtrace, modules, rtla
+from station.target import governors, irqtrace, modules, rtla
 from station.target import processes as proc_ctl
 from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection, TargetError
 
@@ -131,7 +131,7 @@ class Target(Host):
             stopped.append(f"tracefs instance {name}")
         if await rtla.remove_leftover(conn):  # a killed rtla's osnoise tracer
             stopped.append(f"tracefs instance {rtla.INSTANCE}")
-        stopped += await gpio.restore_saved(conn, self.work_dir)  # a gpio run's governors
+        stopped += await governors.restore_saved(conn, self.work_dir)  # a gpio run's governors
         return stopped, unloaded, errors
 
 

@@ -9,7 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from station.config import CyclictestSettings
+from station.kinds.cyclictest.settings import CyclictestSettings
 from station.target.ssh import TargetConnection, TargetError
 
 PROGRAM = "cyclictest"

@@ -15,19 +15,18 @@ from typing import Any
 import asyncssh
 
 from station.analysis import interruptions as ig_analysis
-from station.kinds.base import RunContext, register
+from station.kinds.base import RunContext
+from station.kinds.interruptions import target as ig_target
 from station.kinds.probe_run import EXIT_SLACK_S, ProbeRun, copy_stream
 from station.lifetime import settled
 from station.parsers.irqgap import IrqgapOutputError
 from station.store import write_parquet
 from station.target import TargetError, irqtrace, rtla
-from station.target import irqgap as ig_target
 from station.target import processes as proc_ctl
 
 PROBE_NAME = "irqgap"
 
 
-@register
 class InterruptionsRun(ProbeRun):
     name = "interruptions"
     probe_name = PROBE_NAME

@@ -1,50 +1,17 @@
-"""A GPIO responder on a target (seed 002): the kernel module's parameters, the user-space
-program's command line, and the cpufreq governor a case asks for (read first, put back after).
-
-Every value comes from the validated campaign (names matched against fixed patterns, numbers
-bounded); callers still quote every word they send.
-"""
+"""The target's cpufreq governors: read, set for a run, and put back — also by a cleanup after
+a crash, from the copy saved in the work dir (a gpio case may ask for a governor)."""
 
 from __future__ import annotations
 
 import re
 import shlex
 
-from station.config import GOVERNORS, GpioCase, GpioSettings
 from station.target.ssh import TargetConnection, TargetError
-from station.target.tools import Tool
 
-RESPONDER_MODULE = "gpio_responder"
-RESPONDER_PROGRAM = Tool("gpio_responder_user", libs=("gpiod",), packages="gcc, libc6-dev and libgpiod-dev")
+GOVERNORS = ("performance", "ondemand", "powersave", "schedutil", "conservative", "userspace")
 CPUFREQ_DIR = "/sys/devices/system/cpu/cpufreq"
 GOVERNOR_FILE = re.compile(r"/sys/devices/system/cpu/cpufreq/policy[0-9]{1,4}/scaling_governor")
 SAVED = "governors.saved"  # in the work dir: what a run found, for a cleanup after a crash
-STIMULUS_EDGES = {"rise": "rising", "fall": "falling", "either": "both"}
-
-
-def responder_edge(settings: GpioSettings, case: GpioCase) -> str:
-    """The input edges the responder must answer: an echo copies the input's level, so it answers
-    both; a toggle answers the measured stimulus edge."""
-    return "both" if case.mode == "echo" else STIMULUS_EDGES[settings.stimulus_edge]
-
-
-def module_params(settings: GpioSettings, case: GpioCase) -> dict[str, str]:
-    """gpio_responder.ko's parameters for this case."""
-    lines = settings.lines
-    return {"chip": lines.chip, "in": str(lines.input), "out": str(lines.output),
-            "edge": responder_edge(settings, case), "mode": case.mode, "threaded": str(int(case.threaded))}
-
-
-def program_arguments(settings: GpioSettings, case: GpioCase) -> list[str]:
-    """The user-space responder's options for this case (its path goes first)."""
-    lines = settings.lines
-    args = ["--chip", lines.chip, "--in", str(lines.input), "--out", str(lines.output),
-            "--edge", responder_edge(settings, case), "--mode", case.mode]
-    if case.priority:
-        args += ["--priority", str(case.priority)]
-    if case.responder == "sysfs":
-        args.append("--sysfs")
-    return args
 
 
 async def governor_files(conn: TargetConnection) -> list[str]:

@@ -10,16 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from station.analysis import cyclictest as ct_analysis
-from station.kinds.base import RunContext, register
+from station.kinds.base import RunContext
+from station.kinds.cyclictest import target as ct_target
 from station.kinds.probe_run import ProbeRun
 from station.parsers.cyclictest import CyclictestOutputError
 from station.store import write_parquet
-from station.target import cyclictest as ct_target
 
 PROBE_NAME = "cyclictest"
 
 
-@register
 class CyclictestRun(ProbeRun):
     name = "cyclictest"
     probe_name = PROBE_NAME

@@ -19,51 +19,23 @@ from typing import Any
 
 import numpy as np
 
-from station.bench import BenchNeeds
-from station.config import Campaign, GpioSettings, TargetSettings
-from station.kinds.base import Measurement, MeasurementFailure, RunContext, register
+from station.kinds.base import Measurement, MeasurementFailure, RunContext
+from station.kinds.gpio import target as gpio_target
+from station.kinds.gpio.settings import TWIN_ONLY_RESPONDERS as TWIN_ONLY
 from station.lifetime import settled
 from station.store import read_csv_lines, write_parquet
-from station.target import TargetError, modules
-from station.target import gpio as gpio_target
+from station.target import TargetError, governors, modules
 from station.target import processes as proc_ctl
 
 RESPONDER_NAME = "gpio-responder"  # its pid file and log; a reserved load name
-TWIN_ONLY = ("sysfs-mmap", "python-mmap")  # the seed's own Pi programs, which the twin plays by name
 
 
 class InstrumentFailure(MeasurementFailure):
     """The scope or the generator failed during the run."""
 
 
-def _stimulus(campaign: Campaign) -> GpioSettings:
-    assert campaign.gpio is not None  # the campaign schema requires it of a gpio campaign
-    return campaign.gpio
-
-
-def _responder_module(campaign: Campaign, target: TargetSettings) -> set[str]:
-    """The kernel responder, if a case loads it."""
-    return {"gpio_responder"} if any(c.responder == "kernel" for c in _stimulus(campaign).cases.values()) else set()
-
-
-def _board(campaign: Campaign) -> dict[str, int]:
-    """The twin as a board answering GPIO edges: the channels the scope and generator see it on."""
-    bench = campaign.bench
-    return {"stimulus_channel": bench.scope.channel, "response_channel": _stimulus(campaign).response_channel,
-            "generator_channel": bench.generator.channel}
-
-
-def _scope_inputs(campaign: Campaign) -> tuple[tuple[int, ...], str]:
-    """The response channel beside the stimulus's, and the stimulus edge the scope triggers on."""
-    gpio = _stimulus(campaign)
-    return (gpio.response_channel,), "fall" if gpio.stimulus_edge == "fall" else "rise"
-
-
-@register
 class GpioRun(Measurement):
     name = "gpio"
-    needs = BenchNeeds(scope=True, stimulus=_stimulus, modules=_responder_module, board=_board,
-                       scope_inputs=_scope_inputs)
     outputs = {
         "delays.csv": "every stimulus edge the scope saw: its acquisition, time from the trigger, the delay to "
         "its response (empty: missed) and the host time the acquisition was armed (→ delays.parquet)",
@@ -105,15 +77,15 @@ class GpioRun(Measurement):
     async def baseline(self) -> None:
         if self.case.governor != "keep":
             conn = await self.ctx.target.live_connection()
-            self.governors_before = await gpio_target.read_governors(conn)
+            self.governors_before = await governors.read_governors(conn)
 
     async def start(self) -> None:
         target = self.ctx.target
         conn = await target.live_connection()
         if self.governors_before:
-            await gpio_target.save_governors(conn, target.work_dir, self.governors_before)
+            await governors.save_governors(conn, target.work_dir, self.governors_before)
             self.governor_touched = True
-            await gpio_target.write_governors(conn, dict.fromkeys(self.governors_before, self.case.governor))
+            await governors.write_governors(conn, dict.fromkeys(self.governors_before, self.case.governor))
         responder = self.case.responder
         if responder == "kernel":
             self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
@@ -212,9 +184,9 @@ class GpioRun(Measurement):
 
     async def _restore_governor(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         if self.governor_touched:
-            await gpio_target.write_governors(conn, self.governors_before)
+            await governors.write_governors(conn, self.governors_before)
             self.governor_touched = False
-            await gpio_target.forget_saved(conn, self.ctx.target.work_dir)
+            await governors.forget_saved(conn, self.ctx.target.work_dir)
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         m = self.ctx.campaign.matrix

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from station.config import InterruptionsSettings
+from station.kinds.interruptions.settings import InterruptionsSettings
 from station.target.spoilers import cpu_list
 from station.target.ssh import TargetConnection, TargetError
 from station.target.tools import Tool

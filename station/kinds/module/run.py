@@ -14,10 +14,8 @@ import asyncssh
 import numpy as np
 
 from station import records
-from station.bench import BenchNeeds
 from station.capture_accounting import AcquisitionLog, MeasurementTally, capture_summary
-from station.config import Campaign, TargetSettings
-from station.kinds.base import Measurement, MeasurementFailure, RunContext, register
+from station.kinds.base import Measurement, MeasurementFailure, RunContext
 from station.lifetime import settled
 from station.module_names import module_stem
 from station.scope_session import bus_text
@@ -47,15 +45,8 @@ class ScopeCapture(Protocol):
     def record_span_s(self) -> float: ...
 
 
-def _latency_modules(campaign: Campaign, target: TargetSettings) -> set[str]:
-    """The latency modules a module campaign loads: one per interface, of the target's family."""
-    return {module_stem(target.family, i) for i in campaign.matrix.interfaces}
-
-
-@register
 class ModuleRun(Measurement):
     name = "module"
-    needs = BenchNeeds(scope=True, modules=_latency_modules)
     outputs = {
         "sw.raw": "the module's record stream, byte for byte as received (→ sw.parquet)",
         "sw_arrivals.csv": "host time at which each batch of records arrived (event pairing)",

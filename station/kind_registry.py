@@ -1,0 +1,140 @@
+"""The run kinds a campaign can name, and what each declares about itself.
+
+A kind is one package under station/kinds/ (or anywhere: a plug-in registers through the
+`irq_station.kinds` entry point, a test through `register`). Its package's `KIND` says
+what the core needs to know without running it — its campaign settings, its matrix cells
+and run ids, its campaign checks, what it needs from the bench — and names, as dotted paths
+loaded on first use, its measurement, its analysis and its report section. The core
+(config, campaign, bench, report) loops over this registry and never names a kind.
+
+This module imports nothing of the station: config imports it, and the kinds import config.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+# the kinds shipped with the station: one line each (a plug-in's go into its own entry point)
+BUILTIN = ("station.kinds.module", "station.kinds.cyclictest", "station.kinds.interruptions",
+           "station.kinds.gpio")
+ENTRY_POINT_GROUP = "irq_station.kinds"
+
+
+@dataclass(frozen=True)
+class BenchNeeds:
+    """What a run kind needs from the bench, declared the way a labgrid driver declares its
+    bindings: the bench activates exactly these parts and names no kind. The callables take the
+    campaign (station.config.Campaign) and, for `modules`, the target's settings."""
+
+    scope: bool = False  # bench.scope, unless its kind is none
+    # what the generator plays (GeneratorSession.open's stimulus settings); None: no generator
+    stimulus: Callable[..., Any] | None = None
+    # the module stems bench.target.upload_modules sends for this campaign; None: none
+    modules: Callable[..., set[str]] | None = None
+    # the twin as a board answering edges (its channels); None: the twin plays the latency modules
+    board: Callable[..., dict[str, int]] | None = None
+    # the scope's channels beside bench.scope.channel, and the trigger slope
+    scope_inputs: Callable[..., tuple[tuple[int, ...], str]] | None = None
+    # the twin can stand in for the target (it plays the latency modules or, with `board`, the GPIO
+    # lines); False: the kind measures a real kernel (local, vm or ssh)
+    twin_target: bool = True
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One run kind, as the core sees it. Callables receive station.config objects."""
+
+    name: str
+    summary: str  # one line for the campaign schema's matrix.kind description
+    # its campaign section, under the kind's own name (None: it has no options of its own)
+    settings: type | None = None
+    settings_required: bool = False  # a campaign of this kind must give the section
+    # matrix keys only this kind reads (they are matrix fields): a campaign of another kind that
+    # sets one is refused
+    matrix_keys: tuple[str, ...] = ()
+    # campaign -> [(interface, variant)]: the cells one target and one load repeat (a kind without
+    # interfaces puts "" there; gpio puts its case in the variant's place)
+    cells: Callable[[Any], list[tuple[str, str]]] = lambda campaign: [("", "")]
+    # campaign -> its cells' count in words ("2 interfaces × 2 variants"), for the run cap's message
+    describe_cells: Callable[[Any], str] | None = None
+    # RunSpec -> its id without the target's prefix
+    run_id: Callable[[Any], str] = lambda spec: f"{spec.load}-r{spec.repetition}"
+    # campaign -> None; raises station.config.LocatedError (its location from the file's root)
+    check: Callable[[Any], None] | None = None
+    needs: BenchNeeds = BenchNeeds()
+    # where report.json keeps its runs: its section's "runs" under its name, or (True: the module
+    # kind, report schema 1) the report's own top-level "runs"
+    top_level_runs: bool = False
+    # the heavy parts, as "module:attribute" imported on first use (or the object itself):
+    measurement: Any = None  # a station.kinds.base.Measurement subclass
+    analysis: Any = None  # (run directories, campaign.json) -> (report section, samples, notes)
+    report: Any = None  # (report, figures) -> its page sections (station.report.page)
+
+    def load(self, which: str) -> Any:
+        """One of the heavy parts (`measurement`, `analysis`, `report`), imported now; None if it has none."""
+        part = getattr(self, which)
+        if not isinstance(part, str):
+            return part
+        module, _, attr = part.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+_KINDS: dict[str, Kind] = {}
+_loaded = False
+_generation = 0  # bumped on every registration: config rebuilds its campaign model then
+
+
+def register(kind: Kind) -> Kind:
+    """Make a kind available to campaigns under `kind.name` (a later one replaces it)."""
+    global _generation
+    _KINDS[kind.name] = kind
+    _generation += 1
+    return kind
+
+
+def unregister(name: str) -> None:
+    global _generation
+    _KINDS.pop(name, None)
+    _generation += 1
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN:
+        register(importlib.import_module(module).KIND)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        kind = point.load()
+        if kind.name not in _KINDS:  # a plug-in does not replace a built-in kind
+            register(kind)
+
+
+def kinds() -> dict[str, Kind]:
+    """Every registered kind by name, the built-in ones first."""
+    _load_builtin()
+    return dict(_KINDS)
+
+
+def kind(name: str) -> Kind:
+    known = kinds()
+    if name not in known:
+        raise KeyError(f"unknown run kind {name!r} (known: {', '.join(known)})")
+    return known[name]
+
+
+def report_runs(kind: Kind, report: dict[str, Any]) -> list[Any]:
+    """The kind's run entries in a report (none: an empty list)."""
+    if kind.top_level_runs:
+        return list(report.get("runs") or [])
+    return list((report.get(kind.name) or {}).get("runs") or [])
+
+
+def generation() -> int:
+    _load_builtin()
+    return _generation

@@ -1,0 +1,31 @@
+"""The cyclictest kind: rt-tests' cyclictest on the target under the campaign's loads (a probe
+run: no scope), its histogram and maxima per thread."""
+
+from __future__ import annotations
+
+from station.config import Campaign, LocatedError
+from station.kind_registry import BenchNeeds, Kind
+from station.kinds.cyclictest.settings import CyclictestSettings
+
+
+def _check(campaign: Campaign) -> None:
+    m, settings = campaign.matrix, campaign.cyclictest  # type: ignore[attr-defined]
+    if m.duration is not None and (m.duration < 1 or m.duration != int(m.duration)):
+        raise LocatedError(("matrix", "duration"), f"cyclictest -D takes whole seconds; {m.duration:g} s is not")
+    # cyclictest ends at whichever of -D and -l comes first
+    needed = min(x for x in (m.duration, m.samples and m.samples * settings.interval) if x)
+    if needed > m.max_duration:
+        raise LocatedError(("matrix", "max_duration"), f"a run needs at least {needed:g} s (samples × "
+                           f"cyclictest.interval, or duration) but max_duration is {m.max_duration:g} s: every run "
+                           "would end incomplete")
+
+
+KIND = Kind(
+    name="cyclictest",
+    summary="cyclictest on the target, options under cyclictest:",
+    settings=CyclictestSettings,
+    check=_check,
+    needs=BenchNeeds(twin_target=False),
+    measurement="station.kinds.cyclictest.run:CyclictestRun",
+    analysis="station.kinds.cyclictest.analysis:analyse",
+)

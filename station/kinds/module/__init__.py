@@ -1,0 +1,49 @@
+"""The module kind: the LPT/PCIe latency module on the target answers the scope's trigger
+(t_SW from its record stream, t_HW from the scope's pulse widths), one run per interface,
+variant (inb / no-inb), load and repetition."""
+
+from __future__ import annotations
+
+import itertools
+
+from station.config import Campaign, LocatedError, RunSpec, TargetSettings
+from station.kind_registry import BenchNeeds, Kind
+from station.module_names import module_stem
+
+
+def _latency_modules(campaign: Campaign, target: TargetSettings) -> set[str]:
+    """The latency modules a module campaign loads: one per interface, of the target's family."""
+    return {module_stem(target.family, i) for i in campaign.matrix.interfaces}
+
+
+def _check(campaign: Campaign) -> None:
+    m = campaign.matrix
+    for name, values in (("interfaces", m.interfaces), ("variants", m.variants)):
+        if len(set(values)) != len(values):
+            raise LocatedError(("matrix", name), f"{name} lists a value twice: {values}")
+    needed = max(m.duration or 0.0, (m.samples or 0) * m.period)
+    if needed > m.max_duration:
+        raise LocatedError(("matrix", "max_duration"), f"a run needs at least {needed:g} s (samples × period, or "
+                           f"duration) but max_duration is {m.max_duration:g} s: every run would end incomplete")
+    if m.pulses and campaign.bench.scope.kind == "none":
+        raise LocatedError(("matrix", "pulses"), "asks for scope pulses but bench.scope.kind is none")
+
+
+def _run_id(spec: RunSpec) -> str:
+    return f"{spec.interface}-{spec.variant}-{spec.load}-r{spec.repetition}"
+
+
+KIND = Kind(
+    name="module",
+    summary="the LPT/PCIe latency module, t_SW and t_HW",
+    matrix_keys=("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
+                 "module_params"),
+    cells=lambda c: list(itertools.product(c.matrix.interfaces, c.matrix.variants)),
+    describe_cells=lambda c: f"{len(c.matrix.interfaces)} interfaces × {len(c.matrix.variants)} variants",
+    run_id=_run_id,
+    check=_check,
+    needs=BenchNeeds(scope=True, modules=_latency_modules),
+    top_level_runs=True,
+    measurement="station.kinds.module.run:ModuleRun",
+    analysis="station.kinds.module.analysis:analyse",
+)
