@@ -243,8 +243,3 @@ def gpio_tables(report: Mapping[str, Any]) -> GpioTables | None:
     return GpioTables(findings(section), runs_table(runs), outliers_table(runs),
                       comparisons_table(section.get("comparisons") or [], runs))
 
-
-def leads(report: Mapping[str, Any]) -> bool:
-    """Whether the section opens the report: a gpio campaign (no module runs and no cyclictest
-    section beside it)."""
-    return bool(report.get("gpio")) and not report.get("runs") and not report.get("cyclictest")

@@ -9,21 +9,14 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
-from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
-from station.report.gpio_figures import KIND as GPIO_KIND
-from station.report.gpio_tables import gpio_tables
-from station.report.gpio_tables import leads as gpio_leads
-from station.report.interruptions_figures import run_figures
-from station.report.interruptions_tables import interruptions_tables, leads
+from station.report.page import Callout, Figures, Part, Sentences, Subsection, Verdict, glance, page_sections
 from station.report.tables import (
     Cell,
-    all_tables,
+    Table,
     audit_entries,
     campaign_facts,
     findings,
-    glance_figures,
     ground_truth_entries,
     twin_preset_table,
 )
@@ -47,14 +40,6 @@ def cell_class(cell: Cell) -> str:
 
 _ENV.filters["cell_class"] = cell_class
 
-FIGURE_GROUPS = [
-    ("overview", "Software latency by interface"),
-    ("tail", "Tails: exceedance probability"),
-    ("scope", "Oscilloscope: inb vs no-inb (t_rw)"),
-    ("run", "Per run: software vs oscilloscope"),
-]
-
-
 def inline_svg(svg: str, title: str) -> Markup:
     """A standalone SVG file made fit to sit inside HTML.
 
@@ -70,45 +55,29 @@ def inline_svg(svg: str, title: str) -> Markup:
     return Markup(body)  # noqa: S704
 
 
-def _figure_items(figures: Sequence[RenderedFigure], kind: str) -> list[dict[str, Any]]:
-    return _items([f for f in figures if f.kind == kind])
-
-
 def _items(figures: Sequence[RenderedFigure]) -> list[dict[str, Any]]:
     return [{"name": f.name, "title": f.title, "caption": f.caption,
              "svg": inline_svg(f.svg, f.title)} for f in figures]
 
 
-def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> str:
+# The template tells a section's blocks apart by these tests: {% if block is table %}.
+for _name, _type in {"table": Table, "figures": Figures, "sentences": Sentences, "verdict": Verdict,
+                     "callout": Callout, "subsection": Subsection}.items():
+    _ENV.tests[_name] = lambda value, _type=_type: isinstance(value, _type)
+_ENV.filters["figure_items"] = _items
+
+
+def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure], parts: Sequence[Part]) -> str:
+    """The page: the header's facts, the findings, every part's sections (page.py orders them), the
+    Target appendix."""
     campaign = report.get("campaign") or {}
-    interruptions = interruptions_tables(report)
-    interruption_runs = [{"run": run, "figures": _items(run_figures(figures, run.anchor))}
-                         for run in (interruptions.runs if interruptions else [])]
-    answer = findings(report)
-    glance = glance_figures(figures) if answer else []  # under the findings, not again among the figures
-    rest = [f for f in figures if all(f is not g for g in glance)]
-    groups = []
-    for kind, heading in FIGURE_GROUPS:
-        members = _figure_items(rest, kind)
-        if members:
-            groups.append({"kind": kind, "heading": heading, "figures": members})
     return _ENV.get_template("report.html.j2").render(
         title=f"IRQ latency report: {campaign.get('name', 'campaign')}",
         campaign=campaign,
         facts=campaign_facts(report),
-        findings=answer,
-        glance=_items(glance),
-        notes=[str(n) for n in report.get("notes") or []],
-        tables=all_tables(report),
-        cyclictest=cyclictest_tables(report),
-        cyclictest_figures=_figure_items(figures, CYCLICTEST_KIND),
-        interruptions=interruptions,
-        interruption_runs=interruption_runs,
-        interruptions_first=leads(report),
-        gpio=gpio_tables(report),
-        gpio_figures=_figure_items(figures, GPIO_KIND),
-        gpio_first=gpio_leads(report),
-        figure_groups=groups,
+        findings=findings(report),
+        glance=_items(glance(report, figures)),
+        sections=page_sections(report, figures, parts),
         audit=audit_entries(report),
         ground_truth=ground_truth_entries(report),
         twin_preset=twin_preset_table(report),

@@ -271,8 +271,3 @@ def interruptions_tables(report: Mapping[str, Any]) -> InterruptionsTables | Non
     return InterruptionsTables(summary_table(runs),
                                [run_section(r, a) for r, a in zip(runs, run_anchors(runs), strict=True)])
 
-
-def leads(report: Mapping[str, Any]) -> bool:
-    """Whether the section opens the report: an interruptions campaign (no module runs and no
-    cyclictest section beside it)."""
-    return bool(report.get("interruptions")) and not report.get("runs") and not report.get("cyclictest")

@@ -6,24 +6,26 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.report.cyclictest_figures import KIND as CYCLICTEST_KIND
-from station.report.cyclictest_tables import cyclictest_tables
 from station.report.figures import RenderedFigure
-from station.report.gpio_figures import KIND as GPIO_KIND
-from station.report.gpio_tables import GpioTables, gpio_tables
-from station.report.gpio_tables import leads as gpio_leads
-from station.report.interruptions_figures import KIND as INTERRUPTIONS_KIND
-from station.report.interruptions_figures import run_figures
-from station.report.interruptions_tables import InterruptionsTables, interruptions_tables, leads
+from station.report.page import (
+    Block,
+    Callout,
+    Figures,
+    Part,
+    Section,
+    Sentences,
+    Subsection,
+    Verdict,
+    glance,
+    page_sections,
+)
 from station.report.tables import (
     Cell,
     Finding,
     Table,
-    all_tables,
     audit_entries,
     campaign_facts,
     findings,
-    glance_figures,
     ground_truth_entries,
     twin_preset_table,
 )
@@ -80,117 +82,68 @@ def _fenced(text: str) -> str:
     return f"{fence}\n{text.rstrip()}\n{fence}"
 
 
-def _figure_list(figures: Sequence[RenderedFigure], figure_dir: str) -> list[str]:
+def _figure_list(figures: Sequence[RenderedFigure], figure_dir: str, level: int | None = 3) -> list[str]:
+    """Each figure under its title as a heading, or (level None) with its title leading the caption."""
     out = []
     for fig in figures:
-        out += [f"### {fig.title}", "", f"![{fig.title}]({figure_dir}/{fig.name}.svg)", "",
-                fig.caption, ""]
+        image = f"![{fig.title}]({figure_dir}/{fig.name}.svg)"
+        if level is None:
+            out += [image, "", f"*{fig.title}.* {fig.caption}", ""]
+        else:
+            out += [f"{'#' * level} {fig.title}", "", image, "", fig.caption, ""]
     return out
 
 
-def _interruption_runs(it: InterruptionsTables, figures: Sequence[RenderedFigure],
-                       figure_dir: str) -> list[str]:
-    out = ["## Interruptions, per run", ""]
-    for run in it.runs:
-        out += [f"### {_prose(run.heading)}", ""]
-        if run.conclusion:
-            out += [f"> **Conclusion:** {_prose(run.conclusion)}", ""]
-        if run.problem:
-            out += [f"> **{_prose(run.problem)}**", ""]
-        if run.spoilers:
-            out += ["> **Spoilers: the measured CPU's settings may disturb the measurement**", ">"]
-            out += [f"> - {_prose(flag)}" for flag in run.spoilers]
-            out.append("")
-        if run.groups:
-            out += [render_table(run.groups, 4), ""]
-        if run.families:
-            out += [render_table(run.families, 4), ""]
-        if run.comparison:
-            out += [render_table(run.comparison, 4), ""]
-        for fig in run_figures(figures, run.anchor):
-            out += [f"![{fig.title}]({figure_dir}/{fig.name}.svg)", "", f"*{fig.title}.* {fig.caption}",
-                    ""]
+def _blocks(blocks: Sequence[Block], level: int, figure_dir: str) -> list[str]:
+    """A section's blocks (level 3) or a subsection's (level 4): headings at that level."""
+    out: list[str] = []
+    for block in blocks:
+        match block:
+            case Table():
+                out += [render_table(block, level), ""]
+            case Figures():
+                if block.heading:
+                    out += [f"{'#' * level} {_prose(block.heading)}", ""]
+                # a figure's title is a heading of its own only where nothing else heads it
+                alone = level == 3 and not block.heading
+                out += _figure_list(block.figures, figure_dir, level if alone else None)
+            case Sentences():
+                out += [*(f"- {_prose(item.text)}" for item in block.items), ""]
+            case Verdict():
+                text = _prose(block.text)
+                if block.label:
+                    out += [f"> **{_prose(block.label)}:** {text}", ""]
+                else:
+                    out += [f"> **{text}**" if block.problem else f"> {text}", ""]
+            case Callout():
+                out += [f"> **{_prose(block.title)}**", ">", *(f"> - {_prose(item)}" for item in block.items), ""]
+            case Subsection():
+                out += [f"{'#' * level} {_prose(block.heading)}", "", *_blocks(block.blocks, level + 1, figure_dir)]
     return out
 
 
-def _gpio(gt: GpioTables, figures: Sequence[RenderedFigure], figure_dir: str) -> list[str]:
-    """The section: findings (one sentence each), its tables, then its plots."""
-    out = ["## GPIO response", ""]
-    if gt.findings:
-        out += ["**Findings**", "", *(f"- {_prose(f.text)}" for f in gt.findings), ""]
-    for table in (gt.runs, gt.outliers, gt.comparisons):
-        if table:
-            out += [render_table(table), ""]
-    plots = [f for f in figures if f.kind == GPIO_KIND]
-    if plots:
-        out += ["## GPIO response plots", "", *_figure_list(plots, figure_dir)]
-    return out
+def _section(section: Section, figure_dir: str) -> list[str]:
+    heading = [f"## {_prose(section.title)}", ""] if section.title else []
+    return heading + _blocks(section.blocks, 3, figure_dir)
 
 
-def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
+def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure], parts: Sequence[Part],
                     figure_dir: str = "figures") -> str:
+    """The page as Markdown: the header's facts, the findings, every part's sections (page.py
+    orders them), the Target appendix."""
     campaign = report.get("campaign") or {}
-    tables = all_tables(report)
     out = [f"# IRQ latency report: {campaign.get('name', 'campaign')}", ""]
     if campaign.get("description"):
         out += [str(campaign["description"]), ""]
     out += [f"- **{label}:** {_escape(value)}" for label, value in campaign_facts(report)]
     out.append("")
     answer = findings(report)
-    glance = glance_figures(figures) if answer else []
-    if answer:  # a module campaign opens with its answer: a short bullet per finding, its figure in bold
+    if answer:  # the campaign opens with its answer: a short bullet per finding, its figure in bold
         out += ["## Findings", "", *(_finding(f) for f in answer), ""]
-        out += _figure_list(glance, figure_dir)
+        out += _figure_list(glance(report, figures), figure_dir)
         out += ["### Findings in full", "", *(f"- {_prose(f.text)}" for f in answer), ""]
-    gt = gpio_tables(report)
-    # A gpio campaign opens with its findings, tables and plots; then the warnings.
-    if gt and gpio_leads(report):
-        out += _gpio(gt, figures, figure_dir)
-    it = interruptions_tables(report)
-    # An interruptions campaign opens with its summary, then the warnings, then each run, as on
-    # the HTML page; beside module runs the section follows them.
-    if it and leads(report):
-        out += ["## Interruptions", "", render_table(it.summary), ""]
-    # cyclictest's maximum-latency table comes first, as on the HTML page.
-    ct = cyclictest_tables(report)
-    if ct:
-        out += ["## cyclictest: maximum latency", "", render_table(ct.max_latency), ""]
-        if ct.deadline:
-            out += [render_table(ct.deadline), ""]
-        if ct.targets:
-            out += [render_table(ct.targets), ""]
-    if report.get("notes"):
-        out += ["> **Warnings**", ">"]
-        out += [f"> - {_escape(str(n))}" for n in report["notes"]]
-        out.append("")
-    if it and leads(report):
-        out += _interruption_runs(it, figures, figure_dir)
-    ct_figures = [f for f in figures if f.kind == CYCLICTEST_KIND]
-    if ct_figures:
-        out += ["## Latency plots", "", *_figure_list(ct_figures, figure_dir)]
-    if ct and ct.threads:
-        out += ["## cyclictest runs, per thread", ""]
-        for table in ct.threads:
-            out += [render_table(table), ""]
-    compared = [k for k in ("worst_case", "t_rw", "cross_interface_outliers") if k in tables]
-    if compared:
-        out += ["## Comparisons", ""]
-        for key in compared:
-            out += [render_table(tables[key]), ""]
-    if "runs" in tables or "stats" in tables:
-        out += ["## Runs", ""]
-        for key in ("runs", "capture", "scope_measurement", "pairing", "stats"):
-            if key in tables:
-                out += [render_table(tables[key]), ""]
-    if it and not leads(report):
-        out += ["## Interruptions", "", render_table(it.summary), "",
-                *_interruption_runs(it, figures, figure_dir)]
-    if gt and not gpio_leads(report):
-        out += _gpio(gt, figures, figure_dir)
-    others = [f for f in figures if f.kind not in (CYCLICTEST_KIND, INTERRUPTIONS_KIND, GPIO_KIND)
-              and all(f is not g for g in glance)]
-    if others:
-        out += ["## Figures", "", *_figure_list(others, figure_dir)]
+    for section in page_sections(report, figures, parts):
+        out += _section(section, figure_dir)
     audit = audit_entries(report)
     truth = ground_truth_entries(report)
     preset = twin_preset_table(report)
