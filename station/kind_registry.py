@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-# the kinds shipped with the station: one line each (a plug-in's go into its own entry point)
-BUILTIN = ("station.kinds.module", "station.kinds.cyclictest", "station.kinds.interruptions",
+# the kinds shipped with the station: one line each (a plug-in's go into its own entry point). The
+# order is the report page's: the first kind with something to show leads it (its answer above
+# the warnings), so cyclictest's maxima table opens a page even beside module runs
+BUILTIN = ("station.kinds.cyclictest", "station.kinds.module", "station.kinds.interruptions",
            "station.kinds.gpio")
 ENTRY_POINT_GROUP = "irq_station.kinds"
 
@@ -124,7 +126,7 @@ def kinds() -> dict[str, Kind]:
 def kind(name: str) -> Kind:
     known = kinds()
     if name not in known:
-        raise KeyError(f"unknown run kind {name!r} (known: {', '.join(known)})")
+        raise KeyError(f"unknown run kind {name!r} (known: {', '.join(sorted(known))})")
     return known[name]
 
 

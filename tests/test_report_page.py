@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import report_synthetic as synthetic
 
-from station.report import PARTS, write_reports
+from station import kind_registry
+from station.report import write_reports
 from station.report.figures import RenderedFigure
-from station.report.page import Section, Sentence, Sentences, Verdict, page_sections
+from station.report.page import KindPage, Section, Sentence, Sentences, Verdict, page_sections
 from station.report.tables import Cell, Table
 
 REPORT = Path(__file__).resolve().parents[1] / "station" / "report"
@@ -54,8 +55,17 @@ def _headings(html: str, md: str) -> tuple[list[str], list[str]]:
             re.findall(r"^## (.*)$", md, re.M))
 
 
+@pytest.fixture(autouse=True)
+def _made_up_kind():
+    """The throw-away kind registered with its report part only, for this module's tests."""
+    kind_registry.register(kind_registry.Kind(name="made_up", summary="a made-up probe",
+                                              report=KindPage(made_up_sections)))
+    yield
+    kind_registry.unregister("made_up")
+
+
 def _render(report: dict[str, Any], samples: dict, out: Path) -> tuple[str, str]:
-    paths = write_reports(report, samples, out, parts=(*PARTS, made_up_sections))
+    paths = write_reports(report, samples, out)
     return paths["report.html"].read_text(encoding="utf-8"), paths["report.md"].read_text(encoding="utf-8")
 
 
@@ -115,12 +125,9 @@ def test_the_parts_order_decides_who_leads() -> None:
 
 
 def _kind_patterns() -> list[str]:
-    from station.kinds import kind_for, registered
-
-    kind_for("module")  # the built-in kinds register themselves on import
     # every registered kind's name anywhere (render_gpio, gpio_first, #interruption-runs), in any
     # case; and what names a kind without saying it: a figure kind's constant, a part's own leads()
-    names = {*registered(), "interruption", "irqgap"}
+    names = {*kind_registry.kinds(), "interruption", "irqgap"}
     return [f"(?i){re.escape(n)}" for n in sorted(names)] + [r"\b[A-Z]+_KIND\b", r"\bFIGURE_GROUPS\b", r"\bleads\("]
 
 

@@ -14,7 +14,7 @@ from station.report.compare_figures import build_compare_figures
 from station.report.compare_html import render_compare_html
 from station.report.compare_markdown import render_compare_markdown
 from station.report.compare_tables import COMPARE_CSV_COLUMNS, compare_rows, cyclictest_rows
-from station.report.export import _write_rows, write_json
+from station.report.export import write_json, write_rows
 from station.report.figures import write_figures
 
 
@@ -26,9 +26,9 @@ def write_compare_reports(result: Mapping[str, Any], samples: Mapping[tuple, np.
     paths = write_figures(figures, out_dir)
     paths["compare.json"] = write_json(result, out_dir / "compare.json")
     if result.get("module"):
-        paths["compare.csv"] = _write_rows(out_dir / "compare.csv", COMPARE_CSV_COLUMNS, compare_rows(result))
+        paths["compare.csv"] = write_rows(out_dir / "compare.csv", COMPARE_CSV_COLUMNS, compare_rows(result))
     if result.get("cyclictest"):
-        paths["compare-cyclictest.csv"] = _write_rows(out_dir / "compare-cyclictest.csv", *cyclictest_rows(result))
+        paths["compare-cyclictest.csv"] = write_rows(out_dir / "compare-cyclictest.csv", *cyclictest_rows(result))
     for name, text in (("compare.md", render_compare_markdown(result, figures)),
                        ("compare.html", render_compare_html(result, figures))):
         (out_dir / name).write_text(text, encoding="utf-8")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.report.cyclictest_figures import KIND, MAXIMA_KIND
+from station.report.cyclictest_figures import KIND, MAXIMA_KIND, build_cyclictest_figures
 from station.report.cyclictest_tables import cyclictest_tables
+from station.report.export import cyclictest_rows
 from station.report.figures import RenderedFigure
-from station.report.page import Block, Figures, Section
+from station.report.page import Block, Figures, KindPage, Section
 
 
 def cyclictest_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:
@@ -29,3 +30,6 @@ def cyclictest_sections(report: Mapping[str, Any], figures: Sequence[RenderedFig
     if ct.threads:
         sections.append(Section("threads", "cyclictest runs, per thread", [*ct.threads], nav="Threads"))
     return sections
+
+
+PAGE = KindPage(cyclictest_sections, build_cyclictest_figures, (("cyclictest.csv", cyclictest_rows),))

@@ -189,7 +189,7 @@ def gpio_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]
     return list(GPIO_CSV_COLUMNS), rows
 
 
-def _write_rows(path: Path, header: list[str], rows: list[dict[str, Any]]) -> Path:
+def write_rows(path: Path, header: list[str], rows: list[dict[str, Any]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         writer.writeheader()
@@ -197,19 +197,3 @@ def _write_rows(path: Path, header: list[str], rows: list[dict[str, Any]]) -> Pa
             # Empty cell for a missing value, repr-exact floats otherwise.
             writer.writerow({k: "" if v is None else v for k, v in row.items()})
     return path
-
-
-def write_csv(report: Mapping[str, Any], path: Path) -> Path:
-    return _write_rows(path, *stats_rows(report))
-
-
-def write_cyclictest_csv(report: Mapping[str, Any], path: Path) -> Path:
-    return _write_rows(path, *cyclictest_rows(report))
-
-
-def write_interruptions_csv(report: Mapping[str, Any], path: Path) -> Path:
-    return _write_rows(path, *interruptions_rows(report))
-
-
-def write_gpio_csv(report: Mapping[str, Any], path: Path) -> Path:
-    return _write_rows(path, *gpio_rows(report))

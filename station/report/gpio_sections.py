@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from station.report.export import gpio_rows
 from station.report.figures import RenderedFigure
-from station.report.gpio_figures import KIND
+from station.report.gpio_figures import KIND, build_gpio_figures
 from station.report.gpio_tables import gpio_tables
-from station.report.page import Block, Figures, Section, Sentence, Sentences
+from station.report.page import Block, Figures, KindPage, Section, Sentence, Sentences
 
 
 def gpio_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:
@@ -24,3 +25,6 @@ def gpio_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) 
     if plots:
         sections.append(Section("gpio-plots", "GPIO response plots", [Figures(plots)], "summary", "GPIO plots"))
     return sections
+
+
+PAGE = KindPage(gpio_sections, build_gpio_figures, (("gpio.csv", gpio_rows),))

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from station.report.export import interruptions_rows
 from station.report.figures import RenderedFigure
-from station.report.interruptions_figures import run_figures
+from station.report.interruptions_figures import build_interruptions_figures, run_figures
 from station.report.interruptions_tables import RunSection, interruptions_tables
-from station.report.page import Block, Callout, Figures, Section, Subsection, Verdict
+from station.report.page import Block, Callout, Figures, KindPage, Section, Subsection, Verdict
 
 SPOILERS_TITLE = "Spoilers: the measured CPU's settings may disturb the measurement"
 
@@ -40,3 +41,6 @@ def interruptions_sections(report: Mapping[str, Any], figures: Sequence[Rendered
         Section("interruption-runs", "Interruptions, per run", [_run(run, figures) for run in it.runs],
                 nav="Interruptions per run"),
     ]
+
+
+PAGE = KindPage(interruptions_sections, build_interruptions_figures, (("interruptions.csv", interruptions_rows),))

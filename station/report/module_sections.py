@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.report.figures import RenderedFigure
-from station.report.page import Block, Figures, Section
+from station.report.export import stats_rows
+from station.report.figures import RenderedFigure, build_figures
+from station.report.page import Block, Figures, KindPage, Section
 from station.report.tables import all_tables
 
 #: figure kind (report/figures.py) → its group's heading, in page order
@@ -36,3 +37,6 @@ def module_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
     if groups:
         sections.append(Section("figures", "Figures", groups, "figures", "Figures"))
     return sections
+
+
+PAGE = KindPage(module_sections, build_figures, (("stats.csv", stats_rows),))

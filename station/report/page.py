@@ -91,6 +91,18 @@ class Section:
 #: A kind's report part: its sections, built from the report dict and the figures (less those
 #: already shown under the findings).
 Part = Callable[[Mapping[str, Any], Sequence[RenderedFigure]], list[Section]]
+Rows = tuple[list[str], list[dict[str, Any]]]  # a CSV file's header and rows
+
+
+@dataclass(frozen=True)
+class KindPage:
+    """What a run kind adds to the report's outputs (its Kind.report): its sections of the page,
+    its figures (drawn from the report and the runs' samples) and its CSV files, each written
+    when the kind has runs in the report."""
+
+    sections: Part
+    figures: Callable[[Mapping[str, Any], Mapping[str, Any]], list[RenderedFigure]] = lambda report, samples: []
+    csv: tuple[tuple[str, Callable[[Mapping[str, Any]], Rows]], ...] = ()  # (file name, its rows)
 
 
 def glance(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[RenderedFigure]:
