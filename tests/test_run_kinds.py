@@ -1,6 +1,6 @@
-"""A new run kind is one new module plus registration.
+"""A new run kind is one new package plus registration.
 
-`LoadavgProbe` below is a complete run kind in ~60 lines: it samples the target's
+`LoadavgProbe` (tests/throwaway_kind/run.py) is a complete measurement in ~60 lines: it samples the target's
 /proc/loadavg while the run's loads run, appends each sample to a raw file the moment
 it is read, converts it to Parquet at seal time and adds its counts to the manifest.
 It is driven through the real lifecycle (Bench → station.run.execute_run) against the
@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shlex
-import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
+import throwaway_kind
+from throwaway_kind.run import LoadavgProbe
 
 from station import kind_registry, kinds
 from station.bench import Bench
 from station.config import RunSpec, parse_campaign
-from station.kinds.base import Measurement, RunContext
 from station.progress import QuietProgress, RunProgress
 from station.run import execute_run
 from station.store import RunStore, read_csv_lines
@@ -33,77 +31,8 @@ WORK_DIR = "/tmp/irq-station"  # TargetSettings.work_dir's default
 SAMPLES = 12
 
 
-# ---- the new kind: this is all it takes -------------------------------------------------
-class LoadavgProbe(Measurement):
-    """Samples `cat /proc/loadavg` every PERIOD_S for matrix.samples samples (or until
-    matrix.max_duration). A marker file on the target says a probe is active: start
-    creates it, stop removes it — whether or not start got that far."""
-
-    name = "loadavg-probe"
-    outputs = {"probe.csv": "host time and the three load averages of each sample (→ probe.parquet)"}
-    PERIOD_S = 0.05
-
-    def __init__(self, ctx: RunContext) -> None:
-        super().__init__(ctx)
-        self.marker = f"{ctx.target.work_dir}/probe/active"
-        self.samples = 0
-        self.loaded = 0  # samples whose 1-minute load average read ≥ 1
-
-    def manifest(self) -> dict[str, Any]:
-        return {"probe": {"source": "/proc/loadavg", "period_s": self.PERIOD_S}}
-
-    def open_files(self, store: RunStore) -> None:
-        self.csv = store.appender("probe.csv", header="host_s,load1,load5,load15\n")
-
-    async def start(self) -> None:
-        conn = await self.ctx.target.live_connection()
-        await conn.upload(f"{self.ctx.spec.id}\n".encode(), self.marker)
-
-    async def measure(self) -> None:
-        m, progress = self.ctx.campaign.matrix, self.ctx.progress
-        progress.phase, progress.sw_target, progress.started = "measuring", m.samples, time.monotonic()
-        deadline = time.monotonic() + m.max_duration
-        while self.samples < (m.samples or 0) and time.monotonic() < deadline:
-            load1, load5, load15 = await self._sample()
-            self.csv.write(f"{time.time():.6f},{load1},{load5},{load15}\n", flush=True)
-            self.samples += 1
-            self.loaded += load1 >= 1.0
-            progress.sw.count = self.samples
-            self.ctx.sink.update(progress)
-            await asyncio.sleep(self.PERIOD_S)
-
-    async def _sample(self) -> tuple[float, float, float]:
-        conn = await self.ctx.target.live_connection()
-        fields = (await conn.run("cat /proc/loadavg")).stdout.split()
-        return float(fields[0]), float(fields[1]), float(fields[2])
-
-    async def stop(self) -> None:
-        # nothing but the marker to undo; `rm -f` is harmless if start never created it
-        conn = await self.ctx.target.live_connection()
-        await conn.run(f"rm -f {shlex.quote(self.marker)}", check=False)
-
-    def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
-        want = self.ctx.campaign.matrix.samples or 0
-        if status == "complete" and self.samples < want:
-            return "incomplete", f"max_duration reached with {self.samples} of {want} probe samples"
-        return status, error
-
-    def seal_extra(self) -> dict[str, Any]:
-        return {"probe_summary": {"samples": self.samples, "under_load": self.loaded}}
-
-    @property
-    def conversions(self) -> list:
-        def probe(run_dir: Path) -> dict[str, int]:
-            frame = read_csv_lines(run_dir / "probe.csv")
-            frame.to_parquet(run_dir / "probe.parquet", index=False)
-            return {"probe_samples": len(frame)}
-
-        return [probe]
-
-
-# and its one registration line (a package of its own would name "module:LoadavgProbe" instead)
-kind_registry.register(kind_registry.Kind(name="loadavg-probe", summary="the target's load average",
-                                          measurement=LoadavgProbe))
+# ---- the new kind: a package of the test tree (tests/throwaway_kind), one registration line --
+kind_registry.register(throwaway_kind.KIND)
 
 
 # ---- driving it through the real lifecycle ----------------------------------------------
@@ -161,12 +90,12 @@ def _assert_clean(twin) -> None:
 
 
 def test_a_new_kind_runs_through_the_whole_lifecycle(twin, tmp_path):
-    assert kinds.kind_for("loadavg-probe") is LoadavgProbe
+    assert kinds.kind_for("loadavg") is LoadavgProbe
     outcome, run_dir = asyncio.run(_execute(_campaign(twin), tmp_path / "out"))
     assert (outcome.status, outcome.error, outcome.fatal) == ("complete", None, None)
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["kind"] == "loadavg-probe" and manifest["status"] == "complete"
+    assert manifest["kind"] == "loadavg" and manifest["status"] == "complete"
     assert manifest["probe"] == {"source": "/proc/loadavg", "period_s": LoadavgProbe.PERIOD_S}
     assert manifest["counts"] == {"probe_samples": SAMPLES}
     assert manifest["probe_summary"] == {"samples": SAMPLES, "under_load": SAMPLES}
@@ -216,7 +145,7 @@ def test_a_fault_in_the_kind_fails_the_run_and_still_tears_down(twin, tmp_path, 
     outcome, run_dir = asyncio.run(_execute(_campaign(twin), tmp_path / "out"))
     assert (outcome.status, outcome.error) == ("failed", message)
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert (manifest["kind"], manifest["status"], manifest["error"]) == ("loadavg-probe", "failed", message)
+    assert (manifest["kind"], manifest["status"], manifest["error"]) == ("loadavg", "failed", message)
     raw = read_csv_lines(run_dir / "probe.csv")
     assert len(raw) == before and (raw["load1"] >= 1.0).all()
     assert manifest["counts"] == {"probe_samples": before}  # sealed all the same
@@ -227,9 +156,9 @@ def test_a_fault_in_the_kind_fails_the_run_and_still_tears_down(twin, tmp_path, 
 
 
 def test_an_unknown_kind_is_refused_by_name_with_the_known_ones():
-    with pytest.raises(KeyError, match=r"unknown run kind 'no-such-kind' \(known: .*loadavg-probe.*module"):
+    with pytest.raises(KeyError, match=r"unknown run kind 'no-such-kind' \(known: .*loadavg.*module"):
         kinds.kind_for("no-such-kind")
-    assert {"module", "loadavg-probe"} <= set(kind_registry.kinds())
+    assert {"module", "loadavg"} <= set(kind_registry.kinds())
 
 
 def test_the_bench_activates_exactly_what_the_kind_declares(tmp_path):

@@ -1,0 +1,76 @@
+"""Issue 30's proof that a run kind is one package: tests/throwaway_kind (settings, measurement,
+analysis, report part) is registered with one line and runs through a whole twin campaign — the
+campaign file, the bench, the lifecycle over real SSH, the analysis, the HTML/Markdown/JSON/CSV
+report — touching no file of the station."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import throwaway_kind
+
+from station import api, kind_registry
+from station.config import ConfigError, expand_runs, json_schema, parse_campaign
+
+SAMPLES = 6
+CAMPAIGN = f"""\
+name: throwaway
+bench:
+  target: {{kind: twin}}
+  scope: {{kind: none}}
+matrix: {{kind: loadavg, loads: [none, io], samples: {SAMPLES}, max_duration: 20s}}
+loadavg: {{period: 50ms, busy_above: 1}}
+loads:
+  none: []
+  io: [{{name: dd, command: 'while :; do dd if=/dev/zero of=x bs=1M count=1; done'}}]
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registered():
+    before = kind_registry.kinds().get(throwaway_kind.KIND.name)  # tests/test_run_kinds.py registers it too
+    kind_registry.register(throwaway_kind.KIND)  # the one registration line
+    yield
+    if before is None:
+        kind_registry.unregister(throwaway_kind.KIND.name)
+
+
+def test_its_settings_join_the_campaign_schema():
+    campaign = parse_campaign(CAMPAIGN)
+    assert campaign.loadavg.period == 0.05 and campaign.loadavg.busy_above == 1.0
+    assert [s.id for s in expand_runs(campaign)] == ["none-r0", "io-r0"]
+    schema = json.loads(json_schema())
+    assert "loadavg" in schema["properties"]
+    with pytest.raises(ConfigError, match=r"<string>:3: loadavg: loadavg options are for matrix.kind: loadavg"):
+        parse_campaign("name: x\nmatrix: {samples: 10}\nloadavg: {period: 50ms}\n")
+    with pytest.raises(ConfigError, match=r"matrix.samples: the load average probe counts samples"):
+        parse_campaign(CAMPAIGN.replace(f"samples: {SAMPLES}", "duration: 1s"))
+    with pytest.raises(ConfigError, match=r"matrix.period: is a module-run key; a loadavg campaign"):
+        parse_campaign(CAMPAIGN.replace("kind: loadavg,", "kind: loadavg, period: 100us,"))
+
+
+def test_a_campaign_of_it_runs_to_a_rendered_report(tmp_path: Path):
+    out = tmp_path / "out"
+    result = asyncio.run(api.run_campaign_async(parse_campaign(CAMPAIGN), out))
+    assert [r.status for r in result.outcomes] == ["complete", "complete"], result.outcomes
+    report = json.loads((out / "report.json").read_text())
+    runs = {r["id"]: r for r in report["loadavg"]["runs"]}
+    assert set(runs) == {"none-r0", "io-r0"} and report["runs"] == []
+    assert all(r["samples"] == SAMPLES for r in runs.values())
+    # the io load (dd in a loop) kept the twin busy for every sample; with no load it idles
+    assert runs["io-r0"]["busy"] == SAMPLES and runs["none-r0"]["busy"] == 0
+    assert report["findings"][0]["figure"] == f"{SAMPLES} of {2 * SAMPLES}"
+
+    html = (out / "report.html").read_text()
+    assert '<section id="loadavg">' in html and 'href="#loadavg"' in html
+    assert '<h3 id="table-loadavg-runs">Load average per run</h3>' in html
+    assert f"Samples that read busy: <strong>{SAMPLES} of {2 * SAMPLES}</strong>" in html
+    md = (out / "report.md").read_text()
+    assert "## Load average" in md and "| io-r0 | io | 6 | 6 |" in md
+    with (out / "loadavg.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["run"], r["busy"]) for r in rows] == [("none-r0", "0"), ("io-r0", str(SAMPLES))]
