@@ -140,15 +140,15 @@ def open_results(campaign_dirs: Sequence[Path | str]) -> ResultStore:
 def compare_campaigns(campaign_dirs: Sequence[Path | str]) -> dict[str, Any]:
     """The comparison dictionary of `station compare` (docs/compare.md), the first directory
     being the baseline; raises ResultStoreError naming a directory or file it cannot read."""
-    from station.analysis.compare import compare_campaigns as compare
+    from station.compare.analysis import compare_campaigns as compare
 
     return compare(campaign_dirs)[0]
 
 
 def write_compare_report(campaign_dirs: Sequence[Path | str], out_dir: Path) -> dict[str, Path]:
     """compare.html/.md/.json, compare.csv and the overlaid CCDFs into out_dir."""
-    from station.analysis.compare import compare_campaigns as compare
-    from station.report.compare_outputs import write_compare_reports
+    from station.compare.analysis import compare_campaigns as compare
+    from station.compare.outputs import write_compare_reports
 
     result, samples = compare(campaign_dirs)
     return write_compare_reports(result, samples, Path(out_dir))

@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from station.analysis import cyclictest
+from station.kinds.cyclictest import analysis as cyclictest
 
 FIXTURE = Path(__file__).parent / "fixtures/cyclictest/rt-tests-2.4/q-h50-t-a"
 

@@ -48,7 +48,7 @@ def test_reaching_the_deadline_is_counted_from_the_histogram(tmp_path: Path, dea
 
 def test_the_page_shows_the_deadline_table(tmp_path: Path) -> None:
     section = _imported(tmp_path, "50us")
-    from station.report.cyclictest_tables import deadline_table
+    from station.kinds.cyclictest.tables import deadline_table
 
     table = deadline_table(section)
     assert table is not None and "50 µs" in table.title

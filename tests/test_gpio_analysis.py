@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from station.analysis.gpio import _load_sentence, outliers
+from station.kinds.gpio.analysis import _load_sentence, outliers
 
 PERIOD_US, HANDLER_US = 125.0, 2.5
 RESOLUTION_US = 0.05
@@ -86,7 +86,7 @@ def test_the_idle_side_is_the_load_set_that_started_nothing():
 def test_a_ranking_orders_only_what_differs_significantly():
     """Two cases drawn from one distribution (the truth: no difference) are 'indistinguishable' with
     their p-value, never 'x < y'; a case drawn 40× slower is ranked after them with '<'."""
-    from station.analysis.gpio import compare, findings
+    from station.kinds.gpio.analysis import compare, findings
 
     rng = np.random.default_rng(86)
     same = lambda: 130 + rng.gamma(3.0, 2.0, 3000)  # noqa: E731 - one distribution, drawn twice
@@ -108,7 +108,7 @@ def test_the_period_fit_never_warns(spacings, f0, step, tolerance):
     in scalar divide' in `station run configs/gpio-response-pi.yaml`): any spacings give a period or None."""
     import warnings
 
-    from station.analysis.gpio import _fit_period
+    from station.kinds.gpio.analysis import _fit_period
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")

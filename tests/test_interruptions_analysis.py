@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from station.analysis import interruptions as ig
+from station.kinds.interruptions import analysis as ig
 from station.parsers import irqgap, irqtrace
 from station.target import spoilers
 from station.target.irqtrace import cpumask

@@ -26,7 +26,7 @@ import asyncssh
 import pytest
 import yaml
 
-from station.analysis import interruptions as ig
+from station.kinds.interruptions import analysis as ig
 from station.target.irqtrace import TRACEFS_DIRS, instance_name
 from station.target.spoilers import cpu_list
 from tests.conftest import free_port, missing, station_cmd, this_machine_is_a_guest

@@ -19,8 +19,8 @@ import test_report_browser as browser
 from PIL import Image
 
 from station.formatting import count_text
+from station.kinds.cyclictest.tables import EMULATED_BADGE, EMULATED_NOTE
 from station.report import write_reports
-from station.report.cyclictest_tables import EMULATED_BADGE, EMULATED_NOTE
 
 # The browser test's fixture (Chromium's path; skipped without it locally, failed under CI).
 chromium = browser.chromium
@@ -311,7 +311,7 @@ def test_sparse_section_renders(tmp_path: Path) -> None:
 def test_overflows_without_a_known_maximum_are_never_drawn_as_one() -> None:
     """A thread whose cycles overflowed but whose maximum cyclictest did not print: the largest
     in-range bucket is not its maximum, so no max line there; the edge marker says it is beyond."""
-    from station.report.cyclictest_figures import Curve, latency_plot_svg
+    from station.kinds.cyclictest.figures import Curve, latency_plot_svg
 
     svg = latency_plot_svg({"thread 0": Curve(np.array([5, 6, 7]), np.array([10, 5, 1]), None, 3)}, "t", "x")
     assert "max beyond the range" in svg and 'id="x-overflow-0"' in svg and 'id="x-max-0"' not in svg
@@ -322,7 +322,7 @@ def test_a_thread_whose_every_cycle_overflowed_still_has_its_legend_and_marker()
     """Every cycle beyond the range: no bucket to draw, but the figure must not pretend the thread
     is absent (it was the worst one); beside a thread in range, and alone."""
     from station.formatting import count_text
-    from station.report.cyclictest_figures import Curve, latency_plot_svg
+    from station.kinds.cyclictest.figures import Curve, latency_plot_svg
 
     empty = np.array([], dtype=np.int64)
     both = latency_plot_svg({"thread 0": Curve(np.array([5, 6]), np.array([10, 5]), 6.0, 0),
@@ -337,7 +337,7 @@ def test_findings_lead_with_each_targets_largest_latency_and_the_maxima_figure(t
     """Issue 30's first page for cyclictest: a finding per target (its largest latency of any case,
     the figure bold, its kernel and that it is emulated said), the deadline's count, then the maxima
     figure, before the maximum-latency table; the figure's values are the table's."""
-    from station.analysis import cyclictest
+    from station.kinds.cyclictest import analysis as cyclictest
 
     report, samples = synthetic.build_cyclictest()
     section = report["cyclictest"]

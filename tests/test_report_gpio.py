@@ -3,7 +3,7 @@ page, the per-run delays, the outliers and their collision window, the compariso
 gpio.csv, a run that answered nothing, and the page in a real browser.
 
 The entries are built here from delays drawn with plain numpy, independently of
-station/analysis/gpio.py, so the renderers are checked against known numbers."""
+station/kinds/gpio/analysis.py, so the renderers are checked against known numbers."""
 
 from __future__ import annotations
 

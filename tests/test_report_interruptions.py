@@ -3,7 +3,7 @@ the gap groups with their numbers, the spoiler flags, the figures, interruptions
 page in a real browser.
 
 The entries are built here from a list of gaps with plain numpy, independently of
-station/analysis/interruptions.py, so the renderers are checked against known numbers."""
+station/kinds/interruptions/analysis.py, so the renderers are checked against known numbers."""
 
 from __future__ import annotations
 
@@ -329,7 +329,7 @@ def test_section_visible_in_browser_without_console_errors(chromium: str, campai
 
 
 def test_side_by_side_with_rtla_osnoise() -> None:
-    from station.report.interruptions_tables import comparison_table
+    from station.kinds.interruptions.tables import comparison_table
 
     entry = {"id": "rt-r0", "measured_s": 6.0, "gaps": 137, "max_us": 7170.97,
              "by_cause": {"interrupt": 115, "preempted": 0, "smi": 1, "unexplained": 22},
@@ -354,7 +354,7 @@ def test_findings_lead_with_each_runs_longest_gap_and_its_cause(tmp_path: Path) 
     """Issue 30's first page for the detector: a finding per readable run (its longest gap, what took
     the CPU, how many gaps), from the injected gaps, shown before the summary table; the unreadable
     run has none."""
-    from station.analysis.interruptions import CAUSE_WORDS, finding
+    from station.kinds.interruptions.analysis import CAUSE_WORDS, finding
 
     report = build_report()
     section = report["interruptions"]

@@ -1,6 +1,6 @@
 """cyclictest output (its --json file, the -h histogram text or bare status lines) as a
 cyclictest run: the files a CyclictestRun would have written, read here by the same
-parsers and analysis (station/analysis/cyclictest.py) as the report will read them."""
+parsers and analysis (station/kinds/cyclictest/analysis.py) as the report will read them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from station.analysis import cyclictest as ct_analysis
 from station.importers.source import ImportInputError, Source
+from station.kinds.cyclictest import analysis as ct_analysis
 from station.parsers.cyclictest import (
     CyclictestOutputError,
     StatusLine,

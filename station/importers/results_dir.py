@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from station import records
-from station.analysis import cyclictest as ct_analysis
 from station.importers.cyclictest import CyclictestImport, read_cyclictest
 from station.importers.dump import SwDump, read_dump
 from station.importers.scope_csv import ScopeTable, read_scope
 from station.importers.source import FORMATS, ImportInputError, detect, read_source
+from station.kinds.cyclictest import analysis as ct_analysis
 from station.store import RunStore, list_runs, now_utc, read_csv_lines, station_version, write_parquet
 
 ORIGIN = "import"  # campaign.json's "origin": the mark of a directory `station import` may add runs to

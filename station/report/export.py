@@ -1,5 +1,5 @@
-"""Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds; cyclictest.csv,
-interruptions.csv and gpio.csv beside them when the report has those sections (in their own units)."""
+"""Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds, and the helpers a
+kind's CSV files (its KindPage.csv: cyclictest.csv, gpio.csv …, in their own units) are written with."""
 
 from __future__ import annotations
 
@@ -18,33 +18,7 @@ from station.formatting import percentile_is_reliable, percentile_keys
 #: ``unreliable_percentiles`` follow. Documented in docs/report-schema.md.
 CSV_RUN_COLUMNS = ["run_id", "interface", "variant", "load", "repetition", "status", "source",
                    "count", "min_ns", "mean_ns", "std_ns", "max_ns"]
-#: Leading columns of cyclictest.csv: cyclictest's own per-thread summary (whole µs, as it
-#: reports them), then the histogram statistics in ns like stats.csv.
-CYCLICTEST_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "thread", "cpu",
-                          "cycles", "min_us", "avg_us", "max_us", "overflows",
-                          "count", "min_ns", "mean_ns", "std_ns", "max_ns"]
-#: Columns of interruptions.csv: the run, then one of its gap groups (µs, ms and s as in the
-#: report's "interruptions" section).
-INTERRUPTIONS_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "cpu",
-                             "threshold_us", "measured_s", "run_gaps", "run_max_us", "trace",
-                             "smi_counter", "cause", "source", "count", "median_us", "p99_us",
-                             "max_us", "total_ms", "period_ms", "periodic"]
-#: Columns of gpio.csv: one row per run, its counts, its delay distribution in µs (as the report's
-#: "gpio" section has it), then its outliers (outlier_*).
-GPIO_RUN_KEYS = ("target", "case", "load", "repetition", "status", "responder", "mode", "threaded",
-                 "priority", "governor", "stimuli", "answered", "missed", "censored", "ambiguous", "unanswering",
-                 "miss_fraction", "resolution_ns")
-GPIO_CSV_COLUMNS = ["run_id", *GPIO_RUN_KEYS, "min_us", "p50_us", "mean_us", "mean_ci_lo_us",
-                    "mean_ci_hi_us", "std_us", "p99_us", "p999_us", "max_us", "spread_us",
-                    "outlier_threshold_us", "outlier_count", "outlier_fraction",
-                    "outlier_excess_max_us", "outlier_period_us", "outlier_period_share",
-                    "outlier_window_us", "outlier_expected_fraction", "outlier_explanation"]
-GPIO_DELAY_KEYS = ("min", "p50", "mean", "std", "p99", "p999", "max", "spread")
-GPIO_OUTLIER_KEYS = {"threshold_us": "outlier_threshold_us", "count": "outlier_count",
-                     "fraction": "outlier_fraction", "excess_max_us": "outlier_excess_max_us",
-                     "period_us": "outlier_period_us", "period_share": "outlier_period_share",
-                     "window_us": "outlier_window_us", "expected_fraction": "outlier_expected_fraction",
-                     "explanation": "outlier_explanation"}
+#: the statistics columns of a distribution, in ns (stats.csv, a kind's CSV like cyclictest.csv)
 STATS_COLUMNS = ("count", "min_ns", "mean_ns", "std_ns", "max_ns")
 
 
@@ -106,7 +80,7 @@ def stats_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any
     return header, rows
 
 
-def _percentile_columns(stats: Mapping[str, Any], pkeys: list[str]) -> dict[str, Any]:
+def percentile_columns(stats: Mapping[str, Any], pkeys: list[str]) -> dict[str, Any]:
     """p*_ns columns, and which percentiles are from too few samples or beyond the histogram."""
     percentiles = stats.get("percentiles_ns") or {}
     return {
@@ -120,73 +94,8 @@ def _percentile_columns(stats: Mapping[str, Any], pkeys: list[str]) -> dict[str,
     }
 
 
-def cyclictest_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Header and one row per cyclictest run per thread, then its pooled "all" row."""
-    runs = (report.get("cyclictest") or {}).get("runs") or []
-    pkeys = percentile_keys([t.get("stats") for r in runs for t in r.get("threads") or []]
-                            + [r.get("combined") for r in runs])
-    header = [*CYCLICTEST_CSV_COLUMNS, *(f"{k}_ns" for k in pkeys), "unreliable_percentiles",
-              "beyond_range_percentiles"]
-    rows = []
-    for r in runs:
-        run = {"run_id": r.get("id"), "target": r.get("target"), "load": r.get("load"),
-               "repetition": r.get("repetition"), "status": r.get("status")}
-        entries = [({"thread": t.get("thread"), "cpu": t.get("cpu"), "cycles": t.get("cycles"),
-                     "min_us": t.get("min_us"), "avg_us": t.get("avg_us"),
-                     "max_us": t.get("max_us"), "overflows": t.get("overflows")},
-                    t.get("stats") or {}) for t in r.get("threads") or []]
-        if r.get("combined"):
-            entries.append(({"thread": "all", "overflows": r["combined"].get("overflows")},
-                            r["combined"]))
-        for own, stats in entries:
-            row = {**run, **own, **{k: stats.get(k) for k in STATS_COLUMNS},
-                   **_percentile_columns(stats, pkeys)}
-            rows.append({k: to_jsonable(row.get(k)) for k in header})
-    return header, rows
-
-
-def _csv_bool(value: Any) -> Any:
+def csv_bool(value: Any) -> Any:
     return ("true" if value else "false") if isinstance(value, bool | np.bool_) else value
-
-
-def interruptions_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Header and one row per interruption detector run per gap group (cause, source). A run
-    analysed with no gaps has one row with an empty cause and a count of 0; a run whose output
-    could not be read has none."""
-    runs = (report.get("interruptions") or {}).get("runs") or []
-    rows = []
-    for r in runs:
-        if "gaps" not in r and "conclusion" not in r:
-            continue
-        run = {"run_id": r.get("id"), "target": r.get("target"), "load": r.get("load"),
-               "repetition": r.get("repetition"), "status": r.get("status"), "cpu": r.get("cpu"),
-               "threshold_us": r.get("threshold_us"), "measured_s": r.get("measured_s"),
-               "run_gaps": r.get("gaps"), "run_max_us": r.get("max_us"), "trace": r.get("trace"),
-               "smi_counter": r.get("smi_counter")}
-        for g in r.get("groups") or [{"count": 0}]:
-            row = {**run, **{k: g.get(k) for k in ("cause", "source", "count", "median_us",
-                                                   "p99_us", "max_us", "total_ms", "period_ms",
-                                                   "periodic")}}
-            rows.append({k: _csv_bool(to_jsonable(row.get(k))) for k in INTERRUPTIONS_CSV_COLUMNS})
-    return list(INTERRUPTIONS_CSV_COLUMNS), rows
-
-
-def gpio_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Header and one row per gpio run, in the section's order; a run that answered nothing has
-    empty delay and outlier cells."""
-    rows = []
-    for r in (report.get("gpio") or {}).get("runs") or []:
-        delay = r.get("delay_us") or {}
-        ci = delay.get("mean_ci")
-        ci = ci if isinstance(ci, list | tuple) and len(ci) == 2 else (None, None)
-        outliers = r.get("outliers") or {}
-        row = {"run_id": r.get("id"),
-               **{k: r.get(k) for k in GPIO_RUN_KEYS},
-               **{f"{k}_us": delay.get(k) for k in GPIO_DELAY_KEYS},
-               "mean_ci_lo_us": ci[0], "mean_ci_hi_us": ci[1],
-               **{column: outliers.get(k) for k, column in GPIO_OUTLIER_KEYS.items()}}
-        rows.append({k: _csv_bool(to_jsonable(row.get(k))) for k in GPIO_CSV_COLUMNS})
-    return list(GPIO_CSV_COLUMNS), rows
 
 
 def write_rows(path: Path, header: list[str], rows: list[dict[str, Any]]) -> Path:

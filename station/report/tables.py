@@ -567,7 +567,7 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
 
 #: figure kinds that answer a campaign's question, shown under its findings: for module runs the
 #: latency distribution per interface (who is faster) and its tail (the outliers, report/figures.py);
-#: for cyclictest the maxima per target and case (report/cyclictest_figures.py)
+#: for cyclictest the maxima per target and case (kinds/cyclictest/figures.py)
 GLANCE_KINDS = ("overview", "tail", "cyclictest-maxima")
 
 

@@ -28,5 +28,5 @@ KIND = Kind(
     needs=BenchNeeds(twin_target=False),
     measurement="station.kinds.cyclictest.run:CyclictestRun",
     analysis="station.kinds.cyclictest.analysis:analyse",
-    report="station.report.cyclictest_sections:PAGE",
+    report="station.kinds.cyclictest.report:PAGE",
 )

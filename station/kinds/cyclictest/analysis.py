@@ -1,9 +1,356 @@
-"""The cyclictest kind's analysis as the campaign's calls it (its work: station/analysis/cyclictest.py)."""
+"""Analysis of cyclictest runs (seed 004): per-thread figures as cyclictest reported
+them (its min/avg/max are exact), histogram statistics per thread and for all threads
+together (station/analysis/histogram.py), and the seed's maximum-latency table
+(rows: targets, columns: cases = the campaign's loads)."""
 
 from __future__ import annotations
 
-from station.analysis import cyclictest as kind_analysis
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.analysis.histogram import Histogram, combine, from_cyclictest
+from station.analysis.samples import RunSamples, ThreadHistogram
+from station.parsers.cyclictest import (
+    CyclictestOutputError,
+    CyclictestReport,
+    CyclictestThread,
+    HistogramOutput,
+    parse_histogram,
+    parse_json,
+)
+from station.target.virtualization import Verdict
+
+SINGLE_TARGET = "target"  # the row name of a campaign with one unnamed bench.target
+EMULATED_KINDS = ("vm", "twin")
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """What one cyclictest run printed: its stdout histogram and its --json file."""
+
+    text: HistogramOutput | None
+    json: CyclictestReport | None
+    problems: tuple[str, ...] = ()  # an output that could not be read while the other could
+
+    @property
+    def threads(self) -> tuple[CyclictestThread, ...]:
+        # JSON first: it has each thread's CPU and an average to two decimals (the text's is truncated)
+        source = self.json or self.text
+        return source.threads if source is not None else ()
+
+    @property
+    def histogram_range(self) -> int | None:
+        for source in (self.json, self.text):
+            if source is not None and source.histogram_range is not None:
+                return source.histogram_range
+        return None
+
+    def overflows(self, index: int) -> int | None:
+        """The overflow count cyclictest printed for a thread (the JSON has none)."""
+        if self.text is not None:
+            for t in self.text.threads:
+                if t.index == index:
+                    return t.overflows
+        return None
+
+
+def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
+    """Parse a run directory's cyclictest.out and cyclictest.json (either may be absent);
+    raises CyclictestOutputError on output that cannot be read."""
+    parsed: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, parse in (("cyclictest.out", lambda t: parse_histogram(t, nsecs=nsecs)),
+                        ("cyclictest.json", parse_json)):
+        content = _read(run_dir / name)
+        try:
+            parsed[name] = parse(content) if content.strip() else None
+        except CyclictestOutputError as exc:  # a truncated file: the other one may still hold the results
+            parsed[name] = None
+            problems.append(f"{name}: {exc}")
+    out = RunOutput(parsed["cyclictest.out"], parsed["cyclictest.json"], tuple(problems))
+    if not out.threads:
+        raise CyclictestOutputError("; ".join(problems) or "cyclictest printed no results")
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def histogram(out: RunOutput, thread: CyclictestThread) -> Histogram | None:
+    if not thread.has_histogram:
+        return None
+    h = from_cyclictest(thread, range_us=out.histogram_range)
+    printed = out.overflows(thread.index)
+    if printed is not None and printed != h.overflows:
+        raise CyclictestOutputError(f"thread {thread.index}: {printed} overflows printed but the JSON's "
+                                    f"cycles and histogram leave {h.overflows}")
+    return h
+
+
+def histograms(out: RunOutput) -> list[Histogram | None]:
+    """Each thread's histogram (None without -h), in the order of out.threads."""
+    return [histogram(out, t) for t in out.threads]
+
+
+def thread_rows(out: RunOutput, hists: list[Histogram | None], with_stats: bool = True) -> list[dict[str, Any]]:
+    """Per thread: cyclictest's own cycles/min/avg/max (in its unit, µs unless -N), the CPU,
+    the overflows and (with_stats) the histogram statistics (ns)."""
+    rows = []
+    for t, h in zip(out.threads, hists, strict=True):
+        row = {
+            "thread": t.index, "cpu": t.cpu, "cycles": t.cycles,
+            "min_us": t.min, "avg_us": t.avg, "max_us": t.max,
+            "overflows": h.overflows if h is not None else out.overflows(t.index),
+        }
+        if with_stats:
+            row["stats"] = h.describe() if h is not None else None
+        rows.append(row)
+    return rows
+
+
+def summary(out: RunOutput) -> dict[str, Any]:
+    """What a run's manifest records: per-thread figures, the worst case, a break trace hit."""
+    threads = thread_rows(out, histograms(out), with_stats=False)
+    maxima = [t["max_us"] for t in threads if t["max_us"] is not None]
+    text = out.text
+    hit = text is not None and text.break_thread is not None
+    return {
+        "threads": threads,
+        "max_us": max(maxima) if maxima else None,
+        "samples": sum(t["cycles"] for t in threads),
+        "break": {"thread": text.break_thread, "value_us": text.break_value} if hit else None,
+        "cpu_dma_latency_us": text.dma_latency_us if text is not None else None,
+        "kernel": None if out.json is None else {"release": out.json.sysinfo.release,
+                                                 "version": out.json.sysinfo.version,
+                                                 "realtime": out.json.sysinfo.realtime},
+    }
+
+
+def histogram_table(out: RunOutput) -> pd.DataFrame:
+    """One row per non-empty bucket per thread: thread, cpu, latency_us (bucket), count."""
+    parts = []
+    for t in out.threads:
+        parts.append(pd.DataFrame({
+            "thread": np.full(t.buckets.size, t.index, dtype=np.int64),
+            "cpu": np.full(t.buckets.size, -1 if t.cpu is None else t.cpu, dtype=np.int64),
+            "latency_us": np.asarray(t.buckets, dtype=np.int64),
+            "count": np.asarray(t.counts, dtype=np.int64),
+        }))
+    return pd.concat(parts, ignore_index=True)
+
+
+# ---- the campaign --------------------------------------------------------------------------------
+def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict[str, RunSamples],
+                                                                          list[str]]:
+    """(report["cyclictest"], samples by run id, notes) for a campaign's cyclictest runs."""
+    config = campaign.get("config") or {}
+    notes: list[str] = []
+    entries, samples = [], {}
+    measured: dict[str, list[Histogram]] = {}  # run id -> its threads' histograms (the deadline view)
+    for run_dir in run_dirs:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        entry, hists, thread_hists = _run_entry(run_dir, manifest, notes)
+        if entry["status"] == "complete":
+            measured[entry["id"]] = thread_hists
+        entries.append(entry)
+        if hists:
+            samples[entry["id"]] = RunSamples(np.empty(0, dtype=np.int64), None, tuple(hists))
+    targets = _target_names(config, entries)
+    cases = list((config.get("matrix") or {}).get("loads") or dict.fromkeys(e["load"] for e in entries))
+    deadline = (config.get("cyclictest") or {}).get("deadline")
+    if deadline is None and (config.get("report") or {}).get("deadline") is not None:
+        deadline = config["report"]["deadline"]
+    section = {
+        "table": _max_table(entries, targets, cases),
+        "deadline_view": (_deadline_view(entries, measured, round(deadline * 1e9) / 1000)
+                          if deadline is not None else []),
+        "targets": {t: _target_facts(t, campaign) for t in targets},
+        "runs": entries,
+        "deadline_us": None if deadline is None else round(deadline * 1e6, 3),
+    }
+    for name, why in (campaign.get("unavailable") or {}).items():
+        notes.append(f"Target {name} was unavailable in the last session: {why}")
+        section["targets"].setdefault(name, {})["unavailable"] = why
+    section["findings"] = findings(section)
+    for name, f in section["targets"].items():
+        if f.get("virtual_machine") and not f.get("emulated"):
+            notes.append(f"Target {name} is a virtual machine ({f['virtual_evidence']}): its latencies include "
+                         "the hypervisor's (the host can deschedule a vCPU at any moment), not bare-metal figures.")
+    if any(f.get("emulated") for f in section["targets"].values()):
+        notes.append("Emulated targets (QEMU/TCG): their latencies are the emulator's, not hardware numbers; "
+                     "compare them with each other (regular vs PREEMPT_RT), never with a board.")
+    return section, samples, notes
+
+
+def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[
+        dict[str, Any], list[ThreadHistogram], list[Histogram]]:
+    """The run's report entry, its figure curves, and its threads' histograms (empty when unreadable)."""
+    run = manifest.get("run") or {}
+    ct = manifest.get("cyclictest") or {}
+    entry: dict[str, Any] = {
+        "id": manifest.get("run_id", run_dir.name), "target": run.get("target") or SINGLE_TARGET,
+        "load": run.get("load"), "repetition": run.get("repetition"), "status": manifest.get("status"),
+        "error": manifest.get("error"), "cyclictest_version": ct.get("version"),
+        "arguments": (manifest.get("probe") or {}).get("arguments"), "duration_s": manifest.get("duration_s"),
+        "threads": [], "combined": None, "break": ct.get("break"),
+    }
+    if entry["status"] != "complete":
+        notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+    try:
+        out = read_outputs(run_dir)
+        per_thread = histograms(out)
+        rows = thread_rows(out, per_thread)
+        hists = [h for h in per_thread if h is not None]
+    except (CyclictestOutputError, ValueError) as exc:
+        if entry["status"] == "complete":
+            notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
+        return entry, [], []
+    notes.extend(f"Run {entry['id']}: {problem} (its figures come from the other output)" for problem in out.problems)
+    if out.json is not None and out.json.repairs:
+        notes.append(f"Run {entry['id']}: cyclictest wrote invalid JSON, read after repairs: "
+                     + "; ".join(out.json.repairs))
+    entry["threads"] = rows
+    entry["combined"] = combine(hists).describe() if hists else None
+    curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts), t.max,
+                              int(t.overflows if t.overflows is not None else out.overflows(t.index) or 0))
+              for t in out.threads if t.has_histogram]
+    return entry, curves, hists
+
+
+def _label(t: CyclictestThread) -> str:
+    return f"thread {t.index}" + ("" if t.cpu is None else f" (CPU {t.cpu})")
+
+
+def _target_names(config: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
+    named = list((config.get("bench") or {}).get("targets") or {})
+    seen = list(dict.fromkeys(e["target"] for e in entries))
+    return named + [t for t in seen if t not in named] if named else seen
+
+
+def _kernel_words(facts: Mapping[str, Any]) -> str:
+    what = {True: "PREEMPT_RT", False: "regular kernel"}.get(facts.get("preempt_rt"), "")
+    if facts.get("emulated"):
+        what += (", " if what else "") + "emulated: not hardware numbers"
+    elif facts.get("virtual_machine"):
+        what += (", " if what else "") + "a virtual machine"
+    return f" ({what})" if what else ""
+
+
+def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The campaign's answer, first on the page (report["findings"]): per target its largest
+    latency in any case, and with a deadline how many cells reached it. A maximum is one draw:
+    no finding ranks targets by their maxima (`station compare` tests the difference)."""
+    table = section.get("table") or {}
+    out: list[dict[str, Any]] = []
+    for target in table.get("targets") or []:
+        cells = {case: v for case, v in ((table.get("max_latency_us") or {}).get(target) or {}).items()
+                 if v is not None}
+        if not cells:
+            continue
+        case = max(cells, key=lambda c: cells[c])
+        facts = (section.get("targets") or {}).get(target) or {}
+        out.append({
+            "kind": "cyclictest_max", "target": target, "load": case, "max_us": cells[case],
+            "headline": f"On {target}{_kernel_words(facts)}, the largest latency of {len(cells)} case(s)",
+            "figure": f"{cells[case]:g} µs under {case}", "see": "table-cyclictest-max",
+            "text": f"On {target}{_kernel_words(facts)}, the largest latency cyclictest measured is "
+                    f"{cells[case]:g} µs, under {case}; per case: "
+                    + ", ".join(f"{c} {v:g} µs" for c, v in cells.items())
+                    + ". A maximum is one draw: it ranks nothing by itself.",
+        })
+    view = section.get("deadline_view") or []
+    if view and section.get("deadline_us") is not None:
+        reached = [v for v in view if v["above"]]
+        deadline = f"{section['deadline_us']:g} µs"
+        worst = max(view, key=lambda v: v["p_exceed"])
+        out.append({
+            "kind": "cyclictest_deadline", "deadline_us": section["deadline_us"], "reached": len(reached),
+            "cells": len(view),
+            "headline": f"The {deadline} deadline was reached in",
+            "figure": f"{len(reached)} of {len(view)} target × case cells", "see": "table-cyclictest-deadline",
+            "text": f"The {deadline} deadline was reached in {len(reached)} of {len(view)} target × case cells"
+                    + (f"; most often on {worst['target']} under {worst['load']}: {worst['above']} of "
+                       f"{worst['cycles']} cycles ({worst['p_exceed']:.2g} [{worst['ci_low']:.2g}, "
+                       f"{worst['ci_high']:.2g}] per cycle, 95 %)" if reached else "") + ".",
+        })
+    return out
+
+
+def _deadline_view(entries: list[dict[str, Any]], measured: dict[str, list[Histogram]],
+                   deadline_us: float) -> list[dict[str, Any]]:
+    """Per target × case, the complete runs' threads pooled: how often a cycle's latency reached
+    the deadline, with an exact (Clopper–Pearson) 95 % interval. Buckets are whole µs, so a cycle
+    in the deadline's own bucket counts as reaching it; cycles beyond the histogram's range
+    (overflows) count as above it: the probability is an upper bound where there are any."""
+    from station.analysis.worst_case import binomial_interval
+
+    cells: dict[tuple[str, str], list[Histogram]] = {}
+    for e in entries:
+        if measured.get(e["id"]):
+            cells.setdefault((e["target"], e["load"]), []).extend(measured[e["id"]])
+    view = []
+    for (target, load), hists in cells.items():
+        cycles = sum(int(h.counts.sum()) + h.overflows for h in hists)
+        # in whole ns: a deadline read from seconds is a hair below its µs (30us is 29.999999999999996)
+        deadline_ns = round(deadline_us * 1000)
+        above = sum(int(h.counts[h.bucket_us >= deadline_ns // int(h.bucket_ns)].sum()) + h.overflows for h in hists)
+        if not cycles:
+            continue
+        lo, hi = binomial_interval(above, cycles)
+        view.append({"target": target, "load": load, "deadline_us": deadline_us, "cycles": cycles, "above": above,
+                     "overflows": sum(h.overflows for h in hists), "p_exceed": above / cycles,
+                     "ci_low": lo, "ci_high": hi})
+    return view
+
+
+def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[str]) -> dict[str, Any]:
+    """The seed's table: the largest latency any thread of any complete run saw, per cell."""
+    table: dict[str, dict[str, int | float | None]] = {t: dict.fromkeys(cases) for t in targets}
+    problems: dict[str, dict[str, str]] = {}
+    for e in entries:
+        cell = table.setdefault(e["target"], {})
+        if e["status"] != "complete" or not e["threads"]:
+            why = f"{e['status']}: {e['error']}" if e["error"] else str(e["status"])
+            problems.setdefault(e["target"], {})[e["load"]] = why
+            cell.setdefault(e["load"], None)
+            continue
+        worst = max((t["max_us"] for t in e["threads"] if t["max_us"] is not None), default=None)
+        if worst is not None:
+            cell[e["load"]] = worst if cell.get(e["load"]) is None else max(cell[e["load"]], worst)
+    return {"targets": targets, "cases": cases, "max_latency_us": table, "problems": problems}
+
+
+def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
+    described = (campaign.get("targets") or {}).get("" if name == SINGLE_TARGET else name) or {}
+    audit = described.get("audit") or {}
+    uname = str(audit.get("uname") or "")
+    words = uname.split()
+    if not described:  # never reached: nothing is known of its kernel
+        return {"kind": None, "kernel_release": None, "preempt_rt": None, "emulated": None, "cpus": None,
+                "uname": None, "virtual_machine": None, "virtual_evidence": None}
+    verdict = Verdict.from_text(audit.get("virtual_machine"))
+    if described.get("kind") == "vm":  # the station's own QEMU guest, whatever the guest can read
+        verdict = Verdict(True, "the station's QEMU guest")
+    return {
+        "kind": described.get("kind"),
+        "kernel_release": words[2] if len(words) > 2 else None,
+        "preempt_rt": audit.get("realtime") == "1" or "PREEMPT_RT" in uname,
+        "emulated": described.get("kind") in EMULATED_KINDS,
+        "virtual_machine": verdict.virtual, "virtual_evidence": verdict.evidence or None,
+        "cpus": int(audit["nproc"]) if str(audit.get("nproc", "")).isdigit() else None,
+        "uname": uname or None,
+    }
 
 
 def analyse(given: AnalysisInput) -> KindReport:
@@ -12,4 +359,4 @@ def analyse(given: AnalysisInput) -> KindReport:
         config = dict(campaign.get("config") or {})
         config["cyclictest"] = {**(config.get("cyclictest") or {}), "deadline": (given.deadline_ns or 0) / 1e9}
         campaign = {**campaign, "config": config}
-    return section_report("cyclictest", *kind_analysis.analyse_runs(given.run_dirs, campaign))
+    return section_report("cyclictest", *analyse_runs(given.run_dirs, campaign))

@@ -9,8 +9,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from station.analysis import cyclictest as ct_analysis
 from station.kinds.base import RunContext
+from station.kinds.cyclictest import analysis as ct_analysis
 from station.kinds.cyclictest import target as ct_target
 from station.kinds.probe_run import ProbeRun
 from station.parsers.cyclictest import CyclictestOutputError

@@ -86,5 +86,5 @@ KIND = Kind(
                      scope_inputs=_scope_inputs),
     measurement="station.kinds.gpio.run:GpioRun",
     analysis="station.kinds.gpio.analysis:analyse",
-    report="station.report.gpio_sections:PAGE",
+    report="station.kinds.gpio.report:PAGE",
 )

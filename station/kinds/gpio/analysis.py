@@ -1,11 +1,371 @@
-"""The gpio kind's analysis as the campaign's calls it (its work: station/analysis/gpio.py)."""
+"""Analysis of gpio runs (seed 002): the delay distribution of each case, its outliers and what
+they collide with, and the seed's comparisons said in one sentence each.
+
+Outliers are delays above the run's bulk (median + OUTLIER_MADS robust sigmas, at least a few
+scope samples). A periodic interrupt on the device delays every stimulus that arrives while its
+handler runs, so outliers from one acquisition lie at multiples of that interrupt's period from
+each other (give or take the handler's length): the period is searched for among the spacings
+of outliers within each acquisition (only there are stimulus times on one clock). Its handler's
+length (the collision window) follows from the outlier fraction: fraction = window / period, so
+window = fraction × period; the largest extra delay should be about that long.
+"""
 
 from __future__ import annotations
 
-from station.analysis import gpio as kind_analysis
+import json
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
+
+OUTLIER_MADS = 6.0  # robust sigmas above the median
+MIN_OUTLIER_SAMPLES = 5  # ... and at least this many scope samples above it
+PERIOD_SHARE = 0.35  # a period explains the outliers if this share of their spacings fit it
+CHANCE = 1e-3  # ... and its periodogram peak this unlikely by chance, over every period tried
+PEAK_SHARE = 0.8  # a harmonic's peak within this share of the highest one is the same period
+MAX_SPACINGS = 2000
+MAX_PEAKS = 200  # periodogram peaks tried, lowest frequency first
+MULTIPLE_SHARE = 0.85  # a multiple of the period that fits this share of as many spacings is the period
+MIN_SPACINGS = 5  # fewer spacings prove no period
+HISTOGRAM_BINS = 120
+SIGNIFICANCE = 1e-3
+FOLLOWING_GOVERNORS = ("ondemand", "schedutil", "conservative")
+
+
+def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict, list[str]]:
+    """(report["gpio"], samples by run id, notes) for a campaign's gpio runs."""
+    notes: list[str] = []
+    entries: list[dict[str, Any]] = []
+    delays: dict[str, np.ndarray] = {}
+    for run_dir in run_dirs:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        entry, answered = analyse_run(run_dir, manifest, notes)
+        entries.append(entry)
+        if answered is not None:
+            delays[entry["id"]] = answered
+    comparisons = compare(entries, delays)
+    return {"runs": entries, "findings": findings(entries, comparisons), "comparisons": comparisons}, {}, notes
+
+
+def read_delays(run_dir: Path) -> pd.DataFrame:
+    """delays.parquet, or delays.csv when the run was cut short before its seal."""
+    parquet = run_dir / "delays.parquet"
+    if parquet.exists():
+        return pd.read_parquet(parquet)
+    return pd.read_csv(run_dir / "delays.csv", on_bad_lines="skip")
+
+
+def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], np.ndarray | None]:
+    run, g = manifest.get("run") or {}, manifest.get("gpio") or {}
+    entry: dict[str, Any] = {
+        "id": manifest.get("run_id", run_dir.name), "case": g.get("case", run.get("variant")), "load": run.get("load"),
+        "repetition": run.get("repetition"), "target": run.get("target"), "status": manifest.get("status"),
+        "error": manifest.get("error"), "responder": g.get("responder"), "mode": g.get("mode"),
+        "threaded": g.get("threaded"), "priority": g.get("priority"), "governor": g.get("governor"),
+        "resolution_ns": (g.get("sample_interval_s") or 0) * 1e9 or None,
+        "idle": not manifest.get("loads"),  # the run's load set started nothing
+        "delay_us": None, "histogram": None, "outliers": None,
+    }
+    if entry["status"] != "complete":
+        notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+    try:
+        frame = read_delays(run_dir)
+        acquisition = pd.to_numeric(frame["acquisition"], errors="coerce").to_numpy()
+        stimulus = pd.to_numeric(frame["stimulus_s"], errors="coerce").to_numpy(dtype=np.float64)
+        delay = pd.to_numeric(frame["delay_s"], errors="coerce").to_numpy(dtype=np.float64)
+    except (OSError, KeyError, ValueError) as exc:
+        notes.append(f"Run {entry['id']}: its delays cannot be read: {exc}")
+        return entry, None
+    counts = manifest.get("gpio_counts") or {}
+    answered_mask = np.isfinite(delay) & np.isfinite(stimulus)
+    entry |= {
+        "stimuli": len(delay), "answered": int(answered_mask.sum()), "missed": int((~np.isfinite(delay)).sum()),
+        "censored": counts.get("censored", 0), "ambiguous": counts.get("ambiguous", 0),
+        "unanswering": counts.get("unanswering_responses", 0),
+    }
+    entry["miss_fraction"] = entry["missed"] / entry["stimuli"] if entry["stimuli"] else None
+    if entry["missed"]:
+        notes.append(f"Run {entry['id']}: {entry['missed']} of {entry['stimuli']} stimuli had no response within "
+                     f"{(g.get('window_s') or 0) * 1e6:.0f} µs.")
+    if not answered_mask.any():
+        return entry, None
+    d_us = delay[answered_mask] * 1e6
+    entry["delay_us"] = describe_delays(d_us)
+    entry["histogram"] = histogram(d_us)
+    resolution_us = (entry["resolution_ns"] or 0.0) / 1000.0
+    entry["outliers"] = outliers(d_us, stimulus[answered_mask] * 1e6, acquisition[answered_mask], resolution_us)
+    return entry, d_us
+
+
+def describe_delays(d_us: np.ndarray) -> dict[str, Any]:
+    n = len(d_us)
+    mean, std = float(d_us.mean()), float(d_us.std(ddof=1)) if n > 1 else 0.0
+    half = float(stats.t.ppf(0.975, n - 1)) * std / np.sqrt(n) if n > 1 else float("nan")
+    p50, p99, p999 = np.percentile(d_us, [50, 99, 99.9])
+    lo, hi = float(d_us.min()), float(d_us.max())
+    return {"min": lo, "p50": float(p50), "mean": mean, "mean_ci": [mean - half, mean + half], "std": std,
+            "p99": float(p99), "p999": float(p999), "max": hi, "spread": hi - lo}
+
+
+def histogram(d_us: np.ndarray) -> dict[str, list]:
+    lo, hi = float(d_us.min()), float(d_us.max())
+    if hi <= lo:
+        hi = lo + 1e-3
+    counts, edges = np.histogram(d_us, bins=HISTOGRAM_BINS, range=(lo, hi))
+    return {"edges_us": edges.tolist(), "counts": counts.astype(int).tolist()}
+
+
+def outliers(d_us: np.ndarray, stimulus_us: np.ndarray, acquisition: np.ndarray, resolution_us: float) -> dict:
+    median = float(np.median(d_us))
+    sigma = 1.4826 * float(np.median(np.abs(d_us - median)))
+    threshold = median + max(OUTLIER_MADS * sigma, MIN_OUTLIER_SAMPLES * resolution_us)
+    out = d_us > threshold
+    result: dict[str, Any] = {"threshold_us": threshold, "count": int(out.sum()), "fraction": float(out.mean()),
+                              "excess_max_us": float(d_us[out].max() - median) if out.any() else 0.0,
+                              "period_us": None, "period_share": None, "window_us": None, "expected_fraction": None}
+    # an edge arriving φ into a handler of length h waits h - φ: two colliding edges' spacing
+    # differs from a multiple of the period by the difference of their waits, so the spread of
+    # the waits (not their largest, which another, rarer interrupt may set) is the tolerance;
+    # the search uses the outliers of the main cluster of waits (one interrupt's), not the strays
+    excess = d_us[out] - median
+    main, tolerance = _main_cluster(excess, 2 * resolution_us)
+    times, acquisitions = stimulus_us[out][main], acquisition[out][main]
+    spacings = _spacings(times, acquisitions)
+    found = find_period(spacings, tolerance, _independent(acquisitions))
+    if not out.any():
+        result["explanation"] = "no delay stands out from the bulk"
+    elif len(spacings) < MIN_SPACINGS:
+        result["explanation"] = (f"{result['count']} delays stand out; too few share an acquisition "
+                                 f"({len(spacings)} spacings) to test them for a period: longer records or a "
+                                 "faster stimulus would")
+    elif found is None:
+        result["explanation"] = (f"{result['count']} delays stand out; no single period explains their "
+                                 f"spacings ({len(spacings)} within acquisitions)")
+    else:
+        period, share = found
+        # an edge that collides waits for the rest of the handler: its extra delay is uniform over
+        # the handler's length, and those waiting less than the threshold's margin are no outliers.
+        # This interrupt's collisions: the outliers up to the main group's top (plus its spread);
+        # longer waits are another source's
+        collided = int((excess <= float(excess[main].max()) + tolerance).sum())
+        window = collided / len(d_us) * period + (threshold - median)
+        result |= {"period_us": period, "period_share": share, "window_us": window,
+                   "expected_fraction": window / period}
+        result["explanation"] = (
+            f"outliers recur at multiples of {period:.1f} µs ({1e3 / period:.3g} kHz; {share:.0%} of their "
+            f"spacings): collisions with a periodic interrupt whose handler holds the CPU about {window:.2f} µs "
+            f"(largest extra delay {result['excess_max_us']:.2f} µs)")
+    return result
+
+
+def _main_cluster(excess: np.ndarray, least: float) -> tuple[np.ndarray, float]:
+    """The outliers of the commonest cause, and the spread of their waits (the tolerance).
+
+    One interrupt's collisions wait up to its handler's length: their extra delays crowd below
+    it. The crowd's centre is the middle of the narrowest range holding a third of the outliers;
+    the cause's outliers are those up to twice that (a wait uniform over [0, h] seen above a
+    margin has its middle above h/2). Strays (a task that ran first, a longer handler) lie beyond.
+    """
+    if len(excess) < 3:
+        return np.ones(len(excess), bool), least
+    e = np.sort(excess)
+    m = max(3, len(e) // 3)
+    i = int(np.argmin(e[m - 1:] - e[: len(e) - m + 1]))
+    centre = float(np.median(e[i:i + m]))
+    main = excess <= 2 * centre
+    return main, max(float(np.ptp(excess[main])), least)
+
+
+def _independent(acquisition: np.ndarray) -> int:
+    """How many of the spacings carry information of their own: n - 1 per acquisition with n outliers
+    (the other pairwise spacings are sums of those)."""
+    _, counts = np.unique(acquisition, return_counts=True)
+    return int(np.sum(np.maximum(counts - 1, 0)))
+
+
+def _spacings(times_us: np.ndarray, acquisition: np.ndarray) -> np.ndarray:
+    """Differences between every pair of outliers of one acquisition (one clock)."""
+    parts = []
+    for a in np.unique(acquisition):
+        t = np.sort(times_us[acquisition == a])
+        if len(t) > 1:
+            parts.append((t[None, :] - t[:, None])[np.triu_indices(len(t), 1)])
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def find_period(spacings: np.ndarray, tolerance_us: float, independent: int) -> tuple[float, float] | None:
+    """The longest period the spacings are whole multiples of, with the share that fit it (±tolerance).
+
+    A periodogram of the spacings: for a frequency f, the mean of cos(2π·f·spacing) is near 1 if
+    the spacings are multiples of 1/f and near 0 (spread 1/sqrt(2N)) if they are not. Periods
+    run from the shorter spacings' length down to 4·tolerance, finely enough that the
+    longest spacing's phase moves less than a quarter turn between two. Fractions of the period
+    (its harmonics) score as well as the period itself: the lowest frequency near the peak wins.
+    The peak, refined by least squares, must then fit more spacings (±tolerance) than chance
+    would, 2·tolerance/period each, by a margin that holds after counting every frequency tried
+    (CHANCE); `independent` spacings carry the evidence (n outliers of one record give n - 1,
+    not n(n-1)/2).
+    """
+    s = np.sort(spacings[spacings > 0])[:MAX_SPACINGS]  # the shortest carry the most: fewest turns
+    if len(s) < MIN_SPACINGS or independent < MIN_SPACINGS or tolerance_us <= 0:
+        return None
+    f_max = 1.0 / (4.0 * tolerance_us)
+    # a period longer than most spacings has them at "0 periods": nothing to show for it (and
+    # every spacing scores near 1 there); spacings of one source are whole multiples of its period
+    f_min = 1.0 / (float(np.quantile(s, 0.2)) + tolerance_us)
+    step = 1.0 / (8.0 * s[-1])
+    freqs = np.arange(f_min, f_max, step)
+    if not len(freqs):
+        return None
+    score = np.concatenate([np.cos(2 * np.pi * np.outer(chunk, s)).mean(axis=1)
+                            for chunk in np.array_split(freqs, max(1, len(freqs) * len(s) // 2_000_000))])
+    best = float(score.max())
+    if best < PERIOD_SHARE:  # most spacings cannot be near multiples of any period
+        return None
+    # the peaks near the top, lowest frequency first: the first that passes is the period
+    peak = (score >= PEAK_SHARE * best) & (score >= np.roll(score, 1)) & (score >= np.roll(score, -1))
+    for i in np.flatnonzero(peak)[:MAX_PEAKS]:
+        found = _fit_period(s, freqs[i], step, tolerance_us, independent, tried=len(freqs))
+        if found is not None:
+            return _longest_multiple(s, found, step, tolerance_us, independent, len(freqs))
+    return None
+
+
+def _longest_multiple(s: np.ndarray, found: tuple[float, float], step: float, tolerance_us: float,
+                      independent: int, tried: int) -> tuple[float, float]:
+    """The period itself rather than a fraction of it: a multiple of the period found that fits
+    nearly as many spacings (strays fit a short period's many multiples more easily) wins."""
+    period, share = found
+    best = found
+    for k in range(2, 9):
+        longer = _fit_period(s, 1.0 / (k * period), step / k, tolerance_us, independent, tried)
+        if longer is not None and longer[1] >= MULTIPLE_SHARE * share and abs(longer[0] - k * period) < period / 4:
+            best = longer
+    return best
+
+
+def _fit_period(s: np.ndarray, f0: float, step: float, tolerance_us: float, independent: int,
+                tried: int) -> tuple[float, float] | None:
+    fine = np.linspace(f0 - step, f0 + step, 201)
+    fine = fine[fine > 0]
+    period = 1.0 / float(fine[np.argmax(np.cos(2 * np.pi * np.outer(fine, s)).mean(axis=1))])
+    # the peak is flat at the top: least squares on the spacings near a multiple pins it down
+    for _ in range(3):
+        k = np.maximum(np.rint(s / period), 1)
+        near = np.abs(s - k * period) <= max(tolerance_us, period / 8)
+        if not near.any():  # no spacing near a multiple: there is no period to pin down
+            return None
+        period = float(np.sum(s[near] * k[near]) / np.sum(k[near] ** 2))
+    k = np.maximum(np.rint(s / period), 1)
+    share = float((np.abs(s - k * period) <= tolerance_us).mean())
+    by_chance = float(stats.binom.sf(round(share * independent) - 1, independent,
+                                     min(1.0, 2 * tolerance_us / period))) * tried
+    return (period, share) if share >= PERIOD_SHARE and by_chance < CHANCE else None
+
+
+def compare(entries: list[dict[str, Any]], delays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Pairs of runs that differ in one thing: the case (same load), or the load (same case);
+    Mann-Whitney U says whether one is slower."""
+    measured = [e for e in entries if e["id"] in delays]
+    same_load: dict[tuple, list[dict[str, Any]]] = {}
+    same_case: dict[tuple, list[dict[str, Any]]] = {}
+    for e in measured:
+        same_load.setdefault((e.get("target"), e.get("load"), e.get("repetition")), []).append(e)
+        same_case.setdefault((e.get("target"), e.get("case"), e.get("repetition")), []).append(e)
+    return [_compare_pair(a, b, delays) for groups in (same_load, same_case) for group in groups.values()
+            for a, b in combinations(group, 2)]
+
+
+def _compare_pair(a: dict[str, Any], b: dict[str, Any], delays: dict[str, np.ndarray]) -> dict[str, Any]:
+    da, db = delays[a["id"]], delays[b["id"]]
+    p = float(stats.mannwhitneyu(da, db, alternative="two-sided").pvalue) if min(len(da), len(db)) > 1 else 1.0
+    ma, mb = float(da.mean()), float(db.mean())
+    return {"a": a["id"], "b": b["id"], "mean_a_us": ma, "mean_b_us": mb,
+            "ratio": ma / mb if mb > 0 else None, "p_value": p, "significant": p < SIGNIFICANCE}
+
+
+def _ranking(ranked: list[dict[str, Any]], tested: dict[frozenset, dict[str, Any]]) -> str:
+    """Cases by mean response, fastest first: '<' only where the two neighbours differ
+    significantly (their Mann-Whitney test), '≈' where they cannot be told apart (p given)."""
+    text = f"mean response, fastest first: {ranked[0]['case']} {ranked[0]['delay_us']['mean']:.3g} µs"
+    same = []
+    for prev, e in zip(ranked, ranked[1:], strict=False):
+        c = tested.get(frozenset((prev["id"], e["id"])))
+        if c is not None and c["significant"]:
+            sign = " < "
+        else:
+            sign = " ≈ "
+            same.append(f"{prev['case']} and {e['case']}" + (f" (p = {c['p_value']:.2g})" if c is not None else
+                                                              " (not tested against each other)"))
+        text += f"{sign}{e['case']} {e['delay_us']['mean']:.3g} µs"
+    if same:
+        text += "; indistinguishable: " + ", ".join(same)
+    return text
+
+
+def findings(entries: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The report's answer first: one sentence per comparison that says something."""
+    by_id = {e["id"]: e for e in entries}
+    out: list[dict[str, Any]] = []
+    loads = list(dict.fromkeys(e.get("load") for e in entries if e.get("delay_us")))
+    tested = {frozenset((c["a"], c["b"])): c for c in comparisons}
+    for load in loads:
+        ranked = sorted((e for e in entries if e.get("load") == load and e.get("delay_us")),
+                        key=lambda e: e["delay_us"]["mean"])
+        if len(ranked) > 1:
+            out.append({"kind": "ranking", "load": load, "text": f"{load}: {_ranking(ranked, tested)}."})
+    for c in comparisons:
+        a, b = by_id[c["a"]], by_id[c["b"]]
+        if not c["significant"] or c["ratio"] is None:
+            continue
+        # cases that differ in their responder alone (the seed's sysfs vs mmap); the ranking says the rest
+        if a.get("load") == b.get("load") and a.get("governor") == b.get("governor") and \
+                a.get("responder") != b.get("responder"):
+            slow, fast = (a, b) if c["ratio"] > 1 else (b, a)
+            ratio = max(c["ratio"], 1 / c["ratio"])
+            if ratio >= 1.5:
+                out.append({"kind": "ratio", "load": a.get("load"), "text": (
+                    f"{a.get('load')}: {slow['case']} ({_how(slow)}) is {ratio:.2g}× slower on average than "
+                    f"{fast['case']} ({_how(fast)}): {slow['delay_us']['mean']:.3g} vs "
+                    f"{fast['delay_us']['mean']:.3g} µs.")})
+        elif a.get("case") == b.get("case") and a.get("load") != b.get("load"):
+            out.append({"kind": "load", "load": None, "text": _load_sentence(a, b)})
+    for e in entries:
+        o = e.get("outliers") or {}
+        if o.get("period_us"):
+            out.append({"kind": "outliers", "load": e.get("load"), "text": f"{e['id']}: {o['explanation']}."})
+    return out
+
+
+def _how(e: dict[str, Any]) -> str:
+    parts = [f"{e.get('responder')}"]
+    if e.get("governor") and e.get("governor") != "keep":
+        parts.append(f"{e['governor']} governor")
+    return ", ".join(parts)
+
+
+def _load_sentence(a: dict[str, Any], b: dict[str, Any]) -> str:
+    idle, loaded = (b, a) if b.get("idle") and not a.get("idle") else (a, b)
+    mi, ml = idle["delay_us"]["mean"], loaded["delay_us"]["mean"]
+    faster = ml < mi
+    text = (f"{idle['case']}: {'faster' if faster else 'slower'} under load {loaded['load']!r} "
+            f"({ml:.3g} µs) than under {idle['load']!r} ({mi:.3g} µs)")
+    governor = idle.get("governor")
+    if not (idle.get("idle") and not loaded.get("idle")):
+        return text + "."  # two loads, or two idle runs: no mechanism of idleness to name
+    if faster and governor in FOLLOWING_GOVERNORS:
+        text += (f" — the {governor} governor lowers an idle CPU's clock, and the load raises it again, "
+                 "more than the load's competition costs")
+    elif not faster and governor == "performance":
+        text += " — at a fixed clock (performance governor) the load only competes for the CPU"
+    return text + "."
 
 
 def analyse(given: AnalysisInput) -> KindReport:
     campaign = given.campaign
-    return section_report("gpio", *kind_analysis.analyse_runs(given.run_dirs, campaign))
+    return section_report("gpio", *analyse_runs(given.run_dirs, campaign))

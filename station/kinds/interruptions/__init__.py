@@ -27,5 +27,5 @@ KIND = Kind(
     needs=BenchNeeds(twin_target=False),
     measurement="station.kinds.interruptions.run:InterruptionsRun",
     analysis="station.kinds.interruptions.analysis:analyse",
-    report="station.report.interruptions_sections:PAGE",
+    report="station.kinds.interruptions.report:PAGE",
 )

@@ -2,7 +2,7 @@
 spins on one CPU at SCHED_FIFO, records every gap above the threshold with the interrupt,
 softirq, context-switch and SMI counts that moved, and prints them as it goes; a tracefs
 instance of the station's own records how long each interrupt handler ran on that CPU. Both
-are kept byte for byte in the run directory; the attribution (station/analysis/interruptions.py)
+are kept byte for byte in the run directory; the attribution (station/kinds/interruptions/analysis.py)
 runs at the end."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncssh
 
-from station.analysis import interruptions as ig_analysis
 from station.kinds.base import RunContext
+from station.kinds.interruptions import analysis as ig_analysis
 from station.kinds.interruptions import target as ig_target
 from station.kinds.probe_run import EXIT_SLACK_S, ProbeRun, copy_stream
 from station.lifetime import settled

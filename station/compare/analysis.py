@@ -24,7 +24,7 @@ from scipy import stats
 
 from station import kind_registry
 from station.analysis.campaign import analyse_campaign
-from station.analysis.cyclictest import read_outputs
+from station.kinds.cyclictest.analysis import read_outputs
 from station.parsers.cyclictest import CyclictestOutputError
 from station.result_store import OWN_RECORDS, ResultStore, ResultStoreError, campaign_dirs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.report.compare_tables import all_compare_tables
+from station.compare.tables import all_compare_tables
 from station.report.figures import RenderedFigure
 from station.report.markdown import _escape, _figure_list, render_table
 

@@ -16,7 +16,7 @@ from station.formatting import (
     us,
     us_interval,
 )
-from station.report.cyclictest_tables import target_badges
+from station.kinds.cyclictest.tables import target_badges
 from station.report.tables import Cell, Table
 
 SOURCE_LABEL = {"sw": "t_SW", "hw": "t_HW (scope)"}

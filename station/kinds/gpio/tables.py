@@ -3,7 +3,7 @@ first), then one row per run with its delay distribution, the outliers and what 
 with, and the analysis's pairwise comparisons. Display-ready like tables.py; html.py and
 markdown.py render them with the same Table/Cell machinery.
 
-The section's times are already in µs (report["gpio"], written by station/analysis/gpio.py).
+The section's times are already in µs (report["gpio"], written by station/kinds/gpio/analysis.py).
 The scope samples every ~20 ns, so a kernel responder's few-µs delays get three decimals (1 ns)
 and user-space delays of hundreds of µs fewer: see ``delay_text``.
 """

@@ -9,7 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from station.report.compare_tables import all_compare_tables
+from station.compare.tables import all_compare_tables
 from station.report.figures import RenderedFigure
 from station.report.html import _ENV, _items
 

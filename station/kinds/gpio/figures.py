@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from station.formatting import count_text, is_number, ordered, slug, unique_names
+from station.kinds.gpio.tables import delay_text
 from station.report.figures import (
     FIGSIZE_IN,
     RenderedFigure,
@@ -29,7 +30,6 @@ from station.report.figures import (
     legend_outside,
     new_figure,
 )
-from station.report.gpio_tables import delay_text
 
 KIND = "gpio"
 DISTRIBUTIONS_NAME = "gpio-distributions"

@@ -4,7 +4,7 @@ Display-ready like tables.py; html.py and markdown.py render them with the same 
 machinery.
 
 The section's numbers are already in µs, ms and s (report["interruptions"], written by
-station/analysis/interruptions.py), so they are shown as they are (``plain_us``: at most three
+station/kinds/interruptions/analysis.py), so they are shown as they are (``plain_us``: at most three
 decimals), not converted from ns.
 """
 

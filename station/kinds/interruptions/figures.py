@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from station.formatting import count_text, is_number, plain_us
+from station.kinds.interruptions.tables import CAUSE_LABEL, CAUSES, run_anchors
 from station.report.figures import RenderedFigure, _new_axes, _to_svg, legend_outside
-from station.report.interruptions_tables import CAUSE_LABEL, CAUSES, run_anchors
 
 KIND = "interruptions"
 CAUSE_COLOR = {"interrupt": "#1f77b4", "throttled": "#ff7f0e", "preempted": "#2ca02c", "smi": "#9467bd",

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from station.report.compare_figures import build_compare_figures
-from station.report.compare_html import render_compare_html
-from station.report.compare_markdown import render_compare_markdown
-from station.report.compare_tables import COMPARE_CSV_COLUMNS, compare_rows, cyclictest_rows
+from station.compare.figures import build_compare_figures
+from station.compare.html import render_compare_html
+from station.compare.markdown import render_compare_markdown
+from station.compare.tables import COMPARE_CSV_COLUMNS, compare_rows, cyclictest_rows
 from station.report.export import write_json, write_rows
 from station.report.figures import write_figures
 
