@@ -1,7 +1,7 @@
 """Does the pairing's stated false-pair rate hold over whole twin campaigns?
 
 Each paired acquisition carries a bound on the chance that its alignment is wrong
-(station/analysis/pairing.py: no wrong alignment among the candidates could agree with as many
+(station/kinds/module/pairing.py: no wrong alignment among the candidates could agree with as many
 pulses with probability above 1e-4); a run reports their sum as `pairing.expected_false_pairs`.
 The unit tests check that bound over seeded runs of the twin's event model; this script checks it
 where a user meets it: full twin campaigns (real SSH, real SCPI, drifting clocks, trigger error),
@@ -38,8 +38,8 @@ from scipy import stats
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from station.analysis.pairing import pair_run  # noqa: E402
-from station.module_data import load_run  # noqa: E402
+from station.kinds.module.data import load_run  # noqa: E402
+from station.kinds.module.pairing import pair_run  # noqa: E402
 from station.store import list_runs  # noqa: E402
 
 STATION = [sys.executable, "-m", "station.cli"]

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from station.analysis import analyse_campaign
-    from station.analysis.pairing import Pairing
     from station.campaign import CampaignError, CampaignResult
     from station.config import Campaign, load_campaign
     from station.importers import ImportInputError, ImportOptions, ImportResult
-    from station.module_data import RunData, load_run
+    from station.kinds.module.data import RunData, load_run
+    from station.kinds.module.pairing import Pairing
     from station.progress import ProgressSink, QuietProgress
     from station.result_store import ResultStore, ResultStoreError
     from station.scope_capture import (
@@ -44,15 +44,15 @@ __all__ = [
 #: Every name this module re-exports, by the module that defines it: imported when first asked for.
 _LAZY = {
     "analyse_campaign": "station.analysis",
-    "quantile_with_ci": "station.analysis.findings",
-    "Pairing": "station.analysis.pairing", "pair_run": "station.analysis.pairing",
+    "quantile_with_ci": "station.kinds.module.findings",
+    "Pairing": "station.kinds.module.pairing", "pair_run": "station.kinds.module.pairing",
     "CampaignError": "station.campaign", "CampaignResult": "station.campaign", "run_campaign": "station.campaign",
     "Campaign": "station.config", "load_campaign": "station.config",
     "ImportInputError": "station.importers", "ImportOptions": "station.importers",
     "ImportResult": "station.importers", "import_files": "station.importers",
     "ProgressSink": "station.progress", "QuietProgress": "station.progress",
     "ResultStore": "station.result_store", "ResultStoreError": "station.result_store",
-    "RunData": "station.module_data", "list_runs": "station.store", "load_run": "station.module_data",
+    "RunData": "station.kinds.module.data", "list_runs": "station.store", "load_run": "station.kinds.module.data",
     "Host": "station.target", "Target": "station.target", "TargetError": "station.target",
     "endpoint_from_settings": "station.target", "load_host": "station.target",
     "LocalSshdError": "station.target.local_sshd", "new_local_sshd": "station.target.local_sshd",
@@ -198,10 +198,10 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
 
 
 def pair_events(run: RunData) -> Pairing | None:
-    """Each scope pulse of a run matched to its software record (station/analysis/pairing.py):
+    """Each scope pulse of a run matched to its software record (station/kinds/module/pairing.py):
     ``.pairs`` has acquisition, seq, hw_ns, sw_ns and diff_ns (HW − SW) per paired event. None when
     the run cannot be paired (a legacy stream without sequence numbers, no scope, no arrival times)."""
-    from station.analysis.pairing import pair_run
+    from station.kinds.module.pairing import pair_run
 
     return pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
 
@@ -221,7 +221,7 @@ __all__ += ["measuring_time"]
 def percentile_intervals(values_ns: Any) -> dict[str, tuple[float, float | None, float | None]]:
     """p50, p99, p99.99 and p99.999 of a sample in ns as (estimate, lo, hi): the order statistic
     and its distribution-free 95 % interval, as the report's findings quote them (None: no bound)."""
-    from station.analysis.findings import quantile_with_ci
+    from station.kinds.module.findings import quantile_with_ci
 
     return quantile_with_ci(values_ns)
 

@@ -1,7 +1,7 @@
 """Run directories: raw data appended while it streams, Parquet at seal time,
 and a manifest that says what the run is and whether it is complete. The store knows no
 run kind: each kind names the raw files it appends to and the conversions it seals with
-(station/kinds/); reading a module run's tables is station/module_data.py's.
+(station/kinds/); reading a module run's tables is station/kinds/module/data.py's.
 
     <out>/campaign.yaml            the campaign file as given
     <out>/runs/<run-id>/

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from station.analysis.correlation import shift
-from station.analysis.outliers import robust_threshold
 from station.kinds.module.analysis import _t_rw
+from station.kinds.module.correlation import shift
+from station.kinds.module.outliers import robust_threshold
 
 
 def _entry(iface, variant, load, rep, d):

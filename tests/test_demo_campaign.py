@@ -14,7 +14,7 @@ import test_report_browser as browser
 import yaml
 from scipy.special import ndtri
 
-from station.module_data import load_run
+from station.kinds.module.data import load_run
 from tests.conftest import REPO, run_station
 
 chromium = browser.chromium  # the headless browser fixture, for the figure check
@@ -150,8 +150,8 @@ def test_event_pairing_finds_the_very_events_the_twin_injected(demo):
         p = run["pairing"]
         assert p["pulses_paired"] >= 0.9 * p["pulses"], p
     # each paired pulse must be the event the twin drew: its width is that event's true width
-    from station.analysis.pairing import pair_run
-    from station.module_data import load_run
+    from station.kinds.module.data import load_run
+    from station.kinds.module.pairing import pair_run
 
     for run in report["runs"]:
         data = load_run(out / "runs" / run["id"])
@@ -422,8 +422,8 @@ def test_the_analysis_does_not_depend_on_how_the_runs_are_read_in_batches(demo, 
     """Runs are read a batch at a time (memory bounded for hour-long runs): cutting them into
     batches of 999 records — every acquisition and pairing block cut somewhere else — must give
     the same report as the default batches did."""
-    from station import module_data
     from station.analysis.campaign import analyse_campaign
+    from station.kinds.module import data as module_data
 
     out, report, _ = demo
     monkeypatch.setattr(module_data, "BATCH_ROWS", 999)

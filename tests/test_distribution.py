@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from station.analysis.distribution import DENSE_SPAN, Distribution
-from station.analysis.outliers import ROBUST_Z, robust_threshold
+from station.kinds.module.outliers import ROBUST_Z, robust_threshold
 
 integers = hnp.arrays(np.int64, st.integers(1, 400), elements=st.integers(-(2**40), 2**40))
 latencies = hnp.arrays(np.int64, st.integers(1, 400), elements=st.integers(1_000, 40_000))

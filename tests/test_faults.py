@@ -19,7 +19,7 @@ import asyncssh
 import numpy as np
 import pytest
 
-from station.module_data import load_run
+from station.kinds.module.data import load_run
 from station.records import decode_file
 from tests.conftest import run_station, station_cmd
 from tests.fault_proxy import FaultyLink

@@ -3,7 +3,7 @@ campaign asked for, and the counts of every run a headline speaks for."""
 
 from __future__ import annotations
 
-from station.analysis import findings
+from station.kinds.module import findings
 
 
 def test_the_worst_case_headline_names_the_probability_asked_even_without_an_estimate() -> None:

@@ -31,7 +31,7 @@ from scipy import stats
 from station.analysis.campaign import analyse_campaign
 from station.campaign import run_campaign
 from station.config import ConfigError, parse_campaign
-from station.module_data import load_run
+from station.kinds.module.data import load_run
 from station.progress import QuietProgress
 from station.twin.clock import DEFAULT_DRIFT_PPM, DEFAULT_SCOPE_TIMEBASE_PPM
 from station.twin.model import ModuleSession, load_preset

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from station.analysis.correlation import Z95, bulk, paired_t_rw
+from station.kinds.module.correlation import Z95, bulk, paired_t_rw
 
 T_RW_NS = 450.0
 

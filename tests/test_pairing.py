@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from station.analysis.pairing import FALSE_PAIR_BOUND, pair_run
+from station.kinds.module.pairing import FALSE_PAIR_BOUND, pair_run
 
 PERIOD = 100_000
 

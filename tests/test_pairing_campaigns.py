@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
-from station.analysis.pairing import pair_run
-from station.module_data import load_run
+from station.kinds.module.data import load_run
+from station.kinds.module.pairing import pair_run
 from tests.conftest import run_station
 
 EXIT_UNMATCHED = 4

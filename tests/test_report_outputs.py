@@ -168,7 +168,7 @@ def test_minimal_report_renders(tmp_path: Path) -> None:
 def test_the_irq_footnote_is_computed_from_the_counts_it_describes() -> None:
     """The runs table's IRQ note compares each run's /proc/interrupts count with the records the
     stream delivered (own and stray), as the runs have them: never a fixed 'a few more'."""
-    from station.report.tables import runs_table
+    from station.kinds.module.tables import runs_table
 
     def run(rid: str, irqs: int, own: int, strays: int | None) -> dict:
         return {"id": rid, "status": "complete", "interface": "lpt", "variant": "inb", "load": "none",

@@ -79,8 +79,8 @@ def _events_by_truth(hw: pd.DataFrame, truth_hw_ns: np.ndarray, dt_ns: float) ->
 
 def test_each_frame_is_paired_to_the_event_the_twin_emitted(segmented):
     out, _, run, dialect = segmented
-    from station.analysis.pairing import pair_run
-    from station.module_data import load_run
+    from station.kinds.module.data import load_run
+    from station.kinds.module.pairing import pair_run
 
     data = load_run(out / "runs" / run["id"])
     hw = data.hw

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from station.analysis.pairing import EventNumbers, pair_run
-from station.module_data import load_run
+from station.kinds.module.data import load_run
+from station.kinds.module.pairing import EventNumbers, pair_run
 from tests.conftest import run_station
 
 STRAY_FRACTION = 1e-3

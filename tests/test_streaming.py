@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from station.analysis.correlation import cluster_mean_se
 from station.analysis.distribution import Distribution
-from station.analysis.pairing import StreamPairer, pair_run
 from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
+from station.kinds.module.correlation import cluster_mean_se
+from station.kinds.module.pairing import StreamPairer, pair_run
 
 latencies = hnp.arrays(np.int64, st.integers(1, 3000), elements=st.integers(0, 3_000_000))
 widths = hnp.arrays(np.float64, st.integers(2, 3000),
@@ -137,8 +137,8 @@ def test_stream_pairing_in_small_batches_pairs_exactly_the_injected_events() -> 
 def test_the_verdict_from_the_kept_candidates_is_the_verdict_from_every_pair() -> None:
     """A run read in batches keeps only the paired events that can be outliers (t_SW or t_HW above
     its threshold); with the median and bulk of all pairs, the verdict must be the same."""
-    from station.analysis.correlation import PAIRED_OUTLIER_MADS, bulk
-    from station.analysis.outliers import outlier_verdict, outlier_verdict_of_candidates, verdict_thresholds
+    from station.kinds.module.correlation import PAIRED_OUTLIER_MADS, bulk
+    from station.kinds.module.outliers import outlier_verdict, outlier_verdict_of_candidates, verdict_thresholds
 
     rng = np.random.default_rng(11)
     n = 200_000

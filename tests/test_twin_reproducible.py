@@ -10,7 +10,7 @@ import numpy as np
 
 from station import api
 from station.config import parse_campaign
-from station.module_data import load_run
+from station.kinds.module.data import load_run
 
 
 def _campaign(variants: str, seed: int = 11):

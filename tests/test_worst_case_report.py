@@ -134,7 +134,7 @@ def test_an_exceedance_the_sample_supports_is_reported_as_reliable(reported, tmp
 
 
 def test_an_unreliable_fit_lends_no_number_to_the_table() -> None:
-    from station.report.tables import worst_case_table
+    from station.kinds.module.tables import worst_case_table
 
     def entry(reliable: bool, ci_high: float | None) -> dict:
         return {"interface": "pcie", "load": "idle", "observed_max_ns": 9000.0, "p99_999_ns": 8000.0, "run": "r",

@@ -12,12 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from station.formatting import percentile_is_reliable, percentile_keys
+from station.formatting import percentile_is_reliable
 
-#: Leading columns of stats.csv; percentile columns (p50_ns …) and
-#: ``unreliable_percentiles`` follow. Documented in docs/report-schema.md.
-CSV_RUN_COLUMNS = ["run_id", "interface", "variant", "load", "repetition", "status", "source",
-                   "count", "min_ns", "mean_ns", "std_ns", "max_ns"]
 #: the statistics columns of a distribution, in ns (stats.csv, a kind's CSV like cyclictest.csv)
 STATS_COLUMNS = ("count", "min_ns", "mean_ns", "std_ns", "max_ns")
 
@@ -49,35 +45,6 @@ def write_json(report: Mapping[str, Any], path: Path) -> Path:
                       allow_nan=False)
     path.write_text(text + "\n", encoding="utf-8")
     return path
-
-
-def stats_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Header and one row per run per source (sw, hw) that has statistics."""
-    runs = report.get("runs") or []
-    pkeys = percentile_keys(r.get(src) for r in runs for src in ("sw", "hw"))
-    header = [*CSV_RUN_COLUMNS, *(f"{k}_ns" for k in pkeys), "unreliable_percentiles"]
-    rows = []
-    for r in runs:
-        for source in ("sw", "hw"):
-            stats = r.get(source)
-            if not stats:
-                continue
-            percentiles = stats.get("percentiles_ns") or {}
-            row: dict[str, Any] = {
-                "run_id": r.get("id"), "interface": r.get("interface"),
-                "variant": r.get("variant"), "load": r.get("load"),
-                "repetition": r.get("repetition"), "status": r.get("status"), "source": source,
-                "count": stats.get("count"), "min_ns": stats.get("min_ns"),
-                "mean_ns": stats.get("mean_ns"), "std_ns": stats.get("std_ns"),
-                "max_ns": stats.get("max_ns"),
-            }
-            for k in pkeys:
-                row[f"{k}_ns"] = percentiles.get(k)
-            row["unreliable_percentiles"] = ";".join(
-                k for k in pkeys
-                if k in percentiles and not percentile_is_reliable(k, stats.get("count")))
-            rows.append({k: to_jsonable(v) for k, v in row.items()})
-    return header, rows
 
 
 def percentile_columns(stats: Mapping[str, Any], pkeys: list[str]) -> dict[str, Any]:

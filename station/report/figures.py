@@ -30,8 +30,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, Locator, NullFormatter
 
 from station.analysis.distribution import Distribution
-from station.analysis.samples import RunSamples
-from station.formatting import count_text, interface_label, ordered, slug
+from station.formatting import count_text
 
 BIN_NS = 100
 #: Above this many bins the width steps up 100 → 200 → 500 → 1000 ns …
@@ -70,10 +69,11 @@ class RenderedFigure:
     """A finished figure: ``name`` is the file stem under figures/."""
 
     name: str
-    kind: str  # "overview" | "tail" | "scope" | "run" | "cyclictest"
+    kind: str  # what it shows, within its run kind ("overview", "tail", "cyclictest" …)
     title: str
     caption: str
     svg: str
+    glance: bool = False  # it answers the campaign's question: the first of its kind sits under the findings
 
 
 def bin_width_ns(lo_ns: float, hi_ns: float) -> int:
@@ -359,121 +359,3 @@ def _color(mapping: Mapping[str, str], key: str, order: Sequence[str]) -> str:
     if key in mapping:
         return mapping[key]
     return FALLBACK_COLORS[order.index(key) % len(FALLBACK_COLORS)]
-
-
-
-
-def build_figures(report: Mapping[str, Any],
-                  samples: Mapping[str, RunSamples]) -> list[RenderedFigure]:
-    """Every figure the report's runs and samples allow, in reading order.
-
-    Repetitions of the same interface × variant × load are pooled; loads are
-    never pooled together (a loaded and an idle system are different
-    distributions). Runs without samples are skipped, never an error.
-    """
-    runs = [r for r in report.get("runs") or [] if r.get("id") in samples
-            and samples[r["id"]].sw.count]
-    if not runs:
-        return []
-    def key(r: Mapping[str, Any]) -> tuple[str, str, str]:
-        return (str(r.get("interface", "unknown")), str(r.get("variant", "unknown")),
-                str(r.get("load", "none")))
-
-    interfaces = ordered([key(r)[0] for r in runs], ("lpt", "pcie"))
-    variants = ordered([key(r)[1] for r in runs], VARIANT_ORDER)
-    loads = ordered([key(r)[2] for r in runs])
-    one_load = len(loads) == 1
-
-    def group(interface: str, variant: str, load: str, source: str) -> Distribution:
-        return Distribution.pooled(getattr(samples[r["id"]], source) for r in runs
-                                   if key(r) == (interface, variant, load) and getattr(samples[r["id"]], source))
-
-    def suffix(*parts: str) -> str:
-        return slug("-".join(parts))
-
-    def load_text(load: str) -> str:
-        return "" if one_load else f", load {load}"
-
-    overview: list[RenderedFigure] = []
-    tails: list[RenderedFigure] = []
-    scope: list[RenderedFigure] = []
-    for load in loads:
-        for variant in variants:
-            sw_by_interface = {i: group(i, variant, load, "sw") for i in interfaces}
-            sw_by_interface = {i: a for i, a in sw_by_interface.items() if a.count}
-            if not sw_by_interface:
-                continue
-            sw = [Series(f"{interface_label(i)} t_SW", a, _color(INTERFACE_COLOR, i, interfaces))
-                  for i, a in sw_by_interface.items()]
-            name = "sw-hist-" + (suffix(variant) if one_load else suffix(variant, load))
-            overview.append(RenderedFigure(
-                name, "overview",
-                f"Software latency, variant {variant}{load_text(load)}",
-                "Software-measured latency per interface, repetitions pooled. Log count axis: "
-                "a single occurrence and none look almost alike. Dashed lines: min and max.",
-                histogram_svg(sw, f"Software latency t_SW, {variant}{load_text(load)}", name,
-                              xlabel="software latency t_SW (µs)")))
-            tail_series = []
-            for i, s in zip(sw_by_interface, sw, strict=True):
-                tail_series.append(s)
-                hw = group(i, variant, load, "hw")
-                if hw.count:
-                    tail_series.append(Series(f"{interface_label(i)} t_HW (scope)", hw, s.color,
-                                              (0, (4, 2))))
-            name = "ccdf-" + (suffix(variant) if one_load else suffix(variant, load))
-            tails.append(RenderedFigure(
-                name, "tail",
-                f"Tail: exceedance probability, variant {variant}{load_text(load)}",
-                "P(latency ≥ x) per interface; solid: software, dashed: oscilloscope. "
-                "Each curve ends at 1/n at its largest sample.",
-                ccdf_svg(tail_series, f"CCDF, {variant}{load_text(load)}", name,
-                         what=_what(tail_series))))
-        for i in interfaces:
-            hw = [Series(f"scope, {v}", group(i, v, load, "hw"),
-                         _color(VARIANT_COLOR, v, variants)) for v in variants]
-            hw = [s for s in hw if s.values.count]
-            if len(hw) < 2:
-                continue
-            name = "scope-variants-" + (suffix(i) if one_load else suffix(i, load))
-            title = f"{interface_label(i)} scope pulse widths by handler variant{load_text(load)}"
-            scope.append(RenderedFigure(
-                name, "scope", title,
-                _trw_caption(report, i),
-                histogram_svg(hw, title, name, xlabel="pulse width t_HW (µs)")))
-    per_run = []
-    for r in runs:
-        s = samples[r["id"]]
-        series = [Series("t_SW (software)", s.sw, SW_COLOR)]
-        if s.hw is not None and s.hw.count:
-            series.append(Series("t_HW (scope pulse width)", s.hw, HW_COLOR))
-        name = "run-" + slug(r["id"])
-        interface, variant, load = key(r)
-        title = f"{r['id']}: {interface_label(interface)}, {variant}, load {load}"
-        per_run.append(RenderedFigure(
-            name, "run", title,
-            "Software latency and scope pulse width of the same events."
-            if len(series) == 2 else "Software latency only: no scope data for this run.",
-            histogram_svg(series, title, name, xlabel=_what(series) + " (µs)")))
-    return overview + tails + scope + per_run
-
-
-def _what(series: Sequence[Series]) -> str:
-    """What a figure's x axis holds: software latencies, scope pulse widths, or both."""
-    hw = any("t_HW" in s.label for s in series)
-    sw = any("t_SW" in s.label for s in series)
-    if hw and sw:
-        return "software latency t_SW or pulse width t_HW"
-    return "pulse width t_HW" if hw else "software latency t_SW"
-
-
-def _trw_caption(report: Mapping[str, Any], interface: str) -> str:
-    text = ("Oscilloscope pulse widths with and without the inb check in the IRQ handler; "
-            "the shift between them is t_rw, one bus read.")
-    for c in (report.get("comparisons") or {}).get("t_rw") or []:
-        if c.get("interface") == interface and isinstance(c.get("estimate_ns"), int | float):
-            text += f" Estimated t_rw = {c['estimate_ns'] / 1000:.3f} µs"
-            ci = c.get("ci95_ns")
-            if isinstance(ci, list | tuple) and len(ci) == 2:
-                text += f" (95% CI {ci[0] / 1000:.3f} – {ci[1] / 1000:.3f} µs)"
-            text += "."
-    return text

@@ -194,7 +194,8 @@ def build_cyclictest_figures(report: Mapping[str, Any],
         figures.append(RenderedFigure(
             name, MAXIMA_KIND, "Maximum latency per case",
             "The largest latency of any thread in each target × case's complete runs (the maximum-latency "
-            "table), log axis. A maximum is one draw: it ranks nothing by itself.", maxima_svg(section, name)))
+            "table), log axis. A maximum is one draw: it ranks nothing by itself.", maxima_svg(section, name),
+            glance=True))
     for target in targets:
         for case in cases:
             group = [r for r in runs if (str(r.get("target")), str(r.get("load"))) == (target, case)]

@@ -46,5 +46,5 @@ KIND = Kind(
     top_level_runs=True,
     measurement="station.kinds.module.run:ModuleRun",
     analysis="station.kinds.module.analysis:analyse",
-    report="station.report.module_sections:PAGE",
+    report="station.kinds.module.report:PAGE",
 )

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 
 from station import records
-from station.analysis import correlation, findings, outliers, worst_case
+from station.analysis import worst_case
 from station.analysis.campaign import AnalysisInput, KindReport
-from station.analysis.run_analysis import RunAnalysis, analyse_run
 from station.analysis.samples import RunSamples
 from station.analysis.worst_case import TailSample
-from station.module_data import iter_table
+from station.kinds.module import correlation, findings, outliers
+from station.kinds.module.data import iter_table
+from station.kinds.module.run_analysis import RunAnalysis, analyse_run
 
 
 def analyse(given: AnalysisInput) -> KindReport:

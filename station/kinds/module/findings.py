@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from station.analysis.correlation import Z95
 from station.analysis.distribution import Distribution
 from station.analysis.histogram import Histogram
 from station.analysis.samples import RunSamples
@@ -32,6 +31,7 @@ from station.formatting import (
     readable,
     us,
 )
+from station.kinds.module.correlation import Z95
 
 #: The percentiles the interfaces are ranked at: the typical event and the tail the
 #: samples still resolve (p99.99 needs 10⁵ samples for 10 above it).

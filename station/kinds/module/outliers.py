@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from station.analysis.correlation import bulk
 from station.analysis.distribution import Distribution
+from station.kinds.module.correlation import bulk
 
 ROBUST_Z = 8.0
 

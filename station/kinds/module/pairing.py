@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
-from station.analysis.correlation import bulk
+from station.kinds.module.correlation import bulk
 from station.records import Flag
 
 NOT_OURS = int(Flag.NOT_OURS)

@@ -23,10 +23,15 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from station import module_data, records
-from station.analysis import correlation, outliers
+from station import records
 from station.analysis.distribution import Distribution
-from station.analysis.pairing import (
+from station.analysis.samples import RunSamples
+from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
+from station.analysis.worst_case import TailSample
+from station.kinds.module import correlation, outliers
+from station.kinds.module import data as module_data
+from station.kinds.module.data import iter_table, table_columns
+from station.kinds.module.pairing import (
     AGREE_NS,
     HW_COLUMNS,
     METHOD,
@@ -38,10 +43,6 @@ from station.analysis.pairing import (
     pulses_needed,
     stray_mask,
 )
-from station.analysis.samples import RunSamples
-from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
-from station.analysis.worst_case import TailSample
-from station.module_data import iter_table, table_columns
 from station.store import read_csv_lines
 
 
