@@ -74,10 +74,11 @@ class Kind:
     # the heavy parts, as "module:attribute" imported on first use (or the object itself):
     measurement: Any = None  # a station.kinds.base.Measurement subclass
     analysis: Any = None  # (run directories, campaign.json) -> (report section, samples, notes)
-    report: Any = None  # (report, figures) -> its page sections (station.report.page)
+    report: Any = None  # a station.report.page.KindPage: its page sections, figures, CSV files
+    compare: Any = None  # a station.compare.part.ComparePart: its part of `station compare` (None: not compared)
 
     def load(self, which: str) -> Any:
-        """One of the heavy parts (`measurement`, `analysis`, `report`), imported now; None if it has none."""
+        """A heavy part (`measurement`, `analysis`, `report`, `compare`), imported now; None if it has none."""
         part = getattr(self, which)
         if not isinstance(part, str):
             return part

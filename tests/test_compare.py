@@ -198,7 +198,7 @@ def test_what_cannot_be_compared_is_refused(twins, tmp_path: Path) -> None:
     cases = [([twins[0]], "compare needs two or more campaign directories"),
              ([twins[0], ct], "campaigns of different kinds cannot be compared"),
              ([ct, twins[0]], f"{ct} (cyclictest), {twins[0]} (module)"),
-             ([detector, detector], "a campaign of interruptions runs; station compare compares module or cyclictest")]
+             ([detector, detector], "a campaign of interruptions runs; station compare compares cyclictest or module")]
     for dirs, words in cases:
         with pytest.raises(ResultStoreError, match=re.escape(words)):
             api.compare_campaigns(dirs)
@@ -211,7 +211,7 @@ def test_a_per_interface_figure_is_shown_once_not_repeated_per_variant(twins) ->
     """t_rw and the worst case belong to an interface and load (the worst case pools both variants'
     t_SW): the inb table gives them, the no-inb table points there instead of repeating them as if
     they were its own."""
-    from station.compare.tables import module_tables
+    from station.kinds.module.compare_tables import module_tables
 
     result = api.compare_campaigns(list(twins))
     tables = {t.key: t for t in module_tables(result)}
@@ -249,7 +249,7 @@ def test_a_worst_case_outside_the_baselines_interval_is_called_out() -> None:
     """The issue's own pair (the demo twice, only the twin's seed changed): 14.564 [13.571, 17.741]
     and 22.463 [17.049, 44.017] µs, each outside the other's interval, must be said; two that sit
     inside each other's intervals must not."""
-    from station.compare.analysis import worst_case_moves
+    from station.kinds.module.compare import worst_case_moves
 
     def row(campaign: str, est: float, lo: float, hi: float, variant: str = "inb") -> dict:
         return {"campaign": campaign, "interface": "lpt", "variant": variant, "load": "seed-io", "source": "sw",
@@ -269,7 +269,7 @@ def test_the_binned_mann_whitney_is_scipys_on_the_expanded_samples(a, b) -> None
     stand for (scipy's, asymptotic with the tie correction, no continuity correction)."""
     from scipy import stats as sps
 
-    from station.compare.analysis import binned_mann_whitney
+    from station.kinds.cyclictest.compare import binned_mann_whitney
 
     count = lambda xs: {float(v): xs.count(v) for v in set(xs)}  # noqa: E731
     p, greater = binned_mann_whitney(count(a), count(b))
@@ -317,7 +317,7 @@ def test_overflows_of_a_shorter_histogram_range_are_not_ranked_above_the_longer_
     somewhere at or above 1000 µs, B's 100 values at 2000 µs too: below 1000 µs the two are the same
     sample, above it nothing says which is larger. Counted as +inf, A's overflows outranked B's
     2000 µs and the test called B faster."""
-    from station.compare.analysis import CtHistogram, binned_mann_whitney, comparable
+    from station.kinds.cyclictest.compare import CtHistogram, binned_mann_whitney, comparable
 
     body = {float(v): 50 for v in range(10, 30)}
     a = CtHistogram({**body, math.inf: 100}, range_us=1000.0)

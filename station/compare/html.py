@@ -9,6 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from station.compare.part import ComparePart
 from station.compare.tables import all_compare_tables
 from station.report.figures import RenderedFigure
 from station.report.html import _ENV, _items
@@ -21,12 +22,13 @@ def _report_style() -> Markup:
     return Markup(match.group(0) if match else "")  # noqa: S704 - our own template's text
 
 
-def render_compare_html(result: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> str:
+def render_compare_html(result: Mapping[str, Any], figures: Sequence[RenderedFigure],
+                        parts: Sequence[ComparePart]) -> str:
     labels = [c["label"] for c in result.get("campaigns") or []]
     return _ENV.get_template("compare.html.j2").render(
         title="IRQ latency comparison: " + " vs ".join(labels),
         style=_report_style(),
         notes=[str(n) for n in result.get("notes") or []],
-        tables=all_compare_tables(result),
+        tables=all_compare_tables(result, parts),
         figures=_items(figures),
     )

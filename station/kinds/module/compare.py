@@ -1,0 +1,186 @@
+"""The module kind's part of `station compare`: per (campaign, interface, variant, load) and
+source (t_SW, t_HW) the distribution's count/min/mean/std/max from DuckDB over the result store,
+the exact p99.99 with its order-statistic interval, t_rw and the worst-case estimate from each
+campaign's report.json, and a Mann–Whitney U test of every campaign against the first (the
+baseline), Holm-corrected over all the tests made."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from station.compare.analysis import ALPHA, holm, mean_interval, quantile_interval
+from station.compare.part import CampaignInfo, ComparePart
+from station.kinds.module.compare_figures import build_compare_figures
+from station.kinds.module.compare_tables import COMPARE_CSV_COLUMNS, compare_rows, module_tables
+from station.result_store import OWN_RECORDS, ResultStore
+
+QUANTILE_KEY, QUANTILE = "p99.99", 0.9999
+TEST_NAME = "Mann–Whitney U, two-sided, each campaign against the baseline (the first directory)"
+CORRECTION = "Holm–Bonferroni over every test in this comparison"
+TEST_NOTE = ("Samples within a run are treated as independent; serial correlation (load phases, "
+             "periodic disturbances) makes the p-values optimistic. With large samples a tiny "
+             "shift is significant: read the effect size (P(B > A)) and the p99.99 intervals too.")
+# the columns of one module row, in order (also the CSV's)
+SOURCES = {"sw": ("sw", "latency_ns", 1.0), "hw": ("hw", "width_s", 1e9)}  # table, column, to ns
+
+
+GROUP = ("interface", "variant", "load")
+
+
+def _module_rows(store: ResultStore, table: str) -> Any:
+    """A table's rows of module runs; of the records, the module's own (a stray IRQ's record,
+    NOT_OURS, holds no latency of the module's)."""
+    rel = store.relation(table)
+    if rel is None:
+        return None
+    rel = rel.filter("kind = 'module'")
+    if table == "sw" and "flags" in rel.columns:
+        rel = rel.filter(OWN_RECORDS)
+    return rel
+
+
+def _sql_stats(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple, dict[str, Any]]:
+    """count/min/mean/std/max per (interface, variant, load), computed by DuckDB."""
+    rel = _module_rows(store, table)
+    if rel is None:
+        return {}
+    x = f"CAST({column} AS DOUBLE) * CAST({scale!r} AS DOUBLE)"  # DOUBLE, not DECIMAL, whatever the column
+    rows = rel.aggregate(
+        f"interface, variant, load, count({column}) AS n, min({x}), avg({x}), stddev_samp({x}), max({x})",
+        "interface, variant, load").fetchall()
+    return {tuple(r[:3]): {"count": int(r[3]), "min_ns": r[4], "mean_ns": r[5], "std_ns": r[6] or 0.0,
+                           "max_ns": r[7]} for r in rows if r[3]}
+
+
+def _values(store: ResultStore, table: str, column: str, scale: float, key: tuple) -> np.ndarray:
+    """One group's samples, sorted (exact quantiles and the rank test need them all)."""
+    rel = _module_rows(store, table)
+    assert rel is not None
+    rel = rel.filter(" AND ".join(
+        f"{column_name} = {_quote(value)}" for column_name, value in zip(GROUP, key, strict=True)))
+    values = rel.project(column).fetchnumpy()[column].astype(np.float64) * scale
+    values.sort()
+    return values
+
+
+def _quote(value: Any) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _by_key(entries: Sequence[dict[str, Any]], interface: str, load: str) -> dict[str, Any] | None:
+    return next((e for e in entries if e.get("interface") == interface and e.get("load") == load), None)
+
+
+def worst_case_1e9_ns(entry: dict[str, Any] | None) -> float | None:
+    """The software latency exceeded once in 1e9 events, from report.json's comparisons.worst_case
+    entry (the tail fit of station/analysis/worst_case.py; None where the fit was unreliable).
+    Nothing is estimated here: each campaign's report is the one source of its numbers."""
+    value = (entry or {}).get("worst_case_1e9_ns")
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _worst_case_interval(entry: dict[str, Any] | None) -> list[float] | None:
+    q = (entry or {}).get("quantile_ns") or {}
+    return [q["ci_low"], q["ci_high"]] if worst_case_1e9_ns(entry) is not None and q.get("ci_high") else None
+
+
+def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any],
+                                                                                   dict[tuple, np.ndarray]]:
+    rows: list[dict[str, Any]] = []
+    samples: dict[tuple, np.ndarray] = {}  # (campaign label, source, interface, variant, load) -> sorted ns
+    for info, store in zip(infos, stores, strict=True):
+        comparisons = info.report.get("comparisons") or {}
+        for source, (table, column, scale) in SOURCES.items():
+            for key, agg in sorted(_sql_stats(store, table, column, scale).items()):
+                values = _values(store, table, column, scale, key)
+                samples[(info.label, source, *key)] = values
+                t_rw = _by_key(comparisons.get("t_rw") or [], key[0], key[2])
+                worst = _by_key(comparisons.get("worst_case") or [], key[0], key[2])
+                rows.append({
+                    "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source, **agg,
+                    "mean_ci95_ns": mean_interval(agg["mean_ns"], agg["std_ns"], agg["count"]),
+                    "p99_99_ns": float(np.percentile(values, QUANTILE * 100)),
+                    "p99_99_ci95_ns": quantile_interval(values, QUANTILE),
+                    "p99_99_reliable": agg["count"] * (1 - QUANTILE) >= 10,
+                    "t_rw_ns": (t_rw or {}).get("estimate_ns"), "t_rw_ci95_ns": (t_rw or {}).get("ci95_ns"),
+                    # the tail fit is of the software latencies
+                    "worst_case_1e9_ns": worst_case_1e9_ns(worst) if source == "sw" else None,
+                    "worst_case_1e9_ci95_ns": _worst_case_interval(worst) if source == "sw" else None,
+                })
+    tests = _tests(infos, samples)
+    section = {"rows": rows, "tests": tests,
+               "test": {"name": TEST_NAME, "alpha": ALPHA, "correction": CORRECTION, "count": len(tests),
+                        "note": TEST_NOTE},
+               "baseline": infos[0].label}
+    return section, samples
+
+
+def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, np.ndarray]) -> list[dict[str, Any]]:
+    base = infos[0].label
+    tests = []
+    for (label, source, *key), b in samples.items():
+        a = samples.get((base, source, *key))
+        if label == base or a is None or a.size < 2 or b.size < 2:
+            continue
+        u, p = stats.mannwhitneyu(b, a, alternative="two-sided", method="asymptotic")
+        ci_a, ci_b = quantile_interval(a, QUANTILE), quantile_interval(b, QUANTILE)
+        disjoint = None
+        if None not in ci_a and None not in ci_b:
+            disjoint = bool(ci_b[0] > ci_a[1] or ci_a[0] > ci_b[1])
+        tests.append({
+            "source": source, **dict(zip(GROUP, key, strict=True)), "baseline": base, "campaign": label,
+            "u": float(u), "p_value": float(p),
+            "prob_greater": float(u) / (a.size * b.size),  # P(B > A) + P(B = A)/2: the effect size
+            "median_diff_ns": float(np.median(b) - np.median(a)),
+            "p99_99_diff_ns": float(np.percentile(b, QUANTILE * 100) - np.percentile(a, QUANTILE * 100)),
+            "p99_99_intervals_disjoint": disjoint,
+        })
+    for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
+        t["p_holm"] = adjusted
+        t["significant"] = adjusted < ALPHA
+    return tests
+
+
+def worst_case_moves(rows: list[dict[str, Any]], baseline: str) -> list[str]:
+    """A note for every campaign whose worst case (once in 1e9 events) lies outside the baseline's
+    interval or the baseline's outside its own: four orders of magnitude past the samples, such a
+    jump is as likely the fit's uncertainty as a change, and a reader must not miss it."""
+    base = {(r["interface"], r["load"]): r for r in rows
+            if r["campaign"] == baseline and r["source"] == "sw" and r.get("worst_case_1e9_ns") is not None}
+    out, seen = [], set()
+    for r in rows:
+        key = (r["interface"], r["load"])
+        b = base.get(key)
+        if (r["campaign"] == baseline or r["source"] != "sw" or b is None or (r["campaign"], *key) in seen
+                or r.get("worst_case_1e9_ns") is None or not r.get("worst_case_1e9_ci95_ns")
+                or not b.get("worst_case_1e9_ci95_ns")):
+            continue
+        seen.add((r["campaign"], *key))
+        (blo, bhi), (lo, hi) = b["worst_case_1e9_ci95_ns"], r["worst_case_1e9_ci95_ns"]
+        est, best = r["worst_case_1e9_ns"], b["worst_case_1e9_ns"]
+        if blo <= est <= bhi and lo <= best <= hi:
+            continue
+        out.append(f"{r['campaign']} vs {baseline}, {key[0]} under {key[1]}: the worst case (once in 1e9 events) "
+                   f"moved from {best / 1e3:.4g} µs [{blo / 1e3:.4g}, {bhi / 1e3:.4g}] to {est / 1e3:.4g} µs "
+                   f"[{lo / 1e3:.4g}, {hi / 1e3:.4g}], outside "
+                   + ("each other's intervals" if not (blo <= est <= bhi or lo <= best <= hi) else "one interval")
+                   + ": an extrapolation this far from the samples moves that much by chance too; more samples "
+                     "(or a lower extrapolation) tell a change from the fit's uncertainty.")
+    return out
+
+
+def analyse(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any] | None,
+                                                                               dict[tuple, np.ndarray], list[str]]:
+    section, samples = _module(infos, stores)
+    if not section["rows"]:
+        return None, samples, []
+    return section, samples, worst_case_moves(section["rows"], infos[0].label)
+
+
+COMPARE = ComparePart(analyse, module_tables, build_compare_figures,
+                      (("compare.csv", lambda result: (list(COMPARE_CSV_COLUMNS), compare_rows(result))),))
