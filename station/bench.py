@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from station import kind_registry
 from station.config import Campaign, TargetSettings
 from station.kind_registry import BenchNeeds
 from station.lifetime import settled
@@ -37,7 +38,8 @@ class Bench:
     campaign: Campaign
     log: Messages
     target_name: str | None = None  # which of bench.targets (None: the single bench.target)
-    needs: BenchNeeds = BenchNeeds()  # the run kind's (kind_registry.kind(name).needs)
+    # the parts the runs use; None: what the campaign's kind declares (kind_registry.kind(…).needs)
+    needs: BenchNeeds | None = None
     twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
     vm: Any = None  # station.vm.VirtualMachine when the target is kind: vm
     target: Target | None = None
@@ -46,6 +48,10 @@ class Bench:
     generator: Any = None  # station.generator_session.GeneratorSession (a kind that plays a stimulus), or None
     facts: dict[str, str] = field(default_factory=dict)
     _undo: list[tuple[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.needs is None:
+            self.needs = kind_registry.kind(self.campaign.matrix.kind).needs
 
     # ---- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> Bench:

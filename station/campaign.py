@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from station import kind_registry
 from station.bench import Bench, BenchError
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash
 from station.progress import ProgressSink, RunProgress
@@ -95,8 +94,7 @@ async def run_campaign(
     try:
         for target_name, target_runs in by_target.items():
             try:
-                async with Bench(campaign, progress, target_name=target_name,
-                                 needs=kind_registry.kind(campaign.matrix.kind).needs) as bench:
+                async with Bench(campaign, progress, target_name=target_name) as bench:  # the kind's needs
                     latest = bench.describe()
                     described[target_name or ""] = latest["target"]
                     _write_campaign_json(out_dir, campaign, latest, described)

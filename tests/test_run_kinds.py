@@ -199,3 +199,5 @@ def test_the_bench_activates_exactly_what_the_kind_declares(tmp_path):
     assert scope and twin_scope and uploaded == [f"uploaded rtai_lpt_latency to {campaign.bench.target.module_dir}"]
     assert asked == ["rtai"]
     assert kind_registry.kind("module").needs.scope and not kind_registry.kind(LoadavgProbe.name).needs.scope
+    # without needs given, a bench activates what the campaign's own kind declares
+    assert Bench(campaign, Log()).needs is kind_registry.kind("module").needs
