@@ -169,7 +169,7 @@ def test_the_verdict_from_the_kept_candidates_is_the_verdict_from_every_pair() -
 def test_pairing_a_sparse_capture_keeps_the_window_of_records_small(monkeypatch) -> None:
     """A scope that catches few events spreads a batch of pulses over most of the run: the pairer
     pairs it in groups of at most SPAN_EVENTS events, so the records it holds stay that many."""
-    from station.analysis import pairing
+    from station.kinds.module import pairing
 
     sw, hw, arrivals, truth_seq, period = _twin_like_run(8)
     monkeypatch.setattr(pairing, "SPAN_EVENTS", 4000)
