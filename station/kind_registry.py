@@ -75,9 +75,13 @@ class Kind:
     measurement: Any = None  # a station.kinds.base.Measurement subclass
     analysis: Any = None  # (run directories, campaign.json) -> (report section, samples, notes)
     report: Any = None  # (report, figures) -> its page sections (station.report.page)
+    # a pydantic model of its part of report.json: the fields of its section under its name, or
+    # (top_level_runs) its top-level fields; None: its section is untyped (station.report.model)
+    report_model: Any = None
 
     def load(self, which: str) -> Any:
-        """One of the heavy parts (`measurement`, `analysis`, `report`), imported now; None if it has none."""
+        """One of the heavy parts (`measurement`, `analysis`, `report`, `report_model`), imported now;
+        None if it has none."""
         part = getattr(self, which)
         if not isinstance(part, str):
             return part

@@ -29,4 +29,5 @@ KIND = Kind(
     measurement="station.kinds.cyclictest.run:CyclictestRun",
     analysis="station.kinds.cyclictest.analysis:analyse",
     report="station.kinds.cyclictest.report:PAGE",
+    report_model="station.kinds.cyclictest.report_model:CyclictestSection",
 )

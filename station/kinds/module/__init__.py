@@ -47,4 +47,5 @@ KIND = Kind(
     measurement="station.kinds.module.run:ModuleRun",
     analysis="station.kinds.module.analysis:analyse",
     report="station.kinds.module.report:PAGE",
+    report_model="station.kinds.module.report_model:ModulePart",
 )

@@ -1,0 +1,136 @@
+"""The module kind's part of report.json: the top-level `runs` and `comparisons`
+(station.report.model joins it to the envelope)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from station.report.model import Closed, Float, Interval, Open, Stats
+
+Blob = dict[str, Any] | None
+
+
+class Losses(Closed):
+    """What the record stream lost."""
+
+    sw_lost: int = Field(description="software records lost between target and station")
+    sw_dropped_by_target: int = Field(description="records the target could not queue (FIFO full)")
+    gaps: int = Field(description="sequence-number gaps in the stream")
+    format: Literal["v1", "legacy"] = Field(description="record stream format; `legacy` cannot reveal gaps")
+
+
+class Shift(Closed):
+    """t_HW − t_SW of a run: ≈ t_rw with the inb variant, ≈ 0 without."""
+
+    hw_minus_sw_mean_ns: Float = Field(description="mean of t_HW − t_SW")
+    se_ns: Float = Field(None, description="its cluster-robust standard error")
+    ci95_ns: Interval = Field(None, description="its 95 % interval [lo, hi]")
+    hw_minus_sw_median_ns: Float = Field(None, description="median of t_HW − t_SW")
+
+
+class ModuleRun(Closed):
+    """One run of the matrix interface × variant × load × repetition."""
+
+    id: str = Field(description="unique run id, e.g. `lpt-inb-r0`; also the key of its samples")
+    interface: str = Field(description="the IRQ echoer measured (`lpt`, `pcie`)")
+    variant: str = Field(description="`inb` or `no-inb`: handler with or without the extra bus read")
+    load: str = Field(description="load profile name")
+    repetition: int = Field(description="repetition index, from 0")
+    target: str | None = Field(None, description="the target's name (`null` or `\"\"` with a single target)")
+    period_ns: int | None = Field(None, description="period of the RT task that triggers the IRQs, ns")
+    status: Literal["complete", "incomplete", "failed"] = Field(description="whether the run finished")
+    error: str | None = Field(None, description="why the run is incomplete or failed")
+    duration_s: Float = Field(None, description="wall time of the measurement, s")
+    sw: Stats | None = Field(None, description="statistics of the software latencies t_SW")
+    hw: Stats | None = Field(None, description="statistics of the scope pulse widths t_HW; null without a scope")
+    board: Stats | None = Field(None, description="statistics of the widths the board measured; null without")
+    losses: Losses | None = Field(None, description="what the record stream lost")
+    strays: Blob = Field(None, description="stray IRQs (NOT_OURS records): `count`, `share`, `per_s`, `first_s`, "
+                         "`last_s`, `times_s`, `note`")
+    truth: Blob = Field(None, description="(twin) what the twin injected: `t_rw_mean_ns`, `strays_injected`, …")
+    pairing: Blob = Field(None, description="event pairing: acquisitions and pulses paired, the false-pair bound, "
+                          "`unmatched`, `note`, paired HW−SW mean/median/std (ns), `scope_vs_target_ppm`, `method`")
+    shift: Shift | None = Field(None, description="t_HW − t_SW")
+    interrupts: Blob = Field(None, description="/proc/interrupts on the echoer's line: `row`, `before`, `after`")
+    capture: Blob = Field(None, description="what the scope saw (docs/capture.md): `strategy`, `acquisitions`, "
+                          "`pulses`, dead time, `capture_ratio`, `bus`, …")
+    scope_measurement: Blob = Field(None, description="`capture: measurement` only: the scope's own width "
+                                    "statistics")
+    outliers: Blob = Field(None, description="robust outliers: `sw_threshold_ns`, `sw_count`, `hw_threshold_ns`, "
+                           "`hw_count`, `method`")
+    outlier_verdict: Blob = Field(None, description="which side delayed the run's outliers: `verdict`, `sentence`, "
+                                  "the paired counts per side, `method`")
+
+
+class TRw(Open):
+    """An estimate of t_rw, the bus read time (inb − no-inb shift). Open-ended: the paired estimate's
+    diagnostics and a `withheld` reason join it."""
+
+    interface: str = Field(description="interface the estimate is for")
+    load: str | None = Field(None, description="the load both runs were measured under")
+    estimate_ns: Float = Field(None, description="t_rw: the shift of the pulse width the extra bus read causes")
+    ci95_ns: Interval = Field(None, description="its 95 % confidence interval")
+    paired_estimate_ns: Float = Field(None, description="t_rw from event pairing (v1 streams with pairing)")
+    paired_ci95_ns: Interval = Field(None, description="its 95 % interval")
+    inb_run: str = Field(description="the inb run id")
+    no_inb_run: str = Field(description="the no-inb run id")
+    truth_ns: Float = Field(None, description="value injected by the twin; null on a real bench")
+
+
+class CrossInterface(Open):
+    """The seed's PCIe puzzle: one interface's software samples above the other's maximum. Open-ended:
+    the board's counts, the events the scope caught and the pooled verdict join it."""
+
+    load: str | None = Field(None, description="the load compared under")
+    interface: str = Field(description="interface examined (e.g. `pcie`)")
+    reference_interface: str = Field(description="interface whose maximum is the yardstick (e.g. `lpt`)")
+    threshold_ns: Float = Field(description="the reference interface's largest software latency")
+    sw_count_above: int = Field(description="software samples above the threshold")
+    sw_total: int = Field(description="all software samples")
+    sw_fraction: Float = Field(None, description="`sw_count_above / sw_total`")
+    hw_count_above: int | None = Field(None, description="scope pulse widths above the threshold")
+    hw_total: int | None = Field(None, description="all scope pulse widths")
+    seen_by_scope: bool | None = Field(None, description="whether the scope sees the outliers too")
+    verdict: str = Field(description="one-sentence conclusion")
+
+
+class WorstCase(Closed):
+    """Per interface and load: the largest latency seen, p99.999 and the tail fit's worst case."""
+
+    interface: str = Field(description="the interface")
+    load: str | None = Field(None, description="the load")
+    observed_max_ns: Float = Field(description="largest latency observed over the interface's runs")
+    p99_999_ns: Float = Field(description="99.999th percentile of its samples pooled")
+    run: str = Field(description="run id the maximum comes from")
+    samples: int | None = Field(None, description="the samples pooled")
+    exceedance: Float = Field(None, description="the per-event probability asked (campaign `report.exceedance`)")
+    worst_case_1e9_ns: Float = Field(None, description="`quantile_ns.estimate` when reliable and at 1e-9")
+    quantile_ns: Blob = Field(None, description="the worst case at `exceedance`: `estimate`, `ci_low`, `ci_high`, "
+                              "`level`, `interval`, optional `fit`; null when too few samples")
+    reliable: bool | None = Field(None, description="every check passed and ≥ 10 events expected beyond it")
+    fit_reliable: bool | None = Field(None, description="the fit's own checks passed")
+    reasons: list[str] | None = Field(None, description="why not reliable")
+    bound: Blob = Field(None, description="the distribution-free bound: `bound_ns`, `exceedance`, `one_in`, `level`")
+    deadline: Blob = Field(None, description="with a deadline: `deadline_ns`, `p_exceed`, `ci_low`, `ci_high`, "
+                           "`level`, `source`, `observed_exceedances`, optional `fit`")
+    tail_fit: Blob = Field(None, description="station/analysis/worst_case.py's whole result (threshold "
+                           "diagnostics, shape, scale, goodness of fit, independence): a diagnostic blob")
+
+
+class Comparisons(Closed):
+    """Results across module runs; each list may be empty."""
+
+    t_rw: list[TRw] = Field(default_factory=list, description="bus read/write time per interface and load")
+    cross_interface_outliers: list[CrossInterface] = Field(default_factory=list,
+                                                           description="the seed's PCIe puzzle, per load")
+    worst_case: list[WorstCase] = Field(default_factory=list, description="worst case per interface and load")
+
+
+class ModulePart(BaseModel):
+    """The module kind's top-level fields."""
+
+    runs: list[ModuleRun] = Field(default_factory=list, description="one entry per module run (empty without)")
+    comparisons: Comparisons | None = Field(None, description="results across module runs; absent without them "
+                                            "(schema 1 had it with empty lists)")
