@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,9 @@ import pytest
 from station import api
 from station.analysis import SCHEMA_VERSION
 from station.report import ReportSchemaError, write_reports
+from station.report.schema_doc import documented_model, render_doc, tables
 from tests import report_synthetic
+from tests.conftest import run_station
 from tests.import_graph import REPO
 from tests.test_report_gpio import build_report as gpio_report
 from tests.test_report_interruptions import build_report as interruptions_report
@@ -125,3 +128,34 @@ def test_unmatched_runs_reads_a_schema_1_module_report(tmp_path: Path) -> None:
     report["runs"][0]["pairing"] = {"unmatched": True, "note": "the scope watches something else"}
     (tmp_path / "report.json").write_text(json.dumps(report))
     assert api.unmatched_runs(tmp_path) == {report["runs"][0]["id"]: "the scope watches something else"}
+
+
+DOC = REPO / "docs" / "report-schema.md"
+
+
+def test_the_docs_field_tables_are_the_models() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert render_doc(text) == text, "docs/report-schema.md is stale: run python scripts/report_schema_doc.py"
+    assert "| `status` | `\"complete\"` \\| `\"incomplete\"` \\| `\"failed\"` | whether the run finished |" in text
+    # a table edited by hand is put back; a model without its block is refused
+    edited = text.replace("| `sw_lost` | int |", "| `sw_lost` | float |")
+    assert edited != text and render_doc(edited) == text
+    with pytest.raises(ValueError, match=r"models without a block \['Losses'\]"):
+        render_doc(re.sub(r"<!-- generated: Losses -->.*?<!-- end generated -->", "", text, flags=re.S))
+
+
+def test_station_schema_report_prints_report_jsons_schema(tmp_path: Path) -> None:
+    res = run_station("schema", "--report")
+    assert res.returncode == 0, res.stderr
+    printed = json.loads(res.stdout)
+    assert printed == documented_model().model_json_schema()  # the station's own kinds, nothing else
+    assert {"cyclictest", "interruptions", "gpio", "runs", "comparisons"} <= set(printed["properties"])
+    report, samples = _module()
+    jsonschema.validate(json.loads(write_reports(report, samples, tmp_path)["report.json"].read_text()), printed)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**report, "schema_version": "2"}, printed)
+    # the campaign schema is still the default
+    assert "matrix" in json.loads(run_station("schema").stdout)["properties"]
+    md = run_station("schema", "--report", "--markdown")
+    assert md.returncode == 0 and md.stdout == "\n\n".join(tables().values()) + "\n"
+    assert run_station("schema", "--markdown").returncode == 2

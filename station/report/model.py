@@ -106,24 +106,29 @@ def _part(kind: kind_registry.Kind) -> type[BaseModel] | None:
     return model
 
 
+def build_report_model(kinds: list[kind_registry.Kind]) -> type[ReportCore]:
+    """ReportCore plus each kind's part (Kind.report_model): its section under its name (absent or
+    null without its runs), or, for a kind with top-level runs, its fields at the top level. A kind
+    without a model has an untyped section."""
+    fields: dict[str, Any] = {}
+    for kind in kinds:
+        model = _part(kind)
+        if kind.top_level_runs and model is not None:
+            fields |= {name: (info.annotation, info) for name, info in model.model_fields.items()}
+        elif not kind.top_level_runs:
+            section = model if model is not None else dict[str, Any]
+            doc = " ".join((model.__doc__ or "").split()) if model is not None else (
+                f"the {kind.name} kind's section (the kind declares no model: untyped)")
+            fields[kind.name] = (section | None, Field(None, description=doc))
+    return create_model("Report", __base__=ReportCore, __module__=__name__, **fields)
+
+
 def report_model() -> type[ReportCore]:
-    """report.json's model: ReportCore plus each registered kind's part (Kind.report_model) — its
-    section under its name (absent or null without its runs), or, for a kind with top-level runs,
-    its fields at the top level. A kind without a model has an untyped section."""
+    """report.json's model with every registered kind's part; rebuilt when a kind registers."""
     generation = kind_registry.generation()
     if generation not in _MODELS:
-        fields: dict[str, Any] = {}
-        for kind in kind_registry.kinds().values():
-            model = _part(kind)
-            if kind.top_level_runs and model is not None:
-                fields |= {name: (info.annotation, info) for name, info in model.model_fields.items()}
-            elif not kind.top_level_runs:
-                section = model if model is not None else dict[str, Any]
-                fields[kind.name] = (section | None, Field(None, description=(
-                    (model.__doc__ or "").strip() if model is not None else f"the {kind.name} kind's section "
-                    "(the kind declares no model: untyped)")))
         _MODELS.clear()
-        _MODELS[generation] = create_model("Report", __base__=ReportCore, __module__=__name__, **fields)
+        _MODELS[generation] = build_report_model(list(kind_registry.kinds().values()))
     return _MODELS[generation]
 
 
