@@ -30,6 +30,31 @@ class Shift(Closed):
     hw_minus_sw_median_ns: Float = Field(None, description="median of t_HW − t_SW")
 
 
+class Pairing(Closed):
+    """Event pairing (v1 streams with a scope): each scope acquisition aligned with the records."""
+
+    acquisitions: int = Field(description="scope acquisitions")
+    acquisitions_paired: int = Field(description="acquisitions paired with records")
+    pulses: int = Field(description="pulses in them")
+    pulses_paired: int = Field(description="pulses paired with an event")
+    coverage: Float = Field(None, description="pulses paired / pulses")
+    pairable: int = Field(description="acquisitions long enough to be paired at all")
+    pulses_needed: int | None = Field(None, description="pulses an acquisition needs, all agreeing, with this "
+                                      "t_SW spread")
+    expected_false_pairs: Float = Field(None, description="the sum of each paired acquisition's bound on being "
+                                        "wrong")
+    false_pair_rate_bound: Float = Field(None, description="that bound per acquisition paired")
+    estimates: bool = Field(description="false: no paired estimate is made from this run")
+    unmatched: bool = Field(description="at most 1 % of the pairable acquisitions paired: the scope watches "
+                            "something else (`station run` exits with status 4)")
+    note: str | None = Field(None, description="why, when either is so")
+    hw_minus_sw_paired_mean_ns: Float = Field(None, description="mean paired HW−SW, on the target's clock")
+    hw_minus_sw_paired_median_ns: Float = Field(None, description="its median")
+    hw_minus_sw_paired_std_ns: Float = Field(None, description="its standard deviation")
+    scope_vs_target_ppm: Float = Field(None, description="the scope's timebase against the target's clock")
+    method: str = Field(description="how events are paired, in words")
+
+
 class ModuleRun(Closed):
     """One run of the matrix interface × variant × load × repetition."""
 
@@ -50,8 +75,7 @@ class ModuleRun(Closed):
     strays: Blob = Field(None, description="stray IRQs (NOT_OURS records): `count`, `share`, `per_s`, `first_s`, "
                          "`last_s`, `times_s`, `note`")
     truth: Blob = Field(None, description="(twin) what the twin injected: `t_rw_mean_ns`, `strays_injected`, …")
-    pairing: Blob = Field(None, description="event pairing: acquisitions and pulses paired, the false-pair bound, "
-                          "`unmatched`, `note`, paired HW−SW mean/median/std (ns), `scope_vs_target_ppm`, `method`")
+    pairing: Pairing | None = Field(None, description="event pairing; null without a scope or a v1 stream")
     shift: Shift | None = Field(None, description="t_HW − t_SW")
     interrupts: Blob = Field(None, description="/proc/interrupts on the echoer's line: `row`, `before`, `after`")
     capture: Blob = Field(None, description="what the scope saw (docs/capture.md): `strategy`, `acquisitions`, "
@@ -96,6 +120,24 @@ class CrossInterface(Open):
     verdict: str = Field(description="one-sentence conclusion")
 
 
+class FittedQuantile(Closed):
+    """The tail fit's quantile at a probability per event, ns."""
+
+    exceedance: Float = Field(description="the probability per event")
+    estimate: Float = Field(None, description="the latency exceeded with that probability")
+    ci_low: Float = Field(None, description="its interval's lower bound; null: none")
+    ci_high: Float = Field(None, description="its upper bound; null: none")
+    level: Float = Field(description="the interval's confidence (0.95)")
+    interval: str = Field(description="how: `empirical, order statistics` or `profile likelihood (binomial x GPD)`")
+
+
+class Quantile(FittedQuantile):
+    """The worst case at `exceedance`, ns: the order statistic where the sample resolves the
+    probability (with the fit beside it above the threshold), else the fit's extrapolation."""
+
+    fit: FittedQuantile | None = Field(None, description="the tail fit's own quantile beside the empirical one")
+
+
 class WorstCase(Closed):
     """Per interface and load: the largest latency seen, p99.999 and the tail fit's worst case."""
 
@@ -107,8 +149,8 @@ class WorstCase(Closed):
     samples: int | None = Field(None, description="the samples pooled")
     exceedance: Float = Field(None, description="the per-event probability asked (campaign `report.exceedance`)")
     worst_case_1e9_ns: Float = Field(None, description="`quantile_ns.estimate` when reliable and at 1e-9")
-    quantile_ns: Blob = Field(None, description="the worst case at `exceedance`: `estimate`, `ci_low`, `ci_high`, "
-                              "`level`, `interval`, optional `fit`; null when too few samples")
+    quantile_ns: Quantile | None = Field(None, description="the worst case at `exceedance`; null when too few "
+                                         "samples")
     reliable: bool | None = Field(None, description="every check passed and ≥ 10 events expected beyond it")
     fit_reliable: bool | None = Field(None, description="the fit's own checks passed")
     reasons: list[str] | None = Field(None, description="why not reliable")
