@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from station.report.model import Closed, Float, Interval, Open, Stats
+from station.report.model import Closed, Float, Interval, Stats
 
 Blob = dict[str, Any] | None
 
@@ -88,24 +88,49 @@ class ModuleRun(Closed):
                                   "the paired counts per side, `method`")
 
 
-class TRw(Open):
-    """An estimate of t_rw, the bus read time (inb − no-inb shift). Open-ended: the paired estimate's
-    diagnostics and a `withheld` reason join it."""
+class PairedExcluded(Closed):
+    """Paired events left out of each run's mean: HW−SW beyond 6 robust sigmas of its median."""
+
+    inb: int = Field(description="of the inb run")
+    no_inb: int = Field(description="of the no-inb run")
+
+
+class TRw(Closed):
+    """An estimate of t_rw, the bus read time: the inb run's shift minus the no-inb run's, under one
+    load (the seed found ≈ 2 µs on LPT)."""
 
     interface: str = Field(description="interface the estimate is for")
     load: str | None = Field(None, description="the load both runs were measured under")
     estimate_ns: Float = Field(None, description="t_rw: the shift of the pulse width the extra bus read causes")
+    se_ns: Float = Field(None, description="its standard error")
     ci95_ns: Interval = Field(None, description="its 95 % confidence interval")
+    median_estimate_ns: Float = Field(None, description="the same from the shifts' medians")
+    withheld: str | None = Field(None, description="why there is no estimate (a scope that matches none of the "
+                                 "target's events); the figures above are then null")
     paired_estimate_ns: Float = Field(None, description="t_rw from event pairing (v1 streams with pairing)")
+    paired_se_ns: Float = Field(None, description="its standard error")
     paired_ci95_ns: Interval = Field(None, description="its 95 % interval")
+    paired_excluded: PairedExcluded | None = Field(None, description="paired events left out of each mean")
+    paired_method: str | None = Field(None, description="that rule, in words")
+    paired_withheld: str | None = Field(None, description="no paired estimate: which run could not give one and "
+                                        "why")
     inb_run: str = Field(description="the inb run id")
     no_inb_run: str = Field(description="the no-inb run id")
     truth_ns: Float = Field(None, description="value injected by the twin; null on a real bench")
 
 
-class CrossInterface(Open):
-    """The seed's PCIe puzzle: one interface's software samples above the other's maximum. Open-ended:
-    the board's counts, the events the scope caught and the pooled verdict join it."""
+class CaughtEvent(Closed):
+    """A software outlier the scope saw too."""
+
+    run: str = Field(description="its run")
+    seq: int = Field(description="its record's sequence number")
+    sw_ns: Float = Field(description="its t_SW")
+    hw_ns: Float = Field(description="its pulse width")
+
+
+class CrossInterface(Closed):
+    """The seed's PCIe puzzle, per load: one interface's software samples above the other's largest,
+    and whether the scope (and the board) saw them."""
 
     load: str | None = Field(None, description="the load compared under")
     interface: str = Field(description="interface examined (e.g. `pcie`)")
@@ -113,10 +138,21 @@ class CrossInterface(Open):
     threshold_ns: Float = Field(description="the reference interface's largest software latency")
     sw_count_above: int = Field(description="software samples above the threshold")
     sw_total: int = Field(description="all software samples")
-    sw_fraction: Float = Field(None, description="`sw_count_above / sw_total`")
-    hw_count_above: int | None = Field(None, description="scope pulse widths above the threshold")
+    sw_fraction: Float = Field(None, description="`sw_count_above / sw_total` (the seed saw ≈ 10⁻⁵)")
+    hw_count_above: int | None = Field(None, description="scope pulse widths above the threshold (less the run's "
+                                       "shift)")
     hw_total: int | None = Field(None, description="all scope pulse widths")
+    hw_expected_if_real: Float = Field(None, description="`sw_fraction × hw_total`: what the scope would see if "
+                                       "the delay were on the bus")
     seen_by_scope: bool | None = Field(None, description="whether the scope sees the outliers too")
+    board_count_above: int | None = Field(None, description="board-measured widths above the threshold; null "
+                                          "without a board")
+    board_total: int | None = Field(None, description="all board-measured widths")
+    board_max_of_sw_outliers_ns: Float = Field(None, description="the largest board width among the software "
+                                               "outliers")
+    scope_caught: list[CaughtEvent] | None = Field(None, description="the outliers the scope caught, by event")
+    scope_caught_note: str | None = Field(None, description="when the list is of the kept tail only")
+    outlier_verdict: Blob = Field(None, description="the runs' outlier verdicts pooled (as `runs[].outlier_verdict`)")
     verdict: str = Field(description="one-sentence conclusion")
 
 
