@@ -174,6 +174,43 @@ class Quantile(FittedQuantile):
     fit: FittedQuantile | None = Field(None, description="the tail fit's own quantile beside the empirical one")
 
 
+class Bound(Closed):
+    """What the sample supports with no model: with confidence `level`, at most 1 event in `one_in`
+    exceeds `bound_ns`, for any continuous distribution."""
+
+    bound_ns: Float = Field(description="the largest sample")
+    exceedance: Float = Field(description="p = 1 − 0.05^(1/n) ≈ 3/n")
+    one_in: Float = Field(description="1/p")
+    level: Float = Field(description="the confidence (0.95)")
+    method: str = Field(description="the rule, in words")
+
+
+class FittedDeadline(Closed):
+    """The tail fit's probability per event of exceeding the deadline."""
+
+    p_exceed: Float = Field(description="the probability")
+    ci_low: Float = Field(None, description="its interval's lower bound")
+    ci_high: Float = Field(None, description="its upper bound; null: none")
+    level: Float = Field(description="the interval's confidence")
+    interval: str = Field(description="how the interval was found")
+
+
+class Deadline(Closed):
+    """The probability per event of exceeding a deadline (`station report --deadline` or the campaign's
+    `report.deadline`): the observed fraction with its exact Clopper–Pearson interval."""
+
+    deadline_ns: Float = Field(description="the deadline")
+    source: Literal["empirical"] = Field(description="always the observed fraction")
+    p_exceed: Float = Field(description="the observed fraction of events above the deadline")
+    ci_low: Float = Field(description="its interval's lower bound")
+    ci_high: Float = Field(description="its upper bound")
+    level: Float = Field(description="the interval's confidence")
+    observed_exceedances: int = Field(description="events above the deadline")
+    fit_p_exceed: Float = Field(None, description="above the threshold: the fit's probability (as `fit.p_exceed`)")
+    fit: FittedDeadline | None = Field(None, description="above the threshold: the tail fit's figure")
+    note: str | None = Field(None, description="where the fit's probability is further out than the sample supports")
+
+
 class WorstCase(Closed):
     """Per interface and load: the largest latency seen, p99.999 and the tail fit's worst case."""
 
@@ -190,9 +227,8 @@ class WorstCase(Closed):
     reliable: bool | None = Field(None, description="every check passed and ≥ 10 events expected beyond it")
     fit_reliable: bool | None = Field(None, description="the fit's own checks passed")
     reasons: list[str] | None = Field(None, description="why not reliable")
-    bound: Blob = Field(None, description="the distribution-free bound: `bound_ns`, `exceedance`, `one_in`, `level`")
-    deadline: Blob = Field(None, description="with a deadline: `deadline_ns`, `p_exceed`, `ci_low`, `ci_high`, "
-                           "`level`, `source`, `observed_exceedances`, optional `fit`")
+    bound: Bound | None = Field(None, description="the distribution-free bound; null without samples")
+    deadline: Deadline | None = Field(None, description="with a deadline: the probability of exceeding it")
     tail_fit: Blob = Field(None, description="station/analysis/worst_case.py's whole result (threshold "
                            "diagnostics, shape, scale, goodness of fit, independence): a diagnostic blob")
 
