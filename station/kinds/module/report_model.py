@@ -30,6 +30,30 @@ class Shift(Closed):
     hw_minus_sw_median_ns: Float = Field(None, description="median of t_HW − t_SW")
 
 
+class Strays(Closed):
+    """Stray IRQs: records the module flagged NOT_OURS (a foreign interrupt on its line), left out of
+    `sw`, the tail fit and the pairing."""
+
+    count: int | None = Field(description="how many; null: the format has no flags (legacy) and `note` says so")
+    share: Float = Field(None, description="their share of the run's records")
+    per_s: Float = Field(None, description="their rate, /s")
+    first_s: Float = Field(None, description="when the first came, s from the run's first record")
+    last_s: Float = Field(None, description="when the last came, s")
+    times_s: list[float] = Field(default_factory=list, description="when the first 20 came, s")
+    note: str | None = Field(None, description="why they cannot be counted")
+
+
+class RunOutliers(Closed):
+    """Robust outliers: samples above their run's own median + 8 · 1.4826 · MAD (not the seed's
+    criterion, which is `comparisons.cross_interface_outliers`)."""
+
+    method: str = Field(description="how the threshold was chosen")
+    sw_threshold_ns: Float = Field(description="the software threshold")
+    sw_count: int = Field(description="software samples above it")
+    hw_threshold_ns: Float = Field(None, description="the scope widths' threshold; null without a scope")
+    hw_count: int = Field(description="scope widths above it")
+
+
 class Pairing(Closed):
     """Event pairing (v1 streams with a scope): each scope acquisition aligned with the records."""
 
@@ -72,8 +96,7 @@ class ModuleRun(Closed):
     hw: Stats | None = Field(None, description="statistics of the scope pulse widths t_HW; null without a scope")
     board: Stats | None = Field(None, description="statistics of the widths the board measured; null without")
     losses: Losses | None = Field(None, description="what the record stream lost")
-    strays: Blob = Field(None, description="stray IRQs (NOT_OURS records): `count`, `share`, `per_s`, `first_s`, "
-                         "`last_s`, `times_s`, `note`")
+    strays: Strays | None = Field(None, description="stray IRQs on the module's line")
     truth: Blob = Field(None, description="(twin) what the twin injected: `t_rw_mean_ns`, `strays_injected`, …")
     pairing: Pairing | None = Field(None, description="event pairing; null without a scope or a v1 stream")
     shift: Shift | None = Field(None, description="t_HW − t_SW")
@@ -82,8 +105,7 @@ class ModuleRun(Closed):
                           "`pulses`, dead time, `capture_ratio`, `bus`, …")
     scope_measurement: Blob = Field(None, description="`capture: measurement` only: the scope's own width "
                                     "statistics")
-    outliers: Blob = Field(None, description="robust outliers: `sw_threshold_ns`, `sw_count`, `hw_threshold_ns`, "
-                           "`hw_count`, `method`")
+    outliers: RunOutliers | None = Field(None, description="robust outliers; null without software samples")
     outlier_verdict: Blob = Field(None, description="which side delayed the run's outliers: `verdict`, `sentence`, "
                                   "the paired counts per side, `method`")
 
