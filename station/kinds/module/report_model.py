@@ -54,6 +54,26 @@ class RunOutliers(Closed):
     hw_count: int = Field(description="scope widths above it")
 
 
+class OutlierVerdict(Closed):
+    """Which side delayed the outliers: among the outlier events pairing matched to a pulse, their
+    paired HW−SW against the run's bulk (see `runs[].outlier_verdict` below)."""
+
+    verdict: Literal["none", "cannot tell", "both", "software-side", "hardware-side"] = Field(
+        description="the side with the majority (at least 2), `both`, `cannot tell` (fewer than 3 paired outlier "
+        "events, or no pairing), or `none` (no sample and no pulse above threshold)")
+    software_side: int = Field(description="`sw_only`")
+    hardware_side: int = Field(description="`hw_only` + `both_sides`: what the scope sees")
+    sw_only: int = Field(description="late in software only (a delay between timestamp and bus write)")
+    hw_only: int = Field(description="late on the scope only (a stretched clearing access)")
+    both_sides: int = Field(description="late on both (a late handler)")
+    paired_outliers: int = Field(description="`software_side` + `hardware_side`")
+    paired_events: int = Field(description="the pairs looked at")
+    sw_outliers: int = Field(description="the run's software samples above threshold, paired or not")
+    hw_outliers: int = Field(description="its scope widths above threshold, paired or not")
+    method: str = Field(description="how, in words")
+    sentence: str = Field(description="the verdict in words, with the sub-counts")
+
+
 class Pairing(Closed):
     """Event pairing (v1 streams with a scope): each scope acquisition aligned with the records."""
 
@@ -106,8 +126,8 @@ class ModuleRun(Closed):
     scope_measurement: Blob = Field(None, description="`capture: measurement` only: the scope's own width "
                                     "statistics")
     outliers: RunOutliers | None = Field(None, description="robust outliers; null without software samples")
-    outlier_verdict: Blob = Field(None, description="which side delayed the run's outliers: `verdict`, `sentence`, "
-                                  "the paired counts per side, `method`")
+    outlier_verdict: OutlierVerdict | None = Field(None, description="which side delayed the run's outliers; null "
+                                                   "without software samples")
 
 
 class PairedExcluded(Closed):
@@ -174,7 +194,8 @@ class CrossInterface(Closed):
                                                "outliers")
     scope_caught: list[CaughtEvent] | None = Field(None, description="the outliers the scope caught, by event")
     scope_caught_note: str | None = Field(None, description="when the list is of the kept tail only")
-    outlier_verdict: Blob = Field(None, description="the runs' outlier verdicts pooled (as `runs[].outlier_verdict`)")
+    outlier_verdict: OutlierVerdict | None = Field(None, description="the PCIe runs' verdicts pooled (counts "
+                                                   "summed)")
     verdict: str = Field(description="one-sentence conclusion")
 
 
