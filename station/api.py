@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from station.kinds.module.data import RunData, load_run
     from station.kinds.module.pairing import Pairing
     from station.progress import ProgressSink, QuietProgress
+    from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
     from station.result_store import ResultStore, ResultStoreError
     from station.scope_capture import (
         CaptureFailed,
@@ -39,6 +40,7 @@ __all__ = [
     "ResultStore", "ResultStoreError", "compare_campaigns", "open_results", "write_compare_report",
     "CaptureFailed", "CaptureOptionError", "CaptureSummary", "capture_settings", "capture_to_file",
     "check_capture_output", "read_capture_sidecar",
+    "ReportSchemaError", "report_json_schema", "report_model", "validate_report",
 ]
 
 #: Every name this module re-exports, by the module that defines it: imported when first asked for.
@@ -61,6 +63,9 @@ _LAZY = {
     "CaptureSummary": "station.scope_capture", "capture_settings": "station.scope_capture",
     "capture_to_file": "station.scope_capture", "check_capture_output": "station.scope_capture",
     "read_capture_sidecar": "station.scope_capture",
+    # report.json's schema (docs/report-schema.md; `station schema --report`)
+    "ReportSchemaError": "station.report.model", "report_json_schema": "station.report.model",
+    "report_model": "station.report.model", "validate_report": "station.report.model",
 }
 
 

@@ -164,8 +164,27 @@ def _human(seconds: float) -> str:
 
 
 @app.command()
-def schema() -> None:
-    """Print the campaign file's JSON Schema."""
+def schema(
+    report: bool = typer.Option(False, "--report", metavar=FLAG,
+                                help="report.json's schema instead (docs/report-schema.md), with every "
+                                "registered kind's part"),
+    markdown: bool = typer.Option(False, "--markdown", metavar=FLAG,
+                                  help="with --report: its field tables in Markdown, as docs/report-schema.md "
+                                  "shows them"),
+) -> None:
+    """Print the campaign file's JSON Schema (or, with --report, report.json's)."""
+    import json
+
+    if markdown and not report:
+        raise typer.BadParameter("--markdown goes with --report", param_hint="--markdown")
+    if markdown:
+        from station.report.schema_doc import markdown as tables
+
+        typer.echo(tables(), nl=False)
+        return
+    if report:
+        typer.echo(json.dumps(api.report_json_schema(), indent=2))
+        return
     from station.config import json_schema
 
     typer.echo(json_schema())

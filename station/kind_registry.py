@@ -76,9 +76,13 @@ class Kind:
     analysis: Any = None  # (run directories, campaign.json) -> (report section, samples, notes)
     report: Any = None  # a station.report.page.KindPage: its page sections, figures, CSV files
     compare: Any = None  # a station.compare.part.ComparePart: its part of `station compare` (None: not compared)
+    # a pydantic model of its part of report.json: the fields of its section under its name, or
+    # (top_level_runs) its top-level fields; None: its section is untyped (station.report.model)
+    report_model: Any = None
 
     def load(self, which: str) -> Any:
-        """A heavy part (`measurement`, `analysis`, `report`, `compare`), imported now; None if it has none."""
+        """A heavy part (`measurement`, `analysis`, `report`, `compare`, `report_model`), imported now;
+        None if it has none."""
         part = getattr(self, which)
         if not isinstance(part, str):
             return part

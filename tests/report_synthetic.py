@@ -106,7 +106,7 @@ def build(n: int = 50_000, seed: int = 2015) -> tuple[dict[str, Any], dict[str, 
     pcie_hw = np.concatenate([samples["pcie-inb-r0"].hw.samples(), samples["pcie-no-inb-r0"].hw.samples()])
     above = int((pcie_sw > lpt_max).sum())
     report: dict[str, Any] = {
-        "schema_version": 1,
+        "schema_version": 2,
         "campaign": {
             "name": "seed-2015-twin",
             "description": "Reproduction of the 2015 RTAI LPT vs PCIe experiment on the twin.",
@@ -146,6 +146,7 @@ def build(n: int = 50_000, seed: int = 2015) -> tuple[dict[str, Any], dict[str, 
                  "run": "pcie-no-inb-r0"},
             ],
         },
+        "findings": [],
         "notes": ["Run lpt-no-inb-r1 is incomplete: 3 records dropped by the target, 1 gap.",
                   "Run pcie-no-inb-r1 failed: insmod could not insert irq_pcie.ko."],
     }
@@ -245,7 +246,7 @@ def build_cyclictest(n: int = 20_000, threads: int = 2,
                "uname": "Linux rt 6.1.0-28-rt-amd64 #1 SMP PREEMPT_RT Debian x86_64"},
     }
     report: dict[str, Any] = {
-        "schema_version": 1,
+        "schema_version": 2,
         "campaign": {"name": "seed-004-vm", "description": "cyclictest on a regular and a "
                      "PREEMPT_RT kernel under five loads.", "config_path": "configs/cyclictest-rt-vs-regular.yaml",
                      "created_utc": "2025-01-02T03:04:05Z", "station_version": "0.1.0",
@@ -253,7 +254,7 @@ def build_cyclictest(n: int = 20_000, threads: int = 2,
                      "targets": {"regular": {"kind": "ssh", "host": "127.0.0.1:10022"},
                                  "rt": {"kind": "ssh", "host": "127.0.0.1:10023"}},
                      "scope": None, "twin": None},
-        "runs": [], "comparisons": {},
+        "runs": [], "findings": [],
         "cyclictest": {"table": table, "targets": targets, "runs": runs,
                        "deadline_us": CT_DEADLINE_US},
         "notes": ["Run regular-hackbench-r0 failed: cyclictest exited with status 1.",

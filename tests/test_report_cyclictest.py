@@ -295,11 +295,12 @@ def test_table_visible_in_browser_without_console_errors(chromium: str, campaign
 
 def test_sparse_section_renders(tmp_path: Path) -> None:
     """Only what a first analysis might give: no targets, problems, deadline or samples."""
-    report = {"schema_version": 1, "campaign": {"name": "sparse"}, "runs": [],
+    report = {"schema_version": 2, "campaign": {"name": "sparse", "description": ""}, "runs": [],
+              "notes": [], "findings": [],
               "cyclictest": {"table": {"targets": ["rt"], "cases": ["no-load", "hackbench"],
                                        "max_latency_us": {"rt": {"no-load": 42.0}}},
                              "runs": [{"id": "rt-hackbench-r0", "target": "rt",
-                                       "load": "hackbench", "status": "failed",
+                                       "load": "hackbench", "repetition": 0, "status": "failed",
                                        "error": "no cyclictest on the target"}]}}
     paths = write_reports(report, {}, tmp_path)
     _, row = _parse(paths["report.html"].read_text(encoding="utf-8")).tables[0]

@@ -136,8 +136,8 @@ def build_report() -> dict[str, Any]:
                                                "— the ondemand governor lowers an idle CPU's clock."},
         {"kind": "outliers", "load": "idle", "text": f"kernel-idle-r0: {k_idle['outliers']['explanation']}."},
     ]
-    return {"schema_version": 1, "campaign": {"name": "gpio-seed-002", "description": "seed 002"},
-            "runs": [], "comparisons": {},
+    return {"schema_version": 2, "campaign": {"name": "gpio-seed-002", "description": "seed 002"},
+            "runs": [], "findings": [],
             "notes": ["Run sysfs-stress-r0: 50 of 2000 stimuli had no response within 2000 µs."],
             "gpio": {"runs": runs, "findings": findings, "comparisons": comparisons}}
 
@@ -152,7 +152,7 @@ def build_failed_report() -> dict[str, Any]:
                   "status": "failed", "error": "the responder exited with status 1", "responder": "sysfs",
                   "mode": "toggle", "threaded": False, "priority": 50, "governor": "ondemand",
                   "resolution_ns": None, "delay_us": None, "histogram": None, "outliers": None}
-    return {"campaign": {"name": "gpio-failed"}, "runs": [], "comparisons": {},
+    return {"schema_version": 2, "campaign": {"name": "gpio-failed", "description": ""}, "runs": [], "findings": [],
             "notes": ["Run sysfs-stress-r0 is failed: the responder exited with status 1"],
             "gpio": {"runs": [ok, silent, unreadable], "findings": [], "comparisons": []}}
 

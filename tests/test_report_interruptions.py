@@ -125,8 +125,8 @@ def build_report() -> dict[str, Any]:
     unreadable = {"id": "vm-hackbench-r0", "target": "vm", "load": "hackbench", "repetition": 0,
                   "status": "failed", "error": "irqgap exited with status 2",
                   "spoilers": [UNREADABLE_SPOILER]}
-    return {"schema_version": 1, "campaign": {"name": "irq-detector", "description": "seed 003"},
-            "runs": [], "comparisons": {},
+    return {"schema_version": 2, "campaign": {"name": "irq-detector", "description": "seed 003"},
+            "runs": [], "findings": [],
             "notes": ["Run vm-hackbench-r0 is failed: irqgap exited with status 2",
                       "Run vm-hackbench-r0: its detector output cannot be read: no such file"],
             "interruptions": {"runs": [busy, quiet, unreadable]}}
@@ -307,7 +307,8 @@ def test_alongside_module_runs(tmp_path: Path) -> None:
 
 def test_sparse_section(tmp_path: Path) -> None:
     """Only unreadable runs, no spoilers, no notes: renders, no figures, an empty CSV."""
-    report = {"campaign": {"name": "sparse"}, "interruptions": {"runs": [
+    report = {"schema_version": 2, "campaign": {"name": "sparse", "description": ""}, "runs": [], "notes": [],
+              "findings": [], "interruptions": {"runs": [
         {"id": "x", "target": None, "load": None, "repetition": None, "status": "failed", "error": None,
          "spoilers": []}]}}
     paths = write_reports(report, {}, tmp_path)

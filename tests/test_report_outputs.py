@@ -141,9 +141,10 @@ def test_minimal_report_renders(tmp_path: Path) -> None:
     """One interface, one run, no scope, no comparisons, no notes: still a full report."""
     sw = np.random.default_rng(1).integers(6000, 9000, 500)
     report = {
-        "schema_version": 1,
-        "campaign": {"name": "tiny", "target": {"kind": "ssh", "host": "rt1"}, "scope": None,
+        "schema_version": 2,
+        "campaign": {"name": "tiny", "description": "", "target": {"kind": "ssh", "host": "rt1"}, "scope": None,
                      "twin": None},
+        "notes": [], "findings": [],
         "runs": [{"id": "lpt-no-inb-r0", "interface": "lpt", "variant": "no-inb",
                   "load": "none", "repetition": 0, "period_ns": 100_000,
                   "status": "complete", "error": None, "duration_s": 0.05,

@@ -84,8 +84,8 @@ def _shows_the_made_up_part(html: str, md: str) -> None:
 
 def test_a_new_kind_alone_leads_the_page(tmp_path: Path) -> None:
     """The made-up kind's answer opens the page, the warnings follow it, then its detail."""
-    report = {"schema_version": 1, "campaign": {"name": "made-up"}, "runs": [], "made_up": MADE_UP,
-              "notes": ["A made-up warning."]}
+    report = {"schema_version": 2, "campaign": {"name": "made-up", "description": ""}, "runs": [],
+              "made_up": MADE_UP, "notes": ["A made-up warning."], "findings": []}
     html, md = _render(report, {}, tmp_path)
     assert _sections(html) == ["made-up", "warnings", "made-up-detail"]
     assert _nav(html) == ["made-up", "made-up-detail"]

@@ -10,6 +10,7 @@ import csv
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 import throwaway_kind
 
@@ -58,6 +59,13 @@ def test_a_campaign_of_it_runs_to_a_rendered_report(tmp_path: Path):
     result = asyncio.run(api.run_campaign_async(parse_campaign(CAMPAIGN), out))
     assert [r.status for r in result.outcomes] == ["complete", "complete"], result.outcomes
     report = json.loads((out / "report.json").read_text())
+    # report.json fits the schema with the kind's own part (its package's report_model), typed
+    schema = api.report_json_schema()
+    assert schema["properties"]["loadavg"]["anyOf"][0] == {"$ref": "#/$defs/LoadavgSection"}
+    jsonschema.validate(report, schema)
+    with pytest.raises(jsonschema.ValidationError, match="'many' is not of type 'integer'"):
+        jsonschema.validate({**report, "loadavg": {**report["loadavg"], "runs": [
+            {**report["loadavg"]["runs"][0], "samples": "many"}]}}, schema)
     runs = {r["id"]: r for r in report["loadavg"]["runs"]}
     assert set(runs) == {"none-r0", "io-r0"} and report["runs"] == []
     assert all(r["samples"] == SAMPLES for r in runs.values())

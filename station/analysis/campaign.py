@@ -16,7 +16,10 @@ from station.analysis import worst_case
 from station.analysis.samples import RunSamples
 from station.store import list_runs, station_version
 
-SCHEMA_VERSION = 1
+# report.json's version (docs/report-schema.md). 2 (2026-11-27): typed and validated against
+# station.report.model's models as it is written; `comparisons` absent without module runs (1 had
+# it with empty lists). Readers still take 1: its fields are a subset of 2's
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)

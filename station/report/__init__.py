@@ -16,9 +16,11 @@ from station.report.export import write_json, write_rows
 from station.report.figures import write_figures
 from station.report.html import render_html
 from station.report.markdown import render_markdown
+from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
 from station.report.page import KindPage
 
-__all__ = ["kind_pages", "write_reports"]
+__all__ = ["ReportSchemaError", "kind_pages", "report_json_schema", "report_model", "validate_report",
+           "write_reports"]
 
 
 def kind_pages() -> list[tuple[kind_registry.Kind, KindPage]]:
@@ -35,9 +37,12 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
 
     ``samples`` maps run ids to their raw arrays; a run without an entry just
     has no figure. Each registered kind's report part (Kind.report) adds its figures, CSV files
-    and sections. Returns every
+    and sections. The report is first validated against report_model() (ReportSchemaError).
+    Returns every
     written file keyed by its path relative to out_dir (``"report.html"``, ``"figures/sw-hist-inb.svg"`` …).
     """
+    # before any file: a report its schema refuses is the analysis's bug, not a page to render
+    validate_report(report)
     out_dir = Path(out_dir)
     pages = kind_pages()
     # Each part places its kind's figures on the page; the order here is only the files' order.

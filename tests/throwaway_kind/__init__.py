@@ -1,5 +1,6 @@
 """A throw-away run kind, whole in this package: its settings (a `loadavg:` section), its
-measurement (run.py), its analysis (analysis.py) and its report part (report.py). Nothing of the
+measurement (run.py), its analysis (analysis.py), its report part (report.py) and its part of report.json's schema
+(report_model.py). Nothing of the
 station names it; `kind_registry.register(KIND)` is the one line that makes campaigns take it."""
 
 from __future__ import annotations
@@ -22,4 +23,5 @@ KIND = Kind(
     measurement="throwaway_kind.run:LoadavgProbe",
     analysis="throwaway_kind.analysis:analyse",
     report="throwaway_kind.report:PAGE",
+    report_model="throwaway_kind.report_model:LoadavgSection",
 )

@@ -30,4 +30,5 @@ KIND = Kind(
     analysis="station.kinds.cyclictest.analysis:analyse",
     report="station.kinds.cyclictest.report:PAGE",
     compare="station.kinds.cyclictest.compare:COMPARE",
+    report_model="station.kinds.cyclictest.report_model:CyclictestSection",
 )

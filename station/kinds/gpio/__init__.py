@@ -87,4 +87,5 @@ KIND = Kind(
     measurement="station.kinds.gpio.run:GpioRun",
     analysis="station.kinds.gpio.analysis:analyse",
     report="station.kinds.gpio.report:PAGE",
+    report_model="station.kinds.gpio.report_model:GpioSection",
 )

@@ -28,4 +28,5 @@ KIND = Kind(
     measurement="station.kinds.interruptions.run:InterruptionsRun",
     analysis="station.kinds.interruptions.analysis:analyse",
     report="station.kinds.interruptions.report:PAGE",
+    report_model="station.kinds.interruptions.report_model:InterruptionsSection",
 )

@@ -48,4 +48,5 @@ KIND = Kind(
     analysis="station.kinds.module.analysis:analyse",
     report="station.kinds.module.report:PAGE",
     compare="station.kinds.module.compare:COMPARE",
+    report_model="station.kinds.module.report_model:ModulePart",
 )

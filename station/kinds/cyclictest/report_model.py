@@ -1,0 +1,105 @@
+"""The cyclictest kind's part of report.json: `report["cyclictest"]`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from station.report.model import Closed, Finding, Float, Interval, Stats
+
+Number = int | float | None
+
+
+class CtStats(Stats):
+    """CT_STATS: STATS of a 1 µs histogram; a percentile beyond its range is null."""
+
+    resolution_ns: Float = Field(None, description="the bucket width (1000)")
+    overflows: int | None = Field(None, description="samples beyond the histogram's range")
+    range_ns: Float = Field(None, description="the histogram's range")
+    percentile_flags: dict[str, str | None] | None = Field(None, description="`> range` where a percentile is "
+                                                            "beyond the histogram")
+    percentile_ci95_ns: dict[str, Interval] = Field(default_factory=dict, description="`pNN` → [lo, hi] ns")
+
+
+class Thread(Closed):
+    """THREAD: cyclictest's summary of one measuring thread."""
+
+    thread: int = Field(description="thread index")
+    cpu: int | None = Field(None, description="its CPU")
+    cycles: int | None = Field(None, description="cycles measured")
+    min_us: Number = Field(None, description="cyclictest's own minimum, µs")
+    avg_us: Number = Field(None, description="cyclictest's own average, µs")
+    max_us: Number = Field(None, description="cyclictest's own maximum, µs")
+    overflows: int | None = Field(None, description="cycles beyond the histogram's range")
+    stats: CtStats | None = Field(None, description="CT_STATS of the thread's histogram")
+
+
+class CtRun(Closed):
+    """CT_RUN: one cyclictest run."""
+
+    id: str = Field(description="unique run id, e.g. `regular-no-load-r0`")
+    target: str = Field(description="the table's row")
+    load: str | None = Field(None, description="the table's column")
+    repetition: int | None = Field(None, description="repetition index, from 0")
+    status: Literal["complete", "incomplete", "failed"] = Field(description="whether the run finished")
+    error: str | None = Field(None, description="why the run is incomplete or failed")
+    cyclictest_version: str | None = Field(None, description="rt-tests version on the target")
+    arguments: list[str] | None = Field(None, description="cyclictest's command-line arguments")
+    duration_s: Float = Field(None, description="wall time of the measurement, s")
+    threads: list[Thread] = Field(default_factory=list, description="per-thread summary")
+    combined: CtStats | None = Field(None, description="all threads' histograms pooled")
+    break_: dict[str, Any] | None = Field(None, alias="break", description="`thread`, `value_us` when cyclictest "
+                                          "stopped itself (`--breaktrace`)")
+
+
+class Table(Closed):
+    """The maximum-latency table: target × case."""
+
+    targets: list[str] = Field(description="row order")
+    cases: list[str] = Field(description="column order: the campaign's loads")
+    max_latency_us: dict[str, dict[str, Number]] = Field(description="target → case → the largest latency of the "
+                                                          "cell's complete runs (µs), null when none measured it")
+    problems: dict[str, dict[str, str]] = Field(default_factory=dict, description="target → case → why its runs "
+                                                "did not complete")
+
+
+class Target(Closed):
+    """TARGET: what a row measured."""
+
+    kind: str | None = Field(None, description="how the target is reached (`vm`, `ssh`, …)")
+    kernel_release: str | None = Field(None, description="`uname -r`")
+    preempt_rt: bool | None = Field(None, description="a PREEMPT_RT kernel")
+    emulated: bool | None = Field(None, description="the CPU is emulated (QEMU/TCG)")
+    virtual_machine: bool | None = Field(None, description="a guest on a hypervisor (null: cannot tell)")
+    virtual_evidence: str | None = Field(None, description="what said so")
+    cpus: int | None = Field(None, description="CPUs online")
+    uname: str | None = Field(None, description="`uname -a`")
+    unavailable: str | None = Field(None, description="why the target was unavailable in the last session")
+
+
+class DeadlineCell(Closed):
+    """How often one target × case reached the deadline (complete runs, threads pooled)."""
+
+    target: str = Field(description="the row")
+    load: str = Field(description="the column")
+    deadline_us: Float = Field(description="the deadline, µs")
+    cycles: int = Field(description="cycles measured")
+    above: int = Field(description="cycles in the deadline's bucket or above (overflows counted)")
+    overflows: int = Field(description="cycles beyond the histogram")
+    p_exceed: Float = Field(description="`above / cycles`")
+    ci_low: Float = Field(description="95 % Clopper–Pearson lower bound")
+    ci_high: Float = Field(description="95 % Clopper–Pearson upper bound")
+
+
+class CyclictestSection(Closed):
+    """`cyclictest`: a cyclictest campaign's maximum-latency table, targets and runs."""
+
+    table: Table = Field(description="the maximum-latency table")
+    targets: dict[str, Target] = Field(default_factory=dict, description="name → what each row measured")
+    runs: list[CtRun] = Field(description="one entry per cyclictest run")
+    deadline_us: Number = Field(None, description="a user deadline, µs: cells above it are flagged")
+    deadline_view: list[DeadlineCell] = Field(default_factory=list, description="with a deadline, per target × "
+                                              "case")
+    findings: list[Finding] = Field(default_factory=list, description="`cyclictest_max` per target and, with a "
+                                    "deadline, `cyclictest_deadline`; also in the report's top-level `findings`")

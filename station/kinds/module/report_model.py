@@ -1,0 +1,293 @@
+"""The module kind's part of report.json: the top-level `runs` and `comparisons`
+(station.report.model joins it to the envelope)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from station.report.model import Closed, Float, Interval, Stats
+
+Blob = dict[str, Any] | None
+
+
+class Losses(Closed):
+    """What the record stream lost."""
+
+    sw_lost: int = Field(description="software records lost between target and station")
+    sw_dropped_by_target: int = Field(description="records the target could not queue (FIFO full)")
+    gaps: int = Field(description="sequence-number gaps in the stream")
+    format: Literal["v1", "legacy"] = Field(description="record stream format; `legacy` cannot reveal gaps")
+
+
+class Shift(Closed):
+    """t_HW − t_SW of a run: ≈ t_rw with the inb variant, ≈ 0 without."""
+
+    hw_minus_sw_mean_ns: Float = Field(description="mean of t_HW − t_SW")
+    se_ns: Float = Field(None, description="its cluster-robust standard error")
+    ci95_ns: Interval = Field(None, description="its 95 % interval [lo, hi]")
+    hw_minus_sw_median_ns: Float = Field(None, description="median of t_HW − t_SW")
+
+
+class Strays(Closed):
+    """Stray IRQs: records the module flagged NOT_OURS (a foreign interrupt on its line), left out of
+    `sw`, the tail fit and the pairing."""
+
+    count: int | None = Field(description="how many; null: the format has no flags (legacy) and `note` says so")
+    share: Float = Field(None, description="their share of the run's records")
+    per_s: Float = Field(None, description="their rate, /s")
+    first_s: Float = Field(None, description="when the first came, s from the run's first record")
+    last_s: Float = Field(None, description="when the last came, s")
+    times_s: list[float] = Field(default_factory=list, description="when the first 20 came, s")
+    note: str | None = Field(None, description="why they cannot be counted")
+
+
+class RunOutliers(Closed):
+    """Robust outliers: samples above their run's own median + 8 · 1.4826 · MAD (not the seed's
+    criterion, which is `comparisons.cross_interface_outliers`)."""
+
+    method: str = Field(description="how the threshold was chosen")
+    sw_threshold_ns: Float = Field(description="the software threshold")
+    sw_count: int = Field(description="software samples above it")
+    hw_threshold_ns: Float = Field(None, description="the scope widths' threshold; null without a scope")
+    hw_count: int = Field(description="scope widths above it")
+
+
+class OutlierVerdict(Closed):
+    """Which side delayed the outliers: among the outlier events pairing matched to a pulse, their
+    paired HW−SW against the run's bulk (see `runs[].outlier_verdict` below)."""
+
+    verdict: Literal["none", "cannot tell", "both", "software-side", "hardware-side"] = Field(
+        description="the side with the majority (at least 2), `both`, `cannot tell` (fewer than 3 paired outlier "
+        "events, or no pairing), or `none` (no sample and no pulse above threshold)")
+    software_side: int = Field(description="`sw_only`")
+    hardware_side: int = Field(description="`hw_only` + `both_sides`: what the scope sees")
+    sw_only: int = Field(description="late in software only (a delay between timestamp and bus write)")
+    hw_only: int = Field(description="late on the scope only (a stretched clearing access)")
+    both_sides: int = Field(description="late on both (a late handler)")
+    paired_outliers: int = Field(description="`software_side` + `hardware_side`")
+    paired_events: int = Field(description="the pairs looked at")
+    sw_outliers: int = Field(description="the run's software samples above threshold, paired or not")
+    hw_outliers: int = Field(description="its scope widths above threshold, paired or not")
+    method: str = Field(description="how, in words")
+    sentence: str = Field(description="the verdict in words, with the sub-counts")
+
+
+class Pairing(Closed):
+    """Event pairing (v1 streams with a scope): each scope acquisition aligned with the records."""
+
+    acquisitions: int = Field(description="scope acquisitions")
+    acquisitions_paired: int = Field(description="acquisitions paired with records")
+    pulses: int = Field(description="pulses in them")
+    pulses_paired: int = Field(description="pulses paired with an event")
+    coverage: Float = Field(None, description="pulses paired / pulses")
+    pairable: int = Field(description="acquisitions long enough to be paired at all")
+    pulses_needed: int | None = Field(None, description="pulses an acquisition needs, all agreeing, with this "
+                                      "t_SW spread")
+    expected_false_pairs: Float = Field(None, description="the sum of each paired acquisition's bound on being "
+                                        "wrong")
+    false_pair_rate_bound: Float = Field(None, description="that bound per acquisition paired")
+    estimates: bool = Field(description="false: no paired estimate is made from this run")
+    unmatched: bool = Field(description="at most 1 % of the pairable acquisitions paired: the scope watches "
+                            "something else (`station run` exits with status 4)")
+    note: str | None = Field(None, description="why, when either is so")
+    hw_minus_sw_paired_mean_ns: Float = Field(None, description="mean paired HW−SW, on the target's clock")
+    hw_minus_sw_paired_median_ns: Float = Field(None, description="its median")
+    hw_minus_sw_paired_std_ns: Float = Field(None, description="its standard deviation")
+    scope_vs_target_ppm: Float = Field(None, description="the scope's timebase against the target's clock")
+    method: str = Field(description="how events are paired, in words")
+
+
+class ModuleRun(Closed):
+    """One run of the matrix interface × variant × load × repetition."""
+
+    id: str = Field(description="unique run id, e.g. `lpt-inb-r0`; also the key of its samples")
+    interface: str = Field(description="the IRQ echoer measured (`lpt`, `pcie`)")
+    variant: str = Field(description="`inb` or `no-inb`: handler with or without the extra bus read")
+    load: str = Field(description="load profile name")
+    repetition: int = Field(description="repetition index, from 0")
+    target: str | None = Field(None, description="the target's name (`null` or `\"\"` with a single target)")
+    period_ns: int | None = Field(None, description="period of the RT task that triggers the IRQs, ns")
+    status: Literal["complete", "incomplete", "failed"] = Field(description="whether the run finished")
+    error: str | None = Field(None, description="why the run is incomplete or failed")
+    duration_s: Float = Field(None, description="wall time of the measurement, s")
+    sw: Stats | None = Field(None, description="statistics of the software latencies t_SW")
+    hw: Stats | None = Field(None, description="statistics of the scope pulse widths t_HW; null without a scope")
+    board: Stats | None = Field(None, description="statistics of the widths the board measured; null without")
+    losses: Losses | None = Field(None, description="what the record stream lost")
+    strays: Strays | None = Field(None, description="stray IRQs on the module's line")
+    truth: Blob = Field(None, description="(twin) what the twin injected: `t_rw_mean_ns`, `strays_injected`, …")
+    pairing: Pairing | None = Field(None, description="event pairing; null without a scope or a v1 stream")
+    shift: Shift | None = Field(None, description="t_HW − t_SW")
+    interrupts: Blob = Field(None, description="/proc/interrupts on the echoer's line: `row`, `before`, `after`")
+    capture: Blob = Field(None, description="what the scope saw (docs/capture.md): `strategy`, `acquisitions`, "
+                          "`pulses`, dead time, `capture_ratio`, `bus`, …")
+    scope_measurement: Blob = Field(None, description="`capture: measurement` only: the scope's own width "
+                                    "statistics")
+    outliers: RunOutliers | None = Field(None, description="robust outliers; null without software samples")
+    outlier_verdict: OutlierVerdict | None = Field(None, description="which side delayed the run's outliers; null "
+                                                   "without software samples")
+
+
+class PairedExcluded(Closed):
+    """Paired events left out of each run's mean: HW−SW beyond 6 robust sigmas of its median."""
+
+    inb: int = Field(description="of the inb run")
+    no_inb: int = Field(description="of the no-inb run")
+
+
+class TRw(Closed):
+    """An estimate of t_rw, the bus read time: the inb run's shift minus the no-inb run's, under one
+    load (the seed found ≈ 2 µs on LPT)."""
+
+    interface: str = Field(description="interface the estimate is for")
+    load: str | None = Field(None, description="the load both runs were measured under")
+    estimate_ns: Float = Field(None, description="t_rw: the shift of the pulse width the extra bus read causes")
+    se_ns: Float = Field(None, description="its standard error")
+    ci95_ns: Interval = Field(None, description="its 95 % confidence interval")
+    median_estimate_ns: Float = Field(None, description="the same from the shifts' medians")
+    withheld: str | None = Field(None, description="why there is no estimate (a scope that matches none of the "
+                                 "target's events); the figures above are then null")
+    paired_estimate_ns: Float = Field(None, description="t_rw from event pairing (v1 streams with pairing)")
+    paired_se_ns: Float = Field(None, description="its standard error")
+    paired_ci95_ns: Interval = Field(None, description="its 95 % interval")
+    paired_excluded: PairedExcluded | None = Field(None, description="paired events left out of each mean")
+    paired_method: str | None = Field(None, description="that rule, in words")
+    paired_withheld: str | None = Field(None, description="no paired estimate: which run could not give one and "
+                                        "why")
+    inb_run: str = Field(description="the inb run id")
+    no_inb_run: str = Field(description="the no-inb run id")
+    truth_ns: Float = Field(None, description="value injected by the twin; null on a real bench")
+
+
+class CaughtEvent(Closed):
+    """A software outlier the scope saw too."""
+
+    run: str = Field(description="its run")
+    seq: int = Field(description="its record's sequence number")
+    sw_ns: Float = Field(description="its t_SW")
+    hw_ns: Float = Field(description="its pulse width")
+
+
+class CrossInterface(Closed):
+    """The seed's PCIe puzzle, per load: one interface's software samples above the other's largest,
+    and whether the scope (and the board) saw them."""
+
+    load: str | None = Field(None, description="the load compared under")
+    interface: str = Field(description="interface examined (e.g. `pcie`)")
+    reference_interface: str = Field(description="interface whose maximum is the yardstick (e.g. `lpt`)")
+    threshold_ns: Float = Field(description="the reference interface's largest software latency")
+    sw_count_above: int = Field(description="software samples above the threshold")
+    sw_total: int = Field(description="all software samples")
+    sw_fraction: Float = Field(None, description="`sw_count_above / sw_total` (the seed saw ≈ 10⁻⁵)")
+    hw_count_above: int | None = Field(None, description="scope pulse widths above the threshold (less the run's "
+                                       "shift)")
+    hw_total: int | None = Field(None, description="all scope pulse widths")
+    hw_expected_if_real: Float = Field(None, description="`sw_fraction × hw_total`: what the scope would see if "
+                                       "the delay were on the bus")
+    seen_by_scope: bool | None = Field(None, description="whether the scope sees the outliers too")
+    board_count_above: int | None = Field(None, description="board-measured widths above the threshold; null "
+                                          "without a board")
+    board_total: int | None = Field(None, description="all board-measured widths")
+    board_max_of_sw_outliers_ns: Float = Field(None, description="the largest board width among the software "
+                                               "outliers")
+    scope_caught: list[CaughtEvent] | None = Field(None, description="the outliers the scope caught, by event")
+    scope_caught_note: str | None = Field(None, description="when the list is of the kept tail only")
+    outlier_verdict: OutlierVerdict | None = Field(None, description="the PCIe runs' verdicts pooled (counts "
+                                                   "summed)")
+    verdict: str = Field(description="one-sentence conclusion")
+
+
+class FittedQuantile(Closed):
+    """The tail fit's quantile at a probability per event, ns."""
+
+    exceedance: Float = Field(description="the probability per event")
+    estimate: Float = Field(None, description="the latency exceeded with that probability")
+    ci_low: Float = Field(None, description="its interval's lower bound; null: none")
+    ci_high: Float = Field(None, description="its upper bound; null: none")
+    level: Float = Field(description="the interval's confidence (0.95)")
+    interval: str = Field(description="how: `empirical, order statistics` or `profile likelihood (binomial x GPD)`")
+
+
+class Quantile(FittedQuantile):
+    """The worst case at `exceedance`, ns: the order statistic where the sample resolves the
+    probability (with the fit beside it above the threshold), else the fit's extrapolation."""
+
+    fit: FittedQuantile | None = Field(None, description="the tail fit's own quantile beside the empirical one")
+
+
+class Bound(Closed):
+    """What the sample supports with no model: with confidence `level`, at most 1 event in `one_in`
+    exceeds `bound_ns`, for any continuous distribution."""
+
+    bound_ns: Float = Field(description="the largest sample")
+    exceedance: Float = Field(description="p = 1 − 0.05^(1/n) ≈ 3/n")
+    one_in: Float = Field(description="1/p")
+    level: Float = Field(description="the confidence (0.95)")
+    method: str = Field(description="the rule, in words")
+
+
+class FittedDeadline(Closed):
+    """The tail fit's probability per event of exceeding the deadline."""
+
+    p_exceed: Float = Field(description="the probability")
+    ci_low: Float = Field(None, description="its interval's lower bound")
+    ci_high: Float = Field(None, description="its upper bound; null: none")
+    level: Float = Field(description="the interval's confidence")
+    interval: str = Field(description="how the interval was found")
+
+
+class Deadline(Closed):
+    """The probability per event of exceeding a deadline (`station report --deadline` or the campaign's
+    `report.deadline`): the observed fraction with its exact Clopper–Pearson interval."""
+
+    deadline_ns: Float = Field(description="the deadline")
+    source: Literal["empirical"] = Field(description="always the observed fraction")
+    p_exceed: Float = Field(description="the observed fraction of events above the deadline")
+    ci_low: Float = Field(description="its interval's lower bound")
+    ci_high: Float = Field(description="its upper bound")
+    level: Float = Field(description="the interval's confidence")
+    observed_exceedances: int = Field(description="events above the deadline")
+    fit_p_exceed: Float = Field(None, description="above the threshold: the fit's probability (as `fit.p_exceed`)")
+    fit: FittedDeadline | None = Field(None, description="above the threshold: the tail fit's figure")
+    note: str | None = Field(None, description="where the fit's probability is further out than the sample supports")
+
+
+class WorstCase(Closed):
+    """Per interface and load: the largest latency seen, p99.999 and the tail fit's worst case."""
+
+    interface: str = Field(description="the interface")
+    load: str | None = Field(None, description="the load")
+    observed_max_ns: Float = Field(description="largest latency observed over the interface's runs")
+    p99_999_ns: Float = Field(description="99.999th percentile of its samples pooled")
+    run: str = Field(description="run id the maximum comes from")
+    samples: int | None = Field(None, description="the samples pooled")
+    exceedance: Float = Field(None, description="the per-event probability asked (campaign `report.exceedance`)")
+    worst_case_1e9_ns: Float = Field(None, description="`quantile_ns.estimate` when reliable and at 1e-9")
+    quantile_ns: Quantile | None = Field(None, description="the worst case at `exceedance`; null when too few "
+                                         "samples")
+    reliable: bool | None = Field(None, description="every check passed and ≥ 10 events expected beyond it")
+    fit_reliable: bool | None = Field(None, description="the fit's own checks passed")
+    reasons: list[str] | None = Field(None, description="why not reliable")
+    bound: Bound | None = Field(None, description="the distribution-free bound; null without samples")
+    deadline: Deadline | None = Field(None, description="with a deadline: the probability of exceeding it")
+    tail_fit: Blob = Field(None, description="station/analysis/worst_case.py's whole result (threshold "
+                           "diagnostics, shape, scale, goodness of fit, independence): a diagnostic blob")
+
+
+class Comparisons(Closed):
+    """Results across module runs; each list may be empty."""
+
+    t_rw: list[TRw] = Field(default_factory=list, description="bus read/write time per interface and load")
+    cross_interface_outliers: list[CrossInterface] = Field(default_factory=list,
+                                                           description="the seed's PCIe puzzle, per load")
+    worst_case: list[WorstCase] = Field(default_factory=list, description="worst case per interface and load")
+
+
+class ModulePart(BaseModel):
+    """The module kind's top-level fields."""
+
+    runs: list[ModuleRun] = Field(default_factory=list, description="one entry per module run (empty without)")
+    comparisons: Comparisons | None = Field(None, description="results across module runs; absent without them "
+                                            "(schema 1 had it with empty lists)")

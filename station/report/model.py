@@ -1,0 +1,155 @@
+"""report.json as typed models (docs/report-schema.md is generated from them).
+
+The envelope (schema version, campaign, notes, findings) is the core's; each registered kind adds
+its part (`Kind.report_model`): a section under its name, or (the module kind) top-level fields.
+`report_model()` joins them, rebuilt when a kind registers, as station.config.campaign_model does
+for the campaign file. `validate_report()` checks a report dict in its JSON form: write_reports
+calls it before writing anything, so a report that breaks its schema fails where it is produced.
+
+Numbers the analysis may leave undefined are `float | None`: to_jsonable writes NaN as null.
+Objects forbid unknown keys unless their description says they are open-ended.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from station import kind_registry
+from station.analysis.campaign import SCHEMA_VERSION
+from station.report.export import to_jsonable
+
+Float = float | None  # a number the analysis may leave undefined (NaN is written as null)
+Interval = list[float | None] | None  # [lo, hi]; null where there is none
+
+
+class Closed(BaseModel):
+    """An object whose keys are all listed: any other key is an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Open(BaseModel):
+    """An object with the keys listed and, by design, others (its description says which)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Stats(Closed):
+    """STATS: statistics of a sample, in ns."""
+
+    count: int = Field(description="number of samples")
+    min_ns: Float = Field(None, description="smallest sample")
+    max_ns: Float = Field(None, description="largest sample")
+    mean_ns: Float = Field(None, description="arithmetic mean")
+    std_ns: Float = Field(None, description="standard deviation (jitter)")
+    percentiles_ns: dict[str, Float] = Field(
+        default_factory=dict, description="`p50`, `p99`, `p99.99`, `p99.999` (other `pNN` keys are rendered too); "
+        "a percentile from fewer than 10 expected samples above it is shown with †")
+
+
+class Finding(Open):
+    """FINDING: one sentence of the campaign's answer. Open-ended: each finding kind adds the numbers
+    it is made of (`load`, `interface`, `values`, `max_us`, …; see its kind's section)."""
+
+    kind: str = Field(description="what the finding is about (`faster`, `t_rw`, `cyclictest_max`, `ranking`, …)")
+    text: str = Field(description="one sentence or a few, shown as written")
+    headline: str | None = Field(None, description="one short sentence for the first page (absent: `text` is "
+                                 "shown as its headline)")
+    figure: str | None = Field(None, description="the number that backs the headline, bold on the page")
+    see: str | None = Field(None, description="the id on the HTML page of the table or figures behind it")
+
+
+class CampaignFacts(Closed):
+    """`campaign`: what was measured, where, with what."""
+
+    name: str = Field(description="campaign name from the config")
+    description: str = Field(description="free text from the config")
+    config_path: str | None = Field(None, description="the campaign YAML the runs came from")
+    created_utc: str | None = Field(None, description="ISO 8601 time the campaign started, UTC")
+    station_version: str | None = Field(None, description="irq-station version that ran it")
+    target: dict[str, Any] = Field(
+        default_factory=dict, description="the target: `kind` (`twin`, `ssh`, `vm`, `local`), `host`, `audit` "
+        "(free-form facts read on it: `uname`, `cmdline`, `interrupts_excerpt`, …)")
+    targets: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="target name → its description, when the campaign measures several")
+    scope: dict[str, Any] | None = Field(None, description="`idn` (`*IDN?` answer), `resource` (VISA resource); "
+                                         "null without an oscilloscope")
+    generator: dict[str, Any] | None = Field(None, description="the signal generator as for `scope`; null without one")
+    twin: dict[str, Any] | None = Field(
+        None, description="`preset` (the event model as played), `overrides` (what `bench.twin.overrides` "
+        "changed), `ground_truth` (what the twin injected); null on a real bench")
+
+
+class ReportCore(Closed):
+    """report.json's top level: the envelope; each registered kind adds its part beside it."""
+
+    schema_version: int = Field(description=f"{SCHEMA_VERSION} for this document; bumped on any incompatible "
+                                "change (readers still take 1)")
+    campaign: CampaignFacts = Field(description="what was measured, where, with what")
+    runs: list[Any] = Field(default_factory=list, description="the module kind's runs (empty without them)")
+    notes: list[str] = Field(description="warnings worth reading first (losses, incomplete runs, few samples)")
+    findings: list[Finding] = Field(description="the campaign's answer, one short sentence each: the module "
+                                    "runs', then each section's that carries headlines; `[]` without any")
+
+
+_MODELS: dict[int, type[ReportCore]] = {}
+
+
+def _part(kind: kind_registry.Kind) -> type[BaseModel] | None:
+    model = kind.load("report_model")
+    if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"kind {kind.name}: report_model is not a pydantic model: {model!r}")
+    return model
+
+
+def build_report_model(kinds: list[kind_registry.Kind]) -> type[ReportCore]:
+    """ReportCore plus each kind's part (Kind.report_model): its section under its name (absent or
+    null without its runs), or, for a kind with top-level runs, its fields at the top level. A kind
+    without a model has an untyped section."""
+    fields: dict[str, Any] = {}
+    for kind in kinds:
+        model = _part(kind)
+        if kind.top_level_runs and model is not None:
+            fields |= {name: (info.annotation, info) for name, info in model.model_fields.items()}
+        elif not kind.top_level_runs:
+            section = model if model is not None else dict[str, Any]
+            doc = " ".join((model.__doc__ or "").split()) if model is not None else (
+                f"the {kind.name} kind's section (the kind declares no model: untyped)")
+            fields[kind.name] = (section | None, Field(None, description=doc))
+    return create_model("Report", __base__=ReportCore, __module__=__name__, **fields)
+
+
+def report_model() -> type[ReportCore]:
+    """report.json's model with every registered kind's part; rebuilt when a kind registers."""
+    generation = kind_registry.generation()
+    if generation not in _MODELS:
+        _MODELS.clear()
+        _MODELS[generation] = build_report_model(list(kind_registry.kinds().values()))
+    return _MODELS[generation]
+
+
+def report_json_schema() -> dict[str, Any]:
+    """The JSON Schema of report.json (`station schema --report`)."""
+    return report_model().model_json_schema()
+
+
+class ReportSchemaError(ValueError):
+    """A report that does not fit report_model(): the analysis and the schema disagree."""
+
+
+def validate_report(report: Mapping[str, Any]) -> BaseModel:
+    """The report as report_model() reads it, in its JSON form (what report.json will hold);
+    raises ReportSchemaError naming every field that does not fit."""
+    text = json.dumps(to_jsonable(report), allow_nan=False)
+    try:
+        # strict: JSON gives no string for a number, no float for a count
+        return report_model().model_validate_json(text, strict=True)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+                             for e in exc.errors()[:20])
+        raise ReportSchemaError(f"the report does not fit report.json's schema ({exc.error_count()} "
+                                f"problem(s)): {problems}") from None
