@@ -88,6 +88,7 @@ async def run_campaign_async(
     """Run every (remaining) run of the campaign, then write the reports."""
     from station.campaign import run_campaign
     from station.progress import QuietProgress
+    from station.report.model import ReportSchemaError
     from station.store import list_runs
 
     out_dir = Path(out_dir)
@@ -97,6 +98,8 @@ async def run_campaign_async(
             result.report_paths = write_campaign_report(out_dir)
         except OSError as exc:  # a full disk: the runs' data is safe, the report can be made later
             result.report_error = f"the report was not written ({exc.strerror or exc}): run `station report {out_dir}`"
+        except ReportSchemaError as exc:  # a report that breaks its own schema: the runs are safe all the same
+            result.report_error = f"the report was not written ({exc}); the runs are kept: `station report {out_dir}`"
         else:
             result.unmatched = unmatched_runs(out_dir)
     return result

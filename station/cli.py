@@ -210,7 +210,11 @@ def report(
             _fail(f"--deadline: {exc}")
         if not deadline_ns > 0:
             _fail(f"--deadline: must be above 0, got {deadline}")
-    for name, path in api.write_campaign_report(out, deadline_ns=deadline_ns).items():
+    try:
+        written = api.write_campaign_report(out, deadline_ns=deadline_ns)
+    except api.ReportSchemaError as exc:  # the station's own fault: name the field, keep the runs
+        _fail(f"{out}: the report was not written: {exc}")
+    for name, path in written.items():
         if not name.startswith("figures/"):
             typer.echo(f"wrote {path}")
 

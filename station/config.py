@@ -742,6 +742,8 @@ class Campaign(Strict):
     def _kind_fits(self) -> Campaign:
         """What every kind's declaration says of a campaign (kind_registry.Kind), then the kind's own checks."""
         m, known = self.matrix, kind_registry.kinds()
+        if m.kind not in known:  # the base model (campaign_model() lists the kinds in its schema)
+            raise LocatedError(("matrix", "kind"), f"unknown run kind {m.kind!r} (known: {', '.join(sorted(known))})")
         kind = known[m.kind]
         for other in known.values():  # another kind's keys are a mistake, not something to ignore
             if other.name == kind.name:
@@ -828,11 +830,6 @@ def campaign_model() -> type[Campaign]:
     return _MODELS[generation]
 
 
-def kind_settings(campaign: Campaign) -> Any:
-    """The campaign's section of its own kind (None where the kind has none)."""
-    return getattr(campaign, campaign.matrix.kind, None)
-
-
 @dataclass(frozen=True)
 class RunSpec:
     """One cell of the matrix: what a single run measures."""
@@ -860,6 +857,10 @@ def measurement_hash(campaign: Campaign) -> str:
     data = campaign.model_dump(mode="json")
     for key in ("name", "description"):
         data.pop(key)
+    # a plug-in's (or a test's) kind adds its default section to every campaign: it is not the
+    # campaign's settings, and installing one must not make measured runs look changed
+    for name in set(data) - set(Campaign.model_fields) - kind_registry.builtin_names() - {campaign.matrix.kind}:
+        data.pop(name)
     data["matrix"].pop("repetitions")
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 

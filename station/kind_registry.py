@@ -13,6 +13,8 @@ This module imports nothing of the station: config imports it, and the kinds imp
 from __future__ import annotations
 
 import importlib
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -91,15 +93,30 @@ class Kind:
 
 
 _KINDS: dict[str, Kind] = {}
+_BUILTIN_NAMES: frozenset[str] = frozenset()
 _loaded = False
 _generation = 0  # bumped on every registration: config rebuilds its campaign model then
+# what a kind may not be called: its section would take a campaign key (config.Campaign's fields)
+# or a key of report.json's envelope (tests/test_throwaway_kind.py checks both lists stay whole)
+RESERVED = frozenset({"name", "description", "bench", "matrix", "report", "loads",
+                      "schema_version", "campaign", "runs", "notes", "findings", "comparisons"})
+NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")  # a campaign key and a Python name
+
+
+def _add(kind: Kind) -> None:
+    global _generation
+    if kind.name in RESERVED or not NAME.fullmatch(kind.name):
+        raise ValueError(f"a run kind cannot be called {kind.name!r}: it must be a lower-case name "
+                         f"({NAME.pattern}) and none of {', '.join(sorted(RESERVED))}")
+    _KINDS[kind.name] = kind
+    _generation += 1
 
 
 def register(kind: Kind) -> Kind:
-    """Make a kind available to campaigns under `kind.name` (a later one replaces it)."""
-    global _generation
-    _KINDS[kind.name] = kind
-    _generation += 1
+    """Make a kind available to campaigns under `kind.name`, after the built-in ones (a later one
+    of the same name replaces it)."""
+    _load_builtin()
+    _add(kind)
     return kind
 
 
@@ -110,16 +127,27 @@ def unregister(name: str) -> None:
 
 
 def _load_builtin() -> None:
-    global _loaded
+    global _loaded, _BUILTIN_NAMES
     if _loaded:
         return
     _loaded = True
     for module in BUILTIN:
-        register(importlib.import_module(module).KIND)
+        _add(importlib.import_module(module).KIND)
+    _BUILTIN_NAMES = frozenset(_KINDS)
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        kind = point.load()
-        if kind.name not in _KINDS:  # a plug-in does not replace a built-in kind
-            register(kind)
+        try:
+            kind = point.load()
+            if kind.name in _KINDS:
+                raise ValueError(f"{kind.name!r} is a built-in kind's name")
+            _add(kind)
+        except Exception as exc:  # noqa: BLE001 - one broken plug-in must not stop every campaign
+            warnings.warn(f"run kind plug-in {point.value!r} ({ENTRY_POINT_GROUP}) not loaded: {exc}", stacklevel=2)
+
+
+def builtin_names() -> frozenset[str]:
+    """The kinds shipped with the station (not a plug-in's or a test's)."""
+    _load_builtin()
+    return _BUILTIN_NAMES
 
 
 def kinds() -> dict[str, Kind]:

@@ -60,7 +60,7 @@ async def execute_run(bench: Bench, spec: RunSpec, store: RunStore, progress: Ru
                      max_seconds=int(campaign.matrix.max_duration) + DEAD_MANS_SWITCH_S)
     kind = kind_for(spec.kind)(ctx)
     store.open({
-        "kind": kind.name,
+        "kind": spec.kind,  # the registry's name, which the analysis groups runs by
         "order": progress.index,
         "config_hash": measurement_hash(campaign),
         "run": {"interface": spec.interface, "variant": spec.variant, "load": spec.load,

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from station.records import decode_file
-from tests.conftest import station_cmd
+from tests.conftest import run_station, station_cmd
 
 
 def _config(endpoints: dict, path, with_scope: bool) -> None:
@@ -88,3 +88,9 @@ def test_interrupted_campaign_leaves_the_target_clean_and_keeps_the_data(standal
     assert len(sw) == len(decode_file(raw, "v1"))
     assert np.array_equal(sw["seq"].to_numpy(), np.arange(len(sw)))  # nothing lost before the stop
     assert manifest["losses"]["sw_lost"] == 0
+
+    # its report is written all the same, the run named as interrupted (report.json's schema knows it)
+    res = run_station("report", str(out))
+    assert res.returncode == 0, res.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert {r["id"]: r["status"] for r in report["runs"]}["lpt-inb-seed-io-r0"] == "interrupted"

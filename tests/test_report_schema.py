@@ -138,7 +138,8 @@ DOC = REPO / "docs" / "report-schema.md"
 def test_the_docs_field_tables_are_the_models() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert render_doc(text) == text, "docs/report-schema.md is stale: run python scripts/report_schema_doc.py"
-    assert "| `status` | `\"complete\"` \\| `\"incomplete\"` \\| `\"failed\"` | whether the run finished |" in text
+    assert ('| `status` | `"complete"` \\| `"incomplete"` \\| `"failed"` \\| `"interrupted"` \\| `"running"` | '
+            "whether the run finished") in text
     # a table edited by hand is put back; a model without its block is refused
     edited = text.replace("| `sw_lost` | int |", "| `sw_lost` | float |")
     assert edited != text and render_doc(edited) == text

@@ -32,7 +32,11 @@ SAMPLES = 12
 
 
 # ---- the new kind: a package of the test tree (tests/throwaway_kind), one registration line --
-kind_registry.register(throwaway_kind.KIND)
+@pytest.fixture(scope="module", autouse=True)
+def _registered():
+    kind_registry.register(throwaway_kind.KIND)
+    yield
+    kind_registry.unregister(throwaway_kind.KIND.name)
 
 
 # ---- driving it through the real lifecycle ----------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -15,7 +17,7 @@ import pytest
 import throwaway_kind
 
 from station import api, kind_registry
-from station.config import ConfigError, expand_runs, json_schema, parse_campaign
+from station.config import ConfigError, expand_runs, json_schema, measurement_hash, parse_campaign
 
 SAMPLES = 6
 CAMPAIGN = f"""\
@@ -33,11 +35,9 @@ loads:
 
 @pytest.fixture(scope="module", autouse=True)
 def _registered():
-    before = kind_registry.kinds().get(throwaway_kind.KIND.name)  # tests/test_run_kinds.py registers it too
     kind_registry.register(throwaway_kind.KIND)  # the one registration line
     yield
-    if before is None:
-        kind_registry.unregister(throwaway_kind.KIND.name)
+    kind_registry.unregister(throwaway_kind.KIND.name)
 
 
 def test_its_settings_join_the_campaign_schema():
@@ -82,3 +82,36 @@ def test_a_campaign_of_it_runs_to_a_rendered_report(tmp_path: Path):
     with (out / "loadavg.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["run"], r["busy"]) for r in rows] == [("none-r0", "0"), ("io-r0", str(SAMPLES))]
+
+
+def test_a_plug_in_kind_changes_no_campaigns_measured_settings():
+    """Its default section joins every campaign's model, but not the hash that says whether runs
+    already measured were measured with these settings (resume)."""
+    module = parse_campaign("name: x\nmatrix: {samples: 10}\n")
+    assert module.loadavg.period == 0.05  # the section is there …
+    kind_registry.unregister(throwaway_kind.KIND.name)
+    try:
+        without = parse_campaign("name: x\nmatrix: {samples: 10}\n")
+        assert not hasattr(without, "loadavg")
+        assert measurement_hash(without) == measurement_hash(module)  # … and changes nothing measured
+    finally:
+        kind_registry.register(throwaway_kind.KIND)
+    assert measurement_hash(parse_campaign(CAMPAIGN)) != measurement_hash(
+        parse_campaign(CAMPAIGN.replace("period: 50ms", "period: 100ms")))  # its own campaign's settings count
+
+
+def test_a_kind_cannot_take_a_core_name_and_comes_after_the_built_in_ones():
+    from station.config import Campaign
+    from station.report.model import ReportCore
+
+    # a kind's section would replace a campaign key or a report.json envelope key
+    assert set(Campaign.model_fields) | set(ReportCore.model_fields) | {"comparisons"} <= kind_registry.RESERVED
+    for name in ("loads", "runs", "Bad-Name", ""):
+        with pytest.raises(ValueError, match="cannot be called"):
+            kind_registry.register(kind_registry.Kind(name=name, summary="x"))
+    # registered before anything else asked the registry: still after the built-in kinds (the page's order)
+    code = ("from station import kind_registry as r\n"
+            "r.register(r.Kind(name='early', summary='x'))\n"
+            "print(' '.join(r.kinds()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [*(m.rsplit(".", 1)[1] for m in kind_registry.BUILTIN), "early"]

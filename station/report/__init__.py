@@ -31,9 +31,8 @@ def kind_pages() -> list[tuple[kind_registry.Kind, KindPage]]:
 
 def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
                   out_dir: Path) -> dict[str, Path]:
-    """Write report.html, report.md, report.json, stats.csv and figures/*.svg into out_dir,
-    cyclictest.csv when the report has a "cyclictest" section, interruptions.csv when it has
-    an "interruptions" section and gpio.csv when it has a "gpio" section.
+    """Write report.html, report.md, report.json and figures/*.svg into out_dir, and each kind's
+    CSV files (stats.csv, cyclictest.csv …) where the report has its part.
 
     ``samples`` maps run ids to their raw arrays; a run without an entry just
     has no figure. Each registered kind's report part (Kind.report) adds its figures, CSV files

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -24,6 +24,10 @@ from station.report.export import to_jsonable
 
 Float = float | None  # a number the analysis may leave undefined (NaN is written as null)
 Interval = list[float | None] | None  # [lo, hi]; null where there is none
+# a run's status as its manifest says: sealed complete, incomplete (short of its targets), failed,
+# interrupted (Ctrl-C / SIGTERM), or still running (the station was killed before it sealed the run)
+RunStatus = Annotated[Literal["complete", "incomplete", "failed", "interrupted", "running"], Field(
+    description="whether the run finished (running: the station was killed before it sealed the run)")]
 
 
 class Closed(BaseModel):

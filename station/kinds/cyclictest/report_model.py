@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
-from station.report.model import Closed, Finding, Float, Interval, Stats
+from station.report.model import Closed, Finding, Float, Interval, RunStatus, Stats
 
 Number = int | float | None
 
@@ -42,7 +42,7 @@ class CtRun(Closed):
     target: str = Field(description="the table's row")
     load: str | None = Field(None, description="the table's column")
     repetition: int | None = Field(None, description="repetition index, from 0")
-    status: Literal["complete", "incomplete", "failed"] = Field(description="whether the run finished")
+    status: RunStatus
     error: str | None = Field(None, description="why the run is incomplete or failed")
     cyclictest_version: str | None = Field(None, description="rt-tests version on the target")
     arguments: list[str] | None = Field(None, description="cyclictest's command-line arguments")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from station.report.model import Closed, Finding, Float, Interval
+from station.report.model import Closed, Finding, Float, Interval, RunStatus
 
 
 class Delays(Closed):
@@ -53,7 +53,7 @@ class GpioRun(Closed):
     load: str | None = Field(None, description="the load")
     repetition: int | None = Field(None, description="repetition index, from 0")
     target: str | None = Field(None, description="the target's name (null with a single target)")
-    status: Literal["complete", "incomplete", "failed"] = Field(description="whether the run finished")
+    status: RunStatus
     error: str | None = Field(None, description="why the run is incomplete or failed")
     responder: str | None = Field(None, description="what answered: `kernel`, `chardev`, `sysfs`, `external`, …")
     mode: Literal["echo", "toggle"] | None = Field(None, description="the response follows the input, or flips")

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from station.report.model import Closed, Finding, Float
+from station.report.model import Closed, Finding, Float, RunStatus
 
 
 class Family(Closed):
@@ -62,7 +62,7 @@ class IgRun(Closed):
     target: str | None = Field(None, description="the target's name")
     load: str | None = Field(None, description="the load")
     repetition: int | None = Field(None, description="repetition index, from 0")
-    status: Literal["complete", "incomplete", "failed"] = Field(description="whether the run finished")
+    status: RunStatus
     error: str | None = Field(None, description="why the run is incomplete or failed")
     spoilers: list[str] = Field(default_factory=list, description="what on the measured CPU may disturb the "
                                 "measurement, one sentence each")

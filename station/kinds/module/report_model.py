@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from station.report.model import Closed, Float, Interval, Stats
+from station.report.model import Closed, Float, Interval, RunStatus, Stats
 
 Blob = dict[str, Any] | None
 
@@ -109,7 +109,7 @@ class ModuleRun(Closed):
     repetition: int = Field(description="repetition index, from 0")
     target: str | None = Field(None, description="the target's name (`null` or `\"\"` with a single target)")
     period_ns: int | None = Field(None, description="period of the RT task that triggers the IRQs, ns")
-    status: Literal["complete", "incomplete", "failed"] = Field(description="whether the run finished")
+    status: RunStatus
     error: str | None = Field(None, description="why the run is incomplete or failed")
     duration_s: Float = Field(None, description="wall time of the measurement, s")
     sw: Stats | None = Field(None, description="statistics of the software latencies t_SW")
