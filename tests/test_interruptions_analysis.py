@@ -387,6 +387,31 @@ def test_rt_throttling_is_named_from_the_kernels_budget_and_its_period_grid():
         assert not any(g.cause == "throttled" for g in fresh)
 
 
+def test_a_throttle_shortened_by_an_earlier_stop_in_its_period_is_throttling_too():
+    """What a loaded machine did in CI: in one period another task stopped the loop for 28 ms (ending
+    off the grid), so its budget ran out 28 ms later and the throttle lasted 21 ms, under half the
+    rest. The kernel stops a never-sleeping loop once every period: each period's stop is named,
+    the shortened one too; the other task's stop is not; nor is a 21 ms stop on the grid alone."""
+    rng = random.Random(31)
+    throttling = ig.Throttling(950_000, 1_000_000)
+    phase = rng.randrange(1_000_000_000)
+    made, others = [], []
+    for k in range(1, 10):
+        end = k * 1_000_000_000 + phase + rng.randrange(0, 300_000)
+        taken = 28_000_000 if k == 4 else 0  # the injected stop by another task, earlier in period 4
+        if taken:
+            others.append(_gap(end - 370_000_000, taken))
+        length = rng.randrange(46_000_000, 50_000_000) - taken
+        made.append(_gap(end - length, length))
+    gaps = sorted([*made, *others], key=lambda g: g.start_ns)
+    assert ig.mark_throttled(gaps, throttling, priority=98, span_ns=10 * 1_000_000_000) == len(made)
+    assert all(g.cause == "throttled" for g in made) and all(g.cause == "preempted" for g in others)
+    alone = [_gap(g.start_ns, g.duration_ns) for g in made]
+    alone[3] = _gap(alone[3].start_ns, 21_000_000)  # as short, with nothing else in its period
+    assert ig.mark_throttled(alone, throttling, priority=98, span_ns=10 * 1_000_000_000) == len(made) - 1
+    assert alone[3].cause == "preempted"
+
+
 def test_a_rest_under_a_millisecond_is_throttling_too():
     """sched_rt_runtime_us 999500 of 1000000: the loop stops for 0.5 ms a second. The grid's 1 ms
     tolerance for the period timer's lateness is no lower bound on a stop's length (it was: no stop

@@ -73,7 +73,10 @@ def read_scope_parquet(src: Source) -> ScopeTable:
     """The same columns as a scope CSV, in a Parquet file: numbers (whole numbers for acquisition
     and frame), no nulls but in a rise column (NaN: not resolved). Errors name the row (from 1)."""
     try:
-        table = pq.read_table(pa.BufferReader(src.data))
+        # one thread: a threaded read leaves cleanup behind it, and a process that exits right after
+        # (an import refused at once) then aborts in pyarrow's thread pool 1 time in ~12 here
+        # (apache/arrow#33975, #39162); these are a file's bytes already in memory
+        table = pq.read_table(pa.BufferReader(src.data), use_threads=False)
     except (pa.ArrowException, OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise ImportInputError(src.path, f"not a Parquet file pyarrow can read: {reason}") from None

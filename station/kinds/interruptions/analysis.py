@@ -54,6 +54,7 @@ THROTTLE_GRID_SHARE = 0.2
 THROTTLE_GRID_MIN_NS = 1_000_000
 THROTTLE_MIN = 2
 THROTTLE_MIN_SHARE = 0.5  # a throttled gap is at least this share of the rest
+THROTTLE_SHORTENED_SHARE = 0.2  # … or this, when earlier stops in its period took the rest of it
 THROTTLE_COVERAGE = 0.5  # of the run's whole periods (but the first) the family must cover
 
 
@@ -335,9 +336,28 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     periods = (span_ns or 0) / period - 1
     if len(best) < max(THROTTLE_MIN, THROTTLE_COVERAGE * periods):
         return 0
+    # a period in which something else stopped the loop first leaves it budget to spare: its throttle
+    # comes later and is shorter by as much (the rest, less what the others took), so a gap on the
+    # family's grid below `shortest` is that period's throttle when the period's earlier stops
+    # make up the difference (not a short gap: THROTTLE_SHORTENED_SHARE of the rest at least)
+    family = {id(g) for g in best}
+    for g in gaps:
+        if (id(g) in family or g.cause not in ("preempted", "unexplained")
+                or not THROTTLE_SHORTENED_SHARE * throttling.rest_ns <= g.duration_ns < shortest
+                or not _on_grid(g.end_ns, best, period, grid)):
+            continue
+        earlier = sum(o.duration_ns for o in gaps
+                      if o is not g and g.end_ns - period < o.start_ns and o.end_ns <= g.start_ns)
+        if g.duration_ns + earlier >= shortest:
+            best.append(g)
     for g in best:
         g.cause, g.source = "throttled", "RT throttling"
     return len(best)
+
+
+def _on_grid(end_ns: int, family: list[Attributed], period: int, grid: float) -> bool:
+    """Whether `end_ns` lies within `grid` of a whole number of periods from the family's ends."""
+    return any(abs((end_ns - f.end_ns + period / 2) % period - period / 2) <= grid for f in family)
 
 
 def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]], throttling: Throttling | None) -> int:
