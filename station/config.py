@@ -189,7 +189,7 @@ def _load_set_name(value: str) -> str:
 
 LoadSetName = Annotated[str, AfterValidator(_load_set_name)]
 # the station's own tracked reader and probes
-RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap", "gpio-responder"}
+RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap", "gpio-responder", "simavr-harness"}
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
 
@@ -765,18 +765,17 @@ class Campaign(Strict):
         if not kind.needs.scope and "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
             raise LocatedError(("bench", "scope", "kind"), f"{article(kind.name)} {kind.name} campaign uses no "
                                "scope: set none or leave bench.scope out")
-        targets = self.bench.named_targets()
+        runs = run_count(self)
+        if runs > MAX_RUNS:
+            raise LocatedError(("matrix", "repetitions"), f"{run_count_text(self)} = {runs} runs; at most {MAX_RUNS}")
+        if kind.check is not None:  # first: a kind's own word on its targets is the more precise
+            kind.check(self)
         if not kind.needs.twin_target:
-            for name, t in targets.items():
+            for name, t in self.bench.named_targets().items():
                 if t.kind == "twin":
                     where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
                     raise LocatedError(where, f"{article(kind.name)} {kind.name} run measures a real kernel: use "
                                        "kind local, vm or ssh (the twin only plays the latency modules and GPIO lines)")
-        runs = run_count(self)
-        if runs > MAX_RUNS:
-            raise LocatedError(("matrix", "repetitions"), f"{run_count_text(self)} = {runs} runs; at most {MAX_RUNS}")
-        if kind.check is not None:
-            kind.check(self)
         return self
 
     @model_validator(mode="after")

@@ -24,7 +24,7 @@ from typing import Any
 # order is the report page's: the first kind with something to show leads it (its answer above
 # the warnings), so cyclictest's maxima table opens a page even beside module runs
 BUILTIN = ("station.kinds.cyclictest", "station.kinds.module", "station.kinds.interruptions",
-           "station.kinds.gpio")
+           "station.kinds.gpio", "station.kinds.avrsim")
 ENTRY_POINT_GROUP = "irq_station.kinds"
 
 

@@ -4,8 +4,9 @@ repetition."""
 
 from __future__ import annotations
 
-from station.config import Campaign, LocatedError, RunSpec, TargetSettings
+from station.config import Campaign, LocatedError, TargetSettings
 from station.kind_registry import BenchNeeds, Kind
+from station.kinds.cases import case_cells, case_run_id
 from station.kinds.gpio.settings import TWIN_ONLY_RESPONDERS, GpioSettings
 
 
@@ -62,14 +63,7 @@ def _check(campaign: Campaign) -> None:
                            f"or duration) but max_duration is {m.max_duration:g} s: every run would end incomplete")
 
 
-def _cells(campaign: Campaign) -> list[tuple[str, str]]:
-    """A run's case takes the variant's place (its run id: <case>-<load>-r<n>)."""
-    gpio = getattr(campaign, "gpio", None)
-    return [("", case) for case in gpio.cases] if gpio is not None else []
-
-
-def _run_id(spec: RunSpec) -> str:
-    return f"{spec.variant}-{spec.load}-r{spec.repetition}"
+_cells = case_cells("gpio")
 
 
 KIND = Kind(
@@ -80,7 +74,7 @@ KIND = Kind(
     settings_required=True,
     cells=_cells,
     describe_cells=lambda c: f"{len(_cells(c))} cases",
-    run_id=_run_id,
+    run_id=case_run_id,
     check=_check,
     needs=BenchNeeds(scope=True, stimulus=_stimulus, modules=_responder_module, board=_board,
                      scope_inputs=_scope_inputs),
