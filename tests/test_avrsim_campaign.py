@@ -213,3 +213,21 @@ def test_without_a_masked_case_the_threshold_is_the_firmwares_own_spread(campaig
         o = runs[f"{firmware}-none-r0"]["outliers"]
         assert o["threshold_cycles"] == min(delays) + slack
         assert o["count"] == sum(d > min(delays) + slack for d in delays) > 0 and o["unexplained"] == 0
+
+
+def test_a_run_cut_short_is_reported_as_unreadable_and_the_others_stand(campaign, tmp_path):
+    """A harness killed mid-run leaves a log without its `end` line: the report says so for that run
+    (its raw log kept as it is) and reports the others whole."""
+    copy = tmp_path / "cut"
+    shutil.copytree(campaign, copy, ignore=shutil.ignore_patterns("*.elf", "arduino-core"))
+    log = copy / "runs" / "sketch-none-r0" / "harness.log"
+    kept = log.read_text().splitlines(keepends=True)[:1000]
+    log.write_text("".join(kept))
+    res = run_station("report", str(copy))
+    assert res.returncode == 0, res.stderr
+    report = json.loads((copy / "report.json").read_text())
+    runs = {r["id"]: r for r in report["avrsim"]["runs"]}
+    assert "delay_us" not in runs["sketch-none-r0"] or runs["sketch-none-r0"]["delay_us"] is None
+    assert any("sketch-none-r0: its harness output cannot be read" in n and "end" in n for n in report["notes"])
+    assert runs["sketch-masked-none-r0"]["answered"] == EDGES
+    assert log.read_text() == "".join(kept)
