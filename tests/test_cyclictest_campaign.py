@@ -24,7 +24,7 @@ from station import api
 from station.config import parse_campaign
 from tests.conftest import REPO, run_station, station_cmd, this_machine_is_a_guest
 
-PROBE_AND_LOADS = ("cyclictest", "hackbench", "stressapptest", "stress-ng")
+PROBE_AND_LOADS = ("cyclictest", "rtla", "hackbench", "stressapptest", "stress-ng")
 
 
 def seed_004(targets: dict, duration: str = "2s", memory_mb: int = 64, network: bool = True) -> dict:
@@ -123,12 +123,47 @@ def _threads_without_cycles(run_dir: Path) -> list[int]:
     return []
 
 
+def timerlat_summary(text: str) -> dict[tuple[str, int], dict[str, int | None]]:
+    """rtla timerlat hist's own summary, read here: (IRQ|Thr, cpu) -> its count and max as printed."""
+    lines = text.splitlines()
+    head = next(line.split() for line in lines if line.startswith("Index"))
+    rows = {line.split(":")[0]: line.split(":")[1].split() for line in lines
+            if line.split(":")[0] in ("count", "max") and not line.startswith("ALL")}
+    return {(name.split("-")[0], int(name.split("-")[1])): {
+        "count": int(rows["count"][i]), "max": None if rows["max"][i] == "-" else int(rows["max"][i])}
+        for i, name in enumerate(head[1:])}
+
+
+def check_timerlat_beside_cyclictest(out: Path, section: dict) -> None:
+    """Where the kernel has the timerlat tracer (the PREEMPT_RT VM) each run's figures are rtla's own
+    printed summary, and the table beside the seed's holds their maxima; elsewhere the run says why
+    timerlat did not run, and stands."""
+    table = section["timerlat_table"]["max_us"]
+    for entry in section["runs"]:
+        tl, target, load = entry["timerlat"], entry["target"], entry["load"]
+        if target != "vm-rt":  # Debian's regular kernel and this machine's: no timerlat tracer
+            assert "no timerlat tracer" in tl["note"] and not tl["cpus"], (entry["id"], tl)
+            assert section["timerlat_table"]["notes"][target][load] == tl["note"]
+            continue
+        assert tl["note"] is None, tl
+        printed = timerlat_summary((out / "runs" / entry["id"] / "timerlat.out").read_text())
+        assert {c["cpu"] for c in tl["cpus"]} == {cpu for _, cpu in printed}
+        for c in tl["cpus"]:
+            for kind, col in (("irq", "IRQ"), ("thread", "Thr")):
+                assert (c[kind]["count"], c[kind]["max"]) == (printed[(col, c["cpu"])]["count"],
+                                                              printed[(col, c["cpu"])]["max"]), (entry["id"], c)
+        if entry["status"] == "complete":
+            assert table[target][load]["thread_max_us"] == max(v["max"] for (k, _), v in printed.items()
+                                                               if k == "Thr")
+
+
 def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_path):
     """The done criterion: the seed's sheet, seconds per case, on this machine (real sshd) and
     on Debian's regular and PREEMPT_RT kernels in QEMU; the report holds the seed's table."""
     targets = {"this-machine": _ssh_target(local, work_dir), "vm-regular": {"kind": "vm", "kernel": "regular"},
                "vm-rt": {"kind": "vm", "kernel": "rt"}}
     cfg = seed_004(targets, network=False)
+    cfg["cyclictest"]["companion"] = "timerlat"  # the kernel's own timer latency beside cyclictest's
     campaign = parse_campaign(yaml.safe_dump(cfg), check_files=True)
     out = tmp_path / "seed-004"
     result = asyncio.run(api.run_campaign_async(campaign, out))
@@ -159,6 +194,7 @@ def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_pat
             assert table["max_latency_us"][entry["target"]][entry["load"]] == worst
         # the kernel cyclictest saw is the one asked for
         assert own["sysinfo"]["realtime"] == (1 if entry["target"] == "vm-rt" else own["sysinfo"]["realtime"])
+    check_timerlat_beside_cyclictest(out, section)
     facts = section["targets"]
     assert facts["vm-rt"]["preempt_rt"] and not facts["vm-regular"]["preempt_rt"]
     assert facts["vm-rt"]["emulated"] and facts["vm-regular"]["emulated"] and not facts["this-machine"]["emulated"]

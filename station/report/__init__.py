@@ -51,7 +51,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     for kind, page in pages:  # a kind's tables where the report has its section (the module's: always)
         if kind.top_level_runs or report.get(kind.name):
             for name, rows in page.csv:
-                paths[name] = write_rows(out_dir / name, *rows(report))
+                if (table := rows(report)) is not None:  # None: the part has nothing for this file
+                    paths[name] = write_rows(out_dir / name, *table)
     parts = [page.sections for _, page in pages]
     md = out_dir / "report.md"
     md.write_text(render_markdown(report, figures, parts), encoding="utf-8")

@@ -102,7 +102,8 @@ class KindPage:
 
     sections: Part
     figures: Callable[[Mapping[str, Any], Mapping[str, Any]], list[RenderedFigure]] = lambda report, samples: []
-    csv: tuple[tuple[str, Callable[[Mapping[str, Any]], Rows]], ...] = ()  # (file name, its rows)
+    # (file name, its rows; None: no such file for this report)
+    csv: tuple[tuple[str, Callable[[Mapping[str, Any]], Rows | None]], ...] = ()
 
 
 def glance(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[RenderedFigure]:

@@ -129,8 +129,8 @@ class Target(Host):
         name = irqtrace.instance_name(self.work_dir)
         if await irqtrace.remove_instance(conn, name):  # the detector's trace instance
             stopped.append(f"tracefs instance {name}")
-        if await rtla.remove_leftover(conn):  # a killed rtla's osnoise tracer
-            stopped.append(f"tracefs instance {rtla.INSTANCE}")
+        # a killed rtla's tracer (osnoise, timerlat)
+        stopped += [f"tracefs instance {name}" for name in await rtla.remove_leftover(conn)]
         stopped += await governors.restore_saved(conn, self.work_dir)  # a gpio run's governors
         return stopped, unloaded, errors
 

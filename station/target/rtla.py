@@ -1,7 +1,9 @@
-"""rtla osnoise on a target: the kernel's own noise tracer, run after the detector on the same
-CPU so the report can set the two side by side. It needs the rtla program (Debian: rtla) and a
-kernel with CONFIG_OSNOISE_TRACER (Debian's 6.1 PREEMPT_RT kernel has it, its regular one not).
-rtla cleans up (its tracefs instance, the tracer) only on SIGINT: that is how it is stopped."""
+"""rtla on a target: the kernel's own osnoise and timerlat tracers, run beside the station's
+probes (the interruption detector, cyclictest) on the same CPUs so the report can set them side
+by side. It needs the rtla program (Debian: rtla) and a kernel with the tracer
+(CONFIG_OSNOISE_TRACER, CONFIG_TIMERLAT_TRACER: Debian's 6.1 PREEMPT_RT kernel has both, its
+regular one neither). rtla cleans up (its tracefs instance, the tracer) only on SIGINT: that is
+how it is stopped."""
 
 from __future__ import annotations
 
@@ -11,29 +13,50 @@ from station.target.irqtrace import TRACEFS_DIRS
 from station.target.ssh import TargetConnection
 
 PROGRAM = "rtla"
-INSTANCE = "osnoise_top"  # the tracefs instance `rtla osnoise top` creates
+# the tracefs instances rtla's modes create (a killed rtla leaves its own behind)
+INSTANCES = ("osnoise_top", "osnoise_hist", "timerlat_top", "timerlat_hist")
+TRACER_CONFIG = {"osnoise": "CONFIG_OSNOISE_TRACER", "timerlat": "CONFIG_TIMERLAT_TRACER"}
+TIMERLAT_ENTRIES = 9_999_998  # rtla: "Entries must be > 10 and < 9999999"
 
 
-async def unavailable(conn: TargetConnection) -> str | None:
-    """Why rtla osnoise cannot run on this target, or None."""
+async def unavailable(conn: TargetConnection, tracer: str) -> str | None:
+    """Why rtla's `tracer` mode cannot run on this target, or None."""
     if (await conn.run(f"command -v {PROGRAM}", check=False)).exit_status != 0:
         return "rtla is not installed (Debian: apt-get install rtla)"
     tracers = " ".join(f"{d}/available_tracers" for d in TRACEFS_DIRS)
     got = await conn.run(f"cat {tracers} 2>/dev/null", check=False, privileged=True)
-    if "osnoise" not in (got.stdout or "").split():
-        return "this kernel has no osnoise tracer (CONFIG_OSNOISE_TRACER; Debian's PREEMPT_RT kernel has it)"
+    if tracer not in (got.stdout or "").split():
+        return (f"this kernel has no {tracer} tracer ({TRACER_CONFIG[tracer]}; Debian's PREEMPT_RT kernel "
+                "has it)")
     return None
 
 
 def arguments(cpu: int, duration_s: int, threshold_us: int) -> list[str]:
+    """`rtla osnoise top` on one CPU: its summary, noise above threshold_us counted."""
     return ["osnoise", "top", "-q", "-c", str(cpu), "-d", f"{duration_s}s", "-T", str(max(1, threshold_us))]
 
 
-async def remove_leftover(conn: TargetConnection) -> bool:
-    """rtla killed (not interrupted) leaves its instance, with the osnoise tracer running on
-    its CPUs; removed when no rtla runs. True if there was one."""
-    dirs = " ".join(shlex.quote(f"{d}/instances/{INSTANCE}") for d in TRACEFS_DIRS)
+def timerlat_arguments(cpus: str | None, duration_s: int, period_us: int, priority: int | None,
+                       entries: int) -> list[str]:
+    """`rtla timerlat hist`: per CPU (a CPU list, None: every CPU) the timer IRQ's and the
+    timerlat thread's latency, 1 µs buckets up to `entries`, at SCHED_FIFO `priority` (None:
+    rtla's default), for duration_s seconds."""
+    if not 10 < entries <= TIMERLAT_ENTRIES:
+        raise ValueError(f"rtla takes 11 to {TIMERLAT_ENTRIES} histogram entries, not {entries}")
+    args = ["timerlat", "hist", "-d", f"{duration_s}s", "-p", str(period_us), "-E", str(entries)]
+    if cpus is not None:
+        args += ["-c", cpus]
+    if priority is not None:
+        args += ["-P", f"f:{priority}"]
+    return args
+
+
+async def remove_leftover(conn: TargetConnection) -> list[str]:
+    """rtla killed (not interrupted) leaves its instance, with its tracer running on its CPUs;
+    removed when no rtla runs. The instances found."""
+    dirs = " ".join(shlex.quote(f"{d}/instances/{name}") for d in TRACEFS_DIRS for name in INSTANCES)
     script = (f"pgrep -x {PROGRAM} >/dev/null 2>&1 && exit 0; for i in {dirs}; do "
-              "if [ -d \"$i\" ]; then echo found; echo nop > \"$i/current_tracer\"; rmdir \"$i\"; fi; done; true")
+              "if [ -d \"$i\" ]; then echo \"found ${i##*/}\"; echo nop > \"$i/current_tracer\"; rmdir \"$i\"; "
+              "fi; done; true")
     got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
-    return "found" in (got.stdout or "")
+    return [line.split(" ", 1)[1] for line in (got.stdout or "").splitlines() if line.startswith("found ")]

@@ -17,6 +17,7 @@ import pandas as pd
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
 from station.analysis.histogram import Histogram, combine, from_cyclictest
 from station.analysis.samples import RunSamples, ThreadHistogram
+from station.parsers import timerlat
 from station.parsers.cyclictest import (
     CyclictestOutputError,
     CyclictestReport,
@@ -173,6 +174,8 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         deadline = config["report"]["deadline"]
     section = {
         "table": _max_table(entries, targets, cases),
+        **({"timerlat_table": _timerlat_table(entries, targets, cases)} if any("timerlat" in e for e in entries)
+           else {}),
         "deadline_view": (_deadline_view(entries, measured, round(deadline * 1e9) / 1000)
                           if deadline is not None else []),
         "targets": {t: _target_facts(t, campaign) for t in targets},
@@ -182,7 +185,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     for name, why in (campaign.get("unavailable") or {}).items():
         notes.append(f"Target {name} was unavailable in the last session: {why}")
         section["targets"].setdefault(name, {})["unavailable"] = why
-    section["findings"] = findings(section)
+    section["findings"] = findings(section) + timerlat_findings(section)
     for name, f in section["targets"].items():
         if f.get("virtual_machine") and not f.get("emulated"):
             notes.append(f"Target {name} is a virtual machine ({f['virtual_evidence']}): its latencies include "
@@ -207,6 +210,8 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
     }
     if entry["status"] != "complete":
         notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+    if "timerlat" in manifest:
+        entry["timerlat"] = timerlat_entry(run_dir, manifest["timerlat"], entry["id"], notes)
     try:
         out = read_outputs(run_dir)
         per_thread = histograms(out)
@@ -228,6 +233,39 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
     return entry, curves, hists
 
 
+def timerlat_entry(run_dir: Path, sealed: Mapping[str, Any], run_id: str, notes: list[str]) -> dict[str, Any]:
+    """The companion rtla timerlat run's figures per CPU (µs), as rtla printed them; its note when
+    it did not run or failed."""
+    entry: dict[str, Any] = {"arguments": sealed.get("arguments"), "note": sealed.get("note"), "cpus": [],
+                             "irq_max_us": None, "thread_max_us": None, "stopped": False}
+    if entry["note"]:
+        notes.append(f"Run {run_id}: {entry['note']}")
+    path = run_dir / "timerlat.out"
+    text = _read(path) if path.is_file() else ""
+    if not text.strip():
+        return entry
+    try:
+        hist = timerlat.parse_hist(text)
+    except timerlat.TimerlatOutputError as exc:
+        notes.append(f"Run {run_id}: rtla timerlat's output cannot be read: {exc}")
+        return entry
+    def us(value: int | None) -> int | float | None:  # rtla's whole µs stay whole
+        return None if value is None else value if hist.unit_ns == 1000 else value * hist.unit_ns / 1000
+
+    def figures(s: timerlat.Summary | None) -> dict[str, Any] | None:
+        if s is None:
+            return None
+        return {"count": s.count, "over": s.over, "min": us(s.min), "avg": us(s.avg), "max": us(s.max)}
+
+    for cpu, kinds in sorted(hist.by_cpu().items()):
+        entry["cpus"].append({"cpu": cpu, "irq": figures(kinds.get("irq")), "thread": figures(kinds.get("thread"))})
+    for kind in ("irq", "thread"):
+        maxima = [c[kind]["max"] for c in entry["cpus"] if c[kind] and c[kind]["max"] is not None]
+        entry[f"{kind}_max_us"] = max(maxima) if maxima else None
+    entry["stopped"] = hist.stopped
+    return entry
+
+
 def _label(t: CyclictestThread) -> str:
     return f"thread {t.index}" + ("" if t.cpu is None else f" (CPU {t.cpu})")
 
@@ -245,6 +283,32 @@ def _kernel_words(facts: Mapping[str, Any]) -> str:
     elif facts.get("virtual_machine"):
         what += (", " if what else "") + "a virtual machine"
     return f" ({what})" if what else ""
+
+
+def timerlat_findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per target with timerlat figures: the kernel's own largest thread latency beside cyclictest's."""
+    tl, table = section.get("timerlat_table") or {}, section.get("table") or {}
+    out = []
+    for target in tl.get("targets") or []:
+        cells = (tl.get("max_us") or {}).get(target) or {}
+        threads = {c: v["thread_max_us"] for c, v in cells.items() if v["thread_max_us"] is not None}
+        if not threads:
+            continue
+        case = max(threads, key=lambda c: threads[c])
+        irq = cells[case]["irq_max_us"]
+        ct = ((table.get("max_latency_us") or {}).get(target) or {}).get(case)
+        out.append({
+            "kind": "timerlat_max", "target": target, "load": case, "thread_max_us": threads[case],
+            "irq_max_us": irq, "cyclictest_max_us": ct,
+            "headline": f"On {target}, rtla timerlat's largest thread latency", "see": "table-timerlat-max",
+            "figure": f"{threads[case]:g} µs under {case}" + (f" (cyclictest: {ct:g} µs)" if ct is not None else ""),
+            "text": f"On {target}, the kernel's timerlat tracer measured its largest thread latency, "
+                    f"{threads[case]:g} µs, under {case}" + (f" (its timer IRQ: {irq:g} µs)" if irq is not None else "")
+                    + (f"; cyclictest's maximum there: {ct:g} µs" if ct is not None else "")
+                    + ". The two ran one after the other under the same load, not at once: each maximum is its own "
+                    "draw.",
+        })
+    return out
 
 
 def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -329,6 +393,27 @@ def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[st
         if worst is not None:
             cell[e["load"]] = worst if cell.get(e["load"]) is None else max(cell[e["load"]], worst)
     return {"targets": targets, "cases": cases, "max_latency_us": table, "problems": problems}
+
+
+def _timerlat_table(entries: list[dict[str, Any]], targets: list[str], cases: list[str]) -> dict[str, Any]:
+    """rtla timerlat's maxima beside the seed's table: per target × case, the largest IRQ and
+    thread latency of the cell's complete runs (null where timerlat did not measure it)."""
+    table: dict[str, dict[str, dict[str, float | None]]] = {
+        t: {c: {"irq_max_us": None, "thread_max_us": None} for c in cases} for t in targets}
+    notes: dict[str, dict[str, str]] = {}
+    for e in entries:
+        tl = e.get("timerlat")
+        if tl is None:
+            continue
+        cell = table.setdefault(e["target"], {}).setdefault(e["load"], {"irq_max_us": None, "thread_max_us": None})
+        if tl.get("note"):
+            notes.setdefault(e["target"], {})[e["load"]] = tl["note"]
+        if e["status"] != "complete":
+            continue
+        for key in ("irq_max_us", "thread_max_us"):
+            if tl.get(key) is not None:
+                cell[key] = tl[key] if cell[key] is None else max(cell[key], tl[key])
+    return {"targets": targets, "cases": cases, "max_us": table, "notes": notes}
 
 
 def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:

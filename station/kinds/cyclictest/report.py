@@ -19,7 +19,7 @@ def cyclictest_sections(report: Mapping[str, Any], figures: Sequence[RenderedFig
     if not ct:
         return []
     plots = [f for f in figures if f.kind == KIND]
-    answer: list[Block] = [t for t in (ct.max_latency, ct.deadline, ct.targets) if t]
+    answer: list[Block] = [t for t in (ct.max_latency, ct.timerlat, ct.deadline, ct.targets) if t]
     # the maxima figure is shown under the findings; a report whose findings were left out keeps it here
     maxima = [f for f in figures if f.kind == MAXIMA_KIND]
     if maxima:
@@ -65,4 +65,33 @@ def cyclictest_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str
     return header, rows
 
 
-PAGE = KindPage(cyclictest_sections, build_cyclictest_figures, (("cyclictest.csv", cyclictest_rows),))
+#: Columns of timerlat.csv: one row per companion timerlat run per CPU, rtla's own figures (µs).
+TIMERLAT_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "cpu", "irq_count", "irq_over",
+                        "irq_min_us", "irq_avg_us", "irq_max_us", "thread_count", "thread_over", "thread_min_us",
+                        "thread_avg_us", "thread_max_us", "note"]
+
+
+def timerlat_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """One row per CPU of each run's timerlat companion (a run where it did not run: one row, its
+    note); None for a campaign without the companion."""
+    if not (report.get("cyclictest") or {}).get("timerlat_table"):
+        return None
+    rows = []
+    for r in (report.get("cyclictest") or {}).get("runs") or []:
+        tl = r.get("timerlat")
+        if tl is None:
+            continue
+        run = {"run_id": r.get("id"), "target": r.get("target"), "load": r.get("load"),
+               "repetition": r.get("repetition"), "status": r.get("status"), "note": tl.get("note")}
+        for c in tl.get("cpus") or [{}]:
+            row = dict(run, cpu=c.get("cpu"))
+            for kind in ("irq", "thread"):
+                figures = c.get(kind) or {}
+                row |= {f"{kind}_count": figures.get("count"), f"{kind}_over": figures.get("over"),
+                        **{f"{kind}_{k}_us": figures.get(k) for k in ("min", "avg", "max")}}
+            rows.append({k: to_jsonable(row.get(k)) for k in TIMERLAT_CSV_COLUMNS})
+    return list(TIMERLAT_CSV_COLUMNS), rows
+
+
+PAGE = KindPage(cyclictest_sections, build_cyclictest_figures,
+                (("cyclictest.csv", cyclictest_rows), ("timerlat.csv", timerlat_rows)))

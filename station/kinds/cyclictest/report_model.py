@@ -35,6 +35,35 @@ class Thread(Closed):
     stats: CtStats | None = Field(None, description="CT_STATS of the thread's histogram")
 
 
+class TimerlatFigures(Closed):
+    """One CPU's IRQ or thread latency, as rtla timerlat printed it (µs)."""
+
+    count: int = Field(description="samples")
+    over: int | None = Field(None, description="samples beyond the histogram's range")
+    min: Number = Field(None, description="the smallest, µs (null: no sample)")
+    avg: Number = Field(None, description="the mean, µs")
+    max: Number = Field(None, description="the largest, µs")
+
+
+class TimerlatCpu(Closed):
+    """One CPU of a timerlat run."""
+
+    cpu: int = Field(description="the CPU")
+    irq: TimerlatFigures | None = Field(None, description="the timer IRQ's latency")
+    thread: TimerlatFigures | None = Field(None, description="the timerlat thread's latency")
+
+
+class TimerlatRun(Closed):
+    """TIMERLAT_RUN: the companion `rtla timerlat hist` run after cyclictest (cyclictest.companion)."""
+
+    arguments: list[str] | None = Field(None, description="rtla's arguments")
+    note: str | None = Field(None, description="why it did not run, or how it failed")
+    cpus: list[TimerlatCpu] = Field(default_factory=list, description="per CPU")
+    irq_max_us: Number = Field(None, description="the largest IRQ latency of any CPU, µs")
+    thread_max_us: Number = Field(None, description="the largest thread latency of any CPU, µs")
+    stopped: bool = Field(False, description="a threshold stopped it")
+
+
 class CtRun(Closed):
     """CT_RUN: one cyclictest run."""
 
@@ -49,6 +78,7 @@ class CtRun(Closed):
     duration_s: Float = Field(None, description="wall time of the measurement, s")
     threads: list[Thread] = Field(default_factory=list, description="per-thread summary")
     combined: CtStats | None = Field(None, description="all threads' histograms pooled")
+    timerlat: TimerlatRun | None = Field(None, description="the companion timerlat run, with cyclictest.companion")
     break_: dict[str, Any] | None = Field(None, alias="break", description="`thread`, `value_us` when cyclictest "
                                           "stopped itself (`--breaktrace`)")
 
@@ -62,6 +92,23 @@ class Table(Closed):
                                                           "cell's complete runs (µs), null when none measured it")
     problems: dict[str, dict[str, str]] = Field(default_factory=dict, description="target → case → why its runs "
                                                 "did not complete")
+
+
+class TimerlatCell(Closed):
+    """rtla timerlat's maxima in one target × case (µs; null: not measured)."""
+
+    irq_max_us: Number = Field(None, description="the timer IRQ's")
+    thread_max_us: Number = Field(None, description="the timerlat thread's")
+
+
+class TimerlatTable(Closed):
+    """rtla timerlat's maxima beside the maximum-latency table (cyclictest.companion: timerlat)."""
+
+    targets: list[str] = Field(description="row order")
+    cases: list[str] = Field(description="column order")
+    max_us: dict[str, dict[str, TimerlatCell]] = Field(description="target → case → its maxima")
+    notes: dict[str, dict[str, str]] = Field(default_factory=dict, description="target → case → why timerlat did "
+                                             "not measure it")
 
 
 class Target(Closed):
@@ -96,6 +143,8 @@ class CyclictestSection(Closed):
     """`cyclictest`: a cyclictest campaign's maximum-latency table, targets and runs."""
 
     table: Table = Field(description="the maximum-latency table")
+    timerlat_table: TimerlatTable | None = Field(None, description="rtla timerlat's maxima, with "
+                                                 "cyclictest.companion: timerlat")
     targets: dict[str, Target] = Field(default_factory=dict, description="name → what each row measured")
     runs: list[CtRun] = Field(description="one entry per cyclictest run")
     deadline_us: Number = Field(None, description="a user deadline, µs: cells above it are flagged")

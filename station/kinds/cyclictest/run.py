@@ -13,8 +13,10 @@ from station.kinds.base import RunContext
 from station.kinds.cyclictest import analysis as ct_analysis
 from station.kinds.cyclictest import target as ct_target
 from station.kinds.probe_run import ProbeRun
+from station.kinds.rtla_companion import RtlaCompanion
 from station.parsers.cyclictest import CyclictestOutputError
 from station.store import write_parquet
+from station.target import rtla
 
 PROBE_NAME = "cyclictest"
 
@@ -29,6 +31,8 @@ class CyclictestRun(ProbeRun):
         "cyclictest.out": "cyclictest's stdout: the -h histogram and summary lines (→ cyclictest_histogram.parquet)",
         "cyclictest.err": "cyclictest's stderr",
         "cyclictest.json": "cyclictest's --json file, as written on the target (rt-tests 2.0 and later)",
+        "timerlat.out": "rtla timerlat hist's histogram and summary, after cyclictest (cyclictest.companion)",
+        "timerlat.err": "rtla's stderr",
     }
 
     def __init__(self, ctx: RunContext) -> None:
@@ -40,6 +44,7 @@ class CyclictestRun(ProbeRun):
         self.json_remote = f"{ctx.target.work_dir}/cyclictest/{ctx.spec.id}.json"
         self.installed: ct_target.Installed | None = None
         self.summary: dict[str, Any] | None = None
+        self.timerlat = RtlaCompanion(ctx, "timerlat", "rtla timerlat")
 
     def planned_seconds(self) -> float:
         return self.duration_s or (self.loops or 0) * self.settings.interval
@@ -55,12 +60,15 @@ class CyclictestRun(ProbeRun):
         super().open_files(store)
         self.json = store.appender("cyclictest.json")
         self.json_fetched = False
+        self.timerlat.open_files(store)
 
     async def baseline(self) -> None:
         conn = await self.ctx.target.live_connection()
         self.installed = await ct_target.installed(conn)
         if self.settings.smi:
             await ct_target.check_smi(conn)
+        if self.settings.companion == "timerlat" and (why := await rtla.unavailable(conn, "timerlat")):
+            self.timerlat.skip(why)
 
     async def start(self) -> None:
         assert self.installed is not None
@@ -70,6 +78,13 @@ class CyclictestRun(ProbeRun):
         directory, stale = shlex.quote(self.json_remote.rsplit('/', 1)[0]), shlex.quote(self.json_remote)
         await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {stale}')}", privileged=True)
         await self.start_probe(shlex.join(["cyclictest", *self._args(json_path)]))
+
+    async def measure(self) -> None:
+        await super().measure()
+        if self.settings.companion == "timerlat" and self.timerlat.note is None:
+            # the kernel's own timer latency, on the same CPUs for as long, the loads still running
+            duration = self.planned_seconds()
+            await self.timerlat.run(ct_target.timerlat_arguments(self.settings, duration), duration)
 
     def _ended_early(self) -> str | None:
         """cyclictest exits 0 on SIGTERM too: a run someone else stopped (a `station cleanup`
@@ -105,6 +120,7 @@ class CyclictestRun(ProbeRun):
 
     async def stop(self) -> None:
         await super().stop()
+        await self.timerlat.stop()
         conn = await self.ctx.target.live_connection()
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", check=False, privileged=True)
 
@@ -131,7 +147,10 @@ class CyclictestRun(ProbeRun):
             "exit_status": self.exit_status,
             "stopped_by_station": self.stopped_by_station,
             **(self.summary or {}),
-        }}
+        }, **({"timerlat": {
+            "arguments": ct_target.timerlat_arguments(self.settings, self.planned_seconds()),
+            "note": self.timerlat.note, "exit_status": self.timerlat.exit_status,
+        }} if self.settings.companion == "timerlat" else {})}
 
     @property
     def conversions(self) -> list:

@@ -53,6 +53,11 @@ class CyclictestSettings(Strict):
         None, description="a latency the application cannot exceed (seed 004: 125us for an 8 kHz device); the "
         "report flags the cases whose maximum is above it",
     )
+    companion: Literal["none", "timerlat"] = Field(
+        "none", description="timerlat: after cyclictest, `rtla timerlat hist` for as long on the same CPUs, period "
+        "and priority, the loads still running (the kernel's timerlat tracer: its IRQ and thread latency per CPU, "
+        "beside cyclictest's in the report; a kernel without the tracer is said and the run stands)"
+    )
     cpu_dma_latency: Literal["off"] | Annotated[Int, Field(ge=0, le=10_000_000)] = Field(
         0, description="the value cyclictest holds in /dev/cpu_dma_latency for the run (us; 0: no C-state "
         "exit latency allowed, cyclictest's default), or off (--laptop: leave power management alone)"

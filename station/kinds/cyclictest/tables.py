@@ -46,6 +46,7 @@ class CyclictestTables:
     targets: Table | None
     threads: list[Table]  # one per target
     deadline: Table | None = None
+    timerlat: Table | None = None  # rtla timerlat's maxima (cyclictest.companion)
 
 
 def _ns_to_us(value_ns: Any) -> Any:
@@ -119,6 +120,35 @@ def max_latency_table(section: Mapping[str, Any]) -> Table:
         notes.append(EMULATED_NOTE)
     notes += footnotes
     return Table("cyclictest-max", "Maximum latency (µs): targets × cases",
+                 ["Target", *cases], rows, notes, row_headers=True)
+
+
+def timerlat_table(section: Mapping[str, Any]) -> Table | None:
+    """rtla timerlat's maxima beside cyclictest's: "IRQ / thread" µs per target × case."""
+    tl = section.get("timerlat_table")
+    if not tl:
+        return None
+    values, why = tl.get("max_us") or {}, tl.get("notes") or {}
+    targets, cases = _row_order(section)
+    footnotes: list[str] = []
+    rows = []
+    for target in targets:
+        row = [Cell(target, badges=target_badges((section.get("targets") or {}).get(target)))]
+        for case in cases:
+            cell = (values.get(target) or {}).get(case) or {}
+            irq, thread = cell.get("irq_max_us"), cell.get("thread_max_us")
+            text = MISSING if irq is None and thread is None else f"{plain_us(irq)} / {plain_us(thread)}"
+            mark = ""
+            if note := (why.get(target) or {}).get(case):
+                footnotes.append(f"[{len(footnotes) + 1}] {target} · {case}: {note}")
+                mark = f"[{len(footnotes)}]"
+            row.append(Cell(text, numeric=True, mark=mark, title=note))
+        rows.append(row)
+    notes = ["The kernel's own timer latency (rtla timerlat hist, run after cyclictest on the same CPUs, period and "
+             "priority, under the same load): the largest timer IRQ latency / timerlat thread latency of any CPU in "
+             f"the cell's complete runs, µs. The thread's is the one to set beside cyclictest's. {MISSING}: not "
+             "measured.", *footnotes]
+    return Table("timerlat-max", "rtla timerlat maximum latency (µs, IRQ / thread): targets × cases",
                  ["Target", *cases], rows, notes, row_headers=True)
 
 
@@ -295,4 +325,4 @@ def cyclictest_tables(report: Mapping[str, Any]) -> CyclictestTables | None:
     if not section:
         return None
     return CyclictestTables(max_latency_table(section), targets_table(section),
-                            thread_tables(section), deadline_table(section))
+                            thread_tables(section), deadline_table(section), timerlat_table(section))

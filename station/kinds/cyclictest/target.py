@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 
 from station.kinds.cyclictest.settings import CyclictestSettings
+from station.target import rtla
 from station.target.ssh import TargetConnection, TargetError
 
 PROGRAM = "cyclictest"
@@ -79,3 +80,13 @@ def arguments(s: CyclictestSettings, *, duration_s: float | None, loops: int | N
 
 def command(s: CyclictestSettings, **kwargs: object) -> str:
     return shlex.join([PROGRAM, *arguments(s, **kwargs)])  # type: ignore[arg-type]
+
+
+def timerlat_arguments(s: CyclictestSettings, duration_s: float) -> list[str]:
+    """`rtla timerlat hist` as cyclictest's companion: its CPUs (cyclictest's CPU list; every CPU
+    otherwise), its period, its SCHED_FIFO priority (rtla's default for policy other) and its
+    histogram range in 1 µs buckets, for duration_s rounded up to whole seconds."""
+    cpus = s.affinity if not s.smp and s.affinity not in ("all", "none") else None
+    priority = s.effective_priority if s.policy in ("fifo", "rr") else None
+    return rtla.timerlat_arguments(cpus, max(1, math.ceil(duration_s)), round(s.interval * 1e6), priority,
+                                   max(11, round(s.histogram * 1e6)))

@@ -7,22 +7,18 @@ runs at the end."""
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 from pathlib import Path
 from typing import Any
 
-import asyncssh
-
 from station.kinds.base import RunContext
 from station.kinds.interruptions import analysis as ig_analysis
 from station.kinds.interruptions import target as ig_target
-from station.kinds.probe_run import EXIT_SLACK_S, ProbeRun, copy_stream
-from station.lifetime import settled
+from station.kinds.probe_run import ProbeRun
+from station.kinds.rtla_companion import RtlaCompanion
 from station.parsers.irqgap import IrqgapOutputError
 from station.store import write_parquet
 from station.target import TargetError, irqtrace, rtla
-from station.target import processes as proc_ctl
 
 PROBE_NAME = "irqgap"
 
@@ -54,9 +50,7 @@ class InterruptionsRun(ProbeRun):
         self.trace_note: str | None = None
         self.summary: dict[str, Any] | None = None
         self.gaps: list[ig_analysis.Attributed] | None = None  # attributed once, by verdict()
-        self.rtla: proc_ctl.TrackedProcess | None = None
-        self.rtla_note: str | None = None  # why the comparison did not run, or how it failed
-        self.rtla_status: int | None = None
+        self.rtla = RtlaCompanion(ctx, "rtla", "rtla osnoise")
 
     def manifest(self) -> dict[str, Any]:
         return {"probe": {"tool": "irqgap", "settings": self.settings.model_dump(mode="json")}}
@@ -65,8 +59,7 @@ class InterruptionsRun(ProbeRun):
         super().open_files(store)
         self.trace = store.appender("irqtrace.txt")
         self.trace_stats = store.appender("irqtrace.stats")
-        self.rtla_out = store.appender("rtla.out")
-        self.rtla_err = store.appender("rtla.err")
+        self.rtla.open_files(store)
 
     def planned_seconds(self) -> float:
         runs = 2 if self.settings.compare != "none" else 1  # the detector, then rtla as long
@@ -86,9 +79,8 @@ class InterruptionsRun(ProbeRun):
         self.binary = await ig_target.ensure(conn, self.ctx.target.work_dir)
         if self.settings.smi != "off":
             self.msr, self.msr_loaded = await ig_target.msr_device(conn, self.cpu, required=self.settings.smi == "on")
-        if self.settings.compare == "osnoise" and (why := await rtla.unavailable(conn)):
-            self.rtla_note = f"rtla osnoise not run: {why}"
-            self.ctx.sink.message(f"{self.ctx.spec.id}: {self.rtla_note}")
+        if self.settings.compare == "osnoise" and (why := await rtla.unavailable(conn, "osnoise")):
+            self.rtla.skip(why)
         # a trace instance a crash left behind would hold the buffer and the events
         await irqtrace.remove_instance(conn, irqtrace.instance_name(self.ctx.target.work_dir))
 
@@ -125,33 +117,15 @@ class InterruptionsRun(ProbeRun):
 
     async def measure(self) -> None:
         await super().measure()
-        if self.settings.compare == "osnoise" and self.rtla_note is None:
+        if self.settings.compare == "osnoise" and self.rtla.note is None:
             await self._compare()
 
     async def _compare(self) -> None:
         """rtla osnoise top on the same CPU for as long, the loads still running: the kernel's own
-        noise tracer beside the detector. Its failure is said, not fatal: the detector's run stands."""
+        noise tracer beside the detector."""
         assert self.cpu is not None
         duration = int(self.ctx.campaign.matrix.duration or 1)
-        args = rtla.arguments(self.cpu, duration, round(self.settings.threshold * 1e6))
-        conn = await self.ctx.target.live_connection()
-        self.rtla = await settled(proc_ctl.start_load(
-            conn, "rtla", shlex.join([rtla.PROGRAM, *args]), self.ctx.target.work_dir, self.ctx.max_seconds,
-            binary=True, privileged=True, finite=True, role="probe"))
-        proc = self.rtla.process
-        try:
-            async with asyncio.timeout(duration + EXIT_SLACK_S):
-                await asyncio.gather(copy_stream(proc.stdout, self.rtla_out), copy_stream(proc.stderr, self.rtla_err))
-                await proc.wait_closed()
-        except TimeoutError:
-            self.rtla_note = f"rtla osnoise did not end within {duration + EXIT_SLACK_S:g} s"
-            return
-        except (asyncssh.Error, OSError) as exc:
-            raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while rtla ran: "
-                              f"{getattr(exc, 'reason', None) or exc}") from None
-        self.rtla_status = proc.exit_status
-        if proc.exit_status != 0:
-            self.rtla_note = f"rtla osnoise exited with status {proc.exit_status}"
+        await self.rtla.run(rtla.arguments(self.cpu, duration, round(self.settings.threshold * 1e6)), duration)
 
     async def after_exit(self) -> None:
         """The trace, once the detector has ended: read it, then remove the instance."""
@@ -168,13 +142,7 @@ class InterruptionsRun(ProbeRun):
 
     async def stop(self) -> None:
         await super().stop()
-        if self.rtla is not None:  # rtla removes its instance and stops the tracer on INT only
-            self.rtla.conn = await self.ctx.target.live_connection()
-            if self.rtla.process.exit_status is None and await proc_ctl.is_ours(
-                    self.rtla.conn, self.rtla.pid, self.rtla.pidfile):
-                await proc_ctl.kill_group(self.rtla.conn, self.rtla.pid, grace_s=5.0, first="INT")
-            await proc_ctl.stop_load(self.rtla)
-            self.rtla = None
+        await self.rtla.stop()
         if self.tracing is not None:  # after_exit could not read it: at least remove it
             await self.tracing.remove(await self.ctx.target.live_connection())
             self.tracing = None
@@ -207,7 +175,7 @@ class InterruptionsRun(ProbeRun):
         s.pop("suspect_inter_arrival_ms", None)
         return {"interruptions": {**s, "cpu": self.cpu, "binary": self.binary, "msr": self.msr,
                                   "trace_note": self.trace_note, "stopped_by_station": self.stopped_by_station,
-                                  "rtla_note": self.rtla_note, "rtla_status": self.rtla_status,
+                                  "rtla_note": self.rtla.note, "rtla_status": self.rtla.exit_status,
                                   "exit_status": self.exit_status}}
 
     @property

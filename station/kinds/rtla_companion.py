@@ -1,0 +1,70 @@
+"""rtla beside a probe: the kernel's own tracer (osnoise, timerlat) run on the same CPUs for as
+long, after the probe has ended and while the run's loads still run, so the report can set the
+two side by side. A companion that cannot run or fails is said (its note), never fatal: the
+probe's run stands. rtla removes its tracefs instance and stops the tracer on SIGINT only, so
+that is how the station stops it (and `station cleanup` removes what a killed one left)."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+
+import asyncssh
+
+from station.kinds.base import RunContext
+from station.kinds.probe_run import EXIT_SLACK_S, copy_stream
+from station.lifetime import settled
+from station.target import TargetError, rtla
+from station.target import processes as proc_ctl
+
+
+class RtlaCompanion:
+    """One rtla run of a run kind: its output appended to the run's `<name>.out` / `.err` (its
+    tracked process is called `name` too)."""
+
+    def __init__(self, ctx: RunContext, name: str, what: str) -> None:
+        self.ctx, self.name, self.what = ctx, name, what
+        self.out = self.err = None
+        self.process: proc_ctl.TrackedProcess | None = None
+        self.note: str | None = None  # why it did not run, or how it failed
+        self.exit_status: int | None = None
+
+    def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
+        self.out = store.appender(f"{self.name}.out")
+        self.err = store.appender(f"{self.name}.err")
+
+    def skip(self, why: str) -> None:
+        self.note = f"{self.what} not run: {why}"
+        self.ctx.sink.message(f"{self.ctx.spec.id}: {self.note}")
+
+    async def run(self, args: list[str], duration_s: float) -> None:
+        """rtla with these arguments, until it ends by itself (its -d) or duration_s + slack."""
+        conn = await self.ctx.target.live_connection()
+        self.process = await settled(proc_ctl.start_load(
+            conn, self.name, shlex.join([rtla.PROGRAM, *args]), self.ctx.target.work_dir, self.ctx.max_seconds,
+            binary=True, privileged=True, finite=True, role="probe"))
+        proc = self.process.process
+        try:
+            async with asyncio.timeout(duration_s + EXIT_SLACK_S):
+                await asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr, self.err))
+                await proc.wait_closed()
+        except TimeoutError:
+            self.note = f"{self.what} did not end within {duration_s + EXIT_SLACK_S:g} s"
+            return
+        except (asyncssh.Error, OSError) as exc:
+            raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while rtla ran: "
+                              f"{getattr(exc, 'reason', None) or exc}") from None
+        self.exit_status = proc.exit_status
+        if proc.exit_status != 0:
+            self.note = f"{self.what} exited with status {proc.exit_status}"
+
+    async def stop(self) -> None:
+        """SIGINT if it still runs (rtla then removes its instance), then forget it."""
+        if self.process is None:
+            return
+        self.process.conn = await self.ctx.target.live_connection()
+        if self.process.process.exit_status is None and await proc_ctl.is_ours(
+                self.process.conn, self.process.pid, self.process.pidfile):
+            await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=5.0, first="INT")
+        await proc_ctl.stop_load(self.process)
+        self.process = None
