@@ -70,6 +70,8 @@ class Kind:
     # campaign -> None; raises station.config.LocatedError (its location from the file's root)
     check: Callable[[Any], None] | None = None
     needs: BenchNeeds = BenchNeeds()
+    # the Parquet tables its runs write into the result store (docs/result-store.md: <table>.parquet)
+    store_tables: tuple[str, ...] = ()
     # where report.json keeps its runs: its section's "runs" under its name, or (True: the module
     # kind, report schema 1) the report's own top-level "runs"
     top_level_runs: bool = False
@@ -168,6 +170,11 @@ def report_runs(kind: Kind, report: dict[str, Any]) -> list[Any]:
     if kind.top_level_runs:
         return list(report.get("runs") or [])
     return list((report.get(kind.name) or {}).get("runs") or [])
+
+
+def store_tables() -> tuple[str, ...]:
+    """Every registered kind's result-store tables, in the registry's order."""
+    return tuple(t for k in kinds().values() for t in k.store_tables)
 
 
 def generation() -> int:

@@ -16,13 +16,18 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
+from station import kind_registry
 from station.records import Flag
 from station.store import META_SCHEMA_VERSION, META_TABLE, list_runs
 
 #: The schema versions this reader understands (station/store.py's SCHEMA_VERSION and older ones).
 READABLE_VERSIONS = frozenset({"1"})
-#: Tables a run may write: module runs (sw, hw), cyclictest, the interruption detector, gpio.
-TABLES = ("sw", "hw", "cyclictest_histogram", "interruptions_gaps", "delays")
+
+
+def tables() -> tuple[str, ...]:
+    """Tables a run may write: each run kind declares its own (kind_registry.Kind.store_tables)."""
+    return kind_registry.store_tables()
+
 _MAX_META_TEXT = 64  # a version or table name is short: anything longer is not ours
 #: The filter that keeps a module's own records of `sw` (a stray IRQ's record, NOT_OURS, holds no
 #: latency of the module's); `register` names the view `sw_own`.
@@ -52,8 +57,8 @@ def parse_file_metadata(meta: Mapping[bytes, bytes] | None, path: Path | str) ->
     if version not in READABLE_VERSIONS:
         raise ResultStoreError(f"{path}: result-store schema version {version!r}; this station reads "
                                f"version(s) {', '.join(sorted(READABLE_VERSIONS))} (a newer station wrote it?)")
-    if table not in TABLES:
-        raise ResultStoreError(f"{path}: {META_TABLE.decode()} is {table!r}, not one of {', '.join(TABLES)}")
+    if table not in tables():
+        raise ResultStoreError(f"{path}: {META_TABLE.decode()} is {table!r}, not one of {', '.join(tables())}")
     return FileSchema(version, table)
 
 
@@ -109,8 +114,8 @@ class ResultStore:
         self.con = connection if connection is not None else duckdb.connect()
 
     def files(self, table: str) -> list[Path]:
-        if table not in TABLES:
-            raise ResultStoreError(f"no table {table!r} in the result store (tables: {', '.join(TABLES)})")
+        if table not in tables():
+            raise ResultStoreError(f"no table {table!r} in the result store (tables: {', '.join(tables())})")
         found = [run / f"{table}.parquet" for d in self.dirs for run in list_runs(d)]
         found = [f for f in found if f.exists()]
         for f in found:
@@ -132,7 +137,7 @@ class ResultStore:
         (``store.con.sql("select … from sw")``), and ``sw_own``: the records of `sw` that are
         module latencies (stray IRQs left out, as every report does); returns the names registered."""
         names = []
-        for table in TABLES:
+        for table in tables():
             rel = self.relation(table)
             if rel is not None:
                 rel.create_view(table, replace=True)

@@ -190,6 +190,13 @@ def test_the_report_pages_csv_and_firmware_are_written(campaign, report):
     with (campaign / "avrsim.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [r["run_id"] for r in rows] == [r["id"] for r in report["avrsim"]["runs"]]
+    # the edges join the result store, one row per edge the harness applied
+    from station import api
+    store = api.open_results([campaign])
+    store.register()
+    assert store.con.sql("SELECT count(*) FROM avrsim_edges").fetchall()[0][0] == EDGES * len(rows)
+    assert store.con.sql("SELECT count(*) FROM avrsim_handlers WHERE vector = 1").fetchall()[0][0] == sum(
+        r["answered"] for r in report["avrsim"]["runs"])  # INT0's handler ran once per answered edge
     # the ELF each run measured stays with the results, named by its hash in the manifest
     import hashlib
     for run in report["avrsim"]["runs"]:

@@ -43,6 +43,7 @@ _cells = case_cells("avrsim")
 
 KIND = Kind(
     name="avrsim",
+    store_tables=("avrsim_edges", "avrsim_handlers"),
     summary="an ATmega328P under simavr answering jittered edges (the bare responder or the seed's Arduino "
     "sketch, timer0 on or masked); options under avrsim:",
     settings=AvrsimSettings,

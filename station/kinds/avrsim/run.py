@@ -5,7 +5,8 @@ every case is built into the campaign's `firmware/` directory, where it stays be
 the ELF measured (its SHA-256 is in each manifest) and its disassembly (.lst).
 
 The harness's stdout (station/avr_sim.py: one line per edge, output change and handler run) is
-kept byte for byte in harness.log and turned into edges.parquet and handlers.parquet at the end."""
+kept byte for byte in harness.log and turned into avrsim_edges.parquet and avrsim_handlers.parquet
+(result-store tables) at the end."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from station import avr_sim
 from station.kinds.avrsim.settings import CLOCK_HZ, cycles
 from station.kinds.base import MeasurementFailure, RunContext
 from station.kinds.probe_run import ProbeRun
+from station.store import write_parquet
 
 PROBE_NAME = "simavr-harness"
 FIRMWARE_DIR = "firmware"  # in the campaign directory
@@ -42,7 +44,7 @@ class AvrsimRun(ProbeRun):
     stop_grace_s = 1.0  # the harness prints as it goes: nothing to wait for on SIGTERM
     outputs = {
         "harness.log": "the simavr harness's stdout: every edge, output change and handler run, in CPU cycles "
-        "(→ edges.parquet, handlers.parquet)",
+        "(→ avrsim_edges.parquet, avrsim_handlers.parquet)",
         "harness.err": "the harness's stderr",
     }
 
@@ -116,12 +118,12 @@ class AvrsimRun(ProbeRun):
         def tables(run_dir: Path) -> dict[str, int]:
             out = avr_sim.parse((run_dir / "harness.log").read_text())
             pairs = avr_sim.pair(out)
-            pd.DataFrame({"stim_cycle": [p.stim for p in pairs],
-                          "resp_cycle": pd.array([p.resp for p in pairs], dtype="Int64")}).to_parquet(
-                run_dir / "edges.parquet", index=False)
-            pd.DataFrame({"vector": [r.vector for r in out.isrs], "entry_cycle": [r.entry for r in out.isrs],
-                          "exit_cycle": [r.exit for r in out.isrs]}).to_parquet(run_dir / "handlers.parquet",
-                                                                                 index=False)
+            write_parquet(pd.DataFrame({"stim_cycle": [p.stim for p in pairs],
+                                        "resp_cycle": pd.array([p.resp for p in pairs], dtype="Int64")}),
+                          run_dir / "avrsim_edges.parquet")
+            write_parquet(pd.DataFrame({"vector": [r.vector for r in out.isrs],
+                                        "entry_cycle": [r.entry for r in out.isrs],
+                                        "exit_cycle": [r.exit for r in out.isrs]}), run_dir / "avrsim_handlers.parquet")
             return {"edges": len(pairs), "handler_runs": len(out.isrs)}
 
         return [tables]

@@ -22,6 +22,7 @@ def _check(campaign: Campaign) -> None:
 
 KIND = Kind(
     name="cyclictest",
+    store_tables=("cyclictest_histogram",),
     summary="cyclictest on the target, options under cyclictest:",
     settings=CyclictestSettings,
     check=_check,

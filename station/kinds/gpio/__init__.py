@@ -68,6 +68,7 @@ _cells = case_cells("gpio")
 
 KIND = Kind(
     name="gpio",
+    store_tables=("delays",),
     summary="GPIO response timing: a generator's stimulus, a responder's answer, both on the scope; options "
     "under gpio:",
     settings=GpioSettings,

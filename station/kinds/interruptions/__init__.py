@@ -21,6 +21,7 @@ def _check(campaign: Campaign) -> None:
 
 KIND = Kind(
     name="interruptions",
+    store_tables=("interruptions_gaps",),
     summary="the interruption detector: every gap in a pinned spin loop, options under interruptions:",
     settings=InterruptionsSettings,
     check=_check,

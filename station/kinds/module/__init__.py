@@ -35,6 +35,7 @@ def _run_id(spec: RunSpec) -> str:
 
 KIND = Kind(
     name="module",
+    store_tables=("sw", "hw"),
     summary="the LPT/PCIe latency module, t_SW and t_HW",
     matrix_keys=("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
                  "module_params"),
