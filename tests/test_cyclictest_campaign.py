@@ -157,6 +157,7 @@ def check_timerlat_beside_cyclictest(out: Path, section: dict) -> None:
                                                                if k == "Thr")
 
 
+@pytest.mark.timeout(600)  # 15 runs on three targets, two VM boots, timerlat after each cyclictest
 def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_path):
     """The done criterion: the seed's sheet, seconds per case, on this machine (real sshd) and
     on Debian's regular and PREEMPT_RT kernels in QEMU; the report holds the seed's table."""

@@ -7,6 +7,7 @@ that is how the station stops it (and `station cleanup` removes what a killed on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 
 import asyncssh
@@ -16,6 +17,8 @@ from station.kinds.probe_run import EXIT_SLACK_S, copy_stream
 from station.lifetime import settled
 from station.target import TargetError, rtla
 from station.target import processes as proc_ctl
+
+INT_GRACE_S = 20.0  # after SIGINT rtla prints its histogram and removes its instance
 
 
 class RtlaCompanion:
@@ -37,23 +40,40 @@ class RtlaCompanion:
         self.note = f"{self.what} not run: {why}"
         self.ctx.sink.message(f"{self.ctx.spec.id}: {self.note}")
 
-    async def run(self, args: list[str], duration_s: float) -> None:
-        """rtla with these arguments, until it ends by itself (its -d) or duration_s + slack."""
+    async def run(self, args: list[str], duration_s: float, collector_priority: int | None = None) -> None:
+        """rtla with these arguments, until it ends by itself (its -d) or duration_s + slack; then
+        SIGINT, on which rtla prints what it has (kept, and said: the run was cut). With
+        collector_priority, rtla's own process (it reads the tracer's buffers and prints) runs at
+        that SCHED_FIFO priority through chrt: above the loads, which would otherwise starve it
+        on a saturated machine, below the measuring threads."""
         conn = await self.ctx.target.live_connection()
+        command = [rtla.PROGRAM, *args]
+        if collector_priority is not None:
+            command = ["chrt", "-f", str(collector_priority), *command]
         self.process = await settled(proc_ctl.start_load(
-            conn, self.name, shlex.join([rtla.PROGRAM, *args]), self.ctx.target.work_dir, self.ctx.max_seconds,
+            conn, self.name, shlex.join(command), self.ctx.target.work_dir, self.ctx.max_seconds,
             binary=True, privileged=True, finite=True, role="probe"))
         proc = self.process.process
+        readers = asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr, self.err))
+        readers.add_done_callback(lambda t: t.cancelled() or t.exception())
         try:
-            async with asyncio.timeout(duration_s + EXIT_SLACK_S):
-                await asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr, self.err))
-                await proc.wait_closed()
-        except TimeoutError:
-            self.note = f"{self.what} did not end within {duration_s + EXIT_SLACK_S:g} s"
-            return
+            try:
+                async with asyncio.timeout(duration_s + EXIT_SLACK_S):
+                    await asyncio.shield(readers)
+                    await proc.wait_closed()
+            except TimeoutError:
+                self.note = (f"{self.what} did not end within {duration_s + EXIT_SLACK_S:g} s (a starved "
+                             "collector?): stopped with SIGINT")
+                await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=INT_GRACE_S, first="INT")
+                with contextlib.suppress(BaseException):
+                    async with asyncio.timeout(INT_GRACE_S):
+                        await asyncio.shield(readers)  # what it printed on SIGINT
+                return
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while rtla ran: "
                               f"{getattr(exc, 'reason', None) or exc}") from None
+        finally:
+            readers.cancel()
         self.exit_status = proc.exit_status
         if proc.exit_status != 0:
             self.note = f"{self.what} exited with status {proc.exit_status}"
@@ -65,6 +85,6 @@ class RtlaCompanion:
         self.process.conn = await self.ctx.target.live_connection()
         if self.process.process.exit_status is None and await proc_ctl.is_ours(
                 self.process.conn, self.process.pid, self.process.pidfile):
-            await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=5.0, first="INT")
+            await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=INT_GRACE_S, first="INT")
         await proc_ctl.stop_load(self.process)
         self.process = None

@@ -167,6 +167,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         entries.append(entry)
         if hists:
             samples[entry["id"]] = RunSamples(np.empty(0, dtype=np.int64), None, tuple(hists))
+    notes += _timerlat_notes(entries)
     targets = _target_names(config, entries)
     cases = list((config.get("matrix") or {}).get("loads") or dict.fromkeys(e["load"] for e in entries))
     deadline = (config.get("cyclictest") or {}).get("deadline")
@@ -233,13 +234,22 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
     return entry, curves, hists
 
 
+def _timerlat_notes(entries: list[dict[str, Any]]) -> list[str]:
+    """Each reason the timerlat companion did not run (or failed) once, with the runs it applies to."""
+    runs: dict[str, list[str]] = {}
+    for e in entries:
+        if (e.get("timerlat") or {}).get("note"):
+            runs.setdefault(e["timerlat"]["note"], []).append(e["id"])
+    return [f"Run {ids[0]}: {note}" if len(ids) == 1 else
+            f"Runs {', '.join(ids[:4])}{f' and {len(ids) - 4} more' if len(ids) > 4 else ''}: {note}"
+            for note, ids in runs.items()]
+
+
 def timerlat_entry(run_dir: Path, sealed: Mapping[str, Any], run_id: str, notes: list[str]) -> dict[str, Any]:
     """The companion rtla timerlat run's figures per CPU (µs), as rtla printed them; its note when
     it did not run or failed."""
     entry: dict[str, Any] = {"arguments": sealed.get("arguments"), "note": sealed.get("note"), "cpus": [],
                              "irq_max_us": None, "thread_max_us": None, "stopped": False}
-    if entry["note"]:
-        notes.append(f"Run {run_id}: {entry['note']}")
     path = run_dir / "timerlat.out"
     text = _read(path) if path.is_file() else ""
     if not text.strip():

@@ -84,7 +84,8 @@ class CyclictestRun(ProbeRun):
         if self.settings.companion == "timerlat" and self.timerlat.note is None:
             # the kernel's own timer latency, on the same CPUs for as long, the loads still running
             duration = self.planned_seconds()
-            await self.timerlat.run(ct_target.timerlat_arguments(self.settings, duration), duration)
+            await self.timerlat.run(ct_target.timerlat_arguments(self.settings, duration), duration,
+                                    collector_priority=ct_target.TIMERLAT_COLLECTOR_PRIORITY)
 
     def _ended_early(self) -> str | None:
         """cyclictest exits 0 on SIGTERM too: a run someone else stopped (a `station cleanup`

@@ -130,7 +130,13 @@ def timerlat_table(section: Mapping[str, Any]) -> Table | None:
         return None
     values, why = tl.get("max_us") or {}, tl.get("notes") or {}
     targets, cases = _row_order(section)
-    footnotes: list[str] = []
+    # one footnote per distinct reason (a kernel without the tracer says the same for every cell)
+    where: dict[str, list[tuple[str, str]]] = {}
+    for target in targets:
+        for case in cases:
+            if note := (why.get(target) or {}).get(case):
+                where.setdefault(note, []).append((target, case))
+    number = {note: i + 1 for i, note in enumerate(where)}
     rows = []
     for target in targets:
         row = [Cell(target, badges=target_badges((section.get("targets") or {}).get(target)))]
@@ -138,12 +144,17 @@ def timerlat_table(section: Mapping[str, Any]) -> Table | None:
             cell = (values.get(target) or {}).get(case) or {}
             irq, thread = cell.get("irq_max_us"), cell.get("thread_max_us")
             text = MISSING if irq is None and thread is None else f"{plain_us(irq)} / {plain_us(thread)}"
-            mark = ""
-            if note := (why.get(target) or {}).get(case):
-                footnotes.append(f"[{len(footnotes) + 1}] {target} · {case}: {note}")
-                mark = f"[{len(footnotes)}]"
-            row.append(Cell(text, numeric=True, mark=mark, title=note))
+            note = (why.get(target) or {}).get(case)
+            row.append(Cell(text, numeric=True, mark=f"[{number[note]}]" if note else "", title=note))
         rows.append(row)
+    footnotes = []
+    for note, cells in where.items():
+        by_target: dict[str, list[str]] = {}
+        for target, case in cells:
+            by_target.setdefault(target, []).append(case)
+        places = "; ".join(f"{t} (every case)" if len(cs) == len(cases) else f"{t} · {', '.join(cs)}"
+                           for t, cs in by_target.items())
+        footnotes.append(f"[{number[note]}] {places}: {note}")
     notes = ["The kernel's own timer latency (rtla timerlat hist, run after cyclictest on the same CPUs, period and "
              "priority, under the same load): the largest timer IRQ latency / timerlat thread latency of any CPU in "
              f"the cell's complete runs, µs. The thread's is the one to set beside cyclictest's. {MISSING}: not "

@@ -82,6 +82,11 @@ def command(s: CyclictestSettings, **kwargs: object) -> str:
     return shlex.join([PROGRAM, *arguments(s, **kwargs)])  # type: ignore[arg-type]
 
 
+# rtla's own process (it reads the tracer's buffers) at SCHED_FIFO 1: in an emulated guest under
+# hackbench it was starved for over 30 s of a 2-s run at SCHED_OTHER
+TIMERLAT_COLLECTOR_PRIORITY = 1
+
+
 def timerlat_arguments(s: CyclictestSettings, duration_s: float) -> list[str]:
     """`rtla timerlat hist` as cyclictest's companion: its CPUs (cyclictest's CPU list; every CPU
     otherwise), its period, its SCHED_FIFO priority (rtla's default for policy other) and its
