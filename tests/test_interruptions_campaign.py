@@ -585,3 +585,34 @@ def _fewest_in_window(times_ns: list[int], window_ns: float) -> int:
         return 0
     return min(bisect.bisect_left(times_ns, t + window_ns) - i
                for i, t in enumerate(times_ns) if t + window_ns <= times_ns[-1])
+
+
+def test_a_killed_rtla_leaves_its_tracer_running_until_station_cleanup(rt_vm, tmp_path):
+    """rtla removes its tracefs instance only on SIGINT: killed, it leaves the timerlat tracer running
+    on its CPUs. `station cleanup` (after a killed station) finds and removes it, and says so."""
+
+    async def guest(command: str) -> str:
+        async with asyncssh.connect("127.0.0.1", rt_vm.ssh_port, username="root",
+                                    client_keys=[str(rt_vm.image.identity_file)],
+                                    known_hosts=str(rt_vm.known_hosts_file)) as conn:
+            return (await conn.run(command, check=False)).stdout
+
+    instances = "/sys/kernel/tracing/instances"
+    # killed once its tracer runs (rtla's set-up took over 4 s right after an osnoise run here)
+    started = asyncio.run(guest(
+        f"rtla timerlat hist -d 60s -c 1 >/dev/null 2>&1 & p=$!; for i in $(seq 60); do sleep 0.5; "
+        f"grep -qx timerlat {instances}/timerlat_hist/current_tracer 2>/dev/null && break; done; "
+        "kill -KILL $p; echo killed after $i"))
+    assert "timerlat" in asyncio.run(guest(f"cat {instances}/timerlat_hist/current_tracer")), started  # left running
+    cfg = {"name": "cleanup", "bench": {"target": {
+        "kind": "ssh", "host": "127.0.0.1", "user": "root", "port": rt_vm.ssh_port,
+        "identity_file": str(rt_vm.image.identity_file), "known_hosts": str(rt_vm.known_hosts_file)},
+        "scope": {"kind": "none"}},
+        "matrix": {"kind": "cyclictest", "duration": "2s"}, "cyclictest": {"companion": "timerlat"}}
+    path = tmp_path / "cleanup.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = subprocess.run(station_cmd("cleanup", str(path)), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "tracefs instance timerlat_hist" in res.stdout + res.stderr
+    assert asyncio.run(guest(f"ls {instances}")).split() == []
+    assert asyncio.run(guest("cat /sys/kernel/tracing/current_tracer")).strip() == "nop"
