@@ -38,6 +38,8 @@ def refused(text: str) -> str:
     ("cyclictest: {histogram: 1500ns}\n", 6, "cyclictest.histogram", "whole microseconds"),
     ("cyclictest: {interval: 5us}\n", 6, "cyclictest.interval", "too small"),
     ("cyclictest: {breaktrace: 2}\n", 6, "cyclictest.breaktrace", "unit"),
+    ("cyclictest: {timerlat_stop: 100us}\n", 6, "cyclictest.timerlat_stop", "set companion: timerlat"),
+    ("cyclictest: {companion: osnoise}\n", 6, "cyclictest.companion", "'none' or 'timerlat'"),
 ])
 def test_nonsense_options_are_refused_with_their_line(extra, line, field, words):
     message = refused(BASE + extra)

@@ -592,10 +592,7 @@ def test_a_killed_rtla_leaves_its_tracer_running_until_station_cleanup(rt_vm, tm
     on its CPUs. `station cleanup` (after a killed station) finds and removes it, and says so."""
 
     async def guest(command: str) -> str:
-        async with asyncssh.connect("127.0.0.1", rt_vm.ssh_port, username="root",
-                                    client_keys=[str(rt_vm.image.identity_file)],
-                                    known_hosts=str(rt_vm.known_hosts_file)) as conn:
-            return (await conn.run(command, check=False)).stdout
+        return await _guest(rt_vm, command)
 
     instances = "/sys/kernel/tracing/instances"
     # killed once its tracer runs (rtla's set-up took over 4 s right after an osnoise run here)
@@ -616,3 +613,41 @@ def test_a_killed_rtla_leaves_its_tracer_running_until_station_cleanup(rt_vm, tm
     assert "tracefs instance timerlat_hist" in res.stdout + res.stderr
     assert asyncio.run(guest(f"ls {instances}")).split() == []
     assert asyncio.run(guest("cat /sys/kernel/tracing/current_tracer")).strip() == "nop"
+
+
+def test_timerlat_stopped_at_its_threshold_keeps_its_trace_and_leaves_nothing(rt_vm, tmp_path):
+    """cyclictest.timerlat_stop: rtla stops at the first latency above it (an emulated guest's timer
+    latency is far above 50 µs), saves its trace, which the run keeps and the target does not; the
+    report says the figures end at that sample."""
+    cfg = {"name": "timerlat-stop", "bench": {"target": {
+        "kind": "ssh", "host": "127.0.0.1", "user": "root", "port": rt_vm.ssh_port,
+        "identity_file": str(rt_vm.image.identity_file), "known_hosts": str(rt_vm.known_hosts_file),
+        "work_dir": "/tmp/irq-station-tl"}, "scope": {"kind": "none"}},
+        "matrix": {"kind": "cyclictest", "duration": "3s", "max_duration": "2min"},
+        "cyclictest": {"smp": True, "interval": "500us", "companion": "timerlat", "timerlat_stop": "50us"}}
+    path = tmp_path / "tl.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    res = subprocess.run(station_cmd("run", str(path), "--out", str(out)), capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    [run] = report["cyclictest"]["runs"]
+    tl = run["timerlat"]
+    assert tl["note"] is None and tl["stopped"], tl
+    assert "hit stop tracing" in tl["analysis"] and "-a" in tl["arguments"]
+    printed = (out / "runs" / run["id"] / "timerlat.out").read_text()
+    assert "rtla timerlat hit stop tracing" in printed
+    trace = (out / "runs" / run["id"] / "timerlat_trace.txt").read_text()
+    assert "timerlat" in trace and len(trace.splitlines()) > 3  # the tracer's own lines, kept
+    notes = report["cyclictest"]["timerlat_table"]["notes"]
+    assert "stopped at the first latency above" in next(iter(notes.values()))[run["load"]]
+    assert not asyncio.run(_guest(rt_vm, "ls /tmp/irq-station-tl/timerlat/ 2>/dev/null; "
+                                         "ls /sys/kernel/tracing/instances")).split()  # nothing left
+
+
+async def _guest(machine, command: str) -> str:  # noqa: ANN001 - station.vm.VirtualMachine
+    async with asyncssh.connect("127.0.0.1", machine.ssh_port, username="root",
+                                client_keys=[str(machine.image.identity_file)],
+                                known_hosts=str(machine.known_hosts_file)) as conn:
+        return (await conn.run(command, check=False)).stdout

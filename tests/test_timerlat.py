@@ -141,21 +141,25 @@ def test_the_companion_measures_where_and_how_cyclictest_did():
     assert "-P" not in timerlat_arguments(CyclictestSettings(policy="other"), 10)
     with pytest.raises(ValueError, match="11 to"):
         rtla_arguments(None, 1, 1000, None, 10)
+    # a stop threshold: rtla's auto mode, its trace saved where the station fetches it from
+    stopping = CyclictestSettings(companion="timerlat", timerlat_stop=150e-6)
+    assert timerlat_arguments(stopping, 3, "/w/timerlat/r.txt")[-3:] == ["-a", "150", "-t=/w/timerlat/r.txt"]
 
 
 @settings(max_examples=40, deadline=None)
 @given(interval_us=st.integers(10, 1_000_000), priority=st.integers(1, 99),
        cpus=st.sampled_from(["all", "none", "0", "0-1", "0,1"]), histogram_us=st.integers(1, 100_000),
-       duration=st.floats(0.1, 86_400))
+       duration=st.floats(0.1, 86_400), stop_us=st.one_of(st.none(), st.integers(1, 1_000_000)))
 def test_the_real_rtla_accepts_every_argument_list_the_station_gives_it(interval_us, priority, cpus, histogram_us,
-                                                                       duration):
+                                                                       duration, stop_us, tmp_path_factory):
     """/usr/bin/rtla's own option parser: an argument it refuses prints its usage; accepted ones get
     as far as the tracer (absent on this kernel, or running for the 0-s duration rtla cannot take)."""
     if not shutil.which("rtla"):
         missing("rtla is not installed (apt-get install rtla)")
     s = CyclictestSettings(interval=interval_us / 1e6, priority=priority, affinity=cpus,
-                           histogram=histogram_us / 1e6)
-    args = timerlat_arguments(s, duration)
+                           histogram=histogram_us / 1e6, companion="timerlat",
+                           timerlat_stop=None if stop_us is None else stop_us / 1e6)
+    args = timerlat_arguments(s, duration, str(tmp_path_factory.mktemp("tl") / "trace.txt"))
     args[args.index("-d") + 1] = "1s"  # as given, but never run longer than a second here
     got = subprocess.run(["rtla", *args], capture_output=True, text=True, timeout=30)
     assert "usage:" not in got.stdout + got.stderr, (args, got.stderr[:300])

@@ -37,10 +37,11 @@ def arguments(cpu: int, duration_s: int, threshold_us: int) -> list[str]:
 
 
 def timerlat_arguments(cpus: str | None, duration_s: int, period_us: int, priority: int | None,
-                       entries: int) -> list[str]:
+                       entries: int, stop_us: int | None = None, trace_path: str | None = None) -> list[str]:
     """`rtla timerlat hist`: per CPU (a CPU list, None: every CPU) the timer IRQ's and the
     timerlat thread's latency, 1 µs buckets up to `entries`, at SCHED_FIFO `priority` (None:
-    rtla's default), for duration_s seconds."""
+    rtla's default), for duration_s seconds; with stop_us, rtla's auto mode (-a: stop at the first
+    latency above it, save the trace to trace_path, analyse it where rtla can)."""
     if not 10 < entries <= TIMERLAT_ENTRIES:
         raise ValueError(f"rtla takes 11 to {TIMERLAT_ENTRIES} histogram entries, not {entries}")
     args = ["timerlat", "hist", "-d", f"{duration_s}s", "-p", str(period_us), "-E", str(entries)]
@@ -48,6 +49,12 @@ def timerlat_arguments(cpus: str | None, duration_s: int, period_us: int, priori
         args += ["-c", cpus]
     if priority is not None:
         args += ["-P", f"f:{priority}"]
+    if stop_us is not None:
+        if trace_path is None:
+            raise ValueError("rtla's auto mode saves a trace: give its path")
+        # "-t=FILE": rtla 6.1 drops the first character of -t's optional argument (it expects the
+        # "="; "--trace=/x" saved to "x"), later versions drop a leading "=": the one form both read
+        args += ["-a", str(stop_us), f"-t={trace_path}"]
     return args
 
 

@@ -234,6 +234,11 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
     return entry, curves, hists
 
 
+ANALYSIS_CHARS = 4000  # of what rtla printed after its summary (its auto-analysis): the rest stays in timerlat.out
+STOPPED_NOTE = ("rtla stopped at the first latency above cyclictest.timerlat_stop: its figures end at that sample "
+                "(its trace: the run's timerlat_trace.txt; its analysis: timerlat.out)")
+
+
 def _timerlat_notes(entries: list[dict[str, Any]]) -> list[str]:
     """Each reason the timerlat companion did not run (or failed) once, with the runs it applies to."""
     runs: dict[str, list[str]] = {}
@@ -249,7 +254,7 @@ def timerlat_entry(run_dir: Path, sealed: Mapping[str, Any], run_id: str, notes:
     """The companion rtla timerlat run's figures per CPU (µs), as rtla printed them; its note when
     it did not run or failed."""
     entry: dict[str, Any] = {"arguments": sealed.get("arguments"), "note": sealed.get("note"), "cpus": [],
-                             "irq_max_us": None, "thread_max_us": None, "stopped": False}
+                             "irq_max_us": None, "thread_max_us": None, "stopped": False, "analysis": None}
     path = run_dir / "timerlat.out"
     text = _read(path) if path.is_file() else ""
     if not text.strip():
@@ -273,6 +278,7 @@ def timerlat_entry(run_dir: Path, sealed: Mapping[str, Any], run_id: str, notes:
         maxima = [c[kind]["max"] for c in entry["cpus"] if c[kind] and c[kind]["max"] is not None]
         entry[f"{kind}_max_us"] = max(maxima) if maxima else None
     entry["stopped"] = hist.stopped
+    entry["analysis"] = hist.analysis[:ANALYSIS_CHARS] or None
     return entry
 
 
@@ -416,8 +422,8 @@ def _timerlat_table(entries: list[dict[str, Any]], targets: list[str], cases: li
         if tl is None:
             continue
         cell = table.setdefault(e["target"], {}).setdefault(e["load"], {"irq_max_us": None, "thread_max_us": None})
-        if tl.get("note"):
-            notes.setdefault(e["target"], {})[e["load"]] = tl["note"]
+        if tl.get("note") or tl.get("stopped"):
+            notes.setdefault(e["target"], {})[e["load"]] = tl.get("note") or STOPPED_NOTE
         if e["status"] != "complete":
             continue
         for key in ("irq_max_us", "thread_max_us"):

@@ -61,7 +61,9 @@ class TimerlatRun(Closed):
     cpus: list[TimerlatCpu] = Field(default_factory=list, description="per CPU")
     irq_max_us: Number = Field(None, description="the largest IRQ latency of any CPU, µs")
     thread_max_us: Number = Field(None, description="the largest thread latency of any CPU, µs")
-    stopped: bool = Field(False, description="a threshold stopped it")
+    stopped: bool = Field(False, description="a threshold (cyclictest.timerlat_stop) stopped it")
+    analysis: str | None = Field(None, description="what rtla printed after its summary: at a stop, its "
+                                 "auto-analysis of the sample (rtla 6.3+) and where it saved the trace")
 
 
 class CtRun(Closed):

@@ -33,6 +33,7 @@ class CyclictestRun(ProbeRun):
         "cyclictest.json": "cyclictest's --json file, as written on the target (rt-tests 2.0 and later)",
         "timerlat.out": "rtla timerlat hist's histogram and summary, after cyclictest (cyclictest.companion)",
         "timerlat.err": "rtla's stderr",
+        "timerlat_trace.txt": "the trace rtla saved when it stopped at cyclictest.timerlat_stop",
     }
 
     def __init__(self, ctx: RunContext) -> None:
@@ -45,6 +46,7 @@ class CyclictestRun(ProbeRun):
         self.installed: ct_target.Installed | None = None
         self.summary: dict[str, Any] | None = None
         self.timerlat = RtlaCompanion(ctx, "timerlat", "rtla timerlat")
+        self.timerlat_trace_remote = f"{ctx.target.work_dir}/timerlat/{ctx.spec.id}.txt"
 
     def planned_seconds(self) -> float:
         return self.duration_s or (self.loops or 0) * self.settings.interval
@@ -61,6 +63,7 @@ class CyclictestRun(ProbeRun):
         self.json = store.appender("cyclictest.json")
         self.json_fetched = False
         self.timerlat.open_files(store)
+        self.timerlat_trace = store.appender("timerlat_trace.txt")
 
     async def baseline(self) -> None:
         conn = await self.ctx.target.live_connection()
@@ -84,8 +87,32 @@ class CyclictestRun(ProbeRun):
         if self.settings.companion == "timerlat" and self.timerlat.note is None:
             # the kernel's own timer latency, on the same CPUs for as long, the loads still running
             duration = self.planned_seconds()
-            await self.timerlat.run(ct_target.timerlat_arguments(self.settings, duration), duration,
-                                    collector_priority=ct_target.TIMERLAT_COLLECTOR_PRIORITY)
+            conn = await self.ctx.target.live_connection()
+            trace = shlex.quote(self.timerlat_trace_remote)
+            await conn.run(f"sh -c {shlex.quote(f'mkdir -p {shlex.quote(self._trace_dir())} && rm -f {trace}')}",
+                           privileged=True)
+            try:
+                await self.timerlat.run(self._timerlat_args(), duration,
+                                        collector_priority=ct_target.TIMERLAT_COLLECTOR_PRIORITY)
+            finally:
+                await self._fetch_timerlat_trace()
+
+    def _trace_dir(self) -> str:
+        return self.timerlat_trace_remote.rsplit("/", 1)[0]
+
+    def _timerlat_args(self) -> list[str]:
+        return ct_target.timerlat_arguments(self.settings, self.planned_seconds(), self.timerlat_trace_remote)
+
+    async def _fetch_timerlat_trace(self) -> None:
+        """The trace rtla saved at its stop threshold, into the run; never left on the target."""
+        if self.settings.timerlat_stop is None:
+            return
+        conn = await self.ctx.target.live_connection()
+        trace = shlex.quote(self.timerlat_trace_remote)
+        got = await conn.run(f"cat {trace}", check=False, privileged=True)
+        if got.exit_status == 0 and got.stdout:
+            self.timerlat_trace.write(got.stdout, flush=True)
+        await conn.run(f"rm -f {trace}", check=False, privileged=True)
 
     def _ended_early(self) -> str | None:
         """cyclictest exits 0 on SIGTERM too: a run someone else stopped (a `station cleanup`
@@ -122,6 +149,8 @@ class CyclictestRun(ProbeRun):
     async def stop(self) -> None:
         await super().stop()
         await self.timerlat.stop()
+        if self.settings.timerlat_stop is not None:
+            await self._fetch_timerlat_trace()
         conn = await self.ctx.target.live_connection()
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", check=False, privileged=True)
 
@@ -149,7 +178,7 @@ class CyclictestRun(ProbeRun):
             "stopped_by_station": self.stopped_by_station,
             **(self.summary or {}),
         }, **({"timerlat": {
-            "arguments": ct_target.timerlat_arguments(self.settings, self.planned_seconds()),
+            "arguments": self._timerlat_args(),
             "note": self.timerlat.note, "exit_status": self.timerlat.exit_status,
         }} if self.settings.companion == "timerlat" else {})}
 

@@ -58,6 +58,11 @@ class CyclictestSettings(Strict):
         "and priority, the loads still running (the kernel's timerlat tracer: its IRQ and thread latency per CPU, "
         "beside cyclictest's in the report; a kernel without the tracer is said and the run stands)"
     )
+    timerlat_stop: Annotated[Seconds(CT_BREAK_RANGE), WholeMicroseconds] | None = Field(
+        None, description="with companion timerlat: rtla's -a, stop at the first IRQ or thread latency above this, "
+        "keep the trace (timerlat_trace.txt in the run) and, where rtla has it (6.3+), its auto-analysis of that "
+        "sample"
+    )
     cpu_dma_latency: Literal["off"] | Annotated[Int, Field(ge=0, le=10_000_000)] = Field(
         0, description="the value cyclictest holds in /dev/cpu_dma_latency for the run (us; 0: no C-state "
         "exit latency allowed, cyclictest's default), or off (--laptop: leave power management alone)"
@@ -67,6 +72,8 @@ class CyclictestSettings(Strict):
     def _consistent(self) -> CyclictestSettings:
         if self.smp and {"threads", "affinity"} & self.model_fields_set:
             raise LocatedError(("smp",), "-S sets threads and affinity itself: give smp or threads/affinity")
+        if self.timerlat_stop is not None and self.companion != "timerlat":
+            raise LocatedError(("timerlat_stop",), "is an option of the timerlat companion: set companion: timerlat")
         p = self.priority
         if p is not None and self.policy in RT_POLICIES and p < 1:
             raise LocatedError(("priority",), f"policy {self.policy} needs a priority from 1 to 99")

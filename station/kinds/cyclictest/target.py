@@ -87,11 +87,12 @@ def command(s: CyclictestSettings, **kwargs: object) -> str:
 TIMERLAT_COLLECTOR_PRIORITY = 1
 
 
-def timerlat_arguments(s: CyclictestSettings, duration_s: float) -> list[str]:
+def timerlat_arguments(s: CyclictestSettings, duration_s: float, trace_path: str | None = None) -> list[str]:
     """`rtla timerlat hist` as cyclictest's companion: its CPUs (cyclictest's CPU list; every CPU
     otherwise), its period, its SCHED_FIFO priority (rtla's default for policy other) and its
     histogram range in 1 µs buckets, for duration_s rounded up to whole seconds."""
     cpus = s.affinity if not s.smp and s.affinity not in ("all", "none") else None
     priority = s.effective_priority if s.policy in ("fifo", "rr") else None
+    stop_us = None if s.timerlat_stop is None else round(s.timerlat_stop * 1e6)
     return rtla.timerlat_arguments(cpus, max(1, math.ceil(duration_s)), round(s.interval * 1e6), priority,
-                                   max(11, round(s.histogram * 1e6)))
+                                   max(11, round(s.histogram * 1e6)), stop_us, trace_path if stop_us else None)
