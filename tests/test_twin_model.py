@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from station.twin import model
 from station.twin.model import CHUNK_EVENTS, ModuleSession, load_preset
 
 
@@ -71,3 +72,14 @@ def test_chunks_are_deterministic_and_shared():
 def test_unknown_override_is_refused():
     with pytest.raises(ValueError, match="t_rww"):
         load_preset("seed-2015").with_overrides({"lpt": {"t_rww": 1}})
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in model.PRESET_DIR.glob("*.yaml")))
+def test_every_shipped_preset_calibrates_as_it_is(preset):
+    """A campaign that names a preset without overrides is not calibrated when it is read (that
+    would import scipy for every command): each shipped preset must calibrate, idle spread too."""
+    p = model.load_preset(preset)
+    for params in p.interfaces.values():
+        for spread in (1.0, params.idle_spread):
+            shape = model.latency_shape(params, p.calibration_samples, spread)
+            assert shape.shape > 0 and shape.scale > 0

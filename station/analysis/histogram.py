@@ -32,9 +32,11 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.stats import binom
 
 from station.analysis.stats import PERCENTILES
+from station.lazy_import import lazy_module
+
+stats = lazy_module("scipy.stats")  # only a percentile interval needs it
 
 if TYPE_CHECKING:
     from station.parsers.cyclictest import CyclictestThread
@@ -250,8 +252,8 @@ def _percentile_ci(h: Histogram, confidence: float) -> dict[str, tuple[float | N
     for key, p in PERCENTILES.items():
         q = p / 100
         # P(X_(l) <= ξ) = P(B >= l) and P(X_(u) >= ξ) = P(B <= u - 1) for B ~ Binomial(n, q)
-        lo_rank = int(binom.ppf(tail, rk.n, q))
-        hi_rank = int(binom.ppf(1 - tail, rk.n, q)) + 1
+        lo_rank = int(stats.binom.ppf(tail, rk.n, q))
+        hi_rank = int(stats.binom.ppf(1 - tail, rk.n, q)) + 1
         out[key] = (rk.lower(lo_rank), rk.upper(hi_rank))
     return out
 

@@ -71,15 +71,19 @@ Inputs with NaN/inf raise ValueError.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-from scipy import optimize, stats
 
 from station.analysis.distribution import Distribution
+from station.lazy_import import lazy_module
+
+stats = lazy_module("scipy.stats")  # imported by the first fit, not by every report
+optimize = lazy_module("scipy.optimize")
 
 EXCEEDANCE = 1e-9  # the default worst case: the latency exceeded once in a billion events
 LEVEL = 0.95
@@ -103,7 +107,14 @@ MIN_EXPECTED_BEYOND = 10.0  # a fit is trusted down to probability this / n per 
 # Tail fractions of the candidate thresholds: the quantiles 0.90 … 0.995, then higher for big n.
 _BASE_TAILS = (0.10, 0.08, 0.06, 0.05, 0.04, 0.03, 0.02, 0.015, 0.01, 0.005)
 
-_CHI2_HALF = float(stats.chi2.ppf(LEVEL, 1)) / 2.0
+
+
+@functools.cache
+def _chi2_half() -> float:
+    """Half the χ²(1) quantile at LEVEL: the profile-likelihood interval's drop."""
+    return float(stats.chi2.ppf(LEVEL, 1)) / 2.0
+
+
 _TINY_THETA = 1e-7  # |ξ/σ| below this (in units of the mean excess) is ξ = 0 for the fit
 TAIL_CAP = 1 << 18  # values a TailSample keeps by default: far more than any fitted candidate needs
 
@@ -901,7 +912,7 @@ class _Profile:
         self.k, self.n = fit.k, fit.n
         self.c = 1.0 / math.sqrt(fit.k)  # ζ = ζ̂·exp(c·t): t is on a unit scale
         self.best = self._loglik(fit.sigma_u, fit.xi, fit.zeta)
-        self.cutoff = self.best - _CHI2_HALF
+        self.cutoff = self.best - _chi2_half()
         self.start = np.array([fit.xi, 0.0])
 
     def _loglik(self, sigma: float, xi: float, zeta: float) -> float:

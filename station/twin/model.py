@@ -43,9 +43,12 @@ from typing import Any
 
 import numpy as np
 import yaml
-from scipy import optimize, stats
 
+from station.lazy_import import lazy_module
 from station.twin import echoer
+
+stats = lazy_module("scipy.stats")  # only the twin's start-up fits its preset (config imports this module)
+optimize = lazy_module("scipy.optimize")
 
 PRESET_DIR = Path(__file__).with_name("presets")
 CHUNK_EVENTS = 1000
