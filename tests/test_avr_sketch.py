@@ -40,8 +40,8 @@ CYCLE_S = 1 / 16e6
 SEED_MIN_S, SEED_MAX_S = 8.9485e-6, 9.1986e-6
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> avr_sim.Build:
+def require_sketch_tools() -> None:
+    """Skip (fail under CI) naming what the sketch's build and the harness need and is missing."""
     absent = [t for t in ("make", "avr-gcc", "avr-g++", "avr-objcopy", "cc") if not shutil.which(t)]
     if not Path("/usr/include/simavr/sim_avr.h").is_file():
         absent.append("simavr headers")
@@ -49,6 +49,11 @@ def built(tmp_path_factory) -> avr_sim.Build:
         absent.append("the Arduino core")
     if absent:
         missing(f"{', '.join(absent)} not installed (apt-get install {' '.join(avr_sim.SKETCH_APT_PACKAGES)})")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> avr_sim.Build:
+    require_sketch_tools()
     build_dir = tmp_path_factory.mktemp("avr-sketch")
     res = subprocess.run(["make", "-B", "-C", str(SRC), f"BUILD={build_dir}", "sketch", "harness"],
                          capture_output=True, text=True, timeout=300)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from station.config import ConfigError, parse_campaign
-from tests.conftest import missing, run_station
-from tests.test_avr_sketch import ARDUINO_CORE
+from tests.conftest import run_station
+from tests.test_avr_sketch import require_sketch_tools
 
 EDGES = 5000
 CYCLE_US = 1 / 16
@@ -100,14 +100,7 @@ def harness_log(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory) -> Path:
-    absent = [t for t in ("make", "avr-gcc", "avr-g++", "cc", "sshd") if not shutil.which(t)
-              and not Path(f"/usr/sbin/{t}").exists()]
-    if not Path("/usr/include/simavr/sim_avr.h").is_file():
-        absent.append("simavr headers")
-    if not (ARDUINO_CORE / "Arduino.h").is_file():
-        absent.append("the Arduino core")
-    if absent:
-        missing(f"{', '.join(absent)} not installed (target_modules/scripts/ci-deps.sh installs them)")
+    require_sketch_tools()
     d = tmp_path_factory.mktemp("avrsim")
     (d / "avrsim.yaml").write_text(CAMPAIGN)
     res = run_station("run", str(d / "avrsim.yaml"), "--out", str(d / "out"), timeout=600)

@@ -609,7 +609,16 @@ def gap_table(gaps: list[Attributed]):  # noqa: ANN201 - pandas.DataFrame
     import pandas as pd
 
     columns = list(Attributed.__dataclass_fields__)
-    return pd.DataFrame([g.row() for g in gaps], columns=columns)
+    frame = pd.DataFrame([g.row() for g in gaps], columns=columns)
+    # nullable integers, never Parquet's null type (a run without SMI counter or trace): Spark and
+    # DuckDB then merge such a run's file with one that has the counts
+    for name in ("start_ns", "end_ns", "duration_ns", "ctxsw"):  # typed even without a gap
+        frame[name] = frame[name].astype("int64")
+    for name in ("traced_ns", "smi"):
+        frame[name] = frame[name].astype("Int64")
+    for name in ("cause", "source", "counted", "basis", "tasks"):
+        frame[name] = frame[name].astype("string")
+    return frame
 
 
 def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict, list[str]]:
