@@ -52,8 +52,9 @@ def _us(cycles: float, freq_hz: int) -> float:
     return round(cycles * 1e6 / freq_hz, 6)
 
 
-def _read(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], avr_sim.AvrSimOutput | None, str | None]:
-    """(manifest, the run's entry so far, the harness's output or None, why not)."""
+def _read(run_dir: Path) -> tuple[dict[str, Any], avr_sim.AvrSimOutput | None, list[int], str | None]:
+    """(the run's entry so far, the harness's output or None, its answered delays in cycles, why
+    no output)."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
     run, settings = manifest.get("run") or {}, manifest.get("avrsim") or {}
     entry: dict[str, Any] = {
@@ -63,9 +64,10 @@ def _read(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], avr_sim.AvrSim
         "seed": settings.get("seed"), "sha256": (manifest.get("firmware") or {}).get("sha256"),
     }
     try:
-        return manifest, entry, avr_sim.parse((run_dir / "harness.log").read_text()), None
+        out = avr_sim.parse((run_dir / "harness.log").read_text())
     except (OSError, avr_sim.AvrSimOutputError) as exc:
-        return manifest, entry, None, str(exc)
+        return entry, None, [], str(exc)
+    return entry, out, [r.delay for r in avr_sim.pair(out) if r.delay is not None], None
 
 
 def _describe(entry: dict[str, Any], out: avr_sim.AvrSimOutput, threshold: int, baseline: str) -> None:
@@ -104,21 +106,20 @@ def analyse(given: AnalysisInput) -> KindReport:
     read = [_read(d) for d in given.run_dirs]  # in run order
     # each firmware's masked baseline: the largest delay of its masked runs (pooled)
     masked_max: dict[str, tuple[int, str]] = {}
-    for _manifest, entry, out, _why in read:
-        if out is not None and entry["timer0"] == "masked" and (delays := [r.delay for r in avr_sim.pair(out)
-                                                                           if r.delay is not None]):
+    for entry, _out, delays, _why in read:
+        if entry["timer0"] == "masked" and delays:
             best = masked_max.get(entry["firmware"])
             if best is None or max(delays) > best[0]:
                 masked_max[entry["firmware"]] = (max(delays), entry["case"])
     runs = []
-    for _manifest, entry, out, why in read:
+    for entry, out, delays, why in read:
         if entry["status"] != "complete":
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
         if out is None:
             notes.append(f"Run {entry['id']}: its harness output cannot be read: {why}")
             runs.append(entry)
             continue
-        if not any(r.delay is not None for r in avr_sim.pair(out)):
+        if not delays:
             notes.append(f"Run {entry['id']}: no edge was answered")
             runs.append(entry | {"stimuli": len(out.stims), "answered": 0, "missed": len(out.stims)})
             continue
@@ -126,7 +127,7 @@ def analyse(given: AnalysisInput) -> KindReport:
         if entry["timer0"] == "enabled" and firmware in masked_max:
             threshold, source = masked_max[firmware][0], f"the masked case {masked_max[firmware][1]}'s largest delay"
         else:
-            fastest = min(r.delay for r in avr_sim.pair(out) if r.delay is not None)
+            fastest = min(delays)
             slack = QUIET_SLACK_CYCLES.get(firmware, 3)
             threshold, source = fastest + slack, f"the fastest delay + {slack} cycles"
         _describe(entry, out, threshold, source)

@@ -47,6 +47,7 @@ class CyclictestRun(ProbeRun):
         self.summary: dict[str, Any] | None = None
         self.timerlat = RtlaCompanion(ctx, "timerlat", "rtla timerlat")
         self.timerlat_trace_remote = f"{ctx.target.work_dir}/timerlat/{ctx.spec.id}.txt"
+        self.timerlat_trace_fetched = False
 
     def planned_seconds(self) -> float:
         return self.duration_s or (self.loops or 0) * self.settings.interval
@@ -87,10 +88,10 @@ class CyclictestRun(ProbeRun):
         if self.settings.companion == "timerlat" and self.timerlat.note is None:
             # the kernel's own timer latency, on the same CPUs for as long, the loads still running
             duration = self.planned_seconds()
-            conn = await self.ctx.target.live_connection()
-            trace = shlex.quote(self.timerlat_trace_remote)
-            await conn.run(f"sh -c {shlex.quote(f'mkdir -p {shlex.quote(self._trace_dir())} && rm -f {trace}')}",
-                           privileged=True)
+            if self.settings.timerlat_stop is not None:  # rtla saves its trace there when it stops
+                conn = await self.ctx.target.live_connection()
+                trace, directory = shlex.quote(self.timerlat_trace_remote), shlex.quote(self._trace_dir())
+                await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {trace}')}", privileged=True)
             try:
                 await self.timerlat.run(self._timerlat_args(), duration,
                                         collector_priority=ct_target.TIMERLAT_COLLECTOR_PRIORITY)
@@ -105,7 +106,7 @@ class CyclictestRun(ProbeRun):
 
     async def _fetch_timerlat_trace(self) -> None:
         """The trace rtla saved at its stop threshold, into the run; never left on the target."""
-        if self.settings.timerlat_stop is None:
+        if self.settings.timerlat_stop is None or self.timerlat_trace_fetched:
             return
         conn = await self.ctx.target.live_connection()
         trace = shlex.quote(self.timerlat_trace_remote)
@@ -113,6 +114,7 @@ class CyclictestRun(ProbeRun):
         if got.exit_status == 0 and got.stdout:
             self.timerlat_trace.write(got.stdout, flush=True)
         await conn.run(f"rm -f {trace}", check=False, privileged=True)
+        self.timerlat_trace_fetched = True
 
     def _ended_early(self) -> str | None:
         """cyclictest exits 0 on SIGTERM too: a run someone else stopped (a `station cleanup`
@@ -149,8 +151,7 @@ class CyclictestRun(ProbeRun):
     async def stop(self) -> None:
         await super().stop()
         await self.timerlat.stop()
-        if self.settings.timerlat_stop is not None:
-            await self._fetch_timerlat_trace()
+        await self._fetch_timerlat_trace()  # unless measure() got to it
         conn = await self.ctx.target.live_connection()
         await conn.run(f"rm -f {shlex.quote(self.json_remote)}", check=False, privileged=True)
 
