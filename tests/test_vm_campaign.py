@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import asyncssh
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -38,10 +41,14 @@ def _config(vm, tmp_path, **matrix_overrides) -> str:
     return str(path)
 
 
-async def _lsmod(vm) -> str:
+async def _guest(vm, command: str) -> str:
     async with asyncssh.connect("127.0.0.1", vm.ssh_port, username="root", client_keys=[str(vm.image.identity_file)],
                                 known_hosts=str(vm.known_hosts_file)) as conn:
-        return (await conn.run("lsmod")).stdout
+        return (await conn.run(command, check=True)).stdout
+
+
+async def _lsmod(vm) -> str:
+    return await _guest(vm, "lsmod")
 
 
 def test_vm_campaign_runs_the_real_modules_end_to_end(vm, tmp_path, record_property):
@@ -95,3 +102,105 @@ def test_bad_module_parameter_reaches_the_user_verbatim(vm, tmp_path):
     # the kernel's refusal (insmod's words and the module's pr_err from dmesg), verbatim
     assert "insmod" in manifest["error"] and "profile=bogus invalid" in manifest["error"], manifest["error"]
     assert "latency" not in asyncio.run(_lsmod(vm))
+
+
+# ---- a traced run: every event's t_SW split into stages (docs/decomposition.md) ----------------
+INJECTOR = "/opt/irq-station/modules/irqgap_inject.ko"
+# the injector's own names for what it runs (target_modules/linux/irqgap_inject.c): its hrtimer
+# callback, and the action name of its edu IRQ handler
+INJECTOR_HRTIMER = "hrtimer gap_hrtimer_tick"
+INJECTOR_IRQ = " irqgap_inject"
+# a period prime to the module's 1 ms: holds fall at every phase of its events; 50 µs holds leave
+# the emulated CPU time for everything else (TCG)
+HOLD = {"period_us": 2347, "hold_us": 50}
+RECORD = np.dtype([("magic", "<u4"), ("version", "<u2"), ("flags", "<u2"), ("seq", "<u8"), ("t_write_ns", "<u8"),
+                   ("latency_ns", "<i8"), ("hw_width_ns", "<u4"), ("dropped", "<u4")])  # irqs_record.h
+
+
+def _traced_injector(mode: str) -> str:
+    """The injector as a load, its log of the holds copied out before it is unloaded."""
+    return (f"insmod {INJECTOR} mode={mode} cpu=1 period_us={HOLD['period_us']} hold_us={HOLD['hold_us']} "
+            f"|| exit 1; trap 'cat /proc/irqgap_inject_holds > /tmp/traced-holds-{mode}.txt; rmmod irqgap_inject; "
+            "exit 0' TERM INT; while :; do sleep 1; done")
+
+
+def _traced_campaign(vm, tmp_path: Path, name: str, modes: list[str], threaded: bool) -> tuple[Path, dict]:
+    cfg = yaml.safe_load(Path(_config(vm, tmp_path, interfaces=["lpt"], variants=["no-inb"], loads=modes,
+                                      samples=2000, cpu=1)).read_text())
+    cfg["matrix"]["module_params"]["lpt"]["threaded"] = int(threaded)
+    cfg["module"] = {"trace": True}
+    cfg["loads"] = {mode: [{"name": f"{mode}-injector", "command": _traced_injector(mode)}] for mode in modes}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / name
+    res = run_station("run", str(path), "--out", str(out), timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert "latency" not in asyncio.run(_lsmod(vm))
+    instances = asyncio.run(_guest(vm, "ls /sys/kernel/tracing/instances"))
+    assert "irq-station" not in instances, instances  # the station's trace instance is gone too
+    return out, json.loads((out / "report.json").read_text())
+
+
+def _injected(vm, run_dir: Path, mode: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The run's own records, and the events a logged hold fell in (between the write and the
+    timestamp, on the module's CPU) with the nanoseconds it took from them."""
+    from tests.test_interruptions_campaign import parse_hold_log
+
+    log = asyncio.run(_guest(vm, f"cat /tmp/traced-holds-{mode}.txt"))
+    (run_dir / "holds.txt").write_text(log)  # kept beside the run for a post-mortem
+    holds = [h for h in parse_hold_log(log).holds if h.cpu == 1]
+    records = np.fromfile(run_dir / "sw.raw", RECORD)
+    records = records[(records["flags"] & 0x2) == 0]  # the module's own IRQs
+    starts = np.array([h.start_ns for h in holds], np.int64)
+    ends = np.array([h.end_ns for h in holds], np.int64)
+    injected = []
+    for seq, t_write, lat in zip(records["seq"].tolist(), records["t_write_ns"].tolist(),
+                                 records["latency_ns"].tolist(), strict=True):
+        overlap = np.minimum(ends, t_write + lat) - np.maximum(starts, t_write)
+        if (overlap > 0).any():
+            injected.append((seq, int(overlap[overlap > 0].sum())))
+    return records, injected
+
+
+def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> None:  # noqa: ANN001
+    """Every event's stages sum to its record's t_SW; ≥ 95 % of the events a hold fell in have that
+    hold credited, by the injector's name, in the stage it must be in."""
+    mode = run["load"]
+    run_dir = out / "runs" / run["id"]
+    records, injected = _injected(vm, run_dir, mode)
+    events = pd.read_parquet(run_dir / "decomposition.parquet").set_index("seq")
+    d = run["decomposition"]
+    assert d["resolution_ns"] == 1 and d["sums_equal_t_sw"] is True
+    assert d["decomposed"] >= 0.95 * len(records), d["not_decomposed"]
+    latency = dict(zip(records["seq"].tolist(), records["latency_ns"].tolist(), strict=True))
+    assert all(latency[s] == row.t_sw_ns == row.delivery_ns + row.dispatch_ns for s, row in events.iterrows())
+
+    injected = [(seq, ns) for seq, ns in injected if seq in events.index]
+    assert len(injected) >= 10, f"{run['id']}: only {len(injected)} decomposed events had a hold in them"
+    culprit = (lambda label: label == INJECTOR_HRTIMER) if mode == "hrtimer" else \
+        (lambda label: label.startswith("IRQ ") and label.endswith(INJECTOR_IRQ))
+    other = "dispatch" if stage == "delivery" else "delivery"
+    placed = 0
+    for seq, overlap in injected:
+        credits = json.loads(events.loc[seq, "credits"])
+        got = sum(ns for label, ns in credits[stage].items() if culprit(label))
+        # the trace brackets the injector's busy-wait: at least what it logged (1 µs: two clock reads)
+        placed += got >= overlap - 1_000 and not any(culprit(label) for label in credits[other])
+    record_property(f"{run['id']} injected", f"{placed} of {len(injected)} placed in {stage}, by name")
+    assert placed >= 0.95 * len(injected), f"{run['id']}: {placed} of {len(injected)} in {stage}"
+    # the report's largest events: one a hold made (most of its t_SW) names the stage and the injector
+    by_seq = dict(injected)
+    for event in d["largest"]:
+        if by_seq.get(event["seq"], 0) >= event["t_sw_ns"] / 2:
+            assert f" in {stage} " in event["explanation"], event
+            assert any(c["stage"] == stage and culprit(c["label"]) for c in event["culprits"]), event
+
+
+def test_a_traced_run_puts_each_injected_hold_in_its_stage_with_its_culprit(vm, tmp_path, record_property):
+    """A hard handler: the module's timer writes, the injector's hrtimer runs before the IRQ is
+    taken: the hold is in delivery, under the injector's callback's name."""
+    out, report = _traced_campaign(vm, tmp_path, "hard", ["hrtimer"], threaded=False)
+    [run] = report["runs"]
+    _check_traced_run(vm, out, run, "delivery", record_property)
+    html = (out / "report.html").read_text()
+    assert "Where t_SW went" in html and "What made it large" in html

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from station.parsers.tracefs import LINE, LOST, printed_ns
+
 # x86 vector tracepoints (irq_vectors:<name>_entry/_exit) -> their /proc/interrupts row
 VECTOR_LABELS = {
     "local_timer": "LOC",
@@ -29,11 +31,6 @@ VECTOR_LABELS = {
     "reboot": "RES",
 }
 
-_LINE = re.compile(
-    r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{4,8}\s+)?"
-    r"(?P<sec>\d+)\.(?P<frac>\d{1,9}):\s+(?P<event>\w+):\s?(?P<args>.*)$"
-)
-_LOST = re.compile(r"CPU:?\s*\d+\s*\[LOST (\d+) EVENTS\]")
 _ARG = re.compile(r"(\w+)=(\S+)")
 _NMI = re.compile(r"delta_ns:\s*(\d+)")
 _SWITCH = re.compile(r"prev_comm=(?P<prev>.*?) prev_pid=(?P<prev_pid>-?\d+) .*==> next_comm=(?P<next>.*?) "
@@ -69,10 +66,6 @@ class IrqTrace:
     unpaired: int = 0  # entries with no exit (cut by the trace's end) or exits with no entry
 
 
-def _ns(sec: str, frac: str) -> int:
-    return int(sec) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
-
-
 def parse(text: str) -> IrqTrace:
     """Intervals and switches from a tracefs per-CPU `trace` file."""
     trace = IrqTrace()
@@ -93,13 +86,13 @@ def parse(text: str) -> IrqTrace:
     for line in text.splitlines():
         if line.startswith("#"):
             continue
-        if lost := _LOST.search(line):
+        if lost := LOST.search(line):
             trace.lost_events += int(lost.group(1))
             continue
-        m = _LINE.match(line)
+        m = LINE.match(line)
         if not m:
             continue
-        ts, event, args = _ns(m["sec"], m["frac"]), m["event"], m["args"]
+        ts, event, args = printed_ns(m["sec"], m["frac"]), m["event"], m["args"]
         trace.first_ns = ts if trace.first_ns is None else min(trace.first_ns, ts)
         trace.last_ns = ts if trace.last_ns is None else max(trace.last_ns, ts)
         values = dict(_ARG.findall(args))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+from dataclasses import dataclass
 
 from station.target.ssh import TargetConnection, TargetError
 
@@ -16,6 +17,12 @@ INSTANCE_PREFIX = "irq-station-"
 BUFFER_KB = 16384  # on the measured CPU; the others get the minimum
 TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 EVENTS = ("irq", "irq_vectors", "nmi/nmi_handler", "sched/sched_switch")
+# a traced module run (docs/decomposition.md): also who woke whom, every hrtimer callback (the
+# module's own timer among them) and, where the kernel has them, the IRQ-off regions
+MODULE_EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit",
+                 "irq_vectors", "nmi/nmi_handler", "sched/sched_switch", "sched/sched_wakeup",
+                 "timer/hrtimer_expire_entry", "timer/hrtimer_expire_exit",
+                 "preemptirq/irq_disable", "preemptirq/irq_enable")
 
 # the tracefs root, mounting it where the kernel has it but nobody mounted it (an initramfs)
 _FIND_ROOT = (
@@ -46,9 +53,12 @@ def instance_name(work_dir: str) -> str:
 class TraceSession:
     """The instance of one run: opened before the probe starts, read and removed after it ends."""
 
-    def __init__(self, root: str, cpu: int, work_dir: str) -> None:
+    def __init__(self, root: str, cpu: int, work_dir: str, events: tuple[str, ...] = EVENTS,
+                 buffer_kb: int = BUFFER_KB) -> None:
         self.root = root
         self.cpu = cpu
+        self.events = events
+        self.buffer_kb = buffer_kb
         self.name = instance_name(work_dir)
         self.path = f"{root}/instances/{self.name}"
 
@@ -57,12 +67,12 @@ class TraceSession:
         i, cpu = shlex.quote(self.path), self.cpu
         enable = " ".join(
             f"if [ -e {i}/events/{e}/enable ]; then echo 1 > {i}/events/{e}/enable && echo {e}; fi" + ";"
-            for e in EVENTS
+            for e in self.events
         )
         script = (
-            f"{_remove_script(self.path)}; mkdir {i} && echo mono > {i}/trace_clock && "
+            f"{_remove_script(self.path)}; mkdir {i} && echo 0 > {i}/tracing_on && echo mono > {i}/trace_clock && "
             f"echo {cpumask(cpu)} > {i}/tracing_cpumask && echo 8 > {i}/buffer_size_kb && "
-            f"echo {BUFFER_KB} > {i}/per_cpu/cpu{cpu}/buffer_size_kb && {{ {enable} }} && "
+            f"echo {self.buffer_kb} > {i}/per_cpu/cpu{cpu}/buffer_size_kb && {{ {enable} }} && "
             f"echo 1 > {i}/tracing_on"
         )
         got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
@@ -70,7 +80,7 @@ class TraceSession:
             await self.remove(conn)
             raise TargetError(f"tracefs instance {self.path}: {(got.stderr or got.stdout or '').strip()[-300:]}")
         enabled = (got.stdout or "").split()
-        if "irq" not in enabled:
+        if not any(e.split("/")[0] == "irq" for e in enabled):
             await self.remove(conn)
             raise TargetError(f"tracefs instance {self.path}: the kernel has no irq tracepoints")
         return enabled
@@ -85,8 +95,30 @@ class TraceSession:
             raise TargetError(f"reading {self.path}: {(trace.stderr or '').strip()[-300:]}")
         return trace.stdout or "", stats.stdout or ""
 
+    async def read_exact(self, conn: TargetConnection) -> TraceDump:
+        """The CPU's trace twice, tracing stopped first: as printed (fields, µs) and in the raw form
+        (`options/raw`: the same events in the same order with their nanosecond timestamps), with
+        the enabled events' type ids that tie the two together (station/parsers/tracefs.py)."""
+        text, stats = await self.read(conn)
+        i = shlex.quote(self.path)
+        raw_script = (f"echo 1 > {i}/options/raw && cat {i}/per_cpu/cpu{self.cpu}/trace; s=$?; "
+                      f"echo 0 > {i}/options/raw; exit $s")
+        raw = await conn.run(f"sh -c {shlex.quote(raw_script)}", check=False, privileged=True)
+        systems = sorted({e.split("/")[0] for e in self.events})
+        ids_script = f"cd {i}/events && grep -H . {' '.join(f'{s}/*/id' for s in systems)} 2>/dev/null; true"
+        ids = await conn.run(f"sh -c {shlex.quote(ids_script)}", check=False, privileged=True)
+        return TraceDump(text, (raw.stdout or "") if raw.exit_status == 0 else "", ids.stdout or "", stats)
+
     async def remove(self, conn: TargetConnection) -> None:
         await remove_instance(conn, self.name, self.root)
+
+
+@dataclass(frozen=True)
+class TraceDump:
+    text: str  # per_cpu/cpuN/trace as printed
+    raw: str  # the same with options/raw ("" if the kernel refused it)
+    ids: str  # "<system>/<event>/id:<type id>" lines
+    stats: str  # per_cpu/cpuN/stats: overruns, dropped events
 
 
 async def tracefs_root(conn: TargetConnection) -> str | None:

@@ -8,6 +8,7 @@ import itertools
 
 from station.config import Campaign, LocatedError, RunSpec, TargetSettings
 from station.kind_registry import BenchNeeds, Kind
+from station.kinds.module.settings import ModuleSettings
 from station.module_names import module_stem
 
 
@@ -27,6 +28,27 @@ def _check(campaign: Campaign) -> None:
                            f"duration) but max_duration is {m.max_duration:g} s: every run would end incomplete")
     if m.pulses and campaign.bench.scope.kind == "none":
         raise LocatedError(("matrix", "pulses"), "asks for scope pulses but bench.scope.kind is none")
+    settings = getattr(campaign, "module", None)
+    if settings is not None and settings.trace:
+        _check_traced(campaign)
+
+
+def _check_traced(campaign: Campaign) -> None:
+    """A traced run needs Linux to take the IRQ, on one CPU it can trace, with a tracefs to read."""
+    if campaign.matrix.cpu < 0:
+        raise LocatedError(("module", "trace"), "needs matrix.cpu: the module's timer and IRQ pinned to the CPU "
+                           "the station traces (an unpinned IRQ can be taken on any CPU)")
+    if campaign.matrix.format != "v1":
+        raise LocatedError(("matrix", "format"), "module.trace needs the v1 records: a legacy record has no "
+                           "t_write to place the event in the trace")
+    for name, target in campaign.bench.named_targets().items():
+        where = ("bench", "targets", name, "family") if name else ("bench", "target", "family")
+        if target.kind == "twin":
+            raise LocatedError(("module", "trace"), "the twin has no kernel to trace: trace a mainline or "
+                               "PREEMPT_RT target (kind: ssh, vm or local)")
+        if target.family == "rtai":
+            raise LocatedError(where, "module.trace is on, but on RTAI the IRQ is taken by RTAI before Linux: "
+                               "Linux tracing does not see it (trace a mainline or PREEMPT_RT kernel)")
 
 
 def _run_id(spec: RunSpec) -> str:
@@ -35,7 +57,8 @@ def _run_id(spec: RunSpec) -> str:
 
 KIND = Kind(
     name="module",
-    store_tables=("sw", "hw"),
+    settings=ModuleSettings,
+    store_tables=("sw", "hw", "decomposition"),
     summary="the LPT/PCIe latency module, t_SW and t_HW",
     matrix_keys=("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
                  "module_params"),

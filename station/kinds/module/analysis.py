@@ -4,6 +4,8 @@ maximum, the worst case — and the findings that answer it."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,7 @@ from station.analysis import worst_case
 from station.analysis.campaign import AnalysisInput, KindReport
 from station.analysis.samples import RunSamples
 from station.analysis.worst_case import TailSample
-from station.kinds.module import correlation, findings, outliers
+from station.kinds.module import correlation, decomposition, findings, outliers
 from station.kinds.module.data import iter_table
 from station.kinds.module.run_analysis import RunAnalysis, analyse_run
 
@@ -39,6 +41,11 @@ def analyse(given: AnalysisInput) -> KindReport:
             notes.append(note)
         if (pairing := entry.get("pairing") or {}).get("note"):
             notes.append(f"Run {entry['id']}: event pairing: {pairing['note']}.")
+        if (dec := _decomposition(run_dir, entry)) is not None:
+            entry["decomposition"] = dec
+            if lost := sum(dec["not_decomposed"].values()):
+                notes.append(f"Run {entry['id']}: {lost} of {dec['events']} traced events not decomposed "
+                             f"({'; '.join(dec['not_decomposed'])}).")
         cut = (entry.get("capture") or {}).get("frames_without_pulse") or 0
         if cut:
             notes.append(_cut_frames_note(entry["id"], entry["capture"]))
@@ -51,6 +58,16 @@ def analyse(given: AnalysisInput) -> KindReport:
         },
     }
     return KindReport(entries, samples, notes, findings.campaign_findings(entries, samples))
+
+
+def _decomposition(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """A traced run's stages (None for a run that was not traced)."""
+    manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
+    trace = manifest.get("trace")
+    if not isinstance(trace, dict):
+        return None
+    threshold = (entry.get("outliers") or {}).get("sw_threshold_ns")
+    return decomposition.summarise(run_dir, threshold, trace.get("cpu"))
 
 
 def _t_rw(runs: list[RunAnalysis]) -> list[dict]:

@@ -22,6 +22,7 @@ FIGURE_GROUPS = {
 }
 COMPARISONS = ("worst_case", "t_rw", "cross_interface_outliers")
 RUNS = ("runs", "capture", "scope_measurement", "pairing", "stats")
+DECOMPOSITION = ("decomposition", "decomposition_largest", "decomposition_credited")
 
 
 def module_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:
@@ -33,6 +34,9 @@ def module_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
     runs: list[Block] = [tables[k] for k in RUNS if k in tables]
     if runs:
         sections.append(Section("runs", "Runs", runs, nav="Runs"))
+    traced: list[Block] = [tables[k] for k in DECOMPOSITION if k in tables]
+    if traced:
+        sections.append(Section("decomposition", "Where t_SW went (traced runs)", traced, nav="Stages"))
     groups: list[Block] = [Figures(members, heading, f"figures-{kind}")
                            for kind, heading in FIGURE_GROUPS.items()
                            if (members := [f for f in figures if f.kind == kind])]

@@ -99,6 +99,83 @@ class Pairing(Closed):
     method: str = Field(description="how events are paired, in words")
 
 
+class StageStats(Closed):
+    """One stage's distribution over a run's decomposed events."""
+
+    stage: Literal["delivery", "dispatch"]
+    text: str = Field(description="what the stage spans, in words")
+    median_ns: Float = Field(None, description="its median over the decomposed events")
+    p99_ns: Float = Field(None, description="its 99th percentile")
+    max_ns: Float = Field(None, description="its largest")
+    mean_ns: Float = Field(None, description="its mean")
+
+
+class Credited(Closed):
+    """What ran in a stage, over the run."""
+
+    label: str = Field(description="a handler (`IRQ 7 lpt_latency`), `softirq X`, `hrtimer <function>`, a vector "
+                       "(`local_timer interrupt (LOC)`), `NMI …`, `IRQs off (caller)`, a task, or `nothing traced "
+                       "(<task> running)`")
+    total_ns: int = Field(description="its nanoseconds in this stage, summed over the decomposed events")
+    events: int = Field(description="decomposed events it ran in")
+    largest_in: int = Field(description="events where it held the largest part of the stage")
+
+
+class Culprit(Closed):
+    """What ran in one stage of one event."""
+
+    stage: Literal["delivery", "dispatch"]
+    label: str = Field(description="as in `credited`")
+    ns: int = Field(description="its nanoseconds in that stage of that event")
+
+
+class DecomposedEvent(Closed):
+    """One of the run's largest events, split."""
+
+    seq: int = Field(description="the record's sequence number")
+    t_sw_ns: int = Field(description="its t_SW (the record's latency)")
+    delivery_ns: int = Field(description="write → the kernel's entry for the module's IRQ line")
+    dispatch_ns: int = Field(description="that entry → the handler's timestamp")
+    culprits: list[Culprit] = Field(description="what held at least a tenth of a stage (the largest always)")
+    explanation: str = Field(description="the stage that grew most over its median and what ran in it")
+
+
+class StageOutlier(Closed):
+    """Outlier events by the stage that grew most over its median and what ran most in it."""
+
+    stage: Literal["delivery", "dispatch"]
+    label: str = Field(description="as in `credited`")
+    events: int = Field(description="outlier events")
+
+
+class DecompositionOutliers(Closed):
+    threshold_ns: float = Field(description="the run's robust outlier threshold on t_SW")
+    count: int = Field(description="decomposed events above it")
+    by_stage: list[StageOutlier] = Field(description="per (stage that grew, what ran most in it): events")
+
+
+class Decomposition(Closed):
+    """module.trace: every own event's t_SW split into stages from the trace of the measured CPU
+    (docs/decomposition.md)."""
+
+    decomposed: int = Field(description="events split into stages")
+    events: int = Field(description="the run's own records")
+    not_decomposed: dict[str, int] = Field(description="reason → events without stages")
+    resolution_ns: int = Field(description="the stage boundary's resolution: 1 (the trace's raw ns) or 1000")
+    resolution_note: str | None = Field(None, description="why it is 1000")
+    clock: Literal["mono"] = Field(description="the trace clock (the module's CLOCK_MONOTONIC)")
+    trace_lost_events: int = Field(description="events the trace buffer reported lost")
+    trace_overrun: int = Field(description="events the ring buffer overwrote (per_cpu stats)")
+    trace_first_ns: int | None = Field(None, description="the trace's oldest event (clock mono); null: empty")
+    trace_last_ns: int | None = Field(None, description="its last event")
+    stages: list[StageStats] = Field(description="each stage's distribution")
+    sums_equal_t_sw: bool = Field(description="delivery + dispatch equals t_SW for every decomposed event")
+    credited: dict[Literal["delivery", "dispatch"], list[Credited]] = Field(
+        description="per stage, what ran in it over the run, largest total first (at most 8)")
+    largest: list[DecomposedEvent] = Field(description="the run's largest t_SW events, split")
+    outliers: DecompositionOutliers | None = Field(None, description="events above the run's robust threshold")
+
+
 class ModuleRun(Closed):
     """One run of the matrix interface × variant × load × repetition."""
 
@@ -128,6 +205,8 @@ class ModuleRun(Closed):
     outliers: RunOutliers | None = Field(None, description="robust outliers; null without software samples")
     outlier_verdict: OutlierVerdict | None = Field(None, description="which side delayed the run's outliers; null "
                                                    "without software samples")
+    decomposition: Decomposition | None = Field(None, description="module.trace: t_SW split into stages; absent "
+                                                "for a run that was not traced")
 
 
 class PairedExcluded(Closed):

@@ -20,7 +20,7 @@ from station.lifetime import settled
 from station.module_names import module_stem
 from station.scope_session import bus_text
 from station.store import StoreError, read_csv_lines, write_parquet
-from station.target import TargetError, modules
+from station.target import TargetError, irqtrace, modules
 from station.target import processes as proc_ctl
 from station.target.audit import interrupt_count
 
@@ -54,6 +54,12 @@ class ModuleRun(Measurement):
         "of a segmented acquisition (→ hw.parquet)",
         "scope_acquisitions.csv": "each acquisition: host times armed and its record in, frames, pulses, live time "
         "(the manifest's capture ratio and dead time come from it), and the frames that held no whole pulse",
+        "trace.txt": "module.trace: the measured CPU's tracepoints as tracefs printed them (clock mono)",
+        "trace_raw.txt": "the same events in tracefs's raw form (nanosecond timestamps)",
+        "trace_ids.txt": "the traced events' type ids (what ties the two forms together)",
+        "trace.stats": "the trace buffer's statistics (overruns)",
+        "decomposition.parquet": "module.trace: every own event's t_SW split into stages, each credited to what ran "
+        "(docs/decomposition.md)",
     }
 
     def __init__(self, ctx: RunContext) -> None:
@@ -82,6 +88,12 @@ class ModuleRun(Measurement):
         self.reconnects_before = getattr(self.scope, "reconnects", 0)
         self.arrival_host_s: list[float] = []  # the arrivals log, kept for the capture accounting
         self.arrival_event: list[int] = []  # the module's own events by then (strays' seqs taken off)
+        settings = getattr(ctx.campaign, "module", None)
+        self.traced = bool(settings is not None and settings.trace)
+        self.trace_buffer_kb = settings.trace_buffer_kb if settings is not None else 0
+        self.tracing: irqtrace.TraceSession | None = None
+        self.trace_events: list[str] = []
+        self.trace_files = 0
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -101,6 +113,9 @@ class ModuleRun(Measurement):
             self.meas_csv = store.appender("scope_measurements.csv", header=(
                 "acquisition,armed_host_s,count,mean_s,min_s,max_s,host_count,host_mean_s,host_min_s,host_max_s\n"))
         self.arrivals = store.appender("sw_arrivals.csv", header="host_s,last_seq\n")
+        if self.traced:
+            self.trace_out = {name: store.appender(name) for name in
+                              ("trace.txt", "trace_raw.txt", "trace_ids.txt", "trace.stats")}
 
     def measured_cpu(self) -> int | None:
         cpu = self.ctx.campaign.matrix.cpu
@@ -117,6 +132,8 @@ class ModuleRun(Measurement):
     async def start(self) -> None:
         target = self.ctx.target
         conn = await target.live_connection()
+        if self.traced:  # before the module: its first event is traced too
+            await self._start_trace(conn)
         self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
         await settled(modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params))
         # the reader is tracked like a load: a reader blocked in read() never sees its SSH
@@ -156,10 +173,38 @@ class ModuleRun(Measurement):
             await proc_ctl.stop_load(self.stream)
         else:  # started but not yet tracked when the run was stopped
             await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir, proc_ctl.STREAM_NAME))
-        if self.module_maybe_loaded and self.stem in await modules.loaded_modules(conn):
-            # the IRQ count while the module still holds its line (its row goes with rmmod)
-            self.irq_after = await interrupt_count(conn, self.interrupts_row)
-            await modules.rmmod(conn, self.stem)
+        try:
+            if self.tracing is not None:  # before rmmod: the trace names the module's functions while it is loaded
+                await self._read_trace(conn)
+        finally:
+            try:
+                if self.module_maybe_loaded and self.stem in await modules.loaded_modules(conn):
+                    # the IRQ count while the module still holds its line (its row goes with rmmod)
+                    self.irq_after = await interrupt_count(conn, self.interrupts_row)
+                    await modules.rmmod(conn, self.stem)
+            finally:
+                if self.tracing is not None:
+                    await self.tracing.remove(conn)
+
+    async def _start_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
+        target, cpu = self.ctx.target, self.ctx.campaign.matrix.cpu
+        # an instance a crash left behind would hold the buffer and the events
+        await irqtrace.remove_instance(conn, irqtrace.instance_name(target.work_dir))
+        root = await irqtrace.tracefs_root(conn)
+        if root is None:
+            raise TargetError(f"module.trace is on but {target.endpoint.where} has no tracefs (or it cannot be "
+                              "mounted): a kernel built with CONFIG_FTRACE is needed")
+        session = irqtrace.TraceSession(root, cpu, target.work_dir, irqtrace.MODULE_EVENTS, self.trace_buffer_kb)
+        self.tracing = session
+        self.trace_events = await session.open(conn)
+
+    async def _read_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
+        assert self.tracing is not None
+        dump = await self.tracing.read_exact(conn)
+        for name, text in (("trace.txt", dump.text), ("trace_raw.txt", dump.raw), ("trace_ids.txt", dump.ids),
+                           ("trace.stats", dump.stats)):
+            self.trace_out[name].write(text, flush=True)
+        self.trace_files = 4
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         m, p = self.ctx.campaign.matrix, self.ctx.progress
@@ -187,6 +232,9 @@ class ModuleRun(Measurement):
             | {"bus": bus_text(self.ctx.campaign.bench.scope), **self._frame_window()},
             **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
             "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
+            **({"trace": {"clock": "mono", "cpu": self.ctx.campaign.matrix.cpu, "events": self.trace_events,
+                          "buffer_kb": self.trace_buffer_kb, "read": self.trace_files > 0,
+                          "handler": self.stem}} if self.traced else {}),
         }
 
     def _frame_window(self) -> dict[str, float]:
@@ -200,9 +248,15 @@ class ModuleRun(Measurement):
     def conversions(self) -> list:
         fmt = self.ctx.campaign.matrix.format
 
+        traced, handler = self.traced, self.stem
+
         def sw(run_dir: Path) -> dict[str, int]:
             frame = records.decode_file(run_dir / "sw.raw", fmt)
             write_parquet(frame, run_dir / "sw.parquet")
+            if traced and (run_dir / "trace.txt").exists():
+                from station.kinds.module.decomposition import decompose_run
+
+                decompose_run(run_dir, frame, handler)
             return {"sw_records": len(frame)}
 
         def hw(run_dir: Path) -> dict[str, int]:

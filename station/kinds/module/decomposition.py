@@ -1,0 +1,377 @@
+"""Where each microsecond of t_SW went: a traced module run's events split into stages.
+
+The module stamps t_write just before its bus write and t_irq first thing in its handler, both
+with ktime_get (CLOCK_MONOTONIC); the station's tracefs instance records the measured CPU's
+interrupt, softirq, timer and scheduler tracepoints on clock `mono`, the same clock. For every
+record of the module's own IRQ:
+
+    delivery   t_write → the kernel's irq_handler_entry for the module's line: the bus and the
+               interrupt controller, whatever ran first with the IRQ pending (the rest of the
+               timer interrupt that wrote, another handler, a softirq, an IRQ-off region, an NMI),
+               and what no tracepoint shows (firmware, SMI, a hypervisor)
+    dispatch   that entry → t_irq: the generic IRQ code and the handler's prologue; for a threaded
+               handler also the thread's wake-up and whatever ran before it
+
+The two end points are the record's own, so delivery + dispatch = t_SW exactly; the boundary is
+the trace's (nanoseconds where its raw form was read, else the printed microsecond). Each stage's
+time is credited to what was running on the CPU, innermost first (an hrtimer callback inside the
+timer interrupt is the callback's), NMIs over everything; time when only a task was current is
+"nothing traced (<task> running)" in delivery (the IRQ was pending and not taken) and the task's in
+dispatch. docs/decomposition.md says what each stage means and when an event is not decomposed."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from station.parsers import tracefs
+from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
+
+VERSION = 1  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
+STAGES = ("delivery", "dispatch")
+STAGE_TEXT = {"delivery": "write → kernel IRQ entry", "dispatch": "kernel IRQ entry → module timestamp"}
+LOST_LABEL = "(events lost by the trace)"
+_ARG = re.compile(r"(\w+)=(\S+)")
+_NMI = re.compile(r"delta_ns:\s*(\d+)")
+_SWITCH = re.compile(r"==> next_comm=(?P<next>.*?) next_pid=(?P<next_pid>-?\d+)")
+_SOFTIRQ_ACTION = re.compile(r"action=(\w+)")
+# why an event has no stages (the report counts each)
+REASON_BEFORE = "before the trace's oldest event (the buffer overflowed, or the trace started late)"
+REASON_AFTER = "after the trace's last event"
+REASON_LOST = "the trace lost events in its window"
+REASON_NO_ENTRY = "no kernel entry of the module's IRQ traced between its write and its timestamp"
+
+
+@dataclass
+class Timeline:
+    """What ran on the CPU: segment i is [starts[i], starts[i+1]) under labels[i]; NMIs on top."""
+
+    starts: list[int] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    tasks: list[bool] = field(default_factory=list)  # the segment is a task's (nothing traced above it)
+    end_ns: int = 0
+    nmis: list[tuple[int, int, str]] = field(default_factory=list)
+    lost: list[tuple[int, int]] = field(default_factory=list)  # spans where events were lost
+    own_entries: list[int] = field(default_factory=list)  # irq_handler_entry of the module's line
+
+    def mark(self, ts: int, label: str, task: bool) -> None:
+        if self.labels and self.labels[-1] == label and self.tasks[-1] == task:
+            return
+        if self.starts and self.starts[-1] == ts:  # zero-length: the later one holds from ts
+            self.labels[-1], self.tasks[-1] = label, task
+            return
+        self.starts.append(ts)
+        self.labels.append(label)
+        self.tasks.append(task)
+
+    def credits(self, a: int, b: int, task_label: str) -> dict[str, int]:
+        """[a, b) by what ran: each label's nanoseconds (task time under task_label.format(task))."""
+        out: dict[str, int] = {}
+        if b <= a:
+            return out
+        i = max(bisect.bisect_right(self.starts, a) - 1, 0)
+        while i < len(self.starts) and self.starts[i] < b:
+            end = self.starts[i + 1] if i + 1 < len(self.starts) else self.end_ns
+            lo, hi = max(a, self.starts[i]), min(b, end)
+            if hi > lo:
+                label = task_label.format(self.labels[i]) if self.tasks[i] else self.labels[i]
+                out[label] = out.get(label, 0) + hi - lo
+            i += 1
+        for start, end, label in self.nmis:  # over everything: take the time from what it interrupted
+            lo, hi = max(a, start), min(b, end)
+            if hi <= lo:
+                continue
+            for under, ns in self.credits_plain(lo, hi, task_label).items():
+                out[under] -= ns
+                if out[under] <= 0:
+                    del out[under]
+            out[label] = out.get(label, 0) + hi - lo
+        return out
+
+    def credits_plain(self, a: int, b: int, task_label: str) -> dict[str, int]:
+        nmis, self.nmis = self.nmis, []
+        try:
+            return self.credits(a, b, task_label)
+        finally:
+            self.nmis = nmis
+
+    def loses_events_in(self, a: int, b: int) -> bool:
+        return any(lo < b and a < hi for lo, hi in self.lost)
+
+
+# an event in no IRQ context ends every IRQ context; in a softirq, the hard ones
+_ENDS = {".": {"irq", "vector", "hrtimer", "softirq"}, "s": {"irq", "vector", "hrtimer"}}
+
+
+def _task(comm: str, pid: int) -> str:
+    return "idle" if pid == 0 else comm  # by name: a load's processes come and go
+
+
+def timeline(trace: tracefs.TraceEvents, own_name: str) -> Timeline:
+    """The CPU's contexts, one sweep over its events."""
+    tl = Timeline()
+    stack: list[tuple[str, str, str]] = []  # (kind, key, label)
+    lost_at = dict(trace.lost)
+    base = ""
+    prev_ts: int | None = None
+
+    def innermost() -> tuple[str, bool]:
+        return (stack[-1][2], False) if stack else (base, True)
+
+    def push(ts: int, kind: str, key: str, label: str) -> None:
+        stack.append((kind, key, label))
+        tl.mark(ts, label, False)
+
+    def pop(ts: int, kind: str, key: str, label: str) -> None:
+        for depth in range(len(stack) - 1, -1, -1):
+            if stack[depth][:2] == (kind, key):
+                del stack[depth:]
+                break
+        else:  # entered before the trace began (or before lost events): it ran up to here
+            last = len(tl.starts) - 1
+            if last >= 0 and tl.starts[last] == ts:
+                last -= 1
+            if last >= 0:
+                tl.labels[last], tl.tasks[last] = label, False
+        tl.mark(ts, *innermost())
+
+    for index, ev in enumerate(trace.events):
+        ts = ev.ts_ns
+        if index in lost_at and prev_ts is not None:
+            tl.lost.append((prev_ts, ts))
+            stack.clear()
+            tl.mark(prev_ts, LOST_LABEL, False)
+        prev_ts = ts
+        if ev.context in _ENDS and any(c[0] in _ENDS[ev.context] for c in stack):
+            # the event's own context says these ended (their exits untraced: enabled late, or lost)
+            stack[:] = [c for c in stack if c[0] not in _ENDS[ev.context]]
+            tl.mark(ts, *innermost())
+        if not stack:  # the task an event names is the one current (a hard IRQ's: the interrupted one)
+            base = _task(ev.comm, ev.pid)
+            tl.mark(ts, base, True)
+        name, args = ev.name, ev.args
+        values = dict(_ARG.findall(args))
+        if name == "irq_handler_entry":
+            irq, handler = values.get("irq", "?"), values.get("name", "?")
+            if handler == own_name:
+                tl.own_entries.append(ts)
+            push(ts, "irq", irq, f"IRQ {irq} {handler}")
+        elif name == "irq_handler_exit":
+            irq = values.get("irq", "?")
+            pop(ts, "irq", irq, f"IRQ {irq}")
+        elif name in ("softirq_entry", "softirq_exit"):
+            action = m.group(1) if (m := _SOFTIRQ_ACTION.search(args)) else values.get("vec", "?")
+            (push if name == "softirq_entry" else pop)(ts, "softirq", values.get("vec", "?"), f"softirq {action}")
+        elif name == "hrtimer_expire_entry":
+            push(ts, "hrtimer", values.get("hrtimer", "?"), f"hrtimer {values.get('function', '?')}")
+        elif name == "hrtimer_expire_exit":
+            pop(ts, "hrtimer", values.get("hrtimer", "?"), "hrtimer callback")
+        elif name in ("irq_disable", "irq_enable"):
+            caller = values.get("caller", "?")
+            (push if name == "irq_disable" else pop)(ts, "irqoff", "", f"IRQs off ({caller})")
+        elif name == "nmi_handler" and (d := _NMI.search(args)):
+            tl.nmis.append((ts - int(d.group(1)), ts, f"NMI {args.split(' ', 1)[0].removeprefix('handler=')}"))
+        elif name == "sched_switch" and (s := _SWITCH.search(args)):
+            base = _task(s["next"], int(s["next_pid"]))
+            if not stack:
+                tl.mark(ts, base, True)
+        elif name.endswith("_entry") and name[: -len("_entry")] in VECTOR_LABELS:
+            vector = name[: -len("_entry")]
+            push(ts, "vector", vector, f"{vector} interrupt ({VECTOR_LABELS[vector]})")
+        elif name.endswith("_exit") and name[: -len("_exit")] in VECTOR_LABELS:
+            vector = name[: -len("_exit")]
+            pop(ts, "vector", vector, f"{vector} interrupt ({VECTOR_LABELS[vector]})")
+    if trace.events:
+        tl.end_ns = trace.events[-1].ts_ns
+    return tl
+
+
+@dataclass
+class Decomposition:
+    events: pd.DataFrame  # one row per decomposed event (columns: EVENT_COLUMNS)
+    not_decomposed: dict[str, int]  # reason -> events
+    resolution_ns: int
+    note: str | None
+    lost_events: int
+    overrun: int
+    first_ns: int | None
+    last_ns: int | None
+
+    def summary(self) -> dict[str, Any]:
+        return {"version": VERSION, "decomposed": len(self.events), "not_decomposed": self.not_decomposed,
+                "resolution_ns": self.resolution_ns, "resolution_note": self.note,
+                "trace_lost_events": self.lost_events, "trace_overrun": self.overrun,
+                "trace_first_ns": self.first_ns, "trace_last_ns": self.last_ns}
+
+
+EVENT_COLUMNS = ("seq", "t_write_ns", "t_sw_ns", "delivery_ns", "dispatch_ns", "delivery_culprit",
+                 "delivery_culprit_ns", "dispatch_culprit", "dispatch_culprit_ns", "credits")
+
+
+def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, overrun: int = 0) -> Decomposition:
+    """Every own record of a run (sw.parquet's columns) against the trace of the measured CPU."""
+    own = records[(records["flags"].to_numpy() & 0x0002) == 0] if "flags" in records else records
+    seqs = own["seq"].to_numpy(np.int64)
+    t_write = own["t_write_ns"].to_numpy(np.int64)
+    t_sw = own["latency_ns"].to_numpy(np.int64)
+    tl = timeline(trace, own_name)
+    first = trace.events[0].ts_ns if trace.events else None
+    last = trace.events[-1].ts_ns if trace.events else None
+    reasons: dict[str, int] = {}
+    rows: list[tuple] = []
+    for seq, tw, lat in zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True):
+        t_irq = tw + lat
+        why = None
+        if first is None or tw < first:
+            why = REASON_BEFORE
+        elif t_irq > last:
+            why = REASON_AFTER
+        elif tl.loses_events_in(tw, t_irq):
+            why = REASON_LOST
+        else:
+            k = bisect.bisect_right(tl.own_entries, t_irq) - 1
+            entry = tl.own_entries[k] if k >= 0 else None
+            if entry is None or entry < tw:
+                why = REASON_NO_ENTRY
+        if why is not None:
+            reasons[why] = reasons.get(why, 0) + 1
+            continue
+        credits = {"delivery": tl.credits(tw, entry, "nothing traced ({} running)"),
+                   "dispatch": tl.credits(entry, t_irq, "task {}")}
+        tops = []
+        for stage in STAGES:
+            label, ns = max(credits[stage].items(), key=lambda kv: kv[1], default=("", 0))
+            tops += [label, ns]
+        rows.append((seq, tw, lat, entry - tw, t_irq - entry, *tops, json.dumps(credits, sort_keys=True)))
+    frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+    if frame.empty:
+        frame = frame.astype({"seq": "int64", "t_write_ns": "int64", "t_sw_ns": "int64", "delivery_ns": "int64",
+                              "dispatch_ns": "int64", "delivery_culprit_ns": "int64",
+                              "dispatch_culprit_ns": "int64", "delivery_culprit": "string",
+                              "dispatch_culprit": "string", "credits": "string"})
+    return Decomposition(frame, reasons, trace.resolution_ns, trace.note, trace.lost_events, overrun, first, last)
+
+
+# ---- a run directory's files -------------------------------------------------------------
+TRACE_FILES = {"text": "trace.txt", "raw": "trace_raw.txt", "ids": "trace_ids.txt", "stats": "trace.stats"}
+
+
+def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str) -> dict[str, Any]:
+    """decomposition.parquet (per event) and its summary, from the run's trace files."""
+    from station.store import write_parquet
+
+    read = {k: (run_dir / f).read_text(errors="replace") if (run_dir / f).exists() else ""
+            for k, f in TRACE_FILES.items()}
+    trace = tracefs.parse(read["text"], read["raw"], read["ids"])
+    result = decompose(records, trace, own_name, stats_overrun(read["stats"]))
+    write_parquet(result.events, run_dir / "decomposition.parquet")
+    summary = result.summary()
+    (run_dir / "decomposition.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+# ---- the report's view of a run ---------------------------------------------------------------
+LARGEST = 10  # events in the largest-events table, per run
+CULPRITS = 8  # what ran, per stage, in the credited table
+NAMED_SHARE = 0.1  # a culprit is named for an event when it holds this share of its stage
+
+
+def _stage_stats(ns: np.ndarray) -> dict[str, float | None]:
+    if not len(ns):
+        return {"median_ns": None, "p99_ns": None, "max_ns": None, "mean_ns": None}
+    return {"median_ns": float(np.median(ns)), "p99_ns": float(np.percentile(ns, 99)),
+            "max_ns": float(ns.max()), "mean_ns": float(ns.mean())}
+
+
+def _named(credits: dict[str, int], stage_ns: int) -> list[tuple[str, int]]:
+    """What ran in a stage, largest first: what holds NAMED_SHARE of it (the largest always)."""
+    ranked = sorted(credits.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [(label, ns) for i, (label, ns) in enumerate(ranked) if i == 0 or ns >= NAMED_SHARE * stage_ns][:3]
+
+
+def explain(stages: dict[str, int], credits: dict[str, dict[str, int]], medians: dict[str, float],
+            cpu: int | None) -> str:
+    """One event in words: the stage that grew most over its median, and what ran in it."""
+    grown = max(STAGES, key=lambda s: (stages[s] - medians.get(s, 0.0), s == "delivery"))
+    named = _named(credits.get(grown, {}), stages[grown])
+    where = f" on CPU {cpu}" if cpu is not None else ""
+    head = f"{stages[grown] / 1e3:.1f} µs in {grown} ({STAGE_TEXT[grown]}; median {medians.get(grown, 0) / 1e3:.1f})"
+    if not named:
+        return head
+    label, ns = named[0]
+    if label.startswith("nothing traced"):
+        what = (f"{ns / 1e3:.1f} µs before the IRQ reached the kernel with no handler, softirq or NMI traced"
+                f"{where}: firmware, SMI, a hypervisor or IRQs off in untraced code")
+    else:
+        what = f"{label} ran {ns / 1e3:.1f} µs"
+    more = "".join(f"; {lab} {n / 1e3:.1f} µs" for lab, n in named[1:])
+    return f"{head}: {what}{more}"
+
+
+def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> dict[str, Any] | None:
+    """report["runs"][i]["decomposition"] of a traced run (None if it was not traced)."""
+    summary_file = run_dir / "decomposition.json"
+    if not summary_file.exists():
+        return None
+    summary = json.loads(summary_file.read_text())
+    if summary.get("version") != VERSION and (run_dir / "sw.parquet").exists() and (run_dir / "trace.txt").exists():
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        summary = decompose_run(run_dir, pd.read_parquet(run_dir / "sw.parquet"), manifest["trace"]["handler"])
+    summary.pop("version", None)
+    frame = pd.read_parquet(run_dir / "decomposition.parquet") if (run_dir / "decomposition.parquet").exists() \
+        else pd.DataFrame(columns=list(EVENT_COLUMNS))
+    stages = {s: frame[f"{s}_ns"].to_numpy(np.int64) for s in STAGES}
+    t_sw = frame["t_sw_ns"].to_numpy(np.int64)
+    medians = {s: float(np.median(v)) if len(v) else 0.0 for s, v in stages.items()}
+    credits = [json.loads(c) for c in frame["credits"]]
+    totals: dict[str, dict[str, list[int]]] = {s: {} for s in STAGES}  # label -> [ns, events, top]
+    for row, c in zip(frame.itertuples(index=False), credits, strict=True):
+        for s in STAGES:
+            top = getattr(row, f"{s}_culprit")
+            for label, ns in c.get(s, {}).items():
+                t = totals[s].setdefault(label, [0, 0, 0])
+                t[0] += ns
+                t[1] += 1
+                t[2] += label == top
+    credited = {s: [{"label": label, "total_ns": t[0], "events": t[1], "largest_in": t[2]}
+                    for label, t in sorted(totals[s].items(), key=lambda kv: -kv[1][0])[:CULPRITS]]
+                for s in STAGES}
+
+    def event(i: int) -> dict[str, Any]:
+        row = frame.iloc[i]
+        st = {s: int(row[f"{s}_ns"]) for s in STAGES}
+        return {"seq": int(row["seq"]), "t_sw_ns": int(row["t_sw_ns"]), **{f"{s}_ns": st[s] for s in STAGES},
+                "culprits": [{"stage": s, "label": label, "ns": ns} for s in STAGES
+                             for label, ns in _named(credits[i].get(s, {}), st[s])],
+                "explanation": explain(st, credits[i], medians, cpu)}
+
+    order = np.argsort(-t_sw, kind="stable")
+    outliers = None
+    if sw_threshold_ns is not None:
+        above = np.flatnonzero(t_sw > sw_threshold_ns)
+        by: dict[tuple[str, str], int] = {}
+        for i in above.tolist():
+            e = event(i)
+            grown = max(STAGES, key=lambda s: (e[f"{s}_ns"] - medians[s], s == "delivery"))
+            first = next((c["label"] for c in e["culprits"] if c["stage"] == grown), "")
+            by[(grown, first)] = by.get((grown, first), 0) + 1
+        outliers = {"threshold_ns": float(sw_threshold_ns), "count": int(len(above)),
+                    "by_stage": [{"stage": s, "label": label, "events": n}
+                                 for (s, label), n in sorted(by.items(), key=lambda kv: -kv[1])]}
+    return {
+        **summary,
+        "events": int(summary["decomposed"] + sum(summary["not_decomposed"].values())),
+        "clock": "mono",
+        "stages": [{"stage": s, "text": STAGE_TEXT[s], **_stage_stats(stages[s])} for s in STAGES],
+        "sums_equal_t_sw": bool(np.array_equal(sum(stages.values()), t_sw)) if len(t_sw) else True,
+        "credited": credited,
+        "largest": [event(i) for i in order[:LARGEST].tolist()],
+        "outliers": outliers,
+    }
