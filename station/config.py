@@ -189,7 +189,8 @@ def _load_set_name(value: str) -> str:
 
 LoadSetName = Annotated[str, AfterValidator(_load_set_name)]
 # the station's own tracked reader and probes
-RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap", "gpio-responder", "simavr-harness", "rtla", "timerlat"}
+RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap", "gpio-responder", "simavr-harness", "rtla", "timerlat",
+                      "trace-toggle"}
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
 

@@ -43,6 +43,13 @@ class Written:
                           f"{name}: {args}")
         self.raw.append(f"{pid} 1 {ts} type: {IDS[name]}")
 
+    def mark(self, ts: int, word: str) -> None:
+        """A write to trace_marker, as module.trace_overhead's toggler makes them."""
+        usec = (ts + 500) // 1000
+        self.lines.append(f"           <...>-77      [001] ...1. {usec // 10**6:5d}.{usec % 10**6:06d}: "
+                          f"tracing_mark_write: irq-station:{word}")
+        self.raw.append(f"77 1 {ts} # ffffffff81498b1a irq-station:{word}")
+
     def lost(self, n: int) -> None:
         self.lines.append(f"CPU:1 [LOST {n} EVENTS]")
         self.raw.append(f"CPU:1 [LOST {n} EVENTS]")
@@ -281,3 +288,44 @@ def test_a_campaign_that_cannot_be_traced_is_refused_with_its_reason(tmp_path, f
     with pytest.raises(Exception, match=expected) as err:
         load_campaign(path)
     assert "c.yaml:" in str(err.value)
+
+
+def test_traced_and_untraced_blocks_come_from_the_marks_and_give_the_tracing_cost():
+    """module.trace_overhead: the toggler marks each switch in the trace; an event wholly inside an
+    untraced block is the reference, one caught while the events were switched is in neither."""
+    w = Written()
+    ms = 1_000_000
+    w.mark(10 * ms, "traced")
+    rows = []
+    truth = {"traced": [], "untraced": []}
+    seq = 0
+    for block in range(4):  # traced, untraced, traced, untraced: 100 ms each, an event every ms
+        start = (10 + 100 * block) * ms
+        kind = "traced" if block % 2 == 0 else "untraced"
+        for k in range(5, 95):
+            t_write = start + k * ms
+            lat = (20_000 if kind == "traced" else 12_000) + (k % 7) * 1_000  # tracing adds 8 µs
+            rows.append((seq, t_write, lat))
+            if kind == "traced":
+                w.event(t_write + lat - 2_000, "irq_handler_entry", "irq=7 name=lpt_latency")
+                w.event(t_write + lat + 5_000, "irq_handler_exit", "irq=7 ret=handled")
+            truth[kind].append(lat)
+            seq += 1
+        rows.append((seq, start + 99 * ms, 1_500_000))  # spans the switch: in neither block
+        seq += 1
+        if kind == "traced":
+            w.mark(start + 100 * ms, "untracing")
+            w.mark(start + 100 * ms + 300_000, "untraced")
+        else:
+            w.mark(start + 100 * ms, "tracing")
+            w.mark(start + 100 * ms + 300_000, "traced")
+    w.event(500 * ms, "local_timer_entry", "vector=236")
+    trace = w.parsed()
+    assert trace.resolution_ns == 1  # the marks' raw lines ("# <ip> <text>") are read too
+    got = dec.decompose(_records(rows), trace, "lpt_latency", block_s=0.1)
+    cost = got.overhead
+    assert cost["traced"]["count"] == len(truth["traced"]) == len(got.events)
+    assert cost["untraced"]["count"] == len(truth["untraced"])
+    assert got.not_decomposed == {dec.REASON_UNTRACED: len(truth["untraced"]), dec.REASON_TRANSITION: 4}
+    assert cost["median_added_ns"] == pytest.approx(8_000)
+    assert cost["traced"]["median_ns"] == pytest.approx(float(pd.Series(truth["traced"]).median()))

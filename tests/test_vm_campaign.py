@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from station.kinds.module import decomposition as dec
 from tests.conftest import REPO, run_station
 from tests.conftest import free_port as _free_port
 
@@ -126,9 +127,9 @@ def _traced_injector(mode: str) -> str:
 
 def _traced_campaign(vm, tmp_path: Path, name: str, modes: list[str], threaded: bool) -> tuple[Path, dict]:
     cfg = yaml.safe_load(Path(_config(vm, tmp_path, interfaces=["lpt"], variants=["no-inb"], loads=modes,
-                                      samples=2000, cpu=1)).read_text())
+                                      samples=3000, cpu=1)).read_text())
     cfg["matrix"]["module_params"]["lpt"]["threaded"] = int(threaded)
-    cfg["module"] = {"trace": True}
+    cfg["module"] = {"trace": True, "trace_overhead": True, "trace_block": "500ms"}
     cfg["loads"] = {mode: [{"name": f"{mode}-injector", "command": _traced_injector(mode)}] for mode in modes}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -171,7 +172,9 @@ def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> 
     events = pd.read_parquet(run_dir / "decomposition.parquet").set_index("seq")
     d = run["decomposition"]
     assert d["resolution_ns"] == 1 and d["sums_equal_t_sw"] is True
-    assert d["decomposed"] >= 0.95 * len(records), d["not_decomposed"]
+    # every event is decomposed, or in an untraced block or a switch between blocks (trace_overhead)
+    assert set(d["not_decomposed"]) <= {dec.REASON_UNTRACED, dec.REASON_TRANSITION}, d["not_decomposed"]
+    assert d["decomposed"] >= 0.3 * len(records), d
     latency = dict(zip(records["seq"].tolist(), records["latency_ns"].tolist(), strict=True))
     assert all(latency[s] == row.t_sw_ns == row.delivery_ns + row.dispatch_ns for s, row in events.iterrows())
 
@@ -196,11 +199,43 @@ def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> 
             assert any(c["stage"] == stage and culprit(c["label"]) for c in event["culprits"]), event
 
 
+def _check_overhead(run_dir: Path, run: dict, record_property) -> None:  # noqa: ANN001
+    """The tracing cost from the toggler's own marks (their raw lines: nanoseconds), read here: the
+    events wholly inside traced and untraced blocks, counted and their medians taken by the test."""
+    marks = []
+    for line in (run_dir / "trace_raw.txt").read_text().splitlines():
+        fields = line.split()
+        if len(fields) == 6 and fields[3] == "#" and fields[5].startswith("irq-station:"):
+            marks.append((int(fields[2]), fields[5].removeprefix("irq-station:")))
+    assert [w for _, w in marks[:4]] == ["traced", "untracing", "untraced", "tracing"], marks[:4]
+    last = int((run_dir / "trace_raw.txt").read_text().split("\n")[-2].split()[2])
+    spans = {"traced": [], "untraced": []}
+    for k, (ts, word) in enumerate(marks):
+        if word in spans:
+            spans[word].append((ts, marks[k + 1][0] if k + 1 < len(marks) else last))
+    records = np.fromfile(run_dir / "sw.raw", RECORD)
+    records = records[(records["flags"] & 0x2) == 0]
+    t_write = records["t_write_ns"].astype(np.int64)
+    t_irq = t_write + records["latency_ns"]
+    got = run["decomposition"]["overhead"]
+    for kind, blocks in spans.items():
+        inside = np.zeros(len(records), bool)
+        for a, b in blocks:
+            inside |= (t_write >= a) & (t_irq <= b)
+        lat = records["latency_ns"][inside]
+        assert got[kind]["count"] == len(lat) > 100, (kind, got, len(lat))
+        assert got[kind]["median_ns"] == float(np.median(lat))
+    record_property("tracing cost", f"median {got['median_added_ns'] / 1e3:+.1f} µs, p99 "
+                    f"{got['p99_added_ns'] / 1e3:+.1f} µs ({got['traced']['count']} traced, "
+                    f"{got['untraced']['count']} untraced events)")
+
+
 def test_a_traced_run_puts_each_injected_hold_in_its_stage_with_its_culprit(vm, tmp_path, record_property):
     """A hard handler: the module's timer writes, the injector's hrtimer runs before the IRQ is
     taken: the hold is in delivery, under the injector's callback's name."""
     out, report = _traced_campaign(vm, tmp_path, "hard", ["hrtimer"], threaded=False)
     [run] = report["runs"]
     _check_traced_run(vm, out, run, "delivery", record_property)
+    _check_overhead(out / "runs" / run["id"], run, record_property)
     html = (out / "report.html").read_text()
-    assert "Where t_SW went" in html and "What made it large" in html
+    assert "Where t_SW went" in html and "What made it large" in html and "What tracing cost" in html

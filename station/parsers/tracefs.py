@@ -24,7 +24,8 @@ LINE = re.compile(
     r"(?P<sec>\d+)\.(?P<frac>\d{1,9}):\s+(?P<event>\w+):\s?(?P<args>.*)$"
 )
 LOST = re.compile(r"CPU:?\s*\d+\s*\[LOST (\d+) EVENTS\]")
-_RAW = re.compile(r"^(?P<pid>\d+) (?P<cpu>\d+) (?P<ns>\d+) type: (?P<type>\d+)$")
+_RAW = re.compile(r"^(?P<pid>\d+) (?P<cpu>\d+) (?P<ns>\d+) (?:type: (?P<type>\d+)|# [0-9a-f]+ .*)$")
+MARKER_EVENT = "tracing_mark_write"  # a write to trace_marker: its raw form is "# <ip> <text>", no type id
 _ID = re.compile(r"^(?:.*/)?(?P<system>\w+)/(?P<event>\w+)/id:(?P<id>\d+)$")
 MAX_TS_NS = 1 << 63
 
@@ -92,17 +93,18 @@ def parse(text: str, raw: str = "", ids: str = "") -> TraceEvents:
         got.note = "no raw form of the trace was read: times at the printed microsecond"
         return got
     names = _event_ids(ids)
-    stamps: list[tuple[int, int]] = []
+    stamps: list[tuple[int, int | None]] = []
     for line in raw.splitlines():
         if m := _RAW.match(line.strip()):
-            stamps.append((int(m["ns"]), int(m["type"])))
+            stamps.append((int(m["ns"]), int(m["type"]) if m["type"] is not None else None))
     if len(stamps) != len(got.events):
         got.note = (f"the raw form has {len(stamps)} events and the printed one {len(got.events)} "
                     "(read apart while the buffer changed?): times at the printed microsecond")
         return got
     exact = []
     for event, (ns, type_id) in zip(got.events, stamps, strict=True):
-        if names.get(type_id) != event.name or abs(ns - event.ts_ns) >= 1000 or ns >= MAX_TS_NS:
+        name = names.get(type_id) if type_id is not None else MARKER_EVENT
+        if name != event.name or abs(ns - event.ts_ns) >= 1000 or ns >= MAX_TS_NS:
             got.note = (f"the raw form's event at {ns} ns (type {type_id}: {names.get(type_id, 'unknown')}) is "
                         f"not the printed {event.name} at {event.ts_ns} ns: times at the printed microsecond")
             return got

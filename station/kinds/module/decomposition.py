@@ -47,6 +47,9 @@ REASON_BEFORE = "before the trace's oldest event (the buffer overflowed, or the 
 REASON_AFTER = "after the trace's last event"
 REASON_LOST = "the trace lost events in its window"
 REASON_NO_ENTRY = "no kernel entry of the module's IRQ traced between its write and its timestamp"
+REASON_UNTRACED = "in an untraced block (module.trace_overhead's reference)"
+REASON_TRANSITION = "while module.trace_overhead turned the events off or on"
+MARKER = "irq-station:"  # station.target.irqtrace.MARKER: the toggler's marks
 
 
 @dataclass
@@ -193,6 +196,44 @@ def timeline(trace: tracefs.TraceEvents, own_name: str) -> Timeline:
     return tl
 
 
+def blocks(trace: tracefs.TraceEvents) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """module.trace_overhead's blocks from its marks: (traced, untraced) spans, None without marks.
+    A traced block runs from a `traced` mark to the next `untracing` (or the trace's end), an
+    untraced one from `untraced` to the next `tracing`; in between the events were being switched."""
+    marks = [(e.ts_ns, e.args.strip()[len(MARKER):]) for e in trace.events
+             if e.name == tracefs.MARKER_EVENT and e.args.strip().startswith(MARKER)]
+    if not marks:
+        return None
+    end = trace.events[-1].ts_ns
+    traced: list[tuple[int, int]] = []
+    untraced: list[tuple[int, int]] = []
+    for k, (ts, word) in enumerate(marks):
+        following = marks[k + 1][0] if k + 1 < len(marks) else end
+        if word == "traced":
+            traced.append((ts, following))
+        elif word == "untraced":
+            untraced.append((ts, following))
+    return traced, untraced
+
+
+def _within(spans: list[tuple[int, int]], a: int, b: int) -> bool:
+    k = bisect.bisect_right([s for s, _ in spans], a) - 1
+    return k >= 0 and spans[k][0] <= a and b <= spans[k][1]
+
+
+def overhead(t_sw: np.ndarray, traced: np.ndarray, untraced: np.ndarray, block_s: float | None) -> dict[str, Any]:
+    """t_SW in the traced and the untraced blocks, side by side."""
+    def stats(ns: np.ndarray) -> dict[str, Any]:
+        if not len(ns):
+            return {"count": 0, "median_ns": None, "p99_ns": None}
+        return {"count": int(len(ns)), "median_ns": float(np.median(ns)), "p99_ns": float(np.percentile(ns, 99))}
+
+    a, b = stats(t_sw[traced]), stats(t_sw[untraced])
+    diff = (a["median_ns"] - b["median_ns"]) if a["count"] and b["count"] else None
+    p99 = (a["p99_ns"] - b["p99_ns"]) if a["count"] and b["count"] else None
+    return {"block_s": block_s, "traced": a, "untraced": b, "median_added_ns": diff, "p99_added_ns": p99}
+
+
 @dataclass
 class Decomposition:
     events: pd.DataFrame  # one row per decomposed event (columns: EVENT_COLUMNS)
@@ -203,9 +244,11 @@ class Decomposition:
     overrun: int
     first_ns: int | None
     last_ns: int | None
+    overhead: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
-        return {"version": VERSION, "decomposed": len(self.events), "not_decomposed": self.not_decomposed,
+        return {"version": VERSION, "overhead": self.overhead, "decomposed": len(self.events),
+                "not_decomposed": self.not_decomposed,
                 "resolution_ns": self.resolution_ns, "resolution_note": self.note,
                 "trace_lost_events": self.lost_events, "trace_overrun": self.overrun,
                 "trace_first_ns": self.first_ns, "trace_last_ns": self.last_ns}
@@ -215,8 +258,10 @@ EVENT_COLUMNS = ("seq", "t_write_ns", "t_sw_ns", "delivery_ns", "dispatch_ns", "
                  "delivery_culprit_ns", "dispatch_culprit", "dispatch_culprit_ns", "credits")
 
 
-def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, overrun: int = 0) -> Decomposition:
-    """Every own record of a run (sw.parquet's columns) against the trace of the measured CPU."""
+def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, overrun: int = 0,
+              block_s: float | None = None) -> Decomposition:
+    """Every own record of a run (sw.parquet's columns) against the trace of the measured CPU;
+    with module.trace_overhead's marks, the untraced blocks' events are its reference instead."""
     own = records[(records["flags"].to_numpy() & 0x0002) == 0] if "flags" in records else records
     seqs = own["seq"].to_numpy(np.int64)
     t_write = own["t_write_ns"].to_numpy(np.int64)
@@ -226,20 +271,28 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
     last = trace.events[-1].ts_ns if trace.events else None
     reasons: dict[str, int] = {}
     rows: list[tuple] = []
-    for seq, tw, lat in zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True):
+    spans = blocks(trace)
+    in_traced = np.zeros(len(seqs), bool)
+    in_untraced = np.zeros(len(seqs), bool)
+    for k, (seq, tw, lat) in enumerate(zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True)):
         t_irq = tw + lat
-        why = None
+        entry = None
+        if spans is not None and first is not None and first <= tw and t_irq <= last:
+            in_traced[k], in_untraced[k] = _within(spans[0], tw, t_irq), _within(spans[1], tw, t_irq)
         if first is None or tw < first:
             why = REASON_BEFORE
         elif t_irq > last:
             why = REASON_AFTER
+        elif in_untraced[k]:
+            why = REASON_UNTRACED
+        elif spans is not None and not in_traced[k]:
+            why = REASON_TRANSITION
         elif tl.loses_events_in(tw, t_irq):
             why = REASON_LOST
         else:
-            k = bisect.bisect_right(tl.own_entries, t_irq) - 1
-            entry = tl.own_entries[k] if k >= 0 else None
-            if entry is None or entry < tw:
-                why = REASON_NO_ENTRY
+            k_entry = bisect.bisect_right(tl.own_entries, t_irq) - 1
+            entry = tl.own_entries[k_entry] if k_entry >= 0 else None
+            why = REASON_NO_ENTRY if entry is None or entry < tw else None
         if why is not None:
             reasons[why] = reasons.get(why, 0) + 1
             continue
@@ -256,21 +309,23 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
                               "dispatch_ns": "int64", "delivery_culprit_ns": "int64",
                               "dispatch_culprit_ns": "int64", "delivery_culprit": "string",
                               "dispatch_culprit": "string", "credits": "string"})
-    return Decomposition(frame, reasons, trace.resolution_ns, trace.note, trace.lost_events, overrun, first, last)
+    cost = overhead(t_sw, in_traced, in_untraced, block_s) if spans is not None else None
+    return Decomposition(frame, reasons, trace.resolution_ns, trace.note, trace.lost_events, overrun, first, last,
+                         cost)
 
 
 # ---- a run directory's files -------------------------------------------------------------
 TRACE_FILES = {"text": "trace.txt", "raw": "trace_raw.txt", "ids": "trace_ids.txt", "stats": "trace.stats"}
 
 
-def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str) -> dict[str, Any]:
+def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str, block_s: float | None = None) -> dict[str, Any]:
     """decomposition.parquet (per event) and its summary, from the run's trace files."""
     from station.store import write_parquet
 
     read = {k: (run_dir / f).read_text(errors="replace") if (run_dir / f).exists() else ""
             for k, f in TRACE_FILES.items()}
     trace = tracefs.parse(read["text"], read["raw"], read["ids"])
-    result = decompose(records, trace, own_name, stats_overrun(read["stats"]))
+    result = decompose(records, trace, own_name, stats_overrun(read["stats"]), block_s)
     write_parquet(result.events, run_dir / "decomposition.parquet")
     summary = result.summary()
     (run_dir / "decomposition.json").write_text(json.dumps(summary, indent=1))
@@ -323,7 +378,8 @@ def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> 
     summary = json.loads(summary_file.read_text())
     if summary.get("version") != VERSION and (run_dir / "sw.parquet").exists() and (run_dir / "trace.txt").exists():
         manifest = json.loads((run_dir / "manifest.json").read_text())
-        summary = decompose_run(run_dir, pd.read_parquet(run_dir / "sw.parquet"), manifest["trace"]["handler"])
+        summary = decompose_run(run_dir, pd.read_parquet(run_dir / "sw.parquet"), manifest["trace"]["handler"],
+                                manifest["trace"].get("overhead_block_s"))
     summary.pop("version", None)
     frame = pd.read_parquet(run_dir / "decomposition.parquet") if (run_dir / "decomposition.parquet").exists() \
         else pd.DataFrame(columns=list(EVENT_COLUMNS))

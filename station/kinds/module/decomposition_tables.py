@@ -93,3 +93,25 @@ def largest_table(report: Mapping[str, Any]) -> Table | None:
                          f"{parts}.")
     return Table("decomposition_largest", "Largest events and where their time went (traced runs)", [
         "Run", "Event (seq)", "t_SW (µs)", "Delivery (µs)", "Dispatch (µs)", "What made it large"], rows, notes)
+
+
+def overhead_table(report: Mapping[str, Any]) -> Table | None:
+    rows = []
+    for r in _traced(report):
+        o = r["decomposition"].get("overhead")
+        if not isinstance(o, Mapping):
+            continue
+        sides = [o.get("traced") or {}, o.get("untraced") or {}]
+        rows.append([_t(r.get("id")), _n(f"{o['block_s']:g}" if o.get("block_s") else MISSING),
+                     *(_n(f"{count_text(x.get('count'))}: {us(x.get('median_ns'))} / {us(x.get('p99_ns'))}")
+                       for x in sides),
+                     _n(f"{us(o.get('median_added_ns'))} / {us(o.get('p99_added_ns'))}")])
+    if not rows:
+        return None
+    return Table("decomposition_overhead", "What tracing cost (module.trace_overhead)", [
+        "Run", "Block (s)", "Traced: events: median / p99 (µs)", "Untraced: events: median / p99 (µs)",
+        "Added by tracing: median / p99 (µs)"], rows, [
+        "The same run alternated traced and untraced blocks (the events turned off and on, each change marked in "
+        "the trace): t_SW of the events wholly inside each kind of block, same target, same load, interleaved in "
+        "time. The difference is what recording the trace added to the path measured; events caught while the "
+        "events were being switched are in neither."])

@@ -22,7 +22,7 @@ FIGURE_GROUPS = {
 }
 COMPARISONS = ("worst_case", "t_rw", "cross_interface_outliers")
 RUNS = ("runs", "capture", "scope_measurement", "pairing", "stats")
-DECOMPOSITION = ("decomposition", "decomposition_largest", "decomposition_credited")
+DECOMPOSITION = ("decomposition", "decomposition_overhead", "decomposition_largest", "decomposition_credited")
 
 
 def module_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:

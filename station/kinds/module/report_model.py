@@ -154,6 +154,24 @@ class DecompositionOutliers(Closed):
     by_stage: list[StageOutlier] = Field(description="per (stage that grew, what ran most in it): events")
 
 
+class OverheadSide(Closed):
+    """t_SW of the events that fell wholly inside one kind of block."""
+
+    count: int = Field(description="events")
+    median_ns: Float = Field(None, description="their median t_SW")
+    p99_ns: Float = Field(None, description="their 99th percentile")
+
+
+class TraceOverhead(Closed):
+    """module.trace_overhead: traced and untraced blocks alternated in the same run, same load."""
+
+    block_s: Float = Field(None, description="each block's length")
+    traced: OverheadSide
+    untraced: OverheadSide
+    median_added_ns: Float = Field(None, description="traced median − untraced median: what tracing added")
+    p99_added_ns: Float = Field(None, description="the same at the 99th percentile")
+
+
 class Decomposition(Closed):
     """module.trace: every own event's t_SW split into stages from the trace of the measured CPU
     (docs/decomposition.md)."""
@@ -174,6 +192,8 @@ class Decomposition(Closed):
         description="per stage, what ran in it over the run, largest total first (at most 8)")
     largest: list[DecomposedEvent] = Field(description="the run's largest t_SW events, split")
     outliers: DecompositionOutliers | None = Field(None, description="events above the run's robust threshold")
+    overhead: TraceOverhead | None = Field(None, description="what tracing cost (module.trace_overhead); null "
+                                           "when not measured")
 
 
 class ModuleRun(Closed):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +26,7 @@ from station.target import processes as proc_ctl
 from station.target.audit import interrupt_count
 
 STALL_S = 5.0  # no record for this long: the stream has stalled
+TOGGLER = "trace-toggle"  # module.trace_overhead's process on the target (a reserved load name)
 
 
 class ScopeFailure(MeasurementFailure):
@@ -91,6 +93,8 @@ class ModuleRun(Measurement):
         settings = getattr(ctx.campaign, "module", None)
         self.traced = bool(settings is not None and settings.trace)
         self.trace_buffer_kb = settings.trace_buffer_kb if settings is not None else 0
+        self.trace_block_s = settings.trace_block if settings is not None and settings.trace_overhead else None
+        self.toggler: proc_ctl.TrackedProcess | None = None
         self.tracing: irqtrace.TraceSession | None = None
         self.trace_events: list[str] = []
         self.trace_files = 0
@@ -174,6 +178,11 @@ class ModuleRun(Measurement):
         else:  # started but not yet tracked when the run was stopped
             await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir, proc_ctl.STREAM_NAME))
         try:
+            if self.toggler is not None:
+                self.toggler.conn = conn
+                await proc_ctl.stop_load(self.toggler)
+            elif self.trace_block_s is not None:  # started but not yet tracked
+                await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir, TOGGLER))
             if self.tracing is not None:  # before rmmod: the trace names the module's functions while it is loaded
                 await self._read_trace(conn)
         finally:
@@ -197,6 +206,11 @@ class ModuleRun(Measurement):
         session = irqtrace.TraceSession(root, cpu, target.work_dir, irqtrace.MODULE_EVENTS, self.trace_buffer_kb)
         self.tracing = session
         self.trace_events = await session.open(conn)
+        if self.trace_block_s is not None:  # on the traced CPU: the tracing_cpumask keeps its marks only
+            loop = session.toggle_command(self.trace_events, self.trace_block_s)
+            command = f"taskset -c {cpu} sh -c {shlex.quote(loop)}"
+            self.toggler = await settled(proc_ctl.start_load(conn, TOGGLER, command, target.work_dir,
+                                                             self.ctx.max_seconds, privileged=True, to_log=True))
 
     async def _read_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         assert self.tracing is not None
@@ -234,6 +248,7 @@ class ModuleRun(Measurement):
             "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
             **({"trace": {"clock": "mono", "cpu": self.ctx.campaign.matrix.cpu, "events": self.trace_events,
                           "buffer_kb": self.trace_buffer_kb, "read": self.trace_files > 0,
+                          "overhead_block_s": self.trace_block_s,
                           "handler": self.stem}} if self.traced else {}),
         }
 
@@ -248,7 +263,7 @@ class ModuleRun(Measurement):
     def conversions(self) -> list:
         fmt = self.ctx.campaign.matrix.format
 
-        traced, handler = self.traced, self.stem
+        traced, handler, block_s = self.traced, self.stem, self.trace_block_s
 
         def sw(run_dir: Path) -> dict[str, int]:
             frame = records.decode_file(run_dir / "sw.raw", fmt)
@@ -256,7 +271,7 @@ class ModuleRun(Measurement):
             if traced and (run_dir / "trace.txt").exists():
                 from station.kinds.module.decomposition import decompose_run
 
-                decompose_run(run_dir, frame, handler)
+                decompose_run(run_dir, frame, handler, block_s)
             return {"sw_records": len(frame)}
 
         def hw(run_dir: Path) -> dict[str, int]:

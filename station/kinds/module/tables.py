@@ -20,7 +20,7 @@ from station.formatting import (
     us,
     us_interval,
 )
-from station.kinds.module.decomposition_tables import credited_table, largest_table, stages_table
+from station.kinds.module.decomposition_tables import credited_table, largest_table, overhead_table, stages_table
 from station.report.tables import Cell, Table, _n, _t
 
 
@@ -386,5 +386,6 @@ def all_tables(report: Mapping[str, Any]) -> dict[str, Table]:
     """Tables in reading order, keyed by Table.key; absent parts are left out."""
     tables = [worst_case_table(report), trw_table(report), outliers_table(report),
               runs_table(report), capture_table(report), scope_measurement_table(report), pairing_table(report),
-              stats_table(report), stages_table(report), credited_table(report), largest_table(report)]
+              stats_table(report), stages_table(report), overhead_table(report), credited_table(report),
+              largest_table(report)]
     return {t.key: t for t in tables if t is not None}
