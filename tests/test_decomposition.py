@@ -65,8 +65,8 @@ def _records(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
 
 
 # ---- the reader ------------------------------------------------------------------------------
-def _fixture() -> tuple[str, str, str]:
-    base = FIXTURES / "lpt-edu-6.1"
+def _fixture(name: str = "lpt-edu-6.1") -> tuple[str, str, str]:
+    base = FIXTURES / name
     return tuple(Path(f"{base}.{part}.txt").read_text() for part in ("trace", "trace_raw", "trace_ids"))
 
 
@@ -234,11 +234,16 @@ def test_a_context_whose_exit_was_not_traced_ends_where_the_trace_says_no_irq_ru
     assert credits["delivery"] == {"hrtimer lpt_tick": 5_000, "nothing traced (idle running)": 20_000}
 
 
-def test_the_real_trace_splits_every_record_of_its_window_exactly():
-    text, raw, ids = _fixture()
-    records = pd.read_csv(FIXTURES / "lpt-edu-6.1.records.csv")
-    got = dec.decompose(records, tracefs.parse(text, raw, ids), "lpt_latency")
-    assert got.not_decomposed == {} and len(got.events) == len(records) == 20
+@pytest.mark.parametrize(("name", "events"), [("lpt-edu-6.1", 20), ("lpt-hrtimer-6.1-rt", 16)])
+def test_the_real_trace_splits_every_record_of_its_window_exactly(name, events):
+    text, raw, ids = _fixture(name)
+    records = pd.read_csv(FIXTURES / f"{name}.records.csv")
+    trace = tracefs.parse(text, raw, ids)
+    # the hardirq/softirq letter where the header puts it (PREEMPT_RT adds two columns)
+    assert {e.context for e in trace.events if e.name in ("irq_handler_entry", "hrtimer_expire_entry")} <= {"h", "H"}
+    assert {e.context for e in trace.events if e.name == "sched_switch"} == {"."}
+    got = dec.decompose(records, trace, "lpt_latency")
+    assert got.not_decomposed == {} and len(got.events) == len(records) == events
     assert (got.events["delivery_ns"] + got.events["dispatch_ns"] == records["latency_ns"]).all()
     for row in got.events.itertuples():
         credits = json.loads(row.credits)

@@ -163,7 +163,7 @@ def _injected(vm, run_dir: Path, mode: str) -> tuple[np.ndarray, list[tuple[int,
     return records, injected
 
 
-def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> None:  # noqa: ANN001
+def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> None:  # noqa: ANN001 - a VirtualMachine
     """Every event's stages sum to its record's t_SW; ≥ 95 % of the events a hold fell in have that
     hold credited, by the injector's name, in the stage it must be in."""
     mode = run["load"]
@@ -228,14 +228,3 @@ def _check_overhead(run_dir: Path, run: dict, record_property) -> None:  # noqa:
     record_property("tracing cost", f"median {got['median_added_ns'] / 1e3:+.1f} µs, p99 "
                     f"{got['p99_added_ns'] / 1e3:+.1f} µs ({got['traced']['count']} traced, "
                     f"{got['untraced']['count']} untraced events)")
-
-
-def test_a_traced_run_puts_each_injected_hold_in_its_stage_with_its_culprit(vm, tmp_path, record_property):
-    """A hard handler: the module's timer writes, the injector's hrtimer runs before the IRQ is
-    taken: the hold is in delivery, under the injector's callback's name."""
-    out, report = _traced_campaign(vm, tmp_path, "hard", ["hrtimer"], threaded=False)
-    [run] = report["runs"]
-    _check_traced_run(vm, out, run, "delivery", record_property)
-    _check_overhead(out / "runs" / run["id"], run, record_property)
-    html = (out / "report.html").read_text()
-    assert "Where t_SW went" in html and "What made it large" in html and "What tracing cost" in html

@@ -26,6 +26,8 @@ LINE = re.compile(
 LOST = re.compile(r"CPU:?\s*\d+\s*\[LOST (\d+) EVENTS\]")
 _RAW = re.compile(r"^(?P<pid>\d+) (?P<cpu>\d+) (?P<ns>\d+) (?:type: (?P<type>\d+)|# [0-9a-f]+ .*)$")
 MARKER_EVENT = "tracing_mark_write"  # a write to trace_marker: its raw form is "# <ip> <text>", no type id
+_COLUMN = re.compile(r"^#.*=>\s*(?P<name>\S.*?)\s*$")  # a flags column's line in the header
+CONTEXT_COLUMN = "hardirq/softirq"
 _ID = re.compile(r"^(?:.*/)?(?P<system>\w+)/(?P<event>\w+)/id:(?P<id>\d+)$")
 MAX_TS_NS = 1 << 63
 
@@ -41,7 +43,9 @@ class Event:
     args: str  # its printed fields
     comm: str
     pid: int
-    context: str = ""  # the flags column's context letter: h/H hard IRQ, s softirq, z NMI, . none ("": unknown)
+    # the flags' hardirq/softirq letter (its column from the header: PREEMPT_RT adds columns before it):
+    # h/H hard IRQ, s softirq, z NMI, . none ("": unknown)
+    context: str = ""
 
 
 @dataclass
@@ -59,8 +63,11 @@ class TraceEvents:
 
 def _printed(text: str) -> TraceEvents:
     got = TraceEvents()
+    columns: list[str] = []  # the flags columns the header names, in order (PREEMPT_RT has more)
     for line in text.splitlines():
         if line.startswith("#"):
+            if m := _COLUMN.match(line):
+                columns.append(m["name"])
             continue
         if lost := LOST.search(line):
             got.lost.append((len(got.events), int(lost.group(1))))
@@ -72,7 +79,8 @@ def _printed(text: str) -> TraceEvents:
         if ts >= MAX_TS_NS:
             continue
         flags = m["flags"] or ""
-        got.events.append(Event(ts, m["event"], m["args"], m["comm"], int(m["pid"]), flags[2:3]))
+        at = columns.index(CONTEXT_COLUMN) if CONTEXT_COLUMN in columns else 2
+        got.events.append(Event(ts, m["event"], m["args"], m["comm"], int(m["pid"]), flags[at:at + 1]))
     return got
 
 
