@@ -217,3 +217,4 @@ def test_a_traced_run_puts_each_injected_hold_in_its_stage_with_its_culprit(gues
     _check_overhead(out / "runs" / run["id"], run, record_property)
     html = (out / "report.html").read_text()
     assert "Where t_SW went" in html and "What made it large" in html and "What tracing cost" in html
+
