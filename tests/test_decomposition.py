@@ -334,3 +334,24 @@ def test_traced_and_untraced_blocks_come_from_the_marks_and_give_the_tracing_cos
     assert got.not_decomposed == {dec.REASON_UNTRACED: len(truth["untraced"]), dec.REASON_TRANSITION: 4}
     assert cost["median_added_ns"] == pytest.approx(8_000)
     assert cost["traced"]["median_ns"] == pytest.approx(float(pd.Series(truth["traced"]).median()))
+
+
+def test_a_run_directory_is_split_summarised_and_drawn(tmp_path):
+    """decomposition.parquet at seal, then the report's summary and figure from it: the bands'
+    stages add up to their mean t_SW, and every decomposed event is in one band."""
+    from station.kinds.module.figures import stage_band_figures
+
+    text, raw, ids = _fixture("lpt-hrtimer-6.1-rt")
+    for part, content in (("trace.txt", text), ("trace_raw.txt", raw), ("trace_ids.txt", ids)):
+        (tmp_path / part).write_text(content)
+    records = pd.read_csv(FIXTURES / "lpt-hrtimer-6.1-rt.records.csv")
+    dec.decompose_run(tmp_path, records, "lpt_latency")
+    got = dec.summarise(tmp_path, sw_threshold_ns=float(records["latency_ns"].median()), cpu=1)
+    assert got["decomposed"] == got["events"] == 16 and got["sums_equal_t_sw"]
+    assert sum(b["events"] for b in got["bands"]) == 16
+    for band in got["bands"]:
+        assert band["delivery_mean_ns"] + band["dispatch_mean_ns"] == pytest.approx(band["t_sw_mean_ns"], rel=1e-12)
+    assert got["largest"][0]["t_sw_ns"] == records["latency_ns"].max()
+    assert got["outliers"]["count"] == int((records["latency_ns"] > records["latency_ns"].median()).sum())
+    [figure] = stage_band_figures({"runs": [{"id": "lpt-r0", "decomposition": got}]})
+    assert figure.kind == "stages" and "p99.9–p100" in figure.svg

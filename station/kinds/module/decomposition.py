@@ -334,6 +334,7 @@ def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str, block_s: 
 
 # ---- the report's view of a run ---------------------------------------------------------------
 LARGEST = 10  # events in the largest-events table, per run
+BANDS = ((0.0, 50.0), (50.0, 90.0), (90.0, 99.0), (99.0, 99.9), (99.9, 100.0))  # t_SW percentile bands
 CULPRITS = 8  # what ran, per stage, in the credited table
 NAMED_SHARE = 0.1  # a culprit is named for an event when it holds this share of its stage
 
@@ -409,6 +410,14 @@ def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> 
                 "explanation": explain(st, credits[i], medians, cpu)}
 
     order = np.argsort(-t_sw, kind="stable")
+    bands = []
+    ranked = order[::-1]  # ascending t_SW
+    for lo, hi in BANDS:
+        members = ranked[int(len(ranked) * lo / 100):int(len(ranked) * hi / 100)]  # a partition
+        if len(members):
+            bands.append({"from_pct": lo, "to_pct": hi, "events": int(len(members)),
+                          "t_sw_mean_ns": float(t_sw[members].mean()),
+                          **{f"{s}_mean_ns": float(stages[s][members].mean()) for s in STAGES}})
     outliers = None
     if sw_threshold_ns is not None:
         above = np.flatnonzero(t_sw > sw_threshold_ns)
@@ -429,5 +438,6 @@ def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> 
         "sums_equal_t_sw": bool(np.array_equal(sum(stages.values()), t_sw)) if len(t_sw) else True,
         "credited": credited,
         "largest": [event(i) for i in order[:LARGEST].tolist()],
+        "bands": bands,
         "outliers": outliers,
     }

@@ -114,7 +114,7 @@ def build_figures(report: Mapping[str, Any],
             "Software latency and scope pulse width of the same events."
             if len(series) == 2 else "Software latency only: no scope data for this run.",
             histogram_svg(series, title, name, xlabel=_what(series) + " (µs)")))
-    return overview + tails + scope + per_run
+    return overview + tails + scope + per_run + stage_band_figures(report)
 
 
 def _what(series: Sequence[Series]) -> str:
@@ -137,3 +137,36 @@ def _trw_caption(report: Mapping[str, Any], interface: str) -> str:
                 text += f" (95% CI {ci[0] / 1000:.3f} – {ci[1] / 1000:.3f} µs)"
             text += "."
     return text
+
+
+STAGE_COLOR = {"delivery": "#4c72b0", "dispatch": "#dd8452"}
+
+
+def stage_band_figures(report: Mapping[str, Any]) -> list[RenderedFigure]:
+    """Per traced run: the mean of each stage in t_SW percentile bands, stacked — where the tail's
+    extra time goes (docs/decomposition.md)."""
+    from station.report.figures import _new_axes, _to_svg, legend_outside
+
+    out = []
+    for r in report.get("runs") or []:
+        d = r.get("decomposition")
+        bands = (d or {}).get("bands") or []
+        if not bands:
+            continue
+        fig, ax = _new_axes(f"Where t_SW went, by percentile band: {r['id']}")
+        labels = [f"p{b['from_pct']:g}–p{b['to_pct']:g}\n({b['events']})" for b in bands]
+        left = [0.0] * len(bands)
+        for stage in ("delivery", "dispatch"):
+            widths = [b[f"{stage}_mean_ns"] / 1e3 for b in bands]
+            ax.barh(labels, widths, left=left, color=STAGE_COLOR[stage], label=stage)
+            left = [a + w for a, w in zip(left, widths, strict=True)]
+        ax.invert_yaxis()
+        ax.set_xlabel("mean time in the band (µs)")
+        legend_outside(fig, ax)
+        name = f"stages-{slug(r['id'])}"
+        out.append(RenderedFigure(name, "stages", f"Where t_SW went: {r['id']}",
+                                  "Traced run: the decomposed events in t_SW percentile bands (event counts in "
+                                  "brackets), each band's mean delivery (write → the kernel's IRQ entry) and "
+                                  "dispatch (entry → the handler's timestamp) stacked: their sum is the band's "
+                                  "mean t_SW.", _to_svg(fig, name)))
+    return out

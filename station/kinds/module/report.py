@@ -19,6 +19,7 @@ FIGURE_GROUPS = {
     "tail": "Tails: exceedance probability",
     "scope": "Oscilloscope: inb vs no-inb (t_rw)",
     "run": "Per run: software vs oscilloscope",
+    "stages": "Traced runs: where t_SW went",
 }
 COMPARISONS = ("worst_case", "t_rw", "cross_interface_outliers")
 RUNS = ("runs", "capture", "scope_measurement", "pairing", "stats")

@@ -172,6 +172,17 @@ class TraceOverhead(Closed):
     p99_added_ns: Float = Field(None, description="the same at the 99th percentile")
 
 
+class StageBand(Closed):
+    """The decomposed events between two t_SW percentiles, their stages' means (the figure's bars)."""
+
+    from_pct: float
+    to_pct: float
+    events: int
+    t_sw_mean_ns: float
+    delivery_mean_ns: float
+    dispatch_mean_ns: float
+
+
 class Decomposition(Closed):
     """module.trace: every own event's t_SW split into stages from the trace of the measured CPU
     (docs/decomposition.md)."""
@@ -191,6 +202,8 @@ class Decomposition(Closed):
     credited: dict[Literal["delivery", "dispatch"], list[Credited]] = Field(
         description="per stage, what ran in it over the run, largest total first (at most 8)")
     largest: list[DecomposedEvent] = Field(description="the run's largest t_SW events, split")
+    bands: list[StageBand] = Field(default_factory=list, description="t_SW percentile bands (0–50, 50–90, "
+                                   "90–99, 99–99.9, 99.9–100) and their stages' means")
     outliers: DecompositionOutliers | None = Field(None, description="events above the run's robust threshold")
     overhead: TraceOverhead | None = Field(None, description="what tracing cost (module.trace_overhead); null "
                                            "when not measured")
