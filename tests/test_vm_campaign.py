@@ -119,14 +119,16 @@ RECORD = np.dtype([("magic", "<u4"), ("version", "<u2"), ("flags", "<u2"), ("seq
 
 
 def _traced_injector(mode: str) -> str:
-    """The injector as a load, its log of the holds copied out before it is unloaded."""
+    """The injector as a load, its log of the holds copied out before it is unloaded (a file per
+    load process: each run of the campaign loads its own)."""
     return (f"insmod {INJECTOR} mode={mode} cpu=1 period_us={HOLD['period_us']} hold_us={HOLD['hold_us']} "
-            f"|| exit 1; trap 'cat /proc/irqgap_inject_holds > /tmp/traced-holds-{mode}.txt; rmmod irqgap_inject; "
+            f"|| exit 1; trap 'cat /proc/irqgap_inject_holds > /tmp/traced-holds-{mode}-$$.txt; rmmod irqgap_inject; "
             "exit 0' TERM INT; while :; do sleep 1; done")
 
 
-def _traced_campaign(vm, tmp_path: Path, name: str, modes: list[str], threaded: bool) -> tuple[Path, dict]:
-    cfg = yaml.safe_load(Path(_config(vm, tmp_path, interfaces=["lpt"], variants=["no-inb"], loads=modes,
+def _traced_campaign(vm, tmp_path: Path, name: str, modes: list[str], threaded: bool,
+                     interfaces: tuple[str, ...] = ("lpt",)) -> tuple[Path, dict]:
+    cfg = yaml.safe_load(Path(_config(vm, tmp_path, interfaces=list(interfaces), variants=["no-inb"], loads=modes,
                                       samples=3000, cpu=1)).read_text())
     cfg["matrix"]["module_params"]["lpt"]["threaded"] = int(threaded)
     cfg["module"] = {"trace": True, "trace_overhead": True, "trace_block": "500ms"}
@@ -147,9 +149,11 @@ def _injected(vm, run_dir: Path, mode: str) -> tuple[np.ndarray, list[tuple[int,
     timestamp, on the module's CPU) with the nanoseconds it took from them."""
     from tests.test_interruptions_campaign import parse_hold_log
 
-    log = asyncio.run(_guest(vm, f"cat /tmp/traced-holds-{mode}.txt"))
-    (run_dir / "holds.txt").write_text(log)  # kept beside the run for a post-mortem
-    holds = [h for h in parse_hold_log(log).holds if h.cpu == 1]
+    holds = []  # every run's injector left its own log (one per load process): all of them
+    for name in asyncio.run(_guest(vm, f"ls /tmp/traced-holds-{mode}-*.txt")).split():
+        log = asyncio.run(_guest(vm, f"cat {name}"))
+        (run_dir / f"holds-{Path(name).stem}.txt").write_text(log)  # kept beside the run for a post-mortem
+        holds += [h for h in parse_hold_log(log).holds if h.cpu == 1]
     records = np.fromfile(run_dir / "sw.raw", RECORD)
     records = records[(records["flags"] & 0x2) == 0]  # the module's own IRQs
     starts = np.array([h.start_ns for h in holds], np.int64)
@@ -225,7 +229,7 @@ def _check_overhead(run_dir: Path, run: dict, record_property) -> None:  # noqa:
         lat = records["latency_ns"][inside]
         assert got[kind]["count"] == len(lat) > 100, (kind, got, len(lat))
         assert got[kind]["median_ns"] == float(np.median(lat))
-    record_property("tracing cost", f"median {got['median_added_ns'] / 1e3:+.1f} µs, p99 "
+    record_property(f"{run['id']} tracing cost", f"median {got['median_added_ns'] / 1e3:+.1f} µs, p99 "
                     f"{got['p99_added_ns'] / 1e3:+.1f} µs ({got['traced']['count']} traced, "
                     f"{got['untraced']['count']} untraced events)")
 

@@ -206,15 +206,17 @@ def test_a_wrapped_cyclictest_is_tracked_and_stops_on_term(guest):
 
 # -- a traced module run on both kernels (docs/decomposition.md) ----------------------------------
 def test_a_traced_run_puts_each_injected_hold_in_its_stage_with_its_culprit(guest, tmp_path, record_property):
-    """A hard handler (IRQF_NO_THREAD, so also on PREEMPT_RT): the module's timer writes, the
-    injector's hard hrtimer runs before the IRQ is taken: the hold is in delivery, under the
-    injector's callback's name; and what tracing cost, from the same run's untraced blocks."""
+    """A hard handler (IRQF_NO_THREAD, so also on PREEMPT_RT), the LPT module on QEMU's parallel port
+    and the PCIe module on its edu device: the module's timer writes, the injector's hard hrtimer runs
+    before the IRQ is taken: the hold is in delivery, under the injector's callback's name; and what
+    tracing cost, from the same run's untraced blocks."""
     from tests.test_vm_campaign import _check_overhead, _check_traced_run, _traced_campaign
 
-    out, report = _traced_campaign(guest, tmp_path, "hard", ["hrtimer"], threaded=False)
-    [run] = report["runs"]
-    _check_traced_run(guest, out, run, "delivery", record_property)
-    _check_overhead(out / "runs" / run["id"], run, record_property)
+    out, report = _traced_campaign(guest, tmp_path, "hard", ["hrtimer"], threaded=False, interfaces=("lpt", "pcie"))
+    assert {r["interface"] for r in report["runs"]} == {"lpt", "pcie"}
+    for run in report["runs"]:
+        _check_traced_run(guest, out, run, "delivery", record_property)
+        _check_overhead(out / "runs" / run["id"], run, record_property)
     html = (out / "report.html").read_text()
     assert "Where t_SW went" in html and "What made it large" in html and "What tracing cost" in html
 
