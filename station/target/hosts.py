@@ -127,7 +127,7 @@ class Target(Host):
         stopped = await proc_ctl.kill_recorded(conn, self.work_dir)
         unloaded, errors = await modules.unload_ours(conn)
         name = irqtrace.instance_name(self.work_dir)
-        if await irqtrace.remove_instance(conn, name):  # the detector's trace instance
+        if await irqtrace.remove_instance(conn, name):  # the station's trace instance (detector, traced module run)
             stopped.append(f"tracefs instance {name}")
         # a killed rtla's tracer (osnoise, timerlat)
         stopped += [f"tracefs instance {name}" for name in await rtla.remove_leftover(conn)]

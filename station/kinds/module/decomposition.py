@@ -33,6 +33,7 @@ import pandas as pd
 
 from station.parsers import tracefs
 from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
+from station.store import write_parquet
 
 VERSION = 1  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
 STAGES = ("delivery", "dispatch")
@@ -75,10 +76,22 @@ class Timeline:
         self.tasks.append(task)
 
     def credits(self, a: int, b: int, task_label: str) -> dict[str, int]:
-        """[a, b) by what ran: each label's nanoseconds (task time under task_label.format(task))."""
+        """[a, b) by what ran: each label's nanoseconds (task time under task_label.format(task));
+        an NMI takes its time from whatever it interrupted."""
+        out = self._segments(a, b, task_label)
+        for start, end, label in self.nmis:
+            lo, hi = max(a, start), min(b, end)
+            if hi <= lo:
+                continue
+            for under, ns in self._segments(lo, hi, task_label).items():
+                out[under] -= ns
+                if out[under] <= 0:
+                    del out[under]
+            out[label] = out.get(label, 0) + hi - lo
+        return out
+
+    def _segments(self, a: int, b: int, task_label: str) -> dict[str, int]:
         out: dict[str, int] = {}
-        if b <= a:
-            return out
         i = max(bisect.bisect_right(self.starts, a) - 1, 0)
         while i < len(self.starts) and self.starts[i] < b:
             end = self.starts[i + 1] if i + 1 < len(self.starts) else self.end_ns
@@ -87,23 +100,7 @@ class Timeline:
                 label = task_label.format(self.labels[i]) if self.tasks[i] else self.labels[i]
                 out[label] = out.get(label, 0) + hi - lo
             i += 1
-        for start, end, label in self.nmis:  # over everything: take the time from what it interrupted
-            lo, hi = max(a, start), min(b, end)
-            if hi <= lo:
-                continue
-            for under, ns in self.credits_plain(lo, hi, task_label).items():
-                out[under] -= ns
-                if out[under] <= 0:
-                    del out[under]
-            out[label] = out.get(label, 0) + hi - lo
         return out
-
-    def credits_plain(self, a: int, b: int, task_label: str) -> dict[str, int]:
-        nmis, self.nmis = self.nmis, []
-        try:
-            return self.credits(a, b, task_label)
-        finally:
-            self.nmis = nmis
 
     def loses_events_in(self, a: int, b: int) -> bool:
         return any(lo < b and a < hi for lo, hi in self.lost)
@@ -320,8 +317,6 @@ TRACE_FILES = {"text": "trace.txt", "raw": "trace_raw.txt", "ids": "trace_ids.tx
 
 def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str, block_s: float | None = None) -> dict[str, Any]:
     """decomposition.parquet (per event) and its summary, from the run's trace files."""
-    from station.store import write_parquet
-
     read = {k: (run_dir / f).read_text(errors="replace") if (run_dir / f).exists() else ""
             for k, f in TRACE_FILES.items()}
     trace = tracefs.parse(read["text"], read["raw"], read["ids"])

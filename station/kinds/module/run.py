@@ -97,7 +97,7 @@ class ModuleRun(Measurement):
         self.toggler: proc_ctl.TrackedProcess | None = None
         self.tracing: irqtrace.TraceSession | None = None
         self.trace_events: list[str] = []
-        self.trace_files = 0
+        self.trace_read = False
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -218,7 +218,7 @@ class ModuleRun(Measurement):
         for name, text in (("trace.txt", dump.text), ("trace_raw.txt", dump.raw), ("trace_ids.txt", dump.ids),
                            ("trace.stats", dump.stats)):
             self.trace_out[name].write(text, flush=True)
-        self.trace_files = 4
+        self.trace_read = True
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         m, p = self.ctx.campaign.matrix, self.ctx.progress
@@ -247,7 +247,7 @@ class ModuleRun(Measurement):
             **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
             "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
             **({"trace": {"clock": "mono", "cpu": self.ctx.campaign.matrix.cpu, "events": self.trace_events,
-                          "buffer_kb": self.trace_buffer_kb, "read": self.trace_files > 0,
+                          "buffer_kb": self.trace_buffer_kb, "read": self.trace_read,
                           "overhead_block_s": self.trace_block_s,
                           "handler": self.stem}} if self.traced else {}),
         }
