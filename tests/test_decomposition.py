@@ -296,8 +296,9 @@ def test_a_campaign_that_cannot_be_traced_is_refused_with_its_reason(tmp_path, f
 
 
 def test_traced_and_untraced_blocks_come_from_the_marks_and_give_the_tracing_cost():
-    """module.trace_overhead: the toggler marks each switch in the trace; an event wholly inside an
-    untraced block is the reference, one caught while the events were switched is in neither."""
+    """module.trace_overhead: the toggler marks each switch of the recording in the trace; an event
+    wholly inside an unrecorded block, with nothing of its window recorded, is the reference; one
+    caught while the recording was switched is in neither."""
     w = Written()
     ms = 1_000_000
     w.mark(10 * ms, "traced")
@@ -318,12 +319,12 @@ def test_traced_and_untraced_blocks_come_from_the_marks_and_give_the_tracing_cos
             seq += 1
         rows.append((seq, start + 99 * ms, 1_500_000))  # spans the switch: in neither block
         seq += 1
-        if kind == "traced":
+        if kind == "traced":  # recording stops just after the mark: a last event is still recorded
             w.mark(start + 100 * ms, "untracing")
-            w.mark(start + 100 * ms + 300_000, "untraced")
-        else:
-            w.mark(start + 100 * ms, "tracing")
-            w.mark(start + 100 * ms + 300_000, "traced")
+            w.event(start + 100 * ms + 200_000, "local_timer_entry", "vector=236")
+        else:  # and starts again just before the next
+            w.event(start + 100 * ms - 100_000, "local_timer_exit", "vector=236")
+            w.mark(start + 100 * ms, "traced")
     w.event(500 * ms, "local_timer_entry", "vector=236")
     trace = w.parsed()
     assert trace.resolution_ns == 1  # the marks' raw lines ("# <ip> <text>") are read too

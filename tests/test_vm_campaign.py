@@ -204,28 +204,36 @@ def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> 
 
 
 def _check_overhead(run_dir: Path, run: dict, record_property) -> None:  # noqa: ANN001
-    """The tracing cost from the toggler's own marks (their raw lines: nanoseconds), read here: the
-    events wholly inside traced and untraced blocks, counted and their medians taken by the test."""
-    marks = []
+    """The tracing cost from the toggler's own marks and the recorded events' nanoseconds (the raw
+    form, read here): events wholly inside a recorded block, and events inside an unrecorded block
+    with nothing of their window recorded, counted and their medians taken by the test."""
+    marks, recorded = [], []
     for line in (run_dir / "trace_raw.txt").read_text().splitlines():
         fields = line.split()
         if len(fields) == 6 and fields[3] == "#" and fields[5].startswith("irq-station:"):
             marks.append((int(fields[2]), fields[5].removeprefix("irq-station:")))
-    assert [w for _, w in marks[:4]] == ["traced", "untracing", "untraced", "tracing"], marks[:4]
-    last = int((run_dir / "trace_raw.txt").read_text().split("\n")[-2].split()[2])
-    spans = {"traced": [], "untraced": []}
+        elif len(fields) == 5 and fields[3] == "type:":
+            recorded.append(int(fields[2]))
+    assert [w for _, w in marks[:4]] == ["traced", "untracing", "traced", "untracing"], marks[:4]
+    recorded = np.array(recorded, np.int64)
+    last = int(recorded.max())
+    spans = {"traced": [], "untracing": []}
     for k, (ts, word) in enumerate(marks):
-        if word in spans:
-            spans[word].append((ts, marks[k + 1][0] if k + 1 < len(marks) else last))
+        spans[word].append((ts, marks[k + 1][0] if k + 1 < len(marks) else last))
     records = np.fromfile(run_dir / "sw.raw", RECORD)
     records = records[(records["flags"] & 0x2) == 0]
     t_write = records["t_write_ns"].astype(np.int64)
     t_irq = t_write + records["latency_ns"]
+    nothing = np.searchsorted(recorded, t_write, "left") == np.searchsorted(recorded, t_irq, "right")
     got = run["decomposition"]["overhead"]
-    for kind, blocks in spans.items():
+    for kind, word in (("traced", "traced"), ("untraced", "untracing")):
         inside = np.zeros(len(records), bool)
-        for a, b in blocks:
+        for a, b in spans[word]:
             inside |= (t_write >= a) & (t_irq <= b)
+        if kind == "untraced":
+            inside &= nothing
+        else:
+            assert not (inside & nothing).any()  # a recorded block records every event's entry
         lat = records["latency_ns"][inside]
         assert got[kind]["count"] == len(lat) > 100, (kind, got, len(lat))
         assert got[kind]["median_ns"] == float(np.median(lat))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from station.target.ssh import TargetConnection, TargetError
 
 INSTANCE_PREFIX = "irq-station-"
-MARKER = "irq-station:"  # the tracing-cost blocks' marks in the trace: traced, untracing, untraced, tracing
+MARKER = "irq-station:"  # the tracing-cost blocks' marks in the trace: traced, untracing
 BUFFER_KB = 16384  # on the measured CPU; the others get the minimum
 TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 EVENTS = ("irq", "irq_vectors", "nmi/nmi_handler", "sched/sched_switch")
@@ -113,20 +113,17 @@ class TraceSession:
     async def remove(self, conn: TargetConnection) -> None:
         await remove_instance(conn, self.name, self.root)
 
-    def toggle_command(self, events: list[str], block_s: float) -> str:
-        """A shell loop that alternates traced and untraced blocks of block_s (the tracing-cost
-        reference, docs/decomposition.md): it turns the events off and on again, and marks each
-        change in the trace itself (trace_marker), so the blocks' bounds are on the trace's clock.
-        Run it on the traced CPU: tracing_cpumask keeps the markers of that CPU only."""
+    def toggle_command(self, block_s: float) -> str:
+        """A shell loop that alternates recorded and unrecorded blocks of block_s (the tracing-cost
+        reference, docs/decomposition.md) by switching the instance's recording (tracing_on), each
+        switch marked in the trace itself (trace_marker: `untracing` before it stops, `traced` once it
+        records again), so the blocks are on the trace's clock. Not the events' enable files: turning
+        a tracepoint on or off patches kernel text on every CPU, which every block would repeat (and
+        which froze the emulated guest). Run it on the traced CPU: tracing_cpumask keeps its marks only."""
         i = shlex.quote(self.path)
-        files = " ".join(shlex.quote(f"{self.path}/events/{e}/enable") for e in events)
-
-        def mark(word: str) -> str:
-            return f"echo {MARKER}{word} > {i}/trace_marker"
-
-        return (f"{mark('traced')}; while :; do sleep {block_s:g}; {mark('untracing')}; "
-                f"for f in {files}; do echo 0 > $f; done; {mark('untraced')}; sleep {block_s:g}; "
-                f"{mark('tracing')}; for f in {files}; do echo 1 > $f; done; {mark('traced')}; done")
+        mark = f"echo {MARKER}{{}} > {i}/trace_marker"
+        return (f"{mark.format('traced')}; while :; do sleep {block_s:g}; {mark.format('untracing')}; "
+                f"echo 0 > {i}/tracing_on; sleep {block_s:g}; echo 1 > {i}/tracing_on; {mark.format('traced')}; done")
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,8 @@ REASON_BEFORE = "before the trace's oldest event (the buffer overflowed, or the 
 REASON_AFTER = "after the trace's last event"
 REASON_LOST = "the trace lost events in its window"
 REASON_NO_ENTRY = "no kernel entry of the module's IRQ traced between its write and its timestamp"
-REASON_UNTRACED = "in an untraced block (module.trace_overhead's reference)"
-REASON_TRANSITION = "while module.trace_overhead turned the events off or on"
+REASON_UNTRACED = "in an unrecorded block (module.trace_overhead's reference)"
+REASON_TRANSITION = "while module.trace_overhead switched the recording off or on"
 MARKER = "irq-station:"  # station.target.irqtrace.MARKER: the toggler's marks
 
 
@@ -194,9 +194,10 @@ def timeline(trace: tracefs.TraceEvents, own_name: str) -> Timeline:
 
 
 def blocks(trace: tracefs.TraceEvents) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
-    """module.trace_overhead's blocks from its marks: (traced, untraced) spans, None without marks.
-    A traced block runs from a `traced` mark to the next `untracing` (or the trace's end), an
-    untraced one from `untraced` to the next `tracing`; in between the events were being switched."""
+    """module.trace_overhead's blocks from its marks: (recorded, unrecorded) spans, None without
+    marks. A recorded block runs from a `traced` mark to the next `untracing`; an unrecorded one
+    from `untracing` to the next `traced` (recording stops just after the first and starts again
+    just before the second: decompose() tells the events in between by the trace having none)."""
     marks = [(e.ts_ns, e.args.strip()[len(MARKER):]) for e in trace.events
              if e.name == tracefs.MARKER_EVENT and e.args.strip().startswith(MARKER)]
     if not marks:
@@ -208,7 +209,7 @@ def blocks(trace: tracefs.TraceEvents) -> tuple[list[tuple[int, int]], list[tupl
         following = marks[k + 1][0] if k + 1 < len(marks) else end
         if word == "traced":
             traced.append((ts, following))
-        elif word == "untraced":
+        elif word == "untracing":
             untraced.append((ts, following))
     return traced, untraced
 
@@ -269,13 +270,17 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
     reasons: dict[str, int] = {}
     rows: list[tuple] = []
     spans = blocks(trace)
+    recorded = [e.ts_ns for e in trace.events if e.name != tracefs.MARKER_EVENT] if spans is not None else []
     in_traced = np.zeros(len(seqs), bool)
     in_untraced = np.zeros(len(seqs), bool)
     for k, (seq, tw, lat) in enumerate(zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True)):
         t_irq = tw + lat
         entry = None
         if spans is not None and first is not None and first <= tw and t_irq <= last:
-            in_traced[k], in_untraced[k] = _within(spans[0], tw, t_irq), _within(spans[1], tw, t_irq)
+            in_traced[k] = _within(spans[0], tw, t_irq)
+            # unrecorded: inside an unrecorded block, and the trace holds nothing of its window
+            in_untraced[k] = _within(spans[1], tw, t_irq) and \
+                bisect.bisect_left(recorded, tw) == bisect.bisect_right(recorded, t_irq)
         if first is None or tw < first:
             why = REASON_BEFORE
         elif t_irq > last:

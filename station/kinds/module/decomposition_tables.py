@@ -111,7 +111,8 @@ def overhead_table(report: Mapping[str, Any]) -> Table | None:
     return Table("decomposition_overhead", "What tracing cost (module.trace_overhead)", [
         "Run", "Block (s)", "Traced: events: median / p99 (µs)", "Untraced: events: median / p99 (µs)",
         "Added by tracing: median / p99 (µs)"], rows, [
-        "The same run alternated traced and untraced blocks (the events turned off and on, each change marked in "
-        "the trace): t_SW of the events wholly inside each kind of block, same target, same load, interleaved in "
-        "time. The difference is what recording the trace added to the path measured; events caught while the "
-        "events were being switched are in neither."])
+        "The same run alternated recorded and unrecorded blocks (the trace's recording switched off and on, each "
+        "switch marked in the trace): t_SW of the events wholly inside each kind of block, same target, same load, "
+        "interleaved in time. The difference is what recording the trace added to the path measured (the "
+        "tracepoints stay enabled in both: their call without a record is not in it); events caught while the "
+        "recording was switched are in neither."])

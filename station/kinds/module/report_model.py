@@ -155,7 +155,8 @@ class DecompositionOutliers(Closed):
 
 
 class OverheadSide(Closed):
-    """t_SW of the events that fell wholly inside one kind of block."""
+    """t_SW of the events that fell wholly inside one kind of block (unrecorded: nothing of their
+    window in the trace)."""
 
     count: int = Field(description="events")
     median_ns: Float = Field(None, description="their median t_SW")
@@ -163,7 +164,8 @@ class OverheadSide(Closed):
 
 
 class TraceOverhead(Closed):
-    """module.trace_overhead: traced and untraced blocks alternated in the same run, same load."""
+    """module.trace_overhead: recorded and unrecorded blocks alternated in the same run, same load
+    (the tracepoints enabled in both: the cost of recording)."""
 
     block_s: Float = Field(None, description="each block's length")
     traced: OverheadSide

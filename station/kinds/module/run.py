@@ -207,7 +207,7 @@ class ModuleRun(Measurement):
         self.tracing = session
         self.trace_events = await session.open(conn)
         if self.trace_block_s is not None:  # on the traced CPU: the tracing_cpumask keeps its marks only
-            loop = session.toggle_command(self.trace_events, self.trace_block_s)
+            loop = session.toggle_command(self.trace_block_s)
             command = f"taskset -c {cpu} sh -c {shlex.quote(loop)}"
             self.toggler = await settled(proc_ctl.start_load(conn, TOGGLER, command, target.work_dir,
                                                              self.ctx.max_seconds, privileged=True, to_log=True))

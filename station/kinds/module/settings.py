@@ -19,8 +19,8 @@ class ModuleSettings(Strict):
         65536, ge=1024, le=4 * 1024 * 1024, description="the trace buffer on the traced CPU, KiB: a run whose "
         "events outgrow it keeps only its latest part (the report counts the events before it as not decomposed)")
     trace_overhead: bool = Field(
-        False, description="measure what tracing costs: alternate traced and untraced blocks of trace_block during "
-        "each traced run (the events turned off and on, each change marked in the trace) and compare t_SW in the "
-        "two; the untraced blocks' events are not decomposed")
+        False, description="measure what recording the trace costs: alternate recorded and unrecorded blocks of "
+        "trace_block during each traced run (the instance's tracing_on switched, each switch marked in the trace) "
+        "and compare t_SW in the two; the unrecorded blocks' events are not decomposed")
     trace_block: Seconds((0.2, 60.0, "200 ms", "60 s")) = Field(
         1.0, description="the length of each traced and untraced block (trace_overhead)")
