@@ -337,6 +337,34 @@ def test_traced_and_untraced_blocks_come_from_the_marks_and_give_the_tracing_cos
     assert cost["traced"]["median_ns"] == pytest.approx(float(pd.Series(truth["traced"]).median()))
 
 
+def test_a_run_that_ends_in_an_unrecorded_block_keeps_its_last_events_as_reference():
+    """The toggler stopped while the recording was off (it is stopped before the trace is read): the
+    run's last events come after the trace's last event, inside the open unrecorded block: they are
+    the reference, not "after the trace"; without a final `untracing` mark they are after it."""
+    ms = 1_000_000
+    for last_word in ("untracing", "traced"):
+        w = Written()
+        w.mark(10 * ms, "traced")
+        rows = []
+        for k in range(5, 95):  # a traced block
+            t_write = 10 * ms + k * ms
+            rows.append((len(rows), t_write, 20_000))
+            w.event(t_write + 18_000, "irq_handler_entry", "irq=7 name=lpt_latency")
+            w.event(t_write + 25_000, "irq_handler_exit", "irq=7 ret=handled")
+        w.mark(110 * ms, last_word)
+        w.event(110 * ms + 200_000, "local_timer_entry", "vector=236")
+        after = [(len(rows) + k, 111 * ms + k * ms, 12_000) for k in range(30)]  # nothing recorded
+        got = dec.decompose(_records(rows + after), w.parsed(), "lpt_latency", block_s=0.1)
+        assert len(got.events) == 90
+        if last_word == "untracing":
+            assert got.not_decomposed == {dec.REASON_UNTRACED: 30}
+            assert got.overhead["untraced"]["count"] == 30
+            assert got.overhead["median_added_ns"] == pytest.approx(8_000)
+        else:
+            assert got.not_decomposed == {dec.REASON_AFTER: 30}
+            assert got.overhead["untraced"]["count"] == 0
+
+
 def test_a_run_directory_is_split_summarised_and_drawn(tmp_path):
     """decomposition.parquet at seal, then the report's summary and figure from it: the bands'
     stages add up to their mean t_SW, and every decomposed event is in one band."""

@@ -218,8 +218,10 @@ def _check_overhead(run_dir: Path, run: dict, record_property) -> None:  # noqa:
     recorded = np.array(recorded, np.int64)
     last = int(recorded.max())
     spans = {"traced": [], "untracing": []}
-    for k, (ts, word) in enumerate(marks):
-        spans[word].append((ts, marks[k + 1][0] if k + 1 < len(marks) else last))
+    for k, (ts, word) in enumerate(marks):  # the toggler may stop with the recording off: then
+        # its last unrecorded block runs to the end of the run
+        end = marks[k + 1][0] if k + 1 < len(marks) else last if word == "traced" else np.iinfo(np.int64).max
+        spans[word].append((ts, end))
     records = np.fromfile(run_dir / "sw.raw", RECORD)
     records = records[(records["flags"] & 0x2) == 0]
     t_write = records["t_write_ns"].astype(np.int64)

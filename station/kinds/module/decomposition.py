@@ -35,7 +35,7 @@ from station.parsers import tracefs
 from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
 from station.store import write_parquet
 
-VERSION = 1  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
+VERSION = 2  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
 STAGES = ("delivery", "dispatch")
 STAGE_TEXT = {"delivery": "write → kernel IRQ entry", "dispatch": "kernel IRQ entry → module timestamp"}
 LOST_LABEL = "(events lost by the trace)"
@@ -49,6 +49,7 @@ REASON_AFTER = "after the trace's last event"
 REASON_LOST = "the trace lost events in its window"
 REASON_NO_ENTRY = "no kernel entry of the module's IRQ traced between its write and its timestamp"
 REASON_UNTRACED = "in an unrecorded block (module.trace_overhead's reference)"
+OPEN_END = np.iinfo(np.int64).max  # where a last unrecorded block ends: with the run
 REASON_TRANSITION = "while module.trace_overhead switched the recording off or on"
 MARKER = "irq-station:"  # station.target.irqtrace.MARKER: the toggler's marks
 
@@ -197,7 +198,9 @@ def blocks(trace: tracefs.TraceEvents) -> tuple[list[tuple[int, int]], list[tupl
     """module.trace_overhead's blocks from its marks: (recorded, unrecorded) spans, None without
     marks. A recorded block runs from a `traced` mark to the next `untracing`; an unrecorded one
     from `untracing` to the next `traced` (recording stops just after the first and starts again
-    just before the second: decompose() tells the events in between by the trace having none)."""
+    just before the second: decompose() tells the events in between by the trace having none).
+    A last `untracing` block is open: the toggler is stopped before the trace is read, and if it
+    stopped with the recording off, the run's last events lie beyond the trace's last event."""
     marks = [(e.ts_ns, e.args.strip()[len(MARKER):]) for e in trace.events
              if e.name == tracefs.MARKER_EVENT and e.args.strip().startswith(MARKER)]
     if not marks:
@@ -206,7 +209,8 @@ def blocks(trace: tracefs.TraceEvents) -> tuple[list[tuple[int, int]], list[tupl
     traced: list[tuple[int, int]] = []
     untraced: list[tuple[int, int]] = []
     for k, (ts, word) in enumerate(marks):
-        following = marks[k + 1][0] if k + 1 < len(marks) else end
+        last = k + 1 == len(marks)
+        following = end if last and word == "traced" else OPEN_END if last else marks[k + 1][0]
         if word == "traced":
             traced.append((ts, following))
         elif word == "untracing":
@@ -276,17 +280,17 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
     for k, (seq, tw, lat) in enumerate(zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True)):
         t_irq = tw + lat
         entry = None
-        if spans is not None and first is not None and first <= tw and t_irq <= last:
-            in_traced[k] = _within(spans[0], tw, t_irq)
+        if spans is not None and first is not None and first <= tw:
+            in_traced[k] = t_irq <= last and _within(spans[0], tw, t_irq)
             # unrecorded: inside an unrecorded block, and the trace holds nothing of its window
             in_untraced[k] = _within(spans[1], tw, t_irq) and \
                 bisect.bisect_left(recorded, tw) == bisect.bisect_right(recorded, t_irq)
         if first is None or tw < first:
             why = REASON_BEFORE
-        elif t_irq > last:
-            why = REASON_AFTER
         elif in_untraced[k]:
             why = REASON_UNTRACED
+        elif t_irq > last:
+            why = REASON_AFTER
         elif spans is not None and not in_traced[k]:
             why = REASON_TRANSITION
         elif tl.loses_events_in(tw, t_irq):
