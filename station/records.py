@@ -55,6 +55,7 @@ class Flag(IntFlag):
     NOT_OURS = 0x0002
     HW_WIDTH = 0x0004
     OVERRUN = 0x0008
+    HELD = 0x0010  # the module's test_hold_us made the handler wait before its timestamp (a test)
 
 
 IFACE_SHIFT = 8

@@ -108,6 +108,8 @@ async def _set_up(ctx: RunContext, kind: Measurement, started: _Started) -> None
             sink.message(f"before {ctx.spec.id}: stopped leftovers on {host.name}: {cleaned}")
     started.dmesg_before = await kernel_log.snapshot(await ctx.target.live_connection())
     await kind.baseline()
+    started.prepared = True
+    await kind.prepare()
     with contextlib.suppress(TargetError):  # facts for the report; the run does not depend on them
         ctx.spoilers = await spoilers.check(await ctx.target.live_connection(), kind.measured_cpu(),
                                             kind.device_row())
@@ -207,6 +209,14 @@ async def _teardown(ctx: RunContext, kind: Measurement, started: _Started) -> li
         except TargetError as exc:
             ctx.sink.message(f"teardown on {host.name}: {exc}; reconnecting to clean up")
             failed.append(host)
+    if started.prepared and ctx.target not in failed:
+        try:
+            await kind.after_loads()
+        except TargetError as exc:
+            ctx.sink.message(f"teardown: {exc}; reconnecting to clean up")
+            failed.append(ctx.target)
+        except Exception as exc:  # noqa: BLE001 - a bug in the kind: the rest must still be cleaned
+            errors.append(f"{kind.name} after the loads: {type(exc).__name__}: {exc}")
     for host in hosts.values():  # anything a pid file still names, everywhere
         if host not in failed:
             try:

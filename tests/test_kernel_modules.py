@@ -24,7 +24,7 @@ README = TM / "README.md"
 CACHE = Path(os.environ.get("IRQS_CI_CACHE", "/var/cache/irq-station"))
 
 COMMON = {"period_us", "check", "cpu", "format", "dropped", "missed"}
-MAINLINE = COMMON | {"bufsize", "threaded"}
+MAINLINE = COMMON | {"bufsize", "threaded", "test_hold_us", "test_hold_every"}
 RTAI = COMMON | {"fifo", "fifo_size"}
 LPT = {"base", "irq"}
 # Emulation-only device modes of the mainline modules (README: "Emulation modes").

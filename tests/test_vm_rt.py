@@ -208,15 +208,32 @@ def test_a_wrapped_cyclictest_is_tracked_and_stops_on_term(guest):
 def test_a_traced_run_puts_each_injected_hold_in_its_stage_with_its_culprit(guest, tmp_path, record_property):
     """A hard handler (IRQF_NO_THREAD, so also on PREEMPT_RT), the LPT module on QEMU's parallel port
     and the PCIe module on its edu device: the module's timer writes, the injector's hard hrtimer runs
-    before the IRQ is taken: the hold is in delivery, under the injector's callback's name; and what
-    tracing cost, from the same run's untraced blocks."""
-    from tests.test_vm_campaign import _check_overhead, _check_traced_run, _traced_campaign
+    before the IRQ is taken: the hold is in delivery, under the injector's callback's name; the
+    module's own test_hold_us holds its handler before the timestamp: in dispatch, under the
+    module's name; and what tracing cost, from the same run's untraced blocks."""
+    from tests.test_vm_campaign import _check_handler_holds, _check_overhead, _check_traced_run, _traced_campaign
 
-    out, report = _traced_campaign(guest, tmp_path, "hard", ["hrtimer"], threaded=False, interfaces=("lpt", "pcie"))
+    out, report = _traced_campaign(guest, tmp_path, "hard", ["hrtimer"], threaded=False, interfaces=("lpt", "pcie"),
+                                   handler_hold=True)
     assert {r["interface"] for r in report["runs"]} == {"lpt", "pcie"}
     for run in report["runs"]:
         _check_traced_run(guest, out, run, "delivery", record_property)
+        _check_handler_holds(out, run, record_property)
         _check_overhead(out / "runs" / run["id"], run, record_property)
     html = (out / "report.html").read_text()
     assert "Where t_SW went" in html and "What made it large" in html and "What tracing cost" in html
 
+
+
+def test_a_competing_handler_delays_an_irq_thread_in_dispatch(guest, tmp_path, record_property):
+    """An IRQ thread (threaded=1): the injector's edu handler, a hard handler on another line of the
+    same CPU, runs between the kernel's entry for the module's line and the thread's timestamp: the
+    holds are in dispatch, under the injector's handler's name; the thread is named as a task."""
+    from tests.test_vm_campaign import _check_traced_run, _traced_campaign
+
+    out, report = _traced_campaign(guest, tmp_path, "threaded", ["edu"], threaded=True)
+    [run] = report["runs"]
+    _check_traced_run(guest, out, run, "dispatch", record_property)
+    # the thread's own time and the idle task before it are named as tasks, not as "nothing traced"
+    labels = {c["label"] for c in run["decomposition"]["credited"]["dispatch"]}
+    assert any(label.startswith("task irq/") for label in labels), labels

@@ -61,6 +61,14 @@ class Measurement(ABC):
     async def baseline(self) -> None:  # noqa: B027 - optional
         """Before the loads start: counters to compare with at the end."""
 
+    async def prepare(self) -> None:  # noqa: B027 - optional
+        """Before the loads start: set-up that must not race them (switching tracepoints on patches
+        kernel text on every CPU). Undone by `after_loads`, which runs whatever happened."""
+
+    async def after_loads(self) -> None:  # noqa: B027 - optional
+        """After `stop` and the loads' end: undo `prepare` (raise TargetError if the target could not
+        be reached: the lifecycle then reconnects and cleans up)."""
+
     @abstractmethod
     async def start(self) -> None:
         """Set up what measures on the target (a module, a probe)."""

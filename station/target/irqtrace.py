@@ -63,8 +63,9 @@ class TraceSession:
         self.name = instance_name(work_dir)
         self.path = f"{root}/instances/{self.name}"
 
-    async def open(self, conn: TargetConnection) -> list[str]:
-        """Create and start it; returns the events the kernel had (nmi is x86 only, say)."""
+    async def open(self, conn: TargetConnection, record: bool = True) -> list[str]:
+        """Create it, and start recording unless record is False (then `record()` does); returns the
+        events the kernel had (nmi is x86 only, say)."""
         i, cpu = shlex.quote(self.path), self.cpu
         enable = " ".join(
             f"if [ -e {i}/events/{e}/enable ]; then echo 1 > {i}/events/{e}/enable && echo {e}; fi" + ";"
@@ -73,8 +74,8 @@ class TraceSession:
         script = (
             f"{_remove_script(self.path)}; mkdir {i} && echo 0 > {i}/tracing_on && echo mono > {i}/trace_clock && "
             f"echo {cpumask(cpu)} > {i}/tracing_cpumask && echo 8 > {i}/buffer_size_kb && "
-            f"echo {self.buffer_kb} > {i}/per_cpu/cpu{cpu}/buffer_size_kb && {{ {enable} }} && "
-            f"echo 1 > {i}/tracing_on"
+            f"echo {self.buffer_kb} > {i}/per_cpu/cpu{cpu}/buffer_size_kb && {{ {enable} }}"
+            + (f" && echo 1 > {i}/tracing_on" if record else "")
         )
         got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
         if got.exit_status != 0:
@@ -112,6 +113,13 @@ class TraceSession:
 
     async def remove(self, conn: TargetConnection) -> None:
         await remove_instance(conn, self.name, self.root)
+
+    async def record(self, conn: TargetConnection) -> None:
+        """Start recording (its events enabled by `open`: switching tracing_on patches nothing)."""
+        got = await conn.run(f"sh -c {shlex.quote(f'echo 1 > {shlex.quote(self.path)}/tracing_on')}", check=False,
+                             privileged=True)
+        if got.exit_status != 0:
+            raise TargetError(f"tracefs instance {self.path}: {(got.stderr or got.stdout or '').strip()[-300:]}")
 
     def toggle_command(self, block_s: float) -> str:
         """A shell loop that alternates recorded and unrecorded blocks of block_s (the tracing-cost

@@ -39,6 +39,14 @@
 #define IRQS_DESC_BUFSIZE \
 	"Ring buffer size in records, a power of two in 16..4194304 (default 65536)"
 
+/* Mainline only, test only: a handler-side delay of known length. */
+#define IRQS_TEST_HOLD_US_MAX	1000U
+#define IRQS_TEST_HOLD_EVERY_MAX	1000000U
+#define IRQS_DESC_TEST_HOLD_US \
+	"Test only: every test_hold_every-th handler call busy-waits this many microseconds (0..1000, on the module's clock) before its timestamp, its record flagged HELD (default 0: never)"
+#define IRQS_DESC_TEST_HOLD_EVERY \
+	"Test only: which handler calls test_hold_us holds, every n-th, 1..1000000 (default 100)"
+
 /*
  * Checks of period_us, cpu and format, the parameters every module has;
  * sets *legacy from format. The messages go out under the caller's pr_fmt.

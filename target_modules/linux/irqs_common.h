@@ -66,6 +66,22 @@ int irqs_check_params(unsigned int period_us, int cpu, const char *format,
 /* Read-only counters exposed as /sys/module/<name>/parameters/<counter>. */
 extern const struct kernel_param_ops irqs_counter_ops;
 
+/*
+ * Test only: test_hold_us (0 = off) makes every test_hold_every-th handler
+ * call wait that long before its timestamp, a delay of known length between
+ * the kernel's IRQ entry and the module's timestamp, and says so in the
+ * record (IRQS_F_HELD): what a traced run's decomposition is checked against.
+ * The handler calls irqs_test_hold() first; with the hold off it costs one
+ * load and a branch, taken before the timestamp.
+ */
+extern unsigned int irqs_test_hold_us;
+u16 irqs_test_hold_now(void);
+
+static inline u16 irqs_test_hold(void)
+{
+	return likely(!irqs_test_hold_us) ? 0 : irqs_test_hold_now();
+}
+
 /* irqs_timer.c: the periodic timer and the event it starts. */
 
 /*

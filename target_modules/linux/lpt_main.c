@@ -117,8 +117,8 @@ static void lpt_quiet(void)
 /* Hard IRQ context (or the IRQ thread with threaded=1). */
 static irqreturn_t lpt_handler(int irqn, void *dev_id)
 {
+	u16 flags = rec_flags | irqs_test_hold();	/* 0 but in a test */
 	u64 now = ktime_get_ns();	/* first: end of t_SW */
-	u16 flags = rec_flags;
 	u64 t_write;
 	u8 status;
 

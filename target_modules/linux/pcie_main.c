@@ -120,8 +120,8 @@ static void echoer_push(struct echoer *e, u16 flags, u64 now, u32 width)
 static irqreturn_t echoer_handler(int irqn, void *dev_id)
 {
 	struct echoer *e = dev_id;
+	u16 flags = rec_flags | irqs_test_hold();	/* 0 but in a test */
 	u64 now = ktime_get_ns();	/* first: end of t_SW */
-	u16 flags = rec_flags;
 	u32 width = 0;
 	u32 status, value, cycles;
 
@@ -168,8 +168,8 @@ static irqreturn_t echoer_handler(int irqn, void *dev_id)
 static irqreturn_t edu_handler(int irqn, void *dev_id)
 {
 	struct echoer *e = dev_id;
+	u16 flags = rec_flags | irqs_test_hold();	/* 0 but in a test */
 	u64 now = ktime_get_ns();	/* first: end of t_SW */
-	u16 flags = rec_flags;
 	u32 status;
 
 	if (check) {

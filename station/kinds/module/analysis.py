@@ -39,6 +39,10 @@ def analyse(given: AnalysisInput) -> KindReport:
             notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
         if note := _strays_note(entry):
             notes.append(note)
+        if entry.get("test_held"):
+            notes.append(f"Run {entry['id']}: {entry['test_held']} events were held on purpose: the module's "
+                         "test_hold_us made its handler wait before the timestamp (a test's injection; these "
+                         "t_SW are not the target's).")
         if (pairing := entry.get("pairing") or {}).get("note"):
             notes.append(f"Run {entry['id']}: event pairing: {pairing['note']}.")
         if (dec := _decomposition(run_dir, entry)) is not None:

@@ -229,6 +229,8 @@ class ModuleRun(Closed):
     board: Stats | None = Field(None, description="statistics of the widths the board measured; null without")
     losses: Losses | None = Field(None, description="what the record stream lost")
     strays: Strays | None = Field(None, description="stray IRQs on the module's line")
+    test_held: int | None = Field(None, description="records the module flagged HELD: its test_hold_us made the "
+                                  "handler wait before its timestamp (a test's injection, not the target's latency)")
     truth: Blob = Field(None, description="(twin) what the twin injected: `t_rw_mean_ns`, `strays_injected`, …")
     pairing: Pairing | None = Field(None, description="event pairing; null without a scope or a v1 stream")
     shift: Shift | None = Field(None, description="t_HW − t_SW")

@@ -133,11 +133,22 @@ class ModuleRun(Measurement):
         conn = await self.ctx.target.live_connection()
         self.irq_before = await interrupt_count(conn, self.interrupts_row) or 0
 
+    async def prepare(self) -> None:
+        # the tracepoints are switched on before the loads start and off after they end: switching
+        # them patches kernel text on every CPU, which under a load of IRQ-off holds froze the
+        # emulated PREEMPT_RT guest (docs/decomposition.md)
+        if self.traced:
+            await self._open_trace(await self.ctx.target.live_connection())
+
+    async def after_loads(self) -> None:
+        if self.tracing is not None:
+            await self.tracing.remove(await self.ctx.target.live_connection())
+
     async def start(self) -> None:
         target = self.ctx.target
         conn = await target.live_connection()
-        if self.traced:  # before the module: its first event is traced too
-            await self._start_trace(conn)
+        if self.tracing is not None:  # before the module: its first event is traced too
+            await self._start_recording(conn)
         self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
         await settled(modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params))
         # the reader is tracked like a load: a reader blocked in read() never sees its SSH
@@ -186,16 +197,12 @@ class ModuleRun(Measurement):
             if self.tracing is not None:  # before rmmod: the trace names the module's functions while it is loaded
                 await self._read_trace(conn)
         finally:
-            try:
-                if self.module_maybe_loaded and self.stem in await modules.loaded_modules(conn):
-                    # the IRQ count while the module still holds its line (its row goes with rmmod)
-                    self.irq_after = await interrupt_count(conn, self.interrupts_row)
-                    await modules.rmmod(conn, self.stem)
-            finally:
-                if self.tracing is not None:
-                    await self.tracing.remove(conn)
+            if self.module_maybe_loaded and self.stem in await modules.loaded_modules(conn):
+                # the IRQ count while the module still holds its line (its row goes with rmmod)
+                self.irq_after = await interrupt_count(conn, self.interrupts_row)
+                await modules.rmmod(conn, self.stem)
 
-    async def _start_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
+    async def _open_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         target, cpu = self.ctx.target, self.ctx.campaign.matrix.cpu
         # an instance a crash left behind would hold the buffer and the events
         await irqtrace.remove_instance(conn, irqtrace.instance_name(target.work_dir))
@@ -205,7 +212,12 @@ class ModuleRun(Measurement):
                               "mounted): a kernel built with CONFIG_FTRACE is needed")
         session = irqtrace.TraceSession(root, cpu, target.work_dir, irqtrace.MODULE_EVENTS, self.trace_buffer_kb)
         self.tracing = session
-        self.trace_events = await session.open(conn)
+        self.trace_events = await session.open(conn, record=False)
+
+    async def _start_recording(self, conn) -> None:  # noqa: ANN001 - TargetConnection
+        target, cpu, session = self.ctx.target, self.ctx.campaign.matrix.cpu, self.tracing
+        assert session is not None
+        await session.record(conn)
         if self.trace_block_s is not None:  # on the traced CPU: the tracing_cpumask keeps its marks only
             loop = session.toggle_command(self.trace_block_s)
             command = f"taskset -c {cpu} sh -c {shlex.quote(loop)}"

@@ -106,8 +106,11 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     truth_path = run_dir / "twin-truth.parquet"
     # pass 1: t_SW of the module's own records (a stray IRQ's record is no latency: counted apart)
     sw_b, strays, blocks = DistributionBuilder(), _StrayTally(), BlockShare()
+    held = 0
     for batch in iter_table(run_dir, "sw", ("latency_ns", "flags", "seq", "t_write_ns")):
         own = strays.own(batch)
+        if "flags" in batch:
+            held += int(np.count_nonzero(batch["flags"] & int(records.Flag.HELD)))
         sw_b.add(batch["latency_ns"][own])
         if "seq" in batch:
             blocks.add(batch["seq"][own], batch["latency_ns"][own])  # by seq: events but for the strays
@@ -165,6 +168,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
         ppm = Moments()
     entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present)
     entry["strays"] = strays.summary(manifest.get("format", "v1"), "flags" in sw_cols)
+    entry["test_held"] = held or None
     if entry.get("pairing") is not None:
         entry["pairing"]["scope_vs_target_ppm"] = ppm.mean if ppm.count else None
     if diffs is not None and candidates is not None:
