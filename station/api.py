@@ -162,7 +162,7 @@ def write_compare_report(campaign_dirs: Sequence[Path | str], out_dir: Path) -> 
     return write_compare_reports(result, samples, Path(out_dir))
 
 
-async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
+async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, Any]]:
     """Stop every recorded process and unload every station module on each ssh or local
     target, and stop every recorded load on the load hosts: what a crashed station left
     behind. (A twin or VM target starts clean every time.)"""
@@ -171,7 +171,14 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
 
     hosts: dict[str, Host] = {}
     local_sshds = []
+    places: dict[str, Any] = {}  # target name -> its labgrid PlaceCleanup
     for name, settings in campaign.bench.named_targets().items():
+        if settings.kind == "labgrid":
+            from station.target.labgrid_place import PlaceCleanup
+
+            places[name or "target"] = cleanup = PlaceCleanup(settings.coordinator, settings.place,
+                                                              settings.ssh_resource)
+            settings = await cleanup.reach(settings)
         if settings.kind == "local":
             try:
                 local_sshds.append(new_local_sshd())
@@ -196,6 +203,16 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, list[str]]]:
             await host.deactivate()
         for sshd in local_sshds:
             sshd.stop()
+        for name, place in places.items():  # after its target is clean: a released place is someone else's
+            try:
+                state = await place.finish(clean=name in done)
+            except TargetError as exc:
+                errors.append(str(exc))
+                continue
+            if name in done:
+                done[name]["labgrid_place"] = state
+            else:
+                errors.append(f"{name}: labgrid place {place.place} {state}")
     if errors:
         cleaned = f" (cleaned: {', '.join(done)})" if done else ""
         raise TargetError("; ".join(errors) + cleaned)

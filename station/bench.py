@@ -42,6 +42,7 @@ class Bench:
     needs: BenchNeeds | None = None
     twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
     vm: Any = None  # station.vm.VirtualMachine when the target is kind: vm
+    place: Any = None  # station.target.labgrid_place.PlaceResources when the target is kind: labgrid
     target: Target | None = None
     load_hosts: dict[str, Host] = field(default_factory=dict)
     scope: Any = None  # station.scope_session.ScopeSession, or None without a scope
@@ -83,6 +84,9 @@ class Bench:
         generator_resource = settings.generator.resource
         if target_settings.kind == "twin" or (self.uses_scope and settings.scope.kind == "twin"):
             target_settings, scope_resource, generator_resource = await self._start_twin()
+        if target_settings.kind == "labgrid":
+            target_settings, scope_resource, generator_resource = await self._claim_place(scope_resource,
+                                                                                          generator_resource)
         if target_settings.kind == "vm":
             target_settings = await self._start_vm()
         if target_settings.kind == "local":
@@ -144,6 +148,44 @@ class Bench:
             scope_resource = endpoints.scope_resource
         generator_resource = endpoints.generator_resource if self.uses_generator else settings.generator.resource
         return target_settings, scope_resource, generator_resource
+
+    async def _claim_place(self, scope: str | None, generator: str | None) -> tuple[TargetSettings, str | None,
+                                                                                    str | None]:
+        """Acquire the labgrid place (or take it as its user acquired it): its NetworkService is the
+        target, its PyVISADevice resources the instruments named labgrid:NAME. Released at
+        deactivation only if the station acquired it."""
+        from station.config import PLACE_RESOURCE
+        from station.target.labgrid_place import PlaceError, PlaceSession
+
+        target = self.target_settings
+        try:
+            async with PlaceSession(target.coordinator, target.place, target.ssh_resource) as session:
+                place = await session.claim(self.campaign.name)
+        except PlaceError as exc:
+            raise BenchError(f"labgrid: {exc}") from None
+        self.place = place
+        if place.acquired_by_station:
+            self._undo.append((f"labgrid place {place.place}", self._release_place))
+        how = "acquired" if place.acquired_by_station else f"already acquired by you ({place.holder}): left so"
+        self.log.message(f"labgrid place {place.place} {how}: ssh {place.ssh.username}@{place.ssh.address}:"
+                         f"{place.ssh.port}" + "".join(f", {n} {r}" for n, r in sorted(place.visa.items())))
+        try:
+            scope, generator = (place.visa_resource(r) if r and r.startswith(PLACE_RESOURCE) else r
+                                for r in (scope, generator))
+        except PlaceError as exc:
+            raise BenchError(f"labgrid: {exc}") from None
+        settings = target.model_copy(update={"kind": "ssh", "host": place.ssh.address, "port": place.ssh.port,
+                                             "user": place.ssh.username})
+        return settings, scope, generator
+
+    async def _release_place(self) -> None:
+        from station.target.labgrid_place import PlaceSession
+
+        place = self.place
+        async with PlaceSession(place.coordinator, place.place) as session:
+            if session.holder() == place.holder:
+                await session.release()
+        self.log.message(f"labgrid place {place.place} released")
 
     async def _start_vm(self) -> TargetSettings:
         """Build (or reuse) the VM image and boot it on a free port; powered off at deactivation."""
@@ -289,7 +331,8 @@ class Bench:
         return {
             "target": {"name": self.target_name, "kind": self.target_settings.kind,
                        "kernel": self.target_settings.kernel if self.target_settings.kind == "vm" else None,
-                       "host": self.target.endpoint.where, "audit": self.facts},
+                       "host": self.target.endpoint.where, "audit": self.facts,
+                       "place": None if self.place is None else self.place.describe()},
             "scope": None if self.scope is None else {"idn": self.scope.idn, "resource": self.scope.resource},
             "generator": None if self.generator is None else {"idn": self.generator.idn,
                                                               "resource": self.generator.resource,

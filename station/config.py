@@ -446,12 +446,25 @@ class TwinSettings(Strict):
         return self
 
 
+# a labgrid coordinator: host name, IPv4 or [IPv6], and a port
+COORDINATOR_PATTERN = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):[0-9]{1,5}"
+
+
 class TargetSettings(Strict):
-    kind: Literal["twin", "ssh", "vm", "local"] = Field(
+    kind: Literal["twin", "ssh", "vm", "local", "labgrid"] = Field(
         "twin", description="twin: the built-in emulated RTAI box; ssh: a real target; vm: Debian's kernel "
         "in QEMU, built and booted by the bench for the campaign (family mainline); local: this machine, "
-        "through a throw-away OpenSSH server the bench starts on 127.0.0.1 (the same SSH path as ssh)",
+        "through a throw-away OpenSSH server the bench starts on 127.0.0.1 (the same SSH path as ssh); "
+        "labgrid: a labgrid place, acquired for the campaign, its NetworkService the SSH endpoint and its "
+        "PyVISADevice resources the instruments (docs/lab.md)",
     )
+    place: Name | None = Field(None, description="labgrid only: the place's name")
+    coordinator: Annotated[str, _pattern(COORDINATOR_PATTERN, "HOST:PORT")] | None = Field(
+        None, description="labgrid only: the coordinator's HOST:PORT; default: $LG_COORDINATOR, else labgrid's "
+        "own default 127.0.0.1:20408")
+    ssh_resource: Name | None = Field(
+        None, description="labgrid only: which of the place's NetworkService resources is the target, by name "
+        "(needed only when the place has several)")
     kernel: Literal["regular", "rt"] = Field(
         "regular", description="vm only: Debian's regular kernel or its PREEMPT_RT build (linux-image-rt-amd64)"
     )
@@ -495,6 +508,18 @@ class TargetSettings(Strict):
         return data
 
     @model_validator(mode="after")
+    def _labgrid_needs_a_place(self) -> TargetSettings:
+        if self.kind == "labgrid" and self.place is None:
+            raise LocatedError(("place",), "a labgrid target needs the place's name")
+        for name in ("place", "coordinator", "ssh_resource"):
+            if self.kind != "labgrid" and getattr(self, name) is not None:
+                raise LocatedError((name,), "is a labgrid target's: only for kind: labgrid")
+        for name in ("host", "port", "user"):
+            if self.kind == "labgrid" and name in self.model_fields_set:
+                raise LocatedError((name,), f"a labgrid target's {name} is its place's NetworkService's: leave it out")
+        return self
+
+    @model_validator(mode="after")
     def _vm_runs_mainline(self) -> TargetSettings:
         if self.kind in ("vm", "local") and self.family != "mainline":
             raise ValueError(f"a {self.kind} target runs a mainline kernel: set family: mainline "
@@ -513,7 +538,8 @@ SEGMENTED_DIALECTS = ("keysight_infiniivision", "tektronix_mso")  # FastFrame / 
 class ScopeSettingsConfig(Strict):
     kind: Literal["twin", "visa", "none"] = "twin"
     resource: Annotated[str, _text(256)] | None = Field(
-        None, description="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET"
+        None, description="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET; on a labgrid target, labgrid:NAME "
+        "takes the place's PyVISADevice of that name (labgrid: alone: its only one)"
     )
     dialect: ScopeDialect = Field("tektronix_tds", description="the scope's command set (instruments/dialects.py)")
     timeout: Seconds(TIMEOUT_RANGE) = 10.0
@@ -580,7 +606,8 @@ class GeneratorSettingsConfig(Strict):
         "comes from elsewhere (set up by hand)"
     )
     resource: Annotated[str, _text(256)] | None = Field(
-        None, description="VISA resource, e.g. TCPIP::10.0.0.6::5025::SOCKET"
+        None, description="VISA resource, e.g. TCPIP::10.0.0.6::5025::SOCKET; on a labgrid target, labgrid:NAME "
+        "takes the place's PyVISADevice of that name"
     )
     dialect: GeneratorDialect = Field("keysight_33500", description="the generator's command set")  # type: ignore[valid-type]
     channel: Int = Field(1, ge=1, le=2)
@@ -635,6 +662,9 @@ class LoadSpec(Strict):
         return value
 
 
+PLACE_RESOURCE = "labgrid:"  # an instrument's resource taken from the target's labgrid place: labgrid:[NAME]
+
+
 class BenchSettings(Strict):
     target: TargetSettings = TargetSettings()
     targets: dict[Name, TargetSettings] = Field(
@@ -657,6 +687,11 @@ class BenchSettings(Strict):
                 self.scope.kind == "twin" and self.scope.dialect == "tektronix_mso"):
             raise LocatedError(("twin", "scope_replies"), "scope_replies are the twin MSO's (bench.scope kind: "
                                f"twin, dialect: tektronix_mso), not a {self.scope.kind} {self.scope.dialect}'s")
+        for part, settings in (("scope", self.scope), ("generator", self.generator)):
+            if (settings.resource or "").startswith(PLACE_RESOURCE) and (
+                    settings.kind != "visa" or any(t.kind != "labgrid" for t in self.named_targets().values())):
+                raise LocatedError((part, "resource"), f"{PLACE_RESOURCE}… names a PyVISADevice of the target's "
+                                   "labgrid place: only for a visa instrument on labgrid targets")
         return self
 
     def named_targets(self) -> dict[str | None, TargetSettings]:

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,19 +95,25 @@ def scope(request, server):
         yield s
 
 
-@pytest.fixture
-def standalone_twin(tmp_path):
-    state = tmp_path / "twin"
-    proc = subprocess.Popen(station_cmd("twin", "--state-dir", str(state)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def running_twin(state: Path) -> Iterator[dict]:
+    """`station twin` in its own process, its endpoints (twin.json) while it runs."""
+    state.mkdir(parents=True, exist_ok=True)
+    log = state / "twin.log"  # a file, not a pipe: a twin that outlives many tests never blocks on it
+    proc = subprocess.Popen(station_cmd("twin", "--state-dir", str(state)), stdout=subprocess.DEVNULL,
+                            stderr=log.open("w"))
     deadline = time.monotonic() + 60
     while not (state / "twin.json").exists():
-        assert proc.poll() is None, proc.stderr.read()
+        assert proc.poll() is None, log.read_text()
         assert time.monotonic() < deadline, "the twin did not start"
         time.sleep(0.1)
     yield json.loads((state / "twin.json").read_text())
     proc.send_signal(signal.SIGINT)
     proc.wait(20)
+
+
+@pytest.fixture
+def standalone_twin(tmp_path):
+    yield from running_twin(tmp_path / "twin")
 
 
 @pytest.fixture(scope="module")
