@@ -137,6 +137,38 @@ def run(
 
 
 @app.command()
+def monitor(
+    schedule: Path = typer.Argument(..., help="monitoring schedule YAML file (docs/lab.md)"),
+    cycles: int = typer.Option(None, "--cycles", min=1, help="stop after this many cycles in all (default: the "
+                               "schedule's cycles, else run until stopped)"),
+) -> None:
+    """Run campaigns on a schedule into one lab store, with an overview page per target."""
+    import asyncio
+
+    from station.config import ConfigError
+    from station.monitor.runner import Monitor
+    from station.terminal import TerminalProgress
+
+    async def main():  # noqa: ANN202 - a MonitorResult
+        _install_signal_handlers(asyncio.get_running_loop(), asyncio.current_task())
+        with TerminalProgress() as progress:
+            return await Monitor(schedule, progress).run(cycles)
+
+    try:
+        result = asyncio.run(main())
+    except ConfigError as exc:
+        _fail(str(exc))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.secho("interrupted: the running window was torn down; start the monitor again to resume its schedule",
+                    fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    for page in result.pages or []:
+        typer.echo(f"wrote {page}")
+    if result.stopped is not None:
+        _fail(f"monitor stopped: {result.stopped}", EXIT_FAILED_RUNS)
+
+
+@app.command()
 def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> None:
     """Check a campaign file and list the runs it would make."""
     from station.config import ConfigError, expand_runs, load_campaign

@@ -75,6 +75,9 @@ class Kind:
     # where report.json keeps its runs: its section's "runs" under its name, or (True: the module
     # kind, report schema 1) the report's own top-level "runs"
     top_level_runs: bool = False
+    # a run's entry in report.json -> its latency maximum in ns, the point `station monitor` plots
+    # per window (None: the kind is not monitored)
+    window_maximum: Callable[[dict], float | None] | None = None
     # the heavy parts, as "module:attribute" imported on first use (or the object itself):
     measurement: Any = None  # a station.kinds.base.Measurement subclass
     analysis: Any = None  # (run directories, campaign.json) -> (report section, samples, notes)

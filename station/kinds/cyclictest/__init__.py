@@ -23,6 +23,7 @@ def _check(campaign: Campaign) -> None:
 KIND = Kind(
     name="cyclictest",
     store_tables=("cyclictest_histogram",),
+    window_maximum=lambda run: (run.get("combined") or {}).get("max_ns"),  # every thread's
     summary="cyclictest on the target, options under cyclictest:",
     settings=CyclictestSettings,
     check=_check,

@@ -68,6 +68,7 @@ KIND = Kind(
     check=_check,
     needs=BenchNeeds(scope=True, modules=_latency_modules),
     top_level_runs=True,
+    window_maximum=lambda run: (run.get("sw") or {}).get("max_ns"),  # t_SW's
     measurement="station.kinds.module.run:ModuleRun",
     analysis="station.kinds.module.analysis:analyse",
     report="station.kinds.module.report:PAGE",

@@ -1,0 +1,222 @@
+"""The monitoring loop: every `every`, each phase's campaign for `windows` windows of `window`,
+into the lab store; what happened appended to the ledger; the overview pages redrawn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from station.monitor.ledger import Entry, Ledger
+from station.monitor.schedule import Phase, Schedule, load_schedule, resolve
+from station.progress import ProgressSink
+
+ANCHOR = "monitor.json"  # the schedule's start: cycle k is due at anchor + k × every
+
+
+@dataclass
+class MonitorResult:
+    store: Path
+    cycles: int  # cycles this invocation went through (measured or recorded as a gap)
+    stopped: str | None = None  # why it stopped before its last cycle (a full disk)
+    pages: list[Path] | None = None
+
+
+class Monitor:
+    def __init__(self, schedule_path: Path, progress: ProgressSink, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        self.path = Path(schedule_path)
+        self.schedule: Schedule = load_schedule(self.path)
+        self.store = resolve(self.path, self.schedule.store)
+        self.ledger = Ledger(self.store)
+        self.progress, self.clock, self.sleep = progress, clock, sleep
+
+    def _anchor(self) -> float:
+        path = self.store / ANCHOR
+        if path.exists():
+            return float(json.loads(path.read_text())["anchor"])
+        self.store.mkdir(parents=True, exist_ok=True)
+        anchor = self.clock()
+        path.write_text(json.dumps({"schedule": self.schedule.name, "anchor": anchor}) + "\n")
+        return anchor
+
+    async def run(self, cycles: int | None = None) -> MonitorResult:
+        from station.monitor.overview import write_pages
+
+        last = cycles if cycles is not None else self.schedule.cycles
+        anchor = self._anchor()
+        done = {e.key for e in self.ledger.entries()}
+        cycle = max((e.cycle for e in self.ledger.entries()), default=-1)
+        if cycle < 0 or all(self._done(done, cycle, p) for p in self.schedule.phases):
+            cycle += 1  # the last cycle is complete: the next one (a restart mid-cycle finishes it)
+        went = 0
+        result = MonitorResult(self.store, 0)
+        every = self.schedule.every
+        # a cycle is due every `every` from the anchor, or when the one before ends if it overran;
+        # the cycles that fell due while no monitor ran (stopped, the machine down) are gaps
+        previous_end = max((e.ended for e in self.ledger.entries()), default=anchor)
+        due = max(anchor + cycle * every, previous_end)
+        missed = int((self.clock() - due) // every)
+        for _ in range(missed):
+            if last is not None and cycle >= last:
+                break
+            self._gap_cycle(cycle, done, due, "the monitor was not running when this cycle was due")
+            went, cycle, due = went + 1, cycle + 1, due + every
+        while last is None or cycle < last:
+            due = max(anchor + cycle * every, previous_end)
+            now = self.clock()
+            if now < due:
+                self.progress.message(f"monitor: cycle {cycle} due in {due - now:.0f} s")
+                await self.sleep(due - now)
+            for phase in self.schedule.phases:
+                if self._done(done, cycle, phase):
+                    continue
+                if (why := self._disk_full()) is not None:
+                    result.stopped = why
+                    self.progress.message(f"monitor: stopped: {why}")
+                    result.cycles, result.pages = went, write_pages(self.store, self.ledger, self.schedule)
+                    return result
+                await self._phase(cycle, phase, done)
+            went += 1
+            result.pages = write_pages(self.store, self.ledger, self.schedule)
+            previous_end = self.clock()
+            cycle += 1
+        result.cycles = went
+        return result
+
+    @staticmethod
+    def _done(done: set[tuple[int, str, int]], cycle: int, phase: Phase) -> bool:
+        return all((cycle, phase.name, w) in done for w in range(phase.windows))
+
+    def _gap_cycle(self, cycle: int, done: set, due: float, reason: str) -> None:
+        for phase in self.schedule.phases:
+            for w in range(phase.windows):
+                if (cycle, phase.name, w) not in done:
+                    self.ledger.append(Entry(cycle, phase.name, w, "gap", due, due + self.schedule.every,
+                                             reason=reason))
+                    done.add((cycle, phase.name, w))
+
+    def _disk_full(self) -> str | None:
+        self.store.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self.store).free / 2**20
+        if free < self.schedule.min_free_mib:
+            return (f"the store's disk has {free:.0f} MiB free, less than min_free_mib ({self.schedule.min_free_mib}): "
+                    f"free space in {self.store} (or lower min_free_mib), then start the monitor again: it resumes")
+        return None
+
+    async def _phase(self, cycle: int, phase: Phase, done: set) -> None:
+        from pydantic import ValidationError
+
+        from station import api
+        from station.config import ConfigError, campaign_model, load_campaign
+
+        started = self.clock()
+        out = self.store / "campaigns" / phase.name / f"cycle-{cycle:06d}"
+        try:
+            campaign = load_campaign(resolve(self.path, phase.campaign))
+        except ConfigError as exc:
+            self._record(cycle, phase, done, started, None, f"the phase's campaign file: {exc}")
+            return
+        from station import kind_registry
+
+        if kind_registry.kind(campaign.matrix.kind).window_maximum is None:
+            self._record(cycle, phase, done, started, None, f"a {campaign.matrix.kind} campaign gives no latency "
+                         "maximum per window: it cannot be a monitored phase")
+            return
+        try:  # the schedule's window and windows, checked as the campaign's own values would be
+            data = campaign.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            data["matrix"] |= {"duration": self.schedule.window, "repetitions": phase.windows}
+            campaign = campaign_model().model_validate(data)
+        except ValidationError as exc:
+            self._record(cycle, phase, done, started, None, f"the phase's campaign with the schedule's window: "
+                         f"{exc.errors()[0]['msg']}")
+            return
+        wait, reason = self.schedule.retry.first, None
+        while True:
+            try:
+                result = await api.run_campaign_async(campaign, out, self.progress, resume=True)
+            except api.CampaignError as exc:
+                reason = str(exc)
+            else:
+                reason = result.stopped or next(iter(result.unavailable.values()), None)
+                if reason is None:
+                    break
+            if self.clock() - started + wait > self.schedule.retry.for_:
+                break
+            self.progress.message(f"monitor: {phase.name}, cycle {cycle}: {reason}; retrying in {wait:g} s")
+            await self.sleep(wait)
+            wait *= 2
+        self._record(cycle, phase, done, started, out if out.exists() else None, reason, campaign.matrix.kind)
+
+    def _record(self, cycle: int, phase: Phase, done: set, started: float, out: Path | None,
+                reason: str | None, kind: str | None = None) -> None:
+        """One ledger entry per window of the phase: its run's maximum, or a gap and why."""
+        runs = _window_runs(out, kind) if out is not None and kind is not None else {}
+        target, kernel = _target_of(out) if out is not None else ("target", None)
+        ended = self.clock()
+        for w in range(phase.windows):
+            if (cycle, phase.name, w) in done:
+                continue
+            run = runs.get(w)
+            rel = str(out.relative_to(self.store)) if out is not None else None
+            if run is not None and run["status"] in ("complete", "incomplete") and run["max_ns"] is not None:
+                entry = Entry(cycle, phase.name, w, run["status"], run["started"] or started, run["ended"] or ended,
+                              target, rel, run["id"], run["max_ns"], kernel)
+            else:
+                why = reason or (f"run {run['id']} {run['status']}: {run.get('error')}" if run else "no run")
+                entry = Entry(cycle, phase.name, w, "gap", started, ended, target, rel, None, None, kernel, why)
+            self.ledger.append(entry)
+            done.add(entry.key)
+
+
+def _window_runs(out: Path, kind_name: str) -> dict[int, dict[str, Any]]:
+    """The campaign's runs by repetition (window): status, maximum (the kind's window_maximum),
+    when (from each run's manifest and the report the campaign wrote)."""
+    from station import kind_registry
+
+    path = out / "report.json"
+    kind = kind_registry.kind(kind_name)
+    if not path.exists() or kind.window_maximum is None:
+        return {}
+    report = json.loads(path.read_text())
+    found: dict[int, dict[str, Any]] = {}
+    entries = report.get("runs") if kind.top_level_runs else (report.get(kind.name) or {}).get("runs")
+    runs = [(r, kind.window_maximum(r)) for r in entries or []]
+    for run, max_ns in runs:  # a phase of several cells: the window's maximum is theirs
+        rep = int(run.get("repetition") or 0)
+        seen = found.get(rep)
+        if seen is None or (max_ns is not None and (seen["max_ns"] is None or max_ns > seen["max_ns"])):
+            found[rep] = {"id": run["id"], "status": run["status"], "error": run.get("error"), "max_ns": max_ns}
+    for run in found.values():
+        manifest = out / "runs" / run["id"] / "manifest.json"
+        times = json.loads(manifest.read_text()) if manifest.exists() else {}
+        run["started"], run["ended"] = _unix(times.get("started_utc")), _unix(times.get("ended_utc"))
+    return found
+
+
+def _unix(stamp: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if stamp else None
+    except ValueError:
+        return None
+
+
+def _target_of(out: Path) -> tuple[str, str | None]:
+    """The target's host name and kernel release, as the campaign's audit read them (uname -a)."""
+    try:
+        audit = json.loads((out / "campaign.json").read_text())["target"]["audit"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "target", None
+    fields = str(audit.get("uname") or "").split()
+    return (fields[1] if len(fields) > 1 else "target"), (fields[2] if len(fields) > 2 else None)
+
+
+async def run_monitor(schedule_path: Path, progress: ProgressSink, cycles: int | None = None) -> MonitorResult:
+    return await Monitor(schedule_path, progress).run(cycles)
