@@ -197,3 +197,23 @@ def test_a_garbage_schedule_is_a_config_error_never_a_crash(tmp_path, data):
         load_schedule(path)
     except ConfigError as exc:
         assert str(exc).startswith(str(path))
+
+
+def test_a_disk_without_room_stops_the_monitor_cleanly_with_the_reason(tmp_path):
+    (tmp_path / "a.yaml").write_text("name: a\nbench: {target: {kind: local}, scope: {kind: none}}\n"
+                                     "matrix: {kind: cyclictest, duration: 1s}\n")
+    schedule = tmp_path / "s.yaml"
+    schedule.write_text("name: s\nstore: st\nevery: 10s\nwindow: 1s\nmin_free_mib: 10000000\n"
+                        "phases:\n  - {name: a, campaign: a.yaml}\n")
+    res = run_station("monitor", str(schedule), "--cycles", "1", timeout=120)
+    assert res.returncode == 3 and "monitor stopped" in res.stderr and "min_free_mib" in res.stderr, res.stderr
+    assert not (tmp_path / "st" / "campaigns").exists()  # nothing started
+
+
+def test_kernel_changes_are_read_from_the_windows_releases():
+    from station.monitor.ledger import Entry
+    from station.monitor.overview import kernel_changes
+
+    entries = [Entry(c, "idle", 0, "complete", 100.0 * c, 100.0 * c + 5, "box", None, None, 1e5, k)
+               for c, k in enumerate(["6.1.0-1", "6.1.0-1", None, "6.1.0-2", "6.1.0-2", "6.6.0-rt"])]
+    assert kernel_changes(entries) == [(300.0, "6.1.0-1", "6.1.0-2"), (500.0, "6.1.0-2", "6.6.0-rt")]
