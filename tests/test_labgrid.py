@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from tests.conftest import free_port, run_station, running_twin, station_cmd
 
 PLACE = "twin-bench"
+PLACE2 = "twin-bench-2"
 EXPORTER = "lab-exporter"
 BIN = Path(sys.executable).parent
 
@@ -51,9 +52,9 @@ def _client(address: str, *args: str, user: str | None = None, check: bool = Tru
     return res
 
 
-def _holder(address: str) -> str | None:
+def _holder(address: str, place: str = PLACE) -> str | None:
     """Who holds the place, as the coordinator says (labgrid-client show)."""
-    shown = _client(address, "-p", PLACE, "show").stdout
+    shown = _client(address, "-p", place, "show").stdout
     line = next(ln for ln in shown.splitlines() if ln.strip().startswith("acquired:"))
     value = line.split(":", 1)[1].strip()
     return None if value == "None" else value
@@ -93,19 +94,23 @@ def lab(tmp_path_factory, twin_server):
     scope_port = int(twin_server["scope_resource"].split("::")[2])
     exported = {"twin": {
         "NetworkService": {"address": "127.0.0.1", "port": twin_server["ssh_port"], "username": "root"},
-        "scope": {"cls": "PyVISADevice", "type": "TCPIP", "url": f"127.0.0.1::{scope_port}::SOCKET"}}}
+        "scope": {"cls": "PyVISADevice", "type": "TCPIP", "url": f"127.0.0.1::{scope_port}::SOCKET"}},
+        # a second bench (the same twin, reached again): a campaign over two places
+        "twin2": {"NetworkService": {"address": "127.0.0.1", "port": twin_server["ssh_port"], "username": "root"}}}
     (home / "exporter.yaml").write_text(yaml.safe_dump(exported))
     exporter_log = home / "exporter.log"
     exporter = subprocess.Popen([_labgrid_bin("labgrid-exporter"), "-c", address, "-n", EXPORTER, "--hostname",
                                  "127.0.0.1", str(home / "exporter.yaml")], cwd=home,
                                 stdout=exporter_log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
-    while len(_client(address, "resources").stdout.split()) < 2:
+    while len(_client(address, "resources").stdout.split()) < 3:
         assert exporter.poll() is None, exporter_log.read_text()
         assert time.monotonic() < deadline, exporter_log.read_text()
         time.sleep(0.3)
     _client(address, "-p", PLACE, "create")
     _client(address, "-p", PLACE, "add-match", f"{EXPORTER}/twin/*")
+    _client(address, "-p", PLACE2, "create")
+    _client(address, "-p", PLACE2, "add-match", f"{EXPORTER}/twin2/*")
     yield {"address": address, "log": coordinator_log, "twin": twin_server, "scope_port": scope_port}
     for proc in (exporter, coordinator):
         proc.send_signal(signal.SIGINT)
@@ -141,8 +146,8 @@ def _campaign(tmp_path: Path, lab: dict, samples: int = 3000, scope: str = "labg
     return path
 
 
-def _coordinator_said(lab: dict) -> list[str]:
-    return [ln for ln in lab["log"].read_text().splitlines() if ln.startswith(f"{PLACE}: place ")]
+def _coordinator_said(lab: dict, place: str = PLACE) -> list[str]:
+    return [ln for ln in lab["log"].read_text().splitlines() if ln.startswith(f"{place}: place ")]
 
 
 def test_a_campaign_on_a_place_runs_end_to_end_and_frees_the_place(free_place, tmp_path):
@@ -167,6 +172,31 @@ def test_a_campaign_on_a_place_runs_end_to_end_and_frees_the_place(free_place, t
     report = json.loads((out / "report.json").read_text())
     [run] = report["runs"]
     assert run["status"] == "complete" and run["sw"]["count"] >= 3000 and run["hw"]["count"] > 0
+
+
+def test_several_places_in_one_campaign_are_each_acquired_for_their_runs_and_released(free_place, tmp_path):
+    lab = free_place
+    twin = lab["twin"]
+    target = {"kind": "labgrid", "coordinator": lab["address"], "connect_timeout": "5s",
+              "identity_file": twin["identity_file"], "known_hosts": twin["known_hosts"]}
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "two-places",
+        "bench": {"targets": {"a": {**target, "place": PLACE}, "b": {**target, "place": PLACE2}},
+                  "scope": {"kind": "none"}},
+        "matrix": {"interfaces": ["lpt"], "variants": ["inb"], "loads": ["none"], "samples": 500,
+                   "max_duration": "5min"},
+    }))
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for place in (PLACE, PLACE2):
+        assert _coordinator_said(lab, place)[-2:] == [f"{place}: place acquired by {_me()}", f"{place}: place released"]
+        assert _holder(lab["address"], place) is None
+    targets = json.loads((out / "campaign.json").read_text())["targets"]
+    assert {name: t["place"]["place"] for name, t in targets.items()} == {"a": PLACE, "b": PLACE2}
+    assert sorted(r["id"] for r in json.loads((out / "report.json").read_text())["runs"]) == \
+        ["a-lpt-inb-none-r0", "b-lpt-inb-none-r0"]
 
 
 def test_a_place_held_by_someone_else_is_refused_naming_them(free_place, tmp_path):
