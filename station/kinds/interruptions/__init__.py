@@ -22,6 +22,8 @@ def _check(campaign: Campaign) -> None:
 KIND = Kind(
     name="interruptions",
     store_tables=("interruptions_gaps",),
+    # the longest interruption the detector saw (µs in its report)
+    window_maximum=lambda run: None if run.get("max_us") is None else run["max_us"] * 1e3,
     summary="the interruption detector: every gap in a pinned spin loop, options under interruptions:",
     settings=InterruptionsSettings,
     check=_check,
