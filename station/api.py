@@ -171,27 +171,29 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, Any]]:
 
     hosts: dict[str, Host] = {}
     local_sshds = []
-    places: dict[str, Any] = {}  # target name -> its labgrid PlaceCleanup
-    for name, settings in campaign.bench.named_targets().items():
-        if settings.kind == "labgrid":
-            from station.target.labgrid_place import PlaceCleanup
-
-            places[name or "target"] = cleanup = PlaceCleanup(settings.coordinator, settings.place,
-                                                              settings.ssh_resource)
-            settings = await cleanup.reach(settings)
-        if settings.kind == "local":
-            try:
-                local_sshds.append(new_local_sshd())
-                settings = serve_locally(settings, local_sshds[-1])
-            except LocalSshdError as exc:
-                for sshd in local_sshds:
-                    sshd.stop()
-                raise TargetError(f"local target: {exc}") from None
-        if settings.kind == "ssh":
-            hosts[name or "target"] = Target(endpoint_from_settings(settings), settings)
-    hosts |= {name: load_host(name, lh) for name, lh in campaign.bench.load_hosts.items()}
+    places: dict[str, Any] = {}  # target name -> its labgrid PlaceCleanup, once reached
     done, errors = {}, []
-    try:
+    try:  # whatever fails on the way, what was started or acquired here is given back (finally)
+        for name, settings in campaign.bench.named_targets().items():
+            if settings.kind == "labgrid":
+                from station.target.labgrid_place import PlaceCleanup
+
+                cleanup = PlaceCleanup(settings.coordinator, settings.place, settings.ssh_resource)
+                try:
+                    settings = await cleanup.reach(settings)
+                except TargetError as exc:  # the other targets are still cleaned
+                    errors.append(str(exc))
+                    continue
+                places[name or "target"] = cleanup
+            if settings.kind == "local":
+                try:
+                    local_sshds.append(new_local_sshd())
+                    settings = serve_locally(settings, local_sshds[-1])
+                except LocalSshdError as exc:
+                    raise TargetError(f"local target: {exc}") from None
+            if settings.kind == "ssh":
+                hosts[name or "target"] = Target(endpoint_from_settings(settings), settings)
+        hosts |= {name: load_host(name, lh) for name, lh in campaign.bench.load_hosts.items()}
         for name, host in hosts.items():  # every host, even when one cannot be reached
             await host.activate(connect=False)  # cleanup connects, and retries a dropped link
             try:

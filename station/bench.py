@@ -161,11 +161,11 @@ class Bench:
         try:
             async with PlaceSession(target.coordinator, target.place, target.ssh_resource) as session:
                 place = await session.claim(self.campaign.name)
+                self.place = place
+                if place.acquired_by_station:  # at once: whatever happens next, it is released
+                    self._undo.append((f"labgrid place {place.place}", self._release_place))
         except PlaceError as exc:
             raise BenchError(f"labgrid: {exc}") from None
-        self.place = place
-        if place.acquired_by_station:
-            self._undo.append((f"labgrid place {place.place}", self._release_place))
         how = "acquired" if place.acquired_by_station else f"already acquired by you ({place.holder}): left so"
         self.log.message(f"labgrid place {place.place} {how}: ssh {place.ssh.username}@{place.ssh.address}:"
                          f"{place.ssh.port}" + "".join(f", {n} {r}" for n, r in sorted(place.visa.items())))

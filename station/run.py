@@ -50,6 +50,7 @@ class _Started:
 
     loads: list[proc_ctl.TrackedProcess] = field(default_factory=list)
     dmesg_before: list[str] = field(default_factory=list)
+    prepared: bool = False  # kind.prepare() was called: kind.after_loads() undoes it
 
 
 async def execute_run(bench: Bench, spec: RunSpec, store: RunStore, progress: RunProgress,

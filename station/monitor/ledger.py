@@ -52,7 +52,12 @@ class Ledger:
 
     def append(self, entry: Entry) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(asdict(entry), sort_keys=True) + "\n")
+        with open(self.path, "a+b") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell():  # a line cut by a crash is ended first: it never swallows this one
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            f.write((json.dumps(asdict(entry), sort_keys=True) + "\n").encode())
             f.flush()
             os.fsync(f.fileno())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,7 @@ def _write_page(store: Path, target: str, entries: list[Entry], schedule: Schedu
             + "\n".join(body) + "</body></html>\n")
     out = store / OVERVIEW_DIR
     out.mkdir(parents=True, exist_ok=True)
+    target = re.sub(r"[^A-Za-z0-9._-]", "_", target).lstrip(".") or "target"  # a host name the target reported
     path = out / f"{target}.html"
     path.write_text(page)
     (out / f"{target}.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

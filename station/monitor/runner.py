@@ -46,48 +46,60 @@ class Monitor:
         return anchor
 
     async def run(self, cycles: int | None = None) -> MonitorResult:
-        from station.monitor.overview import write_pages
-
         last = cycles if cycles is not None else self.schedule.cycles
         anchor = self._anchor()
-        done = {e.key for e in self.ledger.entries()}
-        cycle = max((e.cycle for e in self.ledger.entries()), default=-1)
-        if cycle < 0 or all(self._done(done, cycle, p) for p in self.schedule.phases):
-            cycle += 1  # the last cycle is complete: the next one (a restart mid-cycle finishes it)
+        entries = self.ledger.entries()
+        done = {e.key for e in entries}
+        every = self.schedule.every
+        starts: dict[int, float] = {}  # each cycle's start: its first window's (a gap's: when it was due)
+        for e in entries:
+            starts[e.cycle] = min(starts.get(e.cycle, e.started), e.started)
+        cycle = max(starts, default=-1)
         went = 0
         result = MonitorResult(self.store, 0)
-        every = self.schedule.every
-        # a cycle is due every `every` from the anchor, or when the one before ends if it overran;
-        # the cycles that fell due while no monitor ran (stopped, the machine down) are gaps
-        previous_end = max((e.ended for e in self.ledger.entries()), default=anchor)
-        due = max(anchor + cycle * every, previous_end)
-        missed = int((self.clock() - due) // every)
-        for _ in range(missed):
-            if last is not None and cycle >= last:
-                break
-            self._gap_cycle(cycle, done, due, "the monitor was not running when this cycle was due")
-            went, cycle, due = went + 1, cycle + 1, due + every
+        if cycle >= 0 and not all(self._done(done, cycle, p) for p in self.schedule.phases):
+            due = self.clock()  # a cycle cut by a stop (a kill, a reboot): finished now
+        else:
+            cycle += 1
+            due = anchor if cycle == 0 else starts[cycle - 1] + every
+            # cycles start `every` apart; a period that passed whole after the last monitor's last
+            # window (it stopped, the machine was down) is a cycle missed: a gap
+            missed_from = max(due, max((e.ended for e in entries), default=due))
+            while self.clock() >= missed_from + every and (last is None or cycle < last):
+                self._gap_cycle(cycle, done, missed_from, "the monitor was not running when this cycle was due")
+                went, cycle, missed_from = went + 1, cycle + 1, missed_from + every
+            due = max(due, missed_from) if went else due
         while last is None or cycle < last:
-            due = max(anchor + cycle * every, previous_end)
             now = self.clock()
             if now < due:
                 self.progress.message(f"monitor: cycle {cycle} due in {due - now:.0f} s")
                 await self.sleep(due - now)
+            began = starts.get(cycle, self.clock())
             for phase in self.schedule.phases:
                 if self._done(done, cycle, phase):
                     continue
                 if (why := self._disk_full()) is not None:
                     result.stopped = why
                     self.progress.message(f"monitor: stopped: {why}")
-                    result.cycles, result.pages = went, write_pages(self.store, self.ledger, self.schedule)
+                    result.cycles, result.pages = went, self._pages()
                     return result
                 await self._phase(cycle, phase, done)
             went += 1
-            result.pages = write_pages(self.store, self.ledger, self.schedule)
-            previous_end = self.clock()
+            result.pages = self._pages()
             cycle += 1
+            due = began + every  # a cycle that overran is followed at once, never by a burst
         result.cycles = went
         return result
+
+    def _pages(self) -> list[Path]:
+        """The overview pages; a failure to draw them is said, and the schedule goes on."""
+        from station.monitor.overview import write_pages
+
+        try:
+            return write_pages(self.store, self.ledger, self.schedule)
+        except Exception as exc:  # noqa: BLE001 - a page is not worth a stopped monitor
+            self.progress.message(f"monitor: the overview pages were not written: {type(exc).__name__}: {exc}")
+            return []
 
     @staticmethod
     def _done(done: set[tuple[int, str, int]], cycle: int, phase: Phase) -> bool:
@@ -136,17 +148,24 @@ class Monitor:
             self._record(cycle, phase, done, started, None, f"the phase's campaign with the schedule's window: "
                          f"{exc.errors()[0]['msg']}")
             return
-        wait, reason = self.schedule.retry.first, None
+        if len(campaign.bench.named_targets()) > 1:
+            self._record(cycle, phase, done, started, None, "a phase measures one target: its campaign names "
+                         f"{len(campaign.bench.named_targets())} (bench.targets); give each target its own phase")
+            return
+        wait, reason, failed_at = self.schedule.retry.first, None, None
         while True:
             try:
                 result = await api.run_campaign_async(campaign, out, self.progress, resume=True)
             except api.CampaignError as exc:
                 reason = str(exc)
+            except Exception as exc:  # noqa: BLE001 - a bug or a fault of one phase: a gap, not a dead monitor
+                reason = f"{type(exc).__name__}: {exc}"
             else:
-                reason = result.stopped or next(iter(result.unavailable.values()), None)
+                reason = result.stopped or next(iter(result.unavailable.values()), None) or result.report_error
                 if reason is None:
                     break
-            if self.clock() - started + wait > self.schedule.retry.for_:
+            failed_at = self.clock() if failed_at is None else failed_at  # the budget counts from the failure
+            if self.clock() - failed_at + wait > self.schedule.retry.for_:
                 break
             self.progress.message(f"monitor: {phase.name}, cycle {cycle}: {reason}; retrying in {wait:g} s")
             await self.sleep(wait)
@@ -183,7 +202,10 @@ def _window_runs(out: Path, kind_name: str) -> dict[int, dict[str, Any]]:
     kind = kind_registry.kind(kind_name)
     if not path.exists() or kind.window_maximum is None:
         return {}
-    report = json.loads(path.read_text())
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):  # torn by a crash: the windows are gaps, said so
+        return {}
     found: dict[int, dict[str, Any]] = {}
     entries = report.get("runs") if kind.top_level_runs else (report.get(kind.name) or {}).get("runs")
     runs = [(r, kind.window_maximum(r)) for r in entries or []]
@@ -193,8 +215,10 @@ def _window_runs(out: Path, kind_name: str) -> dict[int, dict[str, Any]]:
         if seen is None or (max_ns is not None and (seen["max_ns"] is None or max_ns > seen["max_ns"])):
             found[rep] = {"id": run["id"], "status": run["status"], "error": run.get("error"), "max_ns": max_ns}
     for run in found.values():
-        manifest = out / "runs" / run["id"] / "manifest.json"
-        times = json.loads(manifest.read_text()) if manifest.exists() else {}
+        try:
+            times = json.loads((out / "runs" / run["id"] / "manifest.json").read_text())
+        except (OSError, ValueError):
+            times = {}
         run["started"], run["ended"] = _unix(times.get("started_utc")), _unix(times.get("ended_utc"))
     return found
 

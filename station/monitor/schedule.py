@@ -28,7 +28,7 @@ class Phase(Strict):
     name: Name
     campaign: LocalPath = Field(description="the campaign file (relative to the schedule file); its matrix.duration "
                                 "is replaced by the schedule's window, its repetitions by windows")
-    windows: Annotated[int, Field(ge=1, le=10_000)] = Field(
+    windows: Annotated[int, Field(ge=1, le=100)] = Field(
         1, description="consecutive windows (runs) of the phase in each cycle: one latency maximum each")
 
 

@@ -152,21 +152,28 @@ class PlaceSession:
             if claim_is_live(claim):
                 raise PlaceError(f"place {self.place} is in use by another station run (pid {claim['pid']}, "
                                  f"campaign {claim.get('campaign')!r}); nothing was measured")
-            ours = True  # a killed station's: this one releases it
-            write_claim(self.coordinator, self.place, campaign, self.me)
+            if claim_matches(claim, place):
+                ours = True  # a killed station's acquisition: this one releases it
+                write_claim(self.coordinator, self.place, campaign, self.me, place.changed)
+            else:  # released and acquired again since, by you: yours, and the claim is stale
+                drop_claim(self.coordinator, self.place)
         if not place.acquired:
+            # the claim first: an acquisition the station makes is never unrecorded, whatever stops it
+            write_claim(self.coordinator, self.place, campaign, self.me, None)
             try:
                 with contextlib.redirect_stdout(self._out):
                     await self._session.acquire()
             except client.Error as exc:
+                drop_claim(self.coordinator, self.place)
                 raise PlaceError(f"labgrid refused to acquire place {self.place}: {exc}") from None
             ours = True
-            write_claim(self.coordinator, self.place, campaign, self.me)
+            write_claim(self.coordinator, self.place, campaign, self.me, self._place().changed)
         try:
             return self.resources(acquired_by_station=ours)
-        except PlaceError:
+        except BaseException:
             if ours:
-                await self.release()
+                with contextlib.suppress(Exception):
+                    await self.release()
             raise
 
     def resources(self, acquired_by_station: bool) -> PlaceResources:
@@ -205,7 +212,11 @@ class PlaceSession:
         if (params.get("extra") or {}).get("proxy_required"):
             raise PlaceError(f"place {self.place}: its NetworkService is reachable only through the exporter "
                              "(labgrid's proxy): not supported by the station yet; export an address it can reach")
-        return SshService(str(params["address"]), int(params.get("port") or 22), str(params["username"]))
+        try:
+            return SshService(str(params["address"]), int(params.get("port") or 22), str(params["username"]))
+        except (KeyError, ValueError, TypeError):
+            raise PlaceError(f"place {self.place}: a NetworkService without a usable address, port and username: "
+                             f"{params}") from None
 
     async def release(self) -> None:
         """Release the place (only ever called for a place the station acquired) and drop its claim."""
@@ -224,13 +235,21 @@ def _claim_path(coordinator: str, place: str) -> Path:
     return CLAIMS_DIR / f"{place}-{key}.json"
 
 
-def write_claim(coordinator: str, place: str, campaign: str, holder: str) -> None:
+def write_claim(coordinator: str, place: str, campaign: str, holder: str, changed: float | None) -> None:
+    """`changed`: the place's change time once the station acquired it (None: acquiring)."""
     path = _claim_path(coordinator, place)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"coordinator": coordinator, "place": place, "campaign": campaign, "holder": holder,
-                               "pid": os.getpid(), "acquired_at": time.time()}))
+                               "pid": os.getpid(), "acquired_at": time.time(), "changed": changed}))
     tmp.replace(path)
+
+
+def claim_matches(claim: dict[str, Any], place: Any) -> bool:
+    """Whether the place's present acquisition is the one the claim recorded: a place released and
+    acquired again (by you, by hand) has changed since, and is not the station's to release."""
+    changed = claim.get("changed")
+    return changed is None or changed == getattr(place, "changed", None)
 
 
 def read_claim(coordinator: str, place: str) -> dict[str, Any] | None:
@@ -284,7 +303,8 @@ class PlaceCleanup:
                 if holder is None:
                     found = await session.claim("station cleanup")
                 else:
-                    found = session.resources(acquired_by_station=claim is not None)
+                    found = session.resources(acquired_by_station=claim is not None
+                                              and claim_matches(claim, session._place()))
                 self.release, self.holder = found.acquired_by_station, found.holder
         except PlaceError as exc:
             raise TargetError(f"labgrid: {exc}") from None
