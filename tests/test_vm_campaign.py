@@ -125,11 +125,14 @@ RECORD = np.dtype([("magic", "<u4"), ("version", "<u2"), ("flags", "<u2"), ("seq
 
 
 def _traced_injector(mode: str) -> str:
-    """The injector as a load, its log of the holds copied out before it is unloaded (a file per
-    load process: each run of the campaign loads its own)."""
+    """The injector as a load, its log of the holds copied out every second and once more before it
+    is unloaded (a file per load process: each run of the campaign loads its own). The copies do not
+    rest on the trap: the station gives a load 0.2 s after TERM, which under TCG the trap's copy did
+    not always get (seen once in a CI try: a run's log missing)."""
+    log = f"/tmp/traced-holds-{mode}-$$.txt"
+    copy = f"cat /proc/irqgap_inject_holds > {log}.part && mv {log}.part {log}"
     return (f"insmod {INJECTOR} mode={mode} cpu=1 period_us={HOLD['period_us']} hold_us={HOLD['hold_us']} "
-            f"|| exit 1; trap 'cat /proc/irqgap_inject_holds > /tmp/traced-holds-{mode}-$$.txt; rmmod irqgap_inject; "
-            "exit 0' TERM INT; while :; do sleep 1; done")
+            f"|| exit 1; trap '{copy}; rmmod irqgap_inject; exit 0' TERM INT; while :; do sleep 1; {copy}; done")
 
 
 def _traced_config(vm, tmp_path: Path, name: str, modes: list[str], threaded: bool,
