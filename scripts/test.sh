@@ -20,8 +20,8 @@ as_root bash fpga/scripts/ci-deps.sh >/dev/null
 # Two passes: the tests without a QEMU guest on every core (-n auto), then the guests' tests
 # alone, one at a time (marker vm, tests/conftest.py). Both always run; the script fails if
 # either does (pytest's 5, "nothing selected", is no failure: extra arguments may pick one side).
-# -rs: every skip listed, with its reason.
+# -rs: every skip listed, with its reason; --durations: the slowest tests, to keep the run under 30 min.
 status=0
-.venv/bin/python -m pytest -q -rs -n auto -m "not vm" "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
-.venv/bin/python -m pytest -q -rs -m vm "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
+.venv/bin/python -m pytest -q -rs --durations=10 -n auto -m "not vm" "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
+.venv/bin/python -m pytest -q -rs --durations=15 -m vm "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
 exit "$status"
