@@ -121,36 +121,39 @@ class Monitor:
                     f"free space in {self.store} (or lower min_free_mib), then start the monitor again: it resumes")
         return None
 
-    async def _phase(self, cycle: int, phase: Phase, done: set) -> None:
+    def _phase_campaign(self, phase: Phase) -> Any:
+        """The phase's campaign with the schedule's window and windows (a station.config Campaign),
+        or why it cannot be a phase (a str)."""
         from pydantic import ValidationError
 
-        from station import api
+        from station import kind_registry
         from station.config import ConfigError, campaign_model, load_campaign
 
-        started = self.clock()
-        out = self.store / "campaigns" / phase.name / f"cycle-{cycle:06d}"
         try:
             campaign = load_campaign(resolve(self.path, phase.campaign))
         except ConfigError as exc:
-            self._record(cycle, phase, done, started, None, f"the phase's campaign file: {exc}")
-            return
-        from station import kind_registry
-
+            return f"the phase's campaign file: {exc}"
         if kind_registry.kind(campaign.matrix.kind).window_maximum is None:
-            self._record(cycle, phase, done, started, None, f"a {campaign.matrix.kind} campaign gives no latency "
-                         "maximum per window: it cannot be a monitored phase")
-            return
+            return (f"a {campaign.matrix.kind} campaign gives no latency maximum per window: it cannot be a "
+                    "monitored phase")
+        if len(campaign.bench.named_targets()) > 1:
+            return (f"a phase measures one target: its campaign names {len(campaign.bench.named_targets())} "
+                    "(bench.targets); give each target its own phase")
         try:  # the schedule's window and windows, checked as the campaign's own values would be
             data = campaign.model_dump(mode="json", by_alias=True, exclude_unset=True)
             data["matrix"] |= {"duration": self.schedule.window, "repetitions": phase.windows}
-            campaign = campaign_model().model_validate(data)
+            return campaign_model().model_validate(data)
         except ValidationError as exc:
-            self._record(cycle, phase, done, started, None, f"the phase's campaign with the schedule's window: "
-                         f"{exc.errors()[0]['msg']}")
-            return
-        if len(campaign.bench.named_targets()) > 1:
-            self._record(cycle, phase, done, started, None, "a phase measures one target: its campaign names "
-                         f"{len(campaign.bench.named_targets())} (bench.targets); give each target its own phase")
+            return f"the phase's campaign with the schedule's window: {exc.errors()[0]['msg']}"
+
+    async def _phase(self, cycle: int, phase: Phase, done: set) -> None:
+        from station import api
+
+        started = self.clock()
+        out = self.store / "campaigns" / phase.name / f"cycle-{cycle:06d}"
+        campaign = self._phase_campaign(phase)
+        if isinstance(campaign, str):
+            self._record(cycle, phase, done, started, None, campaign)
             return
         wait, reason, failed_at = self.schedule.retry.first, None, None
         while True:

@@ -129,7 +129,8 @@ class PlaceSession:
     def me(self) -> str:
         return f"{self._session.gethostname()}/{self._session.getuser()}"
 
-    def _place(self) -> Any:
+    def place_state(self) -> Any:
+        """The place as the coordinator last said (labgrid's Place)."""
         place = self._session.places.get(self.place)
         if place is None:
             known = ", ".join(sorted(self._session.places)) or "none"
@@ -137,12 +138,12 @@ class PlaceSession:
         return place
 
     def holder(self) -> str | None:
-        return self._place().acquired
+        return self.place_state().acquired
 
     async def claim(self, campaign: str) -> PlaceResources:
         """Acquire the place, or take it as the user acquired it; refuse one held by someone else."""
         client = _labgrid()
-        place = self._place()
+        place = self.place_state()
         ours = False
         if place.acquired and place.acquired != self.me:
             raise PlaceError(f"place {self.place} is acquired by {place.acquired} (labgrid coordinator "
@@ -167,7 +168,7 @@ class PlaceSession:
                 drop_claim(self.coordinator, self.place)
                 raise PlaceError(f"labgrid refused to acquire place {self.place}: {exc}") from None
             ours = True
-            write_claim(self.coordinator, self.place, campaign, self.me, self._place().changed)
+            write_claim(self.coordinator, self.place, campaign, self.me, self.place_state().changed)
         try:
             return self.resources(acquired_by_station=ours)
         except BaseException:
@@ -177,7 +178,7 @@ class PlaceSession:
             raise
 
     def resources(self, acquired_by_station: bool) -> PlaceResources:
-        place = self._place()
+        place = self.place_state()
         services: dict[str, dict[str, Any]] = {}
         visa: dict[str, str] = {}
         paths = []
@@ -304,7 +305,7 @@ class PlaceCleanup:
                     found = await session.claim("station cleanup")
                 else:
                     found = session.resources(acquired_by_station=claim is not None
-                                              and claim_matches(claim, session._place()))
+                                              and claim_matches(claim, session.place_state()))
                 self.release, self.holder = found.acquired_by_station, found.holder
         except PlaceError as exc:
             raise TargetError(f"labgrid: {exc}") from None
