@@ -27,6 +27,7 @@ from tests.conftest import free_port, run_station, running_twin, station_cmd
 
 PLACE = "twin-bench"
 PLACE2 = "twin-bench-2"
+LOCAL_PLACE = "this-machine"
 EXPORTER = "lab-exporter"
 BIN = Path(sys.executable).parent
 
@@ -82,8 +83,9 @@ def twin_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, twin_server):
-    """A coordinator, an exporter of the twin's two endpoints, and the place that matches them."""
+def lab(tmp_path_factory, twin_server, local):
+    """A coordinator, an exporter of the twin's two endpoints and of this machine's sshd, and the
+    places that match them."""
     home = tmp_path_factory.mktemp("labgrid")
     port = free_port()
     address = f"127.0.0.1:{port}"
@@ -96,14 +98,16 @@ def lab(tmp_path_factory, twin_server):
         "NetworkService": {"address": "127.0.0.1", "port": twin_server["ssh_port"], "username": "root"},
         "scope": {"cls": "PyVISADevice", "type": "TCPIP", "url": f"127.0.0.1::{scope_port}::SOCKET"}},
         # a second bench (the same twin, reached again): a campaign over two places
-        "twin2": {"NetworkService": {"address": "127.0.0.1", "port": twin_server["ssh_port"], "username": "root"}}}
+        "twin2": {"NetworkService": {"address": "127.0.0.1", "port": twin_server["ssh_port"], "username": "root"}},
+        # this machine through OpenSSH's sshd: a real kernel behind a place
+        "local": {"NetworkService": {"address": local.host, "port": local.port, "username": local.user}}}
     (home / "exporter.yaml").write_text(yaml.safe_dump(exported))
     exporter_log = home / "exporter.log"
     exporter = subprocess.Popen([_labgrid_bin("labgrid-exporter"), "-c", address, "-n", EXPORTER, "--hostname",
                                  "127.0.0.1", str(home / "exporter.yaml")], cwd=home,
                                 stdout=exporter_log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
-    while len(_client(address, "resources").stdout.split()) < 3:
+    while len(_client(address, "resources").stdout.split()) < 4:
         assert exporter.poll() is None, exporter_log.read_text()
         assert time.monotonic() < deadline, exporter_log.read_text()
         time.sleep(0.3)
@@ -111,7 +115,9 @@ def lab(tmp_path_factory, twin_server):
     _client(address, "-p", PLACE, "add-match", f"{EXPORTER}/twin/*")
     _client(address, "-p", PLACE2, "create")
     _client(address, "-p", PLACE2, "add-match", f"{EXPORTER}/twin2/*")
-    yield {"address": address, "log": coordinator_log, "twin": twin_server, "scope_port": scope_port}
+    _client(address, "-p", LOCAL_PLACE, "create")
+    _client(address, "-p", LOCAL_PLACE, "add-match", f"{EXPORTER}/local/*")
+    yield {"address": address, "log": coordinator_log, "twin": twin_server, "scope_port": scope_port, "local": local}
     for proc in (exporter, coordinator):
         proc.send_signal(signal.SIGINT)
         try:
@@ -197,6 +203,33 @@ def test_several_places_in_one_campaign_are_each_acquired_for_their_runs_and_rel
     assert {name: t["place"]["place"] for name, t in targets.items()} == {"a": PLACE, "b": PLACE2}
     assert sorted(r["id"] for r in json.loads((out / "report.json").read_text())["runs"]) == \
         ["a-lpt-inb-none-r0", "b-lpt-inb-none-r0"]
+
+
+def test_a_cyclictest_campaign_on_a_place_exporting_this_machines_sshd_runs_and_frees_it(free_place, tmp_path):
+    lab = free_place
+    local = lab["local"]
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "on-this-machine",
+        "bench": {"target": {"kind": "labgrid", "place": LOCAL_PLACE, "coordinator": lab["address"],
+                             "connect_timeout": "5s", "identity_file": local.identity_file,
+                             "known_hosts": local.known_hosts, "work_dir": f"/tmp/irq-station-lg-{tmp_path.name}"},
+                  "scope": {"kind": "none"}},
+        "matrix": {"kind": "cyclictest", "loads": ["none"], "duration": "1s", "max_duration": "2min"},
+        "cyclictest": {"threads": "per-cpu", "priority": 80, "interval": "1ms"},
+    }))
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _coordinator_said(lab, LOCAL_PLACE)[-2:] == [f"{LOCAL_PLACE}: place acquired by {_me()}",
+                                                        f"{LOCAL_PLACE}: place released"]
+    assert _holder(lab["address"], LOCAL_PLACE) is None
+    bench = json.loads((out / "campaign.json").read_text())
+    assert bench["target"]["place"]["ssh"] == {"address": local.host, "port": local.port, "username": local.user}
+    # the kernel behind the place is this machine's (read here, not from the station)
+    assert bench["target"]["audit"]["uname"].split()[2] == os.uname().release
+    [run] = json.loads((out / "report.json").read_text())["cyclictest"]["runs"]
+    assert run["status"] == "complete"
 
 
 def test_a_place_held_by_someone_else_is_refused_naming_them(free_place, tmp_path):
