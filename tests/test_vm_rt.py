@@ -11,6 +11,9 @@ import asyncio
 import json
 import os
 import re
+import signal
+import subprocess
+import time
 
 import asyncssh
 import pytest
@@ -21,6 +24,7 @@ from station.vm.hostdeps import HOST_PACKAGES, host_packages
 from station.vm.paths import image_dir
 from tests.conftest import free_port as _free_port
 from tests.conftest import missing as _missing
+from tests.test_report_browser import _run, chromium  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.timeout(900)  # the first build downloads a 70 MB linux-image per flavour
 
@@ -237,3 +241,108 @@ def test_a_competing_handler_delays_an_irq_thread_in_dispatch(guest, tmp_path, r
     # the thread's own time and the idle task before it are named as tasks, not as "nothing traced"
     labels = {c["label"] for c in run["decomposition"]["credited"]["dispatch"]}
     assert any(label.startswith("task irq/") for label in labels), labels
+
+
+# -- the guest watched by `station monitor` across its kernel update (docs/lab.md) ---------------
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """One monitor store and one address for the board (a TCP relay to whichever guest is up) across
+    both flavours: the same board, its kernel updated between them (pytest runs every regular test
+    before booting the RT guest). `kernels` is what the test itself booted, in order: the truth."""
+    from tests.fault_proxy import FaultyLink
+
+    home = tmp_path_factory.mktemp("monitor")
+    (home / "schedule.yaml").write_text(json.dumps({
+        "name": "board", "store": "store", "every": "20s", "window": "1s", "false_alarm": 0.005,
+        "min_free_mib": 1, "retry": {"first": "200ms", "for": "1s"},
+        "phases": [{"name": "idle", "campaign": "idle.yaml", "windows": 2}],
+    }))
+    with FaultyLink(upstream_port=0) as link:
+        yield {"home": home, "link": link, "kernels": []}
+
+
+def _watch_campaign(home, link, vm: VirtualMachine) -> None:
+    known = home / "known_hosts"  # the board's address is the relay's; its key is the booted image's
+    known.write_text(f"[127.0.0.1]:{link.port} {vm.image.host_key_pub}\n")
+    (home / "idle.yaml").write_text(json.dumps({
+        "name": "idle",
+        "bench": {"target": {"kind": "ssh", "host": "127.0.0.1", "port": link.port, "user": "root",
+                             "identity_file": str(vm.image.identity_file), "known_hosts": str(known),
+                             "connect_timeout": "5s"},
+                  "scope": {"kind": "none"}},
+        "matrix": {"kind": "cyclictest", "loads": ["none"], "duration": "1s", "max_duration": "2min"},
+        "cyclictest": {"threads": "per-cpu", "priority": 80, "interval": "1ms"},
+    }))
+
+
+def _ledger(home) -> list[dict]:
+    path = home / "store" / "monitor-ledger.jsonl"
+    return [json.loads(ln) for ln in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_the_monitor_watches_the_guest_through_a_lost_link_and_marks_its_kernel_update(guest, watched, chromium):  # noqa: F811
+    """On the regular kernel: a measured cycle, then the link cut (a gap, and the monitor ends its
+    cycle). On the RT kernel, minutes later: the monitor, started again and stopped with SIGTERM as
+    systemd stops it, records the periods it missed as gaps, measures the new kernel, and its page
+    marks the change. The kernel change is checked when both flavours ran (as in CI), else that
+    none is marked."""
+    from tests.conftest import run_station, station_cmd
+
+    home, link, flavour = watched["home"], watched["link"], guest.image.kernel_release
+    link.upstream_port = guest.ssh_port
+    link.restore()
+    _watch_campaign(home, link, guest)
+    schedule = str(home / "schedule.yaml")
+    before = _ledger(home)
+    cycle = max((e["cycle"] for e in before), default=-1) + 1
+    if not guest.image.preempt_rt:
+        res = run_station("monitor", schedule, "--cycles", str(cycle + 1), timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        link.cut()
+        res = run_station("monitor", schedule, "--cycles", str(cycle + 2), timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        link.restore()
+        new = _ledger(home)[len(before):]
+        assert [(e["cycle"], e["window"], e["status"]) for e in new] == \
+            [(cycle, 0, "complete"), (cycle, 1, "complete"), (cycle + 1, 0, "gap"), (cycle + 1, 1, "gap")], new
+        assert all(e["kernel"] == flavour and e["target"] == "irq-vm" for e in new[:2]), new
+        assert all(str(link.port) in e["reason"] for e in new[2:]), new
+    else:
+        started = time.time()
+        monitor = subprocess.Popen(station_cmd("monitor", schedule), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while not any(e["status"] == "complete" and e["kernel"] == flavour for e in _ledger(home)):
+                assert monitor.poll() is None and time.monotonic() < deadline, monitor.stderr.read()
+                time.sleep(0.5)
+        finally:
+            monitor.send_signal(signal.SIGTERM)
+            err = monitor.communicate(timeout=120)[1]
+        assert monitor.returncode == 130 and "interrupted" in err, err[-3000:]
+        left = sh(guest, "pgrep -x cyclictest || echo none")
+        assert left.stdout.strip() == "none", "the stopped monitor left cyclictest running"
+        new = _ledger(home)[len(before):]
+        measured = [e for e in new if e["status"] == "complete"]
+        assert measured and all(e["kernel"] == flavour and e["target"] == "irq-vm" for e in measured), new
+        # the periods that passed whole while no monitor ran are gaps (in CI the RT guest's other tests ran
+        # in between: minutes, several 20 s periods); none when it followed at once (the test's own clock)
+        missed = [e for e in new if e["status"] == "gap" and "not running" in e["reason"]]
+        idle = started - watched["ended"] if watched["kernels"] else 0.0
+        if idle >= 2 * 20:
+            assert missed, (idle, new)
+        elif idle < 20:
+            assert not missed, (idle, new)
+    watched["kernels"].append(flavour)
+    watched["ended"] = time.time()
+    entries = _ledger(home)
+    keys = [(e["cycle"], e["phase"], e["window"]) for e in entries]
+    assert len(keys) == len(set(keys)), "a window recorded twice"
+    page = home / "store" / "overview" / "irq-vm.html"
+    summary = json.loads(page.with_suffix(".json").read_text())
+    changes = [(a, b) for _, a, b in summary["kernel_changes"]]
+    assert changes == list(zip(watched["kernels"], watched["kernels"][1:], strict=False))
+    dom = _run(chromium, home, "--dump-dom", page.as_uri()).stdout
+    assert dom.count("<svg") >= 2 and "Gaps" in dom
+    assert ("Kernel changes" in dom) == (len(watched["kernels"]) == 2)
+    assert all(k in dom for k in watched["kernels"])

@@ -133,6 +133,12 @@ def _histogram_svg(histograms: dict[str, list[tuple[float, int]]], phases: list[
     return _svg(fig)
 
 
+def _kernel_now(entries: list[Entry]) -> str:
+    """The kernel of the latest window that ran on the target (a gap's is unknown)."""
+    ran = [e for e in entries if e.kernel]
+    return f" Kernel: {html.escape(max(ran, key=lambda e: e.started).kernel)}." if ran else ""
+
+
 def _table(head: list[str], rows: list[list[Any]]) -> str:
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
@@ -160,7 +166,7 @@ def _write_page(store: Path, target: str, entries: list[Entry], schedule: Schedu
     body = [
         f"<h1>{html.escape(target)}: latency over time</h1>",
         f"<p>Schedule <b>{html.escape(schedule.name)}</b>: every {schedule.every:g} s, windows of "
-        f"{schedule.window:g} s; {summary['windows']} windows measured, {len(gaps)} gaps.</p>",
+        f"{schedule.window:g} s; {summary['windows']} windows measured, {len(gaps)} gaps.{_kernel_now(entries)}</p>",
         "<h2>Regression verdict</h2>",
         _table(["phase", "verdict", "p", "earlier windows", "latest windows", "false-alarm rate"], verdict_rows),
         "<p class=note>A one-sided exact rank test (Mann-Whitney) of the latest cycle's window maxima against "
@@ -172,6 +178,9 @@ def _write_page(store: Path, target: str, entries: list[Entry], schedule: Schedu
         body += ["<h2>Long-term histogram</h2>", f"<figure id=histogram>{histogram}</figure>"]
     body += ["<h2>Latest windows</h2>",
              _table(["phase", "cycle", "window", "started", "status", "max (µs)", "kernel", "note"], latest)]
+    if summary["kernel_changes"]:  # the plot's dashed lines, as text a reader can search and copy
+        body += ["<h2>Kernel changes</h2>", _table(["first window on it", "from", "to"],
+                                                   [[_when(t), a, b] for t, a, b in summary["kernel_changes"]])]
     if gaps:
         body += ["<h2>Gaps</h2>", _table(["phase", "cycle", "window", "when", "why"], gaps)]
     page = ("<!doctype html><html><head><meta charset=utf-8><title>"
