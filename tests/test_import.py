@@ -314,3 +314,40 @@ def test_garbage_cyclictest(which: int, edits: list[tuple[int, str, str]]) -> No
         text = (text[:pos] + text[pos + len(s):] if op == "delete" else text[:pos] + s + text[pos:]
                 if op == "insert" else text[:pos] + s + text[pos + len(s):])
     _import_or_refuse(text.encode(), ".txt", "cyclictest")
+
+
+def test_an_osadl_qa_farm_style_cyclictest_output_is_imported_with_its_histograms(tmp_path: Path) -> None:
+    """OSADL's farm runs `cyclictest -l100000000 -m -Sp99 -i200 -h400 -q` (docs/lab.md): the same
+    command here, 2000 loops, this machine's cyclictest. Truth: what cyclictest printed, read here
+    with a regex (its summary lines) and a sum (its histogram lines)."""
+    import shutil
+    import subprocess
+
+    from tests.conftest import missing
+
+    if shutil.which("cyclictest") is None or os.geteuid() != 0:
+        missing("cyclictest (rt-tests) as root: scripts/ci/sshd-deps.sh installs it")
+    out_txt = tmp_path / "osadl.txt"
+    with out_txt.open("w") as f:
+        subprocess.run(["cyclictest", "-l2000", "-m", "-Sp99", "-i200", "-h400", "-q"], stdout=f, check=True,
+                       timeout=60)
+    text = out_txt.read_text()
+    printed = {key: [int(v) for v in re.search(rf"^# {key}:((?: \d+)+)", text, re.M).group(1).split()]
+               for key in ("Total", "Min Latencies", "Max Latencies", "Histogram Overflows")}
+    bins = np.array([[int(v) for v in ln.split()] for ln in text.splitlines() if re.match(r"^\d+\s", ln)])
+    res = run_station("import", str(out_txt), "--out", str(tmp_path / "out"), "--target", "farm-box")
+    assert res.returncode == 0, res.stderr[-2000:]
+    [run] = report_of(tmp_path / "out")["cyclictest"]["runs"]
+    assert run["status"] == "complete" and run["target"] == "farm-box"
+    threads = sorted(run["threads"], key=lambda t: t["thread"])
+    assert len(threads) == len(printed["Total"]) == bins.shape[1] - 1 == os.cpu_count()
+    for i, t in enumerate(threads):
+        assert (t["cycles"], t["min_us"], t["max_us"], t["overflows"]) == (
+            printed["Total"][i], printed["Min Latencies"][i], printed["Max Latencies"][i],
+            printed["Histogram Overflows"][i])
+        counts = bins[:, i + 1]
+        if not printed["Histogram Overflows"][i]:  # every cycle in the 400 µs of the histogram
+            assert t["stats"]["count"] == counts.sum() == printed["Total"][i]
+            assert t["stats"]["mean_ns"] == pytest.approx((bins[:, 0] * counts).sum() / counts.sum() * 1000,
+                                                          rel=1e-12)
+    assert run["combined"]["max_ns"] == max(printed["Max Latencies"]) * 1000
