@@ -12,8 +12,11 @@ given threshold only (what a campaign with a fixed threshold asks: the hysteresi
 from the levels), each as "copy time / extraction time" (target >= 0.5, OK or MISS); then the
 extraction's peak of allocations (tracemalloc, which numpy reports to) as a multiple of the
 record (target <= 3). No absolute thresholds, as machines differ; the exit status is 1 when a
-target is missed, on either record. `--float` adds the float64 path (the record
-converted to volts, as before the code path) once, for reference.
+target is missed, on either record. Every time is printed as the median (min-max) of the
+rounds (--repeat, at least 5). The edges come from the compiled walk (instruments/schmitt_kernel.py,
+numba) on records this long; the header of each record says which path ran, and the pure-numpy
+path (IRQ_STATION_KERNEL=numpy) is timed beside it for reference. `--float` adds the float64 path
+(the record converted to volts, as before the code path) once, for reference.
 
     .venv/bin/python benchmarks/bench_extraction.py [--points N] [--float]
 """
@@ -21,6 +24,7 @@ converted to volts, as before the code path) once, for reference.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import timeit
 import tracemalloc
@@ -28,6 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from instruments import schmitt_kernel
 from instruments.pulses import extract_pulses, waveform_threshold
 from instruments.scope import CodeScale, Waveform
 from instruments.sim.signal import LogicSignal, digitize
@@ -53,13 +58,18 @@ def record(points: int, dt_ns: float, seed: int = 1) -> Waveform:
     return Waveform(0.0, dt_ns * 1e-9, codes=codes, scale=scale)
 
 
-def medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Each function's median time over `repeat` rounds, the functions interleaved in every round."""
+def timings(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Each function's times over `repeat` rounds, the functions interleaved in every round."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             times[name].append(timeit.timeit(fn, number=1))
-    return {name: float(np.median(t)) for name, t in times.items()}
+    return times
+
+
+def spread(times: list[float]) -> str:
+    """median (min-max) in ms, over every round."""
+    return f"{np.median(times) * 1e3:8.2f} ms ({min(times) * 1e3:.2f}-{max(times) * 1e3:.2f})"
 
 
 def verdict(ok: bool) -> str:
@@ -91,18 +101,33 @@ def bench(name: str, wf: Waveform, repeat: int, with_float: bool) -> bool:
     pulses = extract_pulses(wf)
     print(
         f"\n{name}: {len(wf):,} int8 samples ({codes.nbytes / 1e6:.0f} MB), {len(pulses)} complete pulses, "
-        f"threshold {threshold:.3f} V, hysteresis {hysteresis:.3f} V"
+        f"threshold {threshold:.3f} V, hysteresis {hysteresis:.3f} V;\n  edges by the "
+        f"{schmitt_kernel.path_for(len(wf))} path"
     )
-    timed = medians({"copy": codes.copy, **runs}, repeat)
-    t_copy = timed.pop("copy")
+
+    def numpy_path() -> object:  # the pure-numpy path, for reference (no target: the default path has it)
+        os.environ["IRQ_STATION_KERNEL"] = "numpy"
+        try:
+            return extract_pulses(wf, threshold, hysteresis)
+        finally:
+            del os.environ["IRQ_STATION_KERNEL"]
+
+    timed = timings({"copy": codes.copy, **runs, "numpy path": numpy_path}, repeat)
+    copies = timed.pop("copy")
+    t_copy = float(np.median(copies))
+    t_numpy = timed.pop("numpy path")
     met = True
-    print(f"  {'numpy copy of the codes (median)':46s} {t_copy * 1e3:8.2f} ms")
-    for label, t in timed.items():
+    print(f"  {'numpy copy of the codes, median (min-max)':46s} {spread(copies)}")
+    for label, times in timed.items():
+        t = float(np.median(times))
         met &= (ok := t_copy / t >= 0.5)
         print(
-            f"  {'extract_pulses, ' + label:46s} {t * 1e3:8.2f} ms   copy/extraction = {t_copy / t:5.2f}"
+            f"  {'extract_pulses, ' + label:46s} {spread(times)}   copy/extraction = {t_copy / t:5.2f}"
             f"  (target >= 0.5: {verdict(ok)})"
         )
+    t = float(np.median(t_numpy))
+    print(f"  {'pure-numpy path, given threshold, hysteresis':46s} {spread(t_numpy)}   copy/extraction = "
+          f"{t_copy / t:5.2f}  (reference)")
     for label, fn in runs.items():
         peak = peak_bytes(fn)
         met &= (ok := peak / codes.nbytes <= 3)
@@ -128,9 +153,11 @@ def bench(name: str, wf: Waveform, repeat: int, with_float: bool) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--points", type=int, default=100_000_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=7, help="interleaved rounds (at least 5)")
     parser.add_argument("--float", action="store_true", help="also time the float64 path once")
     args = parser.parse_args()
+    if args.repeat < 5:
+        parser.error("--repeat: at least 5 rounds (a median with its min and max)")
     met = [bench(name, record(args.points, dt_ns), args.repeat, args.float)
            for name, dt_ns in (("fast, 2.5 GS/s", 0.4), ("slow, 48 MS/s", 2.5e6 / 120_000))]
     print("\nevery target met" if all(met) else "\nMISS: a target is missed (see above)")

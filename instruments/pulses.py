@@ -335,6 +335,12 @@ class _CodeRecord:
         down = _band((t <= threshold - half) & (t < threshold), self.first)
         if any(band is False for band in (below, above, up, down)):  # cannot be; if it were, use the volts
             return None
+        compiled = self._compiled_transitions(up, down, below, above)
+        if compiled is not None:
+            k, rising = compiled
+            if not len(k):
+                return empty, empty
+            return self._positions(k, rising, threshold)
         # the Schmitt state can change only in a block that holds samples of both bands, or
         # one whose bands differ from the block before's: only those are read sample by sample
         low, high = self._scan(samples=False)
@@ -345,9 +351,28 @@ class _CodeRecord:
             return empty, empty
         first_new, rising, since = change
         k = self._last_on_old_side(first_new, since, rising, below, above)
+        return self._positions(k, rising, threshold)
+
+    def _positions(self, k: np.ndarray, rising: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """The rising and falling edges' positions: where the line from sample k to k + 1 crosses."""
         v0, v1 = self.volts_at(k), self.volts_at(k + 1)
         position = k + (threshold - v0) / (v1 - v0)
         return position[rising], position[~rising]
+
+    def _compiled_transitions(self, up: Band, down: Band, below: Band, above: Band
+                              ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The transitions from the compiled walk (instruments/schmitt_kernel.py), or None where the
+        numpy path runs: a short record, numba absent, or a scale whose volts fall as codes grow."""
+        from instruments import schmitt_kernel
+
+        if len(self.codes) < schmitt_kernel.MIN_SAMPLES or None in (up, down, below, above):
+            return None
+        assert up is not None and down is not None and below is not None and above is not None
+        if (up[0], down[0], below[0], above[0]) != (np.greater_equal, np.less_equal, np.less_equal, np.greater_equal):
+            return None
+        if schmitt_kernel.available() is not None:
+            return None
+        return schmitt_kernel.transitions(self.codes, up[1], down[1], below[1], above[1])
 
     def _band_entries(self, blocks: np.ndarray, up: Band, down: Band) -> tuple[np.ndarray, np.ndarray]:
         """Where runs of up and of down samples begin within `blocks`, read as one stream

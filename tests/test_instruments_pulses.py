@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from instruments import pulses
+from instruments import pulses, schmitt_kernel
 from instruments.pulses import (
     Pulses,
     auto_threshold,
@@ -225,8 +225,11 @@ def layout(
     histogram_samples: int = pulses.HISTOGRAM_SAMPLES,
     noise_samples: int = pulses.NOISE_SAMPLES,
     histogram_min_count: int = pulses.HISTOGRAM_MIN_COUNT,
+    compiled: bool = False,
 ) -> Iterator[None]:
-    """The code path's slicing, and the threshold's sample sizes (both paths), for a while."""
+    """The code path's slicing, and the threshold's sample sizes (both paths), for a while; with
+    `compiled`, the code path's edges come from the compiled walk (instruments/schmitt_kernel.py)
+    whatever the record's length, else from numpy's passes."""
     with patch.multiple(
         pulses,
         BLOCK=block,
@@ -235,7 +238,7 @@ def layout(
         HISTOGRAM_SAMPLES=histogram_samples,
         NOISE_SAMPLES=noise_samples,
         HISTOGRAM_MIN_COUNT=histogram_min_count,
-    ):
+    ), patch.object(schmitt_kernel, "MIN_SAMPLES", 0 if compiled else 1 << 62):
         yield
 
 
@@ -247,6 +250,7 @@ layouts = st.builds(
     histogram_samples=st.sampled_from([97, pulses.HISTOGRAM_SAMPLES]),
     noise_samples=st.sampled_from([53, pulses.NOISE_SAMPLES]),
     histogram_min_count=st.sampled_from([5, pulses.HISTOGRAM_MIN_COUNT]),
+    compiled=st.booleans(),
 )
 
 
