@@ -80,32 +80,21 @@ def _compile() -> Callable[..., tuple[int, int, int]]:
 
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
 
-    # the skips, each a function of its own: inlined into the walk's loop, LLVM left the block
+    # the skip, a function of its own: inlined into the walk's loop, LLVM left the block
     # reduction scalar (about 4 ns a sample); alone, it is vectorised (a fraction of one)
     @jit
-    def next_block_with_low(codes: Any, i: int, down: Any) -> int:
+    def next_block_to_walk(codes: Any, i: int, high: bool, up: Any, down: Any) -> int:
+        """From i, the first block that holds a sample of the band opposite the state (high or
+        low), or the record's last, shorter block."""
         n = codes.shape[0]
         while i + BLOCK <= n:
             blk = codes[i : i + BLOCK]
-            lowest = blk[0]
+            lowest = highest = blk[0]
             for j in range(BLOCK):
                 v = blk[j]
                 lowest = v if v < lowest else lowest
-            if lowest <= down:
-                return i
-            i += BLOCK
-        return i
-
-    @jit
-    def next_block_with_high(codes: Any, i: int, up: Any) -> int:
-        n = codes.shape[0]
-        while i + BLOCK <= n:
-            blk = codes[i : i + BLOCK]
-            highest = blk[0]
-            for j in range(BLOCK):
-                v = blk[j]
                 highest = v if v > highest else highest
-            if highest >= up:
+            if (lowest <= down) if high else (highest >= up):
                 return i
             i += BLOCK
         return i
@@ -126,7 +115,7 @@ def _compile() -> Callable[..., tuple[int, int, int]]:
             i += 1
         while i < n and m < room:
             # blocks that hold no sample of the other band are reduced, not walked
-            i = next_block_with_low(codes, i, down) if state == 1 else next_block_with_high(codes, i, up)
+            i = next_block_to_walk(codes, i, state == 1, up, down)
             end = min(i + BLOCK, n)
             while i < end and m < room:
                 c = codes[i]
