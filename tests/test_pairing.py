@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from station.kinds.module.pairing import FALSE_PAIR_BOUND, pair_run
@@ -175,3 +177,40 @@ def test_the_stated_false_pair_rate_holds_on_the_twins_events(iface):
         wrong += _wrong_acquisitions(p.pairs, truth)
     assert wrong <= stats.poisson.isf(1e-6, max(stated, 1e-9)), (wrong, stated, paired)
     assert paired >= 0.2 * searched, (paired, searched)  # the longer ones pair: the test tests
+
+
+# ---- the pairing's group helpers against their definitions ---------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(np.inf)), max_size=60), min_size=1, max_size=30))
+def test_group_median_is_each_groups_median_of_its_finite_values(groups):
+    """Groups of like sizes (sorted as rows) and of very unlike sizes (sorted together): each
+    group's median of its finite values, np.median's, 0 for a group with none."""
+    from station.kinds.module.pairing import _group_median
+
+    values = np.array([v for g in groups for v in g], np.float64)
+    owner = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    n = np.array([sum(np.isfinite(g)) for g in groups], np.int64)
+    want = [float(np.median([v for v in g if np.isfinite(v)])) if k else 0.0 for g, k in zip(groups, n, strict=True)]
+    np.testing.assert_array_equal(_group_median(values, owner, n), want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 60_000), min_size=1, max_size=3000), st.integers(1, 5), st.integers(0, 40))
+def test_block_share_does_not_depend_on_how_the_records_come(latencies, pieces, skip):
+    """BlockShare over a run's records in one batch or several (blocks of 100 events here, numbers
+    skipping where records were lost): max_share_within over each block taken apart, the largest."""
+    from unittest.mock import patch
+
+    from station.kinds.module import pairing
+
+    lat = np.array(latencies, np.int64)
+    event = np.arange(len(lat)) + np.repeat([0, skip], [len(lat) // 2, len(lat) - len(lat) // 2])
+    with patch.object(pairing, "BLOCK_RECORDS", 100):
+        share = pairing.BlockShare()
+        for part in np.array_split(np.arange(len(lat)), pieces):
+            share.add(event[part], lat[part])
+        got = share.result(0.0)
+    blocks = event // 100
+    want = max([pairing.max_share_within(lat[blocks == b].astype(np.float64), None, 2 * pairing.AGREE_NS)
+                for b in np.unique(blocks) if (blocks == b).sum() >= 50] + [0.0])
+    assert got == want

@@ -129,11 +129,17 @@ class BlockShare:
         if not len(event):
             return
         blocks = event // BLOCK_RECORDS
-        for b in np.unique(blocks):
+        latency = np.asarray(latency, np.float64)
+        if (np.diff(blocks) >= 0).all():  # in stream order (always, but after a restart): cut, not masked
+            cuts = np.flatnonzero(np.diff(blocks)) + 1
+            parts = zip(blocks[np.r_[0, cuts]], np.split(latency, cuts), strict=True)
+        else:
+            parts = ((b, latency[blocks == b]) for b in np.unique(blocks))
+        for b, values in parts:
             if b != self.block:
                 self._close()
                 self.block = int(b)
-            self._values.append(np.asarray(latency, np.float64)[blocks == b])
+            self._values.append(values)
 
     def _close(self) -> None:
         if self._values:
@@ -276,9 +282,18 @@ def _median(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
 def _group_median(values: np.ndarray, owner: np.ndarray, n: np.ndarray) -> np.ndarray:
     """The median of each group's finite values (owner: group of each value, in 0..len(n)-1,
     grouped together; n: each group's count of finite values; 0 where it has none)."""
-    order = np.lexsort((values, owner))
     sizes = np.bincount(owner, minlength=len(n))
     start = np.r_[0, np.cumsum(sizes)[:-1]]
+    widest = int(sizes.max()) if len(sizes) else 0
+    if len(values) and len(n) * widest <= 4 * len(values):  # groups of like sizes: a row each, sorted
+        grid = np.full((len(n), widest), np.inf)
+        grid[owner, np.arange(len(values)) - start[owner]] = values
+        grid.sort(axis=1)
+        rows = np.arange(len(n))
+        lo, hi = np.maximum(n - 1, 0) // 2, np.maximum(n, 1) // 2
+        return np.where(n > 0, 0.5 * (grid[rows, np.minimum(lo, widest - 1)] + grid[rows, np.minimum(hi, widest - 1)]),
+                        0.0)
+    order = np.lexsort((values, owner))
     lo, hi = start + np.maximum(n - 1, 0) // 2, start + np.maximum(n, 1) // 2
     sorted_values = values[order] if len(values) else np.zeros(1)
     lo, hi = np.minimum(lo, len(sorted_values) - 1), np.minimum(hi, len(sorted_values) - 1)
@@ -668,8 +683,12 @@ def clock_ratios(scope_ns: np.ndarray, target_ns: np.ndarray, owner: np.ndarray)
     # a robust start (the median of consecutive pulses' slopes, through the median point): one
     # delayed write cannot tilt it, and the least-squares refit then leaves such writes out
     size = owner.max() + 1
-    order = np.lexsort((target_ns, owner))
-    o, x, y = owner[order], target_ns[order], scope_ns[order]
+    same = owner[1:] == owner[:-1]
+    if (owner[1:] >= owner[:-1]).all() and (~same | (target_ns[1:] >= target_ns[:-1])).all():
+        o, x, y = owner, target_ns, scope_ns  # as pulses come: in order already (lexsort's, as it is stable)
+    else:
+        order = np.lexsort((target_ns, owner))
+        o, x, y = owner[order], target_ns[order], scope_ns[order]
     step = (o[1:] == o[:-1]) & np.isfinite(x[1:]) & np.isfinite(x[:-1]) & (x[1:] > x[:-1])
     with np.errstate(invalid="ignore", divide="ignore"):
         steps = np.where(step, (y[1:] - y[:-1]) / (x[1:] - x[:-1]), np.inf)
