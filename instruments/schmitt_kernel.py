@@ -11,39 +11,27 @@ the last sample on the old side of the threshold before it, and whether it rises
 pulses.py computes the edge positions with the same float operations: the same edges, to the
 bit (tests/test_pulses_kernel.py).
 
-Optional: without numba (or with IRQ_STATION_KERNEL=numpy) the numpy path runs; `available()`
-says which one will. Codes whose volts grow with the code only (a scale with positive volts per
+Without numba (or with IRQ_STATION_KERNEL=numpy) the numpy path runs (instruments/compiled.py);
+`available()` says which one will. Codes whose volts grow with the code only (a scale with positive volts per
 code); anything else stays on the numpy path.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from instruments.compiled import Compiled
 
 BLOCK = 256  # samples reduced at a time while the state is known (a walk reads at most this many)
 MIN_SAMPLES = 1 << 20  # shorter records: the numpy path is fast enough, and numba is not imported
 FIRST_ROOM = 4096  # transitions the walk is given room for at first (then 4 times more each time)
 
-_walk: Callable[..., tuple[int, int, int]] | None = None
-_state = "untried"  # "untried", "numba", or why the numpy path runs
-
 
 def available() -> str | None:
     """None if the compiled walk can run, else why not (the numpy path runs)."""
-    global _walk, _state
-    if os.environ.get("IRQ_STATION_KERNEL", "").lower() == "numpy":
-        return "IRQ_STATION_KERNEL=numpy"
-    if _state == "untried":
-        try:
-            _walk = _compile()
-            _state = "numba"
-        except ImportError as exc:
-            _state = f"numba is not installed ({exc})"
-    return None if _state == "numba" else _state
+    return _walk.available()
 
 
 def path_for(points: int) -> str:
@@ -58,7 +46,6 @@ def transitions(codes: np.ndarray, up: int, down: int, below: int, above: int) -
     """For each Schmitt transition: the last sample on the old side before it (k), and whether
     it rises. up: codes >= up are high; down: codes <= down are low; below: codes <= below are
     under the threshold; above: codes >= above are over it. Call `available()` first."""
-    assert _walk is not None, "available() said the compiled walk cannot run"
     kind = codes.dtype.type
     bands = kind(up), kind(down), kind(below), kind(above)
     # the walk fills arrays it is given and stops when they are full (growing an array inside its
@@ -75,7 +62,7 @@ def transitions(codes: np.ndarray, up: int, down: int, below: int, above: int) -
     return np.concatenate(ks), np.concatenate(rises)
 
 
-def _compile() -> Callable[..., tuple[int, int, int]]:
+def _compile() -> Any:
     import numba
 
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
@@ -137,3 +124,6 @@ def _compile() -> Callable[..., tuple[int, int, int]]:
         return m, i, state
 
     return walk
+
+
+_walk = Compiled(_compile)

@@ -214,3 +214,33 @@ def test_block_share_does_not_depend_on_how_the_records_come(latencies, pieces, 
     want = max([pairing.max_share_within(lat[blocks == b].astype(np.float64), None, 2 * pairing.AGREE_NS)
                 for b in np.unique(blocks) if (blocks == b).sum() >= 50] + [0.0])
     assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 6), st.integers(1, 9), st.integers(0, 20), st.integers(0, 40), st.integers(-5, 30),
+       st.integers(0, 2**32 - 1))
+def test_the_compiled_scores_are_numpys_to_the_bit(acqs, cands, pulses, held, base, seed):
+    """The pairing's pre-score (station/kinds/module/pairing_scores.py) compiled and in numpy: the
+    same residuals and counts, with events before, inside and past the held range, lost ones
+    (MISSING), NaN widths, and nothing held at all."""
+    from unittest.mock import patch
+
+    from station.kinds.module import pairing, pairing_scores
+
+    if pairing_scores._compiled.available() is not None:
+        pytest.skip(pairing_scores._compiled.available())
+    rng = np.random.default_rng(seed)
+    # on a 50 ns grid: residuals exactly MAX_SPREAD_NS apart occur (the bound is inclusive)
+    widths = 5_000.0 + 50 * rng.integers(0, 8, (acqs, pulses))
+    widths[rng.random(widths.shape) < 0.05] = np.nan
+    k = np.sort(rng.integers(0, 12, (acqs, pulses)), axis=1)
+    cand = base + rng.integers(-8, held + 8, (acqs, cands))
+    window = 3_000.0 + 50 * rng.integers(0, 8, held)
+    window[rng.random(held) < 0.1] = pairing.MISSING
+    args = (widths, k, cand, window, base, pairing.MISSING, pairing.MAX_SPREAD_NS)
+    with patch.object(pairing_scores, "MIN_COMPILED", 0):
+        compiled = pairing_scores.scores(*args)
+    reference = pairing_scores.scores_numpy(*args)
+    for a, b in zip(compiled, reference, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)

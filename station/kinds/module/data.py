@@ -95,6 +95,9 @@ def iter_table(run_dir: Path, table: str, columns: Sequence[str],
     hw_pulses.csv: read whole, then cut). `rows`: BATCH_ROWS unless given."""
     rows = rows or BATCH_ROWS
     path = run_dir / f"{table}.parquet"
+    if table == "sw" and (raw := _raw_twin_of(path, columns)) is not None:
+        yield from _raw_batches(raw, columns, rows)
+        return
     if path.exists():
         # pre_buffer (pyarrow's default) keeps every row group read so far: memory would grow with the run
         f = pq.ParquetFile(path, pre_buffer=False)
@@ -109,6 +112,36 @@ def iter_table(run_dir: Path, table: str, columns: Sequence[str],
     arrays = {c: frame[c].to_numpy() for c in columns if c in frame}
     for at in range(0, len(frame), rows):
         yield {c: a[at:at + rows] for c, a in arrays.items()}
+
+
+def _raw_twin_of(parquet: Path, columns: Sequence[str]) -> Path | None:
+    """The v1 record stream sw.parquet was decoded from, when it holds the same records (as many
+    whole records as the file has rows: the seal decodes every one, up to a corrupt one) and the
+    columns asked are record fields: read as it is, it costs a third of decoding the Parquet."""
+    raw = parquet.with_name("sw.raw")
+    if not (raw.exists() and parquet.exists()) or not set(columns) <= set(records.V1_DTYPE.names):
+        return None
+    with raw.open("rb") as f:
+        if records.detect(f.read(6)) != "v1":
+            return None
+    if raw.stat().st_size // records.RECORD_SIZE != pq.ParquetFile(parquet).metadata.num_rows:
+        return None
+    return raw
+
+
+def _raw_batches(raw: Path, columns: Sequence[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
+    """The columns of a v1 stream's records, `rows` at a time, read into one reused buffer
+    (memory: a batch, whatever the run's length; a torn last record is left, as the seal did)."""
+    buf = np.empty(rows, records.V1_DTYPE)
+    view = memoryview(buf).cast("B")
+    with raw.open("rb", buffering=0) as f:
+        while True:
+            got = 0
+            while got < len(view) and (k := f.readinto(view[got:])):
+                got += k
+            if not (n := got // records.RECORD_SIZE):
+                return
+            yield {c: buf[c][:n].copy() for c in columns}
 
 
 def table_columns(run_dir: Path, table: str) -> set[str]:

@@ -51,6 +51,7 @@ import pandas as pd
 from scipy.special import gammaln
 
 from station.kinds.module.correlation import bulk
+from station.kinds.module.pairing_scores import scores
 from station.records import Flag
 
 NOT_OURS = int(Flag.NOT_OURS)
@@ -381,6 +382,10 @@ class _SeqWindow:
         held = self._buf[:self._len]
         return max_share_within(held[held < MISSING], None, width)
 
+    def held(self) -> np.ndarray:
+        """t_SW of the events base, base + 1, … end - 1 (MISSING where lost): a view."""
+        return self._buf[:self._len]
+
     def at(self, seq: np.ndarray) -> np.ndarray:
         """t_SW of each sequence number, MISSING outside the range or where lost."""
         if not self._len:
@@ -552,12 +557,11 @@ class StreamPairer:
             centre = np.rint(slope * (a.armed[idx] - t0) + intercept).astype(np.int64)
             cand = centre[:, None] + np.arange(-half, half + 1)[None, :]  # (acq, candidates)
             cols = _scoring_columns(a.begin[idx], a.end[idx])  # (acq, pulses)
-            at = cand[:, :, None] + a.k[cols][:, None, :]
             inside = (cand >= win.base) & (cand + last_k[idx][:, None] < win.end)
-            resid = a.widths[cols][:, None, :] - win.at(at)
             # a cheap pre-score (how many consecutive residuals stay together) keeps SHORTLIST
             # candidates; the median absolute deviation then decides among those alone
-            steady = np.where(inside, (np.abs(np.diff(resid, axis=2)) <= MAX_SPREAD_NS).sum(axis=2), -1)
+            resid, steady = scores(a.widths[cols], a.k[cols], cand, win.held(), win.base, MISSING, MAX_SPREAD_NS)
+            steady = np.where(inside, steady, -1)
             short = np.argpartition(-steady, SHORTLIST - 1, axis=1)[:, :SHORTLIST]
             spread = np.where(np.take_along_axis(inside, short, 1),
                               _mad(np.take_along_axis(resid, short[:, :, None], 1)), np.inf)
