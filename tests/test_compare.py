@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -332,3 +333,55 @@ def test_overflows_of_a_shorter_histogram_range_are_not_ranked_above_the_longer_
     assert comparable(CtHistogram(body, 1000.0), CtHistogram({**body, 2000.0: 3}, 5000.0))[1][2000.0] == 3
     # a range nobody recorded (an old campaign without its output files): as before
     assert comparable(CtHistogram({**body, math.inf: 1}, None), b) == ({**body, math.inf: 1}, b.counts)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(st.integers(0, 40), min_size=2, max_size=300), st.lists(st.integers(0, 40), min_size=2, max_size=300),
+       st.booleans())
+def test_the_module_comparisons_mann_whitney_from_counts_is_scipys(a, b, floats) -> None:
+    """station compare's test of difference (station.compare.analysis.mann_whitney) from each
+    group's counts: U exactly scipy's on the samples, p scipy's (asymptotic, tie-corrected,
+    continuity-corrected), with heavy ties and one value only."""
+    from scipy import stats as sps
+
+    from station.analysis.distribution import Distribution
+    from station.compare.analysis import mann_whitney
+
+    xa, xb = (np.asarray(v, np.float64) * (0.37 if floats else 1.0) for v in (a, b))
+    u, p = mann_whitney(Distribution.of(xb), Distribution.of(xa))
+    want = sps.mannwhitneyu(xb, xa, alternative="two-sided", method="asymptotic")
+    assert u == want.statistic
+    assert p == pytest.approx(want.pvalue, rel=1e-12, abs=1e-300) if np.isfinite(want.pvalue) else p == 1.0
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.lists(st.integers(-50, 50), min_size=1, max_size=400), st.sampled_from([0.5, 0.9, 0.99, 0.9999]))
+def test_the_quantile_interval_from_counts_is_the_order_statistics_of_the_sample(xs, q) -> None:
+    from scipy import stats as sps
+
+    from station.analysis.distribution import Distribution
+    from station.compare.analysis import quantile_interval
+
+    s = np.sort(np.asarray(xs, np.float64))
+    lo_rank, hi_rank = int(sps.binom.ppf(0.025, len(s), q)), int(sps.binom.ppf(0.975, len(s), q)) + 1
+    want = [float(s[lo_rank - 1]) if lo_rank >= 1 else None, float(s[hi_rank - 1]) if hi_rank <= len(s) else None]
+    assert quantile_interval(Distribution.of(s), q) == want
+
+
+def test_the_compared_scope_widths_are_each_reports(twins) -> None:
+    """t_HW in compare at the report's resolution: a group of one run has its run's p99.99 and max."""
+    result = api.compare_campaigns(list(twins))
+    checked = 0
+    for d in twins:
+        report = json.loads((d / "report.json").read_text())
+        label = next(c["label"] for c in result["campaigns"] if Path(c["dir"]) == d)
+        for run in report["runs"]:
+            rows = [r for r in result["module"]["rows"] if r["campaign"] == label and r["source"] == "hw"
+                    and (r["interface"], r["variant"], r["load"]) == (run["interface"], run["variant"], run["load"])]
+            groups = [x for x in report["runs"] if (x["interface"], x["variant"], x["load"]) ==
+                      (run["interface"], run["variant"], run["load"])]
+            if len(groups) == 1 and rows and run["hw"]:
+                assert rows[0]["p99_99_ns"] == run["hw"]["percentiles_ns"]["p99.99"]
+                assert rows[0]["count"] == run["hw"]["count"]
+                checked += 1
+    assert checked

@@ -20,6 +20,7 @@ from scipy import stats
 
 from station import kind_registry
 from station.analysis.campaign import analyse_campaign
+from station.analysis.distribution import Distribution
 from station.compare.part import CampaignInfo, ComparePart
 from station.result_store import ResultStore, ResultStoreError, campaign_dirs
 
@@ -54,17 +55,37 @@ def mean_interval(mean: float, std: float, n: int, confidence: float = 0.95) -> 
     return [mean - half, mean + half]
 
 
-def quantile_interval(sorted_values: np.ndarray, q: float,
-                      confidence: float = 0.95) -> list[float | None]:
+def quantile_interval(sample: Distribution, q: float, confidence: float = 0.95) -> list[float | None]:
     """Distribution-free interval of the q-quantile from order statistics: [X_(l), X_(u)] with
     l, u from Binomial(n, q); a bound the sample cannot give (u > n) is None."""
-    n = sorted_values.size
+    n = sample.count
     tail = (1 - confidence) / 2
     lo_rank = int(stats.binom.ppf(tail, n, q))
     hi_rank = int(stats.binom.ppf(1 - tail, n, q)) + 1
-    lo = float(sorted_values[lo_rank - 1]) if lo_rank >= 1 else None
-    hi = float(sorted_values[hi_rank - 1]) if hi_rank <= n else None
+    lo = float(sample.order_statistics([lo_rank])[0]) if lo_rank >= 1 else None
+    hi = float(sample.order_statistics([hi_rank])[0]) if hi_rank <= n else None
     return [lo, hi]
+
+
+def mann_whitney(x: Distribution, y: Distribution, continuity: bool = True) -> tuple[float, float]:
+    """(U of x, two-sided p) as scipy.stats.mannwhitneyu(x, y, method="asymptotic",
+    use_continuity=continuity) gives them — mid-ranks for ties, the tie-corrected variance — from
+    the two samples' counts (memory: their distinct values, not their samples; heavy ties cost
+    nothing). U is exact (sums of half-integers below 2**53); p is 1 where every value is the same."""
+    values = np.union1d(x.values.astype(np.float64), y.values.astype(np.float64))
+    cx, cy = np.zeros(len(values)), np.zeros(len(values))
+    cx[np.searchsorted(values, x.values.astype(np.float64))] = x.counts
+    cy[np.searchsorted(values, y.values.astype(np.float64))] = y.counts
+    ties = cx + cy
+    midrank = np.cumsum(ties) - ties + (ties + 1) / 2  # the average rank of each distinct value
+    n1, n2 = x.count, y.count
+    n = n1 + n2
+    u1 = float(np.dot(cx, midrank)) - n1 * (n1 + 1) / 2
+    var = n1 * n2 / 12 * ((n + 1) - float(np.sum(ties**3 - ties)) / (n * (n - 1))) if n > 1 else 0.0
+    if var <= 0:
+        return u1, 1.0
+    z = (max(u1, n1 * n2 - u1) - n1 * n2 / 2 - (0.5 if continuity else 0.0)) / math.sqrt(var)
+    return u1, float(min(2 * stats.norm.sf(z), 1.0))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -110,7 +131,7 @@ def _check_comparable(infos: list[CampaignInfo], parts: dict[str, ComparePart]) 
         raise ResultStoreError(f"campaigns of different kinds cannot be compared: {said}")
 
 
-def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[tuple, np.ndarray]]:
+def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[tuple, Any]]:
     """(the comparison dict, the figures' samples by key, e.g. (campaign, source, interface, variant,
     load) for module runs). Raises ResultStoreError naming a directory or file that cannot be
     compared, or campaigns that cannot be compared with each other."""
@@ -121,7 +142,7 @@ def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[
     stores = [ResultStore([p]) for p in paths]
     notes = [f"{i.label}: no report.json; analysed now" for i in infos if not i.report_file]
     sections: dict[str, Any] = {}
-    samples: dict[tuple, np.ndarray] = {}
+    samples: dict[tuple, Any] = {}  # each part's figures' data (the module's: Distributions)
     for kind, part in parts:
         sections[kind.name], kind_samples, kind_notes = part.analyse(infos, stores)
         samples |= kind_samples

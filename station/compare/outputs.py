@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from station.compare.analysis import compare_parts
 from station.compare.html import render_compare_html
 from station.compare.markdown import render_compare_markdown
@@ -17,7 +15,7 @@ from station.report.export import write_json, write_rows
 from station.report.figures import write_figures
 
 
-def write_compare_reports(result: Mapping[str, Any], samples: Mapping[tuple, np.ndarray],
+def write_compare_reports(result: Mapping[str, Any], samples: Mapping[tuple, Any],
                           out_dir: Path) -> dict[str, Path]:
     """Every output into out_dir; returns them keyed by their path relative to out_dir."""
     out_dir = Path(out_dir)

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from station.report.figures import RenderedFigure
 from station.report.page import Rows
 from station.report.tables import Table
@@ -28,14 +26,14 @@ class CampaignInfo:
 #: (campaigns, each one's result store) -> (its compare.json section or None where the campaigns
 #: hold none of its runs, the figures' samples by key, notes for the warnings)
 Analyse = Callable[[Sequence["CampaignInfo"], Sequence[ResultStore]],
-                   tuple["dict[str, Any] | None", "dict[tuple, np.ndarray]", "list[str]"]]
+                   tuple["dict[str, Any] | None", "dict[tuple, Any]", "list[str]"]]
 
 
 @dataclass(frozen=True)
 class ComparePart:
     analyse: Analyse
     tables: Callable[[Mapping[str, Any]], list[Table]] = lambda result: []
-    figures: Callable[[Mapping[str, Any], Mapping[tuple, np.ndarray]], list[RenderedFigure]] = (
+    figures: Callable[[Mapping[str, Any], Mapping[tuple, Any]], list[RenderedFigure]] = (
         lambda result, samples: [])
     csv: tuple[tuple[str, Callable[[Mapping[str, Any]], Rows]], ...] = ()  # (file name, its rows)
     # one campaign alone is enough to compare (cyclictest: a campaign of several targets)

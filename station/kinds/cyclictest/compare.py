@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from station.compare.analysis import ALPHA, holm
+from station.analysis.distribution import Distribution
+from station.compare.analysis import ALPHA, holm, mann_whitney
 from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.cyclictest.analysis import read_outputs
 from station.kinds.cyclictest.compare_tables import cyclictest_rows, cyclictest_table, cyclictest_tests_table
@@ -30,21 +30,14 @@ CT_NOTE = ("A maximum is one draw from the tail: two runs of one kernel give dif
 
 def binned_mann_whitney(a: dict[float, int], b: dict[float, int]) -> tuple[float, float]:
     """(two-sided p, P(B > A) + P(B = A)/2) of two samples given as value -> count (cyclictest's
-    1 µs buckets: heavy ties, handled by mid-ranks and the tie-corrected variance)."""
-    values = sorted(set(a) | set(b))
-    ca = np.asarray([a.get(v, 0) for v in values], np.float64)
-    cb = np.asarray([b.get(v, 0) for v in values], np.float64)
-    na, nb = ca.sum(), cb.sum()
-    if na < 1 or nb < 1:
+    1 µs buckets: heavy ties, handled by mid-ranks and the tie-corrected variance; no continuity
+    correction)."""
+    da, db = (Distribution.weighted(np.asarray(list(c), np.float64), np.asarray(list(c.values()), np.int64))
+              for c in (a, b))
+    if da.count < 1 or db.count < 1:
         return 1.0, math.nan
-    t = ca + cb
-    below = np.cumsum(t) - t
-    mid = below + (t + 1) / 2  # each tied group's mid-rank
-    u_b = float((cb * mid).sum() - nb * (nb + 1) / 2)
-    n = na + nb
-    var = na * nb / 12 * ((n + 1) - float((t ** 3 - t).sum()) / (n * (n - 1))) if n > 1 else 0.0
-    p = 1.0 if var <= 0 else float(2 * stats.norm.sf(abs(u_b - na * nb / 2) / math.sqrt(var)))
-    return min(p, 1.0), u_b / (na * nb)
+    u_b, p = mann_whitney(db, da, continuity=False)
+    return p, u_b / (da.count * db.count)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from station.compare.analysis import ALPHA, holm, mean_interval, quantile_interval
+from station.analysis.distribution import Distribution
+from station.analysis.streaming import WIDTH_QUANTUM_NS, DistributionBuilder
+from station.compare.analysis import ALPHA, holm, mann_whitney, mean_interval, quantile_interval
 from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.module.compare_figures import build_compare_figures
 from station.kinds.module.compare_tables import COMPARE_CSV_COLUMNS, compare_rows, module_tables
@@ -57,15 +58,21 @@ def _sql_stats(store: ResultStore, table: str, column: str, scale: float) -> dic
                            "max_ns": r[7]} for r in rows if r[3]}
 
 
-def _values(store: ResultStore, table: str, column: str, scale: float, key: tuple) -> np.ndarray:
-    """One group's samples, sorted (exact quantiles and the rank test need them all)."""
+def _values(store: ResultStore, table: str, column: str, scale: float, key: tuple) -> Distribution:
+    """One group's samples as a distribution: DuckDB counts each distinct value (memory follows
+    the distinct values, not the samples); t_HW at the report's resolution (WIDTH_QUANTUM_NS), so
+    that its figures are each campaign's report's."""
     rel = _module_rows(store, table)
     assert rel is not None
     rel = rel.filter(" AND ".join(
         f"{column_name} = {_quote(value)}" for column_name, value in zip(GROUP, key, strict=True)))
-    values = rel.project(column).fetchnumpy()[column].astype(np.float64) * scale
-    values.sort()
-    return values
+    got = rel.aggregate(f"{column} AS v, count(*) AS n", column).fetchnumpy()
+    values, counts = got["v"].astype(np.float64) * scale, got["n"].astype(np.int64)
+    if table != "hw":
+        return Distribution.weighted(values, counts)
+    widths = DistributionBuilder(WIDTH_QUANTUM_NS)  # as run_analysis counts a run's widths
+    widths.add(np.repeat(values, counts))  # one group's pulses at a time
+    return widths.result()
 
 
 def _quote(value: Any) -> str:
@@ -90,9 +97,9 @@ def _worst_case_interval(entry: dict[str, Any] | None) -> list[float] | None:
 
 
 def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any],
-                                                                                   dict[tuple, np.ndarray]]:
+                                                                                   dict[tuple, Distribution]]:
     rows: list[dict[str, Any]] = []
-    samples: dict[tuple, np.ndarray] = {}  # (campaign label, source, interface, variant, load) -> sorted ns
+    samples: dict[tuple, Distribution] = {}  # (campaign label, source, interface, variant, load) -> ns
     for info, store in zip(infos, stores, strict=True):
         comparisons = info.report.get("comparisons") or {}
         for source, (table, column, scale) in SOURCES.items():
@@ -104,7 +111,7 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
                 rows.append({
                     "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source, **agg,
                     "mean_ci95_ns": mean_interval(agg["mean_ns"], agg["std_ns"], agg["count"]),
-                    "p99_99_ns": float(np.percentile(values, QUANTILE * 100)),
+                    "p99_99_ns": float(values.percentiles([QUANTILE * 100])[0]),
                     "p99_99_ci95_ns": quantile_interval(values, QUANTILE),
                     "p99_99_reliable": agg["count"] * (1 - QUANTILE) >= 10,
                     "t_rw_ns": (t_rw or {}).get("estimate_ns"), "t_rw_ci95_ns": (t_rw or {}).get("ci95_ns"),
@@ -120,14 +127,14 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
     return section, samples
 
 
-def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, np.ndarray]) -> list[dict[str, Any]]:
+def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, Distribution]) -> list[dict[str, Any]]:
     base = infos[0].label
     tests = []
     for (label, source, *key), b in samples.items():
         a = samples.get((base, source, *key))
-        if label == base or a is None or a.size < 2 or b.size < 2:
+        if label == base or a is None or a.count < 2 or b.count < 2:
             continue
-        u, p = stats.mannwhitneyu(b, a, alternative="two-sided", method="asymptotic")
+        u, p = mann_whitney(b, a)
         ci_a, ci_b = quantile_interval(a, QUANTILE), quantile_interval(b, QUANTILE)
         disjoint = None
         if None not in ci_a and None not in ci_b:
@@ -135,9 +142,9 @@ def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, np.ndarray]) -> l
         tests.append({
             "source": source, **dict(zip(GROUP, key, strict=True)), "baseline": base, "campaign": label,
             "u": float(u), "p_value": float(p),
-            "prob_greater": float(u) / (a.size * b.size),  # P(B > A) + P(B = A)/2: the effect size
-            "median_diff_ns": float(np.median(b) - np.median(a)),
-            "p99_99_diff_ns": float(np.percentile(b, QUANTILE * 100) - np.percentile(a, QUANTILE * 100)),
+            "prob_greater": float(u) / (a.count * b.count),  # P(B > A) + P(B = A)/2: the effect size
+            "median_diff_ns": float(b.median() - a.median()),
+            "p99_99_diff_ns": float(b.percentiles([QUANTILE * 100])[0] - a.percentiles([QUANTILE * 100])[0]),
             "p99_99_intervals_disjoint": disjoint,
         })
     for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
@@ -175,7 +182,7 @@ def worst_case_moves(rows: list[dict[str, Any]], baseline: str) -> list[str]:
 
 
 def analyse(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any] | None,
-                                                                               dict[tuple, np.ndarray], list[str]]:
+                                                                               dict[tuple, Distribution], list[str]]:
     section, samples = _module(infos, stores)
     if not section["rows"]:
         return None, samples, []

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
+from station.analysis.distribution import Distribution
 from station.formatting import interface_label, slug
 from station.report.figures import (
     FALLBACK_COLORS,
@@ -45,8 +44,8 @@ def compare_ccdf_svg(series: list[Series], title: str, name: str) -> str:
 
 
 def build_compare_figures(result: Mapping[str, Any],
-                          samples: Mapping[tuple, np.ndarray]) -> list[RenderedFigure]:
-    """samples: sorted ns by (campaign label, source, interface, variant, load)."""
+                          samples: Mapping[tuple, Distribution]) -> list[RenderedFigure]:
+    """samples: ns by (campaign label, source, interface, variant, load)."""
     labels = [c["label"] for c in result["campaigns"]]
     groups = list(dict.fromkeys(key[2:] for key in samples))
     figures = []
@@ -55,7 +54,7 @@ def build_compare_figures(result: Mapping[str, Any],
         for source in ("sw", "hw"):
             for i, label in enumerate(labels):
                 values = samples.get((label, source, interface, variant, load))
-                if values is not None and values.size:
+                if values is not None and values.count:
                     series.append(Series(f"{label} {'t_SW' if source == 'sw' else 't_HW'}", values,
                                          CAMPAIGN_COLORS[i % len(CAMPAIGN_COLORS)],
                                          "-" if source == "sw" else HW_STYLE))
