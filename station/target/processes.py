@@ -129,6 +129,9 @@ async def stop_load(load: TrackedProcess, grace_s: float = 0.2) -> None:
     load.process.close()
 
 
+KILL_WAIT_S = 10.0  # how long a killed group may take to be gone before the station moves on
+
+
 async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2, first: str = "TERM") -> None:
     """TERM (or INT, for a program that cleans up only on that, like rtla), then (after
     grace_s, or as soon as the group is gone) KILL, the process group a tracked process leads."""
@@ -145,6 +148,12 @@ async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2, fir
         if waited < grace_s and (await conn.run(f"kill -0 -{pid}", check=False, privileged=True)).exit_status:
             return  # the whole group has ended
     await conn.run(f"kill -KILL -{pid}", check=False, privileged=True)
+    # a process inside a system call (a write to tracefs in an emulated guest takes a while) dies
+    # when the call returns: wait for the group to be gone, so that "stopped" means gone
+    waited = 0.0
+    while waited < KILL_WAIT_S and (await conn.run(f"kill -0 -{pid}", check=False, privileged=True)).exit_status == 0:
+        await asyncio.sleep(0.1)
+        waited += 0.1
 
 
 async def is_ours(conn: TargetConnection, pid: int, pidfile: str) -> bool:
