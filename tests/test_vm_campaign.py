@@ -318,9 +318,10 @@ def test_a_killed_traced_run_leaves_nothing_once_station_cleanup_ran(vm, tmp_pat
     assert asyncio.run(_guest(vm, probe)).split() == state  # nothing cleaned up behind the kill's back
     res = run_station("cleanup", str(path), timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
-    # the killed station's SSH session shell, which started the toggler's group and waits on it,
-    # holds the loop's text in its command line too: it exits once the group is gone (a moment
-    # after cleanup, seen in 2 of 8 tries). A loop still running would stay: it fails below
+    # a process holding the loop's text was still listed a moment after cleanup in 2 of 8 tries
+    # (likely the killed station's SSH session shell, which started the toggler's group and waits
+    # on it: it exits once the group is gone; not caught in the act). A loop still running would
+    # stay: it fails below
     for _ in range(10):
         left = asyncio.run(_guest(vm, probe)).split()
         if left == ["0", "0"]:
