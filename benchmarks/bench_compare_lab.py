@@ -39,12 +39,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import REPO, scale_campaign, template  # noqa: E402 - the seed-scale campaign maker
 
+from station.result_store import OWN_RECORDS  # noqa: E402
+
 DUCKDB = """
 import sys, duckdb
-from station.result_store import OWN_RECORDS
-dirs = sys.argv[1:]
+own_records, dirs = sys.argv[1], sys.argv[2:]
 con = duckdb.connect()
-for table, column, scale, own in (("sw", "latency_ns", 1.0, OWN_RECORDS), ("hw", "width_s", 1e9, "true")):
+for table, column, scale, own in (("sw", "latency_ns", 1.0, own_records), ("hw", "width_s", 1e9, "true")):
     files = [f"{d}/runs/*/{table}.parquet" for d in dirs]
     x = f"CAST({column} AS DOUBLE) * {scale}"
     con.execute(f"SELECT split_part(filename, '/runs/', 1) AS campaign, interface, variant, load, count(*), "
@@ -131,7 +132,8 @@ def main() -> int:
         print(f"{args.campaigns} campaigns × {runs} runs × {args.samples:,} records "
               f"({args.campaigns * runs * args.samples:.2e} records), made in {time.perf_counter() - t0:.0f} s")
         compare = [str(REPO / ".venv/bin/station"), "compare", *map(str, dirs), "--out", str(work / "out")]
-        duck = [sys.executable, "-c", DUCKDB, *map(str, dirs)]
+        # the module's own records, as compare selects them (passed in: the baseline imports no station)
+        duck = [sys.executable, "-c", DUCKDB, OWN_RECORDS, *map(str, dirs)]
         rounds = []
         for _ in range(args.repeat):
             rounds.append((timed(duck, args.limit_gb), timed(compare, args.limit_gb)))
