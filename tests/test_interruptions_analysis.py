@@ -6,6 +6,7 @@ tracefs cpumask."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import numpy as np
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from station.kinds.interruptions import analysis as ig
 from station.parsers import irqgap, irqtrace
-from station.target import spoilers
+from station.target import rt_bandwidth, spoilers
 from station.target.irqtrace import cpumask
 
 MS = 1_000_000
@@ -285,6 +286,9 @@ def test_spoiler_flags_name_what_the_seeds_ran_into():
     clean = {"online": "0-3", "siblings": "3", "governor": "performance", "isolated": "2-3", "rt_runtime_us": "-1"}
     assert spoilers.flags(clean, 3, ["lpt_latency"]) == []
     assert spoilers.flags({}, 3, None) == []  # nothing read (the twin): no guesses
+    fair = spoilers.flags({**facts, "kernel_release": "6.12.9"}, 1, None)
+    assert [f.split(":")[0] for f in fair] == ["SMT", "governor", "isolation", "fair server"]
+    assert "sched_rt_runtime_us" not in fair[3] and "50 ms of every 1 s" in fair[3]
 
 
 def test_irq_actions_reads_shared_lines():
@@ -393,7 +397,7 @@ def test_a_throttle_shortened_by_an_earlier_stop_in_its_period_is_throttling_too
     rest. The kernel stops a never-sleeping loop once every period: each period's stop is named,
     the shortened one too; the other task's stop is not; nor is a 21 ms stop on the grid alone."""
     rng = random.Random(31)
-    throttling = ig.Throttling(950_000, 1_000_000)
+    throttling = ig.Throttling.rt(950_000, 1_000_000)
     phase = rng.randrange(1_000_000_000)
     made, others = [], []
     for k in range(1, 10):
@@ -417,7 +421,7 @@ def test_a_rest_under_a_millisecond_is_throttling_too():
     tolerance for the period timer's lateness is no lower bound on a stop's length (it was: no stop
     shorter than 1 ms could be throttling's); 0.4 ms preemptions at random times still are not."""
     rng = random.Random(995)
-    throttling = ig.Throttling(999_500, 1_000_000)
+    throttling = ig.Throttling.rt(999_500, 1_000_000)
     phase = rng.randrange(1_000_000_000)
     made = []
     for k in range(1, 10):
@@ -434,7 +438,7 @@ def test_host_stalls_that_happen_to_end_a_period_apart_are_not_throttling():
     """A guest's host stalls (10-55 ms, at random) over 600 s: two of them often end within the grid
     tolerance of a whole period apart, but throttling stops a never-sleeping loop every period, so
     a family covering a handful of 600 periods is not it (a review found 59 % of such runs relabelled)."""
-    throttling = ig.Throttling(950_000, 1_000_000)
+    throttling = ig.Throttling.rt(950_000, 1_000_000)
     rng = random.Random(600)
     for _ in range(50):
         gaps = [_gap(rng.randrange(600 * 10**9), rng.randrange(15_000_000, 55_000_000), "unexplained")
@@ -445,7 +449,7 @@ def test_host_stalls_that_happen_to_end_a_period_apart_are_not_throttling():
 def test_a_throttling_stop_in_the_detectors_bookkeeping_is_counted_as_one():
     """The kernel stops the loop once a period; a stop that falls while the detector writes its
     records is a blind span, not a gap: on the throttled gaps' grid and as long, it is throttling's."""
-    throttling = ig.Throttling(950_000, 1_000_000)
+    throttling = ig.Throttling.rt(950_000, 1_000_000)
     gaps = [_gap(k * 1_000_000_000 + 41_000_000, 50_000_000, "throttled") for k in (1, 3, 4)]
     blind = [(2 * 1_000_000_000 + 91_700_000, 51_700_000),  # the missing period's stop, 0.7 ms late
              (2 * 1_000_000_000 + 500_000_000, 51_000_000),  # as long, off the grid
@@ -454,10 +458,69 @@ def test_a_throttling_stop_in_the_detectors_bookkeeping_is_counted_as_one():
     assert ig.throttled_blind_spans(gaps, blind, None) == 0
 
 
-@given(st.dictionaries(st.sampled_from(["rt_runtime_us", "rt_period_us"]), st.text(max_size=12)))
+@given(st.dictionaries(st.sampled_from(list(rt_bandwidth.FACTS)), st.text(max_size=24)))
 def test_throttling_facts_take_any_text(facts):
     t = ig.Throttling.from_facts(facts)
-    assert t is None or 0 <= t.runtime_us < t.period_us
+    assert t is None or 0 < t.rest_ns <= t.period_ns
+    assert all(0 < g.stop_ns < g.period_ns for g in rt_bandwidth.guards(facts))
+
+
+RT_FACTS = {"rt_runtime_us": "950000", "rt_period_us": "1000000"}
+
+
+def test_the_kernel_that_throttles_is_told_from_its_release_and_its_debugfs():
+    """Linux 6.12 replaced RT throttling by the fair deadline server (unless RT_GROUP_SCHED):
+    sched_rt_runtime_us 950000 stops nothing there, a starved CFS task gets 50 ms of each 1 s."""
+    old = rt_bandwidth.guards({**RT_FACTS, "kernel_release": "6.1.0-56-rt-amd64"})
+    assert [(g.mechanism, g.stop_ns, g.period_ns) for g in old] == [("rt-throttling", 50_000_000, 1_000_000_000)]
+    assert "sched_rt_runtime_us 950000 of sched_rt_period_us 1000000" in old[0].sentence(1)
+    assert "sched_rt_runtime_us to -1" in old[0].advice(1)
+    new = rt_bandwidth.guards({**RT_FACTS, "kernel_release": "6.18.44-fc-v769"})  # debugfs not readable
+    assert [(g.mechanism, g.stop_ns, g.period_ns, g.read) for g in new] == [
+        ("fair-server", 50_000_000, 1_000_000_000, False)]
+    assert "default" in new[0].sentence(1) and "fair_server/cpu1/runtime to 0" in new[0].advice(1)
+    # what the kernel's own files say wins over the defaults; a backported server is seen by its directory
+    read = rt_bandwidth.guards({**RT_FACTS, "kernel_release": "5.14.0-427.el9", "fair_server": "cpu0 cpu1 ",
+                                "fair_server_runtime_ns": "20000000", "fair_server_period_ns": "500000000"})
+    assert [(g.mechanism, g.stop_ns, g.period_ns, g.read) for g in read] == [
+        ("fair-server", 20_000_000, 500_000_000, True)]
+    assert rt_bandwidth.guards({**RT_FACTS, "kernel_release": "6.12.0", "fair_server_runtime_ns": "0",
+                                "fair_server_period_ns": "1000000000"}) == []  # the server switched off
+    both = rt_bandwidth.guards({**RT_FACTS, "kernel_release": "6.13.2", "rt_group_sched": "CONFIG_RT_GROUP_SCHED=y"})
+    assert [g.mechanism for g in both] == ["rt-throttling", "fair-server"]
+    assert rt_bandwidth.guards({"rt_runtime_us": "-1", "rt_period_us": "1000000", "kernel_release": "6.1.0"}) == []
+    assert rt_bandwidth.guards({}) == []  # nothing read (the twin): no guesses
+    assert ig.Throttling.from_facts({**RT_FACTS, "kernel_release": "6.18.1"}, cpu=1).mechanism == "fair-server"
+
+
+def test_fair_server_stops_are_named_as_the_fair_servers_and_advised_on():
+    """A CFS task pinned to the loop's CPU, always runnable: the deferred fair server runs it for up
+    to its runtime once a period (the phase is the server's own); each stop is named the fair
+    server's, the conclusion says what it is and how to measure without it."""
+    rng = random.Random(612)
+    facts = {**RT_FACTS, "kernel_release": "6.18.44"}
+    throttling = ig.Throttling.from_facts(facts, cpu=1)
+    assert throttling is not None
+    # the server's next period starts at its replenishment and its runtime is charged at ticks:
+    # stops of 51-54 ms, 1004-1008 ms apart (Linux 6.18, HZ=250): no fixed grid holds them
+    end, made = rng.randrange(1_000_000_000), []
+    for _ in range(20):
+        end += 1_000_000_000 + rng.randrange(3_000_000, 9_000_000)
+        length = rng.randrange(44_000_000, 54_000_000)
+        made.append(_gap(end - length, length))
+    stray = _gap(made[4].end_ns + 400_000_000, 48_000_000)  # another starved task, once, between
+    gaps = sorted([*made, stray], key=lambda g: g.start_ns)
+    assert ig.mark_throttled(gaps, throttling, priority=98, span_ns=22 * 1_000_000_000) == len(made)
+    assert {g.source for g in made} == {"fair server"} and stray.cause == "preempted"
+    rows = ig.groups(gaps)
+    summary = {"gaps": len(gaps), "threshold_us": 2.0, "cpu": 1, "measured_s": 22.0,
+               "max_us": max(g.duration_ns for g in gaps) / 1e3, "by_cause": dict(Counter(g.cause for g in gaps)),
+               "throttled_blind_spans": 0, "throttling": throttling.sentence(),
+               "throttling_advice": throttling.advice(),
+               "unexplained": {"count": 0}}
+    text = ig.conclusion(summary, rows)
+    assert "20 stops by the fair deadline server" in text and "RT throttling" not in text
+    assert "fair_server/cpu1/runtime to 0" in text and "50 ms of every 1 s" in text
 
 
 def test_virtual_machines_are_told_by_their_own_evidence():
@@ -489,3 +552,20 @@ def test_virtualization_facts_take_any_text(facts):
     v = judge(facts)
     assert v.virtual in (True, False, None) and (v.virtual is None) == (v.evidence == "")
     assert Verdict.from_text(v.text()).virtual == v.virtual
+
+
+def test_stops_in_the_detectors_bookkeeping_count_towards_one_stop_a_period():
+    """5 s, one stop a second: two fell while the detector wrote its records (blind spans of 53 ms
+    on the chain), two are gaps (seen on Linux 6.18): the family covers the run; without the blind
+    spans two stops would not."""
+    throttling = ig.Throttling.from_facts({**RT_FACTS, "kernel_release": "6.18.44"}, cpu=1)
+    ends = [1_152_600_000, 2_156_600_000, 3_164_600_000, 4_173_900_000]
+    gaps = [_gap(ends[0] - 52_600_000, 52_600_000), _gap(ends[1] - 51_500_000, 51_500_000)]
+    blind = [(ends[2], 53_200_000), (ends[3], 53_700_000), (3_700_000_000, 53_000_000), (2_329_000_000, 2_200_000)]
+    assert ig.mark_throttled(gaps, throttling, priority=98, span_ns=5_000_200_000) == 0
+    assert ig.mark_throttled(gaps, throttling, priority=98, span_ns=5_000_200_000, blind=blind) == 2
+    assert ig.throttled_blind_spans(gaps, blind, throttling) == 2  # not the one off the chain, nor the short one
+    one = [_gap(ends[0] - 52_600_000, 52_600_000)]  # one gap; the three other stops fell in bookkeeping
+    assert ig.mark_throttled(one, throttling, priority=98, span_ns=5_000_200_000) == 0
+    assert ig.mark_throttled(one, throttling, priority=98, span_ns=5_000_200_000,
+                             blind=[(ends[1], 51_500_000), *blind[:2]]) == 1

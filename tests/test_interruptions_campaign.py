@@ -458,6 +458,10 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     assert ("isolation:" in flags) == (cpu not in isolated)
     assert spoil["facts"]["smt_active"] == Path("/sys/devices/system/cpu/smt/active").read_text().strip()
     assert ("virtual machine:" in flags) == this_machine_is_a_guest()
+    fair_server = Path("/sys/kernel/debug/sched/fair_server").is_dir()  # the kernel's own mark of it
+    assert ("fair server:" in flags) == fair_server
+    if fair_server:  # sched_rt_runtime_us throttles nothing on such a kernel: no flag may say it does
+        assert "RT throttling:" not in flags
     record_property("local", f"{len(gaps)} gaps; spoilers: {spoil['flags']}")
 
     report = json.loads((out / "report.json").read_text())
@@ -474,17 +478,91 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
 
 RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
 RT_PERIOD = Path("/proc/sys/kernel/sched_rt_period_us")
+FAIR_SERVER = Path("/sys/kernel/debug/sched/fair_server")
+SAMPLE_S = 0.002  # how often the CFS task's runtime is read
+MERGE_NS = 12_000_000  # over a tick (4 ms at HZ=250, 10 ms at HZ=100) and a sample apart
 
 
-@pytest.mark.parametrize("runtime_us", [950_000, -1], ids=["throttling-on", "throttling-off"])
-def test_rt_throttling_is_named_when_the_kernel_throttles_and_only_then(local, work_dir, tmp_path,  # noqa: F811
-                                                                        runtime_us):
-    """The kernel's RT bandwidth is the injector: with 950 ms of every period the detector's
-    SCHED_FIFO loop is stopped for the rest of each period, and the report must say so (and how
-    to avoid it); with throttling off (-1), no gap may be called throttling."""
+@dataclass(frozen=True)
+class Burst:
+    """A stretch in which the kernel ran the CFS task (its own account, /proc/PID/schedstat):
+    between the last sample before its runtime rose and the first after it stopped rising."""
+
+    start_ns: int
+    end_ns: int
+    ran_ns: int
+
+
+def _bursts(samples: list[tuple[int, int]]) -> list[Burst]:
+    """The kernel adds to a running task's runtime at each tick and when it is switched out, so
+    one stretch shows as rises a tick apart: rises closer than MERGE_NS are one burst."""
+    out: list[Burst] = []
+    for (t0, r0), (t1, r1) in zip(samples, samples[1:], strict=False):
+        if r1 <= r0:
+            continue
+        if out and t0 - out[-1].end_ns <= MERGE_NS:
+            last = out.pop()
+            out.append(Burst(last.start_ns, t1, last.ran_ns + r1 - r0))
+        else:
+            out.append(Burst(t0, t1, r1 - r0))
+    return out
+
+
+class StarvedTask:
+    """The injector: a CFS task that never sleeps, pinned to the loop's CPU, and a sampler on
+    another CPU that reads how long the kernel ran it (CLOCK_MONOTONIC, as the detector stamps)."""
+
+    def __init__(self, cpu: int, sampler_cpu: int) -> None:
+        import threading
+
+        self.proc = subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c", "while :; do :; done"])
+        self.samples: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._cpu = sampler_cpu
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        os.sched_setaffinity(0, {self._cpu})  # this thread only
+        path = f"/proc/{self.proc.pid}/schedstat"
+        while not self._stop.is_set():
+            try:
+                ran = int(Path(path).read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                return
+            self.samples.append((time.monotonic_ns(), ran))
+            time.sleep(SAMPLE_S)
+
+    def stop(self) -> list[Burst]:
+        self._stop.set()
+        self._thread.join(5)
+        self.proc.kill()
+        self.proc.wait(10)
+        return _bursts(self.samples)
+
+
+def _overlaps(a_start: int, a_end: int, b_start: int, b_end: int) -> bool:
+    return a_start < b_end and b_start < a_end
+
+
+@pytest.mark.parametrize("starved", [True, False], ids=["cfs-task-starved", "loop-alone"])
+def test_the_kernels_throttling_is_named_when_it_stops_the_loop_and_only_then(local, work_dir, tmp_path,  # noqa: F811
+                                                                            starved):
+    """This machine's kernel is the injector. A CFS task that never sleeps, pinned to the loop's
+    CPU, is run by the kernel ahead of the detector's SCHED_FIFO loop once a period: by the fair
+    deadline server (Linux 6.12 on) or by RT throttling (sched_rt_runtime_us 950000, before). The
+    kernel's own account of that task's runtime, sampled from another CPU, says when it ran: each
+    such stretch must be a gap named after the mechanism this kernel has (or a blind span), every
+    gap so named must hold one, and the conclusion must say how to measure without it. Alone (no
+    such task, RT throttling off), no gap may be named throttling."""
     if os.geteuid() != 0 or not os.access(RT_RUNTIME, os.W_OK):
         missing("cannot set /proc/sys/kernel/sched_rt_runtime_us (needs root and a writable /proc/sys)")
-    period_us = int(RT_PERIOD.read_text())
+    online = cpu_list(Path("/sys/devices/system/cpu/online").read_text())
+    if len(online) < 2:
+        missing("needs two CPUs: the loop's, and one for the sampler")
+    cpu, sampler_cpu = online[-1], online[0]  # the config's cpu: last
+    fair_server = FAIR_SERVER.is_dir()  # the kernel's own mark of the fair deadline server
+    runtime_us = 950_000 if starved else -1
     cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/interruptions-local.yaml").read_text())
     cfg["bench"] = {"target": _ssh_target(local, work_dir), "scope": {"kind": "none"}}
     cfg["matrix"] |= {"loads": ["no-load"], "duration": "5s"}
@@ -492,34 +570,61 @@ def test_rt_throttling_is_named_when_the_kernel_throttles_and_only_then(local, w
     path = tmp_path / "throttling.yaml"
     path.write_text(yaml.safe_dump(cfg))
     saved = RT_RUNTIME.read_text().strip()
+    task = None
     try:
         RT_RUNTIME.write_text(f"{runtime_us}\n")
+        task = StarvedTask(cpu, sampler_cpu) if starved else None
         res = subprocess.run(station_cmd("run", str(path), "--out", str(tmp_path / "out")), capture_output=True,
                              text=True, timeout=300)
     finally:
+        bursts = task.stop() if task else []
         RT_RUNTIME.write_text(f"{saved}\n")
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     entry = report["interruptions"]["runs"][0]
-    gaps = ig.attribute(ig.read_outputs(tmp_path / "out" / "runs" / "no-load-r0"))
-    if runtime_us < 0:
-        assert not entry["by_cause"]["throttled"] and "RT throttling" not in entry["conclusion"]
-        assert not any("RT throttling" in n for n in report["notes"])  # nor the spoiler
+    run = ig.read_outputs(tmp_path / "out" / "runs" / "no-load-r0")
+    gaps = ig.attribute(run)
+    if not starved:
+        assert not entry["by_cause"]["throttled"] and "throttling" not in entry["conclusion"]
+        assert not any("RT throttling" in n for n in report["notes"])  # nor the spoiler, as it is off
+        # the fair server is always there on its kernels: the spoiler says so, naming the CPU's files
+        assert any("fair server:" in n and f"fair_server/cpu{cpu}/" in n for n in report["notes"]) == fair_server
         return
-    rest_ms = (period_us - runtime_us) / 1e3
-    # the kernel stops the loop once a period: one less than the whole periods measured (the first is
-    # partial); each stop is a gap, or a blind span when it fell while the detector wrote its records
-    # (CI r4: one of four)
-    stops = [g for g in gaps if g.duration_ns / 1e6 >= 0.5 * rest_ms]
-    seen = entry["by_cause"]["throttled"] + entry["throttled_blind_spans"]
-    assert seen >= int(entry["measured_s"] * 1e6 / period_us) - 1, (entry["by_cause"], entry["throttled_blind_spans"],
-                                                                  [(g.cause, g.duration_ns) for g in stops])
-    throttled = [r for r in entry["groups"] if r["cause"] == "throttled"]
-    # at most the period's rest, plus the period timer's lateness (up to 7 ms seen on a loaded VM)
-    assert throttled and throttled[0]["max_us"] <= 1.2 * rest_ms * 1e3
-    assert f"sched_rt_runtime_us {runtime_us} of sched_rt_period_us {period_us}" in entry["conclusion"]
-    assert "sched_rt_runtime_us to -1" in entry["conclusion"]
+    name = "fair server" if fair_server else "RT throttling"
+    words = "the fair deadline server" if fair_server else "RT throttling"
+    advice = (f"/sys/kernel/debug/sched/fair_server/cpu{cpu}/runtime to 0" if fair_server
+              else "/proc/sys/kernel/sched_rt_runtime_us to -1")
+    # the gaps as the report judged them: the analysis re-run on the run's files with its facts
+    summary, judged = ig.analyse_run_dir(tmp_path / "out" / "runs" / "no-load-r0")
+    assert len(judged) == len(gaps)
+    loop_start, loop_end = run.gaps.start_ns, run.gaps.end["mono_ns"]
+    margin = 100_000_000
+    rest_ns = 50_000_000 if fair_server else 1000 * (int(RT_PERIOD.read_text()) - runtime_us)
+    # the kernel's stops: the task ran at least half the rest (shorter runs are the loop's own
+    # pauses, such as the detector blocking on its output)
+    inside = [b for b in bursts if loop_start + margin < b.start_ns and b.end_ns < loop_end - margin
+              and b.ran_ns >= rest_ns / 2]
+    period_ns = (1_000_000_000 if fair_server else int(RT_PERIOD.read_text()) * 1000)
+    # the injection itself, from the kernel's account: the task ran in (nearly) every period
+    assert len(inside) >= (loop_end - loop_start - 2 * margin) // period_ns - 1, (len(inside), bursts[:20])
+    throttled = [g for g in judged if g.cause == "throttled"]
+    blind = [(end - length, end) for end, length in run.gaps.blind if length >= rest_ns / 2]  # as long as a stop
+    for b in inside:  # each stretch the kernel ran the task is a gap named after the mechanism, or a blind span
+        held = [g for g in throttled if _overlaps(g.start_ns, g.end_ns, b.start_ns, b.end_ns)]
+        if held:
+            assert all(g.source == name for g in held), [(g.source, g.duration_ns) for g in held]
+            # the task ran only while the loop was stopped: its runtime fits in the gap(s)
+            assert b.ran_ns <= sum(g.duration_ns for g in held) + 1_000_000, (b, held)
+        else:
+            assert any(_overlaps(s, e, b.start_ns, b.end_ns) for s, e in blind), \
+                (b, [(g.cause, g.start_ns, g.duration_ns) for g in gaps if _overlaps(g.start_ns, g.end_ns,
+                                                                                       b.start_ns, b.end_ns)])
+    for g in throttled:  # and nothing is called throttling that the kernel did not do
+        assert any(_overlaps(g.start_ns, g.end_ns, b.start_ns, b.end_ns) for b in bursts), (g.start_ns, g.duration_ns)
+    assert entry["by_cause"]["throttled"] == len(throttled)
+    assert f"stops by {words}" in entry["conclusion"] and advice in entry["conclusion"], entry["conclusion"]
     assert entry["conclusion"] in (tmp_path / "out" / "report.md").read_text()
+    assert any(n.startswith(f"{name}:") or f" {name}:" in n for n in report["notes"]), report["notes"]
 
 
 @pytest.fixture(scope="module")
@@ -535,15 +640,19 @@ def rt_vm(tmp_path_factory):
     machine.stop()
 
 
+def _guest_bench(machine) -> dict:  # noqa: ANN001 - station.vm.VirtualMachine
+    """The guest as a kind: ssh bench, no scope."""
+    return {"target": {"kind": "ssh", "host": "127.0.0.1", "user": "root", "port": machine.ssh_port,
+                       "identity_file": str(machine.image.identity_file), "known_hosts": str(machine.known_hosts_file)},
+            "scope": {"kind": "none"}}
+
+
 def test_on_the_rt_kernel_rtla_osnoise_sees_the_holds_the_detector_sees(rt_vm, tmp_path, record_property):
     """Debian's PREEMPT_RT kernel has the osnoise tracer: the same injected holds, measured by
     the detector and then by the kernel's own tracer, side by side."""
     cfg = {
         "name": "interruptions-rt",
-        "bench": {"target": {"kind": "ssh", "host": "127.0.0.1", "user": "root", "port": rt_vm.ssh_port,
-                             "identity_file": str(rt_vm.image.identity_file),
-                             "known_hosts": str(rt_vm.known_hosts_file)},
-                  "scope": {"kind": "none"}},
+        "bench": _guest_bench(rt_vm),
         "matrix": {"kind": "interruptions", "loads": ["hrtimer"], "duration": "6s", "max_duration": "1min"},
         "interruptions": {"cpu": 1, "threshold": "500us", "priority": 99, "trace": "on", "compare": "osnoise"},
         "loads": {"hrtimer": [{"name": "hrtimer-injector", "command": _injector("hrtimer", **HRTIMER)}]},
@@ -577,6 +686,47 @@ def test_on_the_rt_kernel_rtla_osnoise_sees_the_holds_the_detector_sees(rt_vm, t
     assert o["irq"] >= fewest, (o, fewest)
     assert o["max_single_us"] * 1e3 >= min(h.end_ns - h.start_ns for h in log.holds) - RES_NS, o
     assert "Side by side with rtla osnoise" in (out / "report.html").read_text()
+
+
+def test_on_a_kernel_before_6_12_rt_throttling_stops_the_loop_with_nothing_else_to_run(rt_vm, tmp_path):
+    """Debian 12's kernels (6.1) still throttle: with sched_rt_runtime_us 950000 of 1000000 the
+    detector's loop is stopped for the rest of every period even though no other task wants the
+    CPU (a fair server would not stop it then). The budget the test set is the truth: a stop each
+    period, named RT throttling, with the advice to set it to -1."""
+    release = asyncio.run(_guest(rt_vm, "uname -r")).strip()
+    assert asyncio.run(_guest(rt_vm, "test -d /sys/kernel/debug/sched/fair_server && echo fair")).strip() == "", release
+    period_us = int(asyncio.run(_guest(rt_vm, "cat /proc/sys/kernel/sched_rt_period_us")))
+    runtime_us = period_us - 50_000
+    cfg = {
+        "name": "rt-throttling",
+        "bench": _guest_bench(rt_vm),
+        "matrix": {"kind": "interruptions", "loads": ["no-load"], "duration": "5s", "max_duration": "1min"},
+        "interruptions": {"cpu": 1, "threshold": "500us", "priority": 98, "trace": "off"},
+        "loads": {"no-load": []},
+    }
+    path = tmp_path / "rt-throttling.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    saved = asyncio.run(_guest(rt_vm, "cat /proc/sys/kernel/sched_rt_runtime_us")).strip()
+    try:
+        asyncio.run(_guest(rt_vm, f"echo {runtime_us} > /proc/sys/kernel/sched_rt_runtime_us"))
+        res = subprocess.run(station_cmd("run", str(path), "--out", str(tmp_path / "out")), capture_output=True,
+                             text=True, timeout=600)
+    finally:
+        asyncio.run(_guest(rt_vm, f"echo {saved} > /proc/sys/kernel/sched_rt_runtime_us"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    [entry] = report["interruptions"]["runs"]
+    assert entry["status"] == "complete", entry.get("error")
+    gaps = ig.attribute(ig.read_outputs(tmp_path / "out" / "runs" / "no-load-r0"))
+    stops = [(g.cause, g.duration_ns) for g in gaps if g.duration_ns >= 25_000_000]
+    seen = entry["by_cause"]["throttled"] + entry["throttled_blind_spans"]
+    assert seen >= int(entry["measured_s"] * 1e6 / period_us) - 1, (release, entry["by_cause"], stops)
+    throttled = [r for r in entry["groups"] if r["cause"] == "throttled"]
+    assert [r["source"] for r in throttled] == ["RT throttling"], throttled
+    # at most the period's rest, plus the period timer's lateness (up to 7 ms seen on a loaded VM)
+    assert throttled[0]["max_us"] <= 1.2 * 50_000
+    assert f"sched_rt_runtime_us {runtime_us} of sched_rt_period_us {period_us}" in entry["conclusion"]
+    assert "stops by RT throttling" in entry["conclusion"] and "sched_rt_runtime_us to -1" in entry["conclusion"]
 
 
 def _fewest_in_window(times_ns: list[int], window_ns: float) -> int:

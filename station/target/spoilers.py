@@ -2,7 +2,8 @@
 ran into. SMT siblings online (seed 003: hyper-threading made its figures "completely bunk"), a
 frequency governor other than performance (seed 002: ondemand made an idle Pi slower than a
 loaded one), a CPU the scheduler is free to use (not isolated), RT throttling (a SCHED_FIFO
-loop stopped for the rest of each period), a device under test that shares its IRQ line
+loop stopped for the rest of each period) or, from Linux 6.12, the fair deadline server (CFS tasks
+on the CPU run ahead of it for their runtime of each period), a device under test that shares its IRQ line
 (seed 000: the handler of another device runs first), and a target that is a virtual machine
 (station/target/virtualization.py)."""
 
@@ -12,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-from station.target import virtualization
+from station.target import rt_bandwidth, virtualization
 from station.target.ssh import TargetConnection
 
 _FACTS = {
@@ -22,8 +23,7 @@ _FACTS = {
     "governor": "cat /sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor",
     "isolated": "cat /sys/devices/system/cpu/isolated",
     "nohz_full": "cat /sys/devices/system/cpu/nohz_full",
-    "rt_runtime_us": "cat /proc/sys/kernel/sched_rt_runtime_us",
-    "rt_period_us": "cat /proc/sys/kernel/sched_rt_period_us",
+    **rt_bandwidth.FACTS,
     **virtualization.FACTS,
 }
 _TRIGGER = re.compile(r"\s\S*\d-(?:edge|level|fasteoi|simple|percpu|eoi)\s+(?P<actions>\S.*)$")
@@ -76,10 +76,9 @@ def flags(facts: dict[str, str], cpu: int | None, device_actions: list[str] | No
                        "other tasks and timers there")
     elif facts.get("smt_active") == "1":
         out.append("SMT: hyper-threading is active on this target (seed 003)")
-    runtime = facts.get("rt_runtime_us", "")
-    if runtime and runtime != "-1":
-        out.append(f"RT throttling: sched_rt_runtime_us is {runtime} of {facts.get('rt_period_us') or '?'}: "
-                   "a SCHED_FIFO task that never sleeps is stopped for the rest of each period")
+    for guard in rt_bandwidth.guards(facts):
+        name = "RT throttling" if guard.mechanism == "rt-throttling" else "fair server"
+        out.append(f"{name}: {guard.sentence(cpu)}")
     if device_actions is not None and len(device_actions) > 1:
         out.append(f"shared IRQ: the device's line also serves {', '.join(device_actions[1:])} "
                    f"(handlers: {', '.join(device_actions)}; seed 000)")

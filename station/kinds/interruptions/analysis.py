@@ -9,9 +9,11 @@ gaps in which that line alone moved, and the counted interrupts explain a gap on
 their count times that cost.
 
 Causes, in order: `smi` (the CPU's SMI counter moved), `interrupt` (the handlers explain at
-least half of the gap), `throttled` (RT throttling stopped the SCHED_FIFO loop: the kernel's
-sched_rt_runtime_us budget ran out, and the gap ends on the sched_rt_period_us grid, where the
-budget is given back), `preempted` (another task ran: the loop's context switches moved),
+least half of the gap), `throttled` (the kernel's guard against real-time starvation stopped the
+SCHED_FIFO loop once a period: RT throttling, when the sched_rt_runtime_us budget ran out, the gap
+ending on the sched_rt_period_us grid, where the budget is given back; or, from Linux 6.12, the fair
+deadline server running a starved CFS task for its runtime of each period), `preempted` (another
+task ran: the loop's context switches moved),
 `unexplained` (neither: firmware, an SMI the counter does not see, a hypervisor)."""
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from station.analysis.campaign import AnalysisInput, KindReport, section_report
 from station.parsers import irqgap, irqtrace, rtla
 from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
 from station.parsers.irqtrace import IrqTrace
-from station.target import virtualization
+from station.target import rt_bandwidth, virtualization
+from station.target.rt_bandwidth import Guard
 
 CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")
 IDLE = "idle"  # the trace's swapper/N (pid 0)
@@ -60,15 +63,29 @@ THROTTLE_COVERAGE = 0.5  # of the run's whole periods (but the first) the family
 
 @dataclass(frozen=True)
 class Throttling:
-    """The kernel's RT bandwidth on the target (sched_rt_runtime_us of sched_rt_period_us): a
-    SCHED_FIFO/RR task that never sleeps is stopped for the rest of each period."""
+    """What stops the detector's never-sleeping SCHED_FIFO loop once a period: the kernel's guard
+    (RT throttling, or the fair deadline server from 6.12: station/target/rt_bandwidth.py), with
+    the analysis's tolerances."""
 
-    runtime_us: int
-    period_us: int
+    guard: Guard
+    cpu: int | None = None
+
+    @classmethod
+    def rt(cls, runtime_us: int, period_us: int) -> Throttling:
+        """RT throttling with sched_rt_runtime_us of sched_rt_period_us."""
+        return cls(Guard("rt-throttling", (period_us - runtime_us) * 1000, period_us * 1000))
+
+    @property
+    def mechanism(self) -> str:
+        return self.guard.mechanism
 
     @property
     def rest_ns(self) -> int:
-        return (self.period_us - self.runtime_us) * 1000
+        return self.guard.stop_ns
+
+    @property
+    def period_ns(self) -> int:
+        return self.guard.period_ns
 
     @property
     def shortest_ns(self) -> float:
@@ -82,17 +99,17 @@ class Throttling:
         return max(THROTTLE_GRID_SHARE * self.rest_ns, THROTTLE_GRID_MIN_NS)
 
     @classmethod
-    def from_facts(cls, facts: dict[str, str]) -> Throttling | None:
-        """From a run's spoiler facts; None when throttling is off (-1) or unknown."""
-        runtime, period = str(facts.get("rt_runtime_us", "")).strip(), str(facts.get("rt_period_us", "")).strip()
-        if not all(v.isascii() and v.isdigit() for v in (runtime, period)) or not 0 <= int(runtime) < int(period):
-            return None
-        return cls(int(runtime), int(period))
+    def from_facts(cls, facts: dict[str, str], cpu: int | None = None) -> Throttling | None:
+        """From a run's spoiler facts: the harshest guard the kernel has; None when none stops the
+        loop (throttling off, a fair server with runtime 0) or nothing is known."""
+        found = rt_bandwidth.guards(facts)
+        return cls(found[0], cpu) if found else None
 
     def sentence(self) -> str:
-        return (f"sched_rt_runtime_us {self.runtime_us} of sched_rt_period_us {self.period_us} stops a "
-                f"SCHED_FIFO loop that never sleeps for up to {_fmt_us(self.rest_ns / 1e3)} every "
-                f"{_fmt_us(self.period_us)}")
+        return self.guard.sentence(self.cpu)
+
+    def advice(self) -> str:
+        return self.guard.advice(self.cpu)
 
 
 @dataclass
@@ -309,74 +326,109 @@ def attribute(run: RunOutputs) -> list[Attributed]:
 
 
 def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priority: int | None,
-                   span_ns: int | None = None) -> int:
-    """Re-attribute to RT throttling the gaps it explains, in place; returns how many. Only for
-    a real-time loop (priority > 0) with throttling on: gaps not taken by interrupts or counted
-    SMIs, no longer than the period's unbudgeted rest, whose ends fall on one grid of the period
-    (the kernel's period timer gives the budget back there; the phase is the ends' own, as the
-    timer starts when the first RT task runs)."""
+                   span_ns: int | None = None, blind: list[tuple[int, int]] | None = None) -> int:
+    """Re-attribute to the kernel's throttling the gaps it explains, in place; returns how many.
+    Only for a real-time loop (priority > 0) with throttling on: gaps not taken by interrupts or
+    counted SMIs, no longer than the stop the mechanism allows, one a period: on one grid of the
+    period for RT throttling (its period timer gives the budget back there; the phase is the ends'
+    own, as the timer starts when the first RT task runs), a chain a period apart for the fair
+    server (see `_family`). `blind`: the detector's blind spans, (end, length); a stop that fell in
+    one counts towards the coverage."""
     if throttling is None or not priority or priority <= 0 or throttling.rest_ns <= 0:
         return 0
-    period = throttling.period_us * 1000
-    grid = throttling.grid_ns
-    longest = throttling.rest_ns + grid
+    period = throttling.period_ns
+    longest = throttling.rest_ns + throttling.grid_ns
     shortest = throttling.shortest_ns
-    candidates = [g for g in gaps if g.cause in ("preempted", "unexplained") and shortest <= g.duration_ns <= longest]
-    if len(candidates) < THROTTLE_MIN:
+    candidates = sorted((g for g in gaps if g.cause in ("preempted", "unexplained")
+                         and shortest <= g.duration_ns <= longest), key=lambda g: g.end_ns)
+    if not candidates:
         return 0
-    phases = np.asarray([g.end_ns % period for g in candidates], dtype=np.float64)
-    best: list[Attributed] = []
-    for ref in phases:  # the grid through each candidate's end: the one most ends fall on
-        off = (phases - ref + period / 2) % period - period / 2
-        members = [g for g, o in zip(candidates, off, strict=True) if abs(o) <= grid]
-        if len(members) > len(best):
-            best = members
-    # a loop that never sleeps is stopped every period: the family must cover most of the run's
-    # whole periods, which two host stalls that happen to end a whole period apart do not
+    best = _family(candidates, throttling)
+    # a loop that never sleeps is stopped every period: the family (and the stops that fell in the
+    # detector's bookkeeping) must cover most of the run's whole periods, which two host stalls that
+    # happen to end a whole period apart do not
     periods = (span_ns or 0) / period - 1
-    if len(best) < max(THROTTLE_MIN, THROTTLE_COVERAGE * periods):
+    in_blind = _blind_stops([g.end_ns for g in best], blind or [], throttling)
+    if len(best) + in_blind < max(THROTTLE_MIN, THROTTLE_COVERAGE * periods):
         return 0
     # a period in which something else stopped the loop first leaves it budget to spare: its throttle
     # comes later and is shorter by as much (the rest, less what the others took), so a gap on the
     # family's grid below `shortest` is that period's throttle when the period's earlier stops
     # make up the difference (not a short gap: THROTTLE_SHORTENED_SHARE of the rest at least)
     family = {id(g) for g in best}
+    ends = [g.end_ns for g in best]
     for g in gaps:
         if (id(g) in family or g.cause not in ("preempted", "unexplained")
                 or not THROTTLE_SHORTENED_SHARE * throttling.rest_ns <= g.duration_ns < shortest
-                or not _on_grid(g.end_ns, best, period, grid)):
+                or not _fits(g.end_ns, ends, throttling)):
             continue
         earlier = sum(o.duration_ns for o in gaps
                       if o is not g and g.end_ns - period < o.start_ns and o.end_ns <= g.start_ns)
         if g.duration_ns + earlier >= shortest:
             best.append(g)
     for g in best:
-        g.cause, g.source = "throttled", "RT throttling"
+        g.cause, g.source = "throttled", THROTTLE_SOURCE[throttling.mechanism]
     return len(best)
 
 
-def _on_grid(end_ns: int, family: list[Attributed], period: int, grid: float) -> bool:
-    """Whether `end_ns` lies within `grid` of a whole number of periods from the family's ends."""
-    return any(abs((end_ns - f.end_ns + period / 2) % period - period / 2) <= grid for f in family)
+def _family(candidates: list[Attributed], throttling: Throttling) -> list[Attributed]:
+    """The largest set of candidates (sorted by end) one a period. RT throttling: ends on one grid
+    of the period (the timer is exact). The fair server: a chain whose ends are a whole number of
+    periods apart, give or take the tolerance per period: the server's runtime is charged at
+    ticks, so a stop overruns by up to a tick, and its next period starts at its replenishment
+    (Linux 6.18, HZ=250: 51-54 ms stops, 1004-1008 ms apart); a fixed grid would lose them."""
+    period, grid = throttling.period_ns, throttling.grid_ns
+    if throttling.mechanism != "fair-server":
+        phases = np.asarray([g.end_ns % period for g in candidates], dtype=np.float64)
+        best: list[Attributed] = []
+        for ref in phases:  # the grid through each candidate's end: the one most ends fall on
+            off = (phases - ref + period / 2) % period - period / 2
+            members = [g for g, o in zip(candidates, off, strict=True) if abs(o) <= grid]
+            if len(members) > len(best):
+                best = members
+        return best
+    length, before = [1] * len(candidates), [-1] * len(candidates)
+    for i, g in enumerate(candidates):  # the longest chain ending at each candidate
+        for j in range(i):
+            if length[j] + 1 > length[i] and _fits(g.end_ns, [candidates[j].end_ns], throttling):
+                length[i], before[i] = length[j] + 1, j
+    i = max(range(len(candidates)), key=length.__getitem__)
+    chain = []
+    while i >= 0:
+        chain.append(candidates[i])
+        i = before[i]
+    return chain[::-1]
+
+
+def _fits(end_ns: int, ends: list[int], throttling: Throttling) -> bool:
+    """Whether `end_ns` lies a whole number of periods (≥ 1) from one of `ends`, within the grid
+    tolerance (per period passed, for the fair server's drifting periods)."""
+    period, grid = throttling.period_ns, throttling.grid_ns
+    for other in ends:
+        apart = abs(end_ns - other)
+        k = round(apart / period)
+        tolerance = grid * k if throttling.mechanism == "fair-server" else grid
+        if k >= 1 and abs(apart - k * period) <= tolerance:
+            return True
+    return False
+
+
+def _blind_stops(ends: list[int], blind: list[tuple[int, int]], throttling: Throttling) -> int:
+    """How many blind spans ((end, length)) are as long as a stop and end a whole number of
+    periods from one of `ends`."""
+    longest = throttling.rest_ns + throttling.grid_ns
+    return sum(1 for end, length in blind
+               if throttling.shortest_ns <= length <= longest and _fits(end, ends, throttling))
 
 
 def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]], throttling: Throttling | None) -> int:
     """How many of the detector's blind spans (bookkeeping the CPU was taken from: (end, length))
-    are RT throttling's stops: as long as one, ending on the grid the throttled gaps end on. A
-    stop that falls while the detector writes its records is seen only as such a span."""
+    are the kernel's throttling stops: as long as one, ending where the throttled gaps' family
+    would end. A stop that falls while the detector writes its records is seen only as such a span."""
     ends = [g.end_ns for g in gaps if g.cause == "throttled"]
     if throttling is None or not ends:
         return 0
-    period = throttling.period_us * 1000
-    grid = throttling.grid_ns
-    phases = np.asarray(ends, dtype=np.float64) % period
-    ref = float(np.median(phases))
-    count = 0
-    for end, length in blind:
-        off = (end % period - ref + period / 2) % period - period / 2
-        if throttling.shortest_ns <= length <= throttling.rest_ns + grid and abs(off) <= grid:
-            count += 1
-    return count
+    return _blind_stops(ends, blind, throttling)
 
 
 def periodicity(starts_ns: list[int]) -> dict[str, Any]:
@@ -450,8 +502,16 @@ def clusters(gaps: list[Attributed]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (not r["periodic"], -r["count"]))[:MAX_CLUSTERS]
 
 
-CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "RT throttling", "preempted": "another task",
+THROTTLE_SOURCE = {"rt-throttling": "RT throttling", "fair-server": "fair server"}
+CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "the kernel's throttling", "preempted": "another task",
                "smi": "an SMI", "unexplained": "unexplained"}
+
+
+def _cause_words(row: dict[str, Any]) -> str:
+    """A group's cause in words: the throttling by its mechanism's name."""
+    if row["cause"] == "throttled":
+        return "the fair deadline server" if row.get("source") == "fair server" else "RT throttling"
+    return CAUSE_WORDS[row["cause"]]
 
 
 def _fmt_us(us: float) -> str:
@@ -469,7 +529,7 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     if not n:
         return head + ": the CPU was never taken from the loop for longer."
     worst = max(rows, key=lambda r: r["max_us"], default=None)
-    head += f" (worst {_fmt_us(summary['max_us'])}" + (f", {CAUSE_WORDS[worst['cause']]})" if worst else ")")
+    head += f" (worst {_fmt_us(summary['max_us'])}" + (f", {_cause_words(worst)})" if worst else ")")
     by_cause = summary["by_cause"]
     parts = []
     if by_cause.get("interrupt"):
@@ -480,11 +540,11 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         n_thr = by_cause["throttled"]
         worst = max((r["max_us"] for r in rows if r["cause"] == "throttled"), default=None)
         in_blind = summary.get("throttled_blind_spans") or 0
-        parts.append(f"{n_thr} stop{'s' if n_thr != 1 else ''} by RT throttling"
+        by = next((_cause_words(r) for r in rows if r["cause"] == "throttled"), "RT throttling")
+        parts.append(f"{n_thr} stop{'s' if n_thr != 1 else ''} by {by}"
                      + (f" and {in_blind} more while the detector wrote its records" if in_blind else "")
                      + f" (up to {_fmt_us(worst)}: "
-                     f"{summary['throttling']}; to measure without it, set "
-                     "/proc/sys/kernel/sched_rt_runtime_us to -1 for the run)")
+                     f"{summary['throttling']}; to measure without it, {summary['throttling_advice']})")
     if by_cause.get("preempted"):
         n_pre = by_cause["preempted"]
         parts.append(f"{n_pre} preemption{'s' if n_pre != 1 else ''} by other tasks")
@@ -574,12 +634,14 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     manifest_path = run_dir / "manifest.json"
     facts = ((json.loads(manifest_path.read_text()).get("spoilers") or {}).get("facts") or {}
              if manifest_path.is_file() else {})
-    throttling = Throttling.from_facts(facts)
+    throttling = Throttling.from_facts(facts, run.gaps.cpu)
     end = (run.gaps.end or {}).get("mono_ns")
-    mark_throttled(gaps, throttling, run.gaps.priority, end - run.gaps.start_ns if end and run.gaps.start_ns else None)
+    mark_throttled(gaps, throttling, run.gaps.priority, end - run.gaps.start_ns if end and run.gaps.start_ns else None,
+                   run.gaps.blind)
     summary = summarise(run, gaps)
     summary["throttled_blind_spans"] = throttled_blind_spans(gaps, run.gaps.blind, throttling)
     summary["throttling"] = throttling.sentence() if throttling is not None else None
+    summary["throttling_advice"] = throttling.advice() if throttling is not None else None
     summary["virtual_machine"] = virtualization.judge(facts).virtual
     summary["osnoise"] = osnoise_side(run_dir, run.gaps.cpu, run.problems)
     rows = groups(gaps)
@@ -662,7 +724,7 @@ def finding(entry: dict[str, Any]) -> dict[str, Any] | None:
     else:
         worst = max(entry.get("groups") or [], key=lambda r: r["max_us"], default=None)
         headline = f"{where}: the longest the CPU was taken from the loop"
-        figure = (f"{_fmt_us(entry['max_us'])}" + (f" ({CAUSE_WORDS[worst['cause']]})" if worst else "")
+        figure = (f"{_fmt_us(entry['max_us'])}" + (f" ({_cause_words(worst)})" if worst else "")
                   + f", {entry['gaps']} gaps above {_fmt_us(entry['threshold_us'])}")
     return {"kind": "interruptions", "run": entry["id"], "headline": headline, "figure": figure,
             "see": "interruption-runs", "text": entry["conclusion"]}

@@ -86,8 +86,12 @@ class IgRun(Closed):
     trace: bool | None = Field(None, description="the kernel's interrupt tracepoints were recorded")
     trace_lost_events: int | None = Field(None, description="events the trace lost; null without a trace")
     by_cause: dict[str, int] | None = Field(None, description="gaps per cause")
-    throttled_blind_spans: int | None = Field(None, description="RT throttling's stops that fell in blind spans")
-    throttling: str | None = Field(None, description="the target's RT bandwidth in words when throttling was on")
+    throttled_blind_spans: int | None = Field(None, description="the kernel's throttling stops that fell in blind "
+                                              "spans")
+    throttling: str | None = Field(None, description="what stops a never-sleeping real-time loop on the target "
+                                   "(RT throttling's budget or the fair deadline server's), in words; null when "
+                                   "nothing does")
+    throttling_advice: str | None = Field(None, description="how to measure without that throttling")
     virtual_machine: bool | None = Field(None, description="the target is a guest on a hypervisor")
     unexplained: Unexplained | None = Field(None, description="the gaps nothing explains")
     groups: list[Group] | None = Field(None, description="the gaps by cause and source")

@@ -18,13 +18,15 @@ from station.formatting import MISSING, count_text, is_number, plain_us, slug, u
 from station.report.tables import Cell, Table
 
 CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")  # the analysis's order
-CAUSE_LABEL = {"interrupt": "interrupt", "throttled": "RT throttling", "preempted": "preempted", "smi": "SMI",
+CAUSE_LABEL = {"interrupt": "interrupt", "throttled": "throttled", "preempted": "preempted", "smi": "SMI",
                "unexplained": "unexplained"}
 SUSPECT_FLAG = "suspect"  # a cell counting gaps nothing explains: the finding to look at
 CAUSES_NOTE = (
     "Causes: interrupt — the handlers that ran in the gap account for at least half of it; "
-    "RT throttling — the kernel stopped the real-time loop when its sched_rt_runtime_us budget ran "
-    "out (the gap ends where the sched_rt_period_us period gives it back); "
+    "throttled — the kernel stopped the real-time loop once a period for other work: RT throttling "
+    "(its sched_rt_runtime_us budget ran out; the gap ends where the sched_rt_period_us period gives it "
+    "back) or, from Linux 6.12, the fair deadline server (a starved CFS task on the CPU got its runtime "
+    "of the period); "
     "preempted — another task ran (the loop's context switches moved); SMI — the CPU's SMI "
     "counter moved; unexplained — none of these: firmware, an SMI the counter does not see, "
     "a hypervisor.")
@@ -131,7 +133,7 @@ def summary_table(runs: Sequence[Mapping[str, Any]]) -> Table:
     notes = [
         "Gaps: loop iterations longer than the threshold; Worst: the longest; Time lost: all gaps "
         "together; Blind: the detector's own bookkeeping windows (writing its output), not "
-        f"watched. By cause: interrupt / RT throttling / preempted / SMI / unexplained. {MISSING}: not known.",
+        f"watched. By cause: interrupt / throttled / preempted / SMI / unexplained. {MISSING}: not known.",
         "Trace: the kernel's interrupt tracepoints were recorded, so each handler's time inside a "
         "gap is measured; without them a gap is judged by the interrupt counts and each line's "
         "usual cost. SMI counter: the CPU's SMI count (MSR 0x34) was read after every gap; "
