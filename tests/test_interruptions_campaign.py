@@ -723,8 +723,9 @@ def test_on_a_kernel_before_6_12_rt_throttling_stops_the_loop_with_nothing_else_
     assert seen >= int(entry["measured_s"] * 1e6 / period_us) - 1, (release, entry["by_cause"], stops)
     throttled = [r for r in entry["groups"] if r["cause"] == "throttled"]
     assert [r["source"] for r in throttled] == ["RT throttling"], throttled
-    # at most the period's rest, plus the period timer's lateness (up to 7 ms seen on a loaded VM)
-    assert throttled[0]["max_us"] <= 1.2 * 50_000
+    # at most the period's rest, plus the period timer's lateness: a TCG guest's was seen 10.2 ms
+    # late (1 stop in 8 runs); twice that is the most this test lets pass as a late timer
+    assert throttled[0]["max_us"] <= 50_000 + 20_000
     assert f"sched_rt_runtime_us {runtime_us} of sched_rt_period_us {period_us}" in entry["conclusion"]
     assert "stops by RT throttling" in entry["conclusion"] and "sched_rt_runtime_us to -1" in entry["conclusion"]
 
