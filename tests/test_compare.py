@@ -385,3 +385,25 @@ def test_the_compared_scope_widths_are_each_reports(twins) -> None:
                 assert rows[0]["count"] == run["hw"]["count"]
                 checked += 1
     assert checked
+
+
+def test_the_compare_figures_are_those_of_the_exact_samples(twins) -> None:
+    """compare keeps each campaign's curves on the figures' grid, not its samples (memory): the
+    figures must be the ones the exact distributions draw, to the byte."""
+    from station.compare.analysis import compare_campaigns
+    from station.kinds.module import compare as module_compare
+    from station.kinds.module.compare_figures import build_compare_figures
+    from station.result_store import ResultStore
+
+    result, samples = compare_campaigns(list(twins))
+    exact = {}
+    for directory, campaign in zip(twins, result["campaigns"], strict=True):
+        store = ResultStore([directory])
+        for source, (table, column, scale) in module_compare.SOURCES.items():
+            for key in sorted(module_compare._sql_stats(store, table, column, scale)):
+                exact[(campaign["label"], source, *key)] = module_compare._values(store, table, column, scale, key)
+    assert set(samples) == set(exact)
+    assert any(samples[k].values.size < exact[k].values.size for k in exact)  # smaller, where it can be
+    kept, drawn = build_compare_figures(result, samples), build_compare_figures(result, exact)
+    assert [f.name for f in kept] == [f.name for f in drawn] and kept
+    assert all(a.svg == b.svg for a, b in zip(kept, drawn, strict=True))

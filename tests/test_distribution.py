@@ -82,3 +82,29 @@ def test_robust_threshold_is_the_samples_median_plus_z_mads(a: np.ndarray) -> No
         assert np.isclose(robust_threshold(Distribution.of(a)), med + ROBUST_Z * v.std(), rtol=1e-12)
     else:
         assert robust_threshold(Distribution.of(a)) == np.inf
+
+
+# t_HW as the report counts it: multiples of 0.01 ns, many just below a multiple of the grid
+hundredths = hnp.arrays(np.int64, st.integers(1, 400), elements=st.integers(0, 5_000_000)).map(lambda a: a * 0.01)
+near_grid = hnp.arrays(np.float64, st.integers(1, 200), elements=st.sampled_from(
+    [99.99999999999999, 100.0, 100.00000000000001, 199.99999999999997, 200.0, 999.9999999999999, 1000.0, 150.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(latencies, floats, hundredths, near_grid), st.data())
+def test_a_distribution_on_the_figures_grid_draws_the_same_histogram(a: np.ndarray, data: st.DataObject) -> None:
+    """compare keeps each curve on the figures' 100 ns grid: the figure's bins (figures.bin_edges:
+    a width that is a multiple of the grid, edges aligned to it) must count exactly as before."""
+    from station.report.figures import BIN_NS, Series, bin_edges
+
+    d = Distribution.of(a)
+    small = d.on_grid(BIN_NS)
+    assert (small.count, small.min, small.max) == (d.count, d.min, d.max)
+    assert small.values.size <= (d.max - d.min) / BIN_NS + 3
+    edges = bin_edges([Series("x", d, "k")])
+    assert np.array_equal(edges, bin_edges([Series("x", small, "k")]))
+    assert np.array_equal(small.histogram(edges), np.histogram(a, bins=edges)[0])
+    width = BIN_NS * data.draw(st.integers(1, 50))  # any other width on the grid, as a wider range picks
+    first = np.floor(float(a.min()) / width) * width
+    other = np.arange(first, (np.floor(float(a.max()) / width) + 1) * width + width / 2, width)
+    assert np.array_equal(small.histogram(other), d.histogram(other))

@@ -90,6 +90,22 @@ class Distribution:
             return Distribution(self.values + int(by), self.counts)
         return Distribution(self.values.astype(np.float64) + float(by), self.counts)
 
+    def on_grid(self, grid: float) -> Distribution:
+        """A smaller distribution with the same count, min, max and histogram on any edges that are
+        multiples of `grid` (as figures' bins are): each value between the extremes moves down to
+        the grid point at or below it (but not below the min, which shares its cell), so at most
+        (max - min) / grid + 2 values remain. Only for drawing: its other statistics differ."""
+        if self.counts.size <= 2:
+            return self
+        inner = self.values[1:-1].astype(np.float64)
+        floor = np.floor(inner / grid) * grid  # never above: tests/test_distribution.py, values near the grid
+        low = float(self.values[0])
+        floor = np.maximum(floor, low)
+        values = np.r_[low, floor, float(self.values[-1])]
+        if self.values.dtype.kind == "i" and float(grid).is_integer():
+            values = values.astype(np.int64)
+        return Distribution.weighted(values, self.counts)
+
     # --- statistics ---------------------------------------------------------------------------
 
     @cached_property

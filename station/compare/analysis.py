@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 from scipy import stats
 
@@ -139,7 +140,8 @@ def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[
     infos = _load(paths)
     parts = compare_parts()
     _check_comparable(infos, {k.name: part for k, part in parts})
-    stores = [ResultStore([p]) for p in paths]
+    con = duckdb.connect()  # one connection for every campaign: each costs memory of its own
+    stores = [ResultStore([p], con) for p in paths]
     notes = [f"{i.label}: no report.json; analysed now" for i in infos if not i.report_file]
     sections: dict[str, Any] = {}
     samples: dict[tuple, Any] = {}  # each part's figures' data (the module's: Distributions)

@@ -18,6 +18,7 @@ from station.compare.analysis import ALPHA, holm, mann_whitney, mean_interval, q
 from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.module.compare_figures import build_compare_figures
 from station.kinds.module.compare_tables import COMPARE_CSV_COLUMNS, compare_rows, module_tables
+from station.report.figures import BIN_NS
 from station.result_store import OWN_RECORDS, ResultStore
 
 QUANTILE_KEY, QUANTILE = "p99.99", 0.9999
@@ -98,14 +99,24 @@ def _worst_case_interval(entry: dict[str, Any] | None) -> list[float] | None:
 
 def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any],
                                                                                    dict[tuple, Distribution]]:
+    """Campaign by campaign, the baseline first: each group's rows and its test against the
+    baseline come from its exact distribution, which is then kept only on the figures' grid
+    (Distribution.on_grid: the same curves), so memory follows the baseline and the number of
+    groups, not the samples of every campaign."""
     rows: list[dict[str, Any]] = []
+    tests: list[dict[str, Any]] = []
     samples: dict[tuple, Distribution] = {}  # (campaign label, source, interface, variant, load) -> ns
+    base: dict[tuple, Distribution] = {}  # the baseline's exact distributions, for the tests
     for info, store in zip(infos, stores, strict=True):
         comparisons = info.report.get("comparisons") or {}
         for source, (table, column, scale) in SOURCES.items():
             for key, agg in sorted(_sql_stats(store, table, column, scale).items()):
                 values = _values(store, table, column, scale, key)
-                samples[(info.label, source, *key)] = values
+                if info is infos[0]:
+                    base[(source, *key)] = values
+                elif (test := _test(infos[0].label, info.label, source, key, base.get((source, *key)), values)):
+                    tests.append(test)
+                samples[(info.label, source, *key)] = values.on_grid(BIN_NS)
                 t_rw = _by_key(comparisons.get("t_rw") or [], key[0], key[2])
                 worst = _by_key(comparisons.get("worst_case") or [], key[0], key[2])
                 rows.append({
@@ -119,7 +130,9 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
                     "worst_case_1e9_ns": worst_case_1e9_ns(worst) if source == "sw" else None,
                     "worst_case_1e9_ci95_ns": _worst_case_interval(worst) if source == "sw" else None,
                 })
-    tests = _tests(infos, samples)
+    for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
+        t["p_holm"] = adjusted
+        t["significant"] = adjusted < ALPHA
     section = {"rows": rows, "tests": tests,
                "test": {"name": TEST_NAME, "alpha": ALPHA, "correction": CORRECTION, "count": len(tests),
                         "note": TEST_NOTE},
@@ -127,30 +140,24 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
     return section, samples
 
 
-def _tests(infos: Sequence[CampaignInfo], samples: dict[tuple, Distribution]) -> list[dict[str, Any]]:
-    base = infos[0].label
-    tests = []
-    for (label, source, *key), b in samples.items():
-        a = samples.get((base, source, *key))
-        if label == base or a is None or a.count < 2 or b.count < 2:
-            continue
-        u, p = mann_whitney(b, a)
-        ci_a, ci_b = quantile_interval(a, QUANTILE), quantile_interval(b, QUANTILE)
-        disjoint = None
-        if None not in ci_a and None not in ci_b:
-            disjoint = bool(ci_b[0] > ci_a[1] or ci_a[0] > ci_b[1])
-        tests.append({
-            "source": source, **dict(zip(GROUP, key, strict=True)), "baseline": base, "campaign": label,
-            "u": float(u), "p_value": float(p),
-            "prob_greater": float(u) / (a.count * b.count),  # P(B > A) + P(B = A)/2: the effect size
-            "median_diff_ns": float(b.median() - a.median()),
-            "p99_99_diff_ns": float(b.percentiles([QUANTILE * 100])[0] - a.percentiles([QUANTILE * 100])[0]),
-            "p99_99_intervals_disjoint": disjoint,
-        })
-    for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
-        t["p_holm"] = adjusted
-        t["significant"] = adjusted < ALPHA
-    return tests
+def _test(base: str, label: str, source: str, key: tuple, a: Distribution | None,
+          b: Distribution) -> dict[str, Any] | None:
+    """One group of a campaign against the baseline's; None when either has under two samples."""
+    if a is None or a.count < 2 or b.count < 2:
+        return None
+    u, p = mann_whitney(b, a)
+    ci_a, ci_b = quantile_interval(a, QUANTILE), quantile_interval(b, QUANTILE)
+    disjoint = None
+    if None not in ci_a and None not in ci_b:
+        disjoint = bool(ci_b[0] > ci_a[1] or ci_a[0] > ci_b[1])
+    return {
+        "source": source, **dict(zip(GROUP, key, strict=True)), "baseline": base, "campaign": label,
+        "u": float(u), "p_value": float(p),
+        "prob_greater": float(u) / (a.count * b.count),  # P(B > A) + P(B = A)/2: the effect size
+        "median_diff_ns": float(b.median() - a.median()),
+        "p99_99_diff_ns": float(b.percentiles([QUANTILE * 100])[0] - a.percentiles([QUANTILE * 100])[0]),
+        "p99_99_intervals_disjoint": disjoint,
+    }
 
 
 def worst_case_moves(rows: list[dict[str, Any]], baseline: str) -> list[str]:
