@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -97,39 +98,25 @@ def _worst_case_interval(entry: dict[str, Any] | None) -> list[float] | None:
     return [q["ci_low"], q["ci_high"]] if worst_case_1e9_ns(entry) is not None and q.get("ci_high") else None
 
 
+WORKERS = 2  # campaigns read at once: DuckDB and numpy leave the GIL, one campaign's small
+# queries keep ~1.2 of 2 cores busy; memory grows by one campaign's distributions per worker
+
+
 def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any],
                                                                                    dict[tuple, Distribution]]:
-    """Campaign by campaign, the baseline first: each group's rows and its test against the
-    baseline come from its exact distribution, which is then kept only on the figures' grid
-    (Distribution.on_grid: the same curves), so memory follows the baseline and the number of
-    groups, not the samples of every campaign."""
-    rows: list[dict[str, Any]] = []
-    tests: list[dict[str, Any]] = []
-    samples: dict[tuple, Distribution] = {}  # (campaign label, source, interface, variant, load) -> ns
+    """The baseline first, then the other campaigns WORKERS at a time: each group's rows and its
+    test against the baseline come from its exact distribution, which is then kept only on the
+    figures' grid (Distribution.on_grid: the same curves), so memory follows the baseline and the
+    number of groups, not the samples of every campaign."""
     base: dict[tuple, Distribution] = {}  # the baseline's exact distributions, for the tests
-    for info, store in zip(infos, stores, strict=True):
-        comparisons = info.report.get("comparisons") or {}
-        for source, (table, column, scale) in SOURCES.items():
-            for key, agg in sorted(_sql_stats(store, table, column, scale).items()):
-                values = _values(store, table, column, scale, key)
-                if info is infos[0]:
-                    base[(source, *key)] = values
-                elif (test := _test(infos[0].label, info.label, source, key, base.get((source, *key)), values)):
-                    tests.append(test)
-                samples[(info.label, source, *key)] = values.on_grid(BIN_NS)
-                t_rw = _by_key(comparisons.get("t_rw") or [], key[0], key[2])
-                worst = _by_key(comparisons.get("worst_case") or [], key[0], key[2])
-                rows.append({
-                    "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source, **agg,
-                    "mean_ci95_ns": mean_interval(agg["mean_ns"], agg["std_ns"], agg["count"]),
-                    "p99_99_ns": float(values.percentiles([QUANTILE * 100])[0]),
-                    "p99_99_ci95_ns": quantile_interval(values, QUANTILE),
-                    "p99_99_reliable": agg["count"] * (1 - QUANTILE) >= 10,
-                    "t_rw_ns": (t_rw or {}).get("estimate_ns"), "t_rw_ci95_ns": (t_rw or {}).get("ci95_ns"),
-                    # the tail fit is of the software latencies
-                    "worst_case_1e9_ns": worst_case_1e9_ns(worst) if source == "sw" else None,
-                    "worst_case_1e9_ci95_ns": _worst_case_interval(worst) if source == "sw" else None,
-                })
+    first = _campaign(infos[0], stores[0], infos[0].label, base)
+    with ThreadPoolExecutor(WORKERS) as pool:  # each worker on a cursor of its own
+        rest = list(pool.map(lambda pair: _campaign(pair[0], ResultStore(pair[1].dirs, pair[1].con.cursor()),
+                                                    infos[0].label, base),
+                             zip(infos[1:], stores[1:], strict=True)))
+    rows = [r for got in (first, *rest) for r in got[0]]
+    tests = [t for got in (first, *rest) for t in got[1]]
+    samples = {k: v for got in (first, *rest) for k, v in got[2].items()}
     for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
         t["p_holm"] = adjusted
         t["significant"] = adjusted < ALPHA
@@ -138,6 +125,38 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
                         "note": TEST_NOTE},
                "baseline": infos[0].label}
     return section, samples
+
+
+def _campaign(info: CampaignInfo, store: ResultStore, baseline: str, base: dict[tuple, Distribution],
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple, Distribution]]:
+    """One campaign's (rows, tests against the baseline, figure curves); the baseline's own call
+    fills `base` instead of testing."""
+    rows: list[dict[str, Any]] = []
+    tests: list[dict[str, Any]] = []
+    samples: dict[tuple, Distribution] = {}  # (campaign label, source, interface, variant, load) -> ns
+    comparisons = info.report.get("comparisons") or {}
+    for source, (table, column, scale) in SOURCES.items():
+        for key, agg in sorted(_sql_stats(store, table, column, scale).items()):
+            values = _values(store, table, column, scale, key)
+            if info.label == baseline:
+                base[(source, *key)] = values
+            elif (test := _test(baseline, info.label, source, key, base.get((source, *key)), values)):
+                tests.append(test)
+            samples[(info.label, source, *key)] = values.on_grid(BIN_NS)
+            t_rw = _by_key(comparisons.get("t_rw") or [], key[0], key[2])
+            worst = _by_key(comparisons.get("worst_case") or [], key[0], key[2])
+            rows.append({
+                "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source, **agg,
+                "mean_ci95_ns": mean_interval(agg["mean_ns"], agg["std_ns"], agg["count"]),
+                "p99_99_ns": float(values.percentiles([QUANTILE * 100])[0]),
+                "p99_99_ci95_ns": quantile_interval(values, QUANTILE),
+                "p99_99_reliable": agg["count"] * (1 - QUANTILE) >= 10,
+                "t_rw_ns": (t_rw or {}).get("estimate_ns"), "t_rw_ci95_ns": (t_rw or {}).get("ci95_ns"),
+                # the tail fit is of the software latencies
+                "worst_case_1e9_ns": worst_case_1e9_ns(worst) if source == "sw" else None,
+                "worst_case_1e9_ci95_ns": _worst_case_interval(worst) if source == "sw" else None,
+            })
+    return rows, tests, samples
 
 
 def _test(base: str, label: str, source: str, key: tuple, a: Distribution | None,
