@@ -42,6 +42,14 @@ def us(value_ns: Any, decimals: int = 3) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0.0 else text
 
 
+def duration_us(value_us: float) -> str:
+    """A duration in µs, ms or s, to 3 figures; the unit chosen after rounding (999.7 µs is
+    1 ms, not "1e+03 µs")."""
+    if value_us >= 999_500:
+        return f"{value_us / 1e6:.3g} s"
+    return f"{value_us / 1e3:.3g} ms" if value_us >= 999.5 else f"{value_us:.3g} µs"
+
+
 def plain_us(value_us: Any, decimals: int | None = None) -> str:
     """A value already in µs, as cyclictest prints it: whole numbers bare, else ≤ 3 decimals.
 

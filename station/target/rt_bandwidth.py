@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from station.formatting import duration_us
+
 FAIR_SERVER_SINCE = (6, 12)
 FAIR_SERVER_DIR = "/sys/kernel/debug/sched/fair_server"
 DEFAULT_FAIR_RUNTIME_NS = 50_000_000  # the kernel's default fair_server runtime and period
@@ -48,7 +50,7 @@ class Guard:
 
     def sentence(self, cpu: int | None = None) -> str:
         """What it does, in the kernel's own terms."""
-        stop, period = _fmt_ns(self.stop_ns), _fmt_ns(self.period_ns)
+        stop, period = duration_us(self.stop_ns / 1e3), duration_us(self.period_ns / 1e3)
         if self.mechanism == "rt-throttling":
             runtime_us = (self.period_ns - self.stop_ns) // 1000
             return (f"sched_rt_runtime_us {runtime_us} of sched_rt_period_us {self.period_ns // 1000} stops a "
@@ -106,10 +108,3 @@ def guards(facts: dict[str, str]) -> list[Guard]:
         else:
             out.append(Guard("fair-server", DEFAULT_FAIR_RUNTIME_NS, DEFAULT_FAIR_PERIOD_NS, read=False))
     return out
-
-
-def _fmt_ns(ns: float) -> str:
-    us = ns / 1e3
-    if us >= 999_500:
-        return f"{us / 1e6:.3g} s"
-    return f"{us / 1e3:.3g} ms" if us >= 999.5 else f"{us:.3g} µs"

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.formatting import duration_us
 from station.parsers import irqgap, irqtrace, rtla
 from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
 from station.parsers.irqtrace import IrqTrace
@@ -518,22 +519,15 @@ def _cause_words(row: dict[str, Any]) -> str:
     return CAUSE_WORDS[row["cause"]]
 
 
-def _fmt_us(us: float) -> str:
-    # the unit chosen after rounding to 3 figures: 999.7 µs is 1 ms, not "1e+03 µs"
-    if us >= 999_500:
-        return f"{us / 1e6:.3g} s"
-    return f"{us / 1e3:.3g} ms" if us >= 999.5 else f"{us:.3g} µs"
-
-
 def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """The run's finding in one sentence."""
     n = summary["gaps"]
-    head = (f"{n} gaps above {_fmt_us(summary['threshold_us'])} on CPU {summary['cpu']} in "
+    head = (f"{n} gaps above {duration_us(summary['threshold_us'])} on CPU {summary['cpu']} in "
             f"{summary['measured_s']:.3g} s")
     if not n:
         return head + ": the CPU was never taken from the loop for longer."
     worst = max(rows, key=lambda r: r["max_us"], default=None)
-    head += f" (worst {_fmt_us(summary['max_us'])}" + (f", {_cause_words(worst)})" if worst else ")")
+    head += f" (worst {duration_us(summary['max_us'])}" + (f", {_cause_words(worst)})" if worst else ")")
     by_cause = summary["by_cause"]
     parts = []
     if by_cause.get("interrupt"):
@@ -547,7 +541,7 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         by = next((_cause_words(r) for r in rows if r["cause"] == "throttled"), "RT throttling")
         parts.append(f"{n_thr} stop{'s' if n_thr != 1 else ''} by {by}"
                      + (f" and {in_blind} more while the detector wrote its records" if in_blind else "")
-                     + f" (up to {_fmt_us(worst)}: "
+                     + f" (up to {duration_us(worst)}: "
                      f"{summary['throttling']}; to measure without it, {summary['throttling_advice']})")
     if by_cause.get("preempted"):
         n_pre = by_cause["preempted"]
@@ -562,12 +556,12 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         regular = [c for c in suspects.get("clusters", []) if c["periodic"]]
         if not shape and regular:  # a regular family among irregular noise: the firmware's mark
             c = regular[0]
-            shape = (f"; among them {c['count']} of about {_fmt_us(c['median_us'])} every "
+            shape = (f"; among them {c['count']} of about {duration_us(c['median_us'])} every "
                      f"{c['period_ms']:.4g} ms")
         who = {True: "the hypervisor (this target is a virtual machine) or firmware took the CPU",
                False: "firmware (an SMI the counter does not see) took the CPU: the target shows no sign of "
                       "a hypervisor"}.get(summary.get("virtual_machine"), "firmware (SMI) or a hypervisor took the CPU")
-        text += (f"; {suspects['count']} not explained by any interrupt ({_fmt_us(suspects['median_us'])} median"
+        text += (f"; {suspects['count']} not explained by any interrupt ({duration_us(suspects['median_us'])} median"
                  f"{shape}): {who}")
     else:
         text += ("; none unexplained: no sign of firmware or SMIs" if summary.get("trace") else
@@ -575,7 +569,7 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                  "would pass for it)")
     if summary.get("blind_spans"):
         text += (f"; and {summary['blind_spans']} times the CPU was taken while the detector wrote its "
-                 f"records (up to {_fmt_us(summary['blind_span_max_us'])}, not attributed)")
+                 f"records (up to {duration_us(summary['blind_span_max_us'])}, not attributed)")
     return text + "."
 
 
@@ -728,8 +722,8 @@ def finding(entry: dict[str, Any]) -> dict[str, Any] | None:
     else:
         worst = max(entry.get("groups") or [], key=lambda r: r["max_us"], default=None)
         headline = f"{where}: the longest the CPU was taken from the loop"
-        figure = (f"{_fmt_us(entry['max_us'])}" + (f" ({_cause_words(worst)})" if worst else "")
-                  + f", {entry['gaps']} gaps above {_fmt_us(entry['threshold_us'])}")
+        figure = (f"{duration_us(entry['max_us'])}" + (f" ({_cause_words(worst)})" if worst else "")
+                  + f", {entry['gaps']} gaps above {duration_us(entry['threshold_us'])}")
     return {"kind": "interruptions", "run": entry["id"], "headline": headline, "figure": figure,
             "see": "interruption-runs", "text": entry["conclusion"]}
 
