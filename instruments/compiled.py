@@ -9,6 +9,7 @@ path runs and `available()` says why.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -19,16 +20,19 @@ class Compiled:
         self._build = build
         self._fn: Callable[..., Any] | None = None
         self._why: str | None = None
+        self._lock = threading.Lock()  # runs analysed in threads ask at once: one build
 
     def available(self) -> str | None:
         """None if the compiled function runs, else why the numpy path runs."""
         if os.environ.get("IRQ_STATION_KERNEL", "").lower() == "numpy":
             return "IRQ_STATION_KERNEL=numpy"
         if self._fn is None and self._why is None:
-            try:
-                self._fn = self._build()
-            except ImportError as exc:
-                self._why = f"numba is not installed ({exc})"
+            with self._lock:
+                if self._fn is None and self._why is None:
+                    try:
+                        self._fn = self._build()
+                    except ImportError as exc:
+                        self._why = f"numba is not installed ({exc})"
         return self._why
 
     def __call__(self, *args: Any) -> Any:

@@ -185,13 +185,13 @@ def test_the_stated_false_pair_rate_holds_on_the_twins_events(iface):
 def test_group_median_is_each_groups_median_of_its_finite_values(groups):
     """Groups of like sizes (sorted as rows) and of very unlike sizes (sorted together): each
     group's median of its finite values, np.median's, 0 for a group with none."""
-    from station.kinds.module.pairing import _group_median
+    from station.kinds.module.grouped import group_median
 
     values = np.array([v for g in groups for v in g], np.float64)
     owner = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     n = np.array([sum(np.isfinite(g)) for g in groups], np.int64)
     want = [float(np.median([v for v in g if np.isfinite(v)])) if k else 0.0 for g, k in zip(groups, n, strict=True)]
-    np.testing.assert_array_equal(_group_median(values, owner, n), want)
+    np.testing.assert_array_equal(group_median(values, owner, n), want)
 
 
 @settings(max_examples=100, deadline=None)

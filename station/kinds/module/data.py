@@ -130,18 +130,16 @@ def _raw_twin_of(parquet: Path, columns: Sequence[str]) -> Path | None:
 
 
 def _raw_batches(raw: Path, columns: Sequence[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
-    """The columns of a v1 stream's records, `rows` at a time, read into one reused buffer
-    (memory: a batch, whatever the run's length; a torn last record is left, as the seal did)."""
-    buf = np.empty(rows, records.V1_DTYPE)
-    view = memoryview(buf).cast("B")
-    with raw.open("rb", buffering=0) as f:
-        while True:
-            got = 0
-            while got < len(view) and (k := f.readinto(view[got:])):
-                got += k
-            if not (n := got // records.RECORD_SIZE):
-                return
-            yield {c: buf[c][:n].copy() for c in columns}
+    """The columns of a v1 stream's records, `rows` at a time, as views of the file mapped a batch at
+    a time: no copy out of the page cache, and memory of a batch whatever the run's length (a
+    mapping lives as long as a view of it: callers keep copies, not views; a torn last record is
+    left, as the seal did)."""
+    total = raw.stat().st_size // records.RECORD_SIZE
+    for at in range(0, total, rows):
+        mapped = np.memmap(raw, dtype=records.V1_DTYPE, mode="r", offset=at * records.RECORD_SIZE,
+                           shape=(min(rows, total - at),))
+        block = np.asarray(mapped)  # plain arrays: what a caller derives is no memmap
+        yield {c: block[c] for c in columns}
 
 
 def table_columns(run_dir: Path, table: str) -> set[str]:

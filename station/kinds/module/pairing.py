@@ -50,7 +50,9 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
+from station.kinds.module.clock_ratio import clock_ratios
 from station.kinds.module.correlation import bulk
+from station.kinds.module.grouped import group_median
 from station.kinds.module.pairing_scores import scores
 from station.records import Flag
 
@@ -280,27 +282,6 @@ def _median(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
     return m[..., None] if keepdims else m
 
 
-def _group_median(values: np.ndarray, owner: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """The median of each group's finite values (owner: group of each value, in 0..len(n)-1,
-    grouped together; n: each group's count of finite values; 0 where it has none)."""
-    sizes = np.bincount(owner, minlength=len(n))
-    start = np.r_[0, np.cumsum(sizes)[:-1]]
-    widest = int(sizes.max()) if len(sizes) else 0
-    if len(values) and len(n) * widest <= 4 * len(values):  # groups of like sizes: a row each, sorted
-        grid = np.full((len(n), widest), np.inf)
-        grid[owner, np.arange(len(values)) - start[owner]] = values
-        grid.sort(axis=1)
-        rows = np.arange(len(n))
-        lo, hi = np.maximum(n - 1, 0) // 2, np.maximum(n, 1) // 2
-        return np.where(n > 0, 0.5 * (grid[rows, np.minimum(lo, widest - 1)] + grid[rows, np.minimum(hi, widest - 1)]),
-                        0.0)
-    order = np.lexsort((values, owner))
-    lo, hi = start + np.maximum(n - 1, 0) // 2, start + np.maximum(n, 1) // 2
-    sorted_values = values[order] if len(values) else np.zeros(1)
-    lo, hi = np.minimum(lo, len(sorted_values) - 1), np.minimum(hi, len(sorted_values) - 1)
-    return np.where(n > 0, 0.5 * (sorted_values[lo] + sorted_values[hi]), 0.0)
-
-
 def _mad(resid: np.ndarray) -> np.ndarray:
     """Median absolute deviation along the last axis."""
     return _median(np.abs(resid - _median(resid, keepdims=True)))
@@ -490,7 +471,7 @@ class StreamPairer:
             resid = a.widths[rows] - win.at(n0[owner] + a.k[rows])
             present = resid > -MISSING / 2
             n = np.bincount(owner, weights=present, minlength=len(i))
-            centre = _group_median(np.where(present, resid, np.inf), owner, n.astype(np.int64))
+            centre = group_median(np.where(present, resid, np.inf), owner, n.astype(np.int64))
             agree = np.bincount(owner, weights=present & (np.abs(resid - centre[owner]) <= AGREE_NS),
                                 minlength=len(i))
             log_bound = false_pair_log_bound(n, agree, np.full(len(i), CANDIDATES_PER_WINDOW * window + 1), share)
@@ -672,62 +653,3 @@ def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow, numbers: EventN
     ratio = clock_ratios(a.starts[rows] * 1e9, win.writes(event), owner)
     return pairs_frame(acquisition=a.ids[owner], seq=numbers.to_seq(event), hw_ns=hw_ns, sw_ns=sw_ns,
                        diff_ns=hw_ns / ratio - sw_ns, clock_ratio=ratio)
-
-
-def clock_ratios(scope_ns: np.ndarray, target_ns: np.ndarray, owner: np.ndarray) -> np.ndarray:
-    """Per pulse, its acquisition's scope-clock / target-clock rate: the least-squares slope of the
-    pulses' starts on their writes' times, over the pulses within RATIO_OUTLIER_NS of a robust first
-    line (a write delayed on the software side moves its timestamp, not its pulse).
-    1 where it cannot be told (no write times, fewer than 3 pulses, a span under RATIO_MIN_SPAN_NS)."""
-    ratio = np.ones(len(owner))
-    known = np.isfinite(target_ns)
-    if not known.any():
-        return ratio
-    groups = np.unique(owner[known])
-    # a robust start (the median of consecutive pulses' slopes, through the median point): one
-    # delayed write cannot tilt it, and the least-squares refit then leaves such writes out
-    size = owner.max() + 1
-    same = owner[1:] == owner[:-1]
-    if (owner[1:] >= owner[:-1]).all() and (~same | (target_ns[1:] >= target_ns[:-1])).all():
-        o, x, y = owner, target_ns, scope_ns  # as pulses come: in order already (lexsort's, as it is stable)
-    else:
-        order = np.lexsort((target_ns, owner))
-        o, x, y = owner[order], target_ns[order], scope_ns[order]
-    step = (o[1:] == o[:-1]) & np.isfinite(x[1:]) & np.isfinite(x[:-1]) & (x[1:] > x[:-1])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        steps = np.where(step, (y[1:] - y[:-1]) / (x[1:] - x[:-1]), np.inf)
-    n_steps = np.bincount(o[1:], weights=step, minlength=size).astype(np.int64)
-    slope = _group_median(steps, o[1:], n_steps)
-    offset = np.where(known, scope_ns - slope[owner] * np.nan_to_num(target_ns), np.inf)
-    centre = _group_median(offset, owner, np.bincount(owner, weights=known, minlength=size).astype(np.int64))
-    resid = np.abs(scope_ns - slope[owner] * np.nan_to_num(target_ns) - centre[owner])
-    use = known & (n_steps[owner] > 0) & (resid <= RATIO_OUTLIER_NS)
-    slope, _, _ = _group_slopes(scope_ns, target_ns, owner, use, groups)
-    span = np.zeros(owner.max() + 1)
-    np.maximum.at(span, owner[use], target_ns[use])
-    low = np.full(owner.max() + 1, np.inf)
-    np.minimum.at(low, owner[use], target_ns[use])
-    count = np.bincount(owner[use], minlength=owner.max() + 1)
-    good = (count >= 3) & (span - low >= RATIO_MIN_SPAN_NS) & np.isfinite(slope) & \
-        (np.abs(slope - 1) < MAX_RATIO_OFF)
-    return np.where(good[owner], slope[owner], 1.0)
-
-
-RATIO_OUTLIER_NS = 300.0  # a pulse this far off its acquisition's fitted spacing is left out of it
-RATIO_MIN_SPAN_NS = 1e6  # writes spanning less than this say too little about the clocks' ratio
-MAX_RATIO_OFF = 5e-3  # a ratio further from 1 is no clock's: the fit failed (the twin allows ±3000 ppm)
-
-
-def _group_slopes(y: np.ndarray, x: np.ndarray, owner: np.ndarray, use: np.ndarray,
-                  groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group (indexed by owner value): least-squares slope of y on x over `use`, and the means."""
-    size = owner.max() + 1
-    n = np.bincount(owner[use], minlength=size).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        x0 = np.bincount(owner[use], weights=x[use], minlength=size) / n
-        y0 = np.bincount(owner[use], weights=y[use], minlength=size) / n
-        dx = np.where(use, x - np.nan_to_num(x0[owner]), 0.0)
-        dy = np.where(use, y - np.nan_to_num(y0[owner]), 0.0)
-        slope = np.bincount(owner, weights=dx * dy, minlength=size) / np.bincount(owner, weights=dx * dx,
-                                                                                    minlength=size)
-    return slope, np.nan_to_num(x0), np.nan_to_num(y0)
