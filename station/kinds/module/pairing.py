@@ -590,7 +590,10 @@ def stray_mask(flags: np.ndarray | None, n: int) -> np.ndarray:
     """Which records are stray IRQs (NOT_OURS): none without flags (legacy streams cannot say)."""
     if flags is None:
         return np.zeros(n, bool)
-    return (np.asarray(flags).astype(np.int64) & NOT_OURS) != 0
+    flags = np.asarray(flags)
+    if flags.dtype.kind != "u":  # a signed or float column read from elsewhere: as integers
+        flags = flags.astype(np.int64)
+    return (flags & NOT_OURS) != 0  # in the column's own width: no widened copy of a million flags
 
 
 def _sw_batches(sw: pd.DataFrame, numbers: EventNumbers,

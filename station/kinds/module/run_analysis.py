@@ -111,9 +111,11 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
         own = strays.own(batch)
         if "flags" in batch:
             held += int(np.count_nonzero(batch["flags"] & int(records.Flag.HELD)))
-        sw_b.add(batch["latency_ns"][own])
-        if "seq" in batch:
-            blocks.add(batch["seq"][own], batch["latency_ns"][own])  # by seq: events but for the strays
+        everything = own.all()  # the usual batch: no stray, no masked copies
+        latency = batch["latency_ns"] if everything else batch["latency_ns"][own]
+        sw_b.add(latency)
+        if "seq" in batch:  # by seq: events but for the strays
+            blocks.add(batch["seq"] if everything else batch["seq"][own], latency)
     sw = sw_b.result()
     if not sw.count:
         sw = Distribution(np.empty(0, np.int64), np.empty(0, np.int64))
@@ -215,13 +217,15 @@ class _StrayTally:
         n = len(batch["latency_ns"])
         self.records += n
         stray = stray_mask(batch.get("flags"), n)
+        any_stray = stray.any()
         if "t_write_ns" in batch and n:
-            handler = batch["t_write_ns"].astype(np.int64) + batch["latency_ns"].astype(np.int64)
-            self.first_ns = int(handler[0]) if self.first_ns is None else self.first_ns
-            self.last_ns = int(handler[-1])
-            if stray.any():
-                self._times.append(handler[stray])
-        if stray.any():
+            writes, latency = batch["t_write_ns"], batch["latency_ns"]
+            if self.first_ns is None:
+                self.first_ns = int(writes[0]) + int(latency[0])
+            self.last_ns = int(writes[-1]) + int(latency[-1])
+            if any_stray:
+                self._times.append(writes[stray].astype(np.int64) + latency[stray].astype(np.int64))
+        if any_stray:
             self.count += int(stray.sum())
             if "seq" in batch:
                 self._seqs.append(batch["seq"][stray].astype(np.int64))
