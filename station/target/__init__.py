@@ -3,10 +3,28 @@ else: the session (ssh), the machines and their cleanup (hosts), tracked
 processes such as loads and the record-stream reader (processes), the latency
 modules (modules), the audit (audit) and the kernel log (kernel_log)."""
 
-from station.target.hosts import Host, Target, endpoint_from_settings, load_host
-from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection, TargetError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from station.target.errors import TargetError
+    from station.target.hosts import Host, Target, endpoint_from_settings, load_host
+    from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection
+
+# imported on first use: a submodule that needs none of them (the config's governor names, read by
+# every command) does not pay for the SSH stack
+_WHERE = {"Host": "hosts", "Target": "hosts", "endpoint_from_settings": "hosts", "load_host": "hosts",
+          "AuthenticationRefused": "ssh", "SSHEndpoint": "ssh", "TargetConnection": "ssh", "TargetError": "errors"}
 
 __all__ = [
     "AuthenticationRefused", "Host", "SSHEndpoint", "Target", "TargetConnection", "TargetError",
     "endpoint_from_settings", "load_host",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"station.target.{_WHERE[name]}"), name)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import TYPE_CHECKING
 
-from station.target.ssh import TargetConnection, TargetError
+from station.target.errors import TargetError
+
+if TYPE_CHECKING:  # the config's governor names are read without the SSH stack (asyncssh)
+    from station.target.ssh import TargetConnection
 
 GOVERNORS = ("performance", "ondemand", "powersave", "schedutil", "conservative", "userspace")
 CPUFREQ_DIR = "/sys/devices/system/cpu/cpufreq"

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import asyncssh
 
-
-class TargetError(Exception):
-    """Something on or about the target went wrong; the message says what and where."""
+from station.target.errors import TargetError
 
 
 class AuthenticationRefused(TargetError):
