@@ -244,3 +244,20 @@ def test_the_compiled_scores_are_numpys_to_the_bit(acqs, cands, pulses, held, ba
     for a, b in zip(compiled, reference, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 10**7), min_size=1, max_size=400), st.integers(0, 10**9),
+       st.sampled_from([0.0, 0.5, 1.0, 299.9, 300.0]), st.booleans())
+def test_a_blocks_share_on_the_dense_grid_is_the_sorted_searchs(latencies, offset, width, unsigned):
+    """BlockShare's dense count of integer latencies (a running sum on a 1 ns grid, when they span
+    little) and max_share_within's sort and search: the same share, to the bit, for latencies close
+    together (the grid) and far apart (the search), signed or unsigned, at widths on and off the grid."""
+    from station.kinds.module.pairing import _block_share, max_share_within
+
+    values = np.array(latencies, np.int64) + offset
+    if unsigned:
+        values = values.astype(np.uint32)
+    assert _block_share(values, width) == max_share_within(values.astype(np.float64), None, width)
+    squeezed = values // 1000  # the same count close together: the dense grid's path
+    assert _block_share(squeezed, width) == max_share_within(squeezed.astype(np.float64), None, width)

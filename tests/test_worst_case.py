@@ -261,16 +261,16 @@ def test_nan_or_inf_anywhere_is_a_value_error(x: np.ndarray, where: int, bad: fl
 def test_the_fits_quantiles_are_scipy_stats_own_without_importing_it(q, n, p):
     """worst_case computes the χ²(1), normal and binomial quantiles it needs as scipy.stats does,
     from scipy.special (scipy.stats costs 0.3 s of a report to import): equal to the bit."""
-    from station.analysis import worst_case as wc
+    from station.analysis import quantile_functions as qf
 
-    assert wc._chi2_1_ppf(q) == stats.chi2.ppf(q, 1)
-    assert wc._norm_isf(q) == stats.norm.isf(q)
-    assert wc._binom_ppf(q, n, p) == stats.binom.ppf(q, n, p)
+    assert qf.chi2_1_ppf(q) == stats.chi2.ppf(q, 1)
+    assert qf.norm_isf(q) == stats.norm.isf(q)
+    assert qf.binom_ppf(q, n, p) == stats.binom.ppf(q, n, p)
 
 
-def test_a_campaigns_worst_case_fit_does_not_import_scipy_stats():
-    """The module kind's report calls the tail fit on every campaign: it must not pay scipy.stats'
-    import (the shape's interval, the stability check and the empirical ranks use scipy.special)."""
+def test_a_campaigns_worst_case_fit_and_percentile_intervals_do_not_import_scipy_stats():
+    """The module kind's report calls the tail fit and the percentiles' intervals on every campaign:
+    they must not pay scipy.stats' import (station/analysis/quantile_functions.py)."""
     import subprocess
     import sys
 
@@ -278,6 +278,8 @@ def test_a_campaigns_worst_case_fit_does_not_import_scipy_stats():
             "from station.analysis.worst_case import worst_case, TailSample\n"
             "x = np.random.default_rng(5).gamma(4, 1000, 200_000).astype(np.int64) + 5000\n"
             "worst_case(TailSample.of(x, cap=20_000))\n"
+            "from station.kinds.module.findings import quantile_with_ci\n"
+            "quantile_with_ci(x)\n"
             "print([m for m in sys.modules if m.startswith('scipy.stats')])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out

@@ -33,10 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from station.analysis.quantile_functions import binom_ppf
 from station.analysis.stats import PERCENTILES
-from station.lazy_import import lazy_module
-
-stats = lazy_module("scipy.stats")  # only a percentile interval needs it
 
 if TYPE_CHECKING:
     from station.parsers.cyclictest import CyclictestThread
@@ -252,8 +250,8 @@ def _percentile_ci(h: Histogram, confidence: float) -> dict[str, tuple[float | N
     for key, p in PERCENTILES.items():
         q = p / 100
         # P(X_(l) <= ξ) = P(B >= l) and P(X_(u) >= ξ) = P(B <= u - 1) for B ~ Binomial(n, q)
-        lo_rank = int(stats.binom.ppf(tail, rk.n, q))
-        hi_rank = int(stats.binom.ppf(1 - tail, rk.n, q)) + 1
+        lo_rank = int(binom_ppf(tail, rk.n, q))
+        hi_rank = int(binom_ppf(1 - tail, rk.n, q)) + 1
         out[key] = (rk.lower(lo_rank), rk.upper(hi_rank))
     return out
 

@@ -72,7 +72,6 @@ Inputs with NaN/inf raise ValueError.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,11 +80,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from station.analysis.distribution import Distribution
+from station.analysis.quantile_functions import binom_ppf, chi2_1_ppf, norm_isf
 from station.lazy_import import lazy_module
 
-stats = lazy_module("scipy.stats")  # a Clopper-Pearson interval's beta quantiles, and _binom_ppf's fallback
+stats = lazy_module("scipy.stats")  # a Clopper-Pearson interval's beta quantiles
 optimize = lazy_module("scipy.optimize")  # imported by the first fit, not by every report
-special = lazy_module("scipy.special")
 
 EXCEEDANCE = 1e-9  # the default worst case: the latency exceeded once in a billion events
 LEVEL = 0.95
@@ -111,29 +110,10 @@ _BASE_TAILS = (0.10, 0.08, 0.06, 0.05, 0.04, 0.03, 0.02, 0.015, 0.01, 0.005)
 
 
 
-# scipy.stats's quantiles the fit needs, as scipy.stats computes them, without importing scipy.stats
-# (0.3 s of every report: its distributions' docstrings are built at import)
-def _chi2_1_ppf(q: float) -> float:
-    """scipy.stats.chi2.ppf(q, 1): its _ppf, 2·gammaincinv(df/2, q)."""
-    return 2 * special.gammaincinv(0.5, q)
-
-
-def _norm_isf(q: Any) -> Any:
-    """scipy.stats.norm.isf(q): its _isf, -ndtri(q)."""
-    return -special.ndtri(q)
-
-
-def _binom_ppf(q: float, n: int, p: float) -> float:
-    """scipy.stats.binom.ppf(q, n, p) for 0 < q < 1: its _ppf, Boost's quantile, which scipy.special
-    carries (privately: scipy.stats's own where it does not, as in scipy before 1.12)."""
-    boost = getattr(importlib.import_module("scipy.special._ufuncs"), "_binom_ppf", None)
-    return boost(q, n, p) if boost is not None else stats.binom.ppf(q, n, p)
-
-
 @functools.cache
 def _chi2_half() -> float:
     """Half the χ²(1) quantile at LEVEL: the profile-likelihood interval's drop."""
-    return float(_chi2_1_ppf(LEVEL)) / 2.0
+    return float(chi2_1_ppf(LEVEL)) / 2.0
 
 
 _TINY_THETA = 1e-7  # |ξ/σ| below this (in units of the mean excess) is ξ = 0 for the fit
@@ -705,12 +685,12 @@ class _Fit:
         return self.k / self.n
 
     def shape_ci(self) -> tuple[float, float]:
-        z = float(_norm_isf((1 - LEVEL) / 2))  # Python floats: inf past 1e308, not a numpy warning
+        z = float(norm_isf((1 - LEVEL) / 2))  # Python floats: inf past 1e308, not a numpy warning
         se = (1 + max(self.xi, IRREGULAR_SHAPE)) / math.sqrt(self.k)
         return self.xi - z * se, self.xi + z * se
 
     def scale_ci(self) -> tuple[float, float]:
-        z = float(_norm_isf((1 - LEVEL) / 2))  # Python floats: inf past 1e308, not a numpy warning
+        z = float(norm_isf((1 - LEVEL) / 2))  # Python floats: inf past 1e308, not a numpy warning
         se = self.sigma * math.sqrt(2 * (1 + max(self.xi, IRREGULAR_SHAPE)) / self.k)
         return max(self.sigma - z * se, 0.0), self.sigma + z * se
 
@@ -823,7 +803,7 @@ def _stability(fits: list[_Fit]) -> list[bool]:
         if not others:
             out.append(True)
             continue
-        z = _norm_isf(STABILITY_ALPHA / (2 * len(others)))
+        z = norm_isf(STABILITY_ALPHA / (2 * len(others)))
         c = (1 + max(f.xi, IRREGULAR_SHAPE)) ** 2
         out.append(all(abs(g.xi - f.xi) <= z * math.sqrt(max(c / g.k - c / f.k, 1e-12)) for g in others))
     return out
@@ -1044,8 +1024,8 @@ def _fitted_quantile(fit: _Fit, p: float) -> dict:
 def _empirical_quantile(x: _Sample, p: float) -> dict:
     n = x.count
     r = int(math.ceil((1 - p) * n))  # X_(r), the inverted empirical CDF
-    lo_r = int(_binom_ppf((1 - LEVEL) / 2, n, 1 - p))
-    hi_r = int(_binom_ppf(1 - (1 - LEVEL) / 2, n, 1 - p)) + 1
+    lo_r = int(binom_ppf((1 - LEVEL) / 2, n, 1 - p))
+    hi_r = int(binom_ppf(1 - (1 - LEVEL) / 2, n, 1 - p)) + 1
     ranks = sorted({min(max(v, 1), n) for v in (r, lo_r, hi_r)})
     at = {v: float(o) for v, o in zip(ranks, x.order_statistics(ranks), strict=True)}
     return {

@@ -132,7 +132,9 @@ class BlockShare:
         if not len(event):
             return
         blocks = event // BLOCK_RECORDS
-        latency = np.asarray(latency, np.float64)
+        latency = np.asarray(latency)
+        if latency.dtype.kind not in "iu":  # integers (every record's) are counted exactly, as they are
+            latency = latency.astype(np.float64)
         if (np.diff(blocks) >= 0).all():  # in stream order (always, but after a restart): cut, not masked
             cuts = np.flatnonzero(np.diff(blocks)) + 1
             parts = zip(blocks[np.r_[0, cuts]], np.split(latency, cuts), strict=True)
@@ -148,12 +150,31 @@ class BlockShare:
         if self._values:
             values = np.concatenate(self._values)
             if len(values) >= BLOCK_RECORDS // 2:  # a block too thin says little (the run's last)
-                self.best = max(self.best, max_share_within(values, None, 2 * AGREE_NS))
+                self.best = max(self.best, _block_share(values, 2 * AGREE_NS))
         self._values = []
 
     def result(self, whole: float) -> float:
         self._close()
         return max(self.best, whole)
+
+
+DENSE_RANGE = 16  # integer values spanning at most this many ns per value are counted on a dense grid
+
+
+def _block_share(values: np.ndarray, width: float) -> float:
+    """max_share_within(values, None, width), for a block of integer latencies on a grid of 1 ns
+    (a histogram's running sum: several times faster than sorting a block and searching it) when
+    they span little; else by max_share_within. Equal either way: the densest window can start at
+    a value, and integers x, v have x <= v + width exactly when x - v <= floor(width)."""
+    if values.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        if high - low <= DENSE_RANGE * len(values):
+            reach = int(np.floor(width))
+            per_ns = np.bincount((values - low).astype(np.intp), minlength=high - low + 1)
+            running = np.r_[0, np.cumsum(per_ns)]  # running[k]: values below low + k
+            ends = np.minimum(np.arange(high - low + 1) + reach + 1, high - low + 1)
+            return float((running[ends] - running[:-1]).max() / len(values))
+    return max_share_within(np.asarray(values, np.float64), None, width)
 
 
 def false_pair_log_bound(n: np.ndarray, agree: np.ndarray, candidates: np.ndarray, share: float) -> np.ndarray:
