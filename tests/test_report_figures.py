@@ -61,3 +61,38 @@ def test_same_figure_name_gives_identical_svg() -> None:
 
 def test_empty_series_draws_placeholder() -> None:
     assert "no samples" in histogram_svg([Series("x", np.empty(0), "k")], "t", "empty")
+
+
+def test_a_log_axis_minor_ticks_drawn_as_one_artist_look_as_matplotlibs_own() -> None:
+    """The report draws a log axis' minor ticks as one artist (figures._MinorMarks: Ticks cost 40 %
+    of a histogram's time); rendered to pixels at 200 dpi, the histogram and the CCDF (log on both
+    axes) are the same as with matplotlib's own Ticks, and not the same without the marks."""
+    import io
+    from unittest.mock import patch
+
+    import matplotlib.image as mpimg
+
+    from station.analysis.distribution import Distribution
+    from station.report import figures
+
+    series = [figures.Series("t_SW (software)", Distribution.of(_heavy_tail(200_000, 3)), "#1f77b4"),
+              figures.Series("t_HW (scope)", Distribution.of(_heavy_tail(200_000, 4) + 200), "#ff7f0e")]
+    pixels: dict[str, np.ndarray] = {}
+    to_svg = figures._to_svg
+
+    def drawn(fig, name):  # the SVG as the report writes it, then the same figure as pixels
+        svg = to_svg(fig, name)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=200)
+        pixels[name] = mpimg.imread(io.BytesIO(png.getvalue()))
+        return svg
+
+    with patch.object(figures, "_to_svg", drawn):
+        for kind, draw in (("hist", figures.histogram_svg), ("ccdf", figures.ccdf_svg)):
+            draw(series, kind, f"{kind}-one")
+            with patch.object(figures, "_MINOR_AS_ONE_ARTIST", False):
+                draw(series, kind, f"{kind}-ticks")
+            with patch.object(figures._MinorMarks, "place", lambda self: None):
+                draw(series, kind, f"{kind}-none")
+            assert np.array_equal(pixels[f"{kind}-one"], pixels[f"{kind}-ticks"]), kind
+            assert not np.array_equal(pixels[f"{kind}-none"], pixels[f"{kind}-ticks"]), kind

@@ -26,8 +26,9 @@ from matplotlib.artist import Artist
 from matplotlib.axis import Axis
 from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.figure import Figure
+from matplotlib.lines import TICKDOWN, TICKLEFT, Line2D
 from matplotlib.text import Text
-from matplotlib.ticker import FuncFormatter, Locator, NullFormatter
+from matplotlib.ticker import FuncFormatter, Locator, NullFormatter, NullLocator
 
 from station.analysis.distribution import Distribution
 from station.formatting import count_text
@@ -249,6 +250,51 @@ class _InView(Locator):
         return locs[(t >= lo - slack) & (t <= hi + slack)]
 
 
+class _MinorMarks:
+    """A log axis' minor ticks drawn as one artist: a marker at each location, as each Tick draws
+    its tick1line (marker, size, width, colour, transform), so the figure looks the same; made as
+    Ticks, each one costs five artists and deep copies of their markers (40 % of a histogram's
+    time). Only for the plain case (outward ticks, on one side, unlabelled): otherwise the axis
+    keeps its Ticks. The locations come after the layout, for the axes' final size."""
+
+    MARKERS = {("x", "out"): TICKDOWN, ("y", "out"): TICKLEFT}
+
+    @staticmethod
+    def can_draw(axis: Axis) -> bool:
+        name = axis.axis_name
+        second = "xtick.top" if name == "x" else "ytick.right"
+        return (_MINOR_AS_ONE_ARTIST and axis.get_scale() == "log"
+                and isinstance(axis.get_minor_formatter(), NullFormatter)
+                and (name, mpl.rcParams[f"{name}tick.direction"]) in _MinorMarks.MARKERS
+                and not mpl.rcParams[second] and mpl.rcParams[f"{name}tick.minor.visible"] is False)
+
+    def __init__(self, axis: Axis) -> None:
+        self.axis = axis
+        self.locator = axis.get_minor_locator()
+        axis.set_minor_locator(NullLocator())
+        self.locator.set_axis(axis)  # still asked of this axis' view, without making its Ticks
+
+    def place(self) -> None:
+        axis, name = self.axis, self.axis.axis_name
+        locs = np.asarray(self.locator(), dtype=np.float64)
+        ax = axis.axes
+        if name == "x":
+            xs, ys, transform = locs, np.zeros(len(locs)), ax.get_xaxis_transform(which="tick1")
+        else:
+            xs, ys, transform = np.zeros(len(locs)), locs, ax.get_yaxis_transform(which="tick1")
+        color = mpl.rcParams[f"{name}tick.color"]
+        marks = Line2D(xs, ys, transform=transform, linestyle="none",
+                       marker=self.MARKERS[(name, mpl.rcParams[f"{name}tick.direction"])],
+                       markersize=mpl.rcParams[f"{name}tick.minor.size"],
+                       markeredgewidth=mpl.rcParams[f"{name}tick.minor.width"],
+                       color=color, markeredgecolor=color, clip_on=False, zorder=axis.get_zorder())
+        marks.set_in_layout(False)
+        ax.add_artist(marks)
+
+
+_MINOR_AS_ONE_ARTIST = True  # False: matplotlib's own Ticks (the test comparing the two draws)
+
+
 def _to_svg(fig: Figure, name: str) -> str:
     # No text smaller than MIN_FONT_PX on the page, whatever size a caller asked for.
     smallest = _min_font_pt(fig)
@@ -262,8 +308,11 @@ def _to_svg(fig: Figure, name: str) -> str:
     for text in _texts(fig):
         if text.get_fontsize() < smallest:
             text.set_fontsize(smallest)
+    minor = [_MinorMarks(axis) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) if _MinorMarks.can_draw(axis)]
     if fig.get_layout_engine() is None:
         _fit_layout(fig)
+    for marks in minor:
+        marks.place()
     buf = io.StringIO()
     # A per-figure salt gives every figure its own clip-path/marker ids, so many
     # SVGs can be inlined in one HTML page without their ids colliding; a fixed
