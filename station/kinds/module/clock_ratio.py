@@ -81,51 +81,91 @@ def _build() -> Any:
     def ratios(y: Any, x: Any, owner: Any, outlier: float, min_span: float, max_off: float) -> Any:
         total = owner.shape[0]
         ratio = np.ones(total)
+        scratch = np.empty(total)  # a group's slopes, then its offsets: no allocation per group
+        use = np.zeros(total, np.bool_)
         b = 0
         while b < total:
             e = b + 1
             while e < total and owner[e] == owner[b]:
                 e += 1
             # the robust line: the median of consecutive slopes (an entry per pulse but the run's
-            # first, inf where there is no step: the first of a group, a write not after the last)
+            # first, inf where there is no step: the first of a group, a write not after the last),
+            # then the median offset through it. numpy's group median of each: the middle of the
+            # group's n finite values (inf sort after them), 0 for none
             first = b if b > 0 else 1
-            steps = np.empty(max(e - first, 0))
             n_steps = 0
-            for p in range(first, e):
-                ok = owner[p] == owner[p - 1] and np.isfinite(x[p]) and np.isfinite(x[p - 1]) and x[p] > x[p - 1]
-                if ok:
-                    steps[p - first] = (y[p] - y[p - 1]) / (x[p] - x[p - 1])
-                    n_steps += 1
-                else:
-                    steps[p - first] = np.inf
-            # numpy's group median: the values sorted (inf and NaN last), the middle of the n finite
-            # ones, 0 for none (written out twice: a jitted helper in a closure defeats numba's cache)
             slope = 0.0
-            if n_steps > 0:
-                s = np.sort(steps)
-                slope = 0.5 * (s[(n_steps - 1) // 2] + s[n_steps // 2])
-            offsets = np.empty(e - b)
-            known = 0
-            for p in range(b, e):
-                if np.isfinite(x[p]):
-                    offsets[p - b] = y[p] - slope * x[p]
-                    known += 1
-                else:
-                    offsets[p - b] = np.inf
             centre = 0.0
-            if known > 0:
-                s = np.sort(offsets)
-                centre = 0.5 * (s[(known - 1) // 2] + s[known // 2])
+            for phase in range(2):
+                m = 0
+                count = 0
+                nan = False
+                if phase == 0:
+                    for p in range(first, e):
+                        if owner[p] == owner[p - 1] and np.isfinite(x[p]) and np.isfinite(x[p - 1]) and x[p] > x[p - 1]:
+                            scratch[m] = (y[p] - y[p - 1]) / (x[p] - x[p - 1])
+                            count += 1
+                        else:
+                            scratch[m] = np.inf
+                        nan = nan or np.isnan(scratch[m])
+                        m += 1
+                    n_steps = count
+                else:
+                    for p in range(b, e):
+                        if np.isfinite(x[p]):
+                            scratch[m] = y[p] - slope * x[p]
+                            count += 1
+                        else:
+                            scratch[m] = np.inf
+                        nan = nan or np.isnan(scratch[m])
+                        m += 1
+                median = 0.0
+                if count > 0:
+                    values = scratch[:m]
+                    hi_k, lo_k = count // 2, (count - 1) // 2
+                    if nan:  # NaN sorts last in numpy's order, and compares false in a selection
+                        values.sort()
+                        median = 0.5 * (values[lo_k] + values[hi_k])
+                    else:  # a selection (Hoare's), not a sort: the same order statistics, faster
+                        lo, hi = 0, m - 1
+                        while lo < hi:
+                            pivot = values[(lo + hi) // 2]
+                            i, j = lo, hi
+                            while i <= j:
+                                while values[i] < pivot:
+                                    i += 1
+                                while values[j] > pivot:
+                                    j -= 1
+                                if i <= j:
+                                    values[i], values[j] = values[j], values[i]
+                                    i += 1
+                                    j -= 1
+                            if hi_k <= j:
+                                hi = j
+                            elif hi_k >= i:
+                                lo = i
+                            else:
+                                break
+                        upper = values[hi_k]
+                        lower = upper
+                        if lo_k != hi_k:  # the largest below it: every value left of hi_k is <= it
+                            lower = values[0]
+                            for q in range(1, hi_k):
+                                lower = max(lower, values[q])
+                        median = 0.5 * (lower + upper)
+                if phase == 0:
+                    slope = median
+                else:
+                    centre = median
             # the least-squares refit over the pulses near that line, summed in index order
-            use = np.zeros(e - b, np.bool_)
             n = 0
             sx = 0.0
             sy = 0.0
             span = 0.0
             low = np.inf
             for p in range(b, e):
-                if n_steps > 0 and np.isfinite(x[p]) and abs(y[p] - slope * x[p] - centre) <= outlier:
-                    use[p - b] = True
+                use[p - b] = n_steps > 0 and np.isfinite(x[p]) and abs(y[p] - slope * x[p] - centre) <= outlier
+                if use[p - b]:
                     n += 1
                     sx += x[p]
                     sy += y[p]
