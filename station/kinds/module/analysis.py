@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from station import records
 from station.analysis import worst_case
@@ -34,7 +35,9 @@ def analyse(given: AnalysisInput) -> KindReport:
     # a few runs at a time, each a batch at a time: the compiled pairing and numpy's large steps let
     # go of the GIL, so threads keep both cores of a small machine busy (1.5× the wall time of one
     # at a time at seed scale); memory grows with the workers, not with the runs' length
-    with ThreadPoolExecutor(max_workers=RUN_WORKERS) as pool:
+    # one BLAS thread while they run, whoever imported numpy first (station/__init__.py's default
+    # only acts before that): BLAS workers spinning between small calls take the other run's core
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=RUN_WORKERS) as pool:
         analysed = list(pool.map(analyse_run, given.run_dirs))
     for run_dir, run in zip(given.run_dirs, analysed, strict=True):
         entry = run.entry
