@@ -348,24 +348,26 @@ class _SeqWindow:
         if not len(seq):
             return
         seq = np.asarray(seq, np.int64)
-        writes = np.full(len(seq), np.nan) if t_write is None else np.asarray(t_write, np.float64)
         if not self._len:  # the stream's first numbers (or a restart after a long gap)
             self.base = max(self.base, int(seq.min()))
         first, last = int(seq[0]), int(seq[-1])
         contiguous = first == self.end and last == first + len(seq) - 1 and first >= self.base
+        writes: np.ndarray | float = np.nan if t_write is None else t_write  # cast as it is stored
         if not contiguous:
             keep = seq >= self.base  # numbers already forgotten come too late to be paired
-            seq, latency, writes = seq[keep], np.asarray(latency)[keep], writes[keep]
+            seq, latency = seq[keep], np.asarray(latency)[keep]
+            writes = writes if t_write is None else np.asarray(t_write)[keep]
             if not len(seq):
                 return
-        top = int(seq.max()) + 1 - self.base
+        top = (last if contiguous else int(seq.max())) + 1 - self.base
         if top > len(self._buf):  # grow by half again at least: appends stay linear
             size = max(top, len(self._buf) * 3 // 2)
             self._buf = np.concatenate([self._buf[:self._len], np.empty(size - self._len)])
             self._writes = np.concatenate([self._writes[:self._len], np.empty(size - self._len)])
         if top > self._len:
-            self._buf[self._len:top] = MISSING
-            self._writes[self._len:top] = np.nan
+            if not contiguous:  # numbers skipped (lost records) stay lost; a contiguous batch fills it all
+                self._buf[self._len:top] = MISSING
+                self._writes[self._len:top] = np.nan
             self._len = top
         at = slice(first - self.base, top) if contiguous else seq - self.base
         self._buf[at] = latency
