@@ -21,14 +21,18 @@ It then times, each as a whole process (wall time and peak resident memory):
               np.histogram's its latencies, and reads hw.parquet and
               histograms the widths: the floor of any report over the same data
 
-in interleaved rounds (baseline, report; --repeat of them, 3 by default), and prints the
+in interleaved rounds (baseline, report; --repeat of them, 5 by default), and prints the
 medians and their ratio. Targets at the seed's scale: ≤ 3× the baseline (issue 33; it was 5×),
 peak ≤ 4 GB; a missed one says MISS and the exit status is 1. The printout:
 
     campaign: 4 runs × 8,400,000 software samples, made in N s
-    baseline np.fromfile + np.histogram:   T s  peak P GB   (median of 3: t1, t2, t3 s)
-    station report:                        T s  peak P GB   (median of 3: t1, t2, t3 s)
+    baseline np.fromfile + np.histogram:   T s  peak P GB   (median of 5: t1, …, t5 s)
+    station report:                        T s  peak P GB   (median of 5: t1, …, t5 s)
     ratio: R× the baseline (target ≤ 3×: OK|MISS); peak P GB (target ≤ 4 GB: OK|MISS)
+    each round's ratio: median R× (min r1, max r2)
+
+The verdict is the ratio of the medians; each round's own ratio (report ÷ the baseline run just
+before it) is printed beside it, as the machine's speed drifts between rounds.
 
     .venv/bin/python benchmarks/bench_report.py                   # 4 runs × 8.4 M
     .venv/bin/python benchmarks/bench_report.py --samples 100000  # demo size
@@ -246,7 +250,7 @@ def timed(argv: list[str]) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=8_400_000, help="software samples per run")
-    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (baseline, report)")
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (baseline, report)")
     parser.add_argument("--keep", type=Path, help="keep the campaign here (default: a temporary directory)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-report-"))
@@ -255,6 +259,7 @@ def main() -> int:
         campaign = template(work)
         runs = scale_campaign(campaign, args.samples)
         print(f"campaign: {runs} runs × {args.samples:,} software samples, made in {time.perf_counter() - t0:.0f} s")
+        os.sync()  # the campaign just written is on disk: no write-back under the first rounds
         rounds = [(timed([sys.executable, "-c", BASELINE, str(campaign)]),
                    timed([str(REPO / ".venv/bin/station"), "report", str(campaign)])) for _ in range(args.repeat)]
         base, report = (_median([r[i] for r in rounds]) for i in (0, 1))
@@ -262,8 +267,11 @@ def main() -> int:
             print(f"{label:36s} {t:7.2f} s  peak {peak:.2f} GB   (median of {len(times)}: "
                   + ", ".join(f"{x:.2f}" for x in times) + " s)")
         fast, small = report[0] / base[0] <= 3.0, report[1] <= 4.0
+        # each round's own ratio too: the machine's speed drifts between rounds, a round's pair shares it
+        paired = [r[1][0] / r[0][0] for r in rounds]
         print(f"ratio: {report[0] / base[0]:.1f}× the baseline (target ≤ 3×: {'OK' if fast else 'MISS'}); "
               f"peak {report[1]:.2f} GB (target ≤ 4 GB: {'OK' if small else 'MISS'})")
+        print(f"each round's ratio: median {np.median(paired):.1f}× (min {min(paired):.1f}, max {max(paired):.1f})")
         if args.keep:
             shutil.copytree(campaign, args.keep, dirs_exist_ok=True)
         return 0 if fast and small else 1
