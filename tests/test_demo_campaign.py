@@ -137,6 +137,20 @@ def test_report_regenerates_identically_from_the_data(demo, tmp_path):
     assert again["runs"] == report["runs"] and again["comparisons"] == report["comparisons"]
 
 
+def test_runs_analysed_side_by_side_give_the_report_of_one_at_a_time(demo, monkeypatch):
+    """The module analysis runs its runs in threads (RUN_WORKERS): the report is the one analysing
+    them one after another gives, to the last digit."""
+    from station.analysis import analyse_campaign
+    from station.kinds.module import analysis as module_analysis
+
+    out, _, _ = demo
+    monkeypatch.setattr(module_analysis, "RUN_WORKERS", 1)
+    alone, _ = analyse_campaign(out)
+    monkeypatch.setattr(module_analysis, "RUN_WORKERS", 4)
+    side_by_side, _ = analyse_campaign(out)
+    assert json.dumps(side_by_side, sort_keys=True, default=str) == json.dumps(alone, sort_keys=True, default=str)
+
+
 def test_resume_skips_complete_runs(demo):
     out, _, _ = demo
     res = run_station("run", str(REPO / "configs/rtai-lpt-vs-pcie.yaml"), "--out", str(out), timeout=120)
