@@ -248,3 +248,49 @@ def test_a_sealed_runs_records_read_from_its_stream_in_batches_are_the_sealed_ta
             want = pq.read_table(run / "sw.parquet", columns=[c]).column(c).to_numpy()
             assert got.dtype == want.dtype and np.array_equal(got, want), c
         del batches  # the mappings go with the views
+
+
+def _coarse_run(seed: int, related: bool, n: int = 30_000, acquisitions: int = 10, per_acq: int = 50):
+    """A GPIB-like run: records with t_SW ~ N(8 µs, 300 ns), ten acquisitions of 50 consecutive events
+    whose widths are the events' t_SW + 2 µs read on a 333 ns sample grid (15 000 points over 5 ms:
+    the seed's TDS 460A) — or, not related, widths of another signal."""
+    rng = np.random.default_rng(seed)
+    period = 100_000
+    lat = np.round(8000 + rng.normal(0, 300, n)).astype(np.int64)
+    host0 = 1_700_000_000.0
+    ends = np.arange(224, n, 225)
+    arrivals = pd.DataFrame({"host_s": host0 + ends * period * 1e-9 + rng.uniform(0.01, 0.03, len(ends)),
+                             "last_seq": ends})
+    firsts = 2000 + np.arange(acquisitions) * 2500
+    idx = (firsts[:, None] + np.arange(per_acq)[None, :]).ravel()
+    step = 5e-3 / 15_000 * 1e9
+    widths = np.ceil((lat[idx] + 2000 + rng.uniform(0, step, idx.size)) / step) * step if related else \
+        np.ceil(rng.uniform(6000, 14000, idx.size) / step) * step
+    hw = {"acquisition": np.repeat(np.arange(acquisitions), per_acq),
+          "start_s": (idx - np.repeat(firsts, per_acq)) * period * 1e-9,
+          "width_s": widths * 1e-9,
+          "armed_host_s": host0 + np.repeat(firsts, per_acq) * period * 1e-9 - 0.001}
+    return lat, hw, arrivals, period
+
+
+def test_a_record_too_coarse_to_tell_events_apart_is_unpaired_not_a_scope_on_another_signal() -> None:
+    """On the seed's GPIB scope (333 ns samples) the right alignment fits (its residuals within
+    MAX_SPREAD_NS) but others fit almost as well: the acquisitions go unpaired, and the run must not
+    be called unmatched ("the scope's pulses match none of the target's events": exit 4); the note
+    says why. A scope on another signal, on the same grid, fits no alignment: unmatched."""
+    from station.kinds.module.run_analysis import _pairing_summary, _unmatched
+
+    for related in (True, False):
+        lat, hw, arrivals, period = _coarse_run(11, related)
+        pairer = StreamPairer(arrivals, period, share=None)
+        list(pairer.pairs([(np.arange(len(lat)), lat)], [hw]))
+        assert pairer.pairable == 10
+        if related:
+            assert pairer.fitting == 10 and pairer.acquisitions_paired < 10
+            assert not _unmatched(pairer)
+            note = _pairing_summary(pairer, None)["note"] or ""
+            if pairer.acquisitions_paired < 3:
+                assert "fit more than one alignment alike" in note, note
+        else:
+            assert pairer.fitting == pairer.acquisitions_paired == 0
+            assert _unmatched(pairer)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from station import kind_registry
 from station.analysis import worst_case
 from station.analysis.samples import RunSamples
@@ -85,9 +87,12 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
         notes.append(f"Spoiler ({where}): {flag}")
     parts: list[KindReport] = []
     # in the registry's order, whatever the runs' order: the report does not depend on it
-    for name in (k for k in known if k in by_kind):
-        analyse = known[name].load("analysis")
-        parts.append(analyse(AnalysisInput(by_kind[name], campaign, deadline_ns, exceedance, given)))
+    # one BLAS thread, whoever imported numpy first: the station's linear algebra is small, and the
+    # last digits of its dot products would otherwise depend on the machine's core count
+    with threadpool_limits(limits=1, user_api="blas"):
+        for name in (k for k in known if k in by_kind):
+            analyse = known[name].load("analysis")
+            parts.append(analyse(AnalysisInput(by_kind[name], campaign, deadline_ns, exceedance, given)))
     # the kinds' notes in their order (the sections' before the module runs', as always)
     ordered = [p for p in parts if "runs" not in p.entries] + [p for p in parts if "runs" in p.entries]
     samples: dict[str, RunSamples] = {}

@@ -414,6 +414,9 @@ class StreamPairer:
         self.share = share
         self.expected_false_pairs = 0.0
         self.pairable = 0
+        # pairable acquisitions with an alignment whose residuals fit (MAD ≤ MAX_SPREAD_NS), paired or
+        # not: a scope on another signal fits none; a coarse record fits several alike, unpaired
+        self.fitting = 0
         self.share_used = 0.0  # the largest share any stretch of the run was judged with
         self.arrival_host = arrivals["host_s"].to_numpy(np.float64)
         # the stream's progress in events (the pairer's numbering), not records
@@ -482,9 +485,10 @@ class StreamPairer:
         log_bound_max = np.log(FALSE_PAIR_BOUND)
         bound = np.zeros(len(a.ids))  # each paired acquisition's false-pair bound
         sizes_all = a.end - a.begin
-        self.pairable += int((a.usable & (false_pair_log_bound(sizes_all, sizes_all, CANDIDATES_PER_WINDOW * window + 1,
-                                                                share)
-                                          <= log_bound_max)).sum())
+        pairable = a.usable & (false_pair_log_bound(sizes_all, sizes_all, CANDIDATES_PER_WINDOW * window + 1, share)
+                               <= log_bound_max)
+        self.pairable += int(pairable.sum())
+        fits = np.zeros(len(a.ids), bool)
 
         def significant(i: np.ndarray, n0: np.ndarray) -> np.ndarray:
             """Whether aligning acquisitions i at first events n0 beats chance among every candidate
@@ -512,6 +516,7 @@ class StreamPairer:
             spread = _mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
             two = np.argsort(spread)[:2]
             best, runner_up = spread[two[0]], spread[two[1]]
+            fits[i] |= best <= MAX_SPREAD_NS
             if best <= MAX_SPREAD_NS and runner_up >= MIN_SEPARATION * max(best, 1.0) and \
                     significant(np.array([i]), n0[two[:1]])[0]:
                 first[i] = n0[two[0]]
@@ -574,6 +579,7 @@ class StreamPairer:
             best = np.take_along_axis(spread, order[:, :1], 1)[:, 0]
             runner_up = np.take_along_axis(spread, order[:, 1:2], 1)[:, 0]
             won = (best <= MAX_SPREAD_NS) & (runner_up >= MIN_SEPARATION * np.maximum(best, 1.0))
+            fits[idx] |= best <= MAX_SPREAD_NS
             edge = (two[:, 0] == 0) | (two[:, 0] == 2 * half)
             chosen = cand[np.arange(len(idx)), two[:, 0]]
             # the winner against every pulse of its acquisition: most residuals near the scored centre
@@ -598,6 +604,7 @@ class StreamPairer:
             self._remember(a.armed[done], first[done])
         self.acquisitions += len(a.ids)
         self.acquisitions_paired += int((first >= 0).sum())
+        self.fitting += int((pairable & (fits | (first >= 0))).sum())
         self.expected_false_pairs += float(bound[first >= 0].sum())
         self.pulses += int(len(a.widths))
         return _pairs(a, first, win, self.numbers)

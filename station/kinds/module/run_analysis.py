@@ -34,7 +34,9 @@ from station.kinds.module.data import iter_table, table_columns
 from station.kinds.module.pairing import (
     AGREE_NS,
     HW_COLUMNS,
+    MAX_SPREAD_NS,
     METHOD,
+    MIN_SEPARATION,
     BlockShare,
     EventNumbers,
     StreamPairer,
@@ -233,6 +235,9 @@ class _StrayTally:
 
     def only_own(self, batches: Iterator[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]]:
         """The batches with the strays left out (nothing tallied: pass 1 did that)."""
+        if not self.count:  # pass 1 found none (the usual run): no flag need be read again
+            yield from batches
+            return
         for batch in batches:
             stray = stray_mask(batch.get("flags"), len(batch["latency_ns"]))
             yield {c: a[~stray] for c, a in batch.items()} if stray.any() else batch
@@ -382,8 +387,10 @@ UNMATCHED_SHARE = 0.01
 
 def _unmatched(pairer: StreamPairer) -> bool:
     """The scope's pulses match the target's events in at most UNMATCHED_SHARE of the acquisitions
-    that could be paired (three at least)."""
-    return pairer.pairable >= 3 and pairer.acquisitions_paired <= UNMATCHED_SHARE * pairer.pairable
+    that could be paired (three at least): no alignment of theirs even fits (MAX_SPREAD_NS), as when
+    the scope watches another signal. Acquisitions that fit several alignments alike (a record too
+    coarse, on the seed's GPIB scope, to tell neighbouring events apart) are unpaired, not unmatched."""
+    return pairer.pairable >= 3 and pairer.fitting <= UNMATCHED_SHARE * pairer.pairable
 
 
 def _pairing_summary(pairer: StreamPairer, diffs: PairedDiffs | None) -> dict:
@@ -398,9 +405,14 @@ def _pairing_summary(pairer: StreamPairer, diffs: PairedDiffs | None) -> dict:
                 "that could be paired were (is the scope on this target's pin, this channel, this run?); "
                 "no paired estimate")
     elif paired < MIN_PAIRED_ACQUISITIONS:
+        alike = pairer.fitting - paired
         why = (f"acquisitions of {pulses_each:.3g} pulses on average; telling events apart needs about "
                f"{needed} agreeing pulses an acquisition with this run's t_SW spread" if needed else
                "this run's t_SW are too alike to tell events apart by their pulses")
+        if alike > 0 and needed and pulses_each >= needed:  # enough pulses: the alignments were too alike
+            why = (f"{alike} of {pairer.pairable} acquisitions fit more than one alignment alike (the best within "
+                   f"{MAX_SPREAD_NS:g} ns, the next not {MIN_SEPARATION:g}× worse): the pulse widths are too coarse "
+                   "(the scope's sample interval) for this run's t_SW spread to tell neighbouring events apart")
         note = f"{paired} acquisitions paired (fewer than {MIN_PAIRED_ACQUISITIONS}): no paired estimate; {why}"
     return {
         "acquisitions": pairer.acquisitions,
