@@ -96,3 +96,35 @@ def test_a_log_axis_minor_ticks_drawn_as_one_artist_look_as_matplotlibs_own() ->
                 draw(series, kind, f"{kind}-none")
             assert np.array_equal(pixels[f"{kind}-one"], pixels[f"{kind}-ticks"]), kind
             assert not np.array_equal(pixels[f"{kind}-none"], pixels[f"{kind}-ticks"]), kind
+
+
+def test_minor_ticks_stay_matplotlibs_where_one_artist_would_move_the_layout() -> None:
+    """Where a log axis has no major tick in view (gaps of 20-80 µs: no power of ten), matplotlib
+    places the axis label below the minor ticks' empty labels: the report keeps the Ticks there, so
+    the figure (its pixels at 200 dpi, its axes box) is the one matplotlib draws."""
+    import io
+    from unittest.mock import patch
+
+    import matplotlib.image as mpimg
+
+    from station.kinds.interruptions import figures as gaps
+    from station.report import figures
+
+    drawn: dict[bool, tuple[np.ndarray, tuple]] = {}
+    to_svg = figures._to_svg
+    one_artist = True
+
+    def render(fig, name):
+        svg = to_svg(fig, name)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=200)
+        drawn[one_artist] = (mpimg.imread(io.BytesIO(png.getvalue())), fig.axes[0].get_position().bounds)
+        return svg
+
+    histogram = {"edges_us": list(np.logspace(np.log10(20), np.log10(80), 21)), "counts": {"unexplained": [5] * 20}}
+    with patch.object(gaps, "_to_svg", render):
+        for one_artist in (True, False):
+            with patch.object(figures, "_MINOR_AS_ONE_ARTIST", one_artist):
+                gaps.gaps_svg(histogram, 20.0, "gaps 20-80 µs", f"g{int(one_artist)}")
+    assert np.array_equal(drawn[True][0], drawn[False][0])
+    assert drawn[True][1] == drawn[False][1]

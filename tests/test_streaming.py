@@ -250,13 +250,14 @@ def test_a_sealed_runs_records_read_from_its_stream_in_batches_are_the_sealed_ta
         del batches  # the mappings go with the views
 
 
-def _coarse_run(seed: int, related: bool, n: int = 30_000, acquisitions: int = 10, per_acq: int = 50):
-    """A GPIB-like run: records with t_SW ~ N(8 µs, 300 ns), ten acquisitions of 50 consecutive events
-    whose widths are the events' t_SW + 2 µs read on a 333 ns sample grid (15 000 points over 5 ms:
-    the seed's TDS 460A) — or, not related, widths of another signal."""
+def _coarse_run(seed: int, widths_of: str, n: int = 30_000, acquisitions: int = 10, per_acq: int = 50):
+    """A GPIB-like run: records with t_SW ~ N(8 µs, 400 ns), ten acquisitions of 50 consecutive events
+    whose widths are the events' t_SW + 2 µs rounded to a 333 ns sample grid (15 000 points over 5 ms:
+    the seed's TDS 460A) — or the widths of another signal on that grid: a steady 10 µs pulse, another
+    target's latencies, or anything from 6 to 14 µs."""
     rng = np.random.default_rng(seed)
     period = 100_000
-    lat = np.round(8000 + rng.normal(0, 300, n)).astype(np.int64)
+    lat = np.round(8000 + rng.normal(0, 400, n)).astype(np.int64)
     host0 = 1_700_000_000.0
     ends = np.arange(224, n, 225)
     arrivals = pd.DataFrame({"host_s": host0 + ends * period * 1e-9 + rng.uniform(0.01, 0.03, len(ends)),
@@ -264,33 +265,33 @@ def _coarse_run(seed: int, related: bool, n: int = 30_000, acquisitions: int = 1
     firsts = 2000 + np.arange(acquisitions) * 2500
     idx = (firsts[:, None] + np.arange(per_acq)[None, :]).ravel()
     step = 5e-3 / 15_000 * 1e9
-    widths = np.ceil((lat[idx] + 2000 + rng.uniform(0, step, idx.size)) / step) * step if related else \
-        np.ceil(rng.uniform(6000, 14000, idx.size) / step) * step
+    true = {"ours": lat[idx] + 2000.0, "steady": 10_000 + rng.normal(0, 5, idx.size),
+            "another target": 10_000 + rng.normal(0, 400, idx.size), "anything": rng.uniform(6000, 14000, idx.size)}
     hw = {"acquisition": np.repeat(np.arange(acquisitions), per_acq),
           "start_s": (idx - np.repeat(firsts, per_acq)) * period * 1e-9,
-          "width_s": widths * 1e-9,
+          "width_s": np.round(true[widths_of] / step) * step * 1e-9,
           "armed_host_s": host0 + np.repeat(firsts, per_acq) * period * 1e-9 - 0.001}
     return lat, hw, arrivals, period
 
 
 def test_a_record_too_coarse_to_tell_events_apart_is_unpaired_not_a_scope_on_another_signal() -> None:
     """On the seed's GPIB scope (333 ns samples) the right alignment fits (its residuals within
-    MAX_SPREAD_NS) but others fit almost as well: the acquisitions go unpaired, and the run must not
-    be called unmatched ("the scope's pulses match none of the target's events": exit 4); the note
-    says why. A scope on another signal, on the same grid, fits no alignment: unmatched."""
+    MAX_SPREAD_NS, beyond chance) but others fit almost as well: the acquisitions go unpaired, and the
+    run must not be called unmatched ("the scope's pulses match none of the target's events": exit 4);
+    the note says why. A scope on another signal on the same grid — steady, another target's, or
+    anything — fits no alignment beyond chance: unmatched."""
     from station.kinds.module.run_analysis import _pairing_summary, _unmatched
 
-    for related in (True, False):
-        lat, hw, arrivals, period = _coarse_run(11, related)
+    for widths_of in ("ours", "steady", "another target", "anything"):
+        lat, hw, arrivals, period = _coarse_run(11, widths_of)
         pairer = StreamPairer(arrivals, period, share=None)
         list(pairer.pairs([(np.arange(len(lat)), lat)], [hw]))
         assert pairer.pairable == 10
-        if related:
-            assert pairer.fitting == 10 and pairer.acquisitions_paired < 10
+        if widths_of == "ours":
+            assert pairer.fitting >= 8 and pairer.acquisitions_paired < 3, (pairer.fitting, pairer.acquisitions_paired)
             assert not _unmatched(pairer)
             note = _pairing_summary(pairer, None)["note"] or ""
-            if pairer.acquisitions_paired < 3:
-                assert "fit more than one alignment alike" in note, note
+            assert "fit more than one alignment alike" in note, note
         else:
-            assert pairer.fitting == pairer.acquisitions_paired == 0
+            assert pairer.fitting == pairer.acquisitions_paired == 0, widths_of
             assert _unmatched(pairer)

@@ -259,14 +259,29 @@ class _MinorMarks:
 
     MARKERS = {("x", "out"): TICKDOWN, ("y", "out"): TICKLEFT}
 
+    PLAIN_MINOR = {"gridOn": False, "tick1On": True, "tick2On": False, "label1On": True, "label2On": False}
+
     @staticmethod
     def can_draw(axis: Axis) -> bool:
+        """The plain case only: a log axis of its own (not shared), visible, ticks outward on its
+        first side alone, minor ticks as the defaults make them, and a major tick in view (without
+        one, matplotlib places the axis label below the minor ticks' empty labels: the layout
+        would change)."""
         name = axis.axis_name
-        second = "xtick.top" if name == "x" else "ytick.right"
-        return (_MINOR_AS_ONE_ARTIST and axis.get_scale() == "log"
+        ax = axis.axes
+        first, second = ("bottom", "top") if name == "x" else ("left", "right")
+        shared = ax.get_shared_x_axes() if name == "x" else ax.get_shared_y_axes()
+        if not (_MINOR_AS_ONE_ARTIST and axis.get_scale() == "log" and axis.get_visible()
                 and isinstance(axis.get_minor_formatter(), NullFormatter)
                 and (name, mpl.rcParams[f"{name}tick.direction"]) in _MinorMarks.MARKERS
-                and not mpl.rcParams[second] and mpl.rcParams[f"{name}tick.minor.visible"] is False)
+                and not mpl.rcParams[f"{name}tick.{second}"] and mpl.rcParams[f"{name}tick.minor.{first}"]
+                and mpl.rcParams[f"{name}tick.minor.visible"] is False
+                and axis.get_ticks_position() == first and len(shared.get_siblings(ax)) == 1
+                and getattr(axis, "_minor_tick_kw", None) == _MinorMarks.PLAIN_MINOR):
+            return False
+        lo, hi = sorted(axis.get_view_interval())
+        majors = np.asarray(axis.get_majorticklocs(), dtype=np.float64)
+        return bool(((majors >= lo) & (majors <= hi)).any())
 
     def __init__(self, axis: Axis) -> None:
         self.axis = axis

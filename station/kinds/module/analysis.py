@@ -23,7 +23,7 @@ from station.kinds.module import correlation, decomposition, findings, outliers
 from station.kinds.module.data import iter_table
 from station.kinds.module.run_analysis import RunAnalysis, analyse_run
 
-RUN_WORKERS = min(os.cpu_count() or 1, 4)  # runs analysed at once (a few hundred MB each at seed scale)
+RUN_WORKERS = min(len(os.sched_getaffinity(0)) or 1, 4)  # runs analysed at once (a few hundred MB each at seed scale)
 
 
 def analyse(given: AnalysisInput) -> KindReport:

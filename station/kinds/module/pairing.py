@@ -414,8 +414,9 @@ class StreamPairer:
         self.share = share
         self.expected_false_pairs = 0.0
         self.pairable = 0
-        # pairable acquisitions with an alignment whose residuals fit (MAD ≤ MAX_SPREAD_NS), paired or
-        # not: a scope on another signal fits none; a coarse record fits several alike, unpaired
+        # pairable acquisitions with an alignment whose residuals fit (MAD ≤ MAX_SPREAD_NS) beyond
+        # chance (the false-pair bound), paired or not: a scope on another signal fits none; a
+        # coarse record fits, but other alignments nearly as well: unpaired
         self.fitting = 0
         self.share_used = 0.0  # the largest share any stretch of the run was judged with
         self.arrival_host = arrivals["host_s"].to_numpy(np.float64)
@@ -516,9 +517,10 @@ class StreamPairer:
             spread = _mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
             two = np.argsort(spread)[:2]
             best, runner_up = spread[two[0]], spread[two[1]]
-            fits[i] |= best <= MAX_SPREAD_NS
-            if best <= MAX_SPREAD_NS and runner_up >= MIN_SEPARATION * max(best, 1.0) and \
-                    significant(np.array([i]), n0[two[:1]])[0]:
+            # it fits: its residuals agree, beyond what chance gives the best of the candidates searched
+            fit = best <= MAX_SPREAD_NS and significant(np.array([i]), n0[two[:1]])[0]
+            fits[i] |= fit
+            if fit and runner_up >= MIN_SEPARATION * max(best, 1.0):
                 first[i] = n0[two[0]]
 
         def paired_here(i: int) -> None:
@@ -579,7 +581,6 @@ class StreamPairer:
             best = np.take_along_axis(spread, order[:, :1], 1)[:, 0]
             runner_up = np.take_along_axis(spread, order[:, 1:2], 1)[:, 0]
             won = (best <= MAX_SPREAD_NS) & (runner_up >= MIN_SEPARATION * np.maximum(best, 1.0))
-            fits[idx] |= best <= MAX_SPREAD_NS
             edge = (two[:, 0] == 0) | (two[:, 0] == 2 * half)
             chosen = cand[np.arange(len(idx)), two[:, 0]]
             # the winner against every pulse of its acquisition: most residuals near the scored centre
@@ -593,6 +594,7 @@ class StreamPairer:
             if ok.any():
                 ok[ok] = significant(idx[ok], chosen[ok])
             first[idx[ok]] = chosen[ok]
+            fits[idx[ok]] = True  # the others that fit at all are searched one by one below
             for i in idx[~ok & (edge | ~won)]:  # off the line (a stalled scope, a clock step): the wide search
                 search_one(int(i), int(arrived[i]) + int(np.median(lags)), near)
                 if first[i] < 0:

@@ -89,8 +89,10 @@ class Pairing(Closed):
                                         "wrong")
     false_pair_rate_bound: Float = Field(None, description="that bound per acquisition paired")
     estimates: bool = Field(description="false: no paired estimate is made from this run")
-    unmatched: bool = Field(description="at most 1 % of the pairable acquisitions paired: the scope watches "
-                            "something else (`station run` exits with status 4)")
+    unmatched: bool = Field(description="in at most 1 % of the pairable acquisitions does any alignment fit "
+                            "(residuals within 150 ns, beyond chance): the scope watches something else "
+                            "(`station run` exits with status 4); acquisitions that fit several alignments alike "
+                            "(a record too coarse to tell neighbouring events apart) are unpaired, not unmatched")
     note: str | None = Field(None, description="why, when either is so")
     hw_minus_sw_paired_mean_ns: Float = Field(None, description="mean paired HW−SW, on the target's clock")
     hw_minus_sw_paired_median_ns: Float = Field(None, description="its median")

@@ -387,9 +387,10 @@ UNMATCHED_SHARE = 0.01
 
 def _unmatched(pairer: StreamPairer) -> bool:
     """The scope's pulses match the target's events in at most UNMATCHED_SHARE of the acquisitions
-    that could be paired (three at least): no alignment of theirs even fits (MAX_SPREAD_NS), as when
-    the scope watches another signal. Acquisitions that fit several alignments alike (a record too
-    coarse, on the seed's GPIB scope, to tell neighbouring events apart) are unpaired, not unmatched."""
+    that could be paired (three at least): no alignment of theirs even fits (MAX_SPREAD_NS, beyond
+    chance: the false-pair bound), as when the scope watches another signal. Acquisitions that fit
+    several alignments alike (a record too coarse, on the seed's GPIB scope, to tell neighbouring
+    events apart) are unpaired, not unmatched."""
     return pairer.pairable >= 3 and pairer.fitting <= UNMATCHED_SHARE * pairer.pairable
 
 
