@@ -305,11 +305,11 @@ class Bench:
                                 run_dir / "twin-truth.parquet" if keep else None)
 
     async def lost(self) -> str | None:
-        """After a failed run: None if the bench still answers, else what stopped answering
-        (then every later run would fail the same way, slowly)."""
+        """After a failed run: None if the bench answers again within each host's reconnect_for,
+        else what stopped answering (then every later run would fail the same way, slowly)."""
         assert self.target is not None
         for host in self.hosts.values():
-            problem = await host.answers()
+            problem = await host.answers(within_s=host.endpoint.reconnect_for)
             if problem is not None:
                 return f"{host.name}: {problem}"
         if self.scope is not None:

@@ -481,7 +481,8 @@ class TargetSettings(Strict):
     connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
     reconnect_for: Seconds(TIMEOUT_RANGE) = Field(
         60.0, description="how long a run's teardown keeps reconnecting to a host that stopped answering, to "
-        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`"
+        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`; "
+        "also how long a host that failed a run may take to answer again before its other runs are given up"
     )
     family: Literal["rtai", "mainline"] = "rtai"
     module_dir: RemotePath = Field(
@@ -634,7 +635,8 @@ class LoadHost(Strict):
     connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
     reconnect_for: Seconds(TIMEOUT_RANGE) = Field(
         60.0, description="how long a run's teardown keeps reconnecting to a host that stopped answering, to "
-        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`"
+        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`; "
+        "also how long a host that failed a run may take to answer again before its other runs are given up"
     )
     work_dir: RemotePath = "/tmp/irq-station"
     sudo: bool = Field(False, description="stop loads started with `sudo -n` through `sudo -n kill`")

@@ -279,3 +279,56 @@ def test_disk_full_ends_the_campaign_cleanly(standalone_twin, small_disk, tmp_pa
     manifest = json.loads((run_dir / "manifest.json").read_text())  # the reserve made room for the outcome
     assert manifest["status"] == "failed" and "No space left on device" in manifest["error"]
     _assert_clean(standalone_twin)
+
+
+def _relayed_host(twin: dict, port: int, tmp_path: Path, identity_file: str | None = None):
+    from station.target.hosts import Host
+    from station.target.ssh import SSHEndpoint
+
+    key = Path(twin["known_hosts"]).read_text().split(" ", 1)[1]
+    known_hosts = tmp_path / "known_hosts_relay"
+    known_hosts.write_text(f"[127.0.0.1]:{port} {key}")
+    endpoint = SSHEndpoint("127.0.0.1", port, "root", identity_file or twin["identity_file"], str(known_hosts), 1.0)
+    host = Host(endpoint, "/tmp/irq-station", "the target")
+    asyncio.run(host.activate(connect=False))
+    return host
+
+
+def test_a_host_that_answers_again_within_reconnect_for_is_not_lost(standalone_twin, ssh_link, tmp_path):
+    """'Is the bench lost?' after a failed run: a host busy past one try (its loads, its tracer)
+    that answers a later try is not lost, so its other runs go on. The truth is the relay's own
+    count of connection attempts: the link thaws only once a second try began, the first unanswered."""
+    host = _relayed_host(standalone_twin, ssh_link.port, tmp_path)
+    ssh_link.freeze()
+
+    async def probe() -> str | None:
+        async with asyncio.timeout(50):
+            while ssh_link.connections < 2:  # a second try: the first went unanswered
+                await asyncio.sleep(0.05)
+        ssh_link.restore()
+        return None
+
+    async def both() -> tuple[str | None, None]:
+        return await asyncio.gather(host.answers(timeout=1.0, within_s=60.0), probe())
+
+    answer, _ = asyncio.run(both())
+    assert answer is None
+    assert ssh_link.connections >= 2  # the answer came on a later try, through the thawed link
+
+
+def test_a_host_that_stays_silent_is_lost_after_reconnect_for_and_a_refused_key_at_once(
+        standalone_twin, ssh_link, tmp_path):
+    host = _relayed_host(standalone_twin, ssh_link.port, tmp_path)
+    ssh_link.freeze()
+    answer = asyncio.run(host.answers(timeout=1.0, within_s=2.5))
+    assert answer is not None and "did not answer within 1 s" in answer and "tries over 2.5 s" in answer, answer
+    assert ssh_link.connections >= 2
+    ssh_link.restore()
+    before = ssh_link.connections
+    stranger = tmp_path / "stranger_ed25519"
+    stranger.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    stranger.chmod(0o600)
+    refused = asyncio.run(_relayed_host(standalone_twin, ssh_link.port, tmp_path, str(stranger))
+                          .answers(timeout=1.0, within_s=60.0))
+    assert refused is not None and "refused our key" in refused, refused
+    assert ssh_link.connections == before + 1  # waiting does not change a refused key: one try

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 
 from station.config import LoadHost, TargetSettings
 from station.module_names import module_stem, stream_device
@@ -94,18 +95,45 @@ class Host:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 8.0)
 
-    async def answers(self, timeout: float = 10.0) -> str | None:
-        """None if the host answers a trivial command now; else why not (for 'is the bench lost?')."""
+    async def answers(self, timeout: float = 10.0, within_s: float = 0.0) -> str | None:
+        """None if the host answers a trivial command (each try bounded by `timeout`) within
+        `within_s`; else why not (for 'is the bench lost?'). A host that just failed a run may
+        still be busy with its loads or its tracer (seen: an emulated PREEMPT_RT guest under
+        hackbench took more than 10 s to take a new SSH session), so one slow answer is not a
+        lost host; a refused key is, at once: waiting does not change it."""
+        deadline = time.monotonic() + within_s
+        delay = 1.0
+        tries = 0
+        while True:
+            tries += 1
+            problem = await self._answers_once(timeout)
+            if problem is None or problem.refused or time.monotonic() + delay > deadline:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 8.0)
+        if problem is None:
+            return None
+        return problem.text if tries == 1 else f"{problem.text} ({tries} tries over {within_s:g} s)"
+
+    async def _answers_once(self, timeout: float) -> _NoAnswer | None:
         try:
             self.forget_connection()
             async with asyncio.timeout(timeout):
                 conn = await self.live_connection()
                 await conn.run("true", timeout=timeout)
         except TimeoutError:
-            return f"{self.endpoint.where} did not answer within {timeout:g} s"
+            return _NoAnswer(f"{self.endpoint.where} did not answer within {timeout:g} s")
+        except AuthenticationRefused as exc:
+            return _NoAnswer(str(exc), refused=True)
         except TargetError as exc:
-            return str(exc)
+            return _NoAnswer(str(exc))
         return None
+
+
+@dataclass(frozen=True)
+class _NoAnswer:
+    text: str
+    refused: bool = False
 
 
 class Target(Host):
