@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from station.target import SSHEndpoint, Target, TargetConnection
+from station.target import SSHEndpoint, Target, TargetConnection, TargetError
 from station.target import processes as proc_ctl
 from tests.conftest import run_station
 
@@ -180,3 +180,47 @@ def test_commands_with_assignments_and_odd_bytes_on_a_real_shell(local, work_dir
     pid, stopped = asyncio.run(main())
     assert sorted(stopped) == ["env-load", "odd"]
     assert _wait_gone([pid]) == []
+
+
+@pytest.fixture
+def one_session_sshd(tmp_path):
+    """OpenSSH's sshd allowing one session per connection (MaxSessions 1): a second is refused,
+    as a busy target's sshd refuses one whose fork failed."""
+    from station.target.local_sshd import LocalSshd
+
+    server = LocalSshd(tmp_path / "sshd1", extra_config="MaxSessions 1\n")
+    target = server.start()
+    yield target
+    server.stop()
+
+
+def test_a_session_sshd_refuses_is_asked_for_again_on_the_same_connection(one_session_sshd, tmp_path):
+    """The command is sent while another session holds sshd's only one: sshd refuses it, the
+    station asks again, and it runs once the other has ended (it sees the marker the other
+    left on its way out). A session still held after the tries is a clear error, and the
+    connection carries commands again once it is free."""
+    marker = tmp_path / "first-ended"
+    ep = _endpoint(one_session_sshd)
+
+    async def scenario() -> tuple[str, str, str]:
+        conn = await TargetConnection.open(ep)
+        try:
+            await conn.start(f"sleep 1; touch {marker}")
+            after = (await conn.run(f"test -e {marker} && echo after-the-first")).stdout
+            long_sleep = f"sleep 29.{secrets.randbelow(10**6):06d}"  # this test's own, to end it
+            held = await conn.start(long_sleep)
+            with pytest.raises(TargetError) as refused:
+                await conn.run("echo never")
+            other = await TargetConnection.open(ep)  # a session of its own on a second connection
+            await other.run(f"pkill -f '^{long_sleep}$'")
+            await other.close()
+            await held.wait_closed()
+            again = (await conn.run("echo again")).stdout
+            return after, str(refused.value), again
+        finally:
+            await conn.close()
+
+    after, refused, again = asyncio.run(scenario())
+    assert after.strip() == "after-the-first"
+    assert "refused a session for `echo never` 5 times" in refused and "MaxSessions" in refused, refused
+    assert again.strip() == "again"

@@ -66,8 +66,10 @@ def _write_keys(state: Path, port: int) -> Path:
 class LocalSshd:
     """One sshd process in the foreground (-D); `stop()` ends it and removes its keys."""
 
-    def __init__(self, state: Path) -> None:
+    def __init__(self, state: Path, extra_config: str = "") -> None:
+        """extra_config: more sshd_config lines (a test's limits, e.g. MaxSessions)."""
         self.state = state
+        self.extra_config = extra_config
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> LocalEndpoint:
@@ -84,7 +86,7 @@ class LocalSshd:
             f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {self.state / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {self.state / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-            "AcceptEnv none\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
+            "AcceptEnv none\nSubsystem sftp internal-sftp\nLogLevel ERROR\n" + self.extra_config
         )
         if root:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory

@@ -11,8 +11,10 @@ import asyncio
 import contextlib
 import os
 import shlex
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import asyncssh
 
@@ -24,6 +26,14 @@ class AuthenticationRefused(TargetError):
 
 
 SUDO_PASSWORD_WORDS = ("a password is required", "a terminal is required", "no tty present")
+
+# A busy sshd may refuse a new session on a live connection: its fork failed (seen under hackbench
+# in the PREEMPT_RT guest: 'Session request failed', the next command fine), or its MaxSessions
+# were all in use. The command never started, so asking again is safe; the connection is kept.
+SESSION_TRIES = 5
+SESSION_RETRY_FIRST_S = 0.25  # doubled after each refusal: 0.25 + 0.5 + 1 + 2 s in all
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -134,9 +144,16 @@ class TargetConnection:
             async with asyncio.timeout(timeout):  # not wait_for: it can swallow Ctrl-C on 3.11
                 # errors="replace": a stray non-UTF-8 byte (a Latin-1 environment, a corrupt pid
                 # file) must not make asyncssh drop the whole connection mid-cleanup
-                result = await self._conn.run(command, check=False, errors="replace")
+                result = await self._session(lambda: self._conn.run(command, check=False, errors="replace"))
         except TimeoutError:
             raise TargetError(f"{self.endpoint.where}: `{command}` did not finish within {timeout:g} s") from None
+        except asyncssh.ChannelOpenError as exc:
+            if self.is_closed:
+                raise TargetError(f"{self.endpoint.where}: lost the SSH session running `{command}`: "
+                                  f"{exc.reason}") from None
+            raise TargetError(f"{self.endpoint.where}: sshd refused a session for `{command}` {SESSION_TRIES} "
+                              f"times ({exc.reason}): is the target out of processes or memory, or its "
+                              "MaxSessions too low?") from None
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: lost the SSH session running `{command}`: "
                               f"{getattr(exc, 'reason', None) or exc}") from None
@@ -163,7 +180,7 @@ class TargetConnection:
         command = f"sudo -n tee {q} >/dev/null" if privileged and self.endpoint.sudo else f"cat > {q}"
         try:
             async with asyncio.timeout(60):
-                result = await self._conn.run(command, input=data, encoding=None)
+                result = await self._session(lambda: self._conn.run(command, input=data, encoding=None))
         except (TimeoutError, asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {exc}") from None
         if result.exit_status != 0:
@@ -172,9 +189,22 @@ class TargetConnection:
 
     async def start(self, command: str, binary: bool = False) -> asyncssh.SSHClientProcess:
         try:
-            return await self._conn.create_process(command, encoding=None if binary else "utf-8")
+            return await self._session(lambda: self._conn.create_process(command, encoding=None if binary else "utf-8"))
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: cannot start `{command}`: {exc}") from None
+
+    async def _session(self, open_session: Callable[[], Awaitable[T]]) -> T:
+        """A new session on this connection, asked for again while sshd refuses one (SESSION_TRIES)."""
+        delay = SESSION_RETRY_FIRST_S
+        for _ in range(SESSION_TRIES - 1):
+            try:
+                return await open_session()
+            except asyncssh.ChannelOpenError:
+                if self.is_closed:
+                    raise
+            await asyncio.sleep(delay)
+            delay *= 2
+        return await open_session()
 
     def abort(self) -> None:
         self._conn.abort()
