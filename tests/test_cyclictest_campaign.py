@@ -168,7 +168,9 @@ def test_shortened_seed_004_here_and_on_both_vm_kernels(local, work_dir, tmp_pat
     campaign = parse_campaign(yaml.safe_dump(cfg), check_files=True)
     out = tmp_path / "seed-004"
     result = asyncio.run(api.run_campaign_async(campaign, out))
-    assert len(result.outcomes) == 15
+    # on failure, say which target went and which runs failed how (a CI log is all there is)
+    assert len(result.outcomes) == 15, (result.unavailable, [(o.run_id, o.status, o.error) for o in result.outcomes
+                                                             if o.status != "complete"])
     # An emulated CPU on a loaded host can starve a measuring thread for the whole run (seen under
     # hackbench in the TCG guest with a CPU hog on the host: thread 1 made 0 cycles). cyclictest's
     # own '# Total:' line says so; such a run must be incomplete, naming the thread. Every other run,
