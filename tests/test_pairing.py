@@ -216,13 +216,14 @@ def test_block_share_does_not_depend_on_how_the_records_come(latencies, pieces, 
     assert got == want
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.integers(0, 6), st.integers(1, 9), st.integers(0, 20), st.integers(0, 40), st.integers(-5, 30),
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 6), st.integers(2, 9), st.integers(1, 20), st.integers(0, 40), st.integers(-5, 30),
        st.integers(0, 2**32 - 1))
-def test_the_compiled_scores_are_numpys_to_the_bit(acqs, cands, pulses, held, base, seed):
-    """The pairing's pre-score (station/kinds/module/pairing_scores.py) compiled and in numpy: the
-    same residuals and counts, with events before, inside and past the held range, lost ones
-    (MISSING), NaN widths, and nothing held at all."""
+def test_the_compiled_block_choice_is_numpys_to_the_bit(acqs, cands, pulses, held, base, seed):
+    """The pairing's choice among a block's candidates (station/kinds/module/pairing_scores.py)
+    compiled and in numpy: the same two candidates, spreads and centre residual, with events
+    before, inside and past the held range, lost ones (MISSING), NaN widths, candidates outside
+    the records held, pre-scores and spreads tied, and nothing held at all."""
     from unittest.mock import patch
 
     from station.kinds.module import pairing, pairing_scores
@@ -230,20 +231,53 @@ def test_the_compiled_scores_are_numpys_to_the_bit(acqs, cands, pulses, held, ba
     if pairing_scores._compiled.available() is not None:
         pytest.skip(pairing_scores._compiled.available())
     rng = np.random.default_rng(seed)
-    # on a 50 ns grid: residuals exactly MAX_SPREAD_NS apart occur (the bound is inclusive)
+    # on a 50 ns grid: residuals exactly MAX_SPREAD_NS apart occur (the bound is inclusive), and ties
     widths = 5_000.0 + 50 * rng.integers(0, 8, (acqs, pulses))
     widths[rng.random(widths.shape) < 0.05] = np.nan
     k = np.sort(rng.integers(0, 12, (acqs, pulses)), axis=1)
     cand = base + rng.integers(-8, held + 8, (acqs, cands))
+    inside = rng.random((acqs, cands)) < 0.8
     window = 3_000.0 + 50 * rng.integers(0, 8, held)
     window[rng.random(held) < 0.1] = pairing.MISSING
-    args = (widths, k, cand, window, base, pairing.MISSING, pairing.MAX_SPREAD_NS)
+    args = (widths, k, cand, inside, window, base, pairing.MISSING, pairing.MAX_SPREAD_NS,
+            int(rng.integers(0, cands)))
     with patch.object(pairing_scores, "MIN_COMPILED", 0):
-        compiled = pairing_scores.scores(*args)
-    reference = pairing_scores.scores_numpy(*args)
+        compiled = pairing_scores.block_choice(*args)
+    reference = pairing_scores.block_choice_numpy(*args)
     for a, b in zip(compiled, reference, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kernel", ["compiled", "numpy"])
+def test_equal_pre_scores_are_shortlisted_nearest_the_clock_line_first(kernel, monkeypatch):
+    """Every candidate scores alike but the true one: the shortlist's two others are the
+    candidates nearest the centre (the line's prediction), the one below before the one above,
+    whatever the CPU's SIMD (numpy's argpartition chose among ties by it)."""
+    from station.kinds.module import pairing, pairing_scores
+
+    if kernel == "compiled":
+        if pairing_scores._compiled.available() is not None:
+            pytest.skip(pairing_scores._compiled.available())
+        monkeypatch.setattr(pairing_scores, "MIN_COMPILED", 0)
+    else:
+        monkeypatch.setenv("IRQ_STATION_KERNEL", "numpy")
+    # t_SW growing quadratically: a wrong alignment's consecutive residuals differ by 2 µs or more
+    held = 1_000.0 * np.arange(400) ** 2
+    k = np.arange(16)[None, :]
+    true_first, centre = 150, 16
+    widths = held[true_first + k] + 900.0  # the true alignment: one constant offset
+    cand = (true_first - 5 + np.arange(33))[None, :]  # the true one at index 5; the centre, 16, is wrong
+    inside = np.ones_like(cand, bool)
+    choice = pairing_scores.block_choice(widths, k, cand, inside, held, 0, pairing.MISSING,
+                                         pairing.MAX_SPREAD_NS, centre)
+    assert choice.two[0, 0] == 5 and choice.best[0] == 0.0 and choice.centre_resid[0] == 900.0
+    # the premise: every wrong alignment pre-scores 0, the true one 15
+    steady = [int((np.abs(np.diff(widths[0] - held[c + k[0]])) <= pairing.MAX_SPREAD_NS).sum()) for c in cand[0]]
+    assert steady[5] == 15 and all(w == 0 for i, w in enumerate(steady) if i != 5), steady
+    assert choice.two[0, 1] in (15, 17)  # the two nearest the centre were shortlisted beside it
+    spreads = {c: float(pairing_scores.mad(widths[0] - held[cand[0, c] + k[0]])) for c in (15, 17)}
+    assert choice.runner_up[0] == min(spreads.values())
 
 
 @settings(max_examples=300, deadline=None)

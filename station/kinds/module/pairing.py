@@ -53,7 +53,7 @@ from scipy.special import gammaln
 from station.kinds.module.clock_ratio import clock_ratios
 from station.kinds.module.correlation import bulk
 from station.kinds.module.grouped import group_median
-from station.kinds.module.pairing_scores import scores
+from station.kinds.module.pairing_scores import block_choice, mad
 from station.records import Flag
 
 NOT_OURS = int(Flag.NOT_OURS)
@@ -72,7 +72,6 @@ BOOTSTRAP = 8  # acquisitions paired one by one before the clock line is trusted
 BLOCK = 512  # acquisitions searched at once
 MODEL_POINTS = 512  # the latest paired acquisitions the clock line is fitted to
 MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
-SHORTLIST = 3  # candidates per acquisition whose spread is computed exactly
 SPAN_EVENTS = 1 << 20  # events of the stream one group of acquisitions is paired against at most
 HW_COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # what pairing reads of the pulses
 
@@ -295,19 +294,6 @@ def _rows(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(int(sizes.sum())) + np.repeat(begin - np.cumsum(sizes) + sizes, sizes), owner
 
 
-def _median(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
-    """np.median along the last axis, by a sort: several times faster on short rows."""
-    s = np.sort(x, axis=-1)
-    n = x.shape[-1]
-    m = s[..., n // 2] if n % 2 else 0.5 * (s[..., n // 2 - 1] + s[..., n // 2])
-    return m[..., None] if keepdims else m
-
-
-def _mad(resid: np.ndarray) -> np.ndarray:
-    """Median absolute deviation along the last axis."""
-    return _median(np.abs(resid - _median(resid, keepdims=True)))
-
-
 class _SeqWindow:
     """t_SW (and the write's time on the target's clock, when given) by event number over a sliding
     range of the stream: [base, end). Batches of (event, latency[, t_write]) are read as far as
@@ -514,8 +500,8 @@ class StreamPairer:
                 return
             n0 = np.arange(lo, hi + 1)
             k = a.k[a.begin[i]:a.end[i]]
-            spread = _mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
-            two = np.argsort(spread)[:2]
+            spread = mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
+            two = np.argsort(spread, kind="stable")[:2]  # ties: the earlier candidate, on any CPU
             best, runner_up = spread[two[0]], spread[two[1]]
             # it fits: its residuals agree, beyond what chance gives the best of the candidates searched
             fit = best <= MAX_SPREAD_NS and significant(np.array([i]), n0[two[:1]])[0]
@@ -571,20 +557,12 @@ class StreamPairer:
             inside = (cand >= win.base) & (cand + last_k[idx][:, None] < win.end)
             # a cheap pre-score (how many consecutive residuals stay together) keeps SHORTLIST
             # candidates; the median absolute deviation then decides among those alone
-            resid, steady = scores(a.widths[cols], a.k[cols], cand, win.held(), win.base, MISSING, MAX_SPREAD_NS)
-            steady = np.where(inside, steady, -1)
-            short = np.argpartition(-steady, SHORTLIST - 1, axis=1)[:, :SHORTLIST]
-            spread = np.where(np.take_along_axis(inside, short, 1),
-                              _mad(np.take_along_axis(resid, short[:, :, None], 1)), np.inf)
-            order = np.argsort(spread, axis=1)
-            two = np.take_along_axis(short, order[:, :2], 1)
-            best = np.take_along_axis(spread, order[:, :1], 1)[:, 0]
-            runner_up = np.take_along_axis(spread, order[:, 1:2], 1)[:, 0]
+            two, best, runner_up, centre_resid = block_choice(a.widths[cols], a.k[cols], cand, inside, win.held(),
+                                                              win.base, MISSING, MAX_SPREAD_NS, half)
             won = (best <= MAX_SPREAD_NS) & (runner_up >= MIN_SEPARATION * np.maximum(best, 1.0))
             edge = (two[:, 0] == 0) | (two[:, 0] == 2 * half)
             chosen = cand[np.arange(len(idx)), two[:, 0]]
             # the winner against every pulse of its acquisition: most residuals near the scored centre
-            centre_resid = _median(np.take_along_axis(resid, two[:, :1, None], 1)[:, 0, :])
             rows, owner = _rows(a.begin[idx], a.end[idx])
             sizes = a.end[idx] - a.begin[idx]
             near_centre = np.abs(a.widths[rows] - win.at(chosen[owner] + a.k[rows]) - centre_resid[owner]) \

@@ -1,39 +1,71 @@
-"""The pairing's pre-score of every candidate alignment of a block of acquisitions: the residuals
-HW − SW of each acquisition's scoring pulses at each candidate first event, and how many
-consecutive residuals stay within MAX_SPREAD_NS of each other (station/kinds/module/pairing.py).
+"""The pairing's choice among the candidate alignments of a block of acquisitions
+(station/kinds/module/pairing.py): each candidate first event is pre-scored by how many
+consecutive residuals HW − SW of the acquisition's scoring pulses stay within MAX_SPREAD_NS of
+each other; the SHORTLIST best pre-scores are ranked by the median absolute deviation of their
+residuals; the best two, their spreads and the winner's median residual are the choice.
+
+Ties are broken by the candidate's distance from the clock line's prediction (the block's centre
+candidate), nearer first, then the earlier one: never by a sorting algorithm's whim (numpy's
+argpartition picks among equal pre-scores differently with the CPU's SIMD extensions, so the
+pairing, and the report, depended on the machine).
 
 Two implementations, one result to the bit (tests/test_pairing.py): numpy's, which builds the
-(acquisition, candidate, pulse) arrays of event numbers, t_SW, differences and comparisons, and a
-compiled one (numba: instruments/compiled.py) that makes only the residuals and the counts, in
-one pass. At seed scale the numpy path spends seconds a run on those temporaries.
+(acquisition, candidate, pulse) arrays of residuals, and a compiled one (numba:
+instruments/compiled.py) that scores each candidate in one pass and computes the spreads of the
+shortlisted alone. At seed scale the numpy path spends seconds a run on those temporaries.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from instruments.compiled import Compiled
 
+SHORTLIST = 3  # candidates per acquisition whose spread is computed exactly
 # residuals in a block below which numpy's temporaries cost little, and numba is not imported
 # (a demo-sized run's blocks; a seed-scale run's are ~270 000)
 MIN_COMPILED = 100_000
 
 
-def scores(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, held: np.ndarray, base: int, missing: float,
-           max_spread: float) -> tuple[np.ndarray, np.ndarray]:
-    """(residuals (acq, cand, pulse), steady counts (acq, cand)). widths, k: (acq, pulse) the
-    scoring pulses' widths (ns) and event offsets in their acquisition; cand: (acq, cand) first
-    events; held: t_SW of events base, base + 1, …; an event outside them has t_SW `missing`."""
+class BlockChoice(NamedTuple):
+    two: np.ndarray  # (acq, 2) the best and the runner-up candidate (indices into each row of cand)
+    best: np.ndarray  # (acq,) the best's spread (MAD of its residuals, ns); inf outside the records held
+    runner_up: np.ndarray  # (acq,) the runner-up's spread
+    centre_resid: np.ndarray  # (acq,) the median residual of the best
+
+
+def median(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
+    """np.median along the last axis, by a sort: several times faster on short rows."""
+    s = np.sort(x, axis=-1)
+    n = x.shape[-1]
+    m = s[..., n // 2] if n % 2 else 0.5 * (s[..., n // 2 - 1] + s[..., n // 2])
+    return m[..., None] if keepdims else m
+
+
+def mad(resid: np.ndarray) -> np.ndarray:
+    """Median absolute deviation along the last axis."""
+    return median(np.abs(resid - median(resid, keepdims=True)))
+
+
+def block_choice(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, inside: np.ndarray, held: np.ndarray,
+                 base: int, missing: float, max_spread: float, centre: int) -> BlockChoice:
+    """widths, k: (acq, pulse) the scoring pulses' widths (ns) and event offsets in their
+    acquisition; cand: (acq, cand) first events, at least two, `centre` the index of the line's
+    prediction; inside: (acq, cand) whether a candidate's events are all held; held: t_SW of
+    events base, base + 1, …; an event outside them has t_SW `missing`."""
+    assert cand.shape[1] >= 2, "a choice needs two candidates"
     if widths.size * cand.shape[1] >= MIN_COMPILED and _compiled.available() is None:
-        return _compiled(np.ascontiguousarray(widths, np.float64), np.ascontiguousarray(k, np.int64),
-                         np.ascontiguousarray(cand, np.int64), held, base, missing, max_spread)
-    return scores_numpy(widths, k, cand, held, base, missing, max_spread)
+        return BlockChoice(*_compiled(np.ascontiguousarray(widths, np.float64), np.ascontiguousarray(k, np.int64),
+                                      np.ascontiguousarray(cand, np.int64), np.ascontiguousarray(inside, np.bool_),
+                                      held, base, missing, max_spread, centre, min(SHORTLIST, cand.shape[1])))
+    return block_choice_numpy(widths, k, cand, inside, held, base, missing, max_spread, centre)
 
 
 def scores_numpy(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, held: np.ndarray, base: int,
                  missing: float, max_spread: float) -> tuple[np.ndarray, np.ndarray]:
+    """(residuals (acq, cand, pulse), steady counts (acq, cand))."""
     idx = cand[:, :, None] + k[:, None, :] - base
     if len(held):
         sw = held[np.clip(idx, 0, len(held) - 1)]
@@ -44,33 +76,111 @@ def scores_numpy(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, held: np.n
     return resid, (np.abs(np.diff(resid, axis=2)) <= max_spread).sum(axis=2)
 
 
+def block_choice_numpy(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, inside: np.ndarray,
+                       held: np.ndarray, base: int, missing: float, max_spread: float, centre: int) -> BlockChoice:
+    resid, steady = scores_numpy(widths, k, cand, held, base, missing, max_spread)
+    steady = np.where(inside, steady, -1)
+    n_cand = cand.shape[1]
+    c = np.arange(n_cand)
+    # one key per candidate, unique in its row: the pre-score, then the distance from the centre
+    key = (widths.shape[1] - steady) * (2 * n_cand + 2) + 2 * np.abs(c - centre) + (c > centre)
+    short = np.argsort(key, axis=1, kind="stable")[:, :min(SHORTLIST, n_cand)]
+    spread = np.where(np.take_along_axis(inside, short, 1),
+                      mad(np.take_along_axis(resid, short[:, :, None], 1)), np.inf)
+    order = np.argsort(spread, axis=1, kind="stable")
+    two = np.take_along_axis(short, order[:, :2], 1)
+    return BlockChoice(two, np.take_along_axis(spread, order[:, :1], 1)[:, 0],
+                       np.take_along_axis(spread, order[:, 1:2], 1)[:, 0],
+                       median(np.take_along_axis(resid, two[:, :1, None], 1)[:, 0, :]))
+
+
 def _build() -> Any:
     import numba
 
+    # one function, no jitted helpers: a helper referenced from this closure defeats numba's cache
+    # (recompiled in every process)
     @numba.njit(cache=True, nogil=True, boundscheck=False)
-    def scores_compiled(widths: Any, k: Any, cand: Any, held: Any, base: int, missing: float,
-                        max_spread: float) -> tuple[np.ndarray, np.ndarray]:
+    def choice_compiled(widths: Any, k: Any, cand: Any, inside: Any, held: Any, base: int, missing: float,
+                        max_spread: float, centre: int, shortlist: int) -> tuple:
         acqs, cands = cand.shape
         pulses = widths.shape[1]
         n = held.shape[0]
-        resid = np.empty((acqs, cands, pulses))
-        steady = np.empty((acqs, cands), np.int64)
+        two = np.empty((acqs, 2), np.int64)
+        best = np.empty(acqs)
+        runner_up = np.empty(acqs)
+        centre_resid = np.empty(acqs)
+        key = np.empty(cands, np.int64)
+        short = np.empty(shortlist, np.int64)
+        spread = np.empty(shortlist)
+        order = np.empty(shortlist, np.int64)
+        row = np.empty(pulses)
+        dev = np.empty(pulses)
+        half = pulses // 2
         for a in range(acqs):
             for c in range(cands):
+                steady = -1
+                if inside[a, c]:
+                    first = cand[a, c] - base
+                    steady = 0
+                    before = 0.0
+                    for j in range(pulses):
+                        i = first + k[a, j]
+                        r = widths[a, j] - (held[i] if 0 <= i < n else missing)
+                        if j and abs(r - before) <= max_spread:
+                            steady += 1
+                        before = r
+                d = c - centre
+                key[c] = (pulses - steady) * (2 * cands + 2) + 2 * abs(d) + (1 if d > 0 else 0)
+            last = -1  # the shortlist: the smallest keys in order (unique in the row)
+            for s in range(shortlist):
+                pick = -1
+                for c in range(cands):
+                    if key[c] > last and (pick < 0 or key[c] < key[pick]):
+                        pick = c
+                short[s] = pick
+                last = key[pick]
+            # 2·shortlist + 1 medians of a row: each shortlisted candidate's residuals, then their
+            # deviations from it (its spread); then the winner's residuals (its centre)
+            m = 0.0
+            for step in range(2 * shortlist + 1):
+                s, deviations = step // 2, step % 2
+                if step == 2 * shortlist:  # every spread known: order them, the winner's centre
+                    for t in range(shortlist):  # a stable insertion sort of the few spreads, NaN last
+                        order[t] = t
+                        u = t
+                        while u > 0 and (spread[order[u]] < spread[order[u - 1]] or (
+                                np.isnan(spread[order[u - 1]]) and not np.isnan(spread[order[u]]))):
+                            order[u], order[u - 1] = order[u - 1], order[u]
+                            u -= 1
+                    two[a, 0], two[a, 1] = short[order[0]], short[order[1]]
+                    best[a], runner_up[a] = spread[order[0]], spread[order[1]]
+                c = short[s] if step < 2 * shortlist else two[a, 0]
+                if step < 2 * shortlist and not inside[a, c]:
+                    spread[s] = np.inf
+                    continue
                 first = cand[a, c] - base
-                count = 0
-                before = 0.0
                 for j in range(pulses):
-                    i = first + k[a, j]
-                    r = widths[a, j] - (held[i] if 0 <= i < n else missing)
-                    resid[a, c, j] = r
-                    if j and abs(r - before) <= max_spread:
-                        count += 1
-                    before = r
-                steady[a, c] = count
-        return resid, steady
+                    if deviations:
+                        dev[j] = abs(row[j] - m)
+                    else:
+                        i = first + k[a, j]
+                        row[j] = widths[a, j] - (held[i] if 0 <= i < n else missing)
+                        dev[j] = row[j]
+                for u in range(1, pulses):  # insertion sort, NaN last as numpy's: short rows
+                    x = dev[u]
+                    v = u
+                    while v > 0 and (x < dev[v - 1] or (np.isnan(dev[v - 1]) and not np.isnan(x))):
+                        dev[v] = dev[v - 1]
+                        v -= 1
+                    dev[v] = x
+                m = dev[half] if pulses % 2 else 0.5 * (dev[half - 1] + dev[half])
+                if step == 2 * shortlist:
+                    centre_resid[a] = m
+                elif deviations:
+                    spread[s] = m
+        return two, best, runner_up, centre_resid
 
-    return scores_compiled
+    return choice_compiled
 
 
 _compiled = Compiled(_build)
