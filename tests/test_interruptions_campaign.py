@@ -458,7 +458,7 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     assert ("isolation:" in flags) == (cpu not in isolated)
     assert spoil["facts"]["smt_active"] == Path("/sys/devices/system/cpu/smt/active").read_text().strip()
     assert ("virtual machine:" in flags) == this_machine_is_a_guest()
-    fair_server = Path("/sys/kernel/debug/sched/fair_server").is_dir()  # the kernel's own mark of it
+    fair_server = kernel_has_fair_server()
     assert ("fair server:" in flags) == fair_server
     if fair_server:  # sched_rt_runtime_us throttles nothing on such a kernel: no flag may say it does
         assert "RT throttling:" not in flags
@@ -479,6 +479,17 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
 RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
 RT_PERIOD = Path("/proc/sys/kernel/sched_rt_period_us")
 FAIR_SERVER = Path("/sys/kernel/debug/sched/fair_server")
+
+
+def kernel_has_fair_server() -> bool:
+    """The kernel's own mark of its fair deadline server: sched/fair_server in debugfs. Unreadable
+    without debugfs mounted (scripts/ci/debugfs.sh mounts it): then the test cannot know."""
+    if not any(line.split()[1:3] == ["/sys/kernel/debug", "debugfs"]
+               for line in Path("/proc/mounts").read_text().splitlines()):
+        missing("debugfs is not mounted at /sys/kernel/debug: the kernel's mark of its fair server "
+                "(sched/fair_server) cannot be read")
+    return FAIR_SERVER.is_dir()
+
 SAMPLE_S = 0.002  # how often the CFS task's runtime is read
 MERGE_NS = 12_000_000  # over a tick (4 ms at HZ=250, 10 ms at HZ=100) and a sample apart
 
@@ -561,7 +572,7 @@ def test_the_kernels_throttling_is_named_when_it_stops_the_loop_and_only_then(lo
     if len(online) < 2:
         missing("needs two CPUs: the loop's, and one for the sampler")
     cpu, sampler_cpu = online[-1], online[0]  # the config's cpu: last
-    fair_server = FAIR_SERVER.is_dir()  # the kernel's own mark of the fair deadline server
+    fair_server = kernel_has_fair_server()
     runtime_us = 950_000 if starved else -1
     cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/interruptions-local.yaml").read_text())
     cfg["bench"] = {"target": _ssh_target(local, work_dir), "scope": {"kind": "none"}}
