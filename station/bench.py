@@ -309,7 +309,7 @@ class Bench:
         else what stopped answering (then every later run would fail the same way, slowly)."""
         assert self.target is not None
         for host in self.hosts.values():
-            problem = await host.answers(within_s=host.endpoint.reconnect_for)
+            problem = await host.answers()
             if problem is not None:
                 return f"{host.name}: {problem}"
         if self.scope is not None:

@@ -21,6 +21,7 @@ import pytest
 
 from station.kinds.module.data import load_run
 from station.records import decode_file
+from station.target import TargetError
 from tests.conftest import run_station, station_cmd
 from tests.fault_proxy import FaultyLink
 
@@ -281,14 +282,16 @@ def test_disk_full_ends_the_campaign_cleanly(standalone_twin, small_disk, tmp_pa
     _assert_clean(standalone_twin)
 
 
-def _relayed_host(twin: dict, port: int, tmp_path: Path, identity_file: str | None = None):
+def _relayed_host(twin: dict, port: int, tmp_path: Path, identity_file: str | None = None,
+                  reconnect_for: float = 60.0):
     from station.target.hosts import Host
     from station.target.ssh import SSHEndpoint
 
     key = Path(twin["known_hosts"]).read_text().split(" ", 1)[1]
     known_hosts = tmp_path / "known_hosts_relay"
     known_hosts.write_text(f"[127.0.0.1]:{port} {key}")
-    endpoint = SSHEndpoint("127.0.0.1", port, "root", identity_file or twin["identity_file"], str(known_hosts), 1.0)
+    endpoint = SSHEndpoint("127.0.0.1", port, "root", identity_file or twin["identity_file"], str(known_hosts), 1.0,
+                           reconnect_for=reconnect_for)
     host = Host(endpoint, "/tmp/irq-station", "the target")
     asyncio.run(host.activate(connect=False))
     return host
@@ -309,7 +312,7 @@ def test_a_host_that_answers_again_within_reconnect_for_is_not_lost(standalone_t
         return None
 
     async def both() -> tuple[str | None, None]:
-        return await asyncio.gather(host.answers(timeout=1.0, within_s=60.0), probe())
+        return await asyncio.gather(host.answers(timeout=1.0), probe())  # within its reconnect_for, 60 s
 
     answer, _ = asyncio.run(both())
     assert answer is None
@@ -318,10 +321,10 @@ def test_a_host_that_answers_again_within_reconnect_for_is_not_lost(standalone_t
 
 def test_a_host_that_stays_silent_is_lost_after_reconnect_for_and_a_refused_key_at_once(
         standalone_twin, ssh_link, tmp_path):
-    host = _relayed_host(standalone_twin, ssh_link.port, tmp_path)
+    host = _relayed_host(standalone_twin, ssh_link.port, tmp_path, reconnect_for=2.5)
     ssh_link.freeze()
-    answer = asyncio.run(host.answers(timeout=1.0, within_s=2.5))
-    assert answer is not None and "did not answer within 1 s" in answer and "tries over 2.5 s" in answer, answer
+    answer = asyncio.run(host.answers(timeout=1.0))
+    assert answer is not None and "did not answer within 1 s" in answer and "tries over" in answer, answer
     assert ssh_link.connections >= 2
     ssh_link.restore()
     before = ssh_link.connections
@@ -329,6 +332,19 @@ def test_a_host_that_stays_silent_is_lost_after_reconnect_for_and_a_refused_key_
     stranger.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
     stranger.chmod(0o600)
     refused = asyncio.run(_relayed_host(standalone_twin, ssh_link.port, tmp_path, str(stranger))
-                          .answers(timeout=1.0, within_s=60.0))
+                          .answers(timeout=1.0))
     assert refused is not None and "refused our key" in refused, refused
     assert ssh_link.connections == before + 1  # waiting does not change a refused key: one try
+
+
+def test_a_host_its_teardown_gave_up_on_is_not_waited_for_again(standalone_twin, ssh_link, tmp_path):
+    """The teardown's cleanup already spent reconnect_for on a silent host: 'is it lost?' asks once
+    more, not for another reconnect_for (the relay counts the tries)."""
+    host = _relayed_host(standalone_twin, ssh_link.port, tmp_path, reconnect_for=60.0)
+    ssh_link.freeze()
+    with pytest.raises(TargetError, match="not clean after 2 s"):
+        asyncio.run(host.cleanup(within_s=2.0))
+    before = ssh_link.connections
+    answer = asyncio.run(host.answers(timeout=1.0))
+    assert answer is not None and "did not answer within 1 s" in answer and "tries" not in answer, answer
+    assert ssh_link.connections == before + 1

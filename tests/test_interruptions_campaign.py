@@ -488,7 +488,11 @@ def kernel_has_fair_server() -> bool:
                for line in Path("/proc/mounts").read_text().splitlines()):
         missing("debugfs is not mounted at /sys/kernel/debug: the kernel's mark of its fair server "
                 "(sched/fair_server) cannot be read")
-    return FAIR_SERVER.is_dir()
+    try:
+        return FAIR_SERVER.is_dir()
+    except PermissionError:  # debugfs is root's alone
+        missing("debugfs is not readable here (not root): the kernel's mark of its fair server cannot be read")
+        raise
 
 SAMPLE_S = 0.002  # how often the CFS task's runtime is read
 MERGE_NS = 12_000_000  # over a tick (4 ms at HZ=250, 10 ms at HZ=100) and a sample apart

@@ -222,5 +222,5 @@ def test_a_session_sshd_refuses_is_asked_for_again_on_the_same_connection(one_se
 
     after, refused, again = asyncio.run(scenario())
     assert after.strip() == "after-the-first"
-    assert "refused a session for `echo never` 5 times" in refused and "MaxSessions" in refused, refused
+    assert "refused a session running `echo never` 5 times" in refused and "MaxSessions" in refused, refused
     assert again.strip() == "again"

@@ -34,6 +34,7 @@ class Host:
         self.name = name
         self.conn: TargetConnection | None = None
         self.active = False
+        self.cleanup_gave_up = False  # the last cleanup found the host unreachable for reconnect_for
 
     async def activate(self, connect: bool = True) -> None:
         """Ready for work; connect now (so a wrong address fails at set-up), or at first use."""
@@ -82,6 +83,7 @@ class Host:
                 stopped += done_stopped
                 unloaded += done_unloaded
                 if not errors:
+                    self.cleanup_gave_up = False
                     return {"modules_unloaded": sorted(set(unloaded)), "loads_stopped": sorted(set(stopped))}
                 problem = "; ".join(errors)
             except AuthenticationRefused:
@@ -90,18 +92,23 @@ class Host:
                 problem = str(exc)
                 self.forget_connection()
             if time.monotonic() + delay > deadline:
+                self.cleanup_gave_up = True
                 raise TargetError(f"{self.name} is not clean after {within_s:g} s: {problem}; "
                                   "run `station cleanup` when it is reachable")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 8.0)
 
-    async def answers(self, timeout: float = 10.0, within_s: float = 0.0) -> str | None:
-        """None if the host answers a trivial command (each try bounded by `timeout`) within
-        `within_s`; else why not (for 'is the bench lost?'). A host that just failed a run may
-        still be busy with its loads or its tracer (seen: an emulated PREEMPT_RT guest under
-        hackbench took more than 10 s to take a new SSH session), so one slow answer is not a
-        lost host; a refused key is, at once: waiting does not change it."""
-        deadline = time.monotonic() + within_s
+    async def answers(self, timeout: float | None = None, within_s: float | None = None) -> str | None:
+        """None if the host answers a trivial command (each try bounded by `timeout`: 10 s, or the
+        endpoint's connect_timeout if longer) within `within_s` (its reconnect_for); else why not
+        (for 'is the bench lost?'). A host that just failed a run may still be busy with its loads
+        or its tracer (seen: an emulated PREEMPT_RT guest under hackbench took more than 10 s to
+        take a new SSH session), so one slow answer is not a lost host; a refused key is, at once,
+        as is a host the last cleanup already gave up on after reconnect_for (no second wait)."""
+        timeout = timeout if timeout is not None else max(10.0, self.endpoint.connect_timeout)
+        within_s = within_s if within_s is not None else self.endpoint.reconnect_for
+        started = time.monotonic()
+        deadline = started + (0.0 if self.cleanup_gave_up else within_s)
         delay = 1.0
         tries = 0
         while True:
@@ -113,7 +120,8 @@ class Host:
             delay = min(delay * 2, 8.0)
         if problem is None:
             return None
-        return problem.text if tries == 1 else f"{problem.text} ({tries} tries over {within_s:g} s)"
+        spent = time.monotonic() - started
+        return problem.text if tries == 1 else f"{problem.text} ({tries} tries over {spent:.0f} s)"
 
     async def _answers_once(self, timeout: float) -> _NoAnswer | None:
         try:

@@ -27,11 +27,18 @@ class AuthenticationRefused(TargetError):
 
 SUDO_PASSWORD_WORDS = ("a password is required", "a terminal is required", "no tty present")
 
-# A busy sshd may refuse a new session on a live connection: its fork failed (seen under hackbench
-# in the PREEMPT_RT guest: 'Session request failed', the next command fine), or its MaxSessions
-# were all in use. The command never started, so asking again is safe; the connection is kept.
+# A busy sshd may refuse a new session on a live connection, and the connection stays good: it
+# refuses to open the channel (its MaxSessions all in use: OpenSSH's 'open failed'), or it refuses
+# the exec request on it (its fork failed: seen under hackbench in the PREEMPT_RT guest, 'Session
+# request failed', the next command fine). A refused open never sent the command: asked again
+# anywhere. A refused exec is asked again for run() alone: OpenSSH answers an exec request before
+# the command could end, so a refusal means it never started; a load started twice (start()) would
+# be an orphan if a server closed the channel instead of answering. A refused PTY or X11 request is
+# the user's ssh configuration: never asked again.
 SESSION_TRIES = 5
 SESSION_RETRY_FIRST_S = 0.25  # doubled after each refusal: 0.25 + 0.5 + 1 + 2 s in all
+OPEN_REFUSED = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_CONNECT_FAILED,
+                asyncssh.OPEN_RESOURCE_SHORTAGE)
 
 T = TypeVar("T")
 
@@ -45,7 +52,9 @@ class SSHEndpoint:
     known_hosts: str | None = None
     connect_timeout: float = 10.0
     sudo: bool = False  # privileged commands (insmod, rmmod, the stream reader, kill) through `sudo -n`
-    reconnect_for: float = 60.0  # how long a run's teardown keeps reconnecting to clean this host up
+    # how long a run's teardown keeps reconnecting to clean this host up, and a host that failed a
+    # run may take to answer again before it is called lost
+    reconnect_for: float = 60.0
 
     @property
     def where(self) -> str:
@@ -144,16 +153,12 @@ class TargetConnection:
             async with asyncio.timeout(timeout):  # not wait_for: it can swallow Ctrl-C on 3.11
                 # errors="replace": a stray non-UTF-8 byte (a Latin-1 environment, a corrupt pid
                 # file) must not make asyncssh drop the whole connection mid-cleanup
-                result = await self._session(lambda: self._conn.run(command, check=False, errors="replace"))
+                result = await self._session(lambda: self._conn.run(command, check=False, errors="replace"),
+                                             exec_refusal_retried=True)
         except TimeoutError:
             raise TargetError(f"{self.endpoint.where}: `{command}` did not finish within {timeout:g} s") from None
         except asyncssh.ChannelOpenError as exc:
-            if self.is_closed:
-                raise TargetError(f"{self.endpoint.where}: lost the SSH session running `{command}`: "
-                                  f"{exc.reason}") from None
-            raise TargetError(f"{self.endpoint.where}: sshd refused a session for `{command}` {SESSION_TRIES} "
-                              f"times ({exc.reason}): is the target out of processes or memory, or its "
-                              "MaxSessions too low?") from None
+            raise TargetError(self._refusal(f"running `{command}`", exc, exec_refusal_retried=True)) from None
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: lost the SSH session running `{command}`: "
                               f"{getattr(exc, 'reason', None) or exc}") from None
@@ -181,6 +186,8 @@ class TargetConnection:
         try:
             async with asyncio.timeout(60):
                 result = await self._session(lambda: self._conn.run(command, input=data, encoding=None))
+        except asyncssh.ChannelOpenError as exc:
+            raise TargetError(self._refusal(f"uploading {remote_path}", exc)) from None
         except (TimeoutError, asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {exc}") from None
         if result.exit_status != 0:
@@ -190,21 +197,40 @@ class TargetConnection:
     async def start(self, command: str, binary: bool = False) -> asyncssh.SSHClientProcess:
         try:
             return await self._session(lambda: self._conn.create_process(command, encoding=None if binary else "utf-8"))
+        except asyncssh.ChannelOpenError as exc:
+            raise TargetError(self._refusal(f"starting `{command}`", exc)) from None
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: cannot start `{command}`: {exc}") from None
 
-    async def _session(self, open_session: Callable[[], Awaitable[T]]) -> T:
-        """A new session on this connection, asked for again while sshd refuses one (SESSION_TRIES)."""
+    async def _session(self, open_session: Callable[[], Awaitable[T]], exec_refusal_retried: bool = False) -> T:
+        """A new session on this connection, asked for again while sshd refuses one (SESSION_TRIES;
+        which refusals: OPEN_REFUSED's comment)."""
         delay = SESSION_RETRY_FIRST_S
         for _ in range(SESSION_TRIES - 1):
             try:
                 return await open_session()
-            except asyncssh.ChannelOpenError:
-                if self.is_closed:
+            except asyncssh.ChannelOpenError as exc:
+                if not self._retried(exc, exec_refusal_retried):
                     raise
             await asyncio.sleep(delay)
             delay *= 2
         return await open_session()
+
+    def _retried(self, exc: asyncssh.ChannelOpenError, exec_refusal_retried: bool) -> bool:
+        if self.is_closed:  # the connection is gone, not one session refused
+            return False
+        return exc.code in OPEN_REFUSED or (exec_refusal_retried and exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED)
+
+    def _refusal(self, what: str, exc: asyncssh.ChannelOpenError, exec_refusal_retried: bool = False) -> str:
+        """Why a session `what` needed did not open, in words a person can act on."""
+        where = self.endpoint.where
+        if self.is_closed:
+            return f"{where}: lost the SSH session {what}: {exc.reason}"
+        if self._retried(exc, exec_refusal_retried):
+            return (f"{where}: sshd refused a session {what} {SESSION_TRIES} times ({exc.reason}): is the target "
+                    "out of processes or memory, or its MaxSessions too low?")
+        return (f"{where}: sshd refused a session {what} ({exc.reason}; not asked again): is the target out of "
+                "processes or memory, or does the ssh configuration ask for a PTY or X11?")
 
     def abort(self) -> None:
         self._conn.abort()

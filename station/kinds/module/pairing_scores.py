@@ -55,7 +55,8 @@ def block_choice(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, inside: np
     acquisition; cand: (acq, cand) first events, at least two, `centre` the index of the line's
     prediction; inside: (acq, cand) whether a candidate's events are all held; held: t_SW of
     events base, base + 1, …; an event outside them has t_SW `missing`."""
-    assert cand.shape[1] >= 2, "a choice needs two candidates"
+    if cand.shape[1] < 2 or widths.shape[1] < 1:  # the compiled loop reads unchecked: never past an end
+        raise ValueError(f"a choice needs two candidates and a pulse (got {cand.shape[1]} and {widths.shape[1]})")
     if widths.size * cand.shape[1] >= MIN_COMPILED and _compiled.available() is None:
         return BlockChoice(*_compiled(np.ascontiguousarray(widths, np.float64), np.ascontiguousarray(k, np.int64),
                                       np.ascontiguousarray(cand, np.int64), np.ascontiguousarray(inside, np.bool_),
