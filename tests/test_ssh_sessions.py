@@ -87,15 +87,19 @@ def test_a_command_whose_exec_sshd_refused_is_asked_again_and_runs_once(tmp_path
     assert log.ran == ["echo hello"]
 
 
-def test_a_command_refused_every_time_is_a_clear_error_after_the_tries(tmp_path):
-    log = ServerLog(refuse=100)
-
+def _refusal(tmp_path: Path, log: ServerLog, call) -> str:  # noqa: ANN001
+    """The TargetError `call(conn)` raises, as text."""
     async def scenario(conn: TargetConnection) -> str:
         with pytest.raises(TargetError) as refused:
-            await conn.run("echo never")
+            await call(conn)
         return str(refused.value)
 
-    text = asyncio.run(_with_server(tmp_path, log, scenario))
+    return asyncio.run(_with_server(tmp_path, log, scenario))
+
+
+def test_a_command_refused_every_time_is_a_clear_error_after_the_tries(tmp_path):
+    log = ServerLog(refuse=100)
+    text = _refusal(tmp_path, log, lambda conn: conn.run("echo never"))
     assert log.ran == [] and len(log.requests) == 5
     assert "sshd refused a session running `echo never` 5 times" in text and "out of processes" in text, text
 
@@ -103,12 +107,6 @@ def test_a_command_refused_every_time_is_a_clear_error_after_the_tries(tmp_path)
 def test_a_load_whose_exec_sshd_refused_is_not_started_again(tmp_path):
     """start() (loads, probes) asks once: a second start of a command that did run would be an orphan."""
     log = ServerLog(refuse=1)
-
-    async def scenario(conn: TargetConnection) -> str:
-        with pytest.raises(TargetError) as refused:
-            await conn.start("load-forever")
-        return str(refused.value)
-
-    text = asyncio.run(_with_server(tmp_path, log, scenario))
+    text = _refusal(tmp_path, log, lambda conn: conn.start("load-forever"))
     assert log.requests == ["load-forever"] and log.ran == []
     assert "sshd refused a session starting `load-forever`" in text and "not asked again" in text, text
