@@ -121,10 +121,12 @@ def write_campaign_report(out_dir: Path, deadline_ns: float | None = None) -> di
     """Analyse a campaign directory and write its report files into it (`deadline_ns`: see
     analyse_campaign)."""
     from station.analysis import analyse_campaign
+    from station.analysis.collector import rare_collections
     from station.report import write_reports
 
-    report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns)
-    return write_reports(report, samples, Path(out_dir))
+    with rare_collections():  # millions of short-lived containers: see collector.py
+        report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns)
+        return write_reports(report, samples, Path(out_dir))
 
 
 def import_results(files: list[Path], out_dir: Path, options: ImportOptions | None = None,
@@ -155,11 +157,13 @@ def compare_campaigns(campaign_dirs: Sequence[Path | str]) -> dict[str, Any]:
 
 def write_compare_report(campaign_dirs: Sequence[Path | str], out_dir: Path) -> dict[str, Path]:
     """compare.html/.md/.json, compare.csv and the overlaid CCDFs into out_dir."""
+    from station.analysis.collector import rare_collections
     from station.compare.analysis import compare_campaigns as compare
     from station.compare.outputs import write_compare_reports
 
-    result, samples = compare(campaign_dirs)
-    return write_compare_reports(result, samples, Path(out_dir))
+    with rare_collections():
+        result, samples = compare(campaign_dirs)
+        return write_compare_reports(result, samples, Path(out_dir))
 
 
 async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, Any]]:
