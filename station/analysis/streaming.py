@@ -165,8 +165,14 @@ class ClusterMoments:
                 n[0] += self._open[2]
             else:
                 self._close(*self._open[1:])
-        for si, ni in zip(s[:-1], n[:-1], strict=True):
-            self._close(float(si), float(ni))
+        if len(s) > 1:  # the batch's closed clusters, added in order from the running sums: the same
+            # float additions as one cluster at a time (an accumulate adds sequentially), without a
+            # Python call per acquisition (70 000 in a seed-scale run)
+            closed_s, closed_n = s[:-1], n[:-1]
+            self.clusters += len(closed_s)
+            self._a = float(np.cumsum(np.r_[self._a, closed_s * closed_s])[-1])
+            self._b = float(np.cumsum(np.r_[self._b, closed_s * closed_n])[-1])
+            self._c = float(np.cumsum(np.r_[self._c, closed_n * closed_n])[-1])
         self._open = (int(ids[starts[-1]]), float(s[-1]), float(n[-1]))
 
     def _close(self, s: float, n: float) -> None:
