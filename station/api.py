@@ -122,10 +122,14 @@ def write_campaign_report(out_dir: Path, deadline_ns: float | None = None) -> di
     analyse_campaign)."""
     from station.analysis import analyse_campaign
     from station.analysis.collector import rare_collections
-    from station.report import write_reports
+
+    def import_the_writer() -> None:  # while worker processes analyse the runs, if they do
+        import station.report  # noqa: F401 - matplotlib, jinja2, the report's models: ~0.4 s
 
     with rare_collections():  # millions of short-lived containers: see collector.py
-        report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns)
+        report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns, meanwhile=import_the_writer)
+        from station.report import write_reports
+
         return write_reports(report, samples, Path(out_dir))
 
 

@@ -18,6 +18,10 @@ class LazyModule:
         module: ModuleType = importlib.import_module(self._name)
         return getattr(module, attr)
 
+    def load(self) -> None:
+        """Import it now (a process with time to spare: see station/analysis/run_pool.py)."""
+        importlib.import_module(self._name)
+
     def __repr__(self) -> str:
         return f"<lazy module {self._name}>"
 

@@ -138,17 +138,90 @@ def test_report_regenerates_identically_from_the_data(demo, tmp_path):
 
 
 def test_runs_analysed_side_by_side_give_the_report_of_one_at_a_time(demo, monkeypatch):
-    """The module analysis runs its runs in threads (RUN_WORKERS): the report is the one analysing
-    them one after another gives, to the last digit."""
-    from station.analysis import analyse_campaign
-    from station.kinds.module import analysis as module_analysis
+    """Runs analysed several at once (run_pool.WORKERS; threads in this multi-threaded test
+    process): the report is the one analysing them one after another gives, to the last digit."""
+    from station.analysis import analyse_campaign, run_pool
 
     out, _, _ = demo
-    monkeypatch.setattr(module_analysis, "RUN_WORKERS", 1)
+    monkeypatch.setattr(run_pool, "WORKERS", 1)
     alone, _ = analyse_campaign(out)
-    monkeypatch.setattr(module_analysis, "RUN_WORKERS", 4)
+    monkeypatch.setattr(run_pool, "WORKERS", 4)
     side_by_side, _ = analyse_campaign(out)
     assert json.dumps(side_by_side, sort_keys=True, default=str) == json.dumps(alone, sort_keys=True, default=str)
+
+
+# A report written by a process of its own (single-threaded, as `station report` is), each run's
+# analysis noting the process it ran in; `die`: the run whose worker process kills itself.
+REPORT_NOTING_PIDS = """
+import json, os, sys, warnings
+from pathlib import Path
+from station import api
+from station.kinds.module import analysis as module_analysis
+from station.kinds.module.run_analysis import analyse_run
+
+campaign, pids, die = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+PARENT = os.getpid()
+
+def noting_the_process(run_dir):
+    (pids / f"{run_dir.name}.{os.getpid()}").touch()
+    if run_dir.name == die and os.getpid() != PARENT:
+        os._exit(9)  # as the OOM killer ends a worker: no exception, no goodbye
+    return analyse_run(run_dir)
+
+module_analysis.analyse_run = noting_the_process
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    api.write_campaign_report(campaign)
+print(json.dumps({"parent": PARENT, "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def _report_noting_pids(demo_out, tmp_path, runs_in: str, die: str = ""):
+    import shutil
+    import sys
+
+    campaign, pids = tmp_path / runs_in / "campaign", tmp_path / runs_in / "pids"
+    shutil.copytree(demo_out, campaign)
+    pids.mkdir()
+    res = subprocess.run([sys.executable, "-c", REPORT_NOTING_PIDS, str(campaign), str(pids), die],
+                         capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "IRQ_STATION_RUNS_IN": runs_in})
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = json.loads(res.stdout.strip().splitlines()[-1])
+    where: dict[str, list[int]] = {}
+    for note in pids.iterdir():
+        run, pid = note.name.rsplit(".", 1)
+        where.setdefault(run, []).append(int(pid))
+    # the same bytes but for the directory's own path (campaign.config_path)
+    return (campaign / "report.json").read_bytes().replace(str(campaign).encode(), b"<campaign>"), where, said
+
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="one core: runs are analysed one at a time")
+def test_runs_analysed_in_worker_processes_give_the_report_threads_give(demo, tmp_path):
+    """Forked workers (run_pool.py; forced here: the demo is below LARGE_RECORDS) analyse every run
+    in processes other than the report's, and report.json is the threads' to the byte."""
+    out, report, _ = demo
+    in_threads, where_threads, said_threads = _report_noting_pids(out, tmp_path, "threads")
+    in_processes, where_processes, said = _report_noting_pids(out, tmp_path, "processes")
+    ids = {r["id"] for r in report["runs"]}
+    assert set(where_threads) == set(where_processes) == ids
+    assert all(pids == [said_threads["parent"]] for pids in where_threads.values())
+    assert all(len(pids) == 1 and pids[0] != said["parent"] for pids in where_processes.values()), where_processes
+    assert in_processes == in_threads
+    assert said["warnings"] == said_threads["warnings"] == []
+
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="one core: runs are analysed one at a time")
+def test_a_worker_process_that_dies_loses_no_run(demo, tmp_path):
+    """A worker killed mid-run (os._exit, as the OOM killer would): its run, and any queued behind
+    it, are analysed in the report's own process, a warning names it, the report is the same."""
+    out, report, _ = demo
+    victim = sorted(r["id"] for r in report["runs"])[0]
+    in_threads, _, _ = _report_noting_pids(out, tmp_path, "threads")
+    after_death, where, said = _report_noting_pids(out, tmp_path, "processes", die=victim)
+    assert said["parent"] in where[victim] and any(pid != said["parent"] for pid in where[victim]), where
+    assert any(victim in w and "ended abruptly" in w for w in said["warnings"]), said["warnings"]
+    assert after_death == in_threads
 
 
 def test_resume_skips_complete_runs(demo):

@@ -7,6 +7,7 @@ analysis (station/kind_registry.py: `Kind.analysis`); this module names no kind.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,9 @@ class AnalysisInput:
     deadline_ns: float | None  # report.deadline (or `station report --deadline`), in ns
     exceedance: float  # report.exceedance: the worst case's probability per event
     deadline_given: bool = False  # given to `station report`: it wins over a kind's own deadline setting
+    # the caller's own work (the report writer's imports), for a kind whose runs are analysed in
+    # other processes to run while it waits for them (station/analysis/run_pool.py); may not be run
+    meanwhile: Callable[[], object] | None = None
 
 
 @dataclass
@@ -53,9 +57,11 @@ def section_report(name: str, section: dict[str, Any], samples: dict[str, RunSam
     return KindReport({name: section}, samples, notes, [f for f in section.get("findings") or [] if f.get("headline")])
 
 
-def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[dict[str, Any], dict[str, RunSamples]]:
+def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
+                     meanwhile: Callable[[], object] | None = None) -> tuple[dict[str, Any], dict[str, RunSamples]]:
     """The report dictionary and the figures' samples. `deadline_ns` (else the campaign file's
-    report.deadline) adds the probability of exceeding it to the worst case."""
+    report.deadline) adds the probability of exceeding it to the worst case. `meanwhile`: the
+    caller's own work, run while worker processes analyse runs, if any do (AnalysisInput)."""
     out_dir = Path(out_dir)
     campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
     settings = (campaign.get("config") or {}).get("report") or {}
@@ -92,7 +98,7 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None) -> tuple[d
     with threadpool_limits(limits=1, user_api="blas"):
         for name in (k for k in known if k in by_kind):
             analyse = known[name].load("analysis")
-            parts.append(analyse(AnalysisInput(by_kind[name], campaign, deadline_ns, exceedance, given)))
+            parts.append(analyse(AnalysisInput(by_kind[name], campaign, deadline_ns, exceedance, given, meanwhile)))
     # the kinds' notes in their order (the sections' before the module runs', as always)
     ordered = [p for p in parts if "runs" not in p.entries] + [p for p in parts if "runs" in p.entries]
     samples: dict[str, RunSamples] = {}

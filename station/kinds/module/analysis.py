@@ -5,8 +5,6 @@ maximum, the worst case — and the findings that answer it."""
 from __future__ import annotations
 
 import json
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from station import records
-from station.analysis import worst_case
+from station.analysis import run_pool, worst_case
 from station.analysis.campaign import AnalysisInput, KindReport
 from station.analysis.samples import RunSamples
 from station.analysis.worst_case import TailSample
@@ -23,7 +21,9 @@ from station.kinds.module import correlation, decomposition, findings, outliers
 from station.kinds.module.data import iter_table
 from station.kinds.module.run_analysis import RunAnalysis, analyse_run
 
-RUN_WORKERS = min(len(os.sched_getaffinity(0)) or 1, 4)  # runs analysed at once (a few hundred MB each at seed scale)
+# records in all above which the runs are analysed in worker processes (run_pool.py): a fork and the
+# analyses' pickling cost a few tens of ms, a run of a million records takes ~0.2 s
+LARGE_RECORDS = 2_000_000
 
 
 def analyse(given: AnalysisInput) -> KindReport:
@@ -32,13 +32,18 @@ def analyse(given: AnalysisInput) -> KindReport:
     samples: dict[str, RunSamples] = {}
     run_entries = []
     runs: list[RunAnalysis] = []
-    # a few runs at a time, each a batch at a time: the compiled pairing and numpy's large steps let
-    # go of the GIL, so threads keep both cores of a small machine busy (1.5× the wall time of one
-    # at a time at seed scale); memory grows with the workers, not with the runs' length
+    # a few runs at a time (worker processes for a large campaign, else threads: run_pool.py), each
+    # a batch at a time: memory grows with the workers, not with the runs' length.
     # one BLAS thread while they run, whoever imported numpy first (station/__init__.py's default
     # only acts before that): BLAS workers spinning between small calls take the other run's core
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=RUN_WORKERS) as pool:
-        analysed = list(pool.map(analyse_run, given.run_dirs))
+    def meanwhile() -> None:  # while worker processes analyse the runs: what comes after, imported
+        worst_case.optimize.load()  # the tail fits' (scipy.optimize, ~0.15 s)
+        if given.meanwhile is not None:
+            given.meanwhile()
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        analysed = run_pool.analysed(analyse_run, given.run_dirs, _records(given.run_dirs) >= LARGE_RECORDS,
+                                     meanwhile)
     for run_dir, run in zip(given.run_dirs, analysed, strict=True):
         entry = run.entry
         runs.append(run)
@@ -73,6 +78,18 @@ def analyse(given: AnalysisInput) -> KindReport:
         },
     }
     return KindReport(entries, samples, notes, findings.campaign_findings(entries, samples))
+
+
+def _records(run_dirs: list[Path]) -> int:
+    """The software records the runs' manifests count (0 where one does not say)."""
+    total = 0
+    for run_dir in run_dirs:
+        try:
+            counts = json.loads((run_dir / "manifest.json").read_text()).get("counts") or {}
+            total += int(counts.get("sw_records") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue  # its analysis says what is wrong with it
+    return total
 
 
 def _decomposition(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any] | None:
