@@ -168,7 +168,13 @@ def noting_the_process(run_dir):
         os._exit(9)  # as the OOM killer ends a worker: no exception, no goodbye
     return analyse_run(run_dir)
 
+def drawing_noting_the_process(figure):
+    (pids / f"draw-{figure.name}.{os.getpid()}").touch()
+    return draw(figure)
+
 module_analysis.analyse_run = noting_the_process
+import station.report.figures as figures
+draw, figures._draw = figures._draw, drawing_noting_the_process
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     api.write_campaign_report(campaign)
@@ -192,21 +198,26 @@ def _report_noting_pids(demo_out, tmp_path, runs_in: str, die: str = ""):
     for note in pids.iterdir():
         run, pid = note.name.rsplit(".", 1)
         where.setdefault(run, []).append(int(pid))
-    # the same bytes but for the directory's own path (campaign.config_path)
-    return (campaign / "report.json").read_bytes().replace(str(campaign).encode(), b"<campaign>"), where, said
+    # report.json, report.html and the figures: the same bytes but for the directory's own path
+    written = {p.relative_to(campaign).as_posix(): p.read_bytes().replace(str(campaign).encode(), b"<campaign>")
+               for p in [campaign / "report.json", campaign / "report.html", *(campaign / "figures").glob("*.svg")]}
+    return written, where, said
 
 
 @pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="one core: runs are analysed one at a time")
 def test_runs_analysed_in_worker_processes_give_the_report_threads_give(demo, tmp_path):
     """Forked workers (run_pool.py; forced here: the demo is below LARGE_RECORDS) analyse every run
-    in processes other than the report's, and report.json is the threads' to the byte."""
+    in processes other than the report's and draw the figures: report.json, the figures and
+    report.html are, to the byte, those of threads and figures drawn in the report's process."""
     out, report, _ = demo
     in_threads, where_threads, said_threads = _report_noting_pids(out, tmp_path, "threads")
     in_processes, where_processes, said = _report_noting_pids(out, tmp_path, "processes")
     ids = {r["id"] for r in report["runs"]}
-    assert set(where_threads) == set(where_processes) == ids
+    drawings = {name for name in where_threads if name.startswith("draw-")}
+    assert len(drawings) >= 10 and set(where_threads) == set(where_processes) == ids | drawings
     assert all(pids == [said_threads["parent"]] for pids in where_threads.values())
     assert all(len(pids) == 1 and pids[0] != said["parent"] for pids in where_processes.values()), where_processes
+    assert len([name for name in in_threads if name.startswith("figures/")]) >= 10
     assert in_processes == in_threads
     assert said["warnings"] == said_threads["warnings"] == []
 

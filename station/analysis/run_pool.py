@@ -1,13 +1,14 @@
-"""Several runs analysed at once: in forked worker processes where that is safe and worth it, else
-in threads.
+"""Work of a report done several pieces at once (each run's analysis, each figure's drawing): in
+forked worker processes where that is safe and worth it, else in threads or one after another.
 
-A run's analysis is numpy and compiled loops joined by Python. In threads, the Python of one run
-waits for the other's (the GIL), numba's loader serialises the workers' first compiled calls, and
-the process that waits for them cannot use the time. Forked workers share none of that: each
-analyses its runs alone and hands back their analyses pickled (~20 MB a run at seed scale), and the
-parent runs `meanwhile` (the report writer's imports) while it waits. Measured on 2 cores, 4 runs
-of 8.4 M records: the report 7.6 s with threads, 6.4 s with processes, its peak memory 0.95 GB
-then 0.55 GB (one run per process at a time).
+A run's analysis is numpy and compiled loops joined by Python; a figure's drawing is Python
+(matplotlib). In threads, the Python of one piece waits for the other's (the GIL), numba's loader
+serialises the workers' first compiled calls, and the waiting process cannot use the time. Forked
+workers share none of that: they inherit the work (a function and its items: nothing of them is
+pickled) and hand back each result pickled (a run's analysis ~20 MB at seed scale, an SVG ~0.2 MB);
+the parent runs `meanwhile` (the report writer's imports) as it waits. Measured on 2 cores, 4 runs
+of 8.4 M records (`station report`): 7.2 s with threads and figures drawn in turn, 6.2 s with
+workers; peak memory 0.95 GB, then 0.55 GB (a run per process at a time).
 
 Processes only where
 - Linux forks (a fork copies the parent's imports: a spawned worker would import everything again);
@@ -15,9 +16,9 @@ Processes only where
   made to survive a fork (FORK_SAFE_THREADS): a fork copies the calling thread alone, so a lock
   another thread held (an SSH session's, a pool's) would stay held in the child forever: `station
   run`, with its twin and SSH threads, uses threads;
-- there are two runs at least and enough records that the fork and the pickling pay (`large`).
+- there are two pieces at least and enough work that the forks and the pickling pay (`large`).
 IRQ_STATION_RUNS_IN=threads or =processes overrides the last condition (a test, a user ruling the
-fork out); never the first two. A worker that dies (the OOM killer) leaves its runs to be analysed
+fork out); never the first two. A worker that dies (the OOM killer) leaves its pieces to be done
 here, one at a time, with a warning: nothing measured is lost to it.
 """
 
@@ -27,12 +28,13 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 WORKERS = min(len(os.sched_getaffinity(0)) or 1, 4)  # runs analysed at once (a few hundred MB each at seed scale)
@@ -57,36 +59,90 @@ def fork_is_safe() -> bool:
     """Linux, and no thread in this process but the calling one (and FORK_SAFE_THREADS)."""
     if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return False
-    me = str(threading.get_native_id())
-    try:
-        others = [t for t in os.listdir("/proc/self/task") if t != me]
-        return all(Path(f"/proc/self/task/{t}/comm").read_text().strip() in FORK_SAFE_THREADS for t in others)
-    except OSError:  # a thread that ended meanwhile, a /proc not mounted: not sure, so no
+    if threading.active_count() > 1:
         return False
+    # a thread just joined (a pool's, a moment ago) is still listed while the kernel finishes its
+    # exit: a short wait for it; a thread Python does not know of (a library's) stays, and says no
+    deadline = time.monotonic() + LINGER_S
+    while True:
+        if not _unknown_threads():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+
+
+LINGER_S = 0.05  # a thread's exit takes microseconds; a library's thread would cost this once a report
+
+
+def _unknown_threads() -> list[str]:
+    """This process's threads other than the calling one and FORK_SAFE_THREADS (the kernel's list)."""
+    me = str(threading.get_native_id())
+    unknown = []
+    for task in os.listdir("/proc/self/task"):
+        if task == me:
+            continue
+        try:
+            name = Path(f"/proc/self/task/{task}/comm").read_text().strip()
+        except OSError:  # it ended meanwhile
+            continue
+        if name not in FORK_SAFE_THREADS:
+            unknown.append(name)
+    return unknown
 
 
 def analysed(analyse: Callable[[Path], T], run_dirs: Sequence[Path], large: bool,
              meanwhile: Callable[[], object] | None = None) -> list[T]:
-    """analyse(run_dir) of each run, in their order. `analyse` must be a module-level function (a
-    worker process finds it by name); `meanwhile` runs in this process while workers analyse."""
-    mode = where(len(run_dirs), large)
-    if mode == "here":
-        return [analyse(d) for d in run_dirs]
-    workers = min(WORKERS, len(run_dirs))
-    if mode == "threads":
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(analyse, run_dirs))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(analyse, d) for d in run_dirs]
-        if meanwhile is not None:
-            meanwhile()
-        return [_result(f, analyse, d) for f, d in zip(futures, run_dirs, strict=True)]
+    """analyse(run_dir) of each run, in their order; `meanwhile` runs in this process while worker
+    processes analyse, if they do."""
+    return mapped(analyse, run_dirs, large, meanwhile, what="analysing")
 
 
-def _result(future: Future, analyse: Callable[[Path], T], run_dir: Path) -> T:
+def mapped(fn: Callable[[Any], T], items: Sequence[Any], large: bool, meanwhile: Callable[[], object] | None = None,
+           fallback: str = "threads", what: str = "working on") -> list[T]:
+    """fn(item) of each item, in their order: in forked workers where `where` says processes, else
+    in threads (`fallback` "threads") or one after another here ("here": work that holds the GIL,
+    such as drawing). The workers inherit fn and the items (nothing of them is pickled: a figure's
+    samples are tens of MB); only each result comes back, pickled."""
+    mode = where(len(items), large)
+    if mode == "processes":
+        return _in_processes(fn, items, meanwhile, what)
+    if mode == "threads" and fallback == "threads":
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(items))) as pool:
+            return list(pool.map(fn, items))
+    return [fn(item) for item in items]
+
+
+# what the forked workers inherit: set before the pool forks them (at its first submit), cleared after
+_work: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+
+
+def _call(index: int) -> Any:
+    assert _work is not None, "a worker forked before its work was set"
+    fn, items = _work
+    return fn(items[index])
+
+
+def _in_processes(fn: Callable[[Any], T], items: Sequence[Any], meanwhile: Callable[[], object] | None,
+                  what: str) -> list[T]:
+    global _work
+    _work = (fn, items)
+    try:
+        with ProcessPoolExecutor(max_workers=min(WORKERS, len(items)),
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_call, i) for i in range(len(items))]
+            if meanwhile is not None:
+                meanwhile()
+            return [_result(f, fn, item, what) for f, item in zip(futures, items, strict=True)]
+    finally:
+        _work = None
+
+
+def _result(future: Future, fn: Callable[[Any], T], item: Any, what: str) -> T:
     try:
         return future.result()
-    except BrokenProcessPool as exc:  # a worker died: its runs (and those queued behind) are done here
-        warnings.warn(f"the worker process analysing {run_dir.name} ended abruptly ({exc}): analysed "
-                      "in the station's own process instead", RuntimeWarning, stacklevel=2)
-        return analyse(run_dir)
+    except BrokenProcessPool as exc:  # a worker died: its items (and those queued behind) are done here
+        name = getattr(item, "name", None) or str(item)
+        warnings.warn(f"the worker process {what} {name} ended abruptly ({exc}): done in the station's "
+                      "own process instead", RuntimeWarning, stacklevel=3)
+        return fn(item)

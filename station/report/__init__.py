@@ -13,7 +13,7 @@ from typing import Any
 from station import kind_registry
 from station.analysis.samples import RunSamples
 from station.report.export import write_json, write_rows
-from station.report.figures import write_figures
+from station.report.figures import drawn, write_figures
 from station.report.html import render_html
 from station.report.markdown import render_markdown
 from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
@@ -45,7 +45,7 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     out_dir = Path(out_dir)
     pages = kind_pages()
     # Each part places its kind's figures on the page; the order here is only the files' order.
-    figures = [f for _, page in pages for f in page.figures(report, samples)]
+    figures = drawn([f for _, page in pages for f in page.figures(report, samples)])
     paths = write_figures(figures, out_dir)
     paths["report.json"] = write_json(report, out_dir / "report.json")
     for kind, page in pages:  # a kind's tables where the report has its section (the module's: always)

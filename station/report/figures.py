@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +67,37 @@ class Series:
 
 @dataclass(frozen=True)
 class RenderedFigure:
-    """A finished figure: ``name`` is the file stem under figures/."""
+    """A figure: ``name`` is the file stem under figures/. ``svg`` is the SVG, or what draws it (a
+    call without arguments, e.g. ``partial(histogram_svg, …)``): drawn() draws those several at
+    once, where it can."""
 
     name: str
     kind: str  # what it shows, within its run kind ("overview", "tail", "cyclictest" …)
     title: str
     caption: str
-    svg: str
+    svg: str | Callable[[], str]
     glance: bool = False  # it answers the campaign's question: the first of its kind sits under the findings
+
+
+# figures to draw above which forked workers draw them (run_pool.py): each takes ~65 ms, a worker's
+# fork and its SVGs' way back a few ms
+DRAWN_APART = 4
+
+
+def drawn(figures: Sequence[RenderedFigure]) -> list[RenderedFigure]:
+    """The figures with every SVG drawn: in forked workers when DRAWN_APART or more are still to be
+    drawn and the process can fork (run_pool.where), else one after another here (matplotlib holds
+    the GIL: threads would not help). The same SVGs either way."""
+    from station.analysis import run_pool
+
+    todo = [f for f in figures if not isinstance(f.svg, str)]
+    svgs = iter(run_pool.mapped(_draw, todo, len(todo) >= DRAWN_APART, fallback="here", what="drawing"))
+    return [f if isinstance(f.svg, str) else replace(f, svg=next(svgs)) for f in figures]
+
+
+def _draw(figure: RenderedFigure) -> str:
+    assert not isinstance(figure.svg, str)
+    return figure.svg()
 
 
 def bin_width_ns(lo_ns: float, hi_ns: float) -> int:

@@ -4,6 +4,7 @@ inb vs no-inb widths (t_rw) and each run's software vs scope, drawn with report/
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from station.analysis.distribution import Distribution
@@ -25,7 +26,8 @@ from station.report.figures import (
 
 def build_figures(report: Mapping[str, Any],
                   samples: Mapping[str, RunSamples]) -> list[RenderedFigure]:
-    """Every figure the report's runs and samples allow, in reading order.
+    """Every figure the report's runs and samples allow, in reading order; the histograms and CCDFs
+    still to draw (report.figures.drawn draws them, several at once where it can).
 
     Repetitions of the same interface × variant × load are pooled; loads are
     never pooled together (a loaded and an idle system are different
@@ -71,8 +73,8 @@ def build_figures(report: Mapping[str, Any],
                 f"Software latency, variant {variant}{load_text(load)}",
                 "Software-measured latency per interface, repetitions pooled. Log count axis: "
                 "a single occurrence and none look almost alike. Dashed lines: min and max.",
-                histogram_svg(sw, f"Software latency t_SW, {variant}{load_text(load)}", name,
-                              xlabel="software latency t_SW (µs)"), glance=True))
+                partial(histogram_svg, sw, f"Software latency t_SW, {variant}{load_text(load)}", name,
+                        xlabel="software latency t_SW (µs)"), glance=True))
             tail_series = []
             for i, s in zip(sw_by_interface, sw, strict=True):
                 tail_series.append(s)
@@ -86,8 +88,8 @@ def build_figures(report: Mapping[str, Any],
                 f"Tail: exceedance probability, variant {variant}{load_text(load)}",
                 "P(latency ≥ x) per interface; solid: software, dashed: oscilloscope. "
                 "Each curve ends at 1/n at its largest sample.",
-                ccdf_svg(tail_series, f"CCDF, {variant}{load_text(load)}", name,
-                         what=_what(tail_series)), glance=True))
+                partial(ccdf_svg, tail_series, f"CCDF, {variant}{load_text(load)}", name,
+                        what=_what(tail_series)), glance=True))
         for i in interfaces:
             hw = [Series(f"scope, {v}", group(i, v, load, "hw"),
                          _color(VARIANT_COLOR, v, variants)) for v in variants]
@@ -99,7 +101,7 @@ def build_figures(report: Mapping[str, Any],
             scope.append(RenderedFigure(
                 name, "scope", title,
                 _trw_caption(report, i),
-                histogram_svg(hw, title, name, xlabel="pulse width t_HW (µs)")))
+                partial(histogram_svg, hw, title, name, xlabel="pulse width t_HW (µs)")))
     per_run = []
     for r in runs:
         s = samples[r["id"]]
@@ -113,7 +115,7 @@ def build_figures(report: Mapping[str, Any],
             name, "run", title,
             "Software latency and scope pulse width of the same events."
             if len(series) == 2 else "Software latency only: no scope data for this run.",
-            histogram_svg(series, title, name, xlabel=_what(series) + " (µs)")))
+            partial(histogram_svg, series, title, name, xlabel=_what(series) + " (µs)")))
     return overview + tails + scope + per_run + stage_band_figures(report)
 
 
