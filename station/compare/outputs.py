@@ -12,7 +12,7 @@ from station.compare.analysis import compare_parts
 from station.compare.html import render_compare_html
 from station.compare.markdown import render_compare_markdown
 from station.report.export import write_json, write_rows
-from station.report.figures import write_figures
+from station.report.figures import drawn, write_figures
 
 
 def write_compare_reports(result: Mapping[str, Any], samples: Mapping[tuple, Any],
@@ -20,7 +20,7 @@ def write_compare_reports(result: Mapping[str, Any], samples: Mapping[tuple, Any
     """Every output into out_dir; returns them keyed by their path relative to out_dir."""
     out_dir = Path(out_dir)
     parts = [part for _, part in compare_parts()]
-    figures = [f for part in parts for f in part.figures(result, samples)]
+    figures = drawn([f for part in parts for f in part.figures(result, samples)])
     paths = write_figures(figures, out_dir)
     paths["compare.json"] = write_json(result, out_dir / "compare.json")
     for kind, part in compare_parts():  # a kind's files where the comparison has its section
