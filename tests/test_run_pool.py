@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,55 @@ def test_the_override_chooses_between_processes_and_threads_but_never_forks_besi
                                  "large, with another thread": "threads"}
     assert _ask("threads") == {"one run": "here", "large": "threads", "small": "threads",
                                "large, with another thread": "threads"}
+
+
+HANG = """
+import os, sys, time
+from pathlib import Path
+from station.analysis import run_pool
+
+notes = Path(sys.argv[1])
+
+def hang(item):
+    (notes / f"{item}.{os.getpid()}").touch()
+    time.sleep(600)
+
+run_pool.mapped(hang, ["a", "b"], True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended: only its exit status is left to collect
+
+
+def test_a_killed_station_leaves_no_worker_behind(tmp_path) -> None:
+    """SIGKILL to the process whose workers analyse (a user's kill -9, a CI timeout): the workers end
+    too, though they wait on a pipe whose writing end they hold themselves."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "IRQ_STATION_RUNS_IN"}
+    station = subprocess.Popen([sys.executable, "-c", HANG, str(tmp_path)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.iterdir())) < 2:
+            assert station.poll() is None and time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.05)
+        workers = {int(p.name.rsplit(".", 1)[1]) for p in tmp_path.iterdir()}
+        assert station.pid not in workers and len(workers) == 2
+        station.send_signal(signal.SIGKILL)
+        station.wait(10)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in workers if _alive(pid)], "workers outlived the station"
+    finally:
+        station.kill()
+        for p in tmp_path.iterdir():
+            pid = int(p.name.rsplit(".", 1)[1])
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

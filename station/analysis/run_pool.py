@@ -19,7 +19,8 @@ Processes only where
 - there are two pieces at least and enough work that the forks and the pickling pay (`large`).
 IRQ_STATION_RUNS_IN=threads or =processes overrides the last condition (a test, a user ruling the
 fork out); never the first two. A worker that dies (the OOM killer) leaves its pieces to be done
-here, one at a time, with a warning: nothing measured is lost to it.
+here, one at a time, with a warning: nothing measured is lost to it; a worker dies with the
+station (a killed report leaves none behind).
 """
 
 from __future__ import annotations
@@ -117,6 +118,17 @@ def mapped(fn: Callable[[Any], T], items: Sequence[Any], large: bool, meanwhile:
 _work: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 
 
+def _worker_start(parent: int) -> None:
+    """In each worker, first: die with the station. A worker waits on a pipe whose writing end it
+    inherited, so it would never see its parent go: a killed `station report` would leave its
+    workers asleep for good, a run's memory each."""
+    from station.lifetime import die_with_parent  # (asyncio's import with it: paid here, not by every report)
+
+    die_with_parent()
+    if os.getppid() != parent:  # gone already, before the request took hold
+        os._exit(1)
+
+
 def _call(index: int) -> Any:
     assert _work is not None, "a worker forked before its work was set"
     fn, items = _work
@@ -128,8 +140,8 @@ def _in_processes(fn: Callable[[Any], T], items: Sequence[Any], meanwhile: Calla
     global _work
     _work = (fn, items)
     try:
-        with ProcessPoolExecutor(max_workers=min(WORKERS, len(items)),
-                                 mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(max_workers=min(WORKERS, len(items)), mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_worker_start, initargs=(os.getpid(),)) as pool:
             futures = [pool.submit(_call, i) for i in range(len(items))]
             if meanwhile is not None:
                 meanwhile()
