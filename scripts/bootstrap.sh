@@ -19,4 +19,4 @@ fi
 # An editable install compiles none of the station's modules, and where PYTHONDONTWRITEBYTECODE is
 # set (CI images, containers) no command ever writes them: every `station` command would compile
 # ~200 modules from source (~0.1 s a start). Compiled once here, as pip does for an installed package.
-"$REPO/.venv/bin/python" -m compileall -q -j 0 "$REPO/station" "$REPO/instruments" >/dev/null
+"$REPO/.venv/bin/python" -m compileall -q -j 0 "$REPO/station" "$REPO/instruments"

@@ -182,16 +182,19 @@ print(json.dumps({"parent": PARENT, "warnings": [str(w.message) for w in caught]
 """
 
 
-def _report_noting_pids(demo_out, tmp_path, runs_in: str, die: str = ""):
+def _report_noting_pids(demo_out, tmp_path, runs_in: str | None, die: str = ""):
+    import os
     import shutil
     import sys
 
-    campaign, pids = tmp_path / runs_in / "campaign", tmp_path / runs_in / "pids"
+    campaign, pids = tmp_path / str(runs_in) / "campaign", tmp_path / str(runs_in) / "pids"
     shutil.copytree(demo_out, campaign)
     pids.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "IRQ_STATION_RUNS_IN"}
+    if runs_in is not None:
+        env["IRQ_STATION_RUNS_IN"] = runs_in
     res = subprocess.run([sys.executable, "-c", REPORT_NOTING_PIDS, str(campaign), str(pids), die],
-                         capture_output=True, text=True, timeout=300,
-                         env={**__import__("os").environ, "IRQ_STATION_RUNS_IN": runs_in})
+                         capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     said = json.loads(res.stdout.strip().splitlines()[-1])
     where: dict[str, list[int]] = {}
@@ -223,6 +226,24 @@ def test_runs_analysed_in_worker_processes_give_the_report_threads_give(demo, tm
 
 
 @pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="one core: runs are analysed one at a time")
+def test_a_small_campaign_is_analysed_in_threads_and_its_figures_drawn_in_workers(demo, tmp_path):
+    """Unforced, by size: the demo's 4 × 100 000 records are below LARGE_RECORDS (threads: every run
+    in the report's own process), its 10 figures are DRAWN_APART or more (each in a worker)."""
+    from station.kinds.module.analysis import LARGE_RECORDS
+    from station.report.figures import DRAWN_APART
+
+    out, report, _ = demo
+    assert sum(r["sw"]["count"] for r in report["runs"]) < LARGE_RECORDS
+    written, where, said = _report_noting_pids(out, tmp_path, None)
+    drawings = [name for name in where if name.startswith("draw-")]
+    assert len(drawings) >= DRAWN_APART
+    assert all(where[r["id"]] == [said["parent"]] for r in report["runs"]), where
+    assert all(len(where[d]) == 1 and where[d][0] != said["parent"] for d in drawings), where
+    in_threads, _, _ = _report_noting_pids(out, tmp_path, "threads")
+    assert written == in_threads
+
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="one core: runs are analysed one at a time")
 def test_a_worker_process_that_dies_loses_no_run(demo, tmp_path):
     """A worker killed mid-run (os._exit, as the OOM killer would): its run, and any queued behind
     it, are analysed in the report's own process, a warning names it, the report is the same."""
@@ -231,7 +252,7 @@ def test_a_worker_process_that_dies_loses_no_run(demo, tmp_path):
     in_threads, _, _ = _report_noting_pids(out, tmp_path, "threads")
     after_death, where, said = _report_noting_pids(out, tmp_path, "processes", die=victim)
     assert said["parent"] in where[victim] and any(pid != said["parent"] for pid in where[victim]), where
-    assert any(victim in w and "ended abruptly" in w for w in said["warnings"]), said["warnings"]
+    assert any(victim in w and "done in the station's own process" in w for w in said["warnings"]), said["warnings"]
     assert after_death == in_threads
 
 

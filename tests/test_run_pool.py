@@ -23,15 +23,21 @@ helper.start()  # a thread of the caller's, as `station run` has its twin's and 
 answers["large, with another thread"] = run_pool.where(4, True)
 stop.set()  # (just after a join the kernel may still list the thread for a moment: not asked then)
 helper.join()
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+table = pa.table({name: np.arange(1 << 20) for name in "abcd"})
+pq.write_table(table, sys.argv[1], row_group_size=1 << 16)
+pq.read_table(sys.argv[1])  # with Arrow's own threads: native threads Python does not list
+answers["large, after Arrow's threads"] = run_pool.where(4, True)
 print(json.dumps(answers))
 """
 
 
-def _ask(runs_in: str | None) -> dict[str, str]:
+def _ask(runs_in: str | None, tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "IRQ_STATION_RUNS_IN"}
     if runs_in is not None:
         env["IRQ_STATION_RUNS_IN"] = runs_in
-    res = subprocess.run([sys.executable, "-c", ASK], capture_output=True, text=True, timeout=120, env=env)
+    res = subprocess.run([sys.executable, "-c", ASK, str(tmp_path / f"{runs_in}.parquet")],
+                         capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -40,16 +46,16 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.s
                                 reason="forked workers are for Linux machines of two cores or more")
 
 
-def test_processes_for_a_large_campaign_in_a_process_of_one_thread() -> None:
-    assert _ask(None) == {"one run": "here", "large": "processes", "small": "threads",
-                          "large, with another thread": "threads"}
+def test_processes_for_a_large_campaign_in_a_process_of_one_thread(tmp_path) -> None:
+    assert _ask(None, tmp_path) == {"one run": "here", "large": "processes", "small": "threads",
+                          "large, with another thread": "threads", "large, after Arrow's threads": "threads"}
 
 
-def test_the_override_chooses_between_processes_and_threads_but_never_forks_beside_a_thread() -> None:
-    assert _ask("processes") == {"one run": "here", "large": "processes", "small": "processes",
-                                 "large, with another thread": "threads"}
-    assert _ask("threads") == {"one run": "here", "large": "threads", "small": "threads",
-                               "large, with another thread": "threads"}
+def test_the_override_chooses_between_processes_and_threads_but_never_forks_beside_a_thread(tmp_path) -> None:
+    assert _ask("processes", tmp_path) == {"one run": "here", "large": "processes", "small": "processes",
+                                 "large, with another thread": "threads", "large, after Arrow's threads": "threads"}
+    assert _ask("threads", tmp_path) == {"one run": "here", "large": "threads", "small": "threads",
+                               "large, with another thread": "threads", "large, after Arrow's threads": "threads"}
 
 
 HANG = """

@@ -8,9 +8,10 @@ matplotlib, pydantic, numba): ~0.3 s, and each pass holds the GIL, stopping the 
 other thread meanwhile. Rarer passes still free the cycles a report makes (a figure and its
 artists): young cycles go at the next young pass, as before.
 
-Scoped, not process-wide: a long-lived process (`station monitor`, a notebook) keeps its own
-thresholds between reports; nested or concurrent scopes restore the thresholds found on first entry
-once the last one leaves.
+Scoped in time, not in space: a long-lived process (`station monitor`, a notebook) keeps its own
+thresholds between reports, but during one the thresholds are the whole process's (its other
+threads collect rarely too). Nested or concurrent scopes restore the thresholds found on first
+entry once the last one leaves.
 """
 
 from __future__ import annotations

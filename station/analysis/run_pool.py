@@ -18,15 +18,18 @@ Processes only where
   run`, with its twin and SSH threads, uses threads;
 - there are two pieces at least and enough work that the forks and the pickling pay (`large`).
 IRQ_STATION_RUNS_IN=threads or =processes overrides the last condition (a test, a user ruling the
-fork out); never the first two. A worker that dies (the OOM killer) leaves its pieces to be done
-here, one at a time, with a warning: nothing measured is lost to it; a worker dies with the
-station (a killed report leaves none behind).
+fork out), for the runs' analysis and the figures' drawing alike; never the first two. A worker
+that dies (the OOM killer) breaks the pool: every piece not finished yet is then done here, one at a
+time, with a warning naming it (a finished one keeps its result): nothing measured is lost. A
+worker dies with the station (a killed report leaves none behind) and ignores Ctrl-C: the station
+cancels what is queued and goes at once.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -80,7 +83,11 @@ def _unknown_threads() -> list[str]:
     """This process's threads other than the calling one and FORK_SAFE_THREADS (the kernel's list)."""
     me = str(threading.get_native_id())
     unknown = []
-    for task in os.listdir("/proc/self/task"):
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # no /proc: nothing to go by, so not safe
+        return ["?"]
+    for task in tasks:
         if task == me:
             continue
         try:
@@ -114,47 +121,57 @@ def mapped(fn: Callable[[Any], T], items: Sequence[Any], large: bool, meanwhile:
     return [fn(item) for item in items]
 
 
-# what the forked workers inherit: set before the pool forks them (at its first submit), cleared after
+# a worker's work, set by its initializer: the function and the items it inherited in the fork (the
+# initializer's arguments are not pickled under fork). Never set in the station's own process, so a
+# mapped() inside a worker (its own pool, its own workers) leaves this worker's work alone.
 _work: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 
 
-def _worker_start(parent: int) -> None:
-    """In each worker, first: die with the station. A worker waits on a pipe whose writing end it
+def _worker_start(parent: int, fn: Callable[[Any], Any], items: Sequence[Any]) -> None:
+    """In each worker, first: die with the station (a worker waits on a pipe whose writing end it
     inherited, so it would never see its parent go: a killed `station report` would leave its
-    workers asleep for good, a run's memory each."""
+    workers asleep for good, a run's memory each); leave Ctrl-C to the station (which cancels what
+    is queued and lets the worker go); hold the work."""
+    global _work
     from station.lifetime import die_with_parent  # (asyncio's import with it: paid here, not by every report)
 
     die_with_parent()
     if os.getppid() != parent:  # gone already, before the request took hold
         os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _work = (fn, items)
 
 
 def _call(index: int) -> Any:
-    assert _work is not None, "a worker forked before its work was set"
+    assert _work is not None, "a worker started without its work"
     fn, items = _work
     return fn(items[index])
 
 
 def _in_processes(fn: Callable[[Any], T], items: Sequence[Any], meanwhile: Callable[[], object] | None,
                   what: str) -> list[T]:
-    global _work
-    _work = (fn, items)
+    pool = ProcessPoolExecutor(max_workers=min(WORKERS, len(items)), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_start, initargs=(os.getpid(), fn, items))
     try:
-        with ProcessPoolExecutor(max_workers=min(WORKERS, len(items)), mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_worker_start, initargs=(os.getpid(),)) as pool:
-            futures = [pool.submit(_call, i) for i in range(len(items))]
-            if meanwhile is not None:
-                meanwhile()
-            return [_result(f, fn, item, what) for f, item in zip(futures, items, strict=True)]
-    finally:
-        _work = None
+        futures = [pool.submit(_call, i) for i in range(len(items))]
+        if meanwhile is not None:
+            meanwhile()
+        results = [_result(f, fn, item, what) for f, item in zip(futures, items, strict=True)]
+    except BaseException:  # an item's error, Ctrl-C: nothing queued is started, nobody waits for it
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return results
 
 
 def _result(future: Future, fn: Callable[[Any], T], item: Any, what: str) -> T:
     try:
         return future.result()
-    except BrokenProcessPool as exc:  # a worker died: its items (and those queued behind) are done here
+    except BrokenProcessPool as exc:
+        # a worker died (the OOM killer), or a result could not be unpickled here: this item is done
+        # here, as are the others still unfinished (finished ones keep their results)
         name = getattr(item, "name", None) or str(item)
-        warnings.warn(f"the worker process {what} {name} ended abruptly ({exc}): done in the station's "
-                      "own process instead", RuntimeWarning, stacklevel=3)
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        warnings.warn(f"the worker processes could not finish {what} {name} ({exc}{cause}): done in the "
+                      "station's own process instead", RuntimeWarning, stacklevel=3)
         return fn(item)

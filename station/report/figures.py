@@ -86,8 +86,9 @@ DRAWN_APART = 4
 
 def drawn(figures: Sequence[RenderedFigure]) -> list[RenderedFigure]:
     """The figures with every SVG drawn: in forked workers when DRAWN_APART or more are still to be
-    drawn and the process can fork (run_pool.where), else one after another here (matplotlib holds
-    the GIL: threads would not help). The same SVGs either way."""
+    drawn (or two, with IRQ_STATION_RUNS_IN=processes) and the process can fork (run_pool.where),
+    else one after another here (matplotlib holds the GIL: threads would not help). The same SVGs
+    either way. (The figures' data stay alive until then: ~0.1 GB at seed scale.)"""
     from station.analysis import run_pool
 
     todo = [f for f in figures if not isinstance(f.svg, str)]

@@ -441,8 +441,10 @@ def _truth(run_dir: Path, present: _SeqSet) -> dict | None:
     injected = strays = 0
     f = pq.ParquetFile(run_dir / "twin-truth.parquet", pre_buffer=False)  # see module_data.iter_table
     columns = ["seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns"] + (["stray"] if "stray" in f.schema_arrow.names else [])
-    for batch in f.iter_batches(columns=columns):
-        t = batch.to_pandas()
+    # one thread, as iter_table reads: Arrow's pool would leave threads that keep a report from forking
+    # its figures' workers (station/analysis/run_pool.py)
+    for batch in f.iter_batches(columns=columns, use_threads=False):
+        t = batch.to_pandas(use_threads=False)
         t = t[present.has(t["seq"].to_numpy())]
         if "stray" in t:
             strays += int(t["stray"].sum())
