@@ -108,3 +108,34 @@ def test_a_killed_station_leaves_no_worker_behind(tmp_path) -> None:
             pid = int(p.name.rsplit(".", 1)[1])
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_ctrl_c_ends_the_station_and_its_workers_without_waiting_for_their_work(tmp_path) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while workers are busy
+    with items of ten minutes: the station stops (KeyboardInterrupt) and leaves no worker."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "IRQ_STATION_RUNS_IN"}
+    station = subprocess.Popen([sys.executable, "-c", HANG, str(tmp_path)], env=env, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.iterdir())) < 2:
+            assert station.poll() is None and time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.05)
+        workers = {int(p.name.rsplit(".", 1)[1]) for p in tmp_path.iterdir()}
+        os.killpg(station.pid, signal.SIGINT)
+        _, err = station.communicate(timeout=120)  # the items would take 600 s
+        assert station.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in workers if _alive(pid)], "workers outlived the station"
+    finally:
+        station.kill()
+        for p in tmp_path.iterdir():
+            pid = int(p.name.rsplit(".", 1)[1])
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

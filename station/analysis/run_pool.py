@@ -157,8 +157,14 @@ def _in_processes(fn: Callable[[Any], T], items: Sequence[Any], meanwhile: Calla
         if meanwhile is not None:
             meanwhile()
         results = [_result(f, fn, item, what) for f, item in zip(futures, items, strict=True)]
-    except BaseException:  # an item's error, Ctrl-C: nothing queued is started, nobody waits for it
+    except BaseException:  # an item's error, Ctrl-C: nothing queued is started, nothing running waits
+        # the workers still running end now: Python's exit would otherwise wait for their items (a
+        # run's analysis: seconds). (_processes: the pool's own, gone after shutdown; Python 3.14
+        # does this as terminate_workers.)
+        workers = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            worker.terminate()
         raise
     pool.shutdown()
     return results
