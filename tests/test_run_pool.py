@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,14 +86,13 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")  # a zombie has ended: only its exit status is left to collect
 
 
-def test_a_killed_station_leaves_no_worker_behind(tmp_path) -> None:
-    """SIGKILL to the process whose workers analyse (a user's kill -9, a CI timeout): the workers end
-    too, though they wait on a pipe whose writing end they hold themselves."""
-    import signal
-    import time
-
+@contextmanager
+def _station_with_hanging_workers(tmp_path: Path, **popen: Any) -> Iterator[tuple[subprocess.Popen, set[int]]]:
+    """A station process whose two workers are busy with items of ten minutes, and the workers'
+    pids (each noted by its item); whatever the test does, nothing of it outlives the test."""
     env = {k: v for k, v in os.environ.items() if k != "IRQ_STATION_RUNS_IN"}
-    station = subprocess.Popen([sys.executable, "-c", HANG, str(tmp_path)], env=env)
+    station = subprocess.Popen([sys.executable, "-c", HANG, str(tmp_path)], env=env, **popen)
+    workers: set[int] = set()
     try:
         deadline = time.monotonic() + 60
         while len(list(tmp_path.iterdir())) < 2:
@@ -96,46 +100,38 @@ def test_a_killed_station_leaves_no_worker_behind(tmp_path) -> None:
             time.sleep(0.05)
         workers = {int(p.name.rsplit(".", 1)[1]) for p in tmp_path.iterdir()}
         assert station.pid not in workers and len(workers) == 2
-        station.send_signal(signal.SIGKILL)
-        station.wait(10)
-        deadline = time.monotonic() + 30
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not [pid for pid in workers if _alive(pid)], "workers outlived the station"
+        yield station, workers
     finally:
         station.kill()
-        for p in tmp_path.iterdir():
-            pid = int(p.name.rsplit(".", 1)[1])
+        for pid in workers:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _outlived(workers: set[int]) -> list[int]:
+    """The workers still alive after up to 30 s."""
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in workers if _alive(pid)]
+
+
+def test_a_killed_station_leaves_no_worker_behind(tmp_path) -> None:
+    """SIGKILL to the process whose workers analyse (a user's kill -9, a CI timeout): the workers end
+    too, though they wait on a pipe whose writing end they hold themselves."""
+    with _station_with_hanging_workers(tmp_path) as (station, workers):
+        station.send_signal(signal.SIGKILL)
+        station.wait(10)
+        assert not _outlived(workers), "workers outlived the station"
 
 
 def test_ctrl_c_ends_the_station_and_its_workers_without_waiting_for_their_work(tmp_path) -> None:
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while workers are busy
     with items of ten minutes: the station stops (KeyboardInterrupt) and leaves no worker."""
-    import signal
-    import time
-
-    env = {k: v for k, v in os.environ.items() if k != "IRQ_STATION_RUNS_IN"}
-    station = subprocess.Popen([sys.executable, "-c", HANG, str(tmp_path)], env=env, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + 60
-        while len(list(tmp_path.iterdir())) < 2:
-            assert station.poll() is None and time.monotonic() < deadline, "the workers did not start"
-            time.sleep(0.05)
-        workers = {int(p.name.rsplit(".", 1)[1]) for p in tmp_path.iterdir()}
+    with _station_with_hanging_workers(tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) \
+            as (station, workers):
         os.killpg(station.pid, signal.SIGINT)
         _, err = station.communicate(timeout=120)  # the items would take 600 s
         assert station.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
-        deadline = time.monotonic() + 30
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not [pid for pid in workers if _alive(pid)], "workers outlived the station"
-    finally:
-        station.kill()
-        for p in tmp_path.iterdir():
-            pid = int(p.name.rsplit(".", 1)[1])
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        assert not _outlived(workers), "workers outlived the station"

@@ -41,13 +41,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-WORKERS = min(len(os.sched_getaffinity(0)) or 1, 4)  # runs analysed at once (a few hundred MB each at seed scale)
+WORKERS = min(len(os.sched_getaffinity(0)) or 1, 4)  # pieces done at once (a run: a few hundred MB at seed scale)
 OVERRIDE = "IRQ_STATION_RUNS_IN"
 
 
-def where(runs: int, large: bool) -> str:
-    """"processes", "threads" or "here" (one run, or one worker): where `runs` runs are analysed."""
-    if runs < 2 or WORKERS < 2:
+def where(pieces: int, large: bool) -> str:
+    """"processes", "threads" or "here" (one piece, or one worker): where `pieces` pieces of work
+    (runs to analyse, figures to draw) are done."""
+    if pieces < 2 or WORKERS < 2:
         return "here"
     asked = os.environ.get(OVERRIDE, "").lower()
     wanted = asked == "processes" or (asked != "threads" and large)
