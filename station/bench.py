@@ -124,6 +124,7 @@ class Bench:
         board = self.needs.board(self.campaign) if self.needs.board is not None else None
         clocks = settings.twin.clocks
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
+                    independent=settings.twin.independent,
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
                     scope_options={"dialect": settings.scope.dialect, "bus": twin_bus(settings.scope),
                                    "trigger_error_ns": clocks.scope_trigger_error_ns,

@@ -302,6 +302,24 @@ def _spread(value: float) -> float:
     return value
 
 
+def _scale(value: float) -> float:
+    if not 0.01 <= value <= 100.0:
+        raise ValueError(f"{value:g}: phase_cycle_scale is between 0.01 and 100")
+    return value
+
+
+def _positive_ms(value: float) -> float:
+    if not 0.001 <= value <= 60_000:
+        raise ValueError(f"{value:g} ms: between 0.001 and 60000")
+    return value
+
+
+def _positive_s(value: float) -> float:
+    if not 1.0 <= value <= 1e7:
+        raise ValueError(f"{value:g} s: between 1 and 1e7")
+    return value
+
+
 def _clock(value: float) -> float:
     lo, hi = TWIN_CLOCK_HZ
     if value != 0 and not (lo <= value <= hi and value == int(value)):
@@ -331,6 +349,13 @@ class TwinInterfaceOverrides(Strict):
     bus_stretch_fraction: Annotated[Float, AfterValidator(_fraction)] = None
     bus_stretch: tuple[_twin_ns(), _twin_ns()] = None
     stray_fraction: Annotated[Float, AfterValidator(_fraction)] = None
+    phase_shift_std: _twin_ns() = None
+    phase_cycle_scale: Annotated[Float, AfterValidator(_scale)] = None
+    carryover_std: _twin_ns() = None
+    carryover_ms: Annotated[Float, AfterValidator(_positive_ms)] = None
+    run_offset_std: _twin_ns() = None
+    drift_std: _twin_ns() = None
+    drift_period_s: Annotated[Float, AfterValidator(_positive_s)] = None
 
     @model_validator(mode="after")
     def _delay_interval(self) -> TwinInterfaceOverrides:
@@ -390,6 +415,9 @@ class TwinSettings(Strict):
     preset: str = "seed-2015"
     seed: Int = Field(2015, ge=0, lt=2**64)
     ground_truth: bool = True
+    independent: bool = Field(
+        False, description="every event an independent draw: no load phases, carry-over, run offset or drift "
+        "(the twin before issue 46; docs/twin.md)")
     clocks: TwinClocks = Field(default_factory=TwinClocks)
     scope_replies: TwinScopeReplies = Field(default_factory=TwinScopeReplies)
     overrides: dict[str, dict[str, Any]] = Field(
@@ -425,6 +453,7 @@ class TwinSettings(Strict):
         from station.twin.model import latency_shape, load_preset
 
         preset = load_preset(self.preset).with_overrides(self.overrides)
+        preset = preset.independent() if self.independent else preset
         for iface, p in preset.interfaces.items():
             where = ("overrides", iface) if iface in self.overrides else ("preset",)
             name = "" if iface in self.overrides else f"{iface}: "

@@ -11,7 +11,8 @@ from station.twin.model import CHUNK_EVENTS, ModuleSession, load_preset
 
 def _session(iface: str, check: bool, seed: str, overrides=None) -> ModuleSession:
     preset = load_preset("seed-2015").with_overrides(overrides or {})
-    return ModuleSession(preset.interfaces[iface], preset.calibration_samples, 100_000, check, 0, seed)
+    return ModuleSession(preset.interfaces[iface], preset.calibration_samples, 100_000, check, 0, seed,
+                         phases=preset.load_phases)
 
 
 def _events(session: ModuleSession, n_chunks: int, loaded: bool = True):

@@ -31,11 +31,26 @@ L is a shifted gamma calibrated so that t_SW
 has the preset's min/mean/std, plus a rare exponential tail that both sides see.
 Running loads switch L to the loaded distribution (the preset's figures are the
 seed's, measured under load); with no load it is narrower.
+
+Time structure (issue 46): a bench's latency is not a new independent draw per event.
+L also carries, each logged in the truth table:
+  phase      while loaded, the load's phases (the seed's dd loop: write, sync, md5sum,
+             rm, sync; the preset's `load_phases`), each cycle's durations drawn anew:
+             a phase shifts L and scales its gamma part's spread;
+  carryover  an autoregressive component (caches, frequency: what one event leaves the
+             next), correlation time `carryover_ms`;
+  run offset one draw per module load: two runs of one condition meet different
+             machine states;
+  drift      a slow sinusoid of the twin's own clock (period `drift_period_s`): runs taken
+             minutes apart differ the more, the further apart.
+Phase and carry-over variances come out of the gamma's, so a loaded run still has the
+preset's mean and std. `Preset.independent()` switches all four off: the twin before them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
@@ -49,6 +64,7 @@ from station.twin import echoer
 
 stats = lazy_module("scipy.stats")  # only the twin's start-up fits its preset (config imports this module)
 optimize = lazy_module("scipy.optimize")
+signal = lazy_module("scipy.signal")
 
 PRESET_DIR = Path(__file__).with_name("presets")
 CHUNK_EVENTS = 1000
@@ -75,6 +91,48 @@ class InterfaceParams:
     bus_stretch: tuple[float, float] = (0.0, 0.0)
     # foreign IRQs on the module's line, per event (issue 27); 0 leaves the event stream as it was
     stray_fraction: float = 0.0
+    # time structure (issue 46); every one 0 is the independent twin
+    phase_shift_std: float = 0.0  # ns: std of the load phases' shifts of L, weighted by their time
+    phase_cycle_scale: float = 1.0  # the load phases' durations times this
+    carryover_std: float = 0.0  # ns: std of the autoregressive component
+    carryover_ms: float = 20.0  # its correlation time
+    run_offset_std: float = 0.0  # ns: std of one module load's offset
+    drift_std: float = 0.0  # ns: amplitude/√2 of the slow drift (a sinusoid: its std)
+    drift_period_s: float = 900.0
+
+
+#: the parameters that shape time structure; Preset.independent() sets the ns ones to 0
+TIME_STRUCTURE = ("phase_shift_std", "carryover_std", "run_offset_std", "drift_std")
+
+
+@dataclass(frozen=True)
+class LoadPhase:
+    """One phase of the loaded target's cycle: its mean duration, its shift of L in units of
+    phase_shift_std (normalised: time-weighted mean 0, std 1) and its gamma spread factor
+    (normalised: time-weighted mean square 1, so the loaded variance is kept)."""
+
+    name: str
+    seconds: float
+    shift: float
+    spread: float
+
+
+def normalised_phases(phases: tuple[LoadPhase, ...]) -> tuple[LoadPhase, ...]:
+    if not phases:
+        return ()
+    w = np.array([ph.seconds for ph in phases], float)
+    if np.any(w <= 0):
+        raise ValueError("load_phases: every phase needs a positive duration")
+    w = w / w.sum()
+    z = np.array([ph.shift for ph in phases], float)
+    z = z - np.dot(w, z)
+    sd = math.sqrt(float(np.dot(w, z * z)))
+    z = z / sd if sd > 0 else z
+    sp = np.array([ph.spread for ph in phases], float)
+    if np.any(sp <= 0):
+        raise ValueError("load_phases: every spread must be positive")
+    sp = sp / math.sqrt(float(np.dot(w, sp * sp)))
+    return tuple(replace(ph, shift=float(a), spread=float(b)) for ph, a, b in zip(phases, z, sp, strict=True))
 
 
 # the parameters that are [low, high] ranges in ns; every other one is a number
@@ -94,6 +152,13 @@ class Preset:
     description: str
     calibration_samples: int
     interfaces: dict[str, InterfaceParams]
+    load_phases: tuple[LoadPhase, ...] = ()
+
+    def independent(self) -> Preset:
+        """The same preset with every event an independent draw: no phases, carry-over, run
+        offset or drift (the twin before issue 46; tests whose truth assumes independence)."""
+        zero = dict.fromkeys(TIME_STRUCTURE, 0.0)
+        return replace(self, interfaces={k: replace(v, **zero) for k, v in self.interfaces.items()})
 
     def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> Preset:
         known = {f.name for f in fields(InterfaceParams)}
@@ -116,6 +181,7 @@ class Preset:
             "name": self.name,
             "calibration_samples": self.calibration_samples,
             "interfaces": {k: asdict(v) for k, v in self.interfaces.items()},
+            "load_phases": [asdict(ph) for ph in self.load_phases],
         }
 
 
@@ -128,7 +194,10 @@ def load_preset(name: str) -> Preset:
     ifaces = {}
     for iface, values in raw["interfaces"].items():
         ifaces[iface] = InterfaceParams(**{k: _param(k, v) for k, v in values.items()})
-    return Preset(name, raw.get("description", ""), int(raw["calibration_samples"]), ifaces)
+    phases = tuple(LoadPhase(str(ph["name"]), float(ph["seconds"]), float(ph["shift"]), float(ph["spread"]))
+                   for ph in raw.get("load_phases") or [])
+    return Preset(name, raw.get("description", ""), int(raw["calibration_samples"]), ifaces,
+                  normalised_phases(phases))
 
 
 @cache
@@ -149,12 +218,23 @@ class LatencyShape:
     scale: float
 
 
+def structured_variance(p: InterfaceParams, loaded: bool) -> float:
+    """What the time structure adds to a run's variance of L (ns²): carry-over, and the
+    load phases while loaded (a run's offset and the drift are constant within a run)."""
+    return p.carryover_std**2 + (p.phase_shift_std**2 if loaded else 0.0)
+
+
 def latency_shape(p: InterfaceParams, calibration_samples: int, spread: float = 1.0) -> LatencyShape:
     """IRQ latency L = floor + Gamma(shape, scale), so that t_SW = t_rw + L has the
-    preset's mean and std and its minimum over the calibration sample count."""
+    preset's mean and std and its minimum over the calibration sample count; the time
+    structure's variance (loaded: spread 1) comes out of the gamma's."""
+    left = (spread * p.sw_std) ** 2 - structured_variance(p, loaded=spread == 1.0)
+    if left <= (0.1 * spread * p.sw_std) ** 2:
+        raise ValueError(f"phase_shift_std and carryover_std leave the gamma part of sw_std ({p.sw_std:g} ns, "
+                         f"spread {spread:g}) less than a tenth: make them smaller")
     ratio = (p.sw_mean - p.sw_min) / p.sw_std
     k = _gamma_shape(ratio, 1.0 / calibration_samples)
-    scale = spread * p.sw_std / np.sqrt(k)
+    scale = math.sqrt(left) / np.sqrt(k)
     mean_l = p.sw_min + spread * (p.sw_mean - p.sw_min) - p.t_rw
     return LatencyShape(floor=mean_l - k * scale, shape=k, scale=scale)
 
@@ -174,6 +254,12 @@ class EventChunk:
     latency: np.ndarray  # int64 IRQ latency L (truth)
     t_rw: np.ndarray  # int64 (truth) per-access bus time used for this event
     loaded: bool
+    # time structure (truth): the load phase of each event (-1: no phase), the carry-over and the
+    # drift it carries, and the load's offset
+    phase: np.ndarray = field(default_factory=lambda: np.empty(0, np.int8))
+    carryover: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    drift: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    run_offset: int = 0
     # stray IRQs among these events, in time order: when their handler ran, the write their record
     # measures from, and the own event whose record comes right after theirs
     stray_handler: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -219,7 +305,11 @@ class ModuleSession:
         t_load_ns: int,
         seed_material: str,
         keep_truth: bool = False,
+        phases: tuple[LoadPhase, ...] = (),
+        drift_seed: int = 0,
     ) -> None:
+        """`phases`: the loaded target's cycle (Preset.load_phases, normalised); `drift_seed`:
+        the twin's, so every load of one twin sees the same slow drift of its clock."""
         self.params = params
         self.period_ns = period_ns
         self.check = check
@@ -231,6 +321,19 @@ class ModuleSession:
         self.keep_truth = keep_truth
         self.generated: list[EventChunk] = []  # every chunk, for ground truth (only when asked: it grows)
         self._stray_cumulative = [0]  # strays before chunk i
+        self.phases = phases if params.phase_shift_std > 0 else ()
+        structure = np.random.default_rng([self._seed, 7])
+        self.run_offset_ns = int(round(structure.normal(0.0, params.run_offset_std))) if params.run_offset_std else 0
+        mean_cycle = sum(ph.seconds for ph in self.phases) * params.phase_cycle_scale * 1e9
+        # the load's loop was somewhere in its cycle when the module came: a uniform start
+        self._phase_edges = [t_load_ns - int(structure.uniform(0.0, mean_cycle))] if self.phases else []
+        self._phase_of_edge: list[int] = []
+        self._drift_phase = float(np.random.default_rng([drift_seed, 8]).uniform(0.0, 2 * math.pi))
+        tau_ns = params.carryover_ms * 1e6
+        self._phi = math.exp(-period_ns / tau_ns) if params.carryover_std > 0 and tau_ns > 0 else 0.0
+        # chunks of innovations before a chunk that still weigh more than 1e-6 of its first event
+        self._lookback = (min(64, math.ceil(math.log(1e-6) / (CHUNK_EVENTS * math.log(self._phi))))
+                          if 0 < self._phi < 1 else 0)
 
     def chunk(self, index: int, loaded: bool) -> EventChunk:
         """Chunk `index`, generated on first use with the load state of that moment."""
@@ -252,6 +355,15 @@ class ModuleSession:
         ts = self.t_load_ns + self.period_ns * (seq + 1) + jitter.astype(np.int64)
         shape = self._loaded_shape if loaded else self._idle_shape
         lat = shape.floor + rng.gamma(shape.shape, shape.scale, n)
+        phase = self._phase_at(ts) if loaded and self.phases else np.full(n, -1, np.int8)
+        if loaded and self.phases:  # a phase scales the gamma part around its mean and shifts it
+            spread = np.array([ph.spread for ph in self.phases])[phase]
+            shift = np.array([ph.shift for ph in self.phases])[phase] * p.phase_shift_std
+            centre = shape.floor + shape.shape * shape.scale
+            lat = centre + spread * (lat - centre) + shift
+        carry = self._carryover(index)
+        drift = self._drift(ts)
+        lat = lat + carry + drift + self.run_offset_ns
         tail = rng.random(n) < p.tail_fraction
         lat[tail] += rng.exponential(p.tail_scale, int(tail.sum()))
         d_sw = np.zeros(n)
@@ -276,8 +388,44 @@ class ModuleSession:
             latency=np.round(lat).astype(np.int64),
             t_rw=np.round(t_rw).astype(np.int64),
             loaded=loaded,
+            phase=phase,
+            carryover=np.round(carry).astype(np.int64),
+            drift=np.round(drift).astype(np.int64),
+            run_offset=self.run_offset_ns,
             **strays,
         )
+
+    def _phase_at(self, ts: np.ndarray) -> np.ndarray:
+        """The load phase at each time: cycles laid out from the start, each cycle's durations
+        from a generator of its own (so a phase never depends on which chunk asked first)."""
+        edges, owner = self._phase_edges, self._phase_of_edge
+        mean = np.array([ph.seconds for ph in self.phases]) * self.params.phase_cycle_scale * 1e9
+        while edges[-1] <= int(ts[-1]):
+            cycle = len(owner) // len(self.phases)
+            jitter = np.random.default_rng([self._seed, cycle, 6]).lognormal(0.0, 0.25, len(self.phases))
+            for k, d in enumerate(np.maximum(mean * jitter, 1.0).astype(np.int64)):
+                owner.append(k)
+                edges.append(edges[-1] + int(d))
+        at = np.searchsorted(np.asarray(edges), ts, side="right") - 1
+        return np.asarray(owner, np.int8)[np.clip(at, 0, len(owner) - 1)]
+
+    def _carryover(self, index: int) -> np.ndarray:
+        """The autoregressive component of chunk `index`'s events: AR(1) at the event period with
+        innovations drawn per chunk, run over the chunks before it that still matter."""
+        p, n = self.params, CHUNK_EVENTS
+        if self._phi <= 0:
+            return np.zeros(n)
+        sigma = p.carryover_std * math.sqrt(1.0 - self._phi**2)
+        shocks = np.concatenate([np.random.default_rng([self._seed, j + 2**20, 5]).normal(0.0, sigma, n)
+                                 for j in range(index - self._lookback, index + 1)])
+        return signal.lfilter([1.0], [1.0, -self._phi], shocks)[-n:]
+
+    def _drift(self, ts: np.ndarray) -> np.ndarray:
+        p = self.params
+        if p.drift_std <= 0 or p.drift_period_s <= 0:
+            return np.zeros(len(ts))
+        angle = 2 * math.pi * ts.astype(np.float64) / (p.drift_period_s * 1e9) + self._drift_phase
+        return p.drift_std * math.sqrt(2.0) * np.sin(angle)
 
     def stray_count(self, index: int) -> int:
         """How many stray IRQs chunk `index` holds: drawn alone, so the strays before any chunk are
@@ -357,6 +505,10 @@ class ModuleSession:
             "t_rw_ns": cat("t_rw"),
             "loaded": np.concatenate([np.full(CHUNK_EVENTS, c.loaded) for c in chunks]),
             "stray": np.zeros(CHUNK_EVENTS * len(chunks), bool),
+            "phase": cat("phase"),
+            "carryover_ns": cat("carryover"),
+            "drift_ns": cat("drift"),
+            "run_offset_ns": np.concatenate([np.full(CHUNK_EVENTS, c.run_offset) for c in chunks]),
         }
         n = sum(len(c.stray_handler) for c in chunks)
         if n:  # stray IRQs' rows: their record (sw_ns: the latency it holds), no event (NaN, -1)

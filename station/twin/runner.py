@@ -53,6 +53,7 @@ class Twin:
         target_drift_ppm: float = DEFAULT_DRIFT_PPM,
         target_slews: tuple[Slew, ...] = (),
         scope_timebase_ppm: float = DEFAULT_SCOPE_TIMEBASE_PPM,
+        independent: bool = False,
     ) -> None:
         """`board` (a gpio campaign): the twin is a board answering GPIO edges, with a generator
         on its input; the dict names the scope's stimulus and response channels and the
@@ -61,6 +62,8 @@ class Twin:
         self.state_dir = Path(state_dir or self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.preset = load_preset(preset).with_overrides(overrides or {})
+        if independent:  # every event its own draw (Preset.independent)
+            self.preset = self.preset.independent()
         self.board = board
         self.seed = seed
         self.target = EmulatedTarget(self.preset, seed, hostname="pi-twin" if board else "rtai-twin",

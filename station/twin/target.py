@@ -411,6 +411,8 @@ class EmulatedTarget:
             self.now_ns(),
             f"{self.seed}/{run_key}/{stem}",
             keep_truth=truth is not None,
+            phases=self.preset.load_phases,
+            drift_seed=self.seed,
         )
         device = module_names.stream_device(family, interface, kernel_int(params.get("fifo", "0")))
         self.modules[stem] = LoadedModule(

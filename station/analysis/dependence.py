@@ -1,0 +1,314 @@
+"""Intervals for a time-ordered sample whose events are not independent (issue 46).
+
+A bench's latency comes in phases (the seed's dd loop: seconds of writeback, sync, checksum) and
+carries state from event to event (caches, frequency), so n events hold fewer than n independent
+pieces of information, and std/√n or an order-statistic interval over n is too sure of itself.
+
+The sample arrives as consecutive *fine blocks* (a few hundred events each, in time order). Each
+statistic is a ratio of block totals — a mean is Σx/Σn, a quantile's level is Σ1{x ≤ ξ}/Σn — so its
+variance is estimated by **batch means**: the blocks are merged into k equal batches, the batch size
+doubled while the batch means are still correlated with their neighbours (lag-1 autocorrelation
+beyond 1.645/√k: a one-sided 5 % test), and the ratio's variance taken from the k batches,
+k/(k−1)·Σ(Y_b − R·N_b)²/N², with Student's t at k−1 degrees of freedom. Fewer than MIN_BATCHES
+uncorrelated batches: the run is too short for its own dependence, and the interval is withheld
+with that reason (a bound that pretended would be worse).
+
+Quantiles: the level's standard error σ_p from the batch means of the indicator gives an effective
+sample size n_eff = p(1−p)/σ_p² (never above n); the interval is the distribution-free one of
+Binomial(n_eff, p), its ranks scaled back to the n events (so it is the i.i.d. interval when the
+events are independent), n_eff shrunk by (z/t_{k−1})² for the batches' own uncertainty. In a tail
+whose exceedances are too few for batch means (fewer than MIN_EXCEEDANCES beyond the estimate),
+n_eff = n·θ with θ the blocks estimate of the extremal index (blocks holding an exceedance over
+exceedances): clustered exceedances count once per cluster.
+
+What each interval assumes: the run is stationary once its batches are long enough (phases
+repeat within it; a trend over the run is not covered), and its truth is the run's own long-run
+value *given its machine state*. Two runs of one condition differ by more than that: comparisons
+use the runs as units (station/kinds/module/findings.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from station.analysis.distribution import Distribution
+from station.analysis.quantile_functions import binom_ppf
+from station.analysis.stats import PERCENTILES
+from station.lazy_import import lazy_module
+
+special = lazy_module("scipy.special")
+
+#: events per fine block (the finest batch); a run's blocks are merged from these
+FINE_EVENTS = 500
+#: batches a stated interval needs once they are long enough to be uncorrelated
+MIN_BATCHES = 10
+#: at most this many batches to start from (the finest the test looks at)
+START_BATCHES = 1024
+#: exceedances a tail quantile needs for its batch-means variance; fewer: the extremal index
+MIN_EXCEEDANCES = 50
+Z95 = 1.959963984540054
+#: one-sided 5 % normal quantile: lag-1 autocorrelation beyond 1.645/√k is still correlation
+Z_TEST = 1.6448536269514722
+
+
+def t_ppf(q: float, df: float) -> float:
+    """Student's t quantile (scipy.special.stdtrit, without scipy.stats' import)."""
+    return float(special.stdtrit(df, q))
+
+
+@dataclass(frozen=True)
+class Batching:
+    """The batch size chosen for one statistic: `size` fine blocks a batch, `count` batches, the
+    lag-1 autocorrelation of their means, and whether the finest batches were already uncorrelated."""
+
+    size: int
+    count: int
+    lag1: float
+    independent: bool
+
+    @property
+    def enough(self) -> bool:
+        return self.count >= MIN_BATCHES
+
+
+def _merge(y: np.ndarray, n: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Consecutive groups of `size` blocks; a short last group joins the one before it."""
+    k = max(len(y) // size, 1)
+    edges = np.arange(k) * size
+    yb, nb = np.add.reduceat(y, edges), np.add.reduceat(n, edges)
+    return yb, nb
+
+
+def _lag1(means: np.ndarray, weights: np.ndarray) -> float:
+    if len(means) < 3:
+        return math.nan
+    d = (means - np.average(means, weights=weights))
+    den = float(np.dot(d, d))
+    return float(np.dot(d[1:], d[:-1]) / den) if den > 0 else 0.0
+
+
+def choose_batching(y: np.ndarray, n: np.ndarray) -> Batching:
+    """The smallest batch size (in fine blocks, doubling) at which the batch means of y/n are no
+    longer correlated with their neighbours."""
+    y, n = np.asarray(y, np.float64), np.asarray(n, np.float64)
+    size = first = max(1, math.ceil(len(y) / START_BATCHES))
+    while True:
+        yb, nb = _merge(y, n, size)
+        keep = nb > 0
+        r1 = _lag1(yb[keep] / nb[keep], nb[keep])
+        correlated = r1 > Z_TEST / math.sqrt(len(yb))  # NaN (under 3 batches): not shown to be
+        if len(yb) < MIN_BATCHES or not correlated:
+            return Batching(size, len(yb), r1, independent=size == first and not correlated)
+        size *= 2
+
+
+def ratio_se(y: np.ndarray, n: np.ndarray, batching: Batching) -> float:
+    """Standard error of Σy/Σn from the chosen batches."""
+    yb, nb = _merge(np.asarray(y, np.float64), np.asarray(n, np.float64), batching.size)
+    total = nb.sum()
+    r = yb.sum() / total
+    k = len(yb)
+    if k < 2:
+        return math.inf
+    return math.sqrt(k / (k - 1) * float(np.sum((yb - r * nb) ** 2))) / total
+
+
+@dataclass
+class FineBlocks:
+    """A time-ordered sample as consecutive blocks of FINE_EVENTS: per block its count, Σ(x − centre),
+    the count at or below each of `levels` (ns) and the time of its first event (s, if given)."""
+
+    levels: tuple[float, ...] = ()
+    centre: float | None = None
+    counts: list[int] = field(default_factory=list)
+    sums: list[float] = field(default_factory=list)
+    below: list[np.ndarray] = field(default_factory=list)
+    starts_s: list[float] = field(default_factory=list)
+    medians: list[float] = field(default_factory=list)
+    p99s: list[float] = field(default_factory=list)
+    _carry: np.ndarray = field(default_factory=lambda: np.empty(0))
+    _carry_t: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def add(self, values: np.ndarray, times_s: np.ndarray | None = None) -> None:
+        x = np.concatenate([self._carry, np.asarray(values, np.float64)])
+        t = (np.concatenate([self._carry_t, np.asarray(times_s, np.float64)]) if times_s is not None
+             else np.full(len(x), math.nan))
+        whole = len(x) // FINE_EVENTS * FINE_EVENTS
+        self._carry, self._carry_t = x[whole:], t[whole:]
+        if whole:
+            self._blocks(x[:whole], t[:whole])
+
+    def close(self) -> FineBlocks:
+        if len(self._carry):
+            self._blocks(self._carry, self._carry_t)
+            self._carry = self._carry_t = np.empty(0)
+        return self
+
+    def _blocks(self, x: np.ndarray, t: np.ndarray) -> None:
+        if self.centre is None:
+            self.centre = float(x.mean())
+        m = math.ceil(len(x) / FINE_EVENTS)
+        edges = np.arange(m) * FINE_EVENTS
+        self.counts += np.diff(np.r_[edges, len(x)]).tolist()
+        self.sums += np.add.reduceat(x - self.centre, edges).tolist()
+        self.starts_s += t[edges].tolist()
+        if self.levels:
+            lv = np.asarray(self.levels)
+            hits = (x[:, None] <= lv[None, :]).astype(np.int64)
+            self.below += list(np.add.reduceat(hits, edges, axis=0))
+        if len(x) == m * FINE_EVENTS:  # the usual case: every block whole, one call
+            q = np.percentile(x.reshape(m, FINE_EVENTS), [50, 99], axis=1)
+            self.medians += q[0].tolist()
+            self.p99s += q[1].tolist()
+        else:
+            for lo in edges:
+                q = np.percentile(x[lo:lo + FINE_EVENTS], [50, 99])
+                self.medians.append(float(q[0]))
+                self.p99s.append(float(q[1]))
+
+    @property
+    def n(self) -> np.ndarray:
+        return np.asarray(self.counts, np.float64)
+
+    def below_at(self, i: int) -> np.ndarray:
+        return np.asarray([b[i] for b in self.below], np.float64)
+
+
+def mean_interval(blocks: FineBlocks, confidence: float = 0.95) -> dict[str, Any]:
+    """The sample mean with a batch-means interval; `withheld` says why there is none."""
+    n, y = blocks.n, np.asarray(blocks.sums, np.float64)
+    total = float(n.sum())
+    est = (blocks.centre or 0.0) + float(y.sum()) / total if total else math.nan
+    out: dict[str, Any] = {"estimate_ns": est, "se_ns": None, "ci95_ns": None, "batches": 0,
+                           "events_per_batch": None, "effective_n": None, "withheld": None}
+    if len(n) < MIN_BATCHES:
+        out["withheld"] = f"{int(total)} events make {len(n)} blocks of {FINE_EVENTS}: too few to see their dependence"
+        return out
+    b = choose_batching(y, n)
+    out.update(batches=b.count, events_per_batch=int(b.size * FINE_EVENTS), independent=b.independent)
+    if not b.enough:
+        out["withheld"] = (f"the events stay correlated over batches of {b.size * FINE_EVENTS // 2} events: "
+                           f"the run is too short for an interval on its own (fewer than {MIN_BATCHES} "
+                           "independent batches)")
+        return out
+    se = ratio_se(y, n, b)
+    t = t_ppf(0.5 + confidence / 2, b.count - 1)
+    out.update(se_ns=se, ci95_ns=[est - t * se, est + t * se])
+    return out
+
+
+def quantile_intervals(dist: Distribution, blocks: FineBlocks, keys: Iterable[str] = tuple(PERCENTILES),
+                       confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+    """Each percentile's estimate (numpy's, as describe() gives it) and its dependence-aware interval.
+    `blocks.levels` must hold the estimates, in `keys` order (FineBlocks counts at or below them)."""
+    total = dist.count
+    out: dict[str, dict[str, Any]] = {}
+    described = (dist.describe() or {}).get("percentiles_ns") or {}
+    for i, key in enumerate(keys):
+        p = PERCENTILES[key] / 100
+        est = described.get(key)
+        below = blocks.below_at(i)
+        above = total - int(below.sum())
+        entry: dict[str, Any] = {"estimate_ns": est, "ci95_ns": [None, None], "effective_n": None,
+                                 "method": None, "withheld": None}
+        n_eff, method = _effective_n(below, blocks, p, above, total, confidence)
+        if n_eff is None:
+            entry["withheld"] = method
+            out[key] = entry
+            continue
+        entry.update(effective_n=n_eff, method=method)
+        entry["ci95_ns"] = list(_order_interval(dist, p, n_eff, confidence))
+        out[key] = entry
+    return out
+
+
+def _effective_n(below: np.ndarray, blocks: FineBlocks, p: float, above: int, total: int,
+                 confidence: float) -> tuple[float | None, str]:
+    n = blocks.n
+    if len(n) < MIN_BATCHES:
+        return None, f"{total} events: too few blocks of {FINE_EVENTS} to see their dependence"
+    if above >= MIN_EXCEEDANCES and total - above >= MIN_EXCEEDANCES:
+        b = choose_batching(below, n)
+        if not b.enough:
+            return None, (f"the events stay correlated over batches of {b.size * FINE_EVENTS // 2} events: "
+                          "the run is too short for this percentile's interval on its own")
+        se = ratio_se(below, n, b)
+        shrink = (Z95 / t_ppf(0.5 + confidence / 2, b.count - 1)) ** 2
+        if se <= 0:
+            return float(total) * shrink, "batch means"
+        return min(float(total), p * (1 - p) / se**2) * shrink, f"batch means ({b.count} batches)"
+    # a tail: count each cluster of exceedances once (blocks estimate of the extremal index)
+    exceed = n - below
+    if above == 0:
+        return float(total), "no exceedance: independent bound"
+    theta = min(1.0, float(np.count_nonzero(exceed)) / above)
+    return float(total) * theta, f"extremal index {theta:.2f} (blocks of {FINE_EVENTS})"
+
+
+def _order_interval(dist: Distribution, p: float, n_eff: float, confidence: float) -> tuple[float | None, float | None]:
+    """Distribution-free interval for the p-quantile with n_eff independent events: the ranks of
+    Binomial(n_eff, p) as levels, read off the whole sample (None: beyond what it holds)."""
+    tail = (1 - confidence) / 2
+    m = max(int(math.floor(n_eff)), 1)
+    lo_rank = int(binom_ppf(tail, m, p))
+    hi_rank = int(binom_ppf(1 - tail, m, p)) + 1
+    n = dist.count
+    lo = None if lo_rank < 1 else _order_statistic(dist, max(1, math.floor(lo_rank / m * n)))
+    hi = None if hi_rank > m else _order_statistic(dist, min(n, math.ceil(hi_rank / m * n)))
+    return lo, hi
+
+
+def _order_statistic(dist: Distribution, r: int) -> float:
+    """X_(r), 1 ≤ r ≤ n."""
+    cum = np.cumsum(dist.counts)
+    return float(dist.values[int(np.searchsorted(cum, r, side="left"))])
+
+
+def blocks_of(values: np.ndarray, levels: Iterable[float] = ()) -> FineBlocks:
+    """FineBlocks of a whole time-ordered sample."""
+    fb = FineBlocks(levels=tuple(float(v) for v in levels))
+    fb.add(np.asarray(values, np.float64))
+    return fb.close()
+
+
+def dominant_cycle_s(blocks: FineBlocks) -> float | None:
+    """The period of a cycle in the block medians (a load's phases), when one stands out of the
+    periodogram (its peak ≥ 10× the median power, with at least three cycles in the run); None."""
+    med = np.asarray(blocks.medians, np.float64)
+    t = np.asarray(blocks.starts_s, np.float64)
+    if len(med) < 64 or not np.all(np.isfinite(t)) or t[-1] <= t[0]:
+        return None
+    step = (t[-1] - t[0]) / (len(t) - 1)
+    power = np.abs(np.fft.rfft(med - med.mean())) ** 2
+    freqs = np.fft.rfftfreq(len(med), step)
+    usable = freqs >= 3 / (t[-1] - t[0] + step)
+    if not usable.any():
+        return None
+    k = int(np.argmax(np.where(usable, power, -1)))
+    if power[k] < 10 * float(np.median(power[1:])):
+        return None
+    return float(1 / freqs[k])
+
+
+def summary_sentence(mean: dict[str, Any], percentiles: dict[str, dict[str, Any]], total: int,
+                     cycle_s: float | None, period_s: float | None) -> str:
+    """What was found, in one sentence: e.g. "events are not independent: latency follows a 6.1 s
+    cycle; intervals use batches of 0.8 s, effective sample 830 of 100 000 at the median"."""
+    if mean.get("withheld") and mean.get("batches", 0) == 0:
+        return f"Too few events ({total:,}) to judge their dependence: intervals are withheld."
+    batch = mean.get("events_per_batch")
+    length = f"{batch * period_s:.2g} s" if batch and period_s else f"{batch} events" if batch else "—"
+    median = percentiles.get("p50") or {}
+    n_eff = median.get("effective_n")
+    eff = f", effective sample {n_eff:,.0f} of {total:,} at the median" if n_eff else ""
+    if mean.get("independent"):
+        return f"No dependence between events was found (at batches of {FINE_EVENTS}): intervals as for independent events{eff}."
+    cycle = f"latency follows a {cycle_s:.2g} s cycle; " if cycle_s else ""
+    if mean.get("withheld"):
+        return f"Events are not independent: {cycle}{mean['withheld']}."
+    return f"Events are not independent: {cycle}intervals use batches of {length}{eff}."
