@@ -253,12 +253,16 @@ def measuring_time(campaign: Campaign) -> tuple[float, float]:
 __all__ += ["measuring_time"]
 
 
-def percentile_intervals(values_ns: Any) -> dict[str, tuple[float, float | None, float | None]]:
-    """p50, p99, p99.99 and p99.999 of a sample in ns as (estimate, lo, hi): the order statistic
-    and its distribution-free 95 % interval, as the report's findings quote them (None: no bound)."""
+def percentile_intervals(values_ns: Any, *, independent: bool = False) -> dict[str, tuple[float, float | None,
+                                                                                            float | None]]:
+    """p50, p99, p99.99 and p99.999 of a sample in ns as (estimate, lo, hi): the order statistic and
+    its 95 % interval (None: no bound). The values in time order: the interval holds on dependent
+    events (batch means and effective sample sizes, docs/statistics.md), and is None where the sample
+    is too short for its own dependence; `independent=True` gives the distribution-free interval for
+    independent events."""
     from station.kinds.module.findings import quantile_with_ci
 
-    return quantile_with_ci(values_ns)
+    return quantile_with_ci(values_ns, independent=independent)
 
 
 __all__ += ["pair_events", "percentile_intervals"]

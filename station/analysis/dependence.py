@@ -171,6 +171,22 @@ class FineBlocks:
                 self.medians.append(float(q[0]))
                 self.p99s.append(float(q[1]))
 
+    def over_time(self, points: int = 400) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(s from the first block, median, p99) of at most `points` stretches of consecutive blocks:
+        each stretch's value the median of its blocks' (a rolling summary, for the figure); None
+        without times."""
+        t = np.asarray(self.starts_s, np.float64)
+        if len(t) < 2 or not np.all(np.isfinite(t)):
+            return None
+        size = max(1, math.ceil(len(t) / points))
+        k = len(t) // size
+        shape = (k, size)
+
+        def stretch(a: list[float]) -> np.ndarray:
+            return np.median(np.asarray(a[:k * size], np.float64).reshape(shape), axis=1)
+
+        return t[:k * size:size] - t[0], stretch(self.medians), stretch(self.p99s)
+
     @property
     def n(self) -> np.ndarray:
         return np.asarray(self.counts, np.float64)
@@ -307,7 +323,8 @@ def summary_sentence(mean: dict[str, Any], percentiles: dict[str, dict[str, Any]
     n_eff = median.get("effective_n")
     eff = f", effective sample {n_eff:,.0f} of {total:,} at the median" if n_eff else ""
     if mean.get("independent"):
-        return f"No dependence between events was found (at batches of {FINE_EVENTS}): intervals as for independent events{eff}."
+        return (f"No dependence between events was found (at batches of {FINE_EVENTS}): intervals as for "
+                f"independent events{eff}.")
     cycle = f"latency follows a {cycle_s:.2g} s cycle; " if cycle_s else ""
     if mean.get("withheld"):
         return f"Events are not independent: {cycle}{mean['withheld']}."

@@ -49,6 +49,8 @@ class RunSamples:
     sw_ns: InitVar[np.ndarray | Distribution]
     hw_ns: InitVar[np.ndarray | Distribution | None] = None
     histograms: tuple[ThreadHistogram, ...] = ()
+    #: t_SW against time: (seconds from the run's first record, median, p99) per stretch of events
+    over_time: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     sw: Distribution = field(init=False)
     hw: Distribution | None = field(init=False)
 

@@ -401,6 +401,20 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
     return _to_svg(fig, name)
 
 
+def over_time_svg(runs: Sequence[tuple[str, str, tuple[np.ndarray, np.ndarray, np.ndarray]]], title: str,
+                  name: str) -> str:
+    """Latency against time, one pair of lines per run (label, colour, (s, median, p99)): the median
+    solid, p99 dashed, so a reader sees a load's phases and a run's drift."""
+    fig, ax = _new_axes(title)
+    for label, color, (t, median, p99) in runs:
+        ax.plot(t, median / 1000.0, color=color, linewidth=1.1, label=f"{label} median")
+        ax.plot(t, p99 / 1000.0, color=color, linewidth=0.9, linestyle=(0, (4, 2)), label=f"{label} p99")
+    ax.set_xlabel("time from the run's first record (s)")
+    ax.set_ylabel("software latency t_SW (µs)")
+    legend_outside(fig, ax)
+    return _to_svg(fig, name)
+
+
 def exceedance_steps(values: Distribution, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """The CCDF's step outline at the bins' left edges, P(X ≥ edge), up to the largest sample's
     bin; and the sample count."""

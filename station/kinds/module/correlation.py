@@ -31,15 +31,21 @@ def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.
     return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)))
 
 
-def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float) -> dict:
-    """`shift` from the scope side's mean, its (cluster-robust) standard error and its median."""
-    m_sw, se_sw = sw.mean(), sw.std(1) / math.sqrt(sw.count)
+def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float,
+             sw_se_ns: float | None = None) -> dict:
+    """`shift` from the scope side's mean, its standard error (cluster-robust; dependence-aware in a
+    run's analysis) and its median; `sw_se_ns` the software mean's (std/√n if not given). An infinite
+    SE (a run too short for its own dependence) leaves the interval out."""
+    m_sw = sw.mean()
+    se_sw = sw.std(1) / math.sqrt(sw.count) if sw_se_ns is None else sw_se_ns
     d = hw_mean_ns - m_sw
     se = math.hypot(hw_se_ns, se_sw)
+    stated = math.isfinite(se)
     return {
         "hw_minus_sw_mean_ns": d,
-        "se_ns": se,
-        "ci95_ns": [d - Z95 * se, d + Z95 * se],
+        "se_ns": se if stated else None,
+        "ci95_ns": [d - Z95 * se, d + Z95 * se] if stated else None,
+        "hw_se_ns": hw_se_ns if math.isfinite(hw_se_ns) else None,
         "hw_minus_sw_median_ns": float(hw_median_ns - sw.median()),
     }
 
@@ -61,11 +67,12 @@ def cluster_mean_se(values: np.ndarray, clusters: np.ndarray | None) -> tuple[fl
 
 def t_rw(shift_inb: dict, shift_no_inb: dict) -> dict:
     est = shift_inb["hw_minus_sw_mean_ns"] - shift_no_inb["hw_minus_sw_mean_ns"]
-    se = math.hypot(shift_inb["se_ns"], shift_no_inb["se_ns"])
+    ses = (shift_inb.get("se_ns"), shift_no_inb.get("se_ns"))
+    se = math.hypot(*ses) if None not in ses else None  # a shift without an interval leaves none here
     return {
         "estimate_ns": est,
         "se_ns": se,
-        "ci95_ns": [est - Z95 * se, est + Z95 * se],
+        "ci95_ns": [est - Z95 * se, est + Z95 * se] if se is not None else None,
         "median_estimate_ns": shift_inb["hw_minus_sw_median_ns"] - shift_no_inb["hw_minus_sw_median_ns"],
     }
 

@@ -21,6 +21,7 @@ from station.report.figures import (
     _color,
     ccdf_svg,
     histogram_svg,
+    over_time_svg,
 )
 
 
@@ -116,7 +117,29 @@ def build_figures(report: Mapping[str, Any],
             "Software latency and scope pulse width of the same events."
             if len(series) == 2 else "Software latency only: no scope data for this run.",
             partial(histogram_svg, series, title, name, xlabel=_what(series) + " (µs)")))
-    return overview + tails + scope + per_run + stage_band_figures(report)
+    return overview + tails + scope + _over_time(runs, samples, interfaces) + per_run + stage_band_figures(report)
+
+
+def _over_time(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples],
+               interfaces: Sequence[str]) -> list[RenderedFigure]:
+    """Each run's latency against time (rolling median and p99), a figure per interface: the phases
+    and drift the dependence-aware intervals account for (report `runs[].dependence`)."""
+    out = []
+    for i in interfaces:
+        mine = [r for r in runs if r.get("interface") == i and samples[r["id"]].over_time is not None]
+        if not mine:
+            continue
+        palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
+        lines = [(str(r["id"]), palette[k % len(palette)], samples[r["id"]].over_time) for k, r in enumerate(mine)]
+        sentences = "; ".join(f"{r['id']}: {(r.get('dependence') or {}).get('sentence', '')}" for r in mine)
+        name = "over-time-" + slug(i)
+        title = f"{interface_label(i)} software latency over time"
+        out.append(RenderedFigure(
+            name, "time", title,
+            "Median (solid) and p99 (dashed) of t_SW over consecutive stretches of each run: a load's "
+            f"phases show as steps, a machine's drift as a run's level. {sentences}",
+            partial(over_time_svg, lines, title, name)))
+    return out
 
 
 def _what(series: Sequence[Series]) -> str:

@@ -18,9 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from station.analysis import dependence
+from station.analysis.dependence import t_ppf
 from station.analysis.distribution import Distribution
 from station.analysis.histogram import Histogram
 from station.analysis.samples import RunSamples
+from station.analysis.stats import PERCENTILES
 from station.formatting import (
     count_text,
     interface_label,
@@ -69,11 +72,16 @@ def campaign_findings(report: Mapping[str, Any], samples: Mapping[str, RunSample
 # --- which interface is faster ------------------------------------------------------------------
 
 
-def quantile_with_ci(values: np.ndarray | Distribution) -> dict[str, tuple[float, float | None, float | None]]:
-    """Each PERCENTILES entry of a sample (or its Distribution) as (estimate, lo, hi) ns: the order
-    statistic and its distribution-free 95 % interval, by the histogram module's rule with 1 ns
-    buckets (so an upper bound lies at most 1 ns above the order statistic it stands for). None: no
-    bound (too few)."""
+def quantile_with_ci(values: np.ndarray | Distribution, *,
+                     independent: bool = False) -> dict[str, tuple[float, float | None, float | None]]:
+    """Each PERCENTILES entry of a sample as (estimate, lo, hi) ns: the order statistic and its 95 %
+    interval. `values` in time order: the interval accounts for the dependence between events
+    (station/analysis/dependence.py: batch means, effective sample sizes; None where the sample is too
+    short for its own dependence). `independent=True`, or a Distribution (no time order left): the
+    distribution-free interval for independent events, by the histogram module's rule with 1 ns
+    buckets (an upper bound lies at most 1 ns above the order statistic it stands for)."""
+    if not independent and not isinstance(values, Distribution):
+        return _dependent_quantiles(np.asarray(values, dtype=np.float64))
     d = values if isinstance(values, Distribution) else Distribution.of(np.asarray(values, dtype=np.float64))
     # whole ns (rint: half to even, as before), merged where rounding joins values
     d = Distribution.weighted(np.rint(d.values).astype(np.int64), d.counts)
@@ -85,6 +93,14 @@ def quantile_with_ci(values: np.ndarray | Distribution) -> dict[str, tuple[float
         est = (stats.get("percentiles_ns") or {}).get(key)
         out[key] = (float(est) + offset, None if lo is None else lo + offset, None if hi is None else hi + offset)
     return out
+
+
+def _dependent_quantiles(x: np.ndarray) -> dict[str, tuple[float, float | None, float | None]]:
+    whole = np.rint(x).astype(np.int64)
+    d = Distribution.of(whole)
+    estimates = {k: v[0] for k, v in quantile_with_ci(d, independent=True).items()}  # the order statistics
+    blocks = dependence.blocks_of(whole, [estimates[k] for k in PERCENTILES])
+    return {key: (estimates[key], *q["ci95_ns"]) for key, q in dependence.quantile_intervals(d, blocks).items()}
 
 
 def _pooled(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], source: str) -> Distribution:
@@ -102,42 +118,109 @@ def _interval(lo: float | None, hi: float | None) -> str:
     return f"[{us(lo) if lo is not None else '—'}, {us(hi) if hi is not None else '—'}]"
 
 
+def _run_estimates(runs: Sequence[Mapping[str, Any]], key: str) -> list[float]:
+    return [float(v) for r in runs if is_number(v := ((r.get("sw") or {}).get("percentiles_ns") or {}).get(key))]
+
+
+def _within_sd(runs: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    """The largest standard deviation a run's own dependence-aware interval implies for its estimate:
+    a floor under the run-to-run spread (two runs differ by at least their sampling noise)."""
+    sds = []
+    for r in runs:
+        dep = ((r.get("dependence") or {}).get("percentiles") or {}).get(key) or {}
+        lo, hi = (dep.get("ci95_ns") or [None, None])
+        if is_number(lo) and is_number(hi):
+            sds.append((hi - lo) / (2 * Z95))
+    return max(sds) if sds else None
+
+
+def runs_needed(difference: float, sd: float | None, most: int = 50) -> int | None:
+    """Runs per condition for a two-sided 5 % test of run-level estimates (Welch, equal spread `sd`) to
+    tell `difference` apart: the smallest r ≥ 2 with t_{2r−2}·sd·√(2/r) < |difference|; None: unknown."""
+    if sd is None or not is_number(difference) or difference == 0:
+        return None
+    for r in range(2, most + 1):
+        if t_ppf(0.975, 2 * r - 2) * sd * math.sqrt(2 / r) < abs(difference):
+            return r
+    return None
+
+
+def run_level(estimates: Sequence[float]) -> tuple[float, float, int]:
+    """(mean, its standard error, runs) of run-level estimates: the runs as units."""
+    a = np.asarray(estimates, np.float64)
+    return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size)), int(a.size)
+
+
+def welch_differs(a: tuple[float, float, int], b: tuple[float, float, int]) -> tuple[bool, float, float]:
+    """Whether two conditions' run-level means differ (two-sided 5 %, Welch–Satterthwaite), with the
+    difference's standard error and degrees of freedom."""
+    (ma, sa, na), (mb, sb, nb) = a, b
+    se = math.hypot(sa, sb)
+    if se == 0:
+        return ma != mb, 0.0, math.inf
+    df = se**4 / ((sa**4 / (na - 1) if na > 1 else 0) + (sb**4 / (nb - 1) if nb > 1 else 0) or math.inf)
+    return abs(ma - mb) > t_ppf(0.975, max(df, 1.0)) * se, se, df
+
+
 def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], load: str,
             key: str, words: str) -> dict | None:
-    """t_SW pooled over each interface's runs (the inb check comes after the timestamp, so both
-    variants measure the same latency), compared by 95 % order-statistic intervals."""
+    """t_SW of each interface's runs (the inb check comes after the timestamp, so both variants
+    measure the same latency) compared with the runs as units: each run's percentile is one
+    observation of the interface's, and the difference is judged against their run-to-run spread
+    (Welch). One run for an interface: that spread is not estimated, and the finding says so."""
     interfaces = ordered((str(r.get("interface")) for r in runs), ("lpt", "pcie"))
     if len(interfaces) < 2:
         return None
     values: dict[str, dict[str, Any]] = {}
     for iface in interfaces:
-        pooled = _pooled([r for r in runs if r.get("interface") == iface], samples, "sw")
+        mine = [r for r in runs if r.get("interface") == iface]
+        pooled = _pooled(mine, samples, "sw")
         if not pooled.count:
             return None
-        est, lo, hi = quantile_with_ci(pooled)[key]
-        values[iface] = {"estimate_ns": est, "ci95_ns": [lo, hi], "count": pooled.count,
-                         "reliable": percentile_is_reliable(key, pooled.count)}
+        est = quantile_with_ci(pooled, independent=True)[key][0]
+        per_run = _run_estimates(mine, key)
+        values[iface] = {"estimate_ns": est, "ci95_ns": [None, None], "count": pooled.count,
+                         "reliable": percentile_is_reliable(key, pooled.count), "runs": len(per_run),
+                         "run_estimates_ns": per_run}
+        if len(per_run) >= 2:
+            m, se, n = run_level(per_run)
+            t = t_ppf(0.975, n - 1)
+            values[iface]["ci95_ns"] = [m - t * se, m + t * se]
     ranked = sorted(interfaces, key=lambda i: values[i]["estimate_ns"])
     best, rest = ranked[0], ranked[1:]
-    separated = all(values[best]["ci95_ns"][1] is not None and values[i]["ci95_ns"][0] is not None
-                    and values[best]["ci95_ns"][1] < values[i]["ci95_ns"][0] for i in rest)
-    quoted = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs "
-                         f"{_interval(*values[i]['ci95_ns'])}" for i in ranked)
-    counts = " and ".join(count_text(values[i]["count"]) for i in ranked)
+    replicated = all(values[i]["runs"] >= 2 for i in interfaces)
+    separated = replicated and all(
+        welch_differs(run_level(values[best]["run_estimates_ns"]), run_level(values[i]["run_estimates_ns"]))[0]
+        and run_level(values[best]["run_estimates_ns"])[0] < run_level(values[i]["run_estimates_ns"])[0]
+        for i in rest)
+    quoted = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs"
+                         + (f" {_interval(*values[i]['ci95_ns'])}" if replicated else "") for i in ranked)
+    runs_text = " and ".join(f"{values[i]['runs']} run{'s' if values[i]['runs'] != 1 else ''}" for i in ranked)
     if separated:
         head = (f"Under load {load}, {interface_label(best)} is faster than "
                 f"{', '.join(interface_label(i) for i in rest)} at {words}")
     else:
         head = (f"Under load {load}, {' and '.join(interface_label(i) for i in ranked)} cannot be "
                 f"told apart at {words}")
-    text = (f"{head}: software latency t_SW {quoted} (95 % order-statistic intervals over "
-            f"{counts} samples{'' if separated else '; the intervals overlap'}).")
+    if replicated:
+        how = (f"95 % intervals with the runs as units ({runs_text}): the difference is judged against "
+               f"the spread between runs{'' if separated else ', which it does not exceed'}")
+    else:
+        gap = values[rest[0]]["estimate_ns"] - values[best]["estimate_ns"]
+        needed = runs_needed(gap, _within_sd(runs, key))
+        how = (f"{runs_text}: with one run of an interface, run-to-run variation is not estimated, so no "
+               "difference can be told from it"
+               + (f"; at least {needed} runs of each would tell a difference of this size" if needed else
+                  "; repetitions: 2 or more per interface"))
+    text = f"{head}: software latency t_SW {quoted} ({how})."
     if not all(v["reliable"] for v in values.values()):
         text += f" Fewer than 10 samples lie above {key}: read it as a lower bound."
     figure = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs" for i in ranked)
-    return {"kind": "faster", "load": load, "percentile": key, "source": "sw",
+    note = "" if separated else (", the runs' spread covers the gap" if replicated else
+                                 ", run-to-run variation not estimated")
+    return {"kind": "faster", "load": load, "percentile": key, "source": "sw", "runs_as_units": replicated,
             "faster": best if separated else None, "values": values, "text": text,
-            **_headline(head, figure + ("" if separated else ", the intervals overlap"), "")}  # its figure is beside it
+            **_headline(head, figure + note, "")}  # its figure is beside it
 
 
 # --- does t_rw explain the inb difference -------------------------------------------------------
@@ -157,9 +240,26 @@ def _hw_se(run: Mapping[str, Any]) -> float | None:
     """The scope mean's standard error inside the run's shift, which is cluster-robust
     (pulses come in bursts per acquisition): se_shift² = se_hw² + se_sw²."""
     shift, sw = run.get("shift") or {}, run.get("sw") or {}
+    if "hw_se_ns" in shift:  # kept apart since the software side's SE holds on dependent events
+        return float(shift["hw_se_ns"]) if is_number(shift["hw_se_ns"]) else math.inf
     if not is_number(shift.get("se_ns")) or not is_number(sw.get("std_ns")) or not sw.get("count"):
         return None
     return math.sqrt(max(shift["se_ns"] ** 2 - sw["std_ns"] ** 2 / sw["count"], 0.0))
+
+
+def _sw_mean_se(run: Mapping[str, Any]) -> float | None:
+    """A run's t_SW mean standard error: the dependence-aware one (batch means); inf where the run
+    was too short for it; std/√n only for a report made before the station measured dependence."""
+    dep = run.get("dependence")
+    if isinstance(dep, Mapping):
+        se = (dep.get("mean") or {}).get("se_ns")
+        return float(se) if is_number(se) else math.inf
+    return None
+
+
+def _variant_means(runs: Sequence[Mapping[str, Any]], iface: Any, load: Any, variant: str) -> list[float]:
+    return [float(r["sw"]["mean_ns"]) for r in runs if r.get("interface") == iface and r.get("load") == load
+            and r.get("variant") == variant and is_number((r.get("sw") or {}).get("mean_ns"))]
 
 
 def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | None:
@@ -168,14 +268,24 @@ def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | Non
     if not inb or not no_inb or not is_number(c.get("estimate_ns")):
         return None
     hw = _mean_difference(inb.get("hw"), no_inb.get("hw"), _hw_se(inb), _hw_se(no_inb))
-    sw = _mean_difference(inb.get("sw"), no_inb.get("sw"))
+    sw = _mean_difference(inb.get("sw"), no_inb.get("sw"), _sw_mean_se(inb), _sw_mean_se(no_inb))
     if hw is None or sw is None:
         return None
     (d_hw, se_hw), (d_sw, se_sw) = hw, sw
     est = float(c["estimate_ns"])
     # t_rw = Δt_HW − Δt_SW by construction (differences of means): what t_rw leaves of the
-    # scope's difference is the software latencies' own difference.
-    explained = abs(d_sw) <= max(Z95 * se_sw, NEGLIGIBLE_SHARE * abs(d_hw))
+    # scope's difference is the software latencies' own difference. Whether that is the inb check's
+    # doing is a question about conditions: the runs of each variant are its units (issue 46).
+    negligible = abs(d_sw) <= NEGLIGIBLE_SHARE * abs(d_hw)
+    within = math.isfinite(se_sw) and abs(d_sw) <= Z95 * se_sw
+    a_means = _variant_means(runs, c.get("interface"), c.get("load"), "inb")
+    b_means = _variant_means(runs, c.get("interface"), c.get("load"), "no-inb")
+    replicated = len(a_means) >= 2 and len(b_means) >= 2
+    if replicated:
+        differs = welch_differs(run_level(a_means), run_level(b_means))[0]
+        explained = negligible or not differs
+    else:
+        explained = negligible or within
     where = f"On {interface_label(str(c.get('interface')))}" + (f" under load {c['load']}" if c.get("load") else "")
     text = (f"{where}, scope pulses t_HW are {us(d_hw)} µs {_interval(d_hw - Z95 * se_hw, d_hw + Z95 * se_hw)} "
             f"longer with the inb check than without, software latencies t_SW differ by {us(d_sw)} µs "
@@ -183,17 +293,29 @@ def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | Non
             f"{_interval(*(c.get('ci95_ns') or [None, None]))}")
     if is_number(c.get("paired_estimate_ns")):
         text += f" (from paired events: {us(c['paired_estimate_ns'])} µs {_interval(*c['paired_ci95_ns'])})"
-    text += (": t_rw explains the difference — the extra bus read lengthens the pulse, not the latency."
-             if explained else
-             f": t_rw explains only {us(est)} of the {us(d_hw)} µs; the remaining {us(d_sw)} µs is a "
-             "difference in latency between the two runs themselves.")
-    headline = (f"{where}, the inb check lengthens the scope pulse, not the latency" if explained else
-                f"{where}, the inb check changes the latency itself, beyond the bus read t_rw")
+    if explained:
+        text += ": t_rw explains the difference — the extra bus read lengthens the pulse, not the latency."
+    elif replicated:
+        text += (f": t_rw explains only {us(est)} of the {us(d_hw)} µs; the runs of the two variants differ in "
+                 f"latency beyond their run-to-run spread ({len(a_means)} and {len(b_means)} runs): the inb check "
+                 "changes the latency itself.")
+    else:
+        text += (f": t_rw explains {us(est)} of the {us(d_hw)} µs; the remaining {us(d_sw)} µs is a difference in "
+                 "latency between the two runs, which one run per variant cannot tell from run-to-run variation "
+                 "(a run's machine state differs from the next one's): repeat each variant (repetitions ≥ 2) to "
+                 "know whether the inb check changes the latency.")
+    if explained:
+        headline = f"{where}, the inb check lengthens the scope pulse, not the latency"
+    elif replicated:
+        headline = f"{where}, the inb check changes the latency itself, beyond the bus read t_rw"
+    else:
+        headline = f"{where}, the two runs' latencies differ beyond t_rw; one run each cannot say why"
     figure = f"t_rw {us(est)} µs" if explained else f"t_SW {us(d_sw)} µs of t_HW {us(d_hw)} µs"
     return {**_headline(headline, figure, "table-t_rw"), "kind": "t_rw", "interface": c.get("interface"),
-            "load": c.get("load"),
+            "load": c.get("load"), "runs_as_units": replicated,
             "hw_difference_ns": d_hw, "hw_difference_ci95_ns": [d_hw - Z95 * se_hw, d_hw + Z95 * se_hw],
-            "sw_difference_ns": d_sw, "sw_difference_ci95_ns": [d_sw - Z95 * se_sw, d_sw + Z95 * se_sw],
+            "sw_difference_ns": d_sw, "sw_difference_ci95_ns": [d_sw - Z95 * se_sw, d_sw + Z95 * se_sw]
+            if math.isfinite(se_sw) else [None, None],
             "t_rw_ns": est, "t_rw_ci95_ns": c.get("ci95_ns"), "explained": explained, "text": text}
 
 

@@ -18,6 +18,7 @@ FIGURE_GROUPS = {
     "overview": "Software latency by interface",
     "tail": "Tails: exceedance probability",
     "scope": "Oscilloscope: inb vs no-inb (t_rw)",
+    "time": "Latency over time: phases and drift",
     "run": "Per run: software vs oscilloscope",
     "stages": "Traced runs: where t_SW went",
 }

@@ -25,9 +25,12 @@ class Shift(Closed):
     """t_HW − t_SW of a run: ≈ t_rw with the inb variant, ≈ 0 without."""
 
     hw_minus_sw_mean_ns: Float = Field(description="mean of t_HW − t_SW")
-    se_ns: Float = Field(None, description="its cluster-robust standard error")
+    se_ns: Float = Field(None, description="its standard error, both sides' holding on dependent events; null: "
+                         "the run is too short for its own dependence")
     ci95_ns: Interval = Field(None, description="its 95 % interval [lo, hi]")
     hw_minus_sw_median_ns: Float = Field(None, description="median of t_HW − t_SW")
+    hw_se_ns: Float = Field(None, description="the scope mean's standard error inside `se_ns` (batch means over "
+                            "consecutive acquisitions: neighbouring acquisitions share a load phase)")
 
 
 class Strays(Closed):
@@ -213,6 +216,41 @@ class Decomposition(Closed):
                                            "when not measured")
 
 
+class DependentMean(Closed):
+    """The run's mean t_SW with a batch-means interval (docs/statistics.md)."""
+
+    estimate_ns: Float = Field(None, description="mean of t_SW")
+    se_ns: Float = Field(None, description="its batch-means standard error; null when withheld")
+    ci95_ns: Interval = Field(None, description="Student's t interval over the batches; null when withheld")
+    batches: int = Field(0, description="batches the interval uses (long enough to be uncorrelated)")
+    events_per_batch: int | None = Field(None, description="events in each batch")
+    independent: bool | None = Field(None, description="the finest batches were already uncorrelated")
+    effective_n: Float = Field(None, description="events' variance over the mean's: the sample's independent worth")
+    withheld: str | None = Field(None, description="why there is no interval (a run too short for its dependence)")
+
+
+class DependentPercentile(Closed):
+    """A percentile of t_SW with an interval that keeps its coverage on dependent events."""
+
+    estimate_ns: Float = Field(None, description="the percentile (numpy's, as `sw.percentiles_ns`)")
+    ci95_ns: Interval = Field(None, description="[lo, hi]: order statistics at the ranks of Binomial(effective_n, p) "
+                              "scaled to the run's events; null: no bound")
+    effective_n: Float = Field(None, description="effective sample size at this level")
+    method: str | None = Field(None, description="`batch means (k batches)`, or the extremal index in a tail")
+    withheld: str | None = Field(None, description="why there is no interval")
+
+
+class Dependence(Closed):
+    """How a run's events depend on each other, and the intervals that account for it."""
+
+    independent: bool = Field(description="no correlation between neighbouring blocks of events was found")
+    cycle_s: Float = Field(None, description="a cycle in the latency (a load's phases), s; null: none stands out")
+    block_events: int = Field(description="events per fine block (the finest batch)")
+    mean: DependentMean
+    percentiles: dict[str, DependentPercentile] = Field(default_factory=dict)
+    sentence: str = Field(description="what was found, in words")
+
+
 class ModuleRun(Closed):
     """One run of the matrix interface × variant × load × repetition."""
 
@@ -242,6 +280,8 @@ class ModuleRun(Closed):
     scope_measurement: Blob = Field(None, description="`capture: measurement` only: the scope's own width "
                                     "statistics")
     outliers: RunOutliers | None = Field(None, description="robust outliers; null without software samples")
+    dependence: Dependence | None = Field(None, description="dependence between the run's events and the "
+                                          "intervals that hold on it (docs/statistics.md); null without samples")
     outlier_verdict: OutlierVerdict | None = Field(None, description="which side delayed the run's outliers; null "
                                                    "without software samples")
     decomposition: Decomposition | None = Field(None, description="module.trace: t_SW split into stages; absent "

@@ -14,6 +14,7 @@ Three passes over the run's Parquet files, a batch (module_data.BATCH_ROWS rows)
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from station import records
+from station.analysis import dependence
 from station.analysis.distribution import Distribution
 from station.analysis.samples import RunSamples
 from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
@@ -92,6 +94,7 @@ class RunAnalysis:
     diffs: PairedDiffs | None
     candidates: pd.DataFrame | None  # paired events with t_SW ≥ candidate_floor_ns or t_HW above its threshold
     candidate_floor_ns: float
+    blocks: dependence.FineBlocks | None = None  # t_SW in time order, block by block (dependence)
 
     @property
     def run_id(self) -> str:
@@ -99,7 +102,8 @@ class RunAnalysis:
 
     @property
     def samples(self) -> RunSamples:
-        return RunSamples(sw_ns=self.sw, hw_ns=self.hw)
+        return RunSamples(sw_ns=self.sw, hw_ns=self.hw,
+                          over_time=self.blocks.over_time() if self.blocks is not None else None)
 
 
 def analyse_run(run_dir: Path) -> RunAnalysis:
@@ -133,7 +137,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     floor = min(edge, sw_thr)
     # pass 3: pairing, the tail, the board's widths, the sequence numbers the twin's truth is joined on
     present = _SeqSet() if truth_path.exists() and "seq" in sw_cols else None
-    tail = _TailCollector(edge, present)
+    described = (sw.describe() or {}).get("percentiles_ns") or {}
+    tail = _TailCollector(edge, present, tuple(described.get(k, np.nan) for k in dependence.PERCENTILES))
     numbers = EventNumbers(strays.seqs())
     sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns",
                                                                     "t_write_ns"))))
@@ -163,6 +168,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     for _ in sw_stream:  # the tail of records the pairing did not need
         pass
     values, positions, board_ns = tail.result()
+    blocks = tail.blocks.close()
     board = tail.board.result() if tail.board_seen else None
     if present is not None:
         present.add(strays.seqs())  # the truth is joined on every record the run holds, strays too
@@ -170,7 +176,9 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     if unmatched:  # what paired here is chance: nothing is kept of it
         diffs = candidates = None
         ppm = Moments()
-    entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present)
+    dep = dependence_summary(sw, blocks, manifest.get("period_ns")) if sw.count else None
+    entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present, dep)
+    entry["dependence"] = dep
     entry["strays"] = strays.summary(manifest.get("format", "v1"), "flags" in sw_cols)
     entry["test_held"] = held or None
     if entry.get("pairing") is not None:
@@ -183,7 +191,20 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     else:
         entry["outlier_verdict"] = None
     return RunAnalysis(run_dir, manifest, entry, sw, hw, board, TailSample(sw, values, positions), board_ns,
-                       diffs, candidates, floor)
+                       diffs, candidates, floor, blocks)
+
+
+def dependence_summary(sw: Distribution, blocks: dependence.FineBlocks, period_ns: Any) -> dict[str, Any]:
+    """The run's dependence between events and its dependence-aware intervals (report `dependence`)."""
+    mean = dependence.mean_interval(blocks)
+    if mean.get("se_ns"):
+        mean["effective_n"] = min(float(sw.count), sw.std(1) ** 2 / mean["se_ns"] ** 2)
+    percentiles = dependence.quantile_intervals(sw, blocks)
+    cycle = dependence.dominant_cycle_s(blocks)
+    period_s = float(period_ns) / 1e9 if isinstance(period_ns, int | float) and period_ns else None
+    return {"independent": bool(mean.get("independent")), "cycle_s": cycle, "block_events": dependence.FINE_EVENTS,
+            "mean": mean, "percentiles": percentiles,
+            "sentence": dependence.summary_sentence(mean, percentiles, sw.count, cycle, period_s)}
 
 
 def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str], numbers: EventNumbers,
@@ -264,9 +285,10 @@ class _TailCollector:
     """Passes the records through, keeping the software values at or above `edge` (with their
     positions in the run and board widths), the board's widths and the sequence numbers seen."""
 
-    def __init__(self, edge: float, present: _SeqSet | None) -> None:
+    def __init__(self, edge: float, present: _SeqSet | None, levels: tuple[float, ...] = ()) -> None:
         self.edge = edge
         self.present = present
+        self.blocks = dependence.FineBlocks(levels=levels)  # the run in time order: its dependence
         self.position = 0
         self.board = DistributionBuilder()
         self.board_seen = False
@@ -289,6 +311,8 @@ class _TailCollector:
                 self._parts.append((lat[at], at + self.position, board))
             if self.present is not None:
                 self.present.add(batch["seq"])
+            t = batch.get("t_write_ns")
+            self.blocks.add(lat, None if t is None else t.astype(np.float64) / 1e9)
             self.position += len(lat)
             yield batch
 
@@ -323,11 +347,19 @@ class _SeqSet:
 
 def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, board: Distribution | None,
            cluster: ClusterMoments, diffs: PairedDiffs | None, pairer: StreamPairer | None,
-           present: _SeqSet | None) -> dict[str, Any]:
+           present: _SeqSet | None, dep: dict[str, Any] | None = None) -> dict[str, Any]:
     losses = m.get("losses", {})
     shift = None
     if hw is not None and sw.count >= 2 and hw.count >= 2:
-        shift = correlation.shift_of(sw, *_hw_mean_se(cluster, run_dir), hw.median())
+        # both sides' standard errors hold on dependent events: the scope's by batch means over
+        # consecutive acquisitions, the records' by batch means over time (as z-interval SEs)
+        mean = (dep or {}).get("mean") or {}
+        ci = mean.get("ci95_ns")
+        sw_se = (ci[1] - mean["estimate_ns"]) / correlation.Z95 if ci else math.inf
+        hw_mean, hw_se = _hw_mean_se(cluster, run_dir)
+        if cluster.ordered:
+            hw_se = max(hw_se, cluster.dependent_mean_se()[1])  # never below the clusters' own SE
+        shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median(), sw_se)
     return {
         "id": m["run_id"],
         **m["run"],
