@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import test_report_browser as browser
 import yaml
+from scipy import stats
 from scipy.special import ndtri
 
 from station.kinds.module.data import load_run
@@ -400,7 +401,12 @@ def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
         p50s = [r["sw"]["percentiles_ns"]["p50"] for r in runs]
         assert min(p50s) - 1 <= v["estimate_ns"] <= max(p50s) + 1
         lo, hi = v["ci95_ns"]
-        assert lo <= v["estimate_ns"] <= hi and hi - lo < 50
+        # issue 46: the runs are the units (was: the pooled events' i.i.d. interval, < 50 ns wide, which
+        # two runs of one condition on a bench fall outside of): Student's t over the runs' own medians
+        m, se = np.mean(p50s), np.std(p50s, ddof=1) / np.sqrt(len(p50s))
+        t = stats.t.ppf(0.975, len(p50s) - 1)
+        assert lo == pytest.approx(m - t * se, abs=1e-6) and hi == pytest.approx(m + t * se, abs=1e-6)
+        assert lo <= v["estimate_ns"] <= hi and v["runs"] == len(runs) == 2
         assert v["count"] == sum(r["sw"]["count"] for r in runs)
         assert f"{us(v['estimate_ns'])} µs [{us(lo)}, {us(hi)}]" in median["text"]
     (tail,) = _findings(report, "faster", percentile="p99.99")
@@ -408,7 +414,7 @@ def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
 
 
 def test_t_rw_explains_the_inb_difference_as_injected(demo):
-    _, report, _ = demo
+    out, report, _ = demo
     from station.formatting import us
 
     for est in report["comparisons"]["t_rw"]:
@@ -417,8 +423,21 @@ def test_t_rw_explains_the_inb_difference_as_injected(demo):
         # t_rw = Δt_HW − Δt_SW: the finding's numbers are the report's, recombined
         assert f["hw_difference_ns"] - f["sw_difference_ns"] == pytest.approx(est["estimate_ns"], abs=1e-6)
         # the twin adds t_rw to the pulse only: the explanation must be found
-        assert f["explained"] and "t_rw explains the difference" in f["text"]
-        assert abs(f["hw_difference_ns"] - est["truth_ns"]) < 100
+        # the twin adds t_rw to the pulse only: the inb check must never be credited with a latency
+        # change; one run per variant (the demo's) either explains the difference or says it cannot
+        # tell the runs' own latency difference from run-to-run variation (issue 46)
+        assert "changes the latency itself" not in f["headline"] and not f["runs_as_units"]
+        assert ("t_rw explains the difference" in f["text"]) if f["explained"] else \
+            ("cannot tell from run-to-run variation" in f["text"])
+        # the scope's difference is t_rw plus the two runs' own latency difference, which on a bench (and
+        # the twin since issue 46: each module load has its own machine state) is not zero: the truth of
+        # both from the twin's event files
+        truth = {v: pd.read_parquet(out / "runs" / r / "twin-truth.parquet", columns=["sw_ns", "stray"])
+                 for v, r in (("inb", est["inb_run"]), ("no-inb", est["no_inb_run"]))}
+        sw_truth = float(np.diff([truth[v].loc[~truth[v]["stray"].astype(bool), "sw_ns"].mean()
+                                  for v in ("no-inb", "inb")])[0])
+        assert abs(f["sw_difference_ns"] - sw_truth) < 30
+        assert abs(f["hw_difference_ns"] - est["truth_ns"] - sw_truth) < 100
         assert f"t_rw is {us(est['estimate_ns'])} µs" in f["text"]
 
 

@@ -1,0 +1,168 @@
+"""Intervals on dependent latency (issue 46): the twin's time structure as its truth logs it, the fine
+blocks a run is cut into, and a small seeded coverage study (benchmarks/bench_dependence_coverage.py
+is the full one). Truth: the twin model's own logged components and a long reference draw of it,
+never a figure of the code under test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from station.analysis import dependence
+from station.analysis.distribution import Distribution
+from station.api import percentile_intervals
+from station.twin.model import CHUNK_EVENTS, ModuleSession, load_preset
+
+PRESET = load_preset("seed-2015")
+PERIOD_NS = 100_000
+
+
+def _session(material: str, preset=PRESET, t_load_ns: int = 0) -> ModuleSession:  # noqa: ANN001
+    return ModuleSession(preset.interfaces["lpt"], preset.calibration_samples, PERIOD_NS, False, t_load_ns,
+                         material, phases=preset.load_phases, drift_seed=3)
+
+
+def _chunks(session: ModuleSession, n: int) -> list:
+    return [session.chunk(i, True) for i in range(n)]
+
+
+def test_the_twin_logs_phases_carryover_offsets_and_drift():
+    chunks = _chunks(_session("structure"), 200)  # 20 s: four cycles of the dd loop
+    phase = np.concatenate([c.phase for c in chunks])
+    carry = np.concatenate([c.carryover for c in chunks]).astype(float)
+    assert set(np.unique(phase)) == set(range(len(PRESET.load_phases)))
+    # phases last seconds: few changes in 200 000 events, each a run of thousands
+    changes = np.count_nonzero(np.diff(phase))
+    assert 10 <= changes <= 60
+    # the carry-over is an AR(1) with a 20 ms correlation time: lag-200-event (20 ms) autocorrelation e^-1
+    lag = 200
+    r = np.corrcoef(carry[:-lag], carry[lag:])[0, 1]
+    assert 0.25 < r < 0.50
+    # the sessions' offsets differ (one per module load), the independent twin has none of it
+    offsets = {_session(f"load-{k}").run_offset_ns for k in range(8)}
+    assert len(offsets) == 8 and np.std(list(offsets)) > 10
+    flat = _chunks(_session("flat", PRESET.independent()), 3)
+    assert all(np.all(c.phase == -1) and not c.carryover.any() and not c.drift.any() and c.run_offset == 0
+               for c in flat)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 1200), min_size=1, max_size=8), st.integers(0, 2**31 - 1))
+def test_fine_blocks_do_not_depend_on_how_the_stream_is_batched(cuts, seed):
+    x = np.random.default_rng(seed).gamma(4, 300, sum(cuts)).round()
+    whole = dependence.blocks_of(x, [1000.0, 1500.0])
+    parts = dependence.FineBlocks(levels=(1000.0, 1500.0))
+    at = 0
+    for c in cuts:
+        parts.add(x[at:at + c])
+        at += c
+    parts.close()
+    assert parts.counts == whole.counts and sum(parts.counts) == x.size
+    def totals(fb: dependence.FineBlocks) -> np.ndarray:  # each block's Σx (sums are about a centre)
+        return np.asarray(fb.sums) + (fb.centre or 0.0) * np.asarray(fb.counts)
+
+    assert np.allclose(totals(parts), totals(whole), rtol=1e-9, atol=1e-6) and np.array_equal(np.array(parts.below), np.array(whole.below))
+    if x.size:  # block totals give back the sample's own mean and counts below each level
+        assert dependence.mean_interval(whole)["estimate_ns"] == pytest.approx(x.mean())
+        assert np.array(whole.below).sum(axis=0).tolist() == [np.sum(x <= 1000), np.sum(x <= 1500)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-1e9, 1e9, allow_nan=False), max_size=3000))
+def test_intervals_of_any_sample_are_ordered_or_withheld(values):
+    x = np.asarray(values)
+    if not x.size:
+        return
+    out = percentile_intervals(x)
+    for est, lo, hi in out.values():
+        assert (lo is None or lo <= est) and (hi is None or est <= hi)
+    mean = dependence.mean_interval(dependence.blocks_of(x))
+    assert mean["withheld"] or mean["ci95_ns"][0] <= mean["estimate_ns"] <= mean["ci95_ns"][1]
+
+
+def _reference() -> np.ndarray:
+    """The stationary latency: long draws with each event's logged offset and drift taken out."""
+    parts = []
+    for k in range(4):
+        chunks = _chunks(_session(f"reference-{k}"), 600)
+        parts.append(np.concatenate([c.sw - c.drift - c.run_offset for c in chunks]))
+    return np.concatenate(parts).astype(float)
+
+
+def test_percentile_intervals_hold_the_runs_truth_on_dependent_latency():
+    """20 demo-length runs (10 s) of the twin with its time structure. The i.i.d. interval (today's
+    before issue 46) held the run's true median in ~16 % of runs in the bench; the default interval
+    must hold it in ≥ 14 of 20 — a right 95 % interval fails that with probability
+    binom.cdf(13, 20, 0.95) = 6e-6. Withheld intervals (a run too short for its dependence) count as
+    misses here, so the test also fails an interval that hides."""
+    ref = _reference()
+    truth_p50, truth_p99 = np.percentile(ref, [50, 99])
+    held = {"p50": 0, "p99": 0}
+    held_iid = 0
+    for k in range(20):
+        s = _session(f"run-{k}", t_load_ns=k * 12 * 10**9)
+        chunks = _chunks(s, 100)
+        sw = np.concatenate([c.sw for c in chunks])
+        state = s.run_offset_ns + np.mean(np.concatenate([c.drift for c in chunks]))
+        got = percentile_intervals(sw)
+        for key, truth in (("p50", truth_p50), ("p99", truth_p99)):
+            _, lo, hi = got[key]
+            held[key] += lo is not None and hi is not None and lo <= truth + state <= hi
+        _, lo, hi = percentile_intervals(sw, independent=True)["p50"]
+        held_iid += lo <= truth_p50 + state <= hi
+    assert held["p50"] >= 14 and held["p99"] >= 14, (held, held_iid)
+    # the failure the issue reported, still there in the i.i.d. interval: it cannot be the default
+    assert held_iid <= 10, held_iid
+
+
+def test_on_independent_latency_the_interval_is_the_iid_one():
+    """No dependence: the effective sample is (nearly) the sample, the interval about as wide as the
+    distribution-free one, and the sentence says so."""
+    s = _session("iid", PRESET.independent())
+    sw = np.concatenate([c.sw for c in _chunks(s, 100)])
+    dep, iid = percentile_intervals(sw), percentile_intervals(sw, independent=True)
+    for key in ("p50", "p99"):
+        assert dep[key][0] == iid[key][0]
+        width, iid_width = dep[key][2] - dep[key][1], iid[key][2] - iid[key][1]
+        assert width <= 1.3 * iid_width, (key, width, iid_width)
+    d = Distribution.of(sw)
+    levels = [d.describe()["percentiles_ns"][k] for k in dependence.PERCENTILES]
+    blocks = dependence.blocks_of(sw, levels)
+    q = dependence.quantile_intervals(d, blocks)
+    assert q["p50"]["effective_n"] > 0.8 * sw.size
+    mean = dependence.mean_interval(blocks)
+    sentence = dependence.summary_sentence(mean, q, sw.size, dependence.dominant_cycle_s(blocks), 1e-4)
+    assert sentence.startswith("No dependence") or mean["batches"] >= 100, sentence
+
+
+def test_a_run_too_short_for_its_dependence_is_withheld_not_pretended():
+    """2 s of a twin whose phases last seconds: no interval at the median, with the reason."""
+    sw = np.concatenate([c.sw for c in _chunks(_session("short"), 20)])
+    _, lo, hi = percentile_intervals(sw)["p50"]
+    d = Distribution.of(sw)
+    blocks = dependence.blocks_of(sw, [d.describe()["percentiles_ns"][k] for k in dependence.PERCENTILES])
+    q = dependence.quantile_intervals(d, blocks)["p50"]
+    assert (lo, hi) == (None, None) and "too short" in q["withheld"]
+
+
+def test_welch_on_runs_needs_the_runs_spread():
+    """The findings' run-level test (findings.welch_differs) against scipy's Welch test."""
+    from station.kinds.module.findings import run_level, welch_differs
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        a, b = rng.normal(0, 50, 3), rng.normal(rng.choice([0, 200]), 50, 4)
+        ours = welch_differs(run_level(a), run_level(b))[0]
+        theirs = stats.ttest_ind(a, b, equal_var=False).pvalue < 0.05
+        assert ours == theirs
+
+
+def test_chunks_stay_deterministic_whatever_order_they_are_asked_in():
+    a, b = _session("order"), _session("order")
+    forward = [a.chunk(i, True).sw for i in range(6)]
+    backward = [b.chunk(i, True).sw for i in reversed(range(6))][::-1]
+    assert all(np.array_equal(x, y) for x, y in zip(forward, backward, strict=True))
+    assert CHUNK_EVENTS == len(forward[0])
