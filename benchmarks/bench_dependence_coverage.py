@@ -126,7 +126,8 @@ def campaign_set(preset: Preset, label: str, args: argparse.Namespace) -> bool:
     median = ref_truth["p50"]
     shifted = replace(p, sw_min=p.sw_min + SHIFT * median, sw_mean=p.sw_mean + SHIFT * median)
     tallies = {k: Tally() for k in ("mean", "mean iid", *(x for key in KEYS for x in (key, f"{key} iid")))}
-    calls = {(rule, what, key): 0 for rule in ("runs", "iid") for what in ("equal", "shifted") for key in ("p50", "p99")}
+    calls = {(rule, what, key): 0
+             for rule in ("runs", "iid") for what in ("equal", "shifted") for key in ("p50", "p99")}
     rng = np.random.default_rng(46)
     for c in range(args.campaigns):
         runs: dict[str, list[np.ndarray]] = {"A": [], "A2": [], "B": []}
@@ -153,7 +154,8 @@ def campaign_set(preset: Preset, label: str, args: argparse.Namespace) -> bool:
         verdict = ("OK" if ok else "MISS") if station else "(before issue 46)"
         missed |= station and not ok
         width = f"{np.median(t.widths):.0f}" if t.widths else "—"
-        print(f"{name:<20}  {t.held:>4}/{t.stated:<6}  {t.share():6.1%}   {t.withheld:>6}     {width:>10}        {verdict}")
+        print(f"{name:<20}  {t.held:>4}/{t.stated:<6}  {t.share():6.1%}   {t.withheld:>6}     "
+              f"{width:>10}        {verdict}")
     print("between conditions    rule                    equal called different   shift found (power)   verdict")
     for key in ("p50", "p99"):
         for rule, words in (("runs", "runs as units (Welch)"), ("iid", "disjoint i.i.d. intervals")):

@@ -69,7 +69,8 @@ def distances(samples: int, sizes: list[int], ds: list[float]) -> int:
     """Coverage at p = d/n against the model's true quantile, per distance d: of the GPD's interval
     (the fit's own, whether stated or beside the stated figure) and of the interval the station states
     (inside the data the empirical order-statistic one), beside how often it calls the figure reliable."""
-    preset = load_preset("seed-2015").independent()  # its truth is the i.i.d. model's (dependence: bench_dependence_coverage)
+    # its truth is the i.i.d. model's (dependence: bench_dependence_coverage)
+    preset = load_preset("seed-2015").independent()
     print("interface  events    d=n·p   p          true q (µs)  GPD held  stated held  stated by  "
           "reliable  held|reliable  verdict")
     missed = False
@@ -107,7 +108,8 @@ def main() -> int:
     if args.distances:
         return distances(args.samples, [int(v) for v in args.events.split(",")],
                          [float(v) for v in args.distances.split(",")])
-    preset = load_preset("seed-2015").independent()  # its truth is the i.i.d. model's (dependence: bench_dependence_coverage)
+    # its truth is the i.i.d. model's (dependence: bench_dependence_coverage)
+    preset = load_preset("seed-2015").independent()
     print("interface  events    samples  true 1e-9  GPD held  reliable  held|reliable  bound held  verdict")
     missed = False
     for name, params, truth in _models(preset):

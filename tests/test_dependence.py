@@ -64,7 +64,8 @@ def test_fine_blocks_do_not_depend_on_how_the_stream_is_batched(cuts, seed):
     def totals(fb: dependence.FineBlocks) -> np.ndarray:  # each block's Σx (sums are about a centre)
         return np.asarray(fb.sums) + (fb.centre or 0.0) * np.asarray(fb.counts)
 
-    assert np.allclose(totals(parts), totals(whole), rtol=1e-9, atol=1e-6) and np.array_equal(np.array(parts.below), np.array(whole.below))
+    assert np.allclose(totals(parts), totals(whole), rtol=1e-9, atol=1e-6)
+    assert np.array_equal(np.array(parts.below), np.array(whole.below))
     if x.size:  # block totals give back the sample's own mean and counts below each level
         assert dependence.mean_interval(whole)["estimate_ns"] == pytest.approx(x.mean())
         assert np.array(whole.below).sum(axis=0).tolist() == [np.sum(x <= 1000), np.sum(x <= 1500)]
@@ -165,4 +166,4 @@ def test_chunks_stay_deterministic_whatever_order_they_are_asked_in():
     forward = [a.chunk(i, True).sw for i in range(6)]
     backward = [b.chunk(i, True).sw for i in reversed(range(6))][::-1]
     assert all(np.array_equal(x, y) for x, y in zip(forward, backward, strict=True))
-    assert CHUNK_EVENTS == len(forward[0])
+    assert len(forward[0]) == CHUNK_EVENTS

@@ -30,7 +30,8 @@ INTERFACES = {"lpt": {}, "pcie": {"outlier_fraction": 5.0e-5}}
 
 
 def _model(interface: str):  # noqa: ANN202 - (params, calibration samples)
-    preset = load_preset("seed-2015").independent()  # its truth is the i.i.d. model's (dependence: bench_dependence_coverage)
+    # its truth is the i.i.d. model's (dependence: bench_dependence_coverage)
+    preset = load_preset("seed-2015").independent()
     return replace(preset.interfaces[interface], **INTERFACES[interface]), preset.calibration_samples
 
 
