@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 
-from station.analysis import dependence
 from station.analysis.distribution import DENSE_SPAN, Distribution
 
 # widths and differences of scope pulses are binned at 10 ps: a fifth of the sample interval of
@@ -145,7 +144,6 @@ class ClusterMoments:
         self._a = self._b = self._c = 0.0  # Σ s_c², Σ s_c·n_c, Σ n_c² (s_c: Σ(x − centre) in c)
         self._open: tuple[int, float, int] | None = None  # the last cluster: (id, s, n), maybe unfinished
         self.ordered = True  # False: a cluster came back after another (then the SE is not computed)
-        self._each: list[tuple[np.ndarray, np.ndarray]] = []  # (s_c, n_c) of closed clusters, in order
 
     def add(self, clusters: np.ndarray, values: np.ndarray) -> None:
         x = np.asarray(values, np.float64)
@@ -171,7 +169,6 @@ class ClusterMoments:
             # float additions as one cluster at a time (an accumulate adds sequentially), without a
             # Python call per acquisition (70 000 in a seed-scale run)
             closed_s, closed_n = s[:-1], n[:-1]
-            self._each.append((closed_s.copy(), closed_n.copy()))
             self.clusters += len(closed_s)
             self._a = float(np.cumsum(np.r_[self._a, closed_s * closed_s])[-1])
             self._b = float(np.cumsum(np.r_[self._b, closed_s * closed_n])[-1])
@@ -179,32 +176,10 @@ class ClusterMoments:
         self._open = (int(ids[starts[-1]]), float(s[-1]), float(n[-1]))
 
     def _close(self, s: float, n: float) -> None:
-        self._each.append((np.array([s]), np.array([n])))
         self.clusters += 1
         self._a += s * s
         self._b += s * n
         self._c += n * n
-
-    def per_cluster(self) -> tuple[np.ndarray, np.ndarray]:
-        """Σ(x − centre) and the count of each cluster, in order (the open one last)."""
-        parts = list(self._each) + ([(np.array([self._open[1]]), np.array([self._open[2]]))] if self._open else [])
-        if not parts:
-            return np.empty(0), np.empty(0)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-    def dependent_mean_se(self) -> tuple[float, float]:
-        """The mean and a standard error that holds when neighbouring clusters are correlated too (a
-        load's phases last longer than an acquisition): batch means over consecutive clusters
-        (station/analysis/dependence.py); inf where too few uncorrelated batches remain."""
-        y, n = self.per_cluster()
-        if not self.ordered or len(y) < dependence.MIN_BATCHES:
-            return self.values.mean, math.inf
-        batching = dependence.choose_batching(y, n)
-        if not batching.enough:
-            return self.values.mean, math.inf
-        # stated as a z-interval's SE: Student's t at k − 1 degrees of freedom folded in
-        inflate = dependence.t_ppf(0.975, batching.count - 1) / dependence.Z95
-        return self.values.mean, dependence.ratio_se(y, n, batching) * inflate
 
     def mean_se(self) -> tuple[float, float]:
         """correlation.cluster_mean_se: fewer than 10 clusters fall back to the plain SE."""

@@ -31,13 +31,13 @@ def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.
     return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)))
 
 
-def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float,
-             sw_se_ns: float | None = None) -> dict:
-    """`shift` from the scope side's mean, its standard error (cluster-robust; dependence-aware in a
-    run's analysis) and its median; `sw_se_ns` the software mean's (std/√n if not given). An infinite
-    SE (a run too short for its own dependence) leaves the interval out."""
+def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float) -> dict:
+    """`shift` from the scope side's mean, its cluster-robust standard error and its median. The
+    software side adds std/√n: it holds every event of the run, so a load's phases are shared with
+    the scope's acquisitions spread over the same run and are no error of the shift (the spread
+    between acquisitions already holds them). An infinite SE leaves the interval out."""
     m_sw = sw.mean()
-    se_sw = sw.std(1) / math.sqrt(sw.count) if sw_se_ns is None else sw_se_ns
+    se_sw = sw.std(1) / math.sqrt(sw.count)
     d = hw_mean_ns - m_sw
     se = math.hypot(hw_se_ns, se_sw)
     stated = math.isfinite(se)
@@ -47,6 +47,7 @@ def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns:
         "ci95_ns": [d - Z95 * se, d + Z95 * se] if stated else None,
         "hw_se_ns": hw_se_ns if math.isfinite(hw_se_ns) else None,
         "hw_minus_sw_median_ns": float(hw_median_ns - sw.median()),
+        "ci_withheld": None if stated else "too few pulses for a standard error",
     }
 
 
@@ -69,10 +70,13 @@ def t_rw(shift_inb: dict, shift_no_inb: dict) -> dict:
     est = shift_inb["hw_minus_sw_mean_ns"] - shift_no_inb["hw_minus_sw_mean_ns"]
     ses = (shift_inb.get("se_ns"), shift_no_inb.get("se_ns"))
     se = math.hypot(*ses) if None not in ses else None  # a shift without an interval leaves none here
+    why = [f"{name}: {s['ci_withheld']}" for name, s in (("inb", shift_inb), ("no-inb", shift_no_inb))
+           if s.get("se_ns") is None and s.get("ci_withheld")]
     return {
         "estimate_ns": est,
         "se_ns": se,
         "ci95_ns": [est - Z95 * se, est + Z95 * se] if se is not None else None,
+        "ci_withheld": ("; ".join(why) or "a shift has no interval") if se is None else None,
         "median_estimate_ns": shift_inb["hw_minus_sw_median_ns"] - shift_no_inb["hw_minus_sw_median_ns"],
     }
 

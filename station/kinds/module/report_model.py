@@ -25,12 +25,13 @@ class Shift(Closed):
     """t_HW − t_SW of a run: ≈ t_rw with the inb variant, ≈ 0 without."""
 
     hw_minus_sw_mean_ns: Float = Field(description="mean of t_HW − t_SW")
-    se_ns: Float = Field(None, description="its standard error, both sides' holding on dependent events; null: "
-                         "the run is too short for its own dependence")
+    se_ns: Float = Field(None, description="its standard error: the scope side's cluster-robust one over "
+                         "acquisitions (they span the run: a load's phases are in their spread), the records' "
+                         "std/√n; null: `ci_withheld` says why")
     ci95_ns: Interval = Field(None, description="its 95 % interval [lo, hi]")
     hw_minus_sw_median_ns: Float = Field(None, description="median of t_HW − t_SW")
-    hw_se_ns: Float = Field(None, description="the scope mean's standard error inside `se_ns` (batch means over "
-                            "consecutive acquisitions: neighbouring acquisitions share a load phase)")
+    hw_se_ns: Float = Field(None, description="the scope mean's standard error inside `se_ns`")
+    ci_withheld: str | None = Field(None, description="why there is no standard error")
 
 
 class Strays(Closed):
@@ -304,6 +305,8 @@ class TRw(Closed):
     estimate_ns: Float = Field(None, description="t_rw: the shift of the pulse width the extra bus read causes")
     se_ns: Float = Field(None, description="its standard error")
     ci95_ns: Interval = Field(None, description="its 95 % confidence interval")
+    ci_withheld: str | None = Field(None, description="why the estimate has no interval (a run too short for its "
+                                    "own dependence); the paired estimate may still have one")
     median_estimate_ns: Float = Field(None, description="the same from the shifts' medians")
     withheld: str | None = Field(None, description="why there is no estimate (a scope that matches none of the "
                                  "target's events); the figures above are then null")
