@@ -43,8 +43,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from station.analysis import dependence  # noqa: E402
+from station.analysis.run_level import run_level, welch_differs  # noqa: E402
 from station.api import percentile_intervals  # noqa: E402
-from station.kinds.module.findings import run_level, welch_differs  # noqa: E402
 from station.twin.model import CHUNK_EVENTS, InterfaceParams, ModuleSession, Preset, load_preset  # noqa: E402
 
 PERIOD_NS = 100_000

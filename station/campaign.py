@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from station.bench import Bench, BenchError
-from station.config import Campaign, RunSpec, expand_runs, measurement_hash
+from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
 from station.progress import ProgressSink, RunProgress
 from station.run import RunOutcome, execute_run
 from station.store import RunStore, StoreError, now_utc, station_version
@@ -81,6 +81,7 @@ async def run_campaign(
     except OSError as exc:
         raise CampaignError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     runs = expand_runs(campaign)
+    position = {spec.id: k for k, spec in enumerate(expand_runs(campaign, as_written=True))}
     todo = [(order, spec) for order, spec in enumerate(runs) if spec.id not in completed]
     result.skipped = [spec.id for spec in runs if spec.id in completed]
     if not todo:
@@ -98,7 +99,7 @@ async def run_campaign(
                     latest = bench.describe()
                     described[target_name or ""] = latest["target"]
                     _write_campaign_json(out_dir, campaign, latest, described)
-                    await _run_on(bench, target_runs, len(runs), out_dir, progress, result)
+                    await _run_on(bench, target_runs, len(runs), out_dir, progress, result, position)
             except BenchError as exc:
                 if target_name is None:
                     raise CampaignError(str(exc)) from None
@@ -129,12 +130,12 @@ def _record_unavailable(out_dir: Path, unavailable: dict[str, str]) -> None:
 
 
 async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out_dir: Path,
-                  progress: ProgressSink, result: CampaignResult) -> None:
+                  progress: ProgressSink, result: CampaignResult, position: dict[str, int]) -> None:
     """The runs of one target on its active bench; stops when the bench is lost."""
     session_started = time.monotonic()
     for i, (order, spec) in enumerate(todo):
         run_progress = RunProgress(spec.id, order, total, session_started=session_started, session_done=i,
-                                   session_left=len(todo) - i - 1)
+                                   session_left=len(todo) - i - 1, position=position.get(spec.id))
         outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
         result.outcomes.append(outcome)
         progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
@@ -176,5 +177,9 @@ def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, An
         **latest,
         "targets": targets,
         "config": campaign.model_dump(mode="json"),
+        # the order the runs are measured in (issue 46: interleaved, seeded), to be read beside their times
+        "order": {"rule": campaign.matrix.order,
+                  "seed": order_seed(campaign) if campaign.matrix.order == "interleaved" else None,
+                  "runs": [spec.id for spec in expand_runs(campaign)]},
     }
     (out_dir / "campaign.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

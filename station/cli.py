@@ -171,7 +171,7 @@ def monitor(
 @app.command()
 def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> None:
     """Check a campaign file and list the runs it would make."""
-    from station.config import ConfigError, expand_runs, load_campaign
+    from station.config import ConfigError, design_notes, expand_runs, load_campaign, order_seed
 
     try:
         campaign = load_campaign(config)
@@ -180,6 +180,10 @@ def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> N
 
     runs = expand_runs(campaign)
     typer.echo(f"{config}: valid — {len(runs)} runs: " + ", ".join(r.id for r in runs))
+    order = campaign.matrix.order
+    typer.echo(f"order: {order}" + (f" (seed {order_seed(campaign)})" if order == "interleaved" else ""))
+    for note in design_notes(campaign):
+        typer.echo(f"design: {note}")
     about, most = api.measuring_time(campaign)
     typer.echo(f"measuring time: about {_human(about * len(runs))} ({_human(about)} a run), at most "
                f"{_human(most * len(runs))} (max_duration), plus each run's set-up and teardown")

@@ -770,6 +770,15 @@ class Matrix(Strict):
         default_factory=dict,
         description="extra module parameters per interface, e.g. {pcie: {profile: edu}} (emulation modes)",
     )
+    order: Literal["interleaved", "as-written"] = Field(
+        "interleaved", description="the runs' order on each target: `interleaved` measures every condition once "
+        "per repetition, in a seeded random order each round (so a machine's slow drift is not lined up with "
+        "one condition); `as-written` the file's order, repetition after repetition"
+    )
+    order_seed: Int | None = Field(
+        None, ge=0, le=2**63 - 1, description="the interleaved order's seed (default: from the campaign's name); "
+        "campaign.json records the order used"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Matrix:
@@ -929,7 +938,8 @@ def measurement_hash(campaign: Campaign) -> str:
     # campaign's settings, and installing one must not make measured runs look changed
     for name in set(data) - set(Campaign.model_fields) - kind_registry.builtin_names() - {campaign.matrix.kind}:
         data.pop(name)
-    data["matrix"].pop("repetitions")
+    for key in ("repetitions", "order", "order_seed"):  # when a run is measured is not what it measures
+        data["matrix"].pop(key)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -950,19 +960,57 @@ def run_count_text(campaign: Campaign) -> str:
     return " × ".join([*factors, f"{len(m.loads)} loads", f"{m.repetitions} repetitions"])
 
 
-def expand_runs(campaign: Campaign) -> list[RunSpec]:
-    """Every run of the matrix, repetition-major. Validation caps the count at MAX_RUNS; a
-    Campaign changed with model_copy() bypasses validation, so the cap is checked again."""
+def design_notes(campaign: Campaign) -> list[str]:
+    """What the campaign's design cannot answer (issue 46): its comparisons between conditions are
+    judged against the spread between runs of each, which one run per condition does not give; and
+    runs measured in the file's order line a machine's slow drift up with the conditions."""
+    m = campaign.matrix
+    conditions = run_count(campaign) // m.repetitions
+    notes = []
+    if conditions > 1 and m.repetitions < 2:
+        notes.append(f"one run per condition: the {conditions} conditions' differences cannot be told from "
+                     "run-to-run variation (every run meets its own machine state), so the report states them "
+                     "without calling them significant; repetitions: 2 or more (3 or more to find a difference of "
+                     "a few per cent)")
+    if conditions > 1 and m.repetitions > 1 and m.order == "as-written":
+        notes.append("order: as-written measures each condition at the same place of every round: a machine "
+                     "that drifts over the campaign drifts with the matrix order; order: interleaved (the default) "
+                     "randomises each round")
+    return notes
+
+
+def expand_runs(campaign: Campaign, as_written: bool = False) -> list[RunSpec]:
+    """Every run of the matrix in the order it is measured: target after target (each target's
+    bench, a VM boot say, is set up once), repetition after repetition, and inside a repetition
+    the conditions in the file's order or, `interleaved`, in a random order of their own
+    (order_of); `as_written` the file's order whatever `order` says (a report lists its runs so).
+    Validation caps the count at MAX_RUNS; a Campaign changed with model_copy()
+    bypasses validation, so the cap is checked again."""
     m = campaign.matrix
     if run_count(campaign) > MAX_RUNS:
         raise ConfigError(f"matrix: {run_count(campaign)} runs; at most {MAX_RUNS}")
     cells = kind_registry.kind(m.kind).cells(campaign)
-    # target-major: each target's bench (a VM boot, say) is set up once
-    return [
-        RunSpec(i, v, load, r, kind=m.kind, target=t)
-        for t in campaign.bench.named_targets()
-        for r, load, (i, v) in itertools.product(range(m.repetitions), m.loads, cells)
-    ]
+    runs = []
+    for t in campaign.bench.named_targets():
+        for r in range(m.repetitions):
+            written = [RunSpec(i, v, load, r, kind=m.kind, target=t)
+                       for load, (i, v) in itertools.product(m.loads, cells)]
+            runs += written if as_written or m.order == "as-written" else order_of(written, order_seed(campaign))
+    return runs
+
+
+def order_seed(campaign: Campaign) -> int:
+    """The interleaved order's seed: the file's, else one from the campaign's name (stable, so a
+    resumed campaign continues in the same order)."""
+    if campaign.matrix.order_seed is not None:
+        return campaign.matrix.order_seed
+    return int.from_bytes(hashlib.sha256(f"order/{campaign.name}".encode()).digest()[:8], "little") >> 1
+
+
+def order_of(runs: list[RunSpec], seed: int) -> list[RunSpec]:
+    """A seeded random order of one round's runs: each run sorted by a keyed hash of its id (a uniform
+    permutation that no library version changes)."""
+    return sorted(runs, key=lambda s: hashlib.sha256(f"{seed}/{s.target}/{s.id}".encode()).digest())
 
 
 # --- errors with lines ------------------------------------------------------------------------

@@ -52,6 +52,7 @@ class RunProgress:
     hw_target: int = 0
     duration_target: float | None = None
     phase: str = "starting"
+    position: int | None = None  # its place in the file's order (reports list runs so); None: index
     probe: str | None = None  # a probe run (e.g. "cyclictest"): no live samples, its results come at the end
     # the session's runs around this one (a campaign-wide ETA): when the first began, how many
     # were done before this one, how many come after it

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from station.config import ConfigError, expand_runs, json_schema, load_campaign, parse_campaign
+from station.config import ConfigError, design_notes, expand_runs, json_schema, load_campaign, parse_campaign
 from station.units import parse_duration, parse_voltage
 from tests.conftest import REPO, run_station
 
@@ -65,11 +65,45 @@ def test_yaml_syntax_error_has_a_line():
 
 def test_matrix_expands_interface_variant_load_repetition():
     c = parse_campaign(
-        "name: x\nmatrix: {samples: 10, repetitions: 2, loads: [none, io]}\nloads: {none: [], io: []}\n"
+        "name: x\nmatrix: {samples: 10, repetitions: 2, loads: [none, io], order: as-written}\n"
+        "loads: {none: [], io: []}\n"
     )
     ids = [r.id for r in expand_runs(c)]
     assert len(ids) == 2 * 2 * 2 * 2 and len(set(ids)) == len(ids)
     assert ids[0] == "lpt-inb-none-r0" and ids[-1] == "pcie-no-inb-io-r1"
+
+
+def _ids(name: str = "x", extra: str = "") -> list[str]:
+    c = parse_campaign(f"name: {name}\nmatrix: {{samples: 10, repetitions: 3, loads: [none, io]{extra}}}\n"
+                       "loads: {none: [], io: []}\n")
+    return [r.id for r in expand_runs(c)]
+
+
+def test_the_interleaved_order_runs_every_condition_once_a_round_in_a_seeded_random_order():
+    """The default order (issue 46): each repetition is a round holding every condition once, each
+    round in its own random order, the same for the same seed (a resumed campaign goes on in it)."""
+    written = _ids(extra=", order: as-written")
+    ids = _ids()
+    assert sorted(ids) == sorted(written)
+    rounds = [ids[k * 8:(k + 1) * 8] for k in range(3)]
+    for r, round_ in enumerate(rounds):
+        assert {i.rsplit("-r", 1)[0] for i in round_} == {i.rsplit("-r", 1)[0] for i in written[:8]}
+        assert all(i.endswith(f"-r{r}") for i in round_)
+    conditions = [[i.rsplit("-r", 1)[0] for i in round_] for round_ in rounds]
+    assert conditions[0] != conditions[1] or conditions[1] != conditions[2]  # each round its own order
+    assert ids != written and ids == _ids()
+    assert _ids(extra=", order_seed: 5") == _ids("y", ", order_seed: 5") != _ids(extra=", order_seed: 6")
+    assert _ids("y") != ids  # the default seed comes from the name
+
+
+def test_a_design_that_cannot_answer_its_comparisons_is_told():
+    one = parse_campaign("name: x\nmatrix: {samples: 10}\n")
+    assert any("one run per condition" in n for n in design_notes(one))
+    drifting = parse_campaign("name: x\nmatrix: {samples: 10, repetitions: 3, order: as-written}\n")
+    assert any("drift" in n for n in design_notes(drifting))
+    assert design_notes(parse_campaign("name: x\nmatrix: {samples: 10, repetitions: 3}\n")) == []
+    alone = parse_campaign("name: x\nmatrix: {samples: 10, interfaces: [lpt], variants: [inb]}\n")
+    assert design_notes(alone) == []  # one condition: nothing to compare
 
 
 def test_every_shipped_config_validates():

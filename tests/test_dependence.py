@@ -150,8 +150,8 @@ def test_a_run_too_short_for_its_dependence_is_withheld_not_pretended():
 
 
 def test_welch_on_runs_needs_the_runs_spread():
-    """The findings' run-level test (findings.welch_differs) against scipy's Welch test."""
-    from station.kinds.module.findings import run_level, welch_differs
+    """The findings' run-level test (station/analysis/run_level.py) against scipy's Welch test."""
+    from station.analysis.run_level import run_level, welch_differs
 
     rng = np.random.default_rng(7)
     for _ in range(50):

@@ -43,7 +43,8 @@ def _registered():
 def test_its_settings_join_the_campaign_schema():
     campaign = parse_campaign(CAMPAIGN)
     assert campaign.loadavg.period == 0.05 and campaign.loadavg.busy_above == 1.0
-    assert [s.id for s in expand_runs(campaign)] == ["none-r0", "io-r0"]
+    assert [s.id for s in expand_runs(campaign, as_written=True)] == ["none-r0", "io-r0"]
+    assert sorted(s.id for s in expand_runs(campaign)) == ["io-r0", "none-r0"]
     schema = json.loads(json_schema())
     assert "loadavg" in schema["properties"]
     with pytest.raises(ConfigError, match=r"<string>:3: loadavg: loadavg options are for matrix.kind: loadavg"):

@@ -1,12 +1,15 @@
 """The twin's random streams follow the run's identity (campaign seed + run id), not
 the order modules happen to be loaded in: a run measured after a resume equals the
-same run measured in one go, and two different runs never share their draws."""
+same run measured in one go — but for the machine's slow drift, which follows the twin's
+clock (a resumed run is measured at another time) and is taken out as the twin logged it —
+and two different runs never share their draws."""
 
 from __future__ import annotations
 
 import asyncio
 
 import numpy as np
+import pandas as pd
 
 from station import api
 from station.config import parse_campaign
@@ -16,13 +19,18 @@ from station.kinds.module.data import load_run
 def _campaign(variants: str, seed: int = 11):
     return parse_campaign(
         "name: twin-repro\n"
-        f"bench: {{target: {{kind: twin}}, scope: {{kind: none}}, twin: {{seed: {seed}}}}}\n"
+        f"bench: {{target: {{kind: twin}}, scope: {{kind: none}}, twin: {{seed: {seed}, ground_truth: true}}}}\n"
         f"matrix: {{interfaces: [lpt], variants: [{variants}], samples: 3000}}\n"
     )
 
 
 def _latencies(out, run_id: str) -> np.ndarray:
-    return load_run(out / "runs" / run_id).sw["latency_ns"].to_numpy()[:3000]
+    """The run's first 3000 t_SW, less the drift of the twin's clock each event met (its truth)."""
+    sw = load_run(out / "runs" / run_id).sw[["seq", "latency_ns"]]
+    truth = pd.read_parquet(out / "runs" / run_id / "twin-truth.parquet", columns=["seq", "drift_ns"])
+    joined = sw.merge(truth, on="seq", how="left", validate="one_to_one")
+    assert joined["drift_ns"].notna().all()
+    return (joined["latency_ns"] - joined["drift_ns"]).to_numpy()[:3000]
 
 
 def test_a_run_draws_the_same_events_whatever_ran_before_it(tmp_path):

@@ -425,7 +425,9 @@ class ModuleSession:
         if p.drift_std <= 0 or p.drift_period_s <= 0:
             return np.zeros(len(ts))
         angle = 2 * math.pi * ts.astype(np.float64) / (p.drift_period_s * 1e9) + self._drift_phase
-        return p.drift_std * math.sqrt(2.0) * np.sin(angle)
+        # whole ns, so the drift the truth logs is exactly what each latency carries (a run measured at
+        # another time differs from itself by that column alone)
+        return np.round(p.drift_std * math.sqrt(2.0) * np.sin(angle))
 
     def stray_count(self, index: int) -> int:
         """How many stray IRQs chunk `index` holds: drawn alone, so the strays before any chunk are

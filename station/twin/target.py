@@ -99,10 +99,16 @@ class LoadProcess:
     deadline: float
     echo_pid: bool = False
     responder: bool = False  # the board's GPIO responder, not a load
+    reader: bool = False  # a reader of a module's record stream (`cat DEVICE`), not a load
     argv: list[str] = field(default_factory=list)  # as /proc/PID/cmdline shows it (after exec)
     environ: list[str] = field(default_factory=list)  # as /proc/PID/environ shows it
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     status: int | None = None
+
+    @property
+    def loads_the_target(self) -> bool:
+        """Running, and a load: the responder and the station's own stream reader are neither."""
+        return self.status is None and not self.responder and not self.reader
 
 
 class EmulatedTarget:
@@ -142,7 +148,7 @@ class EmulatedTarget:
 
     def loads_running(self) -> bool:
         self._reap()
-        return any(p.status is None and not p.responder for p in self.loads.values())
+        return any(p.loads_the_target for p in self.loads.values())
 
     def current_session(self) -> ModuleSession | None:
         for mod in self.modules.values():
@@ -546,7 +552,8 @@ class EmulatedTarget:
         pid = self._next_pid
         self._next_pid += 7
         responder = self.board is not None and self.board.is_responder(argv)
-        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, responder, exec_argv, environ)
+        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, responder, stream_of is not None,
+                           exec_argv, environ)
         if responder:
             assert self.board is not None
             try:
@@ -573,7 +580,7 @@ class EmulatedTarget:
         proc.ended.set()
         if self.board is not None:
             self.board.end_process(proc.pid)
-            self.board.changed(loaded=any(p.status is None and not p.responder for p in self.loads.values()))
+            self.board.changed(loaded=any(p.loads_the_target for p in self.loads.values()))
 
     def _module_names(self) -> list[str]:
         board_module = [RESPONDER_MODULE] if self.board is not None and self.board.module is not None else []

@@ -1,8 +1,10 @@
 """The module kind's part of `station compare`: per (campaign, interface, variant, load) and
 source (t_SW, t_HW) the distribution's count/min/mean/std/max from DuckDB over the result store,
 the exact p99.99 with its order-statistic interval, t_rw and the worst-case estimate from each
-campaign's report.json, and a Mann–Whitney U test of every campaign against the first (the
-baseline), Holm-corrected over all the tests made."""
+campaign's report.json, and a test of every campaign against the first (the baseline) with the
+runs as units (Welch's t on the runs' medians: two campaigns are two sets of machine states, not
+one; station/analysis/run_level.py), Holm-corrected over all the tests made. Mann–Whitney U over
+the events is kept beside it for reference (effect size P(B > A))."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from station.analysis.distribution import Distribution
+from station.analysis.run_level import welch
 from station.analysis.streaming import WIDTH_QUANTUM_NS, DistributionBuilder
 from station.compare.analysis import ALPHA, holm, mann_whitney, mean_interval, quantile_interval
 from station.compare.part import CampaignInfo, ComparePart
@@ -23,11 +26,14 @@ from station.report.figures import BIN_NS
 from station.result_store import OWN_RECORDS, ResultStore
 
 QUANTILE_KEY, QUANTILE = "p99.99", 0.9999
-TEST_NAME = "Mann–Whitney U, two-sided, each campaign against the baseline (the first directory)"
+TEST_NAME = ("Welch's t on the runs' medians (the runs as units), two-sided, each campaign against the "
+             "baseline (the first directory)")
 CORRECTION = "Holm–Bonferroni over every test in this comparison"
-TEST_NOTE = ("Samples within a run are treated as independent; serial correlation (load phases, "
-             "periodic disturbances) makes the p-values optimistic. With large samples a tiny "
-             "shift is significant: read the effect size (P(B > A)) and the p99.99 intervals too.")
+TEST_NOTE = ("Each run is one observation of its campaign: two runs never meet the same machine state, and "
+             "events inside a run are not independent (load phases, carry-over), so a test with the events "
+             "as units calls two runs of one condition different. With one run on either side the run-to-run "
+             "variation is not estimated and no test is made (repetitions ≥ 2 each; 3 or more to find a few "
+             "per cent). The events' Mann–Whitney p (events_p_value) and P(B > A) are descriptive only.")
 # the columns of one module row, in order (also the CSV's)
 SOURCES = {"sw": ("sw", "latency_ns", 1.0), "hw": ("hw", "width_s", 1e9)}  # table, column, to ns
 
@@ -108,7 +114,7 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
     test against the baseline come from its exact distribution, which is then kept only on the
     figures' grid (Distribution.on_grid: the same curves), so memory follows the baseline and the
     number of groups, not the samples of every campaign."""
-    base: dict[tuple, Distribution] = {}  # the baseline's exact distributions, for the tests
+    base: dict[tuple, tuple[Distribution, list[float]]] = {}  # the baseline's exact distributions and run medians
     first = _campaign(infos[0], stores[0], infos[0].label, base)
     with ThreadPoolExecutor(WORKERS) as pool:  # each worker on a cursor of its own
         rest = list(pool.map(lambda pair: _campaign(pair[0], ResultStore(pair[1].dirs, pair[1].con.cursor()),
@@ -117,17 +123,19 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
     rows = [r for got in (first, *rest) for r in got[0]]
     tests = [t for got in (first, *rest) for t in got[1]]
     samples = {k: v for got in (first, *rest) for k, v in got[2].items()}
-    for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
+    tested = [t for t in tests if t["p_value"] is not None]
+    for t, adjusted in zip(tested, holm([t["p_value"] for t in tested]), strict=True):
         t["p_holm"] = adjusted
         t["significant"] = adjusted < ALPHA
     section = {"rows": rows, "tests": tests,
-               "test": {"name": TEST_NAME, "alpha": ALPHA, "correction": CORRECTION, "count": len(tests),
+               "test": {"name": TEST_NAME, "alpha": ALPHA, "correction": CORRECTION, "count": len(tested),
                         "note": TEST_NOTE},
                "baseline": infos[0].label}
     return section, samples
 
 
-def _campaign(info: CampaignInfo, store: ResultStore, baseline: str, base: dict[tuple, Distribution],
+def _campaign(info: CampaignInfo, store: ResultStore, baseline: str,
+              base: dict[tuple, tuple[Distribution, list[float]]],
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[tuple, Distribution]]:
     """One campaign's (rows, tests against the baseline, figure curves); the baseline's own call
     fills `base` instead of testing."""
@@ -136,11 +144,13 @@ def _campaign(info: CampaignInfo, store: ResultStore, baseline: str, base: dict[
     samples: dict[tuple, Distribution] = {}  # (campaign label, source, interface, variant, load) -> ns
     comparisons = info.report.get("comparisons") or {}
     for source, (table, column, scale) in SOURCES.items():
+        medians = _run_medians(store, table, column, scale)
         for key, agg in sorted(_sql_stats(store, table, column, scale).items()):
             values = _values(store, table, column, scale, key)
             if info.label == baseline:
-                base[(source, *key)] = values
-            elif (test := _test(baseline, info.label, source, key, base.get((source, *key)), values)):
+                base[(source, *key)] = (values, medians.get(key, []))
+            elif (test := _test(baseline, info.label, source, key, base.get((source, *key)),
+                                (values, medians.get(key, [])))):
                 tests.append(test)
             samples[(info.label, source, *key)] = values.on_grid(BIN_NS)
             t_rw = _by_key(comparisons.get("t_rw") or [], key[0], key[2])
@@ -159,19 +169,48 @@ def _campaign(info: CampaignInfo, store: ResultStore, baseline: str, base: dict[
     return rows, tests, samples
 
 
-def _test(base: str, label: str, source: str, key: tuple, a: Distribution | None,
-          b: Distribution) -> dict[str, Any] | None:
-    """One group of a campaign against the baseline's; None when either has under two samples."""
-    if a is None or a.count < 2 or b.count < 2:
+def _run_medians(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple, list[float]]:
+    """Each run's median per (interface, variant, load), by DuckDB (exact: numpy's median)."""
+    rel = _module_rows(store, table)
+    if rel is None:
+        return {}
+    x = f"CAST({column} AS DOUBLE) * CAST({scale!r} AS DOUBLE)"
+    rows = rel.aggregate(f"interface, variant, load, run_id, quantile_cont({x}, 0.5)",
+                         "interface, variant, load, run_id").fetchall()
+    out: dict[tuple, list[float]] = {}
+    for *key, _run, median in sorted(rows, key=lambda r: tuple(map(str, r[:4]))):
+        if median is not None:
+            out.setdefault(tuple(key), []).append(float(median))
+    return out
+
+
+def _test(base: str, label: str, source: str, key: tuple, baseline: tuple[Distribution, list[float]] | None,
+          other: tuple[Distribution, list[float]]) -> dict[str, Any] | None:
+    """One group of a campaign against the baseline's; None when either has under two samples. The
+    verdict is the runs' (Welch on their medians); with one run on a side there is none, said why."""
+    if baseline is None:
+        return None
+    (a, a_runs), (b, b_runs) = baseline, other
+    if a.count < 2 or b.count < 2:
         return None
     u, p = mann_whitney(b, a)
+    runs = welch(a_runs, b_runs)
+    note = None
+    if runs["p_value"] is None:
+        note = (f"{len(a_runs)} run(s) of the baseline and {len(b_runs)} of this campaign: with one run on a side "
+                "the run-to-run variation is not estimated, so no difference can be told from it (repetitions ≥ 2 "
+                "each)")
     ci_a, ci_b = quantile_interval(a, QUANTILE), quantile_interval(b, QUANTILE)
     disjoint = None
     if None not in ci_a and None not in ci_b:
         disjoint = bool(ci_b[0] > ci_a[1] or ci_a[0] > ci_b[1])
     return {
         "source": source, **dict(zip(GROUP, key, strict=True)), "baseline": base, "campaign": label,
-        "u": float(u), "p_value": float(p),
+        "p_value": runs["p_value"], "p_holm": None, "significant": None, "note": note,
+        "runs_baseline": len(a_runs), "runs": len(b_runs),
+        "run_medians_baseline_ns": a_runs, "run_medians_ns": b_runs,
+        "run_median_diff_ns": runs["diff_ns"], "run_median_diff_ci95_ns": runs["ci95_ns"],
+        "u": float(u), "events_p_value": float(p),
         "prob_greater": float(u) / (a.count * b.count),  # P(B > A) + P(B = A)/2: the effect size
         "median_diff_ns": float(b.median() - a.median()),
         "p99_99_diff_ns": float(b.percentiles([QUANTILE * 100])[0] - a.percentiles([QUANTILE * 100])[0]),

@@ -22,6 +22,7 @@ from station.analysis import dependence
 from station.analysis.dependence import t_ppf
 from station.analysis.distribution import Distribution
 from station.analysis.histogram import Histogram
+from station.analysis.run_level import run_level, runs_needed, welch_differs
 from station.analysis.samples import RunSamples
 from station.analysis.stats import PERCENTILES
 from station.formatting import (
@@ -132,34 +133,6 @@ def _within_sd(runs: Sequence[Mapping[str, Any]], key: str) -> float | None:
         if is_number(lo) and is_number(hi):
             sds.append((hi - lo) / (2 * Z95))
     return max(sds) if sds else None
-
-
-def runs_needed(difference: float, sd: float | None, most: int = 50) -> int | None:
-    """Runs per condition for a two-sided 5 % test of run-level estimates (Welch, equal spread `sd`) to
-    tell `difference` apart: the smallest r ≥ 2 with t_{2r−2}·sd·√(2/r) < |difference|; None: unknown."""
-    if sd is None or not is_number(difference) or difference == 0:
-        return None
-    for r in range(2, most + 1):
-        if t_ppf(0.975, 2 * r - 2) * sd * math.sqrt(2 / r) < abs(difference):
-            return r
-    return None
-
-
-def run_level(estimates: Sequence[float]) -> tuple[float, float, int]:
-    """(mean, its standard error, runs) of run-level estimates: the runs as units."""
-    a = np.asarray(estimates, np.float64)
-    return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size)), int(a.size)
-
-
-def welch_differs(a: tuple[float, float, int], b: tuple[float, float, int]) -> tuple[bool, float, float]:
-    """Whether two conditions' run-level means differ (two-sided 5 %, Welch–Satterthwaite), with the
-    difference's standard error and degrees of freedom."""
-    (ma, sa, na), (mb, sb, nb) = a, b
-    se = math.hypot(sa, sb)
-    if se == 0:
-        return ma != mb, 0.0, math.inf
-    df = se**4 / ((sa**4 / (na - 1) if na > 1 else 0) + (sb**4 / (nb - 1) if nb > 1 else 0) or math.inf)
-    return abs(ma - mb) > t_ppf(0.975, max(df, 1.0)) * se, se, df
 
 
 def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], load: str,
