@@ -163,8 +163,34 @@ def test_the_rank_test_is_exact_and_needs_enough_history():
     expected = np.mean([s >= observed - 1e-9 for s in splits])
     assert rank_p_value(history, latest) == pytest.approx(expected)
     assert verdict([1.0] * 5, [2.0, 3.0], 0.01)["verdict"].startswith("not enough history")
-    assert verdict(list(range(20)), [100.0, 101.0], 0.01)["verdict"] == "regression"
-    assert verdict(list(range(20)), [0.5, 1.5], 0.01)["verdict"] == "no regression"
+    shuffled = list(rng.permutation(20).astype(float))  # no trend in the history (a sorted one is one)
+    assert verdict(shuffled, [100.0, 101.0], 0.01)["verdict"] == "regression"
+    assert verdict(shuffled, [0.5, 1.5], 0.01)["verdict"] == "no regression"
+
+
+def test_a_history_that_moves_is_not_taken_as_exchangeable():
+    """Issue 46: windows are the units only while the history is exchangeable. Truth: what each case
+    injects (a drift of 50 µs a cycle; cycles with their own offsets, sd 30 µs; windows' noise 5 µs)."""
+    rng = np.random.default_rng(46)
+    cycles = list(np.repeat(np.arange(10), 3))
+    drifting = list(100 + 50 * np.repeat(np.arange(10), 3) + rng.normal(0, 5, 30))
+    v = verdict(drifting, list(600 + rng.normal(0, 5, 3)), 0.01, cycles)  # the drift goes on, no step
+    assert v["p_value"] <= 0.01  # the windows alone would call it a regression
+    assert "trend" in v["moves"] and v["trend_tau"] > 0.5
+    assert v["verdict"].startswith("unlike its history") and "99 needed" in v["verdict"]
+    offsets = list(100 + np.repeat(rng.normal(0, 30, 10), 3) + rng.normal(0, 5, 30))
+    v = verdict(offsets, list(100 + 60 + rng.normal(0, 5, 3)), 0.01, cycles)  # a cycle 2 sd up: no change
+    assert "cycles that differ" in v["moves"] and v["verdict"] != "regression"
+    assert v["p_value_cycles"] >= 1 / 11  # 10 earlier cycles can say no more
+    # a steady history keeps the windows' test: a real step is flagged
+    steady = list(100 + rng.normal(0, 5, 30))
+    v = verdict(steady, [200.0, 201.0, 202.0], 0.01, cycles)
+    assert v["moves"] is None and v["verdict"] == "regression"
+    # and a history that moves, with enough cycles, flags a step beyond all of them
+    many = list(np.repeat(np.arange(120), 3))
+    wobbling = list(100 + np.repeat(rng.normal(0, 30, 120), 3) + rng.normal(0, 5, 360))
+    v = verdict(wobbling, [400.0, 401.0, 402.0], 0.01, many)
+    assert v["moves"] and v["verdict"] == "regression" and v["p_value_cycles"] <= 0.01
 
 
 def test_the_shipped_schedule_and_its_campaigns_validate():

@@ -29,9 +29,17 @@ def phase_verdicts(entries: list[Entry], phases: list[str], false_alarm: float) 
             continue
         latest_cycle = max(e.cycle for e in measured)
         latest = [e.max_ns for e in measured if e.cycle == latest_cycle]
-        history = [e.max_ns for e in sorted(measured, key=lambda e: (e.cycle, e.window)) if e.cycle < latest_cycle]
-        out[phase] = {**verdict(history, latest, false_alarm), "cycle": latest_cycle}
+        earlier = [e for e in sorted(measured, key=lambda e: (e.cycle, e.window)) if e.cycle < latest_cycle]
+        out[phase] = {**verdict([e.max_ns for e in earlier], latest, false_alarm, [e.cycle for e in earlier]),
+                      "cycle": latest_cycle}
     return out
+
+
+def _trend_text(v: dict[str, Any]) -> str:
+    if v.get("trend_tau") is None:
+        return "—"
+    moves = f"; {v['moves']}" if v.get("moves") else ""
+    return f"Kendall τ {v['trend_tau']:+.2f} (p {v['trend_p']:.2g}){moves}"
 
 
 def kernel_changes(entries: list[Entry]) -> list[tuple[float, str, str]]:
@@ -162,16 +170,19 @@ def _write_page(store: Path, target: str, entries: list[Entry], schedule: Schedu
                "windows": sum(e.max_ns is not None for e in entries), "gaps": len(gaps),
                "kernel_changes": kernel_changes(entries)}
     verdict_rows = [[p, v["verdict"], "—" if v["p_value"] is None else f"{v['p_value']:.4f}", v["history_windows"],
-                     v["latest_windows"], f"{v['false_alarm']:.1%}"] for p, v in verdicts.items()]
+                     v["latest_windows"], f"{v['false_alarm']:.1%}", _trend_text(v)] for p, v in verdicts.items()]
     body = [
         f"<h1>{html.escape(target)}: latency over time</h1>",
         f"<p>Schedule <b>{html.escape(schedule.name)}</b>: every {schedule.every:g} s, windows of "
         f"{schedule.window:g} s; {summary['windows']} windows measured, {len(gaps)} gaps.{_kernel_now(entries)}</p>",
         "<h2>Regression verdict</h2>",
-        _table(["phase", "verdict", "p", "earlier windows", "latest windows", "false-alarm rate"], verdict_rows),
+        _table(["phase", "verdict", "p", "earlier windows", "latest windows", "false-alarm rate",
+                "history: trend over its windows"], verdict_rows),
         "<p class=note>A one-sided exact rank test (Mann-Whitney) of the latest cycle's window maxima against "
         "every earlier window of the phase (at most the latest 200): under no change the windows are "
-        "exchangeable, so a phase is flagged by chance with probability at most the false-alarm rate.</p>",
+        "exchangeable, so a phase is flagged by chance with probability at most the false-alarm rate. The "
+        "history is checked for that first (a trend, or cycles that differ, at 0.1 %); where it moves, the "
+        "cycles are the units and a flag needs their test too.</p>",
         "<h2>Maximum per window</h2>", f"<figure id=over-time>{_over_time(entries, phases)}</figure>",
     ]
     if histogram:
