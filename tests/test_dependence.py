@@ -193,3 +193,57 @@ def test_the_shift_interval_holds_the_runs_own_difference_on_dependent_events():
         lo, hi = shift["ci95_ns"]
         held += lo <= truth <= hi
     assert held >= 15, held
+
+
+def _clustered(seed: int, n: int = 200_000, q: float = 5e-5, run: int = 8):
+    """Latency N(1000, 10) ns per event; a disturbance starts at an event with probability q and delays
+    it and the run − 1 after it by one Exp(500 ns) draw: exceedances come `run` at a time."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(1000.0, 10.0, n)
+    starts = np.flatnonzero(rng.random(n) < q)
+    delay = rng.exponential(500.0, starts.size)
+    for s, d in zip(starts, delay, strict=True):
+        x[s:s + run] += d
+    return x
+
+
+def test_a_deadline_probability_counts_clustered_exceedances_as_fewer_chances():
+    """The probability of exceeding a deadline when exceedances come 8 in a row (one disturbance, as an
+    SMI or a load's burst): truth is the injector's, P = (1 − (1 − q)^8)·P(N + Exp > d). The interval
+    over the effective events must hold it in ≥ 34 of 40 seeded samples (40 here; an interval of exactly
+    95 % would fail that with probability binom.cdf(33, 40, 0.95) = 0.003); the interval over every
+    event, as if independent, holds far less (23 here) — the check that the data carry the clustering
+    the test is about."""
+    from station.analysis import worst_case
+
+    deadline, q = 1500.0, 5e-5
+    sigma, scale = 10.0, 500.0
+    beyond = np.exp(-(deadline - 1000.0) / scale + sigma**2 / (2 * scale**2))  # P(N(1000, σ) + Exp > d)
+    truth = (1 - (1 - q) ** 8) * beyond
+    held = held_iid = 0
+    for k in range(40):
+        x = _clustered(k)
+        block = worst_case.worst_case(x, deadline_ns=deadline)["deadline"]
+        held += block["ci_low"] <= truth <= block["ci_high"]
+        lo, hi = worst_case.binomial_interval(block["observed_exceedances"], x.size)
+        held_iid += lo <= truth <= hi
+        assert block["effective_n"] < 0.5 * x.size, block  # 8 to a cluster: far fewer chances than events
+    assert held >= 34 and held_iid <= 30, (held, held_iid)
+
+
+def test_the_distribution_free_bound_counts_clustered_maxima_as_fewer_chances():
+    """With the largest values 8 to a cluster, the bound's probability is taken over n·θ events; truth:
+    the injector's P(X > max) for the sample's own maximum. It must hold (P(X > max) ≤ p) in ≥ 34 of
+    40 seeded samples (37 here); the bound over n events, as if independent, holds far less (13)."""
+    from station.analysis import worst_case
+
+    q, sigma, scale = 5e-5, 10.0, 500.0
+    held = held_iid = 0
+    for k in range(40):
+        x = _clustered(100 + k)
+        bound = worst_case.distribution_free_bound(worst_case._ArrayInput.of(x))
+        tail = (1 - (1 - q) ** 8) * np.exp(-(x.max() - 1000.0) / scale + sigma**2 / (2 * scale**2))
+        held += tail <= bound["exceedance"]
+        held_iid += tail <= -np.expm1(np.log1p(-0.95) / x.size)
+        assert bound["effective_n"] < 0.5 * x.size
+    assert held >= 34 and held_iid <= 30, (held, held_iid)

@@ -262,7 +262,7 @@ def _effective_n(below: np.ndarray, blocks: FineBlocks, p: float, above: int, to
     exceed = n - below
     if above == 0:
         return float(total), "no exceedance: independent bound"
-    theta = min(1.0, float(np.count_nonzero(exceed)) / above)
+    theta = theta_of(int(np.count_nonzero(exceed)), above, len(n))
     return float(total) * theta, f"extremal index {theta:.2f} (blocks of {FINE_EVENTS})"
 
 
@@ -283,6 +283,54 @@ def _order_statistic(dist: Distribution, r: int) -> float:
     """X_(r), 1 ≤ r ≤ n."""
     cum = np.cumsum(dist.counts)
     return float(dist.values[int(np.searchsorted(cum, r, side="left"))])
+
+
+def extremal_index(positions: np.ndarray, n: int) -> float:
+    """The blocks estimate of the extremal index of exceedances at `positions` among n events: the
+    fine blocks they fall in against the blocks independent ones would fill (1: each alone; 0.25:
+    four to a cluster); 1 without any."""
+    pos = np.asarray(positions, np.int64)
+    return theta_of(int(np.unique(pos // FINE_EVENTS).size), int(pos.size), math.ceil(n / FINE_EVENTS))
+
+
+def theta_of(blocks_hit: int, exceedances: int, blocks: int) -> float:
+    """blocks_hit over the blocks that `exceedances` independent ones would hit, k(1 − (1 − 1/k)^c):
+    the share blocks_hit/c alone is biased low where a block holds several by chance."""
+    if exceedances <= 0 or blocks <= 0:
+        return 1.0
+    expected = blocks * -math.expm1(exceedances * math.log1p(-1.0 / blocks)) if blocks > 1 else 1.0
+    return min(1.0, blocks_hit / expected)
+
+
+def exceedance_effective_n(positions: np.ndarray, n: int, confidence: float = 0.95) -> tuple[float, str]:
+    """The effective number of independent events behind a probability of exceeding a level, from
+    the positions (in event order, 0-based) of the n events' exceedances. Enough exceedances and
+    blocks: batch means of the exceedance indicator over fine blocks, as for a quantile's level (a
+    load's phases of seconds make exceedances come and go together); fewer: the blocks estimate of
+    the extremal index, each cluster of exceedances inside a block counted once (phases longer than
+    a block are then not seen, and the method says so); none: n, the independent bound (there is
+    nothing to see clusters in)."""
+    pos = np.asarray(positions, np.int64)
+    c = int(pos.size)
+    if c == 0 or n <= 0:
+        return float(max(n, 0)), "no exceedance: independent bound"
+    blocks = pos // FINE_EVENTS
+    k = math.ceil(n / FINE_EVENTS)
+    theta = extremal_index(pos, n)
+    cluster = f"extremal index {theta:.2f} (blocks of {FINE_EVENTS})"
+    if c < MIN_EXCEEDANCES or n - c < MIN_EXCEEDANCES or k < MIN_BATCHES:
+        return n * theta, cluster
+    y = np.bincount(blocks, minlength=k).astype(np.float64)
+    counts = np.full(k, float(FINE_EVENTS))
+    counts[-1] = n - FINE_EVENTS * (k - 1)
+    b = choose_batching(y, counts)
+    if not b.enough:
+        return n * theta, f"{cluster}; too few batches for the exceedances' slower dependence"
+    se = ratio_se(y, counts, b)
+    p = c / n
+    shrink = (Z95 / t_ppf(0.5 + confidence / 2, b.count - 1)) ** 2
+    n_eff = min(float(n), p * (1 - p) / se**2) if se > 0 else float(n)
+    return n_eff * shrink, f"batch means ({b.count} batches)"
 
 
 def blocks_of(values: np.ndarray, levels: Iterable[float] = ()) -> FineBlocks:

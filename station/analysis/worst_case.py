@@ -79,6 +79,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from station.analysis import dependence
 from station.analysis.distribution import Distribution
 from station.analysis.quantile_functions import binom_ppf, chi2_1_ppf, norm_isf
 from station.lazy_import import lazy_module
@@ -582,16 +583,33 @@ def _too_far(p: float, n: int) -> str:
             "the twin's latency models its interval held the true quantile ever less often past that")
 
 
+#: the largest values whose positions say how the top of a sample clusters (the bound's n_eff); few,
+#: so that any kept tail holds them (a TailSample keeps at least its cap, 40 in the smallest tests)
+BOUND_TOP = 20
+
+
 def distribution_free_bound(x: _Sample, level: float = LEVEL) -> dict | None:
     """What the sample supports with no model: with probability `level` the largest of n values is
     at least the latency exceeded with probability p = 1 - (1 - level)^(1/n) (≈ 3/n at 95 %), for
-    any continuous distribution: P(max < x_p) = (1 - p)^n = 1 - level. None for an empty sample."""
+    any continuous distribution: P(max < x_p) = (1 - p)^n = 1 - level. None for an empty sample.
+    Events whose largest values come in clusters (one disturbance delaying several in a row) hold
+    fewer chances than n: n is taken as n·θ, θ the share of distinct fine blocks among the
+    BOUND_TOP largest values' positions (dependence.exceedance_effective_n's extremal index)."""
     n = x.count
     if not n:
         return None
-    p = -math.expm1(math.log1p(-level) / n)
-    return {"exceedance": p, "bound_ns": x.max, "level": level, "one_in": 1.0 / p,
-            "method": "distribution-free: the sample maximum as an upper confidence bound"}
+    n_eff, how = float(n), ""
+    if n > BOUND_TOP and hasattr(x, "top"):  # a sample in event order (a Distribution has none)
+        _, positions, _, total = x.top(float(x.order_statistics([n - BOUND_TOP + 1])[0]))
+        # ties that make the top more than twice as many values are no few distinct events: no estimate
+        if total <= 2 * BOUND_TOP and positions.size == total:
+            theta = dependence.extremal_index(positions, n)
+            n_eff, how = n * theta, (f"extremal index {theta:.2f} of the {total} largest values, blocks of "
+                                     f"{dependence.FINE_EVENTS} events")
+    p = -math.expm1(math.log1p(-level) / max(n_eff, 1.0))
+    return {"exceedance": p, "bound_ns": x.max, "level": level, "one_in": 1.0 / p, "effective_n": n_eff,
+            "method": "distribution-free: the sample maximum as an upper confidence bound"
+                      + (f", events counted by clusters of the largest values ({how})" if how else "")}
 
 
 def _quantum(size: int, distinct: np.ndarray) -> float:
@@ -1038,17 +1056,28 @@ def _empirical_quantile(x: _Sample, p: float) -> dict:
     }
 
 
-def binomial_interval(c: int, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Clopper–Pearson interval of a probability seen c times in n trials (exact, conservative)."""
+def binomial_interval(c: float, n: float, level: float = LEVEL) -> tuple[float, float]:
+    """Clopper–Pearson interval of a probability seen c times in n trials (exact, conservative); c and
+    n may be effective (fractional) counts."""
     lo = 0.0 if c == 0 else float(stats.beta.ppf((1 - level) / 2, c, n - c + 1))
     hi = 1.0 if c == n else float(stats.beta.ppf(1 - (1 - level) / 2, c + 1, n - c))
     return lo, hi
 
 
 def _empirical_deadline(x: _Sample, deadline_ns: float) -> dict:
+    """The observed fraction beyond the deadline with its Clopper–Pearson interval over the effective
+    number of events (dependence.exceedance_effective_n: exceedances that come together count as
+    fewer chances); where not every exceedance is at hand (a deadline below the kept tail), n."""
     n = x.count
     c = x.count_above(deadline_ns)
-    lo, hi = binomial_interval(c, n)
+    n_eff, how = float(n), "independent: a deadline below the top tenth of the sample is no tail"
+    if 10 * c <= n:  # a deadline in the tail, where any kept tail holds every exceedance
+        values, positions, _, _ = x.top(deadline_ns)
+        beyond = positions[values > deadline_ns]
+        if beyond.size == c:
+            n_eff, how = dependence.exceedance_effective_n(beyond, n)
+    scale = n_eff / n if n else 1.0
+    lo, hi = binomial_interval(c * scale, n * scale)
     return {
         "deadline_ns": deadline_ns,
         "source": "empirical",
@@ -1057,6 +1086,8 @@ def _empirical_deadline(x: _Sample, deadline_ns: float) -> dict:
         "ci_high": hi,
         "level": LEVEL,
         "observed_exceedances": c,
+        "effective_n": n_eff,
+        "dependence": how,
     }
 
 

@@ -383,9 +383,11 @@ class Bound(Closed):
     exceeds `bound_ns`, for any continuous distribution."""
 
     bound_ns: Float = Field(description="the largest sample")
-    exceedance: Float = Field(description="p = 1 − 0.05^(1/n) ≈ 3/n")
+    exceedance: Float = Field(description="p = 1 − 0.05^(1/n_eff) ≈ 3/n_eff")
     one_in: Float = Field(description="1/p")
     level: Float = Field(description="the confidence (0.95)")
+    effective_n: Float = Field(None, description="n_eff: the events counted by clusters of the largest values "
+                               "(n·θ, θ the extremal index of the 20 largest; n when they stand alone)")
     method: str = Field(description="the rule, in words")
 
 
@@ -401,7 +403,8 @@ class FittedDeadline(Closed):
 
 class Deadline(Closed):
     """The probability per event of exceeding a deadline (`station report --deadline` or the campaign's
-    `report.deadline`): the observed fraction with its exact Clopper–Pearson interval."""
+    `report.deadline`): the observed fraction with its Clopper–Pearson interval over the effective
+    number of events (exact for independent events)."""
 
     deadline_ns: Float = Field(description="the deadline")
     source: Literal["empirical"] = Field(description="always the observed fraction")
@@ -410,6 +413,10 @@ class Deadline(Closed):
     ci_high: Float = Field(description="its upper bound")
     level: Float = Field(description="the interval's confidence")
     observed_exceedances: int = Field(description="events above the deadline")
+    effective_n: Float = Field(None, description="the independent events the interval counts: exceedances that "
+                               "come together (a load's phase, one disturbance) are fewer chances than events")
+    dependence: str | None = Field(None, description="how effective_n was found (batch means of the exceedance "
+                                   "indicator over time, or the extremal index of its clusters)")
     fit_p_exceed: Float = Field(None, description="above the threshold: the fit's probability (as `fit.p_exceed`)")
     fit: FittedDeadline | None = Field(None, description="above the threshold: the tail fit's figure")
     note: str | None = Field(None, description="where the fit's probability is further out than the sample supports")
