@@ -16,12 +16,19 @@ Two truths, each checked against the interval that targets it:
   model (a long reference draw, its run offsets and drift taken out, from the truth the model logs)
   plus the run's own offset and drift. The intervals: the mean (station/analysis/dependence.py) and
   p50, p99, p99.99 (station.api.percentile_intervals), beside today's i.i.d. ones (std/√n and
-  `independent=True`). An interval the station withholds (a run too short for its own dependence)
-  is counted apart, not as held.
+  `independent=True`); the probability of exceeding a deadline at the reference's p99.9 and the
+  distribution-free bound (station/analysis/worst_case.py; truth: the reference's share beyond the
+  deadline, or beyond the run's maximum, shifted by the run's state). An interval the station
+  withholds (a run too short for its own dependence) is counted apart, not as held.
+* the run's own HW−SW shift (station/kinds/module/correlation.py: a scope catching acquisitions of
+  50 events at irregular gaps over the whole run; truth: the run's mean of fall − rise − t_SW from
+  the model's edges) and t_rw (an A run, inb, against the A2 run of its repetition, no-inb; truth:
+  the difference of their shift truths).
 * between conditions — A against A2 (same truth: "different" is a false alarm) and A against B
   (5 % shift: "different" is power), at p50 and p99, by the findings' rule (the runs as units:
-  Welch on the runs' percentiles, station/kinds/module/findings.py) beside the rule before issue 46
-  (disjoint i.i.d. order-statistic intervals of the pooled runs).
+  Welch on the runs' percentiles, station/analysis/run_level.py: the findings' "faster" and, at p50,
+  `station compare`'s test) beside the rule before issue 46 (disjoint i.i.d. order-statistic
+  intervals of the pooled runs).
 
 Targets: within-run intervals hold in 90–99 % of the runs where stated; equal conditions called
 different in ≤ 5 %. Prints OK or MISS beside each; exit 1 on a MISS of the station's own rule.
@@ -42,9 +49,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from station.analysis import dependence  # noqa: E402
+from station.analysis import dependence, worst_case  # noqa: E402
 from station.analysis.run_level import run_level, welch_differs  # noqa: E402
 from station.api import percentile_intervals  # noqa: E402
+from station.kinds.module import correlation  # noqa: E402
 from station.twin.model import CHUNK_EVENTS, InterfaceParams, ModuleSession, Preset, load_preset  # noqa: E402
 
 PERIOD_NS = 100_000
@@ -53,18 +61,28 @@ SHIFT = 0.05
 REFERENCE_EVENTS = 2_400_000
 
 
-def _session(p: InterfaceParams, preset: Preset, material: str, t_load_ns: int = 0) -> ModuleSession:
-    return ModuleSession(p, preset.calibration_samples, PERIOD_NS, False, t_load_ns, material, keep_truth=False,
+def _session(p: InterfaceParams, preset: Preset, material: str, t_load_ns: int = 0,
+             check: bool = False) -> ModuleSession:
+    return ModuleSession(p, preset.calibration_samples, PERIOD_NS, check, t_load_ns, material, keep_truth=False,
                          phases=preset.load_phases, drift_seed=1)
 
 
-def _run(p: InterfaceParams, preset: Preset, events: int, material: str, t_load_ns: int) -> tuple[np.ndarray, float]:
-    """A run's t_SW in time order, and its machine state: its offset plus the drift it met (mean)."""
-    s = _session(p, preset, material, t_load_ns)
+def _run(p: InterfaceParams, preset: Preset, events: int, material: str, t_load_ns: int,
+         check: bool = False) -> tuple[np.ndarray, float, dict]:
+    """A run's t_SW in time order, its machine state (its offset plus the drift it met, mean) and the
+    shift a scope sees of it with its truth."""
+    s = _session(p, preset, material, t_load_ns, check)
     chunks = [s.chunk(i, True) for i in range(events // CHUNK_EVENTS)]
     sw = np.concatenate([c.sw for c in chunks])
     state = s.run_offset_ns + float(np.mean(np.concatenate([c.drift for c in chunks])))
-    return sw, state
+    hw = np.concatenate([c.fall - c.rise for c in chunks]).astype(np.float64)
+    rng = np.random.default_rng(int.from_bytes(material.encode()[-8:], "little"))
+    starts = np.cumsum(rng.integers(60, 800, sw.size // 60))
+    starts = starts[starts < sw.size - 50]
+    caught = (starts[:, None] + np.arange(50)[None, :]).ravel()
+    shift = correlation.shift(sw, hw[caught], np.repeat(np.arange(starts.size), 50))
+    shift["truth_ns"] = float(np.mean(hw - sw))
+    return sw, state, shift
 
 
 def _reference(p: InterfaceParams, preset: Preset) -> np.ndarray:
@@ -96,6 +114,24 @@ class Tally:
         return self.held / self.stated if self.stated else math.nan
 
 
+def beyond(ref: np.ndarray, level: float) -> float:
+    """The reference's share above `level` (ref sorted)."""
+    return float(ref.size - np.searchsorted(ref, level, side="right")) / ref.size
+
+
+def tails(tallies: dict[str, Tally], sw: np.ndarray, ref: np.ndarray, state: float, deadline: float) -> None:
+    """The deadline probability's interval and the bound against the reference shifted by the state."""
+    x = sw.astype(np.float64)
+    block = worst_case._empirical_deadline(worst_case._ArrayInput.of(x), deadline)
+    tallies["deadline p"].add(block["ci_low"], block["ci_high"], beyond(ref, deadline - state))
+    lo, hi = worst_case.binomial_interval(block["observed_exceedances"], x.size)
+    tallies["deadline p iid"].add(lo, hi, beyond(ref, deadline - state))
+    bound = worst_case.distribution_free_bound(worst_case._ArrayInput.of(x))
+    exceeded = beyond(ref, x.max() - state)  # the truth's P(X > max): held when at most the bound's p
+    tallies["bound"].add(0.0, bound["exceedance"], exceeded)
+    tallies["bound iid"].add(0.0, -math.expm1(math.log1p(-0.95) / x.size), exceeded)
+
+
 def within(tallies: dict[str, Tally], sw: np.ndarray, truths: dict[str, float]) -> None:
     x = sw.astype(np.float64)
     mean = dependence.mean_interval(dependence.blocks_of(x))
@@ -125,21 +161,32 @@ def campaign_set(preset: Preset, label: str, args: argparse.Namespace) -> bool:
     ref_truth = {"mean": float(ref.mean()), **{k: float(np.percentile(ref, float(k[1:]))) for k in KEYS}}
     median = ref_truth["p50"]
     shifted = replace(p, sw_min=p.sw_min + SHIFT * median, sw_mean=p.sw_mean + SHIFT * median)
-    tallies = {k: Tally() for k in ("mean", "mean iid", *(x for key in KEYS for x in (key, f"{key} iid")))}
+    ref_sorted = np.sort(ref)
+    deadline = float(np.percentile(ref, 99.9))
+    tallies = {k: Tally() for k in ("mean", "mean iid", *(x for key in KEYS for x in (key, f"{key} iid")),
+                                    "deadline p", "deadline p iid", "bound", "bound iid", "shift", "t_rw")}
     calls = {(rule, what, key): 0
              for rule in ("runs", "iid") for what in ("equal", "shifted") for key in ("p50", "p99")}
     rng = np.random.default_rng(46)
     for c in range(args.campaigns):
         runs: dict[str, list[np.ndarray]] = {"A": [], "A2": [], "B": []}
+        shifts: dict[tuple[str, int], dict] = {}
         # the matrix in a random order, a run every 12 s of the twin's clock (drift moves between them)
         order = [(g, r) for g in runs for r in range(args.reps)]
         rng.shuffle(order)
         for slot, (group, r) in enumerate(order):
             params = shifted if group == "B" else p
-            sw, state = _run(params, preset, args.events, f"{label}-{c}-{group}-{r}", slot * 12 * 10**9)
+            sw, state, shift = _run(params, preset, args.events, f"{label}-{c}-{group}-{r}", slot * 12 * 10**9,
+                                    check=group == "A")
             runs[group].append(sw)
+            shifts[(group, r)] = shift
             if group == "A":
                 within(tallies, sw, {k: v + state for k, v in ref_truth.items()})
+                tails(tallies, sw, ref_sorted, state, deadline)
+                tallies["shift"].add(*(shift["ci95_ns"] or (None, None)), shift["truth_ns"])
+        for r in range(args.reps):  # t_rw: each A run (inb) against the A2 run (no-inb) of its repetition
+            a, b = shifts[("A", r)], shifts[("A2", r)]
+            tallies["t_rw"].add(*(correlation.t_rw(a, b)["ci95_ns"] or (None, None)), a["truth_ns"] - b["truth_ns"])
         for key in ("p50", "p99"):
             for what, other in (("equal", "A2"), ("shifted", "B")):
                 calls[("runs", what, key)] += differ_runs(runs["A"], runs[other], key)
@@ -153,7 +200,8 @@ def campaign_set(preset: Preset, label: str, args: argparse.Namespace) -> bool:
         ok = 0.90 <= t.share() <= 0.99 if t.stated else True
         verdict = ("OK" if ok else "MISS") if station else "(before issue 46)"
         missed |= station and not ok
-        width = f"{np.median(t.widths):.0f}" if t.widths else "—"
+        w = float(np.median(t.widths)) if t.widths else math.nan
+        width = "—" if not t.widths else f"{w:.0f}" if w >= 1 else f"{w:.2g} (p)"
         print(f"{name:<20}  {t.held:>4}/{t.stated:<6}  {t.share():6.1%}   {t.withheld:>6}     "
               f"{width:>10}        {verdict}")
     print("between conditions    rule                    equal called different   shift found (power)   verdict")
