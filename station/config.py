@@ -968,10 +968,10 @@ def design_notes(campaign: Campaign) -> list[str]:
     conditions = run_count(campaign) // m.repetitions
     notes = []
     if conditions > 1 and m.repetitions < 2:
-        notes.append(f"one run per condition: the {conditions} conditions' differences cannot be told from "
-                     "run-to-run variation (every run meets its own machine state), so the report states them "
-                     "without calling them significant; repetitions: 2 or more (3 or more to find a difference of "
-                     "a few per cent)")
+        notes.append(f"one run per condition: a difference between two of the {conditions} conditions cannot be "
+                     "told from run-to-run variation (every run meets its own machine state) unless the report can "
+                     "pool runs that measure the same quantity (a module's two variants' t_SW); repetitions: 2 or "
+                     "more (3 or more to find a difference of a few per cent)")
     if conditions > 1 and m.repetitions > 1 and m.order == "as-written":
         notes.append("order: as-written measures each condition at the same place of every round: a machine "
                      "that drifts over the campaign drifts with the matrix order; order: interleaved (the default) "
