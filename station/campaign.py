@@ -118,6 +118,20 @@ async def run_campaign(
     return result
 
 
+def _earlier_orders(path: Path, now: dict[str, Any]) -> list[dict[str, Any]]:
+    """The orders earlier sessions of this directory recorded, where they differ from `now`."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    earlier = [o for o in [*(data.get("earlier_orders") or []), data.get("order")] if isinstance(o, dict)]
+    kept: list[dict[str, Any]] = []
+    for o in earlier:
+        if o != now and o not in kept:
+            kept.append(o)
+    return kept
+
+
 def _record_unavailable(out_dir: Path, unavailable: dict[str, str]) -> None:
     """campaign.json says which targets this session could not measure, and why (the report shows it)."""
     path = out_dir / "campaign.json"
@@ -182,4 +196,7 @@ def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, An
                   "seed": order_seed(campaign) if campaign.matrix.order == "interleaved" else None,
                   "runs": [spec.id for spec in expand_runs(campaign)]},
     }
+    earlier = _earlier_orders(out_dir / "campaign.json", data["order"])
+    if earlier:  # a resume under another order (or name, or seed): what the first sessions followed
+        data["earlier_orders"] = earlier
     (out_dir / "campaign.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -29,7 +29,7 @@ from station.target import processes as proc_ctl
 
 # what the lifecycle writes in every manifest: a kind's seal_extra() cannot replace these
 RESERVED_MANIFEST_KEYS = frozenset({"run_id", "kind", "status", "error", "counts", "checksums_sha256", "spoilers",
-                                    "kernel_log", "duration_s", "config_hash", "order", "measured"})
+                                    "kernel_log", "duration_s", "config_hash", "order"})
 
 # every process a run starts on a host ends by itself this long after max_duration,
 # even if the station is killed with SIGKILL
@@ -62,9 +62,9 @@ async def execute_run(bench: Bench, spec: RunSpec, store: RunStore, progress: Ru
     kind = kind_for(spec.kind)(ctx)
     store.open({
         "kind": spec.kind,  # the registry's name, which the analysis groups runs by
-        # the file's order, which reports list runs in; `measured` the place it was measured in
+        # the file's order, which reports list runs in (when each was measured: its times, and
+        # campaign.json's `order`)
         "order": progress.index if progress.position is None else progress.position,
-        "measured": progress.index,
         "config_hash": measurement_hash(campaign),
         "run": {"interface": spec.interface, "variant": spec.variant, "load": spec.load,
                 "repetition": spec.repetition, "target": spec.target},

@@ -247,3 +247,33 @@ def test_the_distribution_free_bound_counts_clustered_maxima_as_fewer_chances():
         held_iid += tail <= -np.expm1(np.log1p(-0.95) / x.size)
         assert bound["effective_n"] < 0.5 * x.size
     assert held >= 34 and held_iid <= 30, (held, held_iid)
+
+
+def test_a_shift_from_fewer_than_ten_acquisitions_states_no_interval():
+    """Six acquisitions of 50 pulses from a loaded 3 s run: the pulses of one acquisition move together,
+    and the independent-pulse SE held the run's shift in about half such runs (review, 16/30); the
+    interval is withheld and says why, while the estimate stays."""
+    from station.kinds.module import correlation
+
+    session = ModuleSession(PRESET.interfaces["lpt"], PRESET.calibration_samples, PERIOD_NS, True, 0, "few",
+                            phases=PRESET.load_phases, drift_seed=3)
+    chunks = _chunks(session, 30)
+    sw = np.concatenate([c.sw for c in chunks])
+    hw = np.concatenate([c.fall - c.rise for c in chunks]).astype(np.float64)
+    starts = np.linspace(0, sw.size - 50, 6).astype(int)
+    caught = (starts[:, None] + np.arange(50)[None, :]).ravel()
+    shift = correlation.shift(sw, hw[caught], np.repeat(np.arange(6), 50))
+    assert shift["se_ns"] is None and shift["ci95_ns"] is None and "6 scope acquisitions" in shift["ci_withheld"]
+    assert abs(shift["hw_minus_sw_mean_ns"] - float(np.mean(hw - sw))) < 500
+
+
+def test_runs_without_any_spread_are_not_taken_as_certain():
+    """Every run gave the same median on each side (whole-ns medians of a quiet bench): no test, not
+    p = 0 (review)."""
+    from station.analysis.run_level import welch, welch_differs
+
+    got = welch([1000.0, 1000.0], [1000.5, 1000.5])
+    assert got["p_value"] is None and got["no_spread"] and got["diff_ns"] == 0.5
+    assert welch_differs((1000.0, 0.0, 2), (1000.5, 0.0, 2))[0] is False
+    spread = welch([1000.0, 1002.0, 998.0], [1010.0, 1012.0, 1008.0])
+    assert spread["p_value"] < 0.05 and spread["ci95_ns"][0] > 0

@@ -339,3 +339,13 @@ def test_a_restart_finishes_a_cut_cycle_and_records_the_cycles_it_missed_as_gaps
     # cycle 7 (due at 700) runs at once, cycle 8 when due
     assert gaps == [3, 4, 5, 6] and [starts[c][1] for c in gaps] == [t0 + 300, t0 + 400, t0 + 500, t0 + 600]
     assert starts[7] == ("complete", t0 + 730) and starts[8] == ("complete", t0 + 830)
+
+
+def test_a_cycle_cut_by_a_gap_still_lets_the_history_be_checked():
+    """A cycle with one window left (the others gaps) no longer switches the check off (review): the
+    injected offsets between cycles are still seen."""
+    rng = np.random.default_rng(47)
+    cycles = list(np.repeat(np.arange(10), 3))
+    history = list(100 + np.repeat(rng.normal(0, 30, 10), 3) + rng.normal(0, 5, 30))
+    v = verdict(history[2:], [500.0, 501.0, 502.0], 0.01, cycles[2:])  # cycle 0 keeps one window
+    assert v["cycles_p"] is not None and "cycles that differ" in v["moves"]

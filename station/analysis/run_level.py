@@ -41,23 +41,24 @@ def welch_differs(a: tuple[float, float, int], b: tuple[float, float, int]) -> t
     difference's standard error and degrees of freedom."""
     (ma, sa, na), (mb, sb, nb) = a, b
     se = math.hypot(sa, sb)
-    if se == 0:
-        return ma != mb, 0.0, math.inf
+    if se == 0:  # runs that all gave one value: no spread to judge against, which is no certainty
+        return False, 0.0, math.inf
     df = se**4 / ((sa**4 / (na - 1) if na > 1 else 0) + (sb**4 / (nb - 1) if nb > 1 else 0) or math.inf)
     return abs(ma - mb) > t_ppf(1 - ALPHA / 2, max(df, 1.0)) * se, se, df
 
 
 def welch(baseline: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
     """other − baseline of the runs' mean estimate, with Welch's interval and two-sided p-value;
-    with fewer than two runs on a side, the difference alone and `p_value` None."""
+    with fewer than two runs on a side, or no spread at all between the runs of either, the
+    difference alone and `p_value` None (`no_spread` says which)."""
     (ma, sa, na), (mb, sb, nb) = run_level(baseline), run_level(other)
     out: dict[str, Any] = {"diff_ns": mb - ma, "se_ns": None, "df": None, "ci95_ns": None, "p_value": None,
                            "runs": [na, nb]}
     if na < 2 or nb < 2:
         return out
     differs, se, df = welch_differs((ma, sa, na), (mb, sb, nb))
-    if se == 0:
-        out.update(se_ns=0.0, p_value=0.0 if differs else 1.0, ci95_ns=[mb - ma, mb - ma])
+    if se == 0:  # every run gave the same value on each side (a quantised quiet bench): not tested
+        out["no_spread"] = True
         return out
     df = max(df, 1.0)
     half = t_ppf(0.5 + confidence / 2, df) * se

@@ -181,6 +181,11 @@ class ClusterMoments:
         self._b += s * n
         self._c += n * n
 
+    @property
+    def seen(self) -> int:
+        """The clusters seen, the one still open included."""
+        return self.clusters + (self._open is not None)
+
     def mean_se(self) -> tuple[float, float]:
         """correlation.cluster_mean_se: fewer than 10 clusters fall back to the plain SE."""
         a, b, c, k = self._a, self._b, self._c, self.clusters

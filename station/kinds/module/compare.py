@@ -196,7 +196,10 @@ def _test(base: str, label: str, source: str, key: tuple, baseline: tuple[Distri
     u, p = mann_whitney(b, a)
     runs = welch(a_runs, b_runs)
     note = None
-    if runs["p_value"] is None:
+    if runs.get("no_spread"):
+        note = ("every run on each side has the same median: no spread between runs to judge a difference "
+                "against (more runs, or a finer record)")
+    elif runs["p_value"] is None:
         note = (f"{len(a_runs)} run(s) of the baseline and {len(b_runs)} of this campaign: with one run on a side "
                 "the run-to-run variation is not estimated, so no difference can be told from it (repetitions ≥ 2 "
                 "each)")

@@ -28,26 +28,38 @@ def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.
     if sw.count < 2 or len(hw_ns) < 2:
         return None
     m_hw, se_hw = cluster_mean_se(np.asarray(hw_ns, np.float64), acquisitions)
-    return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)))
+    count = None if acquisitions is None else int(np.unique(np.asarray(acquisitions)).size)
+    return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)), count)
 
 
-def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float) -> dict:
+#: acquisitions a shift's interval needs: fewer, and the pulses of one acquisition (which move together
+#: under a load's phase) would be taken as independent (6 of them held the run's shift in ~half the runs)
+MIN_ACQUISITIONS = 10
+
+
+def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float,
+             acquisitions: int | None = None) -> dict:
     """`shift` from the scope side's mean, its cluster-robust standard error and its median. The
     software side adds std/√n: it holds every event of the run, so a load's phases are shared with
     the scope's acquisitions spread over the same run and are no error of the shift (the spread
-    between acquisitions already holds them). An infinite SE leaves the interval out."""
+    between acquisitions already holds them). An infinite SE, or fewer than MIN_ACQUISITIONS
+    acquisitions, leaves the interval out."""
     m_sw = sw.mean()
     se_sw = sw.std(1) / math.sqrt(sw.count)
     d = hw_mean_ns - m_sw
     se = math.hypot(hw_se_ns, se_sw)
-    stated = math.isfinite(se)
+    few = acquisitions is not None and acquisitions < MIN_ACQUISITIONS
+    stated = math.isfinite(se) and not few
     return {
         "hw_minus_sw_mean_ns": d,
         "se_ns": se if stated else None,
         "ci95_ns": [d - Z95 * se, d + Z95 * se] if stated else None,
         "hw_se_ns": hw_se_ns if math.isfinite(hw_se_ns) else None,
         "hw_minus_sw_median_ns": float(hw_median_ns - sw.median()),
-        "ci_withheld": None if stated else "too few pulses for a standard error",
+        "ci_withheld": None if stated else (
+            f"{acquisitions} scope acquisitions: at least {MIN_ACQUISITIONS} are needed for an interval that holds "
+            "when an acquisition's pulses move together (more pulses or a shorter record)" if few
+            else "too few pulses for a standard error"),
     }
 
 

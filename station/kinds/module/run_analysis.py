@@ -356,7 +356,7 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
         # load's phase is in the acquisitions' spread: conservative; tests/test_dependence.py);
         # the records' error against the run's long-run mean is shared by both sides.
         hw_mean, hw_se = _hw_mean_se(cluster, run_dir)
-        shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median())
+        shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median(), _acquisitions(run_dir, cluster))
     return {
         "id": m["run_id"],
         **m["run"],
@@ -381,6 +381,14 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
         "truth": _truth(run_dir, present) if present is not None else None,
         "pairing": _pairing_summary(pairer, diffs) if pairer is not None and pairer.pulses else None,
     }
+
+
+def _acquisitions(run_dir: Path, cluster: ClusterMoments) -> int:
+    """How many scope acquisitions the run's pulses come from."""
+    if cluster.ordered:
+        return cluster.seen
+    ids = [np.unique(b["acquisition"]) for b in iter_table(run_dir, "hw", ("acquisition",))]
+    return int(np.unique(np.concatenate(ids)).size) if ids else 0
 
 
 def _hw_mean_se(cluster: ClusterMoments, run_dir: Path) -> tuple[float, float]:
