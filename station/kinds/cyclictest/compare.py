@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from station.analysis.distribution import Distribution
+from station.analysis.run_level import welch
 from station.compare.analysis import ALPHA, holm, mann_whitney
 from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.cyclictest.analysis import read_outputs
@@ -24,8 +25,12 @@ CT_NOTE = ("A maximum is one draw from the tail: two runs of one kernel give dif
            "table's maxima alone cannot say which is better. The test compares whole distributions (cyclictest's "
            "histograms, overflows counted as the largest values; where the histogram ranges differ, every value "
            "at or above the smaller range counts as one tie there, as an overflow of the shorter range may lie "
-           "below an in-range value of the longer): Mann–Whitney U of each column against the baseline's (the "
-           "first campaign's column of the same target, else the first column), Holm-adjusted.")
+           "below an in-range value of the longer). The verdict takes the runs as units (issue 46: every run meets "
+           "its own machine state, and a run's events are not independent): each complete run's median (within "
+           "its 1 µs bucket, overflows above every bucket) is one observation, Welch's t of each column's runs "
+           "against the baseline's (the first campaign's column of the same target, else the first column), "
+           "Holm-adjusted; with one run on a side, or no spread between runs, no test is made. The pooled "
+           "histograms' Mann–Whitney U is kept beside it as a description (events as units).")
 
 
 def binned_mann_whitney(a: dict[float, int], b: dict[float, int]) -> tuple[float, float]:
@@ -79,27 +84,58 @@ def _ct_range(run_dir: Path) -> float | None:
     return float(out.histogram_range) if out.histogram_range else None
 
 
-def _ct_histogram(info: CampaignInfo, target: str, case: str) -> CtHistogram:
-    """The pooled histogram of a campaign's complete runs of one target and case."""
+def _complete_runs(info: CampaignInfo, target: str, case: str) -> list[Mapping[str, Any]]:
     section = info.report.get("cyclictest") or {}
-    runs = [r for r in section.get("runs") or [] if r.get("status") == "complete" and str(r.get("load")) == case
+    return [r for r in section.get("runs") or [] if r.get("status") == "complete" and str(r.get("load")) == case
             and (r.get("target") in (None, "") and len((section.get("table") or {}).get("targets") or []) == 1
                  or str(r.get("target")) == target)]
+
+
+def _run_counts(info: CampaignInfo, run: Mapping[str, Any]) -> dict[float, int]:
+    """One run's histogram over its threads: value µs -> count, overflows at +inf."""
+    counts: dict[float, int] = {}
+    path = info.dir / "runs" / str(run["id"]) / "cyclictest_histogram.parquet"
+    if path.exists():
+        frame = pd.read_parquet(path, columns=["latency_us", "count"])
+        for v, c in frame.groupby("latency_us")["count"].sum().items():
+            counts[float(v)] = counts.get(float(v), 0) + int(c)
+    overflows = sum(int(t.get("overflows") or 0) for t in run.get("threads") or [])
+    if overflows:
+        counts[math.inf] = counts.get(math.inf, 0) + overflows
+    return counts
+
+
+def bucket_median(counts: Mapping[float, int]) -> float | None:
+    """The median of a 1 µs-bucket histogram, placed within its bucket by linear interpolation (the
+    bucket v holds [v, v + 1) µs), so that runs differing by less than a bucket still differ; None
+    when there is nothing, or the median lies among the overflows."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    half, below = total / 2, 0
+    for v in sorted(counts):
+        c = counts[v]
+        if below + c >= half and c:
+            return None if math.isinf(v) else v + (half - below) / c
+        below += c
+    return None
+
+
+def _ct_histogram(info: CampaignInfo, target: str, case: str) -> tuple[CtHistogram, list[float]]:
+    """The pooled histogram of a campaign's complete runs of one target and case, and each run's
+    median (bucket_median)."""
     pooled: dict[float, int] = {}
     ranges: list[float] = []
-    for r in runs:
-        run_dir = info.dir / "runs" / str(r["id"])
-        path = run_dir / "cyclictest_histogram.parquet"
-        if path.exists():
-            frame = pd.read_parquet(path, columns=["latency_us", "count"])
-            for v, c in frame.groupby("latency_us")["count"].sum().items():
-                pooled[float(v)] = pooled.get(float(v), 0) + int(c)
-        overflows = sum(int(t.get("overflows") or 0) for t in r.get("threads") or [])
-        if overflows:
-            pooled[math.inf] = pooled.get(math.inf, 0) + overflows
-        if (range_us := _ct_range(run_dir)) is not None:
+    medians: list[float] = []
+    for r in _complete_runs(info, target, case):
+        counts = _run_counts(info, r)
+        for v, c in counts.items():
+            pooled[v] = pooled.get(v, 0) + c
+        if (median := bucket_median(counts)) is not None:
+            medians.append(median)
+        if (range_us := _ct_range(info.dir / "runs" / str(r["id"]))) is not None:
             ranges.append(range_us)
-    return CtHistogram(pooled, min(ranges) if ranges else None)
+    return CtHistogram(pooled, min(ranges) if ranges else None), medians
 
 
 def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], cases: list[str]) -> list[dict[str, Any]]:
@@ -114,15 +150,28 @@ def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], case
         if base is None or base is col:
             continue
         for case in cases:
-            a, b = comparable(_ct_histogram(by_label[base["campaign"]], base["target"], case),
-                              _ct_histogram(by_label[col["campaign"]], col["target"], case))
+            (hist_a, runs_a), (hist_b, runs_b) = (_ct_histogram(by_label[base["campaign"]], base["target"], case),
+                                                  _ct_histogram(by_label[col["campaign"]], col["target"], case))
+            a, b = comparable(hist_a, hist_b)
             if not a or not b:
                 continue
             p, greater = binned_mann_whitney(a, b)
-            tests.append({"case": case, "column": col["label"], "baseline": base["label"], "p_value": p,
+            runs = welch(runs_a, runs_b)
+            note = None
+            if runs.get("no_spread"):
+                note = "every run on each side has the same median: no spread between runs to judge against"
+            elif runs["p_value"] is None:
+                note = (f"{len(runs_a)} run(s) of the baseline and {len(runs_b)} of this column: with one run on a "
+                        "side the run-to-run variation is not estimated (repetitions ≥ 2 each)")
+            tests.append({"case": case, "column": col["label"], "baseline": base["label"],
+                          "p_value": runs["p_value"], "p_holm": None, "significant": None, "note": note,
+                          "runs": len(runs_b), "runs_baseline": len(runs_a), "run_medians_us": runs_b,
+                          "run_medians_baseline_us": runs_a, "run_median_diff_us": runs["diff_ns"],
+                          "run_median_diff_ci95_us": runs["ci95_ns"], "events_p_value": p,
                           "prob_greater": greater, "count": int(sum(b.values())),
                           "baseline_count": int(sum(a.values()))})
-    for t, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
+    tested = [t for t in tests if t["p_value"] is not None]
+    for t, adjusted in zip(tested, holm([t["p_value"] for t in tested]), strict=True):
         t["p_holm"] = adjusted
         t["significant"] = adjusted < ALPHA
     return tests

@@ -52,14 +52,20 @@ def cyclictest_tests_table(result: Mapping[str, Any]) -> Table | None:
         return None
     rows = []
     for t in tests:
-        p = f"= {t['p_holm']:.2g}" if t["p_holm"] > 0 else "< 1e-300"
+        if t.get("p_holm") is None:
+            verdict = Cell(f"not tested: {t.get('runs_baseline', '?')} vs {t.get('runs', '?')} runs, run-to-run "
+                           "variation not estimated", wrap=True)
+        else:
+            p = f"= {t['p_holm']:.2g}" if t["p_holm"] > 0 else "< 1e-300"
+            verdict = Cell(f"{'yes' if t['significant'] else 'no'} (p {p}, {t['runs_baseline']} vs {t['runs']} "
+                           f"runs, median {t['run_median_diff_us']:+.2f} µs, P(>) = {t['prob_greater']:.3f})",
+                           flags=("over-deadline",) if t["significant"] else ())
         rows.append([Cell(t["case"]), Cell(t["column"]), Cell(t["baseline"]),
-                     _n(count_text(t["count"])), _n(count_text(t["baseline_count"])),
-                     Cell(f"{'yes' if t['significant'] else 'no'} (p {p}, P(>) = {t['prob_greater']:.3f})",
-                          flags=("over-deadline",) if t["significant"] else ())])
+                     _n(count_text(t["count"])), _n(count_text(t["baseline_count"])), verdict])
     return Table("compare-cyclictest-tests", "cyclictest: differs from baseline (whole distributions)",
                  ["Load", "Column", "Baseline", "Samples", "Baseline samples", "Differs from baseline"], rows,
-                 [ct.get("note") or "", "P(>): probability that a sample of the column exceeds one of the baseline."])
+                 [ct.get("note") or "", "P(>): probability that a sample of the column exceeds one of the "
+                  "baseline (events pooled: a description, not the verdict)."])
 
 
 def cyclictest_rows(result: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
