@@ -249,8 +249,10 @@ def test_runs_are_named_by_case_and_each_case_runs_under_each_load():
     doc["gpio"]["cases"] = {"a": {"responder": "kernel"}, "b": {"responder": "chardev"}}
     doc["matrix"]["loads"] = ["none", "busy"]
     doc["loads"] = {"none": [], "busy": [{"name": "hog", "command": "stress-ng --cpu 1"}]}
-    ids = [r.id for r in expand_runs(parse_campaign(yaml.safe_dump(doc)))]
-    assert ids == ["a-none-r0", "b-none-r0", "a-busy-r0", "b-busy-r0"]
+    campaign = parse_campaign(yaml.safe_dump(doc))
+    written = [r.id for r in expand_runs(campaign, as_written=True)]
+    assert written == ["a-none-r0", "b-none-r0", "a-busy-r0", "b-busy-r0"]
+    assert sorted(r.id for r in expand_runs(campaign)) == ["a-busy-r0", "a-none-r0", "b-busy-r0", "b-none-r0"]
 
 
 def test_a_run_that_sees_no_stimulus_is_incomplete(tmp_path):
