@@ -277,3 +277,10 @@ def test_runs_without_any_spread_are_not_taken_as_certain():
     assert welch_differs((1000.0, 0.0, 2), (1000.5, 0.0, 2))[0] is False
     spread = welch([1000.0, 1002.0, 998.0], [1010.0, 1012.0, 1008.0])
     assert spread["p_value"] < 0.05 and spread["ci95_ns"][0] > 0
+
+
+def test_no_run_estimate_on_a_side_is_no_test_and_no_warning():
+    from station.analysis.run_level import welch
+
+    got = welch([], [1.0, 2.0])
+    assert got["p_value"] is None and got["runs"] == [0, 2] and got["diff_ns"] is None

@@ -32,6 +32,8 @@ ALPHA = 0.05
 def run_level(estimates: Sequence[float]) -> tuple[float, float, int]:
     """(mean, its standard error, runs) of run-level estimates: the runs as units."""
     a = np.asarray(estimates, np.float64)
+    if a.size == 0:  # no run gave an estimate (a cyclictest run whose median is among its overflows)
+        return math.nan, math.nan, 0
     se = float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else math.nan
     return float(a.mean()), se, int(a.size)
 
@@ -52,7 +54,7 @@ def welch(baseline: Sequence[float], other: Sequence[float], confidence: float =
     with fewer than two runs on a side, or no spread at all between the runs of either, the
     difference alone and `p_value` None (`no_spread` says which)."""
     (ma, sa, na), (mb, sb, nb) = run_level(baseline), run_level(other)
-    out: dict[str, Any] = {"diff_ns": mb - ma, "se_ns": None, "df": None, "ci95_ns": None, "p_value": None,
+    out: dict[str, Any] = {"diff_ns": mb - ma if na and nb else None, "se_ns": None, "df": None, "ci95_ns": None, "p_value": None,
                            "runs": [na, nb]}
     if na < 2 or nb < 2:
         return out
