@@ -54,8 +54,8 @@ def welch(baseline: Sequence[float], other: Sequence[float], confidence: float =
     with fewer than two runs on a side, or no spread at all between the runs of either, the
     difference alone and `p_value` None (`no_spread` says which)."""
     (ma, sa, na), (mb, sb, nb) = run_level(baseline), run_level(other)
-    out: dict[str, Any] = {"diff_ns": mb - ma if na and nb else None, "se_ns": None, "df": None, "ci95_ns": None, "p_value": None,
-                           "runs": [na, nb]}
+    out: dict[str, Any] = {"diff_ns": mb - ma if na and nb else None, "se_ns": None, "df": None,
+                           "ci95_ns": None, "p_value": None, "runs": [na, nb]}
     if na < 2 or nb < 2:
         return out
     differs, se, df = welch_differs((ma, sa, na), (mb, sb, nb))
