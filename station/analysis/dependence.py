@@ -254,16 +254,22 @@ def _effective_n(below: np.ndarray, blocks: FineBlocks, p: float, above: int, to
             return None, (f"the events stay correlated over batches of {b.size * FINE_EVENTS // 2} events: "
                           "the run is too short for this percentile's interval on its own")
         se = ratio_se(below, n, b)
-        shrink = (Z95 / t_ppf(0.5 + confidence / 2, b.count - 1)) ** 2
-        if se <= 0:
-            return float(total) * shrink, "batch means"
-        return min(float(total), p * (1 - p) / se**2) * shrink, f"batch means ({b.count} batches)"
+        n_eff = batch_effective_n(se, b, p, total, confidence)
+        return n_eff, "batch means" if se <= 0 else f"batch means ({b.count} batches)"
     # a tail: count each cluster of exceedances once (blocks estimate of the extremal index)
     exceed = n - below
     if above == 0:
         return float(total), "no exceedance: independent bound"
     theta = theta_of(int(np.count_nonzero(exceed)), above, len(n))
     return float(total) * theta, f"extremal index {theta:.2f} (blocks of {FINE_EVENTS})"
+
+
+def batch_effective_n(se: float, b: Batching, p: float, total: int, confidence: float) -> float:
+    """The independent events a level p's indicator is worth, from its batch-means standard error
+    `se` (ratio_se over the batching `b`): p(1 − p)/se², never above the total, shrunk by
+    (z/t_{k−1})² for the batches' own uncertainty."""
+    shrink = (Z95 / t_ppf(0.5 + confidence / 2, b.count - 1)) ** 2
+    return (min(float(total), p * (1 - p) / se**2) if se > 0 else float(total)) * shrink
 
 
 def _order_interval(dist: Distribution, p: float, n_eff: float, confidence: float) -> tuple[float | None, float | None]:
@@ -326,11 +332,7 @@ def exceedance_effective_n(positions: np.ndarray, n: int, confidence: float = 0.
     b = choose_batching(y, counts)
     if not b.enough:
         return n * theta, f"{cluster}; too few batches for the exceedances' slower dependence"
-    se = ratio_se(y, counts, b)
-    p = c / n
-    shrink = (Z95 / t_ppf(0.5 + confidence / 2, b.count - 1)) ** 2
-    n_eff = min(float(n), p * (1 - p) / se**2) if se > 0 else float(n)
-    return n_eff * shrink, f"batch means ({b.count} batches)"
+    return batch_effective_n(ratio_se(y, counts, b), b, c / n, n, confidence), f"batch means ({b.count} batches)"
 
 
 def blocks_of(values: np.ndarray, levels: Iterable[float] = ()) -> FineBlocks:

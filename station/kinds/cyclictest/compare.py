@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from station.analysis.distribution import Distribution
-from station.analysis.run_level import welch
+from station.analysis.run_level import untested_reason, welch
 from station.compare.analysis import ALPHA, holm, mann_whitney
 from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.cyclictest.analysis import read_outputs
@@ -157,12 +157,7 @@ def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], case
                 continue
             p, greater = binned_mann_whitney(a, b)
             runs = welch(runs_a, runs_b)
-            note = None
-            if runs.get("no_spread"):
-                note = "every run on each side has the same median: no spread between runs to judge against"
-            elif runs["p_value"] is None:
-                note = (f"{len(runs_a)} run(s) of the baseline and {len(runs_b)} of this column: with one run on a "
-                        "side the run-to-run variation is not estimated (repetitions ≥ 2 each)")
+            note = untested_reason(runs, "this column")
             tests.append({"case": case, "column": col["label"], "baseline": base["label"],
                           "p_value": runs["p_value"], "p_holm": None, "significant": None, "note": note,
                           "runs": len(runs_b), "runs_baseline": len(runs_a), "run_medians_us": runs_b,

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from station.analysis.distribution import Distribution
-from station.analysis.run_level import welch
+from station.analysis.run_level import untested_reason, welch
 from station.analysis.streaming import WIDTH_QUANTUM_NS, DistributionBuilder
 from station.compare.analysis import ALPHA, holm, mann_whitney, mean_interval, quantile_interval
 from station.compare.part import CampaignInfo, ComparePart
@@ -195,14 +195,7 @@ def _test(base: str, label: str, source: str, key: tuple, baseline: tuple[Distri
         return None
     u, p = mann_whitney(b, a)
     runs = welch(a_runs, b_runs)
-    note = None
-    if runs.get("no_spread"):
-        note = ("every run on each side has the same median: no spread between runs to judge a difference "
-                "against (more runs, or a finer record)")
-    elif runs["p_value"] is None:
-        note = (f"{len(a_runs)} run(s) of the baseline and {len(b_runs)} of this campaign: with one run on a side "
-                "the run-to-run variation is not estimated, so no difference can be told from it (repetitions ≥ 2 "
-                "each)")
+    note = untested_reason(runs, "this campaign")
     ci_a, ci_b = quantile_interval(a, QUANTILE), quantile_interval(b, QUANTILE)
     disjoint = None
     if None not in ci_a and None not in ci_b:
