@@ -308,6 +308,12 @@ def _scale(value: float) -> float:
     return value
 
 
+def _jitter(value: float) -> float:
+    if not 0.0 <= value <= 2.0:
+        raise ValueError(f"{value:g}: phase_jitter (a log-std) is between 0 and 2")
+    return value
+
+
 def _positive_ms(value: float) -> float:
     if not 0.001 <= value <= 60_000:
         raise ValueError(f"{value:g} ms: between 0.001 and 60000")
@@ -351,6 +357,7 @@ class TwinInterfaceOverrides(Strict):
     stray_fraction: Annotated[Float, AfterValidator(_fraction)] = None
     phase_shift_std: _twin_ns() = None
     phase_cycle_scale: Annotated[Float, AfterValidator(_scale)] = None
+    phase_jitter: Annotated[Float, AfterValidator(_jitter)] = None
     carryover_std: _twin_ns() = None
     carryover_ms: Annotated[Float, AfterValidator(_positive_ms)] = None
     run_offset_std: _twin_ns() = None

@@ -94,6 +94,7 @@ class InterfaceParams:
     # time structure (issue 46); every one 0 is the independent twin
     phase_shift_std: float = 0.0  # ns: std of the load phases' shifts of L, weighted by their time
     phase_cycle_scale: float = 1.0  # the load phases' durations times this
+    phase_jitter: float = 0.25  # log-std of each phase's duration, drawn anew every cycle
     carryover_std: float = 0.0  # ns: std of the autoregressive component
     carryover_ms: float = 20.0  # its correlation time
     run_offset_std: float = 0.0  # ns: std of one module load's offset
@@ -402,7 +403,8 @@ class ModuleSession:
         mean = np.array([ph.seconds for ph in self.phases]) * self.params.phase_cycle_scale * 1e9
         while edges[-1] <= int(ts[-1]):
             cycle = len(owner) // len(self.phases)
-            jitter = np.random.default_rng([self._seed, cycle, 6]).lognormal(0.0, 0.25, len(self.phases))
+            jitter = np.random.default_rng([self._seed, cycle, 6]).lognormal(0.0, self.params.phase_jitter,
+                                                                              len(self.phases))
             for k, d in enumerate(np.maximum(mean * jitter, 1.0).astype(np.int64)):
                 owner.append(k)
                 edges.append(edges[-1] + int(d))

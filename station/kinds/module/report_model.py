@@ -218,13 +218,18 @@ class Decomposition(Closed):
 
 
 class DependentMean(Closed):
-    """The run's mean t_SW with a batch-means interval (docs/statistics.md)."""
+    """The run's mean t_SW with a dependence-aware interval (docs/statistics.md)."""
 
     estimate_ns: Float = Field(None, description="mean of t_SW")
-    se_ns: Float = Field(None, description="its batch-means standard error; null when withheld")
-    ci95_ns: Interval = Field(None, description="Student's t interval over the batches; null when withheld")
-    batches: int = Field(0, description="batches the interval uses (long enough to be uncorrelated)")
+    se_ns: Float = Field(None, description="its standard error (`method`); null when withheld")
+    ci95_ns: Interval = Field(None, description="Student's t interval over the batches, or the normal one over a "
+                              "cycle's lag window; null when withheld")
+    method: str | None = Field(None, description="`batch means (k batches)`, or `a lag window of one load cycle "
+                               "(M blocks)` where the run shows a cycle")
+    batches: int = Field(0, description="batches the interval uses (long enough to be uncorrelated); 0 with a "
+                         "cycle's window")
     events_per_batch: int | None = Field(None, description="events in each batch")
+    window_blocks: int | None = Field(None, description="the cycle's lag window, in blocks of `block_events`")
     independent: bool | None = Field(None, description="the finest batches were already uncorrelated")
     effective_n: Float = Field(None, description="events' variance over the mean's: the sample's independent worth")
     withheld: str | None = Field(None, description="why there is no interval (a run too short for its dependence)")
@@ -237,7 +242,8 @@ class DependentPercentile(Closed):
     ci95_ns: Interval = Field(None, description="[lo, hi]: order statistics at the ranks of Binomial(effective_n, p) "
                               "scaled to the run's events; null: no bound")
     effective_n: Float = Field(None, description="effective sample size at this level")
-    method: str | None = Field(None, description="`batch means (k batches)`, or the extremal index in a tail")
+    method: str | None = Field(None, description="`batch means (k batches)`, a cycle's lag window, or the "
+                               "extremal index in a tail")
     withheld: str | None = Field(None, description="why there is no interval")
 
 
@@ -245,7 +251,8 @@ class Dependence(Closed):
     """How a run's events depend on each other, and the intervals that account for it."""
 
     independent: bool = Field(description="no correlation between neighbouring blocks of events was found")
-    cycle_s: Float = Field(None, description="a cycle in the latency (a load's phases), s; null: none stands out")
+    cycle_s: Float = Field(None, description="a cycle in the latency (a load's phases), s: the block medians' "
+                           "autocorrelation dips, then peaks at it (beyond ±3/√k); null: none seen")
     block_events: int = Field(description="events per fine block (the finest batch)")
     mean: DependentMean
     percentiles: dict[str, DependentPercentile] = Field(default_factory=dict)

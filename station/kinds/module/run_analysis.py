@@ -199,8 +199,8 @@ def dependence_summary(sw: Distribution, blocks: dependence.FineBlocks, period_n
     if mean.get("se_ns"):
         mean["effective_n"] = min(float(sw.count), sw.std(1) ** 2 / mean["se_ns"] ** 2)
     percentiles = dependence.quantile_intervals(sw, blocks)
-    cycle = dependence.dominant_cycle_s(blocks)
     period_s = float(period_ns) / 1e9 if isinstance(period_ns, int | float) and period_ns else None
+    cycle = dependence.cycle_seconds(blocks, period_s)
     return {"independent": bool(mean.get("independent")), "cycle_s": cycle, "block_events": dependence.FINE_EVENTS,
             "mean": mean, "percentiles": percentiles,
             "sentence": dependence.summary_sentence(mean, percentiles, sw.count, cycle, period_s)}
