@@ -83,22 +83,49 @@ def test_the_idle_side_is_the_load_set_that_started_nothing():
     assert text.startswith("sysfs: slower under load 'hog'") and "only competes" in text
 
 
-def test_a_ranking_orders_only_what_differs_significantly():
-    """Two cases drawn from one distribution (the truth: no difference) are 'indistinguishable' with
-    their p-value, never 'x < y'; a case drawn 40× slower is ranked after them with '<'."""
+def test_a_ranking_orders_only_what_differs_from_run_to_run():
+    """Runs are the units (issue 46): each run meets its own machine state, drawn here as a per-run
+    offset of the delays (sd 4 µs, the truth) under the case's own distribution. Two cases from one
+    distribution (no difference in the truth) with 3 runs each are 'indistinguishable' with their
+    p-value, never 'x < y' — though their pooled delays differ by far more than the events' own
+    test allows (every delay taken as independent); a case 40× faster is ranked before them with
+    '<'. With one run per case nothing is ordered, and the sentence says why and how many runs
+    would tell the nearest two apart. (Before issue 46: events as units, one run pair at a time.)"""
     from station.kinds.gpio.analysis import compare, findings
 
     rng = np.random.default_rng(86)
-    same = lambda: 130 + rng.gamma(3.0, 2.0, 3000)  # noqa: E731 - one distribution, drawn twice
-    delays = {"a": same(), "b": same(), "k": 3.0 + rng.gamma(2.0, 0.5, 3000)}
-    entries = [{"id": rid, "case": case, "load": "idle", "target": None, "repetition": 0, "responder": case,
-                "governor": "performance", "delay_us": {"mean": float(delays[rid].mean())}}
-               for rid, case in (("a", "sysfs-performance"), ("b", "sysfs"), ("k", "kernel"))]
+
+    def run(centre: float, scale: float) -> np.ndarray:  # one run: its own machine state, then its delays
+        return centre + rng.normal(0.0, 4.0) + rng.gamma(3.0, scale, 3000)
+
+    def campaign(reps: int) -> tuple[list[dict], dict[str, np.ndarray]]:
+        delays, entries = {}, []
+        for case, centre, scale in (("sysfs-performance", 130.0, 2.0), ("sysfs", 130.0, 2.0), ("kernel", 3.0, 0.5)):
+            for r in range(reps):
+                rid = f"{case}-idle-r{r}"
+                delays[rid] = run(centre, scale)
+                d = delays[rid]
+                half = 1.96 * d.std(ddof=1) / np.sqrt(d.size)
+                entries.append({"id": rid, "case": case, "load": "idle", "target": None, "repetition": r,
+                                "responder": case, "governor": "performance",
+                                "delay_us": {"mean": float(d.mean()), "mean_ci": [d.mean() - half, d.mean() + half]}})
+        return entries, delays
+
+    entries, delays = campaign(3)
+    comparisons = compare(entries, delays)
+    same = next(c for c in comparisons if {c["a"], c["b"]} == {"sysfs-performance under idle", "sysfs under idle"})
+    assert same["significant"] is False and same["events_p_value"] < 1e-3, same  # the events' test would say "differ"
+    text = next(f["text"] for f in findings(entries, comparisons) if f["kind"] == "ranking")
+    mean = {c: float(np.mean([delays[f"{c}-idle-r{r}"].mean() for r in range(3)]))
+            for c in ("sysfs-performance", "sysfs", "kernel")}
+    slow = sorted(("sysfs-performance", "sysfs"), key=mean.get)
+    assert text.startswith(f"idle: mean response, fastest first: kernel {mean['kernel']:.3g} µs < {slow[0]} ")
+    assert f" ≈ {slow[1]} " in text and f"indistinguishable from run to run: {slow[0]} and {slow[1]} (p = " in text
+
+    entries, delays = campaign(1)
     text = next(f["text"] for f in findings(entries, compare(entries, delays)) if f["kind"] == "ranking")
-    slow = sorted(("sysfs-performance", "sysfs"), key=lambda c: delays["a" if c == "sysfs-performance" else "b"].mean())
-    assert text.startswith(f"idle: mean response, fastest first: kernel {delays['k'].mean():.3g} µs < {slow[0]} ")
-    assert f" ≈ {slow[1]} " in text and f"indistinguishable: {slow[0]} and {slow[1]} (p = " in text
-    assert f"{slow[0]} {min(delays['a'].mean(), delays['b'].mean()):.3g} µs < " not in text
+    assert " < " not in text and " ≈ " not in text, text
+    assert "run-to-run variation is not estimated" in text and "runs of each would tell these apart" in text
 
 
 @given(st.lists(st.floats(0.5, 1e5), min_size=3, max_size=60), st.floats(1e-5, 1.0), st.floats(1e-7, 1e-2),

@@ -80,12 +80,12 @@ def runs_needed(difference: float, sd: float | None, most: int = 50) -> int | No
     return None
 
 
-def untested_reason(result: dict[str, Any], what: str) -> str | None:
-    """Why welch() made no test of `what` (e.g. "this campaign") against the baseline; None if it did."""
+def untested_reason(result: dict[str, Any], what: str, baseline: str = "the baseline") -> str | None:
+    """Why welch() made no test of `what` (e.g. "this campaign") against `baseline`; None if it did."""
     if result.get("no_spread"):
-        return "every run on each side has the same median: no spread between runs to judge a difference against"
+        return "every run on each side has the same estimate: no spread between runs to judge a difference against"
     if result["p_value"] is None:
         na, nb = result["runs"]
-        return (f"{na} run(s) of the baseline and {nb} of {what}: with one run on a side the run-to-run variation "
+        return (f"{na} run(s) of {baseline} and {nb} of {what}: with one run on a side the run-to-run variation "
                 "is not estimated, so no difference can be told from it (repetitions ≥ 2 each)")
     return None

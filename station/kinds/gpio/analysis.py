@@ -21,7 +21,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from station.analysis import run_level
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.compare.analysis import holm
 
 OUTLIER_MADS = 6.0  # robust sigmas above the median
 MIN_OUTLIER_SAMPLES = 5  # ... and at least this many scope samples above it
@@ -33,7 +35,6 @@ MAX_PEAKS = 200  # periodogram peaks tried, lowest frequency first
 MULTIPLE_SHARE = 0.85  # a multiple of the period that fits this share of as many spacings is the period
 MIN_SPACINGS = 5  # fewer spacings prove no period
 HISTOGRAM_BINS = 120
-SIGNIFICANCE = 1e-3
 FOLLOWING_GOVERNORS = ("ondemand", "schedutil", "conservative")
 
 
@@ -268,61 +269,129 @@ def _fit_period(s: np.ndarray, f0: float, step: float, tolerance_us: float, inde
     return (period, share) if share >= PERIOD_SHARE and by_chance < CHANCE else None
 
 
+Condition = tuple[Any, Any, Any]  # (target, case, load)
+
+
+def _conditions(entries: list[dict[str, Any]]) -> dict[Condition, list[dict[str, Any]]]:
+    """The measured runs by condition (target, case, load): a condition's repetitions together."""
+    out: dict[Condition, list[dict[str, Any]]] = {}
+    for e in entries:
+        if e.get("delay_us"):
+            out.setdefault((e.get("target"), e.get("case"), e.get("load")), []).append(e)
+    return out
+
+
+def _label(key: Condition) -> str:
+    target, case, load = key
+    return f"{case} under {load}" + (f" on {target}" if target else "")
+
+
+def _condition_entry(key: Condition, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A condition as the findings speak of it: its first run's description, the mean of its runs'
+    mean delays, and the largest standard error of a run's mean (a floor under the run-to-run spread)."""
+    means = [float(r["delay_us"]["mean"]) for r in runs]
+    floor = max((_mean_se(r["delay_us"]) for r in runs), default=None)
+    return {**runs[0], "id": _label(key), "runs": [r["id"] for r in runs],
+            "delay_us": {"mean": float(np.mean(means))}, "run_means_us": means, "within_se_us": floor}
+
+
+def _mean_se(d: dict[str, Any]) -> float:
+    lo, hi = d.get("mean_ci") or (None, None)
+    return (hi - lo) / (2 * 1.96) if lo is not None and hi is not None and np.isfinite(hi - lo) else 0.0
+
+
 def compare(entries: list[dict[str, Any]], delays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    """Pairs of runs that differ in one thing: the case (same load), or the load (same case);
-    Mann-Whitney U says whether one is slower."""
-    measured = [e for e in entries if e["id"] in delays]
-    same_load: dict[tuple, list[dict[str, Any]]] = {}
-    same_case: dict[tuple, list[dict[str, Any]]] = {}
-    for e in measured:
-        same_load.setdefault((e.get("target"), e.get("load"), e.get("repetition")), []).append(e)
-        same_case.setdefault((e.get("target"), e.get("case"), e.get("repetition")), []).append(e)
-    return [_compare_pair(a, b, delays) for groups in (same_load, same_case) for group in groups.values()
-            for a, b in combinations(group, 2)]
+    """Pairs of conditions that differ in one thing: the case (same load), or the load (same case),
+    on one target. Runs are the units (issue 46): each run's mean delay is one observation of its
+    condition, since two runs never meet the same machine state, and Welch's test on the runs' means
+    (run_level.welch) decides, Holm-adjusted over the pairs tested. With one run on a side the
+    run-to-run variation is not estimated: no test, and `note` says how many runs would tell a
+    difference of this size. `events_p_value` keeps the Mann–Whitney test of the pooled delays
+    (every delay taken as independent: the runs' own difference, not the conditions')."""
+    groups = _conditions([e for e in entries if e["id"] in delays])
+    out: list[dict[str, Any]] = []
+    for ka, kb in combinations(groups, 2):
+        same_case, same_load = ka[1] == kb[1], ka[2] == kb[2]
+        if ka[0] != kb[0] or same_case == same_load:
+            continue
+        out.append(_compare_conditions(ka, groups[ka], kb, groups[kb], delays, "load" if same_case else "case"))
+    tested = [c for c in out if c["p_value"] is not None]
+    for c, adjusted in zip(tested, holm([c["p_value"] for c in tested]), strict=True):
+        c["p_holm"] = adjusted
+        c["significant"] = adjusted < run_level.ALPHA
+    return out
 
 
-def _compare_pair(a: dict[str, Any], b: dict[str, Any], delays: dict[str, np.ndarray]) -> dict[str, Any]:
-    da, db = delays[a["id"]], delays[b["id"]]
-    p = float(stats.mannwhitneyu(da, db, alternative="two-sided").pvalue) if min(len(da), len(db)) > 1 else 1.0
-    ma, mb = float(da.mean()), float(db.mean())
-    return {"a": a["id"], "b": b["id"], "mean_a_us": ma, "mean_b_us": mb,
-            "ratio": ma / mb if mb > 0 else None, "p_value": p, "significant": p < SIGNIFICANCE}
+def _compare_conditions(ka: Condition, ra: list[dict[str, Any]], kb: Condition, rb: list[dict[str, Any]],
+                        delays: dict[str, np.ndarray], differs: str) -> dict[str, Any]:
+    a, b = _condition_entry(ka, ra), _condition_entry(kb, rb)
+    da = np.concatenate([delays[r["id"]] for r in ra])
+    db = np.concatenate([delays[r["id"]] for r in rb])
+    events_p = float(stats.mannwhitneyu(da, db, alternative="two-sided").pvalue) if min(len(da), len(db)) > 1 else 1.0
+    ma, mb = a["delay_us"]["mean"], b["delay_us"]["mean"]
+    runs = run_level.welch(a["run_means_us"], b["run_means_us"])
+    note = run_level.untested_reason(runs, b["id"], baseline=a["id"])
+    needed = None
+    if runs["p_value"] is None and not runs.get("no_spread"):
+        floor = max(a["within_se_us"] or 0.0, b["within_se_us"] or 0.0)
+        needed = run_level.runs_needed(mb - ma, floor) if floor > 0 else None
+        note = (f"{note}; at least {needed} runs of each would tell a difference of this size" if needed else note)
+    return {"a": a["id"], "b": b["id"], "differs": differs, "runs_a": a["runs"], "runs_b": b["runs"],
+            "mean_a_us": ma, "mean_b_us": mb, "ratio": ma / mb if mb > 0 else None,
+            "p_value": runs["p_value"], "p_holm": None, "significant": None, "runs_needed": needed,
+            "events_p_value": events_p, "note": note}
 
 
 def _ranking(ranked: list[dict[str, Any]], tested: dict[frozenset, dict[str, Any]]) -> str:
-    """Cases by mean response, fastest first: '<' only where the two neighbours differ
-    significantly (their Mann-Whitney test), '≈' where they cannot be told apart (p given)."""
+    """Conditions by mean response, fastest first: '<' only where the two neighbours differ with the
+    runs as units, '≈' where the runs cannot tell them apart (p given), ', ' where one of them has a
+    single run (no test: run-to-run variation is not estimated)."""
     text = f"mean response, fastest first: {ranked[0]['case']} {ranked[0]['delay_us']['mean']:.3g} µs"
-    same = []
+    same, untested, needed = [], [], []
     for prev, e in zip(ranked, ranked[1:], strict=False):
         c = tested.get(frozenset((prev["id"], e["id"])))
         if c is not None and c["significant"]:
             sign = " < "
+        elif c is not None and c["significant"] is None:
+            sign = ", "
+            untested.append(f"{prev['case']} and {e['case']}")
+            needed.append(c.get("runs_needed"))
         else:
             sign = " ≈ "
-            same.append(f"{prev['case']} and {e['case']}" + (f" (p = {c['p_value']:.2g})" if c is not None else
+            same.append(f"{prev['case']} and {e['case']}" + (f" (p = {c['p_holm']:.2g})" if c is not None else
                                                               " (not tested against each other)"))
         text += f"{sign}{e['case']} {e['delay_us']['mean']:.3g} µs"
     if same:
-        text += "; indistinguishable: " + ", ".join(same)
+        text += "; indistinguishable from run to run: " + ", ".join(same)
+    if untested:
+        most = max((n for n in needed if n), default=None)
+        text += ("; not ordered (one run of a case: run-to-run variation is not estimated, so no difference can "
+                 "be told from it): " + ", ".join(untested)
+                 + (f"; at least {most} runs of each would tell these apart" if most else
+                    "; repetitions: 2 or more per case"))
     return text
 
 
 def findings(entries: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The report's answer first: one sentence per comparison that says something."""
-    by_id = {e["id"]: e for e in entries}
+    groups = _conditions(entries)
+    conditions = {_label(k): _condition_entry(k, runs) for k, runs in groups.items()}
     out: list[dict[str, Any]] = []
-    loads = list(dict.fromkeys(e.get("load") for e in entries if e.get("delay_us")))
+    loads = list(dict.fromkeys(k[2] for k in groups))
     tested = {frozenset((c["a"], c["b"])): c for c in comparisons}
     for load in loads:
-        ranked = sorted((e for e in entries if e.get("load") == load and e.get("delay_us")),
-                        key=lambda e: e["delay_us"]["mean"])
-        if len(ranked) > 1:
-            out.append({"kind": "ranking", "load": load, "text": f"{load}: {_ranking(ranked, tested)}."})
+        targets = list(dict.fromkeys(k[0] for k in groups if k[2] == load))
+        for target in targets:
+            ranked = sorted((conditions[_label(k)] for k in groups if k[2] == load and k[0] == target),
+                            key=lambda e: e["delay_us"]["mean"])
+            if len(ranked) > 1:
+                where = f"{load}" + (f" on {target}" if target and len(targets) > 1 else "")
+                out.append({"kind": "ranking", "load": load, "text": f"{where}: {_ranking(ranked, tested)}."})
     for c in comparisons:
-        a, b = by_id[c["a"]], by_id[c["b"]]
-        if not c["significant"] or c["ratio"] is None:
+        a, b = conditions[c["a"]], conditions[c["b"]]
+        if c["significant"] is False or c["ratio"] is None:
             continue
+        caveat = "" if c["significant"] else f" ({_one_run(c)})"
         # cases that differ in their responder alone (the seed's sysfs vs mmap); the ranking says the rest
         if a.get("load") == b.get("load") and a.get("governor") == b.get("governor") and \
                 a.get("responder") != b.get("responder"):
@@ -332,14 +401,21 @@ def findings(entries: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -
                 out.append({"kind": "ratio", "load": a.get("load"), "text": (
                     f"{a.get('load')}: {slow['case']} ({_how(slow)}) is {ratio:.2g}× slower on average than "
                     f"{fast['case']} ({_how(fast)}): {slow['delay_us']['mean']:.3g} vs "
-                    f"{fast['delay_us']['mean']:.3g} µs.")})
+                    f"{fast['delay_us']['mean']:.3g} µs{caveat}.")})
         elif a.get("case") == b.get("case") and a.get("load") != b.get("load"):
-            out.append({"kind": "load", "load": None, "text": _load_sentence(a, b)})
+            out.append({"kind": "load", "load": None, "text": _load_sentence(a, b, caveat)})
     for e in entries:
         o = e.get("outliers") or {}
         if o.get("period_us"):
             out.append({"kind": "outliers", "load": e.get("load"), "text": f"{e['id']}: {o['explanation']}."})
     return out
+
+
+def _one_run(c: dict[str, Any]) -> str:
+    n = c.get("runs_needed")
+    return ("one run on a side: run-to-run variation is not estimated"
+            + (f"; at least {n} runs of each would tell a difference of this size" if n else
+               "; repetitions: 2 or more each"))
 
 
 def _how(e: dict[str, Any]) -> str:
@@ -349,7 +425,7 @@ def _how(e: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _load_sentence(a: dict[str, Any], b: dict[str, Any]) -> str:
+def _load_sentence(a: dict[str, Any], b: dict[str, Any], caveat: str = "") -> str:
     idle, loaded = (b, a) if b.get("idle") and not a.get("idle") else (a, b)
     mi, ml = idle["delay_us"]["mean"], loaded["delay_us"]["mean"]
     faster = ml < mi
@@ -357,13 +433,13 @@ def _load_sentence(a: dict[str, Any], b: dict[str, Any]) -> str:
             f"({ml:.3g} µs) than under {idle['load']!r} ({mi:.3g} µs)")
     governor = idle.get("governor")
     if not (idle.get("idle") and not loaded.get("idle")):
-        return text + "."  # two loads, or two idle runs: no mechanism of idleness to name
+        return text + caveat + "."  # two loads, or two idle runs: no mechanism of idleness to name
     if faster and governor in FOLLOWING_GOVERNORS:
         text += (f" — the {governor} governor lowers an idle CPU's clock, and the load raises it again, "
                  "more than the load's competition costs")
     elif not faster and governor == "performance":
         text += " — at a fixed clock (performance governor) the load only competes for the CPU"
-    return text + "."
+    return text + caveat + "."
 
 
 def analyse(given: AnalysisInput) -> KindReport:

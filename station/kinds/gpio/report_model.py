@@ -75,15 +75,27 @@ class GpioRun(Closed):
 
 
 class GpioComparison(Closed):
-    """GPIO_COMPARISON: two runs that differ in the case or in the load."""
+    """GPIO_COMPARISON: two conditions (case under load, per target) that differ in the case or in the
+    load, with the runs as units (issue 46: two runs never meet the same machine state)."""
 
-    a: str = Field(description="the first run id")
-    b: str = Field(description="the second run id")
-    mean_a_us: Float = Field(description="its mean delay, µs")
+    a: str = Field(description="the first condition: `case under load` (`on target` with several targets)")
+    b: str = Field(description="the second")
+    differs: str = Field(description="what they differ in: `case` or `load`")
+    runs_a: list[str] = Field(default_factory=list, description="the first condition's run ids (its repetitions)")
+    runs_b: list[str] = Field(default_factory=list, description="the second's")
+    mean_a_us: Float = Field(description="the mean of its runs' mean delays, µs")
     mean_b_us: Float = Field(description="the second's, µs")
     ratio: Float = Field(None, description="`mean_a_us / mean_b_us`")
-    p_value: Float = Field(description="two-sample test of the two runs' delays")
-    significant: bool = Field(description="`p_value` below the analysis's threshold")
+    p_value: Float = Field(None, description="Welch's test on the two conditions' run means; null: not tested "
+                           "(`note` says why: one run on a side)")
+    p_holm: Float = Field(None, description="`p_value` Holm-adjusted over the pairs tested")
+    significant: bool | None = Field(None, description="`p_holm` below 0.05; null: not tested")
+    runs_needed: int | None = Field(None, description="(not tested) runs of each that would tell a difference of "
+                                    "this size, from the runs' own standard errors (a floor under the "
+                                    "run-to-run spread)")
+    events_p_value: Float = Field(None, description="Mann–Whitney test of the pooled delays, every delay taken as "
+                                  "independent: whether these runs differ, not these conditions")
+    note: str | None = Field(None, description="why there is no test")
 
 
 class GpioSection(Closed):

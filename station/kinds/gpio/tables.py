@@ -199,34 +199,31 @@ def outliers_table(runs: Sequence[Mapping[str, Any]]) -> Table | None:
         "Period (µs)", "Share", "Collision window (µs)", "Expected", "Explanation"], rows, notes)
 
 
-def comparisons_table(comparisons: Sequence[Mapping[str, Any]],
-                      runs: Sequence[Mapping[str, Any]]) -> Table | None:
+def comparisons_table(comparisons: Sequence[Mapping[str, Any]]) -> Table | None:
     if not comparisons:
         return None
-    by_id = {str(r.get("id")): r for r in runs}
-
-    def differs(a: Any, b: Any) -> str:
-        ra, rb = by_id.get(str(a)) or {}, by_id.get(str(b)) or {}
-        keys = [k for k in ("target", "case", "load", "repetition") if ra.get(k) != rb.get(k)]
-        return ", ".join(keys) if ra and rb and keys else MISSING
-
     rows = []
     for c in comparisons:
         significant = c.get("significant")
         ratio = c.get("ratio")
+        counts = f"{len(c.get('runs_a') or [])} / {len(c.get('runs_b') or [])}"
         rows.append([
-            Cell(str(c.get("a"))), Cell(str(c.get("b"))), Cell(differs(c.get("a"), c.get("b"))),
-            _delay(c.get("mean_a_us")), _delay(c.get("mean_b_us")),
+            Cell(str(c.get("a"))), Cell(str(c.get("b"))), Cell(str(c.get("differs") or MISSING)),
+            Cell(counts, numeric=True), _delay(c.get("mean_a_us")), _delay(c.get("mean_b_us")),
             Cell(f"{ratio:.3g}×" if is_number(ratio) else MISSING, numeric=True),
-            Cell(p_value_text(c.get("p_value")), numeric=True),
-            Cell(MISSING if significant is None else ("yes" if significant else "no")),
+            Cell(p_value_text(c.get("p_holm")), numeric=True),
+            Cell("not tested" if significant is None else ("yes" if significant else "no")),
+            Cell(p_value_text(c.get("events_p_value")), numeric=True),
         ])
-    note = ("Pairs of runs that differ in one thing (the case under one load, or the load for one "
-            "case). Ratio: mean A / mean B. p-value: the analysis's test of whether the two runs' "
-            "delays come from one distribution; significant: below the analysis's threshold.")
+    note = ("Pairs of conditions (case under load) that differ in one thing. Runs: each side's repetitions. "
+            "Means: the mean of the runs' mean delays. p (runs): Welch's test on the runs' means, Holm-adjusted "
+            "over the pairs tested — two runs never meet the same machine state, so a difference is judged "
+            "against the spread between runs; with one run on a side it is not tested (run-to-run variation "
+            "is not estimated). p (events): Mann–Whitney on the pooled delays, every delay taken as "
+            "independent — whether these runs differ, not whether the conditions do.")
     return Table("gpio-comparisons", "Comparisons", [
-        "A", "B", "Differs in", "Mean A (µs)", "Mean B (µs)", "Ratio", "p-value", "Significant"],
-        rows, [note])
+        "A", "B", "Differs in", "Runs", "Mean A (µs)", "Mean B (µs)", "Ratio", "p (runs)", "Significant",
+        "p (events)"], rows, [note])
 
 
 def findings(section: Mapping[str, Any]) -> list[Finding]:
@@ -241,5 +238,5 @@ def gpio_tables(report: Mapping[str, Any]) -> GpioTables | None:
         return None
     runs = section.get("runs") or []
     return GpioTables(findings(section), runs_table(runs), outliers_table(runs),
-                      comparisons_table(section.get("comparisons") or [], runs))
+                      comparisons_table(section.get("comparisons") or []))
 
