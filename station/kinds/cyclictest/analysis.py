@@ -115,9 +115,24 @@ def thread_rows(out: RunOutput, hists: list[Histogram | None], with_stats: bool 
             "overflows": h.overflows if h is not None else out.overflows(t.index),
         }
         if with_stats:
-            row["stats"] = h.describe() if h is not None else None
+            row["stats"] = without_event_intervals(h.describe()) if h is not None else None
         rows.append(row)
     return rows
+
+
+#: why a cyclictest histogram's percentiles carry no interval (issue 46)
+NO_TIME_ORDER = ("a histogram keeps no time order, so how much its events depend on each other (a load's "
+                 "phases, carry-over) cannot be seen, and an interval that takes them as independent held "
+                 "the truth in 16–41 % of dependent twin runs (docs/statistics.md); compare runs as units "
+                 "(`station compare`, repetitions ≥ 2)")
+
+
+def without_event_intervals(stats: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A histogram's statistics without the percentile intervals that would take its events as
+    independent: `percentile_ci_withheld` says why."""
+    if stats is None:
+        return None
+    return {**stats, "percentile_ci95_ns": {}, "percentile_ci_withheld": NO_TIME_ORDER}
 
 
 def summary(out: RunOutput) -> dict[str, Any]:
@@ -227,7 +242,7 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
         notes.append(f"Run {entry['id']}: cyclictest wrote invalid JSON, read after repairs: "
                      + "; ".join(out.json.repairs))
     entry["threads"] = rows
-    entry["combined"] = combine(hists).describe() if hists else None
+    entry["combined"] = without_event_intervals(combine(hists).describe()) if hists else None
     curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts), t.max,
                               int(t.overflows if t.overflows is not None else out.overflows(t.index) or 0))
               for t in out.threads if t.has_histogram]

@@ -19,7 +19,11 @@ class CtStats(Stats):
     range_ns: Float = Field(None, description="the histogram's range")
     percentile_flags: dict[str, str | None] | None = Field(None, description="`> range` where a percentile is "
                                                             "beyond the histogram")
-    percentile_ci95_ns: dict[str, Interval] = Field(default_factory=dict, description="`pNN` → [lo, hi] ns")
+    percentile_ci95_ns: dict[str, Interval] = Field(default_factory=dict, description="`pNN` → [lo, hi] ns; empty "
+                                                    "for cyclictest's histograms (`percentile_ci_withheld`)")
+    percentile_ci_withheld: str | None = Field(None, description="why the percentiles have no interval: a "
+                                               "histogram keeps no time order, so the events' dependence is "
+                                               "unseen (issue 46)")
 
 
 class Thread(Closed):

@@ -223,6 +223,8 @@ def _percentile_cells(stats: Mapping[str, Any] | None, pkeys: Sequence[str],
             lo, hi = (BEYOND_RANGE if v is None else f"{plain_us(_ns_to_us(v))} µs"
                       for v in interval)
             title = f"95% CI {lo} – {hi}"
+        elif stats.get("percentile_ci_withheld"):
+            title = "no interval: a histogram keeps no time order to see how its events depend on each other"
         cells.append(Cell(plain_us(_ns_to_us(value)), numeric=True, weak=weak, title=title))
     return cells
 
@@ -321,8 +323,9 @@ def deadline_table(section: Mapping[str, Any]) -> Table | None:
                   flags=("over-deadline",) if v.get("above") else ())]
             for v in view]
     notes = [f"Cycles whose latency reached the {deadline} µs deadline, over every thread of the complete runs of "
-             "each target × case; 95 % Clopper–Pearson interval. Buckets are whole µs: a cycle in the "
-             "deadline's own bucket counts as reaching it."]
+             "each target × case; 95 % Clopper–Pearson interval, which takes the cycles as independent: a "
+             "histogram keeps no time order to see them come in clusters, so under a load's phases it is too "
+             "narrow. Buckets are whole µs: a cycle in the deadline's own bucket counts as reaching it."]
     if any(v.get("overflows") for v in view):
         notes.append("Cycles beyond the histogram's range (overflows) count as above the deadline: there the "
                      "probability is an upper bound.")
