@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from station.analysis import run_level
+from station.analysis import dependence, run_level
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
 from station.compare.analysis import holm
 
@@ -103,13 +103,22 @@ def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tu
     return entry, d_us
 
 
+#: a run's delays are cut into at least this many blocks for the mean's dependence-aware interval
+DELAY_BLOCKS = 40
+
+
 def describe_delays(d_us: np.ndarray) -> dict[str, Any]:
+    """The delays' figures; the mean's interval is dependence-aware (issue 46: a load's phases and
+    carry-over make neighbouring delays alike), from the delays in stimulus order cut into at least
+    DELAY_BLOCKS blocks (dependence.mean_interval); withheld with the reason when too few."""
     n = len(d_us)
     mean, std = float(d_us.mean()), float(d_us.std(ddof=1)) if n > 1 else 0.0
-    half = float(stats.t.ppf(0.975, n - 1)) * std / np.sqrt(n) if n > 1 else float("nan")
+    block = max(1, min(dependence.FINE_EVENTS, n // DELAY_BLOCKS))
+    interval = dependence.mean_interval(dependence.blocks_of(np.asarray(d_us, np.float64), block=block))
     p50, p99, p999 = np.percentile(d_us, [50, 99, 99.9])
     lo, hi = float(d_us.min()), float(d_us.max())
-    return {"min": lo, "p50": float(p50), "mean": mean, "mean_ci": [mean - half, mean + half], "std": std,
+    return {"min": lo, "p50": float(p50), "mean": mean, "mean_ci": interval["ci95_ns"], "std": std,
+            "mean_ci_method": interval.get("method"), "mean_ci_withheld": interval["withheld"],
             "p99": float(p99), "p999": float(p999), "max": hi, "spread": hi - lo}
 
 
@@ -276,8 +285,8 @@ def _conditions(entries: list[dict[str, Any]]) -> dict[Condition, list[dict[str,
     """The measured runs by condition (target, case, load): a condition's repetitions together."""
     out: dict[Condition, list[dict[str, Any]]] = {}
     for e in entries:
-        if e.get("delay_us"):
-            out.setdefault((e.get("target"), e.get("case"), e.get("load")), []).append(e)
+        if e.get("delay_us"):  # no target and "" (a single-target campaign) are one
+            out.setdefault((e.get("target") or None, e.get("case"), e.get("load")), []).append(e)
     return out
 
 
@@ -335,7 +344,8 @@ def _compare_conditions(ka: Condition, ra: list[dict[str, Any]], kb: Condition, 
     if runs["p_value"] is None and not runs.get("no_spread"):
         floor = max(a["within_se_us"] or 0.0, b["within_se_us"] or 0.0)
         needed = run_level.runs_needed(mb - ma, floor) if floor > 0 else None
-        note = (f"{note}; at least {needed} runs of each would tell a difference of this size" if needed else note)
+        note = (f"{note}; no fewer than {needed} runs of each could tell a difference of this size (a floor from "
+                "the runs' own noise: the spread between runs adds to it)" if needed else note)
     return {"a": a["id"], "b": b["id"], "differs": differs, "runs_a": a["runs"], "runs_b": b["runs"],
             "mean_a_us": ma, "mean_b_us": mb, "ratio": ma / mb if mb > 0 else None,
             "p_value": runs["p_value"], "p_holm": None, "significant": None, "runs_needed": needed,
@@ -347,11 +357,14 @@ def _ranking(ranked: list[dict[str, Any]], tested: dict[frozenset, dict[str, Any
     runs as units, '≈' where the runs cannot tell them apart (p given), ', ' where one of them has a
     single run (no test: run-to-run variation is not estimated)."""
     text = f"mean response, fastest first: {ranked[0]['case']} {ranked[0]['delay_us']['mean']:.3g} µs"
-    same, untested, needed = [], [], []
+    same, untested, needed, flat = [], [], [], []
     for prev, e in zip(ranked, ranked[1:], strict=False):
         c = tested.get(frozenset((prev["id"], e["id"])))
         if c is not None and c["significant"]:
             sign = " < "
+        elif c is not None and c["significant"] is None and "same estimate" in (c.get("note") or ""):
+            sign = ", "
+            flat.append(f"{prev['case']} and {e['case']}")
         elif c is not None and c["significant"] is None:
             sign = ", "
             untested.append(f"{prev['case']} and {e['case']}")
@@ -363,11 +376,14 @@ def _ranking(ranked: list[dict[str, Any]], tested: dict[frozenset, dict[str, Any
         text += f"{sign}{e['case']} {e['delay_us']['mean']:.3g} µs"
     if same:
         text += "; indistinguishable from run to run: " + ", ".join(same)
+    if flat:
+        text += ("; not ordered (every run on each side gave the same mean: no spread between runs to judge a "
+                 "difference against): " + ", ".join(flat))
     if untested:
         most = max((n for n in needed if n), default=None)
         text += ("; not ordered (one run of a case: run-to-run variation is not estimated, so no difference can "
                  "be told from it): " + ", ".join(untested)
-                 + (f"; at least {most} runs of each would tell these apart" if most else
+                 + (f"; no fewer than {most} runs of each could tell these apart" if most else
                     "; repetitions: 2 or more per case"))
     return text
 
@@ -391,6 +407,8 @@ def findings(entries: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -
         a, b = conditions[c["a"]], conditions[c["b"]]
         if c["significant"] is False or c["ratio"] is None:
             continue
+        if c["significant"] is None and not _beyond_own_noise(a, b):
+            continue  # untested, and within the runs' own noise: nothing to say
         caveat = "" if c["significant"] else f" ({_one_run(c)})"
         # cases that differ in their responder alone (the seed's sysfs vs mmap); the ranking says the rest
         if a.get("load") == b.get("load") and a.get("governor") == b.get("governor") and \
@@ -412,10 +430,19 @@ def findings(entries: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -
 
 
 def _one_run(c: dict[str, Any]) -> str:
+    if c.get("note") and "same estimate" in c["note"]:
+        return "every run on each side gave the same mean: no spread between runs to judge it against"
     n = c.get("runs_needed")
     return ("one run on a side: run-to-run variation is not estimated"
-            + (f"; at least {n} runs of each would tell a difference of this size" if n else
+            + (f"; no fewer than {n} runs of each could tell a difference of this size" if n else
                "; repetitions: 2 or more each"))
+
+
+def _beyond_own_noise(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two conditions' means differ by more than their runs' own standard errors allow (two-sided
+    5 %): the least an untested difference must show before a finding speaks of it."""
+    se = float(np.hypot(a["within_se_us"] or 0.0, b["within_se_us"] or 0.0))
+    return abs(a["delay_us"]["mean"] - b["delay_us"]["mean"]) > 1.96 * se
 
 
 def _how(e: dict[str, Any]) -> str:

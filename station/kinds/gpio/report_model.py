@@ -16,7 +16,11 @@ class Delays(Closed):
     min: Float = Field(description="the shortest")
     p50: Float = Field(description="the median")
     mean: Float = Field(description="the mean")
-    mean_ci: Interval = Field(description="the mean's confidence interval [lo, hi]")
+    mean_ci: Interval = Field(description="the mean's 95 % interval [lo, hi], dependence-aware over the delays "
+                              "in stimulus order (docs/statistics.md); null: `mean_ci_withheld` says why")
+    mean_ci_method: str | None = Field(None, description="how its standard error was taken (`batch means (k "
+                                       "batches)`, a load cycle's lag window)")
+    mean_ci_withheld: str | None = Field(None, description="why the mean has no interval")
     std: Float = Field(description="standard deviation")
     p99: Float = Field(description="99th percentile")
     p999: Float = Field(description="99.9th percentile")
@@ -80,7 +84,8 @@ class GpioComparison(Closed):
 
     a: str = Field(description="the first condition: `case under load` (`on target` with several targets)")
     b: str = Field(description="the second")
-    differs: str = Field(description="what they differ in: `case` or `load`")
+    differs: str | None = Field(None, description="what they differ in: `case` or `load` (null in reports written "
+                                "before issue 46, whose a and b were run ids)")
     runs_a: list[str] = Field(default_factory=list, description="the first condition's run ids (its repetitions)")
     runs_b: list[str] = Field(default_factory=list, description="the second's")
     mean_a_us: Float = Field(description="the mean of its runs' mean delays, µs")
@@ -104,4 +109,5 @@ class GpioSection(Closed):
     runs: list[GpioRun] = Field(description="one per run, in campaign order")
     findings: list[Finding] = Field(default_factory=list, description="the answer, one sentence each (`kind`: "
                                     "`ranking`, `ratio`, `load`, `outliers`; `load`)")
-    comparisons: list[GpioComparison] = Field(default_factory=list, description="pairs of runs compared")
+    comparisons: list[GpioComparison] = Field(default_factory=list, description="pairs of conditions compared, "
+                                              "the runs as units")
