@@ -362,7 +362,7 @@ def _ranking(ranked: list[dict[str, Any]], tested: dict[frozenset, dict[str, Any
         c = tested.get(frozenset((prev["id"], e["id"])))
         if c is not None and c["significant"]:
             sign = " < "
-        elif c is not None and c["significant"] is None and "same estimate" in (c.get("note") or ""):
+        elif c is not None and _no_spread(c):
             sign = ", "
             flat.append(f"{prev['case']} and {e['case']}")
         elif c is not None and c["significant"] is None:
@@ -430,12 +430,18 @@ def findings(entries: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -
 
 
 def _one_run(c: dict[str, Any]) -> str:
-    if c.get("note") and "same estimate" in c["note"]:
+    if _no_spread(c):
         return "every run on each side gave the same mean: no spread between runs to judge it against"
     n = c.get("runs_needed")
     return ("one run on a side: run-to-run variation is not estimated"
             + (f"; no fewer than {n} runs of each could tell a difference of this size" if n else
                "; repetitions: 2 or more each"))
+
+
+def _no_spread(c: dict[str, Any]) -> bool:
+    """Untested though both sides have two runs or more: every run on each side gave the same mean
+    (run_level.welch makes no test only then, or with a single run on a side)."""
+    return c["p_value"] is None and min(len(c["runs_a"]), len(c["runs_b"])) >= 2
 
 
 def _beyond_own_noise(a: dict[str, Any], b: dict[str, Any]) -> bool:
