@@ -56,6 +56,7 @@ class Flag(IntFlag):
     HW_WIDTH = 0x0004
     OVERRUN = 0x0008
     HELD = 0x0010  # the module's test_hold_us made the handler wait before its timestamp (a test)
+    OFF_CPU = 0x0020  # cpu=N pinned the IRQ, but the kernel took this one on another CPU
 
 
 IFACE_SHIFT = 8

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from station.kinds.module import decomposition as dec
 from station.parsers import tracefs
+from station.records import Flag
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tracefs"
 IDS = {"irq_handler_entry": 152, "irq_handler_exit": 151, "softirq_entry": 150, "softirq_exit": 149,
@@ -215,6 +216,24 @@ def test_events_outside_the_trace_or_across_lost_events_are_counted_not_guessed(
     assert got.not_decomposed == {dec.REASON_BEFORE: 1, dec.REASON_LOST: 1, dec.REASON_NO_ENTRY: 1,
                                   dec.REASON_AFTER: 1}
     assert got.lost_events == 3
+
+
+def test_an_event_the_module_flagged_off_cpu_is_counted_apart_not_paired_with_an_earlier_entry():
+    """The trace holds the measured CPU only: an IRQ the kernel took on another CPU (the module
+    flags it OFF_CPU) has no entry of its own there; the one before its write is another event's."""
+    w = Written()
+    w.event(500_000, "sched_switch", "prev_comm=sh prev_pid=9 prev_prio=120 prev_state=S ==> "
+            "next_comm=swapper/1 next_pid=0 next_prio=120", ctx=".", comm="sh", pid=9)
+    w.event(1_000_000, "irq_handler_entry", "irq=7 name=lpt_latency")
+    w.event(1_001_000, "irq_handler_exit", "irq=7 ret=handled")
+    w.event(3_000_000, "irq_handler_entry", "irq=7 name=lpt_latency")
+    w.event(3_001_000, "irq_handler_exit", "irq=7 ret=handled")
+    w.event(9_000_000, "local_timer_entry", "vector=236")
+    records = _records([(0, 990_000, 20_000), (1, 1_990_000, 20_000), (2, 2_990_000, 20_000)])
+    records.loc[1, "flags"] |= int(Flag.OFF_CPU)
+    got = dec.decompose(records, w.parsed(), "lpt_latency")
+    assert got.events["seq"].tolist() == [0, 2]
+    assert got.not_decomposed == {dec.REASON_OFF_CPU: 1}
 
 
 def test_a_context_whose_exit_was_not_traced_ends_where_the_trace_says_no_irq_runs():

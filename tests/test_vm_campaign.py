@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import time
@@ -120,6 +121,7 @@ HOLD = {"period_us": 2347, "hold_us": 50}
 # the modules' test_hold_us: longer than the hrtimer holds, prime to their period
 HANDLER_HOLD = {"us": 200, "every": 13}
 HELD = 0x0010  # irqs_record.h: IRQS_F_HELD
+OFF_CPU = 0x0020  # irqs_record.h: IRQS_F_OFF_CPU
 RECORD = np.dtype([("magic", "<u4"), ("version", "<u2"), ("flags", "<u2"), ("seq", "<u8"), ("t_write_ns", "<u8"),
                    ("latency_ns", "<i8"), ("hw_width_ns", "<u4"), ("dropped", "<u4")])  # irqs_record.h
 
@@ -195,8 +197,12 @@ def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> 
     events = pd.read_parquet(run_dir / "decomposition.parquet").set_index("seq")
     d = run["decomposition"]
     assert d["resolution_ns"] == 1 and d["sums_equal_t_sw"] is True
-    # every event is decomposed, or in an untraced block or a switch between blocks (trace_overhead)
-    assert set(d["not_decomposed"]) <= {dec.REASON_UNTRACED, dec.REASON_TRANSITION}, d["not_decomposed"]
+    # every event is decomposed, or in an untraced block or a switch between blocks (trace_overhead),
+    # or taken on another CPU than the traced one (at most the records the module flagged so)
+    off_cpu = int(np.count_nonzero(records["flags"] & OFF_CPU))
+    allowed = {dec.REASON_UNTRACED, dec.REASON_TRANSITION} | ({dec.REASON_OFF_CPU} if off_cpu else set())
+    assert set(d["not_decomposed"]) <= allowed, (d["not_decomposed"], _undecomposed(run_dir, records, events, run))
+    assert d["not_decomposed"].get(dec.REASON_OFF_CPU, 0) <= off_cpu
     assert d["decomposed"] >= 0.3 * len(records), d
     latency = dict(zip(records["seq"].tolist(), records["latency_ns"].tolist(), strict=True))
     assert all(latency[s] == row.t_sw_ns == row.delivery_ns + row.dispatch_ns for s, row in events.iterrows())
@@ -220,6 +226,28 @@ def _check_traced_run(vm, out: Path, run: dict, stage: str, record_property) -> 
         if by_seq.get(event["seq"], 0) >= event["t_sw_ns"] / 2:
             assert f" in {stage} " in event["explanation"], event
             assert any(c["stage"] == stage and culprit(c["label"]) for c in event["culprits"]), event
+
+
+def _undecomposed(run_dir: Path, records: np.ndarray, events: pd.DataFrame, run: dict) -> str:
+    """A failure's post-mortem (the run directory is gone with CI's machine): the run's losses, and
+    the own records left out whose window the trace recorded (some event in it) with no entry of
+    the module's line in it: their flags, t_SW and the entries near them (ns from the write)."""
+    stamps, entries = [], []
+    for m in re.finditer(r"\s(\d+\.\d+): (\w+): (.*)$", (run_dir / "trace.txt").read_text(), re.M):
+        ns = round(float(m.group(1)) * 1e9)
+        stamps.append(ns)
+        if m.group(2) == "irq_handler_entry" and "_latency" in m.group(3):
+            entries.append(ns)
+    stamps_a, entries_a = np.array(sorted(stamps)), np.array(sorted(entries))
+    lines = [f"losses {run.get('losses')}, strays {run.get('strays')}, off_cpu {run.get('off_cpu')}"]
+    for rec in records[~np.isin(records["seq"], events.index.to_numpy())]:
+        tw, t_irq = int(rec["t_write_ns"]), int(rec["t_write_ns"]) + int(rec["latency_ns"])
+        traced = np.searchsorted(stamps_a, t_irq, "right") > np.searchsorted(stamps_a, tw)
+        if traced and np.searchsorted(entries_a, t_irq, "right") == np.searchsorted(entries_a, tw) and len(lines) < 6:
+            near = entries_a[(entries_a >= tw - 3_000_000) & (entries_a <= t_irq + 3_000_000)] - tw
+            lines.append(f"seq {rec['seq']} flags {rec['flags']:#x} t_sw {rec['latency_ns']} ns, entries at "
+                         f"{near.tolist()}")
+    return "; ".join(lines)
 
 
 def _check_overhead(run_dir: Path, run: dict, record_property) -> None:  # noqa: ANN001

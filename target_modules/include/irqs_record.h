@@ -46,6 +46,7 @@ typedef int64_t irqs_s64;
 #define IRQS_F_HW_WIDTH		0x0004u	/* hw_width_ns holds the board-measured pulse width */
 #define IRQS_F_OVERRUN		0x0008u	/* the timer fired while the previous IRQ was still pending */
 #define IRQS_F_HELD		0x0010u	/* test_hold_us: the handler waited before its timestamp (a test) */
+#define IRQS_F_OFF_CPU		0x0020u	/* cpu=N pinned the IRQ, but the kernel took this one on another CPU */
 #define IRQS_F_IFACE_SHIFT	8
 #define IRQS_F_IFACE_MASK	0x0f00u	/* interface, see IRQS_IFACE_* */
 

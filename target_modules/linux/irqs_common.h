@@ -21,8 +21,10 @@
 #include <linux/cpumask.h>
 #include <linux/hrtimer.h>
 #include <linux/irq_work.h>
+#include <linux/ktime.h>
 #include <linux/miscdevice.h>
 #include <linux/moduleparam.h>
+#include <linux/smp.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -102,7 +104,28 @@ struct irqs_event {
 	atomic_t pending;
 	u64 t_write_ns;			/* published before pending is set */
 	bool overrun;			/* timer fired while this event pended */
+	int hard_cpu;			/* threaded=1: where the kernel took the IRQ */
+	u64 hard_ns;			/* threaded=1: when it took it */
 };
+
+/* threaded=1's primary handler (hard IRQ context): where and when. */
+static inline void irqs_note_hard_irq(struct irqs_event *ev)
+{
+	WRITE_ONCE(ev->hard_ns, ktime_get_ns());
+	WRITE_ONCE(ev->hard_cpu, smp_processor_id());
+}
+
+/*
+ * threaded=1: the kernel took the IRQ the thread now answers before the
+ * outstanding write was made, so it answers an event the timer has since
+ * abandoned (the thread ran over IRQS_ABANDON_NS late), not this write: the
+ * record is NOT_OURS and the outstanding event keeps waiting for its own.
+ */
+static inline bool irqs_answers_earlier(struct irqs_event *ev, bool threaded)
+{
+	return threaded && atomic_read_acquire(&ev->pending) &&
+	       (s64)(READ_ONCE(ev->hard_ns) - READ_ONCE(ev->t_write_ns)) < 0;
+}
 
 int irqs_timer_start(struct hrtimer *timer, int cpu, u64 period_ns);
 bool irqs_event_stale(struct irqs_event *ev, u64 now, u64 period_ns);
@@ -111,5 +134,16 @@ bool irqs_event_stale(struct irqs_event *ev, u64 now, u64 period_ns);
 
 bool irqs_irq_pin(unsigned int irq, int cpu, struct cpumask *saved);
 void irqs_irq_unpin(unsigned int irq, const struct cpumask *saved);
+
+/*
+ * IRQS_F_OFF_CPU when the IRQ is pinned to @cpu but was taken on @hard_cpu:
+ * on x86's IO-APIC a new route takes effect at the IRQ's next interrupt, so
+ * the first one after loading can still arrive on the CPU it left. Such an
+ * event measured another CPU's path; the station counts it apart.
+ */
+static inline u16 irqs_off_cpu(bool pinned, int cpu, int hard_cpu)
+{
+	return pinned && hard_cpu != cpu ? IRQS_F_OFF_CPU : 0;
+}
 
 #endif /* IRQS_COMMON_H */

@@ -114,6 +114,21 @@ static void lpt_quiet(void)
 	}
 }
 
+/* threaded=1's primary handler (hard IRQ context): where and when. */
+static irqreturn_t lpt_primary(int irqn, void *dev_id)
+{
+	irqs_note_hard_irq(&ev);
+	return IRQ_WAKE_THREAD;
+}
+
+/* IRQS_F_OFF_CPU if the kernel took this IRQ away from cpu=N. */
+static u16 lpt_where(void)
+{
+	int hard_cpu = threaded ? READ_ONCE(ev.hard_cpu) : smp_processor_id();
+
+	return irqs_off_cpu(irq_pinned, cpu, hard_cpu);
+}
+
 /* Hard IRQ context (or the IRQ thread with threaded=1). */
 static irqreturn_t lpt_handler(int irqn, void *dev_id)
 {
@@ -144,19 +159,25 @@ static irqreturn_t lpt_handler(int irqn, void *dev_id)
 	}
 
 	/* Book-keeping after the clear: it does not lengthen the pulse. */
-	if (!atomic_xchg(&ev.pending, 0)) {
-		/* No write outstanding: abandoned earlier, or a stray edge. */
+	if (irqs_answers_earlier(&ev, threaded) ||
+	    !atomic_xchg(&ev.pending, 0)) {
+		/*
+		 * No write outstanding, or the IRQ predates it: a stray
+		 * edge, or an abandoned event's late answer.
+		 */
 		flags |= IRQS_F_NOT_OURS;
 	} else if (READ_ONCE(ev.overrun)) {
 		flags |= IRQS_F_OVERRUN;
 	}
 	t_write = READ_ONCE(ev.t_write_ns);
+	flags |= lpt_where();
 	irqs_stream_push(&stream, flags, t_write, now - t_write, 0);
 	return IRQ_HANDLED;
 
 not_ours:
 	t_write = READ_ONCE(ev.t_write_ns);
-	irqs_stream_push(&stream, flags | IRQS_F_NOT_OURS, t_write,
+	flags |= IRQS_F_NOT_OURS | lpt_where();
+	irqs_stream_push(&stream, flags, t_write,
 			 now - t_write, 0);
 	return IRQ_NONE;
 }
@@ -245,8 +266,8 @@ static int __init lpt_latency_init(void)
 
 	atomic_set(&ev.pending, 0);
 	if (threaded)
-		ret = request_threaded_irq(irq, NULL, lpt_handler, IRQF_ONESHOT,
-					   DRV_NAME, &stream);
+		ret = request_threaded_irq(irq, lpt_primary, lpt_handler,
+					   IRQF_ONESHOT, DRV_NAME, &stream);
 	else
 		ret = request_irq(irq, lpt_handler, IRQF_NO_THREAD, DRV_NAME,
 				  &stream);

@@ -109,11 +109,24 @@ static u64 period_ns;
 static u16 rec_flags;
 static bool use_edu;		/* profile=edu */
 
+/* After the device's clear (hard IRQ context, or the thread with threaded=1). */
 static void echoer_push(struct echoer *e, u16 flags, u64 now, u32 width)
 {
 	u64 t_write = READ_ONCE(e->ev.t_write_ns);
+	int hard_cpu = threaded ? READ_ONCE(e->ev.hard_cpu)
+				: smp_processor_id();
 
+	flags |= irqs_off_cpu(e->irq_pinned, cpu, hard_cpu);
 	irqs_stream_push(&stream, flags, t_write, now - t_write, width);
+}
+
+/* threaded=1's primary handler (hard IRQ context): where and when. */
+static irqreturn_t echoer_primary(int irqn, void *dev_id)
+{
+	struct echoer *e = dev_id;
+
+	irqs_note_hard_irq(&e->ev);
+	return IRQ_WAKE_THREAD;
 }
 
 /* Hard IRQ context (or the IRQ thread with threaded=1). */
@@ -141,7 +154,9 @@ static irqreturn_t echoer_handler(int irqn, void *dev_id)
 	value = ioread32(e->regs + ECHOER_REG_RECV);	/* clears, ends pulse */
 
 	/* Book-keeping after the clear: it does not lengthen the pulse. */
-	if (value != READ_ONCE(e->tag) || !atomic_xchg(&e->ev.pending, 0)) {
+	if (value != READ_ONCE(e->tag) ||
+	    irqs_answers_earlier(&e->ev, threaded) ||
+	    !atomic_xchg(&e->ev.pending, 0)) {
 		echoer_push(e, flags | IRQS_F_NOT_OURS, now, 0);
 		return IRQ_NONE;
 	}
@@ -185,7 +200,9 @@ static irqreturn_t edu_handler(int irqn, void *dev_id)
 	}
 
 	/* Book-keeping after the acknowledge, as for the echoer. */
-	if (status != READ_ONCE(e->tag) || !atomic_xchg(&e->ev.pending, 0)) {
+	if (status != READ_ONCE(e->tag) ||
+	    irqs_answers_earlier(&e->ev, threaded) ||
+	    !atomic_xchg(&e->ev.pending, 0)) {
 		/* Acknowledged, but not the outstanding event (or none). */
 		echoer_push(e, flags | IRQS_F_NOT_OURS, now, 0);
 		return IRQ_HANDLED;
@@ -350,7 +367,7 @@ static int echoer_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	atomic_set(&e->ev.pending, 0);
 	irqflags = pdev->msi_enabled ? 0 : IRQF_SHARED;
 	if (threaded)
-		ret = request_threaded_irq(e->irq, NULL,
+		ret = request_threaded_irq(e->irq, echoer_primary,
 					   e->edu ? edu_handler : echoer_handler,
 					   irqflags | IRQF_ONESHOT, DRV_NAME, e);
 	else

@@ -59,6 +59,11 @@ def analyse(given: AnalysisInput) -> KindReport:
             notes.append(f"Run {entry['id']}: {entry['test_held']} events were held on purpose: the module's "
                          "test_hold_us made its handler wait before the timestamp (a test's injection; these "
                          "t_SW are not the target's).")
+        if entry.get("off_cpu"):
+            notes.append(f"Run {entry['id']}: {entry['off_cpu']} events were taken on another CPU than the one "
+                         "the module pinned its IRQ to (x86's IO-APIC moves an IRQ at its next interrupt, so the "
+                         "first after loading can still arrive where it was); their t_SW, kept in the "
+                         "statistics, measured that CPU's path.")
         if (pairing := entry.get("pairing") or {}).get("note"):
             notes.append(f"Run {entry['id']}: event pairing: {pairing['note']}.")
         if (dec := _decomposition(run_dir, entry)) is not None:

@@ -33,6 +33,7 @@ import pandas as pd
 
 from station.parsers import tracefs
 from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
+from station.records import Flag
 from station.store import write_parquet
 
 VERSION = 2  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
@@ -47,6 +48,7 @@ _SOFTIRQ_ACTION = re.compile(r"action=(\w+)")
 REASON_BEFORE = "before the trace's oldest event (the buffer overflowed, or the trace started late)"
 REASON_AFTER = "after the trace's last event"
 REASON_LOST = "the trace lost events in its window"
+REASON_OFF_CPU = "taken on another CPU than the traced one (the module flagged it OFF_CPU)"
 REASON_NO_ENTRY = "no kernel entry of the module's IRQ traced between its write and its timestamp"
 REASON_UNTRACED = "in an unrecorded block (module.trace_overhead's reference)"
 OPEN_END = np.iinfo(np.int64).max  # where a last unrecorded block ends: with the run
@@ -264,10 +266,12 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
               block_s: float | None = None) -> Decomposition:
     """Every own record of a run (sw.parquet's columns) against the trace of the measured CPU;
     with module.trace_overhead's marks, the untraced blocks' events are its reference instead."""
-    own = records[(records["flags"].to_numpy() & 0x0002) == 0] if "flags" in records else records
+    own = records[(records["flags"].to_numpy() & int(Flag.NOT_OURS)) == 0] if "flags" in records else records
     seqs = own["seq"].to_numpy(np.int64)
     t_write = own["t_write_ns"].to_numpy(np.int64)
     t_sw = own["latency_ns"].to_numpy(np.int64)
+    off_cpu = (own["flags"].to_numpy().astype(np.int64) & int(Flag.OFF_CPU)) != 0 if "flags" in own \
+        else np.zeros(len(own), bool)
     tl = timeline(trace, own_name)
     first = trace.events[0].ts_ns if trace.events else None
     last = trace.events[-1].ts_ns if trace.events else None
@@ -287,6 +291,8 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
                 bisect.bisect_left(recorded, tw) == bisect.bisect_right(recorded, t_irq)
         if first is None or tw < first:
             why = REASON_BEFORE
+        elif off_cpu[k]:  # the trace holds the measured CPU only
+            why = REASON_OFF_CPU
         elif in_untraced[k]:
             why = REASON_UNTRACED
         elif t_irq > last:

@@ -279,6 +279,10 @@ class ModuleRun(Closed):
     strays: Strays | None = Field(None, description="stray IRQs on the module's line")
     test_held: int | None = Field(None, description="records the module flagged HELD: its test_hold_us made the "
                                   "handler wait before its timestamp (a test's injection, not the target's latency)")
+    off_cpu: int | None = Field(None, description="the module's own records it flagged OFF_CPU: its IRQ was pinned "
+                                "to the campaign's CPU but the kernel took this one on another (x86's IO-APIC moves "
+                                "an IRQ at its next interrupt, so the first after loading can still arrive where "
+                                "it was); kept in `sw`, they measured that CPU's path")
     truth: Blob = Field(None, description="(twin) what the twin injected: `t_rw_mean_ns`, `strays_injected`, …")
     pairing: Pairing | None = Field(None, description="event pairing; null without a scope or a v1 stream")
     shift: Shift | None = Field(None, description="t_HW − t_SW")

@@ -111,11 +111,12 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     truth_path = run_dir / "twin-truth.parquet"
     # pass 1: t_SW of the module's own records (a stray IRQ's record is no latency: counted apart)
     sw_b, strays, blocks = DistributionBuilder(), _StrayTally(), BlockShare()
-    held = 0
+    held = off_cpu = 0
     for batch in iter_table(run_dir, "sw", ("latency_ns", "flags", "seq", "t_write_ns")):
         own = strays.own(batch)
         if "flags" in batch:
             held += int(np.count_nonzero(batch["flags"] & int(records.Flag.HELD)))
+            off_cpu += int(np.count_nonzero(batch["flags"][own] & int(records.Flag.OFF_CPU)))
         everything = own.all()  # the usual batch: no stray, no masked copies
         latency = batch["latency_ns"] if everything else batch["latency_ns"][own]
         sw_b.add(latency)
@@ -180,6 +181,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     entry["dependence"] = dep
     entry["strays"] = strays.summary(manifest.get("format", "v1"), "flags" in sw_cols)
     entry["test_held"] = held or None
+    entry["off_cpu"] = off_cpu or None
     if entry.get("pairing") is not None:
         entry["pairing"]["scope_vs_target_ppm"] = ppm.mean if ppm.count else None
     if diffs is not None and candidates is not None:
