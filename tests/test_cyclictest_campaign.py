@@ -278,3 +278,66 @@ def test_ctrl_c_keeps_what_cyclictest_printed_and_leaves_nothing_running(local, 
     own = json.loads((run_dir / "cyclictest.json").read_text())
     assert all(t["cycles"] > 0 for t in own["thread"].values())
     assert manifest["cyclictest"]["samples"] == sum(t["cycles"] for t in own["thread"].values())
+
+
+def _histogram_sums(text: str) -> dict[tuple[int, int], int]:
+    """(thread, bucket) → count summed over every '# Histogram' block of a stdout, read here."""
+    sums: dict[tuple[int, int], int] = {}
+    for block in text.split("# Histogram\n")[1:]:
+        for line in block.splitlines():
+            if line.startswith("#") or not line.strip():
+                break
+            bucket, *counts = (int(tok) for tok in line.split())
+            for thread, count in enumerate(counts):
+                if count:
+                    sums[(thread, bucket)] = sums.get((thread, bucket), 0) + count
+    return sums
+
+
+def test_a_sliced_run_is_one_cyclictest_a_slice_and_its_percentiles_get_their_intervals(local, work_dir, tmp_path):
+    """cyclictest.slices: 10 slices of 1 s here, no load. cyclictest ran ten times one after the
+    other (ten marks, ten histograms in its stdout), the run's histogram is their sum (added up
+    here from the raw stdout), and the report gives the percentiles intervals taken from the
+    slices (or says why not); then a sliced run stopped by Ctrl-C keeps the slices printed and
+    leaves neither cyclictest nor the loop running."""
+    cfg = seed_004({"this-machine": _ssh_target(local, work_dir)}, duration="10s", network=False)
+    cfg["matrix"]["loads"] = ["no-load"]
+    cfg["cyclictest"] |= {"slices": 10}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_dir = out / "runs" / "this-machine-no-load-r0"
+    text = (run_dir / "cyclictest.out").read_text()
+    assert [int(m) for m in re.findall(r"^# irq-station slice (\d+) of 10$", text, re.M)] == list(range(1, 11))
+    assert text.count("# Histogram\n") == 10
+    table = pd.read_parquet(run_dir / "cyclictest_histogram.parquet")
+    assert {(int(r.thread), int(r.latency_us)): int(r.count) for r in table.itertuples()} == _histogram_sums(text)
+    [entry] = json.loads((out / "report.json").read_text())["cyclictest"]["runs"]
+    assert entry["slices"] == 10
+    for stats in [entry["combined"], *(t["stats"] for t in entry["threads"])]:
+        p50 = stats["percentile_ci95_ns"].get("p50")
+        if p50 is not None:  # an interval: it brackets the percentile, from the slices
+            assert p50[0] <= stats["percentiles_ns"]["p50"] <= p50[1]
+            assert stats["percentile_ci_method"]["p50"].startswith("10 slices: ")
+        else:  # none: the reason names the slices
+            assert "slices" in stats["percentile_ci_withheld"], stats
+    # stopped by Ctrl-C in its third slice or so: the printed slices stay, nothing keeps running
+    cfg["matrix"] |= {"duration": "60s"}
+    cfg["cyclictest"] |= {"slices": 30}
+    path.write_text(yaml.safe_dump(cfg))
+    stopped = tmp_path / "stopped"
+    proc = subprocess.Popen(station_cmd("run", str(path), "--out", str(stopped)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while "cyclictest" not in asyncio.run(_running(local, work_dir)):
+        assert proc.poll() is None and time.monotonic() < deadline, "cyclictest never ran"
+        time.sleep(0.5)
+    time.sleep(5)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0, output
+    assert asyncio.run(_running(local, work_dir, ("cyclictest", "sh"))) == {}, output
+    kept = (stopped / "runs" / "this-machine-no-load-r0" / "cyclictest.out").read_text()
+    assert kept.count("# Histogram\n") >= 2 and kept.count("# irq-station slice") >= kept.count("# Histogram\n")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from station.config import ConfigError, parse_campaign
 from station.kinds.cyclictest.settings import CyclictestSettings
-from station.kinds.cyclictest.target import arguments, command
+from station.kinds.cyclictest.target import arguments, command, sliced_command
 from station.parsers.cyclictest import histogram_option, parse_histogram, parse_json
 from tests.conftest import missing
 
@@ -40,6 +40,9 @@ def refused(text: str) -> str:
     ("cyclictest: {breaktrace: 2}\n", 6, "cyclictest.breaktrace", "unit"),
     ("cyclictest: {timerlat_stop: 100us}\n", 6, "cyclictest.timerlat_stop", "set companion: timerlat"),
     ("cyclictest: {companion: osnoise}\n", 6, "cyclictest.companion", "'none' or 'timerlat'"),
+    ("cyclictest: {slices: 2, breaktrace: 50us}\n", 6, "cyclictest.slices", "give slices or breaktrace"),
+    ("cyclictest: {slices: 0}\n", 6, "cyclictest.slices", "greater than or equal to 1"),
+    ("cyclictest: {slices: 3}\n", 6, "cyclictest.slices", "make duration a multiple of slices"),
 ])
 def test_nonsense_options_are_refused_with_their_line(extra, line, field, words):
     message = refused(BASE + extra)
@@ -95,6 +98,17 @@ def test_every_option_is_one_shell_word(s, duration, loops):
     assert shlex.split(command(s, duration_s=duration, loops=loops, json_path="/tmp/x y/'z'.json")) == \
         ["cyclictest", *args]
     assert all(a.startswith("-") for a in args)  # an option each; cyclictest takes no positional argument
+
+
+@settings(max_examples=100, deadline=None)
+@given(s=settings_strategy, slices=st.integers(1, 10_000), each=st.integers(1, 100))
+def test_a_sliced_run_is_one_shell_command_of_its_own_cyclictest_invocations(s, slices, each):
+    """sh -c with a loop: the loop's cyclictest line is the one the options make for one slice."""
+    s = s.model_copy(update={"slices": slices, "breaktrace": None})
+    argv = shlex.split(sliced_command(s, slices * each))
+    assert argv[:2] == ["sh", "-c"] and len(argv) == 3
+    one = command(s, duration_s=each, loops=None, json_path=None)
+    assert f"while [ $i -lt {slices} ]" in argv[2] and f"; {one} || exit $?; done" in argv[2]
 
 
 # ---- what the real cyclictest makes of them ----------------------------------------------------

@@ -337,7 +337,7 @@ def quantile_intervals(dist: Distribution, blocks: FineBlocks, keys: Iterable[st
         above = total - int(below.sum())
         entry: dict[str, Any] = {"estimate_ns": est, "ci95_ns": [None, None], "effective_n": None,
                                  "method": None, "withheld": None}
-        n_eff, method = _effective_n(below, blocks, p, above, total, confidence, cycle)
+        n_eff, method = level_effective_n(below, blocks, p, above, total, confidence, cycle)
         if n_eff is None:
             entry["withheld"] = method
             out[key] = entry
@@ -348,8 +348,10 @@ def quantile_intervals(dist: Distribution, blocks: FineBlocks, keys: Iterable[st
     return out
 
 
-def _effective_n(below: np.ndarray, blocks: FineBlocks, p: float, above: int, total: int,
-                 confidence: float, cycle: int | None = None) -> tuple[float | None, str]:
+def level_effective_n(below: np.ndarray, blocks: FineBlocks, p: float, above: int, total: int,
+                      confidence: float, cycle: int | None = None) -> tuple[float | None, str]:
+    """The independent events a level p's indicator is worth (None: withheld, with the reason): batch
+    means or a cycle's window where the exceedances are many, the extremal index in a tail."""
     n = blocks.n
     if len(n) < MIN_BATCHES:
         return None, f"{total} events: too few blocks of {blocks.block} to see their dependence"
@@ -413,25 +415,34 @@ def theta_of(blocks_hit: int, exceedances: int, blocks: int) -> float:
 
 def exceedance_effective_n(positions: np.ndarray, n: int, confidence: float = 0.95) -> tuple[float, str]:
     """The effective number of independent events behind a probability of exceeding a level, from
-    the positions (in event order, 0-based) of the n events' exceedances. Enough exceedances and
-    blocks: batch means of the exceedance indicator over fine blocks, as for a quantile's level (a
-    load's phases of seconds make exceedances come and go together); fewer: the blocks estimate of
-    the extremal index, each cluster of exceedances inside a block counted once (phases longer than
-    a block are then not seen, and the method says so); none: n, the independent bound (there is
-    nothing to see clusters in)."""
+    the positions (in event order, 0-based) of the n events' exceedances, over fine blocks
+    (block_exceedance_effective_n)."""
     pos = np.asarray(positions, np.int64)
-    c = int(pos.size)
-    if c == 0 or n <= 0:
+    if pos.size == 0 or n <= 0:
         return float(max(n, 0)), "no exceedance: independent bound"
-    blocks = pos // FINE_EVENTS
     k = math.ceil(n / FINE_EVENTS)
-    theta = extremal_index(pos, n)
-    cluster = f"extremal index {theta:.2f} (blocks of {FINE_EVENTS})"
-    if c < MIN_EXCEEDANCES or n - c < MIN_EXCEEDANCES or k < MIN_BATCHES:
-        return n * theta, cluster
-    y = np.bincount(blocks, minlength=k).astype(np.float64)
     counts = np.full(k, float(FINE_EVENTS))
     counts[-1] = n - FINE_EVENTS * (k - 1)
+    return block_exceedance_effective_n(np.bincount(pos // FINE_EVENTS, minlength=k), counts, confidence,
+                                        f"blocks of {FINE_EVENTS}")
+
+
+def block_exceedance_effective_n(exceed: np.ndarray, counts: np.ndarray, confidence: float = 0.95,
+                                 blocks_are: str = f"blocks of {FINE_EVENTS}") -> tuple[float, str]:
+    """The same from consecutive blocks' exceedance counts and event counts (fine blocks, or the
+    slices of a histogram). Enough exceedances and blocks: batch means of the exceedance indicator,
+    as for a quantile's level (a load's phases of seconds make exceedances come and go together);
+    fewer: the blocks estimate of the extremal index, each cluster of exceedances inside a block
+    counted once (phases longer than a block are then not seen, and the method says so); none: n,
+    the independent bound (there is nothing to see clusters in)."""
+    y, counts = np.asarray(exceed, np.float64), np.asarray(counts, np.float64)
+    c, n, k = int(y.sum()), int(counts.sum()), len(counts)
+    if c == 0 or n <= 0:
+        return float(max(n, 0)), "no exceedance: independent bound"
+    theta = theta_of(int(np.count_nonzero(y)), c, k)
+    cluster = f"extremal index {theta:.2f} ({blocks_are})"
+    if c < MIN_EXCEEDANCES or n - c < MIN_EXCEEDANCES or k < MIN_BATCHES:
+        return n * theta, cluster
     sp = spread_of(y, counts, None)
     if sp.se is None:
         return n * theta, f"{cluster}; too few batches for the exceedances' slower dependence"

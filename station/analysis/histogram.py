@@ -26,7 +26,7 @@ Conventions:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -147,8 +147,9 @@ class Histogram:
     def describe(self) -> dict | None:
         return _describe(self)
 
-    def percentile_ci95_ns(self, confidence: float = 0.95) -> dict[str, tuple[float | None, float | None]]:
-        return _percentile_ci(self, confidence)
+    def percentile_ci95_ns(self, confidence: float = 0.95, effective_n: Mapping[str, float | None] | None = None
+                           ) -> dict[str, tuple[float | None, float | None]]:
+        return _percentile_ci(self, confidence, effective_n)
 
 
 def describe_histogram(
@@ -239,7 +240,11 @@ class _Ranks:
         return (k + 1) * self.h.bucket_ns if k is not None else self.overflow_hi
 
 
-def _percentile_ci(h: Histogram, confidence: float) -> dict[str, tuple[float | None, float | None]]:
+def _percentile_ci(h: Histogram, confidence: float, effective_n: Mapping[str, float | None] | None = None
+                   ) -> dict[str, tuple[float | None, float | None]]:
+    """Each percentile's distribution-free interval; with `effective_n` (per key: the independent
+    cycles the histogram is worth at that level, dependence.py; None: no interval), the ranks of
+    Binomial(n_eff, p) scaled back to the histogram's n (the i.i.d. interval when n_eff = n)."""
     if not 0 < confidence < 1:
         raise ValueError("confidence must be between 0 and 1")
     rk = _Ranks(h)
@@ -249,9 +254,17 @@ def _percentile_ci(h: Histogram, confidence: float) -> dict[str, tuple[float | N
     tail = (1 - confidence) / 2
     for key, p in PERCENTILES.items():
         q = p / 100
-        # P(X_(l) <= ξ) = P(B >= l) and P(X_(u) >= ξ) = P(B <= u - 1) for B ~ Binomial(n, q)
-        lo_rank = int(binom_ppf(tail, rk.n, q))
-        hi_rank = int(binom_ppf(1 - tail, rk.n, q)) + 1
+        n_eff = rk.n if effective_n is None else effective_n.get(key)
+        if n_eff is None:
+            out[key] = (None, None)
+            continue
+        m = max(1, min(rk.n, math.floor(n_eff)))
+        # P(X_(l) <= ξ) = P(B >= l) and P(X_(u) >= ξ) = P(B <= u - 1) for B ~ Binomial(m, q)
+        lo_rank = int(binom_ppf(tail, m, q))
+        hi_rank = int(binom_ppf(1 - tail, m, q)) + 1
+        if m != rk.n:  # as levels, read off the n cycles
+            lo_rank = math.floor(lo_rank / m * rk.n) if lo_rank >= 1 else 0
+            hi_rank = math.ceil(hi_rank / m * rk.n) if hi_rank <= m else rk.n + 1
         out[key] = (rk.lower(lo_rank), rk.upper(hi_rank))
     return out
 

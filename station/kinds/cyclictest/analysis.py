@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from station.analysis import slices as ct_slices
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
 from station.analysis.histogram import Histogram, combine, from_cyclictest
 from station.analysis.samples import RunSamples, ThreadHistogram
+from station.kinds.cyclictest.target import SLICE_MARK
 from station.parsers import timerlat
 from station.parsers.cyclictest import (
     CyclictestOutputError,
@@ -34,11 +36,14 @@ EMULATED_KINDS = ("vm", "twin")
 
 @dataclass(frozen=True)
 class RunOutput:
-    """What one cyclictest run printed: its stdout histogram and its --json file."""
+    """What one cyclictest run printed: its stdout histogram and its --json file; a sliced run
+    (cyclictest.slices) printed one histogram per slice (`slices`, in time order) and `text` is
+    their sum."""
 
     text: HistogramOutput | None
     json: CyclictestReport | None
     problems: tuple[str, ...] = ()  # an output that could not be read while the other could
+    slices: tuple[HistogramOutput, ...] = ()
 
     @property
     def threads(self) -> tuple[CyclictestThread, ...]:
@@ -67,18 +72,90 @@ def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
     raises CyclictestOutputError on output that cannot be read."""
     parsed: dict[str, Any] = {}
     problems: list[str] = []
-    for name, parse in (("cyclictest.out", lambda t: parse_histogram(t, nsecs=nsecs)),
-                        ("cyclictest.json", parse_json)):
-        content = _read(run_dir / name)
+    slices: tuple[HistogramOutput, ...] = ()
+    stdout = _read(run_dir / "cyclictest.out")
+    if SLICE_MARK in stdout:
+        slices = _read_slices(stdout, nsecs)
+    def text(t: str) -> HistogramOutput:
+        return merge_slices(slices) if slices else parse_histogram(t, nsecs=nsecs)
+
+    for name, parse in (("cyclictest.out", text), ("cyclictest.json", parse_json)):
+        content = stdout if name == "cyclictest.out" else _read(run_dir / name)
         try:
             parsed[name] = parse(content) if content.strip() else None
         except CyclictestOutputError as exc:  # a truncated file: the other one may still hold the results
             parsed[name] = None
             problems.append(f"{name}: {exc}")
-    out = RunOutput(parsed["cyclictest.out"], parsed["cyclictest.json"], tuple(problems))
+    out = RunOutput(parsed["cyclictest.out"], parsed["cyclictest.json"], tuple(problems), slices)
     if not out.threads:
         raise CyclictestOutputError("; ".join(problems) or "cyclictest printed no results")
     return out
+
+
+def _read_slices(stdout: str, nsecs: bool) -> tuple[HistogramOutput, ...]:
+    """A sliced run's stdout: the histogram each slice printed, in order. A slice that printed
+    nothing (the run stopped between two) is no slice; one that cannot be read is an error with
+    its number (its lines count from its own mark)."""
+    parts = stdout.split(SLICE_MARK)[1:]
+    out = []
+    for part in parts:
+        head, _, body = part.partition("\n")
+        if not body.strip():
+            continue
+        try:
+            out.append(parse_histogram(body, nsecs=nsecs))
+        except CyclictestOutputError as exc:
+            raise CyclictestOutputError(f"slice {head.strip()}: {exc}") from None
+    return tuple(out)
+
+
+def merge_slices(slices: tuple[HistogramOutput, ...]) -> HistogramOutput:
+    """The whole run from its slices: per thread, buckets and overflows summed, the least minimum and
+    greatest maximum, the average weighted by cycles (truncated where any slice's was); the overflow
+    cycles counted from the run's start."""
+    if not slices:
+        raise CyclictestOutputError("cyclictest printed no slice")
+    first = slices[0]
+    if any(s.unit_ns != first.unit_ns or len(s.threads) != len(first.threads) for s in slices):
+        raise CyclictestOutputError("the slices differ in unit or in their threads")
+    threads = []
+    for i, t0 in enumerate(first.threads):
+        parts = [s.threads[i] for s in slices]
+        counts: dict[int, int] = {}
+        for t in parts:
+            for b, c in zip(t.buckets.tolist(), t.counts.tolist(), strict=True):
+                counts[b] = counts.get(b, 0) + c
+        cycles = sum(t.cycles for t in parts)
+        measured = [t for t in parts if t.cycles and t.avg is not None]
+        done, where = 0, []
+        for t in parts:
+            where += [done + c for c in (t.overflow_cycles or ())]
+            done += t.cycles
+        keys = sorted(counts)
+        threads.append(CyclictestThread(
+            index=t0.index, cycles=cycles, unit_ns=t0.unit_ns, has_histogram=all(t.has_histogram for t in parts),
+            min=min((t.min for t in parts if t.min is not None and t.cycles), default=None),
+            max=max((t.max for t in parts if t.max is not None and t.cycles), default=None),
+            avg=(sum(t.avg * t.cycles for t in measured) / sum(t.cycles for t in measured)) if measured else None,
+            avg_truncated=any(t.avg_truncated for t in parts),
+            buckets=np.asarray(keys, np.int64), counts=np.asarray([counts[k] for k in keys], np.int64),
+            overflows=None if any(t.overflows is None for t in parts) else sum(t.overflows for t in parts),
+            overflow_cycles=tuple(where) if all(t.overflow_cycles is not None for t in parts) else None,
+            cpu=t0.cpu, node=t0.node,
+        ))
+    totals = _summed([s.totals for s in slices])
+    smis = _summed([s.smis for s in slices])
+    ranges = {s.histogram_range for s in slices}
+    return HistogramOutput(threads=tuple(threads), unit_ns=first.unit_ns, histofall=first.histofall, totals=totals,
+                           histogram_range=ranges.pop() if len(ranges) == 1 else None, smis=smis,
+                           dma_latency_us=first.dma_latency_us)
+
+
+def _summed(rows: list[tuple[int, ...] | None]) -> tuple[int, ...] | None:
+    """Per-thread figures summed over the slices; None if any slice has none."""
+    if any(r is None for r in rows):
+        return None
+    return tuple(sum(col) for col in zip(*rows, strict=True))  # type: ignore[misc]
 
 
 def _read(path: Path) -> str:
@@ -173,7 +250,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     config = campaign.get("config") or {}
     notes: list[str] = []
     entries, samples = [], {}
-    measured: dict[str, list[Histogram]] = {}  # run id -> its threads' histograms (the deadline view)
+    measured: dict[str, Measured] = {}  # run id -> its threads' histograms and its slices (the deadline view)
     for run_dir in run_dirs:
         manifest = json.loads((run_dir / "manifest.json").read_text())
         entry, hists, thread_hists = _run_entry(run_dir, manifest, notes)
@@ -212,9 +289,43 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     return section, samples, notes
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A run's threads' histograms, and (cyclictest.slices) its slices' all-threads histograms in
+    time order."""
+
+    threads: list[Histogram]
+    slices: list[Histogram]
+
+
+def slice_histograms(out: RunOutput) -> list[list[Histogram]]:
+    """Per thread (in out.threads' order), its histogram in each slice; empty lists without slices."""
+    per_thread: list[list[Histogram]] = [[] for _ in out.threads]
+    for part in out.slices:
+        for i, t in enumerate(part.threads):
+            if t.has_histogram:
+                per_thread[i].append(from_cyclictest(t, range_us=part.histogram_range))
+    return per_thread
+
+
+def with_slice_intervals(stats: dict[str, Any] | None, parts: list[Histogram]) -> dict[str, Any] | None:
+    """A histogram's statistics with the percentile intervals its slices' time order gives
+    (station/analysis/slices.py): `percentile_ci_method` per percentile, `percentile_ci_withheld`
+    where some percentile has none."""
+    if stats is None:
+        return None
+    if not parts:
+        return without_event_intervals(stats)
+    got = ct_slices.percentile_intervals(parts)
+    reasons = sorted({e["withheld"] for e in got.values() if e["withheld"] and e["withheld"] != ct_slices.BEYOND})
+    return {**stats, "percentile_ci95_ns": {k: e["ci95_ns"] for k, e in got.items() if e["withheld"] is None},
+            "percentile_ci_method": {k: e["method"] for k, e in got.items() if e["method"]},
+            "percentile_ci_withheld": "; ".join(reasons) or None}
+
+
 def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[
-        dict[str, Any], list[ThreadHistogram], list[Histogram]]:
-    """The run's report entry, its figure curves, and its threads' histograms (empty when unreadable)."""
+        dict[str, Any], list[ThreadHistogram], Measured]:
+    """The run's report entry, its figure curves, and its histograms (empty when unreadable)."""
     run = manifest.get("run") or {}
     ct = manifest.get("cyclictest") or {}
     entry: dict[str, Any] = {
@@ -236,17 +347,23 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
     except (CyclictestOutputError, ValueError) as exc:
         if entry["status"] == "complete":
             notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
-        return entry, [], []
+        return entry, [], Measured([], [])
     notes.extend(f"Run {entry['id']}: {problem} (its figures come from the other output)" for problem in out.problems)
     if out.json is not None and out.json.repairs:
         notes.append(f"Run {entry['id']}: cyclictest wrote invalid JSON, read after repairs: "
                      + "; ".join(out.json.repairs))
+    by_slice = slice_histograms(out)
+    for row, parts in zip(rows, by_slice, strict=True):
+        row["stats"] = with_slice_intervals(row["stats"], parts) if parts else row["stats"]
+    # each slice's threads together: the all-threads histogram's time order
+    slices = [combine(hs) for hs in zip(*[p for p in by_slice if p], strict=True)] if out.slices else []
     entry["threads"] = rows
-    entry["combined"] = without_event_intervals(combine(hists).describe()) if hists else None
+    entry["slices"] = len(out.slices) or None
+    entry["combined"] = with_slice_intervals(combine(hists).describe(), slices) if hists else None
     curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts), t.max,
                               int(t.overflows if t.overflows is not None else out.overflows(t.index) or 0))
               for t in out.threads if t.has_histogram]
-    return entry, curves, hists
+    return entry, curves, Measured(hists, slices)
 
 
 ANALYSIS_CHARS = 4000  # of what rtla printed after its summary (its auto-analysis): the rest stays in timerlat.out
@@ -382,30 +499,39 @@ def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _deadline_view(entries: list[dict[str, Any]], measured: dict[str, list[Histogram]],
+def _deadline_view(entries: list[dict[str, Any]], measured: dict[str, Measured],
                    deadline_us: float) -> list[dict[str, Any]]:
     """Per target × case, the complete runs' threads pooled: how often a cycle's latency reached
     the deadline, with an exact (Clopper–Pearson) 95 % interval. Buckets are whole µs, so a cycle
     in the deadline's own bucket counts as reaching it; cycles beyond the histogram's range
-    (overflows) count as above it: the probability is an upper bound where there are any."""
+    (overflows) count as above it: the probability is an upper bound where there are any. Where
+    every run of the cell was sliced, the interval is over the effective cycles its slices show
+    (station/analysis/slices.py, the runs' slices one after another); else the cycles are taken as
+    independent, and `method` says so."""
     from station.analysis.worst_case import binomial_interval
 
-    cells: dict[tuple[str, str], list[Histogram]] = {}
+    cells: dict[tuple[str, str], list[Measured]] = {}
     for e in entries:
-        if measured.get(e["id"]):
-            cells.setdefault((e["target"], e["load"]), []).extend(measured[e["id"]])
+        if (m := measured.get(e["id"])) is not None and m.threads:
+            cells.setdefault((e["target"], e["load"]), []).append(m)
     view = []
-    for (target, load), hists in cells.items():
+    # in whole ns: a deadline read from seconds is a hair below its µs (30us is 29.999999999999996)
+    deadline_ns = round(deadline_us * 1000)
+    for (target, load), runs in cells.items():
+        hists = [h for m in runs for h in m.threads]
         cycles = sum(int(h.counts.sum()) + h.overflows for h in hists)
-        # in whole ns: a deadline read from seconds is a hair below its µs (30us is 29.999999999999996)
-        deadline_ns = round(deadline_us * 1000)
         above = sum(int(h.counts[h.bucket_us >= deadline_ns // int(h.bucket_ns)].sum()) + h.overflows for h in hists)
         if not cycles:
             continue
-        lo, hi = binomial_interval(above, cycles)
+        if all(m.slices for m in runs):
+            got = ct_slices.exceedance([h for m in runs for h in m.slices], deadline_ns)
+            lo, hi, n_eff, method = got["ci_low"], got["ci_high"], float(got["effective_n"]), got["method"]
+        else:
+            (lo, hi), n_eff = binomial_interval(above, cycles), float(cycles)
+            method = "cycles taken as independent (a histogram keeps no time order: cyclictest.slices gives one)"
         view.append({"target": target, "load": load, "deadline_us": deadline_us, "cycles": cycles, "above": above,
                      "overflows": sum(h.overflows for h in hists), "p_exceed": above / cycles,
-                     "ci_low": lo, "ci_high": hi})
+                     "ci_low": lo, "ci_high": hi, "effective_n": n_eff, "method": method})
     return view
 
 

@@ -21,9 +21,13 @@ class CtStats(Stats):
                                                             "beyond the histogram")
     percentile_ci95_ns: dict[str, Interval] = Field(default_factory=dict, description="`pNN` → [lo, hi] ns; empty "
                                                     "for cyclictest's histograms (`percentile_ci_withheld`)")
-    percentile_ci_withheld: str | None = Field(None, description="why the percentiles have no interval: a "
-                                               "histogram keeps no time order, so the events' dependence is "
-                                               "unseen (issue 46)")
+    percentile_ci_withheld: str | None = Field(None, description="why the percentiles (or some) have no interval: "
+                                               "a histogram keeps no time order, so the events' dependence is "
+                                               "unseen (issue 46), unless the run was sliced (cyclictest.slices) "
+                                               "and has enough slices")
+    percentile_ci_method: dict[str, str] | None = Field(None, description="sliced runs: `pNN` → how its interval "
+                                                        "took the cycles' dependence from the slices (batch means, "
+                                                        "a load cycle's window, the extremal index)")
 
 
 class Thread(Closed):
@@ -83,6 +87,8 @@ class CtRun(Closed):
     arguments: list[str] | None = Field(None, description="cyclictest's command-line arguments")
     duration_s: Float = Field(None, description="wall time of the measurement, s")
     threads: list[Thread] = Field(default_factory=list, description="per-thread summary")
+    slices: int | None = Field(None, description="the histograms cyclictest printed one after another "
+                               "(cyclictest.slices); null: one invocation")
     combined: CtStats | None = Field(None, description="all threads' histograms pooled")
     timerlat: TimerlatRun | None = Field(None, description="the companion timerlat run, with cyclictest.companion")
     break_: dict[str, Any] | None = Field(None, alias="break", description="`thread`, `value_us` when cyclictest "
@@ -143,6 +149,10 @@ class DeadlineCell(Closed):
     p_exceed: Float = Field(description="`above / cycles`")
     ci_low: Float = Field(description="95 % Clopper–Pearson lower bound")
     ci_high: Float = Field(description="95 % Clopper–Pearson upper bound")
+    effective_n: Float = Field(None, description="the independent cycles the interval takes (`cycles` unless "
+                               "every run was sliced)")
+    method: str | None = Field(None, description="how the cycles' dependence was taken: from the runs' slices, or "
+                               "not at all (cycles taken as independent)")
 
 
 class CyclictestSection(Closed):

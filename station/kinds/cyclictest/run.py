@@ -55,9 +55,15 @@ class CyclictestRun(ProbeRun):
     def _args(self, json_path: str | None) -> list[str]:
         return ct_target.arguments(self.settings, duration_s=self.duration_s, loops=self.loops, json_path=json_path)
 
+    @property
+    def sliced(self) -> bool:
+        return self.settings.slices > 1 and self.duration_s is not None
+
     def manifest(self) -> dict[str, Any]:
+        args = (ct_target.arguments(self.settings, duration_s=self.duration_s / self.settings.slices, loops=None,
+                                    json_path=None) if self.sliced else self._args(self.json_remote))
         return {"probe": {"tool": "cyclictest", "settings": self.settings.model_dump(mode="json"),
-                          "arguments": self._args(self.json_remote)}}
+                          "arguments": args, "slices": self.settings.slices}}
 
     def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
         super().open_files(store)
@@ -81,7 +87,11 @@ class CyclictestRun(ProbeRun):
         json_path = self.json_remote if self.installed.has_json else None
         directory, stale = shlex.quote(self.json_remote.rsplit('/', 1)[0]), shlex.quote(self.json_remote)
         await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {stale}')}", privileged=True)
-        await self.start_probe(shlex.join(["cyclictest", *self._args(json_path)]))
+        if self.sliced:
+            assert self.duration_s is not None
+            await self.start_probe(ct_target.sliced_command(self.settings, self.duration_s))
+        else:
+            await self.start_probe(shlex.join(["cyclictest", *self._args(json_path)]))
 
     async def measure(self) -> None:
         await super().measure()
@@ -139,7 +149,7 @@ class CyclictestRun(ProbeRun):
         return None
 
     async def after_exit(self) -> None:
-        if not (self.installed and self.installed.has_json) or self.json_fetched:
+        if not (self.installed and self.installed.has_json) or self.json_fetched or self.sliced:
             return
         conn = await self.ctx.target.live_connection()
         got = await conn.run(f"cat {shlex.quote(self.json_remote)}", check=False, privileged=True)

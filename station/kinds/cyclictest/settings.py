@@ -63,6 +63,13 @@ class CyclictestSettings(Strict):
         "keep the trace (timerlat_trace.txt in the run) and, where rtla has it (6.3+), its auto-analysis of that "
         "sample"
     )
+    slices: Annotated[Int, Field(ge=1, le=10_000)] = Field(
+        1, description="run cyclictest as this many consecutive invocations of matrix.duration/slices each (whole "
+        "seconds; the loads run on throughout): one histogram per slice, in time order, which is what the "
+        "percentiles' and the deadline's intervals need to see dependence between cycles (phases of a load, "
+        "carry-over); at least 10 for an interval (docs/statistics.md). 1: one invocation, no such interval. "
+        "Each slice's start (a few ms: threads created, memory locked) goes unmeasured; no --json is kept"
+    )
     cpu_dma_latency: Literal["off"] | Annotated[Int, Field(ge=0, le=10_000_000)] = Field(
         0, description="the value cyclictest holds in /dev/cpu_dma_latency for the run (us; 0: no C-state "
         "exit latency allowed, cyclictest's default), or off (--laptop: leave power management alone)"
@@ -72,6 +79,8 @@ class CyclictestSettings(Strict):
     def _consistent(self) -> CyclictestSettings:
         if self.smp and {"threads", "affinity"} & self.model_fields_set:
             raise LocatedError(("smp",), "-S sets threads and affinity itself: give smp or threads/affinity")
+        if self.slices > 1 and self.breaktrace is not None:
+            raise LocatedError(("slices",), "a break trace ends the run at its first hit: give slices or breaktrace")
         if self.timerlat_stop is not None and self.companion != "timerlat":
             raise LocatedError(("timerlat_stop",), "is an option of the timerlat companion: set companion: timerlat")
         p = self.priority

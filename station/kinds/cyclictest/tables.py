@@ -222,9 +222,10 @@ def _percentile_cells(stats: Mapping[str, Any] | None, pkeys: Sequence[str],
         if isinstance(interval, list | tuple) and len(interval) == 2:
             lo, hi = (BEYOND_RANGE if v is None else f"{plain_us(_ns_to_us(v))} µs"
                       for v in interval)
-            title = f"95% CI {lo} – {hi}"
+            method = (stats.get("percentile_ci_method") or {}).get(key)
+            title = f"95% CI {lo} – {hi}" + (f" (from the run's {method})" if method else "")
         elif stats.get("percentile_ci_withheld"):
-            title = "no interval: a histogram keeps no time order to see how its events depend on each other"
+            title = f"no interval: {stats['percentile_ci_withheld']}"
         cells.append(Cell(plain_us(_ns_to_us(value)), numeric=True, weak=weak, title=title))
     return cells
 
@@ -310,6 +311,9 @@ def thread_tables(section: Mapping[str, Any]) -> list[Table]:
     return tables
 
 
+INDEPENDENT_CYCLES = "cycles taken as independent"  # analysis.py's and slices.py's method, unsliced
+
+
 def deadline_table(section: Mapping[str, Any]) -> Table | None:
     """How often each target × case reached the deadline, with its interval (seed 004's question:
     not only whether the maximum is above it, but how often)."""
@@ -320,12 +324,20 @@ def deadline_table(section: Mapping[str, Any]) -> Table | None:
     rows = [[Cell(str(v.get("target"))), Cell(str(v.get("load"))), Cell(count_text(v.get("cycles")), numeric=True),
              Cell(count_text(v.get("above")), numeric=True),
              Cell(f"{v.get('p_exceed', 0):.2g} [{v.get('ci_low', 0):.2g}, {v.get('ci_high', 0):.2g}]", numeric=True,
-                  flags=("over-deadline",) if v.get("above") else ())]
+                  flags=("over-deadline",) if v.get("above") else (), title=v.get("method"))]
             for v in view]
+    sliced = [v for v in view if not str(v.get("method") or INDEPENDENT_CYCLES).startswith(INDEPENDENT_CYCLES)]
     notes = [f"Cycles whose latency reached the {deadline} µs deadline, over every thread of the complete runs of "
-             "each target × case; 95 % Clopper–Pearson interval, which takes the cycles as independent: a "
-             "histogram keeps no time order to see them come in clusters, so under a load's phases it is too "
-             "narrow. Buckets are whole µs: a cycle in the deadline's own bucket counts as reaching it."]
+             "each target × case; 95 % Clopper–Pearson interval. Buckets are whole µs: a cycle in the deadline's "
+             "own bucket counts as reaching it."]
+    if len(sliced) < len(view):
+        notes.append("Where the runs were not sliced the interval takes the cycles as independent: a histogram keeps "
+                     "no time order to see them come in clusters, so under a load's phases it is too narrow "
+                     "(cyclictest.slices gives the time order).")
+    if sliced:
+        notes.append("Where every run was sliced (cyclictest.slices) the interval is over the effective cycles the "
+                     "slices show (batch means of the slices, or the extremal index where the cycles that reached "
+                     "it are few); the cell's tooltip says which.")
     if any(v.get("overflows") for v in view):
         notes.append("Cycles beyond the histogram's range (overflows) count as above the deadline: there the "
                      "probability is an upper bound.")

@@ -78,6 +78,20 @@ def arguments(s: CyclictestSettings, *, duration_s: float | None, loops: int | N
     return args
 
 
+#: the line the station prints before each slice of a sliced run (cyclictest.slices); the parser splits on it
+SLICE_MARK = "# irq-station slice"
+
+
+def sliced_command(s: CyclictestSettings, duration_s: float) -> str:
+    """cyclictest.slices consecutive invocations of duration_s/slices each, a SLICE_MARK line before
+    each, in one shell: the probe's process group (a TERM reaches the running slice, which prints its
+    histogram, and the loop). A slice that fails ends the loop with its status."""
+    one = shlex.join([PROGRAM, *arguments(s, duration_s=duration_s / s.slices, loops=None, json_path=None)])
+    loop = (f"i=0; while [ $i -lt {s.slices} ]; do i=$((i+1)); echo \"{SLICE_MARK} $i of {s.slices}\"; "
+            f"{one} || exit $?; done")
+    return shlex.join(["sh", "-c", loop])
+
+
 def command(s: CyclictestSettings, **kwargs: object) -> str:
     return shlex.join([PROGRAM, *arguments(s, **kwargs)])  # type: ignore[arg-type]
 
