@@ -395,7 +395,11 @@ def test_a_run_directory_is_split_summarised_and_drawn(tmp_path):
     records = pd.read_csv(FIXTURES / "lpt-hrtimer-6.1-rt.records.csv")
     dec.decompose_run(tmp_path, records, "lpt_latency")
     got = dec.summarise(tmp_path, sw_threshold_ns=float(records["latency_ns"].median()), cpu=1)
-    assert got["decomposed"] == got["events"] == 16 and got["sums_equal_t_sw"]
+    assert got["decomposed"] == got["events"] == 16
+    clock = got["clock_check"]
+    assert clock["agrees"] and clock["checked"] == clock["in_window"] == 16
+    lo, hi = clock["offset_within_ns"]
+    assert lo <= 0 <= hi and hi - lo < records["latency_ns"].min()
     assert sum(b["events"] for b in got["bands"]) == 16
     for band in got["bands"]:
         assert band["delivery_mean_ns"] + band["dispatch_mean_ns"] == pytest.approx(band["t_sw_mean_ns"], rel=1e-12)
@@ -403,3 +407,36 @@ def test_a_run_directory_is_split_summarised_and_drawn(tmp_path):
     assert got["outliers"]["count"] == int((records["latency_ns"] > records["latency_ns"].median()).sum())
     [figure] = stage_band_figures({"runs": [{"id": "lpt-r0", "decomposition": got}]})
     assert figure.kind == "stages" and "p99.9–p100" in figure.svg
+
+
+def test_a_trace_clock_50_us_off_the_modules_decomposes_nothing_and_says_so(tmp_path):
+    """The same real trace with the module's clock 50 µs behind the trace's (every record's write
+    stamped 50 µs earlier): the IRQs' kernel entries now lie after their timestamps, so the check
+    fails, no event is split on entries that belong to another time, and each counts as a clock
+    mismatch; with the clocks as recorded, every event passes."""
+    text, raw, ids = _fixture("lpt-hrtimer-6.1-rt")
+    records = pd.read_csv(FIXTURES / "lpt-hrtimer-6.1-rt.records.csv")
+    trace = tracefs.parse(text, raw, ids)
+    assert dec.decompose(records, trace, "lpt_latency").clock["agrees"]
+    shifted = records.assign(t_write_ns=records["t_write_ns"] - 50_000)
+    got = dec.decompose(shifted, trace, "lpt_latency")
+    assert not got.clock["agrees"] and got.events.empty
+    assert got.not_decomposed == {dec.REASON_CLOCK: len(records)}
+    assert got.clock["median_displacement_ns"] > 0  # the entries lie after the timestamps
+
+
+def test_a_second_entry_of_the_line_before_a_threaded_timestamp_stays_in_dispatch():
+    """Threaded handler: the write raises the line (entry 10 µs later); while the thread waits the
+    line is raised again (a second entry at 40 µs); the thread stamps at 60 µs. Delivery ends at the
+    first entry after the write: 10 µs, and the 50 µs wait is dispatch's."""
+    w = Written()
+    w.event(500_000, "sched_switch", "prev_comm=sh prev_pid=9 prev_prio=120 prev_state=S ==> "
+            "next_comm=swapper/1 next_pid=0 next_prio=120", ctx=".", comm="sh", pid=9)
+    w.event(1_010_000, "irq_handler_entry", "irq=7 name=lpt_latency")
+    w.event(1_011_000, "irq_handler_exit", "irq=7 ret=handled")
+    w.event(1_040_000, "irq_handler_entry", "irq=7 name=lpt_latency")
+    w.event(1_041_000, "irq_handler_exit", "irq=7 ret=handled")
+    w.event(9_000_000, "local_timer_entry", "vector=236")
+    got = dec.decompose(_records([(0, 1_000_000, 60_000)]), w.parsed(), "lpt_latency")
+    [row] = got.events.itertuples()
+    assert (row.delivery_ns, row.dispatch_ns) == (10_000, 50_000)

@@ -71,6 +71,12 @@ def analyse(given: AnalysisInput) -> KindReport:
             if lost := sum(dec["not_decomposed"].values()):
                 notes.append(f"Run {entry['id']}: {lost} of {dec['events']} traced events not decomposed "
                              f"({'; '.join(dec['not_decomposed'])}).")
+            if (clock := dec.get("clock_check") or {}) and not clock.get("agrees", True):
+                notes.append(f"Run {entry['id']}: the trace's clock disagrees with the module's: of "
+                             f"{clock['checked']} events with their IRQ's kernel entry nearby, {clock['in_window']} "
+                             "have it between their write and their timestamp, the others lie a median "
+                             f"{(clock.get('median_displacement_ns') or 0) / 1000:+.1f} µs off; no event is "
+                             "decomposed (a trace clock other than mono, or a module stamping another clock?).")
         cut = (entry.get("capture") or {}).get("frames_without_pulse") or 0
         if cut:
             notes.append(_cut_frames_note(entry["id"], entry["capture"]))

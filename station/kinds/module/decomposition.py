@@ -36,7 +36,7 @@ from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
 from station.records import Flag
 from station.store import write_parquet
 
-VERSION = 2  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
+VERSION = 3  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
 STAGES = ("delivery", "dispatch")
 STAGE_TEXT = {"delivery": "write → kernel IRQ entry", "dispatch": "kernel IRQ entry → module timestamp"}
 LOST_LABEL = "(events lost by the trace)"
@@ -49,6 +49,10 @@ REASON_BEFORE = "before the trace's oldest event (the buffer overflowed, or the 
 REASON_AFTER = "after the trace's last event"
 REASON_LOST = "the trace lost events in its window"
 REASON_OFF_CPU = "taken on another CPU than the traced one (the module flagged it OFF_CPU)"
+REASON_CLOCK = ("clock mismatch: the kernel entry of its IRQ is traced outside its write → timestamp window "
+                "(the trace's clock and the module's disagree)")
+#: a run's clocks agree when at least this share of the events checked have their entry in their window
+CLOCK_AGREE_SHARE = 0.9
 REASON_NO_ENTRY = "no kernel entry of the module's IRQ traced between its write and its timestamp"
 REASON_UNTRACED = "in an unrecorded block (module.trace_overhead's reference)"
 OPEN_END = np.iinfo(np.int64).max  # where a last unrecorded block ends: with the run
@@ -249,9 +253,11 @@ class Decomposition:
     first_ns: int | None
     last_ns: int | None
     overhead: dict[str, Any] | None = None
+    clock: dict[str, Any] | None = None  # clock_check(): does the trace's clock agree with the module's?
 
     def summary(self) -> dict[str, Any]:
-        return {"version": VERSION, "overhead": self.overhead, "decomposed": len(self.events),
+        return {"version": VERSION, "overhead": self.overhead, "clock_check": self.clock,
+                "decomposed": len(self.events),
                 "not_decomposed": self.not_decomposed,
                 "resolution_ns": self.resolution_ns, "resolution_note": self.note,
                 "trace_lost_events": self.lost_events, "trace_overrun": self.overrun,
@@ -281,9 +287,10 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
     recorded = [e.ts_ns for e in trace.events if e.name != tracefs.MARKER_EVENT] if spans is not None else []
     in_traced = np.zeros(len(seqs), bool)
     in_untraced = np.zeros(len(seqs), bool)
-    for k, (seq, tw, lat) in enumerate(zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True)):
+    # pass 1: why an event cannot be decomposed whatever the entries say; the rest are candidates
+    why_not: list[str | None] = []
+    for k, (tw, lat) in enumerate(zip(t_write.tolist(), t_sw.tolist(), strict=True)):
         t_irq = tw + lat
-        entry = None
         if spans is not None and first is not None and first <= tw:
             in_traced[k] = t_irq <= last and _within(spans[0], tw, t_irq)
             # unrecorded: inside an unrecorded block, and the trace holds nothing of its window
@@ -302,12 +309,25 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
         elif tl.loses_events_in(tw, t_irq):
             why = REASON_LOST
         else:
-            k_entry = bisect.bisect_right(tl.own_entries, t_irq) - 1
-            entry = tl.own_entries[k_entry] if k_entry >= 0 else None
-            why = REASON_NO_ENTRY if entry is None or entry < tw else None
+            why = None
+        why_not.append(why)
+    candidate = np.asarray([w is None for w in why_not], bool)
+    clock = clock_check(tl.own_entries, t_write[candidate], (t_write + t_sw)[candidate])
+    # pass 2: the candidates' entries, once the run's clocks are known to agree
+    for k, (seq, tw, lat) in enumerate(zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True)):
+        t_irq = tw + lat
+        entry = None
+        why = why_not[k]
+        if why is None and not clock["agrees"]:  # no entry can be trusted to bound a stage
+            why = REASON_CLOCK
+        elif why is None:
+            entry = _own_entry(tl.own_entries, tw, t_irq)
+            why = None if entry is not None else REASON_CLOCK if _displaced(tl.own_entries, tw, t_irq, clock) \
+                else REASON_NO_ENTRY
         if why is not None:
             reasons[why] = reasons.get(why, 0) + 1
             continue
+        assert entry is not None
         credits = {"delivery": tl.credits(tw, entry, "nothing traced ({} running)"),
                    "dispatch": tl.credits(entry, t_irq, "task {}")}
         tops = []
@@ -323,7 +343,62 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
                               "dispatch_culprit": "string", "credits": "string"})
     cost = overhead(t_sw, in_traced, in_untraced, block_s) if spans is not None else None
     return Decomposition(frame, reasons, trace.resolution_ns, trace.note, trace.lost_events, overrun, first, last,
-                         cost)
+                         cost, clock)
+
+
+def _own_entry(entries: list[int], tw: int, t_irq: int) -> int | None:
+    """The kernel entry that belongs to the event written at tw: the first of its line at or after
+    the write, if it comes before the timestamp. A later one before the timestamp (a threaded
+    handler's line raised again while its thread waits) is not this event's: taking the last would
+    move the wait from dispatch to delivery."""
+    k = bisect.bisect_left(entries, tw)
+    return entries[k] if k < len(entries) and entries[k] <= t_irq else None
+
+
+def _displacement(entries: list[int], tw: int, t_irq: int, radius: int) -> int | None:
+    """How far outside [tw, t_irq] the nearest entry of the line lies (0 inside; negative before
+    the write), None with no entry within `radius` of the window."""
+    k = bisect.bisect_left(entries, tw)
+    if k < len(entries) and entries[k] <= t_irq:
+        return 0
+    before = tw - entries[k - 1] if k > 0 else None
+    after = entries[k] - t_irq if k < len(entries) else None
+    nearest = min((d for d in (before, after) if d is not None and d <= radius), default=None)
+    if nearest is None:
+        return None
+    return -nearest if nearest == before else nearest
+
+
+def _displaced(entries: list[int], tw: int, t_irq: int, clock: dict[str, Any]) -> bool:
+    return _displacement(entries, tw, t_irq, clock["radius_ns"]) not in (None, 0)
+
+
+def clock_check(entries: list[int], t_write: np.ndarray, t_irq: np.ndarray) -> dict[str, Any]:
+    """Does the trace's clock agree with the module's? Each event whose line has a kernel entry
+    near its window (within half the line's usual spacing of entries, so most likely its own) is
+    checked: the entry must lie between its write and its timestamp. `agrees`: at least
+    CLOCK_AGREE_SHARE of them do; `offset_within_ns`: how far the trace's clock could be off the
+    module's and still put every in-window entry in its window ([−smallest dispatch, +smallest
+    delivery]); `median_displacement_ns`: where the others' entries lie (a shifted clock moves them
+    all one way)."""
+    gaps = np.diff(np.asarray(entries, np.int64))
+    radius = int(np.median(gaps) // 2) if len(gaps) else 0
+    shifts, early, late = [], [], []
+    for tw, ti in zip(t_write.tolist(), t_irq.tolist(), strict=True):
+        d = _displacement(entries, tw, ti, radius)
+        if d is None:
+            continue
+        shifts.append(d)
+        if d == 0:
+            e = _own_entry(entries, tw, ti)
+            early.append(e - tw)  # the delivery: how much later the trace's clock could be
+            late.append(ti - e)  # the dispatch: how much earlier
+    checked, inside = len(shifts), len(early)
+    agrees = checked == 0 or inside >= CLOCK_AGREE_SHARE * checked
+    outside = [d for d in shifts if d]
+    return {"checked": checked, "in_window": inside, "agrees": bool(agrees), "radius_ns": radius,
+            "offset_within_ns": [-min(late), min(early)] if inside else None,
+            "median_displacement_ns": float(np.median(outside)) if outside else None}
 
 
 # ---- a run directory's files -------------------------------------------------------------
@@ -445,7 +520,6 @@ def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> 
         "events": int(summary["decomposed"] + sum(summary["not_decomposed"].values())),
         "clock": "mono",
         "stages": [{"stage": s, "text": STAGE_TEXT[s], **_stage_stats(stages[s])} for s in STAGES],
-        "sums_equal_t_sw": bool(np.array_equal(sum(stages.values()), t_sw)) if len(t_sw) else True,
         "credited": credited,
         "largest": [event(i) for i in order[:LARGEST].tolist()],
         "bands": bands,

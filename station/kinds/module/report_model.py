@@ -191,6 +191,22 @@ class StageBand(Closed):
     dispatch_mean_ns: float
 
 
+class ClockCheck(Closed):
+    """The trace's clock against the module's: each event whose line has a kernel entry near its
+    window must have it between its write and its timestamp."""
+
+    checked: int = Field(description="events with an entry of the module's line within `radius_ns` of their window")
+    in_window: int = Field(description="of those, events with the entry between their write and timestamp")
+    agrees: bool = Field(description="at least 90 % of the checked are in their window; false: nothing is "
+                         "decomposed (every event counts as a clock mismatch)")
+    radius_ns: int = Field(description="half the line's median spacing of entries: an entry nearer is the event's")
+    offset_within_ns: Interval | None = Field(None, description="how far the trace's clock may be off the "
+                                              "module's with every in-window entry still in its window: "
+                                              "[−smallest dispatch, +smallest delivery]")
+    median_displacement_ns: Float = Field(None, description="where the entries outside their window lie "
+                                          "(negative: before the write); null: none outside")
+
+
 class Decomposition(Closed):
     """module.trace: every own event's t_SW split into stages from the trace of the measured CPU
     (docs/decomposition.md)."""
@@ -206,7 +222,8 @@ class Decomposition(Closed):
     trace_first_ns: int | None = Field(None, description="the trace's oldest event (clock mono); null: empty")
     trace_last_ns: int | None = Field(None, description="its last event")
     stages: list[StageStats] = Field(description="each stage's distribution")
-    sums_equal_t_sw: bool = Field(description="delivery + dispatch equals t_SW for every decomposed event")
+    clock_check: ClockCheck | None = Field(None, description="does the trace's clock agree with the module's "
+                                           "(each event's IRQ entry between its write and its timestamp)?")
     credited: dict[Literal["delivery", "dispatch"], list[Credited]] = Field(
         description="per stage, what ran in it over the run, largest total first (at most 8)")
     largest: list[DecomposedEvent] = Field(description="the run's largest t_SW events, split")
