@@ -363,6 +363,9 @@ class TwinInterfaceOverrides(Strict):
     run_offset_std: _twin_ns() = None
     drift_std: _twin_ns() = None
     drift_period_s: Annotated[Float, AfterValidator(_positive_s)] = None
+    restart_every: Int | None = Field(None, ge=0, le=10**12, description="a fault: the twin's module numbers its "
+                                      "records from 0 again every this many numbers (a module reloaded mid-run); "
+                                      "0: never")
 
     @model_validator(mode="after")
     def _delay_interval(self) -> TwinInterfaceOverrides:

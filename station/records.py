@@ -79,15 +79,22 @@ class RecordFormatError(ValueError):
 
 @dataclass
 class LossCounter:
-    """Sequence-gap accounting: every missing sequence number is a lost sample."""
+    """Sequence-gap accounting: every missing sequence number is a lost sample. A number not above
+    the one before is a restart (a module reloaded mid-run, a reader that re-read its ring, streams
+    concatenated by hand): counted in `restarts` (record index, number before, number after), never
+    a loss; the station numbers the records on from there (`offset`: add it to a module's number)."""
 
     expected_seq: int | None = None
     lost: int = 0
     gaps: list[tuple[int, int]] = field(default_factory=list)  # (first missing seq, count)
+    restarts: list[tuple[int, int, int]] = field(default_factory=list)
+    offset: int = 0  # station number − module number in the current part
 
-    def observe(self, seqs: np.ndarray) -> None:
+    def observe(self, seqs: np.ndarray, first_index: int = 0) -> np.ndarray:
+        """Account for the next records' numbers; returns the station's numbers for them (the
+        module's, plus an offset that grows at each restart so they keep increasing)."""
         if seqs.size == 0:
-            return
+            return np.empty(0, np.int64)
         if int(seqs.max()) >= 1 << 62:  # 10^18 events: centuries at 10 kHz, so a corrupt record
             bad = int(np.argmax(seqs >= 1 << 62))
             raise RecordFormatError(f"sequence number {int(seqs[bad])} is out of any plausible range")
@@ -96,17 +103,40 @@ class LossCounter:
         prev[0] = seqs[0] - 1 if self.expected_seq is None else self.expected_seq - 1
         prev[1:] = seqs[:-1]
         step = seqs - prev
-        if np.any(step <= 0):
-            bad = int(np.argmax(step <= 0))
-            raise RecordFormatError(
-                f"sequence number went from {int(prev[bad])} to {int(seqs[bad])}: "
-                "records out of order or the stream restarted"
-            )
+        offsets = np.full(len(seqs), self.offset, np.int64)
+        for i in np.flatnonzero(step <= 0).tolist():
+            self.restarts.append((first_index + i, int(prev[i]), int(seqs[i])))
+            # the new part follows the last record on the station's numbering, with no loss between
+            self.offset = int(prev[i]) + int(offsets[i - 1] if i else self.offset) + 1 - int(seqs[i])
+            offsets[i:] = self.offset
         for i in np.flatnonzero(step > 1):
             missing = int(step[i] - 1)
             self.gaps.append((int(prev[i] + 1), missing))
             self.lost += missing
         self.expected_seq = int(seqs[-1]) + 1
+        return seqs + offsets
+
+    def summary(self) -> list[dict[str, int]]:
+        """The restarts for a manifest: where (record index) and how the module's number jumped."""
+        return [{"record": r, "seq_before": a, "seq_after": b} for r, a, b in self.restarts]
+
+
+def renumbered(seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A whole stream's station numbers and part index per record where its module's numbers
+    restart (LossCounter's numbering: each part follows the last record of the one before);
+    None where they never do. Never raises: a stored stream is read as far as it goes."""
+    seqs = np.asarray(seqs).astype(np.int64)
+    if len(seqs) < 2:
+        return None
+    starts = np.flatnonzero(np.diff(seqs) <= 0) + 1
+    if not len(starts):
+        return None
+    part = np.zeros(len(seqs), np.int64)
+    part[starts] = 1
+    part = np.cumsum(part)
+    with np.errstate(over="ignore"):  # numbers near 2^63 are garbage already; wrapping is no worse
+        offset = np.r_[0, np.cumsum(seqs[starts - 1] - seqs[starts] + 1)]
+        return seqs + offset[part], part
 
 
 def first_bad_v1(recs: np.ndarray) -> int | None:
@@ -142,6 +172,7 @@ class V1Decoder:
         self._tail = b""
         self.losses = LossCounter()
         self.records = 0
+        self.station_seq = np.empty(0, np.int64)  # the last batch's numbers on the station's count
         self.strays = 0  # NOT_OURS records: a foreign IRQ on the module's line, no latency of the module's
         self.dropped_by_target = 0
 
@@ -152,7 +183,7 @@ class V1Decoder:
         recs = checked_v1(buf[: n * RECORD_SIZE], self.records)
         if n == 0:
             return recs
-        self.losses.observe(recs["seq"])
+        self.station_seq = self.losses.observe(recs["seq"], self.records)
         self.dropped_by_target = int(recs["dropped"][-1])
         self.records += n
         self.strays += int(np.count_nonzero(recs["flags"] & Flag.NOT_OURS))
@@ -167,13 +198,19 @@ class V1Decoder:
         """The module's own latencies: a stray IRQ's record measures from an unrelated write."""
         return recs["latency_ns"][(recs["flags"] & Flag.NOT_OURS) == 0]
 
-    @staticmethod
-    def last_seq(recs: np.ndarray) -> int | None:
-        return int(recs["seq"][-1]) if len(recs) else None
+    def last_seq(self, recs: np.ndarray) -> int | None:
+        """The last record's number on the station's count (the module's, past any restart)."""
+        return int(self.station_seq[-1]) if len(recs) and len(self.station_seq) else None
 
     @staticmethod
     def columns(recs: np.ndarray) -> dict[str, np.ndarray]:
-        return {name: recs[name] for name in V1_DTYPE.names if name not in ("magic", "version")}
+        """The records' fields; where the module's numbers restart, `seq` is the station's count (each
+        part following the one before), `module_seq` the module's own and `part` which part."""
+        out = {name: recs[name] for name in V1_DTYPE.names if name not in ("magic", "version")}
+        if (again := renumbered(recs["seq"])) is not None:
+            out["module_seq"] = recs["seq"]
+            out["seq"], out["part"] = again
+        return out
 
 
 class LegacyDecoder:

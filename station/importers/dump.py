@@ -50,6 +50,7 @@ def read_dump(src: Source, fmt: str) -> SwDump:
         "first_gaps": decoder.losses.gaps[:20],
         "sw_dropped_by_target": decoder.dropped_by_target,
         "torn_bytes": decoder.pending_bytes,
+        "restarts": decoder.losses.summary(),
     }
     if fmt == "v1":
         flags = recs["flags"].astype(np.int64)

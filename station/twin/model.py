@@ -100,6 +100,9 @@ class InterfaceParams:
     run_offset_std: float = 0.0  # ns: std of one module load's offset
     drift_std: float = 0.0  # ns: amplitude/√2 of the slow drift (a sinusoid: its std)
     drift_period_s: float = 900.0
+    # a fault (issue 47): the module numbers its records from 0 again every this many sequence
+    # numbers, as one reloaded while its reader ran (the events go on unchanged); 0: never
+    restart_every: float = 0.0
 
 
 #: the parameters that shape time structure; Preset.independent() sets the ns ones to 0

@@ -59,6 +59,12 @@ class CommandResult:
     status: int = 0
 
 
+def _numbered(seq: np.ndarray, mod: LoadedModule) -> np.ndarray:
+    """The numbers the module writes: its events' own, from 0 again every restart_every (a fault)."""
+    every = int(mod.session.params.restart_every)
+    return seq % every if every > 0 else seq
+
+
 def _split_sequence(tokens: list[str]) -> list:
     """[a, b, ';', c] -> [[a, b], ';', [c]]"""
     parts: list = [[]]
@@ -663,7 +669,7 @@ class EmulatedTarget:
                 width = board_width_ns(c.rise[sl], c.fall[sl], clock)
             seq = c.seq_of_events(lo, hi)
             if not strays.any():
-                out.append(records.encode_v1(seq, c.ts[sl], c.sw[sl], flags, width, mod.dropped))
+                out.append(records.encode_v1(_numbered(seq, mod), c.ts[sl], c.sw[sl], flags, width, mod.dropped))
                 continue
             stray_flags = records.pack_flags(iface, mod.session.check, records.Flag.NOT_OURS)
             n, m = hi - lo, int(strays.sum())
@@ -673,8 +679,8 @@ class EmulatedTarget:
             latency = np.concatenate([c.sw[sl], c.stray_handler[strays] - c.stray_t_write[strays]])
             all_flags = np.concatenate([np.full(n, int(flags)), np.full(m, int(stray_flags))])
             all_width = np.concatenate([np.broadcast_to(width, n), np.zeros(m, np.int64)])
-            out.append(records.encode_v1(merged_seq[order], t_write[order], latency[order], all_flags[order],
-                                         all_width[order], mod.dropped))
+            out.append(records.encode_v1(_numbered(merged_seq[order], mod), t_write[order], latency[order],
+                                         all_flags[order], all_width[order], mod.dropped))
         return b"".join(out)
 
     async def serve_stream(self, mod: LoadedModule, out: Output, drain, closed: asyncio.Event,

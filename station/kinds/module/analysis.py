@@ -51,6 +51,16 @@ def analyse(given: AnalysisInput) -> KindReport:
         samples[entry["id"]] = run.samples
         if entry["status"] != "complete":
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+        if restarts := entry["losses"].get("restarts"):
+            where = "; ".join(f"at record {r['record']:,}, seq {r['seq_before']:,} → {r['seq_after']:,}"
+                              for r in restarts[:3]) + (" …" if len(restarts) > 3 else "")
+            part = entry["losses"].get("paired_part") or {}
+            notes.append(f"Run {entry['id']}: the record stream restarted {len(restarts)} time(s) ({where}): the "
+                         "module reloaded, or a reader re-read its ring? No record is lost or joined across it: "
+                         "the station numbers the parts on (sw.parquet keeps the module's numbers as module_seq), "
+                         "t_SW statistics take every part"
+                         + (f", the event pairing only the longest ({part['records']:,} records)" if part else "")
+                         + ".")
         if entry["losses"]["sw_lost"]:
             notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
         if note := _strays_note(entry):

@@ -124,7 +124,10 @@ def _raw_twin_of(parquet: Path, columns: Sequence[str]) -> Path | None:
     with raw.open("rb") as f:
         if records.detect(f.read(6)) != "v1":
             return None
-    if raw.stat().st_size // records.RECORD_SIZE != pq.ParquetFile(parquet).metadata.num_rows:
+    meta = pq.ParquetFile(parquet)
+    if raw.stat().st_size // records.RECORD_SIZE != meta.metadata.num_rows:
+        return None
+    if "module_seq" in meta.schema_arrow.names:  # the module's numbers restarted: the seal renumbered them
         return None
     return raw
 

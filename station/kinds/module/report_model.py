@@ -19,6 +19,12 @@ class Losses(Closed):
     sw_dropped_by_target: int = Field(description="records the target could not queue (FIFO full)")
     gaps: int = Field(description="sequence-number gaps in the stream")
     format: Literal["v1", "legacy"] = Field(description="record stream format; `legacy` cannot reveal gaps")
+    restarts: list[dict[str, int]] = Field(default_factory=list, description="where the module's sequence numbers "
+                                           "went back or repeated (`record` index, `seq_before`, `seq_after`): a "
+                                           "module reloaded, a reader that re-read its ring, streams concatenated; "
+                                           "sw.parquet numbers the parts on (`module_seq` keeps the module's)")
+    paired_part: dict[str, int] | None = Field(None, description="with restarts: the one part the pairing used "
+                                               "(`part`, its `records`, of `parts`): pairs never span a restart")
 
 
 class Shift(Closed):

@@ -249,6 +249,7 @@ class ModuleRun(Measurement):
                 "first_gaps": d.losses.gaps[:20],
                 "sw_dropped_by_target": d.dropped_by_target,
                 "torn_bytes": d.pending_bytes,
+                "restarts": d.losses.summary(),
             },
             "strays": d.strays,  # NOT_OURS records (None: the format cannot flag them); not samples
             "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},

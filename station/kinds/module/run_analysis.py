@@ -112,8 +112,14 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     # pass 1: t_SW of the module's own records (a stray IRQ's record is no latency: counted apart)
     sw_b, strays, blocks = DistributionBuilder(), _StrayTally(), BlockShare()
     held = off_cpu = 0
-    for batch in iter_table(run_dir, "sw", ("latency_ns", "flags", "seq", "t_write_ns")):
+    parted = "part" in sw_cols  # the module's numbers restarted: the seal numbered the parts on
+    part_sizes: dict[int, int] = {}
+    part_column = ("part",) if parted else ()
+    for batch in iter_table(run_dir, "sw", ("latency_ns", "flags", "seq", "t_write_ns", *part_column)):
         own = strays.own(batch)
+        if parted:
+            for k, n in zip(*np.unique(batch["part"], return_counts=True), strict=True):
+                part_sizes[int(k)] = part_sizes.get(int(k), 0) + int(n)
         if "flags" in batch:
             held += int(np.count_nonzero(batch["flags"] & int(records.Flag.HELD)))
             off_cpu += int(np.count_nonzero(batch["flags"][own] & int(records.Flag.OFF_CPU)))
@@ -141,7 +147,9 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     tail = _TailCollector(edge, present, tuple(described.get(k, np.nan) for k in dependence.PERCENTILES))
     numbers = EventNumbers(strays.seqs())
     sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns",
-                                                                    "t_write_ns"))))
+                                                                    "t_write_ns", *part_column))))
+    # pairing never joins records across a restart: only the longest part is paired
+    main_part = max(part_sizes, key=lambda k: (part_sizes[k], -k)) if part_sizes else None
     share = blocks.result(max_share_within(sw.values, sw.counts, 2 * AGREE_NS)) if sw.count else 1.0
     pairer = _pairer(run_dir, manifest, sw_cols, numbers, share)
     diffs = candidates = None
@@ -152,7 +160,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
         hw_stream = iter_table(run_dir, "hw", HW_COLUMNS, rows=module_data.BATCH_ROWS // 4)
         if not cluster.ordered:  # acquisitions out of order (never written so): sorted, in memory
             hw_stream = iter([_sorted_by_acquisition(list(hw_stream))])
-        sw_events = ((numbers.to_event(b["seq"]), b["latency_ns"], b.get("t_write_ns")) for b in sw_stream)
+        sw_events = (_event_batch(numbers, b, main_part) for b in sw_stream)
         for pairs in pairer.pairs(sw_events, hw_stream):
             diff = pairs["diff_ns"].to_numpy()
             diff_b.add(diff)
@@ -181,6 +189,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     entry["dependence"] = dep
     entry["strays"] = strays.summary(manifest.get("format", "v1"), "flags" in sw_cols)
     entry["test_held"] = held or None
+    if main_part is not None:
+        entry["losses"]["paired_part"] = {"part": main_part, "records": part_sizes[main_part], "parts": len(part_sizes)}
     entry["off_cpu"] = off_cpu or None
     if entry.get("pairing") is not None:
         entry["pairing"]["scope_vs_target_ppm"] = ppm.mean if ppm.count else None
@@ -346,6 +356,16 @@ class _SeqSet:
         return inside & self.bits[np.where(inside, seq, 0)]
 
 
+def _event_batch(numbers: EventNumbers, batch: dict[str, np.ndarray], part: int | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(event numbers, t_SW, t_write) of a batch of own records for the pairing: of one part only
+    where the module's numbers restarted."""
+    if part is not None and "part" in batch:
+        keep = batch["part"] == part
+        batch = {k: v[keep] for k, v in batch.items()}
+    return numbers.to_event(batch["seq"]), batch["latency_ns"], batch.get("t_write_ns")
+
+
 def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, board: Distribution | None,
            cluster: ClusterMoments, diffs: PairedDiffs | None, pairer: StreamPairer | None,
            present: _SeqSet | None) -> dict[str, Any]:
@@ -374,6 +394,7 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
             "sw_dropped_by_target": int(losses.get("sw_dropped_by_target", 0)),
             "gaps": int(losses.get("gaps", 0)),
             "format": m.get("format", "v1"),
+            "restarts": losses.get("restarts") or [],
         },
         "interrupts": m.get("interrupts"),
         "capture": m.get("capture"),
