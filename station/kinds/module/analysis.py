@@ -74,6 +74,13 @@ def analyse(given: AnalysisInput) -> KindReport:
                          "the module pinned its IRQ to (x86's IO-APIC moves an IRQ at its next interrupt, so the "
                          "first after loading can still arrive where it was); their t_SW, kept in the "
                          "statistics, measured that CPU's path.")
+        if (fallback := (entry.get("pairing") or {}).get("clock_ratio_unmeasured")) and fallback["pairs"]:
+            bound = fallback.get("max_error_ns")
+            notes.append(f"Run {entry['id']}: {fallback['pairs']:,} of {fallback['of']:,} paired pulses came from "
+                         "acquisitions whose scope/target clock ratio could not be fitted (fewer than 3 pulses, writes "
+                         "spanning under 1 ms, or a fit beyond ±5000 ppm): their HW−SW takes the clocks as equal, "
+                         + (f"off by at most {bound:.3g} ns at the ratio the other acquisitions measured."
+                            if bound is not None else "by an amount no acquisition measured."))
         if (pairing := entry.get("pairing") or {}).get("note"):
             notes.append(f"Run {entry['id']}: event pairing: {pairing['note']}.")
         if (dec := _decomposition(run_dir, entry)) is not None:

@@ -108,6 +108,10 @@ class Pairing(Closed):
     hw_minus_sw_paired_median_ns: Float = Field(None, description="its median")
     hw_minus_sw_paired_std_ns: Float = Field(None, description="its standard deviation")
     scope_vs_target_ppm: Float = Field(None, description="the scope's timebase against the target's clock")
+    clock_ratio_unmeasured: dict[str, Any] | None = Field(None, description="pairs whose acquisition's clock ratio "
+                                                          "could not be fitted and was taken as 1: `pairs` of `of`, "
+                                                          "`max_error_ns` (|ppm| × the widest such pulse; null: no "
+                                                          "acquisition measured the ratio); null: none")
     method: str = Field(description="how events are paired, in words")
 
 

@@ -154,6 +154,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     pairer = _pairer(run_dir, manifest, sw_cols, numbers, share)
     diffs = candidates = None
     ppm = Moments()  # the scope's timebase against the target's clock, per pair
+    unmeasured, unmeasured_widest = 0, 0.0  # pairs whose acquisition's ratio could not be fitted (taken as 1)
     if pairer is not None:
         diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
         # pairing's temporaries are a few hundred bytes per pulse: a quarter of a batch at a time
@@ -167,6 +168,9 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
             diff_m.add(diff)
             measured = pairs["clock_ratio"].to_numpy() != 1.0  # 1: not measured in that acquisition
             ppm.add((pairs["clock_ratio"].to_numpy()[measured] - 1.0) * 1e6)
+            if not measured.all():
+                unmeasured += int((~measured).sum())
+                unmeasured_widest = max(unmeasured_widest, float(pairs["hw_ns"].to_numpy()[~measured].max()))
             keep = (pairs["sw_ns"].to_numpy() >= floor) | (pairs["hw_ns"].to_numpy() > hw_thr)
             if keep.any():
                 kept.append(pairs[keep])
@@ -194,6 +198,11 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     entry["off_cpu"] = off_cpu or None
     if entry.get("pairing") is not None:
         entry["pairing"]["scope_vs_target_ppm"] = ppm.mean if ppm.count else None
+        # a width taken at ratio 1 is off by the clocks' real ratio: at most |ppm| × the widest such pulse
+        entry["pairing"]["clock_ratio_unmeasured"] = {
+            "pairs": unmeasured, "of": diffs.moments.count if diffs is not None else 0,
+            "max_error_ns": abs(ppm.mean) * 1e-6 * unmeasured_widest if unmeasured and ppm.count else None,
+        } if unmeasured else None
     if diffs is not None and candidates is not None:
         entry["outlier_verdict"] = outliers.outlier_verdict_of_candidates(
             sw, hw, candidates, diffs.median, diffs.in_bulk(candidates["diff_ns"].to_numpy()), diffs.moments.count)
