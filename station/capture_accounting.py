@@ -65,7 +65,9 @@ def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_h
                 "acquisitions_counted": len(counted), "pulses_counted": sum(a.pulses for a in counted)}
     if spanned:
         first, last = np.interp([begin, end], host_s, event)
-        summary |= {"events_emitted": int(round(last - first)), "events_from": "record stream"}
+        # the module's event numbers the window spans: the shift compares the pulses with these records
+        summary |= {"events_emitted": int(round(last - first)), "events_from": "record stream",
+                    "first_event": int(math.floor(first)), "last_event": int(math.ceil(last))}
     elif period_ns > 0 and window > 0:
         summary |= {"events_emitted": int(round(window * 1e9 / period_ns)), "events_from": "nominal period"}
     if summary["events_emitted"]:

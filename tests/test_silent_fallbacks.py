@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
+from scipy import stats
+
 from tests.conftest import run_station
 
 # a scope record of 0.8 ms (10 divisions of 80 µs) at a 20 µs period: ~40 pulses an acquisition,
@@ -43,3 +47,42 @@ def test_pairs_whose_clock_ratio_could_not_be_fitted_are_counted_and_noted(tmp_p
     assert pairing["scope_vs_target_ppm"] is None
     assert any(f"{pairing['pulses_paired']:,} of {pairing['pulses_paired']:,} paired pulses came from acquisitions "
                "whose scope/target clock ratio could not be fitted" in n for n in report["notes"]), report["notes"]
+
+
+def _shift(mean: float) -> dict:
+    return {"hw_minus_sw_mean_ns": mean, "se_ns": 5.0, "hw_minus_sw_median_ns": mean, "ci_withheld": None}
+
+
+def test_t_rw_pairs_runs_of_one_target_and_keeps_every_alike_pair():
+    """Two targets (or two imports under one load and repetition) each with an inb and a no-inb run:
+    every pair gives its own t_rw from its own runs; before, the later run of a key silently
+    replaced the earlier, and one target's inb run could meet another's no-inb run."""
+    from types import SimpleNamespace
+
+    from station.kinds.module.analysis import _t_rw
+
+    def run(rid: str, target: str, variant: str, shift: float) -> SimpleNamespace:
+        entry = {"id": rid, "target": target, "interface": "lpt", "load": "none", "repetition": 0,
+                 "variant": variant, "shift": _shift(shift), "pairing": None, "truth": None}
+        return SimpleNamespace(entry=entry, diffs=None)
+
+    runs = [run("a-inb", "a", "inb", 2000.0), run("a-no", "a", "no-inb", 500.0),
+            run("b-inb", "b", "inb", 3000.0), run("b-no", "b", "no-inb", 900.0)]
+    got = {(e["inb_run"], e["no_inb_run"]): e["estimate_ns"] for e in _t_rw(runs)}
+    assert got == {("a-inb", "a-no"): 1500.0, ("b-inb", "b-no"): 2100.0}
+    twice = [run("i1", "", "inb", 2000.0), run("n1", "", "no-inb", 500.0),
+             run("i2", "", "inb", 2100.0), run("n2", "", "no-inb", 550.0)]
+    assert {(e["inb_run"], e["no_inb_run"]) for e in _t_rw(twice)} == {("i1", "n1"), ("i2", "n2")}
+
+
+def test_compare_takes_every_repetitions_t_rw_not_the_first():
+    from station.kinds.module.compare import t_rw_over_repetitions
+
+    entries = [{"interface": "lpt", "load": "io", "repetition": k, "estimate_ns": v, "ci95_ns": [v - 9, v + 9]}
+               for k, v in enumerate((1500.0, 1540.0, 1610.0))]
+    got = t_rw_over_repetitions(entries, "lpt", "io")
+    assert got["estimate_ns"] == np.mean([1500.0, 1540.0, 1610.0]) and got["repetitions"] == 3
+    half = stats.t.ppf(0.975, 2) * np.std([1500.0, 1540.0, 1610.0], ddof=1) / np.sqrt(3)
+    assert got["ci95_ns"] == pytest.approx([got["estimate_ns"] - half, got["estimate_ns"] + half])
+    assert t_rw_over_repetitions(entries[:1], "lpt", "io") is entries[0]
+    assert t_rw_over_repetitions(entries, "pcie", "io") is None

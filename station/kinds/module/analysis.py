@@ -131,15 +131,24 @@ def _decomposition(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any] | Non
 
 
 def _t_rw(runs: list[RunAnalysis]) -> list[dict]:
-    """One estimate per (interface, load, repetition): the inb run against the no-inb run
-    measured under the same load, never against another load's."""
+    """One estimate per (target, interface, load, repetition): the inb run against the no-inb run
+    measured under the same load on the same target, never against another load's or target's."""
     result = []
     cells: dict[tuple, dict[str, RunAnalysis]] = {}
+    seen: dict[tuple, int] = {}
     for r in runs:
         e = r.entry
         if e["shift"] is not None:
-            cells.setdefault((e["interface"], e["load"], e["repetition"]), {})[e["variant"]] = r
-    for (iface, load, _rep), cell in sorted(cells.items()):
+            # one cell per target too: an inb run is never set against another target's no-inb run;
+            # two runs alike (imports under one load and repetition) pair in their order, none dropped
+            key = (str(e.get("target") or ""), e["interface"], e["load"], e["repetition"])
+            nth = seen[(*key, e["variant"])] = seen.get((*key, e["variant"]), -1) + 1
+            cells.setdefault((*key, nth), {})[e["variant"]] = r
+    def order(kv: tuple[tuple, dict]) -> tuple:  # target, interface, load, then repetitions in number order
+        target, iface, load, rep, nth = kv[0]
+        return target, str(iface), str(load), rep or 0, nth
+
+    for (_target, iface, load, _rep, _nth), cell in sorted(cells.items(), key=order):
         if "inb" not in cell or "no-inb" not in cell:
             continue
         ra, rb = cell["inb"], cell["no-inb"]
@@ -184,6 +193,7 @@ def _cross_interface(runs: list[RunAnalysis]) -> list[dict]:
             continue
         ref_max = max(r.entry["sw"]["max_ns"] for r in lpt)
         hw_above = hw_total = 0
+        scoped = any(r.hw is not None for r in pcie)
         for r in pcie:
             if r.hw is not None:
                 shift = r.entry["shift"]["hw_minus_sw_median_ns"] if r.entry["shift"] else 0.0
@@ -196,7 +206,7 @@ def _cross_interface(runs: list[RunAnalysis]) -> list[dict]:
         entry = outliers.cross_interface_counts(
             "pcie", "lpt", ref_max,
             sw_above=sum(r.sw.count_above(ref_max) for r in pcie), sw_total=sum(r.sw.count for r in pcie),
-            hw_above=hw_above, hw_total=hw_total,
+            hw_above=hw_above if scoped else None, hw_total=hw_total if scoped else None,
             board_above=sum(b.count_above(ref_max) for b in boards if b is not None) if has_board else None,
             board_total=sum(b.count for b in boards if b is not None) if has_board else None,
             board_max_of_sw_outliers_ns=_board_max_above(pcie, ref_max) if has_board else None,

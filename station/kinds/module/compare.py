@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from station.analysis import dependence
 from station.analysis.distribution import Distribution
 from station.analysis.run_level import untested_reason, welch
 from station.analysis.streaming import WIDTH_QUANTUM_NS, DistributionBuilder
@@ -87,6 +88,20 @@ def _quote(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+def t_rw_over_repetitions(entries: Sequence[dict[str, Any]], interface: str, load: str) -> dict[str, Any] | None:
+    """A campaign's t_rw for one interface and load: with one estimate, it; with one per repetition
+    (or target), their mean with an interval from their spread (runs as units: Student's t at k − 1),
+    never the first alone; None without an estimate."""
+    got = [e for e in entries if e.get("interface") == interface and e.get("load") == load
+           and e.get("estimate_ns") is not None]
+    if len(got) <= 1:
+        return got[0] if got else None
+    values = np.array([e["estimate_ns"] for e in got], np.float64)
+    half = dependence.t_ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    return {"estimate_ns": float(values.mean()), "ci95_ns": [float(values.mean() - half), float(values.mean() + half)],
+            "repetitions": len(values)}
+
+
 def _by_key(entries: Sequence[dict[str, Any]], interface: str, load: str) -> dict[str, Any] | None:
     return next((e for e in entries if e.get("interface") == interface and e.get("load") == load), None)
 
@@ -153,7 +168,7 @@ def _campaign(info: CampaignInfo, store: ResultStore, baseline: str,
                                 (values, medians.get(key, [])))):
                 tests.append(test)
             samples[(info.label, source, *key)] = values.on_grid(BIN_NS)
-            t_rw = _by_key(comparisons.get("t_rw") or [], key[0], key[2])
+            t_rw = t_rw_over_repetitions(comparisons.get("t_rw") or [], key[0], key[2])
             worst = _by_key(comparisons.get("worst_case") or [], key[0], key[2])
             rows.append({
                 "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source, **agg,

@@ -15,6 +15,7 @@ import numpy as np
 
 from station.analysis.distribution import Distribution
 from station.analysis.stats import mean_se
+from station.analysis.streaming import Moments
 
 Z95 = 1.959963984540054
 
@@ -38,20 +39,23 @@ MIN_ACQUISITIONS = 10
 
 
 def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns: float,
-             acquisitions: int | None = None) -> dict:
+             acquisitions: int | None = None, span: Moments | None = None) -> dict:
     """`shift` from the scope side's mean, its cluster-robust standard error and its median. The
     software side adds std/√n: it holds every event of the run, so a load's phases are shared with
     the scope's acquisitions spread over the same run and are no error of the shift (the spread
     between acquisitions already holds them). An infinite SE, or fewer than MIN_ACQUISITIONS
     acquisitions, leaves the interval out."""
-    m_sw = sw.mean()
-    se_sw = sw.std(1) / math.sqrt(sw.count)
+    # the software side: the records of the scope's capture window where known (`span`), else all
+    m_sw = span.mean if span is not None else sw.mean()
+    se_sw = span.std(1) / math.sqrt(span.count) if span is not None else sw.std(1) / math.sqrt(sw.count)
     d = hw_mean_ns - m_sw
     se = math.hypot(hw_se_ns, se_sw)
     few = acquisitions is not None and acquisitions < MIN_ACQUISITIONS
     stated = math.isfinite(se) and not few
     return {
         "hw_minus_sw_mean_ns": d,
+        "sw_records": span.count if span is not None else sw.count,
+        "sw_side": "the scope's capture window" if span is not None else "every record",
         "se_ns": se if stated else None,
         "ci95_ns": [d - Z95 * se, d + Z95 * se] if stated else None,
         "hw_se_ns": hw_se_ns if math.isfinite(hw_se_ns) else None,

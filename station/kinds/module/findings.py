@@ -299,8 +299,11 @@ def _cross_outliers(c: Mapping[str, Any]) -> dict:
     ref = interface_label(str(c.get("reference_interface")))
     head = (f"Above the {ref} maximum ({us(c.get('threshold_ns'))} µs, the seed's criterion)"
             + (f" under load {c['load']}" if c.get("load") else "") + ": ")
-    side = {False: " (the scope saw none: software-side)", True: " (the scope saw them too)"}.get(
-        c.get("seen_by_scope"), "")  # type: ignore[call-overload]
+    side = {"no scope": " (no scope: their side cannot be told)", "seen by the scope": " (the scope saw them too)",
+            "software-side": " (the scope saw none: software-side)",
+            "cannot tell": " (the scope alone cannot tell their side)",
+            "board: software-side": " (the board's widths were normal: software-side)",
+            "board: on the wire": " (the board's widths were long too: on the wire)"}.get(str(c.get("side")), "")
     headline = ((f"Under load {c['load']}, " if c.get("load") else "")
                 + f"{interface_label(str(c.get('interface')))} software samples above the {ref} maximum{side}")
     return {**_headline(headline, f"{count_text(c.get('sw_count_above'))} of {count_text(c.get('sw_total'))}",
@@ -325,9 +328,10 @@ def _robust_headline(same: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The runs sharing one verdict sentence, their outliers counted together (the sentence need not
     hold the counts: two runs with different counts can share it)."""
     ids = ", ".join(str(r.get("id")) for r in same)
-    counts = [sum(int(r["outlier_verdict"].get(k) or 0) for r in same) for k in ("sw_outliers", "hw_outliers")]
-    figure = (f"{count_text(counts[0] or 0)} software, {count_text(counts[1] or 0)} scope" if any(counts)
-              else "none")
+    sw = sum(int(r["outlier_verdict"].get("sw_outliers") or 0) for r in same)
+    scoped = [int(v) for r in same if (v := r["outlier_verdict"].get("hw_outliers")) is not None]
+    hw = f"{count_text(sum(scoped))} scope" if scoped else "no scope"  # not measured is never 0
+    figure = f"{count_text(sw)} software, {hw}" if sw or sum(scoped) else "none"
     return _headline(f"Robust outliers (above median + 8·MAD) in {ids}", figure, "table-runs")
 
 

@@ -52,7 +52,7 @@ def cross_interface(
     reference: str,
     threshold_ns: float,
     sw_ns: np.ndarray,
-    hw_ns: np.ndarray,
+    hw_ns: np.ndarray | None,
     board_ns: np.ndarray | None,
     board_of_sw_outliers_ns: np.ndarray | None,
     scope_caught: pd.DataFrame | None = None,
@@ -60,7 +60,8 @@ def cross_interface(
     return cross_interface_counts(
         interface, reference, threshold_ns,
         sw_above=int(np.sum(sw_ns > threshold_ns)), sw_total=int(len(sw_ns)),
-        hw_above=int(np.sum(hw_ns > threshold_ns)), hw_total=int(len(hw_ns)),
+        hw_above=None if hw_ns is None else int(np.sum(hw_ns > threshold_ns)),
+        hw_total=None if hw_ns is None else int(len(hw_ns)),
         board_above=None if board_ns is None else int(np.sum(board_ns > threshold_ns)),
         board_total=None if board_ns is None else int(len(board_ns)),
         board_max_of_sw_outliers_ns=(None if board_of_sw_outliers_ns is None or len(board_of_sw_outliers_ns) == 0
@@ -70,13 +71,17 @@ def cross_interface(
 
 
 def cross_interface_counts(interface: str, reference: str, threshold_ns: float, *, sw_above: int, sw_total: int,
-                           hw_above: int, hw_total: int, board_above: int | None, board_total: int | None,
+                           hw_above: int | None, hw_total: int | None, board_above: int | None,
+                           board_total: int | None,
                            board_max_of_sw_outliers_ns: float | None,
                            scope_caught: pd.DataFrame | None = None) -> dict:
     """The seed's criterion from counts: software samples of `interface` above `threshold_ns` (the
     `reference` interface's software maximum), pulses above it, the board's widths, and the
-    paired events among them (`scope_caught`: run, seq, sw_ns, hw_ns)."""
+    paired events among them (`scope_caught`: run, seq, sw_ns, hw_ns). Without a scope (hw None) the
+    scope's figures are null, never 0: not measured. `side` is the one reading the headline and
+    the verdict's text both take."""
     frac = sw_above / sw_total if sw_total else 0.0
+    scoped = hw_total is not None and hw_above is not None
     result = {
         "interface": interface,
         "reference_interface": reference,
@@ -86,8 +91,8 @@ def cross_interface_counts(interface: str, reference: str, threshold_ns: float, 
         "sw_fraction": frac,
         "hw_count_above": hw_above,
         "hw_total": hw_total,
-        "hw_expected_if_real": frac * hw_total,
-        "seen_by_scope": hw_above > 0,
+        "hw_expected_if_real": frac * hw_total if scoped else None,
+        "seen_by_scope": hw_above > 0 if scoped else None,
         "board_count_above": board_above,
         "board_total": board_total,
         "board_max_of_sw_outliers_ns": board_max_of_sw_outliers_ns,
@@ -97,8 +102,27 @@ def cross_interface_counts(interface: str, reference: str, threshold_ns: float, 
         [{"run": r.run, "seq": int(r.seq), "sw_ns": float(r.sw_ns), "hw_ns": float(r.hw_ns)}
          for r in scope_caught.itertuples()]
     )
+    result["side"] = _cross_side(result)
     result["verdict"] = _verdict(result)
     return result
+
+
+#: what the scope says of the software samples above the reference maximum (cross_interface_counts)
+CROSS_SIDES = ("none above", "no scope", "seen by the scope", "software-side", "cannot tell",
+               "board: software-side", "board: on the wire")
+
+
+def _cross_side(r: dict) -> str:
+    if r["sw_count_above"] == 0:
+        return "none above"
+    if r["seen_by_scope"] is None:  # no scope: the board's own widths of those events, where it has them
+        if r["board_max_of_sw_outliers_ns"] is None:
+            return "no scope"
+        return "board: software-side" if r["board_max_of_sw_outliers_ns"] <= r["threshold_ns"] \
+            else "board: on the wire"
+    if r["seen_by_scope"]:
+        return "seen by the scope"
+    return "software-side" if r["hw_expected_if_real"] >= 3 else "cannot tell"
 
 
 def _verdict(r: dict) -> str:
@@ -109,9 +133,13 @@ def _verdict(r: dict) -> str:
         f"{r['sw_count_above']} of {r['sw_total']} {iface} software samples "
         f"({r['sw_fraction']:.1e}) exceeded the {ref} maximum."
     ]
-    if r["seen_by_scope"]:
+    if r["side"] == "no scope":
+        parts.append("No scope measured these runs: whether the delay is on the wire cannot be told.")
+    elif r["side"].startswith("board"):
+        parts.append("No scope measured these runs; the board timed the pulses itself.")
+    elif r["side"] == "seen by the scope":
         parts.append(f"The scope saw {r['hw_count_above']} pulse(s) above it too: the delay is on the wire.")
-    elif r["hw_expected_if_real"] >= 3:
+    elif r["side"] == "software-side":
         parts.append(
             f"The scope saw none in {r['hw_total']} pulses where {r['hw_expected_if_real']:.1f} were expected "
             "if they were real: they are software-side (between timestamp and write)."
@@ -165,7 +193,7 @@ def outlier_verdict(sw_ns: Sample, hw_ns: Sample | None, pairs: pd.DataFrame | N
         median = float(np.median(diff))
         counts = classify_paired(pairs, sw_thr, hw_thr, median, bulk(diff, median) if in_bulk is None else in_bulk,
                                  len(pairs))
-    return _decide(counts, sw.count_above(sw_thr), 0 if hw is None else hw.count_above(hw_thr),
+    return _decide(counts, sw.count_above(sw_thr), None if hw is None else hw.count_above(hw_thr),
                    paired=pairs is not None and len(pairs) > 1)
 
 
@@ -189,7 +217,7 @@ def outlier_verdict_of_candidates(sw_ns: Sample, hw_ns: Sample | None, candidate
     whether each candidate's difference lies in the run's bulk: what a run read in batches keeps."""
     sw, hw, sw_thr, hw_thr = _thresholds(sw_ns, hw_ns)
     counts = classify_paired(candidates, sw_thr, hw_thr, median, in_bulk, paired_events)
-    return _decide(counts, sw.count_above(sw_thr), 0 if hw is None else hw.count_above(hw_thr),
+    return _decide(counts, sw.count_above(sw_thr), None if hw is None else hw.count_above(hw_thr),
                    paired=paired_events > 1)
 
 
@@ -214,16 +242,18 @@ def pooled_verdict(verdicts: list[dict | None]) -> dict | None:
     have = [v for v in verdicts if v is not None]
     if not have:
         return None
-    keys = ("sw_only", "hw_only", "both_sides", "paired_events", "sw_outliers", "hw_outliers")
+    keys = ("sw_only", "hw_only", "both_sides", "paired_events", "sw_outliers")
     total = {k: sum(v[k] for v in have) for k in keys}
-    return _decide(total, total.pop("sw_outliers"), total.pop("hw_outliers"),
+    scoped = [v["hw_outliers"] for v in have if v.get("hw_outliers") is not None]
+    return _decide(total, total.pop("sw_outliers"), sum(scoped) if scoped else None,
                    paired=any(v["paired_events"] > 1 for v in have))
 
 
-def _decide(c: dict[str, int], run_sw: int, run_hw: int, paired: bool) -> dict:
+def _decide(c: dict[str, int], run_sw: int, run_hw: int | None, paired: bool) -> dict:
+    """The verdict from the paired outliers' sides; run_hw None: no scope measured the run."""
     software, hardware = c["sw_only"], c["hw_only"] + c["both_sides"]
     total = software + hardware
-    if run_sw == 0 and run_hw == 0:
+    if run_sw == 0 and not run_hw:
         verdict = "none"
     elif total < MIN_PAIRED_OUTLIERS:
         verdict = "cannot tell"
@@ -249,6 +279,11 @@ def _decide(c: dict[str, int], run_sw: int, run_hw: int, paired: bool) -> dict:
 
 
 def _verdict_sentence(r: dict, paired: bool) -> str:
+    if r["hw_outliers"] is None:
+        if r["verdict"] == "none":
+            return "No outliers: no software sample above its robust threshold (no scope measured the run)."
+        return (f"{r['sw_outliers']} software outlier(s); no scope measured the run: which side delayed them "
+                "cannot be told.")
     seen = f"{r['sw_outliers']} software and {r['hw_outliers']} scope outlier(s)"
     if r["verdict"] == "none":
         return "No outliers: no software sample and no pulse above its robust threshold."

@@ -30,9 +30,14 @@ class Losses(Closed):
 class Shift(Closed):
     """t_HW − t_SW of a run: ≈ t_rw with the inb variant, ≈ 0 without."""
 
-    hw_minus_sw_mean_ns: Float = Field(description="mean of t_HW − t_SW")
+    hw_minus_sw_mean_ns: Float = Field(description="mean of t_HW − t_SW: the pulses' mean less the records' mean "
+                                       "over the same stretch of the run (`sw_side`)")
+    sw_records: int | None = Field(None, description="the records the software side's mean is over")
+    sw_side: str | None = Field(None, description="which records: those of the scope's capture window (from the "
+                                "first acquisition's arming to the last one's transfer, placed by the records' "
+                                "arrivals), or every record (an import: no arrivals)")
     se_ns: Float = Field(None, description="its standard error: the scope side's cluster-robust one over "
-                         "acquisitions (they span the run: a load's phases are in their spread), the records' "
+                         "acquisitions (they span the window: a load's phases are in their spread), the records' "
                          "std/√n; null: `ci_withheld` says why")
     ci95_ns: Interval = Field(None, description="its 95 % interval [lo, hi]")
     hw_minus_sw_median_ns: Float = Field(None, description="median of t_HW − t_SW")
@@ -79,7 +84,7 @@ class OutlierVerdict(Closed):
     paired_outliers: int = Field(description="`software_side` + `hardware_side`")
     paired_events: int = Field(description="the pairs looked at")
     sw_outliers: int = Field(description="the run's software samples above threshold, paired or not")
-    hw_outliers: int = Field(description="its scope widths above threshold, paired or not")
+    hw_outliers: int | None = Field(description="its scope widths above threshold, paired or not; null: no scope")
     method: str = Field(description="how, in words")
     sentence: str = Field(description="the verdict in words, with the sub-counts")
 
@@ -385,7 +390,10 @@ class CrossInterface(Closed):
     hw_total: int | None = Field(None, description="all scope pulse widths")
     hw_expected_if_real: Float = Field(None, description="`sw_fraction × hw_total`: what the scope would see if "
                                        "the delay were on the bus")
-    seen_by_scope: bool | None = Field(None, description="whether the scope sees the outliers too")
+    seen_by_scope: bool | None = Field(None, description="whether the scope sees the outliers too; null: no scope")
+    side: Literal["none above", "no scope", "seen by the scope", "software-side", "cannot tell",
+                  "board: software-side", "board: on the wire"] | None = Field(
+        None, description="what the scope says of them: the one reading the finding's headline and `verdict` take")
     board_count_above: int | None = Field(None, description="board-measured widths above the threshold; null "
                                           "without a board")
     board_total: int | None = Field(None, description="all board-measured widths")
