@@ -85,7 +85,9 @@ def _run(p: InterfaceParams, preset: Preset, events: int, material: str, t_load_
     starts = edge + np.cumsum(rng.integers(120, 165, sw.size // 120))
     starts = starts[starts < sw.size - edge - 50]
     caught = (starts[:, None] + np.arange(50)[None, :]).ravel()
-    shift = correlation.shift(sw, hw[caught], np.repeat(np.arange(starts.size), 50))
+    # the software side: the records of the capture window, as the station takes them (run_analysis)
+    shift = correlation.shift(sw, hw[caught], np.repeat(np.arange(starts.size), 50),
+                              sw[starts[0]:starts[-1] + 50])
     shift["truth_ns"] = float(np.mean(hw - sw))
     return sw, state, shift
 

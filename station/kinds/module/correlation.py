@@ -20,17 +20,23 @@ from station.analysis.streaming import Moments
 Z95 = 1.959963984540054
 
 
-def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.ndarray | None = None) -> dict | None:
+def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.ndarray | None = None,
+          sw_window_ns: np.ndarray | None = None) -> dict | None:
     """HW − SW mean difference. Scope pulses come in bursts of consecutive events (one
     acquisition each), which drift together under load: their standard error is the
     cluster-robust one over acquisitions, not the one for independent pulses. The software
-    sample may be given as its Distribution."""
+    sample may be given as its Distribution; `sw_window_ns`: the records of the scope's capture
+    window, the software side where given (shift_of)."""
     sw = sw_ns if isinstance(sw_ns, Distribution) else Distribution.of(np.asarray(sw_ns))
     if sw.count < 2 or len(hw_ns) < 2:
         return None
     m_hw, se_hw = cluster_mean_se(np.asarray(hw_ns, np.float64), acquisitions)
     count = None if acquisitions is None else int(np.unique(np.asarray(acquisitions)).size)
-    return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)), count)
+    span = None
+    if sw_window_ns is not None and len(sw_window_ns) >= 2:
+        span = Moments()
+        span.add(np.asarray(sw_window_ns, np.float64))
+    return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)), count, span)
 
 
 #: acquisitions a shift's interval needs: fewer, and the pulses of one acquisition (which move together
