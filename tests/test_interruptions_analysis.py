@@ -389,6 +389,10 @@ def test_rt_throttling_is_named_from_the_kernels_budget_and_its_period_grid():
         fresh = [_gap(g.start_ns, g.duration_ns, "preempted") for g in made]
         assert ig.mark_throttled(fresh, throttle, priority) == 0
         assert not any(g.cause == "throttled" for g in fresh)
+    # how long the loop ran unknown (no end record, no tick): coverage cannot be shown, nothing is
+    # throttling (before, a missing span let any two gaps a period apart pass as a family)
+    fresh = [_gap(g.start_ns, g.duration_ns, "preempted") for g in made[:2]]
+    assert ig.mark_throttled(fresh, throttling, priority=98, span_ns=None) == 0
 
 
 def test_a_throttle_shortened_by_an_earlier_stop_in_its_period_is_throttling_too():

@@ -86,3 +86,34 @@ def test_compare_takes_every_repetitions_t_rw_not_the_first():
     assert got["ci95_ns"] == pytest.approx([got["estimate_ns"] - half, got["estimate_ns"] + half])
     assert t_rw_over_repetitions(entries[:1], "lpt", "io") is entries[0]
     assert t_rw_over_repetitions(entries, "pcie", "io") is None
+
+
+def test_an_untested_gpio_difference_is_not_called_when_a_runs_noise_is_unknown():
+    """One run a side; one run's mean interval was withheld (its delays too dependent for their
+    number): its noise is unknown, not 0, so no difference can be shown to exceed it (before, a
+    withheld interval counted as an SE of 0 and any difference passed)."""
+    from station.kinds.gpio import analysis as gpio
+
+    def run(rid: str, mean: float, ci: list[float] | None) -> dict:
+        return {"id": rid, "case": rid, "load": "idle", "target": None, "delay_us": {"mean": mean, "mean_ci": ci}}
+
+    a = gpio._condition_entry(("", "a", "idle"), [run("a", 100.0, None)])
+    b = gpio._condition_entry(("", "b", "idle"), [run("b", 101.0, [100.9, 101.1])])
+    assert a["within_se_us"] is None
+    assert not gpio._beyond_own_noise(a, b)
+    known = gpio._condition_entry(("", "a", "idle"), [run("a", 100.0, [99.9, 100.1])])
+    assert gpio._beyond_own_noise(known, b)  # both known: 1 µs is far beyond ~0.07 µs of noise
+
+
+def test_a_shift_from_too_few_acquisitions_states_no_scope_standard_error():
+    """Under 10 acquisitions the scope side's SE is the plain one (an acquisition's pulses taken as
+    independent, which they are not): the interval is withheld, and so is the SE the findings'
+    t_HW difference would build its interval on (before, it went on to them unflagged)."""
+    from station.analysis.distribution import Distribution
+    from station.kinds.module import correlation
+
+    sw = Distribution.of(np.arange(1000.0))
+    few = correlation.shift_of(sw, 2500.0, 3.0, 2500.0, acquisitions=5)
+    assert few["ci95_ns"] is None and few["hw_se_ns"] is None and "5 scope acquisitions" in few["ci_withheld"]
+    enough = correlation.shift_of(sw, 2500.0, 3.0, 2500.0, acquisitions=40)
+    assert enough["hw_se_ns"] == 3.0 and enough["ci95_ns"] is not None

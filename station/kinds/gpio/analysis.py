@@ -82,12 +82,13 @@ def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tu
     except (OSError, KeyError, ValueError) as exc:
         notes.append(f"Run {entry['id']}: its delays cannot be read: {exc}")
         return entry, None
-    counts = manifest.get("gpio_counts") or {}
+    counts = manifest.get("gpio_counts")  # written at the seal: a run cut short never counted these (null, not 0)
     answered_mask = np.isfinite(delay) & np.isfinite(stimulus)
     entry |= {
         "stimuli": len(delay), "answered": int(answered_mask.sum()), "missed": int((~np.isfinite(delay)).sum()),
-        "censored": counts.get("censored", 0), "ambiguous": counts.get("ambiguous", 0),
-        "unanswering": counts.get("unanswering_responses", 0),
+        "censored": None if counts is None else counts.get("censored", 0),
+        "ambiguous": None if counts is None else counts.get("ambiguous", 0),
+        "unanswering": None if counts is None else counts.get("unanswering_responses", 0),
     }
     entry["miss_fraction"] = entry["missed"] / entry["stimuli"] if entry["stimuli"] else None
     if entry["missed"]:
@@ -299,14 +300,17 @@ def _condition_entry(key: Condition, runs: list[dict[str, Any]]) -> dict[str, An
     """A condition as the findings speak of it: its first run's description, the mean of its runs'
     mean delays, and the largest standard error of a run's mean (a floor under the run-to-run spread)."""
     means = [float(r["delay_us"]["mean"]) for r in runs]
-    floor = max((_mean_se(r["delay_us"]) for r in runs), default=None)
+    ses = [_mean_se(r["delay_us"]) for r in runs]
+    # a run whose mean has no interval (its delays too dependent for their number) leaves its noise unknown
+    floor = None if not ses or any(se is None for se in ses) else max(ses)
     return {**runs[0], "id": _label(key), "runs": [r["id"] for r in runs],
             "delay_us": {"mean": float(np.mean(means))}, "run_means_us": means, "within_se_us": floor}
 
 
-def _mean_se(d: dict[str, Any]) -> float:
+def _mean_se(d: dict[str, Any]) -> float | None:
+    """A run mean's standard error from its interval; None where the interval was withheld."""
     lo, hi = d.get("mean_ci") or (None, None)
-    return (hi - lo) / (2 * 1.96) if lo is not None and hi is not None and np.isfinite(hi - lo) else 0.0
+    return (hi - lo) / (2 * 1.96) if lo is not None and hi is not None and np.isfinite(hi - lo) else None
 
 
 def compare(entries: list[dict[str, Any]], delays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -447,7 +451,9 @@ def _no_spread(c: dict[str, Any]) -> bool:
 def _beyond_own_noise(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two conditions' means differ by more than their runs' own standard errors allow (two-sided
     5 %): the least an untested difference must show before a finding speaks of it."""
-    se = float(np.hypot(a["within_se_us"] or 0.0, b["within_se_us"] or 0.0))
+    if a["within_se_us"] is None or b["within_se_us"] is None:
+        return False  # a run's own noise unknown (its interval withheld): no difference is shown to exceed it
+    se = float(np.hypot(a["within_se_us"], b["within_se_us"]))
     return abs(a["delay_us"]["mean"] - b["delay_us"]["mean"]) > 1.96 * se
 
 

@@ -352,7 +352,9 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     # a loop that never sleeps is stopped every period: the family (and the stops that fell in the
     # detector's bookkeeping) must cover most of the run's whole periods, which two host stalls that
     # happen to end a whole period apart do not
-    periods = (span_ns or 0) / period - 1
+    if span_ns is None:  # how long the loop ran is unknown: a family cannot be shown to cover it
+        return 0
+    periods = span_ns / period - 1
     in_blind = _blind_stops([g.end_ns for g in best], blind or [], throttling)
     if len(best) + in_blind < max(THROTTLE_MIN, THROTTLE_COVERAGE * periods):
         return 0
@@ -522,8 +524,9 @@ def _cause_words(row: dict[str, Any]) -> str:
 def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """The run's finding in one sentence."""
     n = summary["gaps"]
+    ran = summary["measured_s"]
     head = (f"{n} gaps above {duration_us(summary['threshold_us'])} on CPU {summary['cpu']} in "
-            f"{summary['measured_s']:.3g} s")
+            + (f"{ran:.3g} s" if ran is not None else "a time the detector's output does not say"))
     if not n:
         return head + ": the CPU was never taken from the loop for longer."
     worst = max(rows, key=lambda r: r["max_us"], default=None)
@@ -573,21 +576,30 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     return text + "."
 
 
+def measured_span_ns(out: Any) -> int | None:  # noqa: ANN401 - the detector's parsed output
+    """How long the detector watched: to its end record, else (output cut) to its last tick; None
+    when neither says (never 0: not measured)."""
+    end = out.end or {}
+    start_ns = out.start_ns
+    if end.get("mono_ns") and start_ns:
+        return int(end["mono_ns"] - start_ns)
+    if out.ticks and start_ns:
+        return int(out.ticks[-1][0] - start_ns)
+    return None
+
+
 def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
     out = run.gaps
     end = out.end or {}
-    start_ns = out.start_ns
-    measured_ns = (end.get("mono_ns") - start_ns) if end.get("mono_ns") and start_ns else None
-    if measured_ns is None and out.ticks and start_ns:
-        measured_ns = out.ticks[-1][0] - start_ns
-    measured_s = (measured_ns or 0) / 1e9
+    measured_ns = measured_span_ns(out)
+    measured_s = None if measured_ns is None else measured_ns / 1e9
     durations = [g.duration_ns for g in gaps]
     suspects = [g for g in gaps if g.cause == "unexplained"]
     sp = periodicity([g.start_ns for g in suspects])
     sd = np.asarray([g.duration_ns for g in suspects], dtype=np.float64) / 1e3
     return {
         "cpu": out.cpu, "clock": out.clock, "threshold_us": out.threshold_ns / 1e3, "priority": out.priority,
-        "measured_s": round(measured_s, 3), "gaps": len(gaps),
+        "measured_s": None if measured_s is None else round(measured_s, 3), "gaps": len(gaps),
         "max_us": round(max(durations) / 1e3, 3) if durations else None,
         "lost_ms": round(sum(durations) / 1e6, 3),
         "blind_ms": round(end["blind_ns"] / 1e6, 3) if end.get("blind_ns") is not None else None,
@@ -633,9 +645,9 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     facts = ((json.loads(manifest_path.read_text()).get("spoilers") or {}).get("facts") or {}
              if manifest_path.is_file() else {})
     throttling = Throttling.from_facts(facts, run.gaps.cpu)
-    end = (run.gaps.end or {}).get("mono_ns")
-    mark_throttled(gaps, throttling, run.gaps.priority, end - run.gaps.start_ns if end and run.gaps.start_ns else None,
-                   run.gaps.blind)
+    # the span the throttling rule's coverage counts periods over: to the last tick where the end
+    # record is missing (a cut output), never none (which let two gaps a period apart pass)
+    mark_throttled(gaps, throttling, run.gaps.priority, measured_span_ns(run.gaps), run.gaps.blind)
     summary = summarise(run, gaps)
     summary["throttled_blind_spans"] = throttled_blind_spans(gaps, run.gaps.blind, throttling)
     summary["throttling"] = throttling.sentence() if throttling is not None else None

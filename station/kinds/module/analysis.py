@@ -51,24 +51,29 @@ def analyse(given: AnalysisInput) -> KindReport:
         samples[entry["id"]] = run.samples
         if entry["status"] != "complete":
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
-        if restarts := entry["losses"].get("restarts"):
+        losses = entry["losses"] or {}
+        if restarts := losses.get("restarts"):
             where = "; ".join(f"at record {r['record']:,}, seq {r['seq_before']:,} → {r['seq_after']:,}"
                               for r in restarts[:3]) + (" …" if len(restarts) > 3 else "")
-            part = entry["losses"].get("paired_part") or {}
+            part = losses.get("paired_part") or {}
             notes.append(f"Run {entry['id']}: the record stream restarted {len(restarts)} time(s) ({where}): the "
                          "module reloaded, or a reader re-read its ring? No record is lost or joined across it: "
                          "the station numbers the parts on (sw.parquet keeps the module's numbers as module_seq), "
                          "t_SW statistics take every part"
                          + (f", the event pairing only the longest ({part['records']:,} records)" if part else "")
                          + ".")
-        if entry["losses"]["sw_lost"]:
-            notes.append(f"Run {entry['id']} lost {entry['losses']['sw_lost']} software samples (sequence gaps).")
+        if losses.get("sw_lost"):
+            notes.append(f"Run {entry['id']} lost {losses['sw_lost']} software samples (sequence gaps).")
         if note := _strays_note(entry):
             notes.append(note)
         if entry.get("test_held"):
             notes.append(f"Run {entry['id']}: {entry['test_held']} events were held on purpose: the module's "
                          "test_hold_us made its handler wait before the timestamp (a test's injection; these "
                          "t_SW are not the target's).")
+        if str((entry.get("outliers") or {}).get("sw_threshold_basis") or "mad") != "mad":
+            notes.append(f"Run {entry['id']}: over half its software samples share one value, so the robust outlier "
+                         "threshold uses the std instead of the MAD (0): the outliers widen their own threshold, and "
+                         "fewer are counted than a MAD would call.")
         if entry.get("off_cpu"):
             notes.append(f"Run {entry['id']}: {entry['off_cpu']} events were taken on another CPU than the one "
                          "the module pinned its IRQ to (x86's IO-APIC moves an IRQ at its next interrupt, so the "

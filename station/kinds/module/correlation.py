@@ -64,7 +64,8 @@ def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns:
         "sw_side": "the scope's capture window" if span is not None else "every record",
         "se_ns": se if stated else None,
         "ci95_ns": [d - Z95 * se, d + Z95 * se] if stated else None,
-        "hw_se_ns": hw_se_ns if math.isfinite(hw_se_ns) else None,
+        # with too few acquisitions the SE is the plain one (pulses taken as independent): not stated
+        "hw_se_ns": hw_se_ns if math.isfinite(hw_se_ns) and not few else None,
         "hw_minus_sw_median_ns": float(hw_median_ns - sw.median()),
         "ci_withheld": None if stated else (
             f"{acquisitions} scope acquisitions: at least {MIN_ACQUISITIONS} are needed for an interval that holds "

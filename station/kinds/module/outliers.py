@@ -25,8 +25,14 @@ def robust_threshold(values: Sample, z: float = ROBUST_Z) -> float:
     med = d.median()
     mad = d.mad(med) * 1.4826
     if mad == 0:  # more than half the sample on one value (coarse quantisation): fall back to the std
-        mad = d.std(0)
+        mad = d.std(0)  # (the outliers' own spread widens it: fewer are called; run_outliers says so)
     return float(med + z * mad) if mad > 0 else float("inf")
+
+
+def threshold_basis(values: Sample) -> str:
+    """What robust_threshold's spread was: the MAD, or the std where the MAD is 0."""
+    d = _dist(values)
+    return "mad" if d.count and d.mad(d.median()) > 0 else "std (the MAD is 0: over half the sample on one value)"
 
 
 def run_outliers(sw_ns: Sample, hw_ns: Sample | None) -> dict:
@@ -36,8 +42,9 @@ def run_outliers(sw_ns: Sample, hw_ns: Sample | None) -> dict:
         "method": f"robust z-score: above median + {ROBUST_Z:g}·1.4826·MAD of the same sample",
         "sw_threshold_ns": sw_thr,
         "sw_count": sw.count_above(sw_thr),
+        "sw_threshold_basis": threshold_basis(sw) if sw.count else None,
         "hw_threshold_ns": None,
-        "hw_count": 0,
+        "hw_count": None,  # no scope, or too few pulses for a threshold: not measured, never 0
     }
     if hw_ns is not None and len(hw_ns) > 10:
         hw = _dist(hw_ns)

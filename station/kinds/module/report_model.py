@@ -66,7 +66,10 @@ class RunOutliers(Closed):
     sw_threshold_ns: Float = Field(description="the software threshold")
     sw_count: int = Field(description="software samples above it")
     hw_threshold_ns: Float = Field(None, description="the scope widths' threshold; null without a scope")
-    hw_count: int = Field(description="scope widths above it")
+    hw_count: int | None = Field(None, description="scope widths above it; null: no scope, or 10 pulses or fewer")
+    sw_threshold_basis: str | None = Field(None, description="`mad`, or the std where more than half the samples "
+                                           "share one value (the MAD is 0): the outliers then widen their own "
+                                           "threshold and fewer are called")
 
 
 class OutlierVerdict(Closed):

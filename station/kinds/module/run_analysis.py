@@ -198,7 +198,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     entry["dependence"] = dep
     entry["strays"] = strays.summary(manifest.get("format", "v1"), "flags" in sw_cols)
     entry["test_held"] = held or None
-    if main_part is not None:
+    if main_part is not None and entry["losses"] is not None:
         entry["losses"]["paired_part"] = {"part": main_part, "records": part_sizes[main_part], "parts": len(part_sizes)}
     entry["off_cpu"] = off_cpu or None
     if entry.get("pairing") is not None:
@@ -428,13 +428,14 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
         "sw": sw.describe(),
         "hw": _describe_widths(hw, cluster.values) if hw is not None else None,
         "board": board.describe() if board is not None else None,
+        # no record stream (a scope-only import): nothing was lost because nothing was counted
         "losses": {
             "sw_lost": int(losses.get("sw_lost", 0)),
             "sw_dropped_by_target": int(losses.get("sw_dropped_by_target", 0)),
             "gaps": int(losses.get("gaps", 0)),
             "format": m.get("format", "v1"),
             "restarts": losses.get("restarts") or [],
-        },
+        } if "losses" in m else None,
         "interrupts": m.get("interrupts"),
         "capture": m.get("capture"),
         "scope_measurement": m.get("scope_measurement"),
