@@ -1,7 +1,8 @@
 """A TCP relay on 127.0.0.1 that a test can break like a real link: cut it (every
-connection reset, new ones refused), freeze it (connections stay open, no byte
-passes either way), and restore it. The station and the twin keep speaking their
-real protocols through it; only the link misbehaves."""
+connection reset, new ones refused), drop it (every connection reset, new ones
+taken), freeze it (connections stay open, no byte passes either way), and restore
+it. The station and the twin keep speaking their real protocols through it; only
+the link misbehaves."""
 
 from __future__ import annotations
 
@@ -39,6 +40,23 @@ class FaultyLink:
 
     def freeze(self) -> None:
         self._call(self._set, "freeze")
+
+    def drop(self) -> None:
+        """Reset every open connection, and go on accepting new ones: a link that drops for an
+        instant (an event, not a duration, so a busy machine cannot stretch it)."""
+        self._call(self._set, "cut")
+        self._call(self._set, "pass")
+
+    def wait_for_connections(self, count: int, timeout_s: float) -> bool:
+        """Until `connections` reaches count (a client giving up a session and opening a new one)."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while self.connections < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
 
     def restore(self) -> None:
         self._call(self._set, "pass")

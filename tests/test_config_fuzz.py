@@ -34,14 +34,14 @@ def check(text: str | bytes, source: str = "<string>") -> Campaign | None:
     """The property itself, for text or bytes given to parse_campaign."""
     decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
     n_lines = yaml_lines(decoded)
-    t0 = time.monotonic()
+    t0 = time.thread_time()  # this thread's CPU time: work, which a busy machine does not inflate
     try:
         return parse_campaign(text, source)
     except ConfigError as exc:
         assert_config_error(exc, source, n_lines)
         return None
     finally:
-        assert time.monotonic() - t0 < SECONDS_PER_EXAMPLE
+        assert time.thread_time() - t0 < SECONDS_PER_EXAMPLE
 
 
 def yaml_lines(text: str) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import math
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -553,11 +552,11 @@ def test_block_rejected_over_tcp(
     sim, scope = tampered
     message = ":WAVeform:DATA?" if sim.dialect == "keysight_infiniivision" else "CURVe?"
     sim.tamper(message, edit)
-    started = time.monotonic()
     err = rejected_then_recovered(sim, scope, message)
+    # refused on reading the header: the block's own field named, not the timeout error a wait for the
+    # announced bytes would end in (a type, not a time: a loaded machine cannot make this pass or fail)
     assert isinstance(err, ScopeDataError) and err.field == field and fragment in str(err)
     assert str(err).startswith(f"{sim.resource}: {message}: {field}")
-    assert time.monotonic() - started < 2.0  # refused on reading the header, not after a timeout
 
 
 @pytest.mark.parametrize("tampered", ["tektronix_tds"], indirect=True)

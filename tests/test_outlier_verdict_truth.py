@@ -108,7 +108,7 @@ matrix:
   period: 50us
   samples: {SAMPLES}
   pulses: {PULSES}
-  max_duration: 1min
+  max_duration: 10min  # a hang guard: a run ends on its samples and pulses (work), not on a busy machine's time
 loads:
   seed-io:
     - {{name: hping3, command: hping3 --icmp --fast 127.0.0.1}}
