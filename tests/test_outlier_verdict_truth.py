@@ -35,6 +35,7 @@ from station.kinds.module.data import load_run
 from station.progress import QuietProgress
 from station.twin.clock import DEFAULT_DRIFT_PPM, DEFAULT_SCOPE_TIMEBASE_PPM
 from station.twin.model import ModuleSession, load_preset
+from tests.pulse_truth import pulse_events
 
 CAMPAIGNS = 20
 SAMPLES = 40_000
@@ -151,30 +152,6 @@ def _robust_threshold(values: np.ndarray) -> float:
     return med + ROBUST_Z * 1.4826 * mad
 
 
-def _pulse_events(hw: pd.DataFrame, truth: pd.DataFrame, period_ns: int) -> np.ndarray:
-    """The seq of the twin's event behind each scope pulse (hw's rows), from the truth alone.
-
-    Within an acquisition the pulses are events k = start spacing / period apart; the one run of
-    the twin's events whose rises are spaced as the pulses' starts and whose widths fall − rise are
-    the pulses' widths, each within MATCH_NS, is the acquisition's. Every acquisition must have
-    exactly one: the truth's pairing is complete, or the test says where it is not."""
-    rise = truth["rise_ns"].to_numpy(np.float64)
-    width = truth["hw_ns"].to_numpy(np.float64)
-    start_ns, width_ns = hw["start_s"].to_numpy() * 1e9, hw["width_s"].to_numpy() * 1e9
-    seq = np.full(len(hw), -1, np.int64)
-    for acq, rows in hw.groupby("acquisition").indices.items():
-        rows = rows[np.argsort(start_ns[rows], kind="stable")]
-        offset = start_ns[rows] - start_ns[rows[0]]
-        k = np.rint(offset / period_ns).astype(np.int64)
-        first = np.arange(max(len(rise) - int(k[-1]), 0))
-        for ki, off, w in zip(k, offset, width_ns[rows], strict=True):
-            first = first[(np.abs(width[first + ki] - w) <= MATCH_NS)
-                          & (np.abs((rise[first + ki] - rise[first]) * SCOPE_PER_TARGET - off) <= MATCH_NS)]
-        assert len(first) == 1, f"acquisition {acq}: {len(first)} runs of events match its {len(rows)} pulses"
-        seq[rows] = first[0] + k
-    return seq
-
-
 COUNTS = ("sw_only", "hw_only", "both_sides")
 
 
@@ -190,7 +167,8 @@ def _truth(run_dir: Path) -> dict:
     # the records carry the twin's own t_SW: the software side's threshold and counts are exact
     assert np.array_equal(recorded["sw_ns"].to_numpy(), data.sw["latency_ns"].to_numpy()), "t_SW ≠ the twin's"
     sw_thr = _robust_threshold(recorded["sw_ns"].to_numpy(np.float64))
-    seq = _pulse_events(data.hw, t.reset_index(drop=True), int(data.manifest["period_ns"]))
+    seq = pulse_events(data.hw, t.reset_index(drop=True), int(data.manifest["period_ns"]), MATCH_NS,
+                       SCOPE_PER_TARGET)
     caught = t.iloc[seq]
     has_record = np.isin(seq, sw_seq)  # what pairing can pair: a pulse whose record the station has
     sw_out = caught["sw_ns"].to_numpy() > sw_thr

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from station.kinds.module.pairing import FALSE_PAIR_BOUND, pair_run
+from station.kinds.module.pairing import pair_run
 
 PERIOD = 100_000
 
@@ -87,6 +87,9 @@ def test_legacy_streams_cannot_be_paired():
     assert pair_run(sw.drop(columns=["seq"]), hw, arrivals, PERIOD) is None
 
 
+DOCUMENTED_FALSE_PAIR_RATE = 1e-4  # per acquisition searched: docs/report-schema.md, pairing
+
+
 def _wrong_acquisitions(pairs: pd.DataFrame, truth: pd.DataFrame) -> int:
     merged = pairs.merge(truth, on=["acquisition", "seq"], how="left", indicator=True)
     return int(merged.loc[merged["_merge"] != "both", "acquisition"].nunique())
@@ -117,7 +120,11 @@ def test_the_stated_false_pair_rate_holds_on_short_acquisitions():
         unrelated_searched += u.acquisitions
     # the bound is an upper bound: what happened is within its Poisson (1 - 1e-6) quantile
     assert wrong <= stats.poisson.isf(1e-6, max(stated, 1e-9)), (wrong, stated, paired)
-    assert unrelated_paired <= stats.poisson.isf(1e-6, FALSE_PAIR_BOUND * unrelated_searched), unrelated_paired
+    # the promise the report documents (docs/report-schema.md: an acquisition is paired only where a
+    # wrong alignment could agree as well with probability ≤ 1e-4), held here as the test's own figure:
+    # a change of the product's constant cannot loosen what is checked
+    assert unrelated_paired <= stats.poisson.isf(1e-6, DOCUMENTED_FALSE_PAIR_RATE * unrelated_searched), \
+        unrelated_paired
     assert long_enough and long_paired >= 0.95 * long_enough, (long_paired, long_enough)
 
 
