@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from station import api
+from station.kinds.cyclictest import analysis as ct_analysis
 from station.kinds.module.compare_tables import module_tables
 from station.result_store import READABLE_VERSIONS, ResultStoreError, parse_file_metadata, tables
 from station.store import META_SCHEMA_VERSION, META_TABLE, SCHEMA_VERSION
@@ -285,6 +286,8 @@ def test_one_cyclictest_campaign_of_several_targets_compares_its_targets(tmp_pat
         manifest = json.loads((twin / "manifest.json").read_text())
         manifest["run"]["target"], manifest["run_id"] = target, twin.name
         (twin / "manifest.json").write_text(json.dumps(manifest))
+        # the histogram the seal writes (each run's median is taken from it)
+        ct_analysis.histogram_table(ct_analysis.read_outputs(twin)).to_parquet(twin / "cyclictest_histogram.parquet")
     shutil.rmtree(run)
     campaign = json.loads((ct / "campaign.json").read_text())
     campaign["config"]["bench"] = {"targets": {"box-a": {}, "box-b": {}}}
@@ -496,3 +499,16 @@ def test_the_compare_figures_are_those_of_the_exact_samples(twins) -> None:
     kept, drawn = build_compare_figures(result, samples), build_compare_figures(result, exact)
     assert [f.name for f in kept] == [f.name for f in drawn] and kept
     assert all(a.svg == b.svg for a, b in zip(kept, drawn, strict=True))
+
+
+def test_a_cyclictest_run_without_a_median_stops_the_runs_test_and_is_named(tmp_path: Path) -> None:
+    """A run whose median cannot be taken (its histogram gone here; beyond the range on a bench) is
+    the kind of run that is slowest: a test over the others would leave it out, so none is made and
+    the note names it (before, it was dropped silently and the test ran on three runs of four)."""
+    base = _cyclictest_runs(tmp_path / "regular", "regular", 15.0, 1)
+    slower = _cyclictest_runs(tmp_path / "slower", "slower", 17.0, 3)
+    (slower / "runs" / "no-load-r2" / "cyclictest_histogram.parquet").unlink()
+    result = api.compare_campaigns([base, slower])
+    [test] = [t for t in result["cyclictest"]["tests"] if t["column"] == "slower"]
+    assert test["p_value"] is None and test["significant"] is None
+    assert "no-load-r2" in test["note"] and "no median" in test["note"], test["note"]

@@ -121,21 +121,25 @@ def bucket_median(counts: Mapping[float, int]) -> float | None:
     return None
 
 
-def _ct_histogram(info: CampaignInfo, target: str, case: str) -> tuple[CtHistogram, list[float]]:
-    """The pooled histogram of a campaign's complete runs of one target and case, and each run's
-    median (bucket_median)."""
+def _ct_histogram(info: CampaignInfo, target: str, case: str) -> tuple[CtHistogram, list[float], list[str]]:
+    """The pooled histogram of a campaign's complete runs of one target and case, each run's median
+    (bucket_median), and the runs that have none (their median among the overflows, or no histogram:
+    the slowest runs, which a test over the others would leave out)."""
     pooled: dict[float, int] = {}
     ranges: list[float] = []
     medians: list[float] = []
+    without: list[str] = []
     for r in _complete_runs(info, target, case):
         counts = _run_counts(info, r)
         for v, c in counts.items():
             pooled[v] = pooled.get(v, 0) + c
         if (median := bucket_median(counts)) is not None:
             medians.append(median)
+        else:
+            without.append(str(r["id"]))
         if (range_us := _ct_range(info.dir / "runs" / str(r["id"]))) is not None:
             ranges.append(range_us)
-    return CtHistogram(pooled, min(ranges) if ranges else None), medians
+    return CtHistogram(pooled, min(ranges) if ranges else None), medians, without
 
 
 def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], cases: list[str]) -> list[dict[str, Any]]:
@@ -150,14 +154,20 @@ def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], case
         if base is None or base is col:
             continue
         for case in cases:
-            (hist_a, runs_a), (hist_b, runs_b) = (_ct_histogram(by_label[base["campaign"]], base["target"], case),
-                                                  _ct_histogram(by_label[col["campaign"]], col["target"], case))
+            (hist_a, runs_a, none_a), (hist_b, runs_b, none_b) = (
+                _ct_histogram(by_label[base["campaign"]], base["target"], case),
+                _ct_histogram(by_label[col["campaign"]], col["target"], case))
             a, b = comparable(hist_a, hist_b)
             if not a or not b:
                 continue
             p, greater = binned_mann_whitney(a, b)
-            runs = welch(runs_a, runs_b)
-            note = untested_reason(runs, "this column")
+            if none_a or none_b:  # a test over the other runs would leave the slowest out: none
+                runs = welch([], [])
+                note = (f"run(s) {', '.join(none_a + none_b)} have no median (beyond the histogram's range, or no "
+                        "histogram): a test of the others would leave the slowest out; none is made")
+            else:
+                runs = welch(runs_a, runs_b)
+                note = untested_reason(runs, "this column")
             tests.append({"case": case, "column": col["label"], "baseline": base["label"],
                           "p_value": runs["p_value"], "p_holm": None, "significant": None, "note": note,
                           "runs": len(runs_b), "runs_baseline": len(runs_a), "run_medians_us": runs_b,
