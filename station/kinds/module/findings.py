@@ -244,8 +244,11 @@ def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | Non
     sw = _mean_difference(inb.get("sw"), no_inb.get("sw"), _sw_mean_se(inb), _sw_mean_se(no_inb))
     if hw is None or sw is None:
         return None
-    (d_hw, se_hw), (d_sw, se_sw) = hw, sw
+    (d_hw, se_hw), (_, se_sw) = hw, sw
     est = float(c["estimate_ns"])
+    # the software side as t_rw took it: the records of each run's capture window (the shifts'), so
+    # Δt_HW − Δt_SW is t_rw exactly; over every record the runs' ends would add a phase's difference
+    d_sw = d_hw - est
     # t_rw = Δt_HW − Δt_SW by construction (differences of means): what t_rw leaves of the
     # scope's difference is the software latencies' own difference. Whether that is the inb check's
     # doing is a question about conditions: the runs of each variant are its units (issue 46).
