@@ -37,6 +37,10 @@ def seed_004(targets: dict, duration: str = "2s", memory_mb: int = 64, network: 
     # incomplete); and every command the station sends the target waits behind them (with 2 groups a
     # 2 s hackbench case took 36 s here and 61 s in the guest, most of this test's time)
     text = (REPO / "configs/cyclictest-rt-vs-regular.yaml").read_text().replace("-M 256", f"-M {memory_mb}")
+    # two copy threads at most (the seed's 4 and 8): in the emulated PREEMPT_RT guest, stress-medium's four
+    # left sshd without a CPU for over 60 s after the case (CI, 2026-12-06, twice), and the station rightly
+    # gave the target up (light and medium then differ in name only: this test checks bookkeeping, not loads)
+    text = text.replace("-m 4 ", "-m 2 ").replace("-m 8 ", "-m 2 ")
     text = text.replace("hackbench -s 128 -l", "hackbench -g 1 -s 128 -l")
     cfg = yaml.safe_load(text)
     cfg["bench"]["targets"] = targets

@@ -438,11 +438,18 @@ def test_t_rw_explains_the_inb_difference_as_injected(demo):
             ("cannot tell from run-to-run variation" in f["text"])
         # the scope's difference is t_rw plus the two runs' own latency difference, which on a bench (and
         # the twin since issue 46: each module load has its own machine state) is not zero: the truth of
-        # both from the twin's event files
-        truth = {v: pd.read_parquet(out / "runs" / r / "twin-truth.parquet", columns=["sw_ns", "stray"])
-                 for v, r in (("inb", est["inb_run"]), ("no-inb", est["no_inb_run"]))}
-        sw_truth = float(np.diff([truth[v].loc[~truth[v]["stray"].astype(bool), "sw_ns"].mean()
-                                  for v in ("no-inb", "inb")])[0])
+        # both from the twin's event files, over the records each shift compares its pulses with (those
+        # of the scope's capture window, which the manifest names by event number: the estimand's
+        # definition, not an estimate)
+        def window_mean(run_id: str) -> float:
+            t = pd.read_parquet(out / "runs" / run_id / "twin-truth.parquet", columns=["seq", "sw_ns", "stray"])
+            own = t[~t["stray"].astype(bool)].sort_values("seq")
+            event = np.arange(len(own))  # the module's own events, in order: seq less the strays before
+            cap = json.loads((out / "runs" / run_id / "manifest.json").read_text())["capture"]
+            inside = (event >= cap["first_event"]) & (event <= cap["last_event"])
+            return float(own["sw_ns"].to_numpy()[inside].mean())
+
+        sw_truth = window_mean(est["inb_run"]) - window_mean(est["no_inb_run"])
         assert abs(f["sw_difference_ns"] - sw_truth) < 30
         assert abs(f["hw_difference_ns"] - est["truth_ns"] - sw_truth) < 100
         assert f"t_rw is {us(est['estimate_ns'])} µs" in f["text"]
