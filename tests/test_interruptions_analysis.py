@@ -86,8 +86,8 @@ class Synthetic:
 
     def run(self, traced: bool = True, end_ns: int | None = None) -> ig.RunOutputs:
         end_ns = end_ns or (max(t[0] for t in self.truth) + 100 * MS)
-        self.lines.append(f"end {end_ns} 123456789 {len(self.truth)} 1000000 40 duration")
-        out = irqgap.parse("\n".join(self.lines) + "\n")
+        lines = [*self.lines, f"end {end_ns} 123456789 {len(self.truth)} 1000000 40 duration"]
+        out = irqgap.parse("\n".join(lines) + "\n")
         trace = None
         if traced:
             bounds = [_trace_line(T0 - MS, "softirq_entry", "vec=1 [action=TIMER]"),
@@ -185,17 +185,85 @@ def test_a_stopped_loop_is_preempted_even_when_the_cpu_idled_meanwhile():
     assert (gap.cause, gap.source, gap.tasks) == ("preempted", "other tasks", "idle")
 
 
-def test_without_a_trace_each_lines_usual_cost_judges_the_counted_interrupts():
+def _quiet_calibration(seed: int, traced: bool) -> ig.Calibration:
+    """A calibration phase before the loads: ticks alone (12-16 µs of handler and softirq)."""
+    cal = Synthetic(seed)
+    for k in range(1, 400):
+        cal.tick(T0 + k * 4 * MS + 100 * US, 12 * US + cal.rng.randrange(0, 4 * US), traced)
+    run = cal.run(traced)
+    return ig.Calibration(run.gaps, run.trace)
+
+
+def test_without_a_trace_the_calibrations_line_costs_judge_the_counted_interrupts():
     s = Synthetic(3)
-    for k in range(1, 1000):  # ticks, each alone in its gap: LOC's usual cost
+    for k in range(1, 1000):  # ticks, each alone in its gap
         s.tick(T0 + k * 4 * MS + 100 * US, 12 * US + s.rng.randrange(0, 4 * US), traced=False)
     for k in range(1, 9):  # a tick counted in each stall, as after a VM stop or an SMI
         s.stall(T0 + k * 500 * MS + 1 * MS, 50 * MS)
-    gaps = ig.attribute(s.run(traced=False))
-    agreement = _agreement(s, gaps)
-    assert agreement["unexplained:"] == 1.0
-    assert agreement["interrupt:LOC"] == 1.0
-    assert {g.basis for g in gaps} == {"counts"}
+    for traced, basis in ((True, "calibration trace"), (False, "calibration counts")):
+        run = s.run(traced=False)
+        run.calibration = _quiet_calibration(4, traced)
+        costs = ig.line_costs(run)
+        assert [(c.basis, c.samples) for c in costs.values()] == [(basis, 399)]
+        # the tick's handler and the softirq after it (traced), or its gap (quiet counts): 12-16 µs
+        assert 12 * US <= costs[0].ns <= 16.3 * US, costs
+        gaps = ig.attribute(run)
+        agreement = _agreement(s, gaps)
+        assert agreement["unexplained:"] == 1.0
+        assert agreement["interrupt:LOC"] == 1.0
+        assert {g.basis for g in gaps} == {"counts"}
+
+
+def test_stalls_that_outnumber_the_ticks_are_not_taken_for_ticks():
+    """Stalls four times as frequent as the tick, each with the tick that fell due in it counted:
+    most gaps in which LOC alone moved are stalls, so a cost learned from them is a stall's and
+    every stall would pass for a tick. The costs come from the calibration (or a trace): every
+    stall is unexplained. Without any such evidence no stall is called a tick either, and the
+    conclusion says how many gaps had interrupts counted that could not be weighed."""
+    s = Synthetic(7)
+    for k in range(1, 250):  # the tick, each alone in its gap
+        s.tick(T0 + k * 4 * MS + 100 * US, 12 * US + s.rng.randrange(0, 4 * US), traced=False)
+    stalls = 0
+    for k in range(1, 1000):  # a stall every 1 ms (the ones with a tick due counted it; 1 in 4)
+        start = T0 + k * MS + 400 * US
+        if k % 4 == 0:
+            s.stall(start, 300 * US)
+        else:
+            s.gap(start, 300 * US)
+            s.truth.append((start, "unexplained", ""))
+        stalls += 1
+    for calibration in (_quiet_calibration(8, traced=True), None):
+        run = s.run(traced=False)
+        run.calibration = calibration
+        gaps = ig.attribute(run)
+        agreement = _agreement(s, gaps)
+        assert agreement["unexplained:"] == 1.0, calibration
+        summary = ig.summarise(run, gaps)
+        assert summary["unexplained"]["count"] >= stalls
+        if calibration is not None:
+            assert agreement["interrupt:LOC"] == 1.0
+        else:  # no cost for LOC: the ticks cannot be weighed either, and that is said
+            costs = ig.line_costs(run)
+            assert costs == {} and ig.uncosted(run, gaps, costs) == 249 + stalls // 4
+
+
+def test_a_traced_lines_cost_is_its_handler_with_the_softirqs_after_it_when_alone():
+    s = Synthetic(5)
+    for k in range(1, 20):  # a 10 µs tick handler, its TIMER softirq 2 µs later for 8 µs
+        t = T0 + k * 4 * MS
+        s.trace += [_trace_line(t, "local_timer_entry", "vector=236"),
+                    _trace_line(t + 10 * US, "local_timer_exit", "vector=236"),
+                    _trace_line(t + 12 * US, "softirq_entry", "vec=1 [action=TIMER]"),
+                    _trace_line(t + 20 * US, "softirq_exit", "vec=1 [action=TIMER]")]
+        s.truth.append((t, "interrupt", "LOC"))
+    t = T0 + 200 * MS  # the device's handler and a tick in one stretch: neither line's alone
+    s.trace += [_trace_line(t, "irq_handler_entry", "irq=24 name=irqgap_inject"),
+                _trace_line(t + 500 * US, "irq_handler_exit", "irq=24 ret=handled"),
+                _trace_line(t + 501 * US, "local_timer_entry", "vector=236"),
+                _trace_line(t + 511 * US, "local_timer_exit", "vector=236")]
+    costs = ig.line_costs(s.run(traced=True))
+    assert {c.basis for c in costs.values()} == {"trace"}
+    assert costs[0].ns == 20 * US and costs[0].samples == 19 and 1 not in costs
 
 
 def test_summary_recovers_the_period_and_duration_of_the_unexplained_gaps():
@@ -321,12 +389,15 @@ def test_cpu_list_reads_what_sysfs_writes():
 
 def test_without_a_trace_piled_up_counts_excuse_nothing_and_switches_come_first():
     s = Synthetic(9)
-    for k in range(1, 50):  # LOC's usual cost, from gaps where it alone moved once
+    for k in range(1, 50):  # ticks, each alone in its gap
         s.tick(T0 + k * 4 * MS + 100 * US, 14 * US, traced=False)
     s.gap(T0 + 300 * MS, 1500 * US, irqs="0:381")  # every tick since the last snapshot, counted here
     s.gap(T0 + 400 * MS, 50 * MS, irqs="0:12,1:1", ctxsw=3)  # RT throttling
-    s.gap(T0 + 500 * MS, 900 * US, irqs="2:1")  # a line never seen alone: no cost to judge by
-    gaps = ig.attribute(s.run(traced=False))
+    s.gap(T0 + 500 * MS, 900 * US, irqs="2:1")  # a line the calibration never saw: no cost to judge by
+    run = s.run(traced=False)
+    run.calibration = _quiet_calibration(10, traced=True)
+    assert set(ig.line_costs(run)) == {0}
+    gaps = ig.attribute(run)
     assert [(g.cause, g.source) for g in gaps[-3:]] == [("unexplained", ""), ("preempted", "other tasks"),
                                                         ("unexplained", "")]
 

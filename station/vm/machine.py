@@ -108,6 +108,8 @@ class VirtualMachine:
             "qemu-system-x86_64",
             # TCG: no KVM on the machines this runs on, and timings are emulated either way
             "-accel", "tcg,thread=multi",
+            # threads named ("CPU 1/TCG"): a host tool (or a test's stealer) can find a vCPU's thread
+            "-name", "irq-station-vm,debug-threads=on",
             "-machine", "q35",
             "-cpu", "max",
             "-m", str(self.memory_mib),

@@ -4,9 +4,12 @@ took the CPU away.
 A gap is judged by how much of it the interrupts that ran in it account for, never by a count
 alone: a timer tick that was due while firmware held the CPU fires right after, and is counted
 in that gap. With the kernel's tracepoints (the run's irqtrace.txt) the time each handler ran
-inside the gap is known; without them, each interrupt line's usual cost is learned from the
-gaps in which that line alone moved, and the counted interrupts explain a gap only up to
-their count times that cost.
+inside the gap is known; without them, the counted interrupts explain a gap only up to about
+their lines' usual costs. A line's usual cost never comes from the gaps being judged (where
+stalls outnumber a line's own gaps, their median is a stall, and every stall would pass for that
+line): it comes from the handlers' durations in a trace (the run's own, or a calibration phase's
+before the loads), else from a quiet calibration phase's gaps; a line without one explains
+nothing.
 
 Causes, in order: `smi` (the CPU's SMI counter moved), `interrupt` (the handlers explain at
 least half of the gap), `throttled` (the kernel's guard against real-time starvation stopped the
@@ -40,7 +43,11 @@ CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")
 IDLE = "idle"  # the trace's swapper/N (pid 0)
 EXPLAINED_SHARE = 0.5  # the handlers must account for this much of a gap
 TRACE_MARGIN_NS = 5_000  # the gap's end is read just after it; trace stamps are whole µs
-COST_SAMPLES = 3  # single-line gaps needed before a line's usual cost is trusted
+COST_SAMPLES = 3  # handler runs (or quiet single-line gaps) needed before a line's usual cost is trusted
+# a traced handler and the softirqs that follow it are one stretch of interrupt work when the next
+# starts within this of the last one's end (trace stamps are whole µs)
+BURST_JOIN_NS = 5_000
+COST_BASES = ("trace", "calibration trace", "calibration counts")  # in order of preference
 COST_FACTOR = 2.0  # a gap up to this many times its interrupts' usual cost is theirs
 USUAL_SPREAD = 1.25  # "about as long": within a factor of this
 USUAL_MIN = 3  # a source must have run about this long this many times for the length to be usual
@@ -136,11 +143,30 @@ class Attributed:
 
 
 @dataclass
+class Calibration:
+    """The calibration phase (interruptions.calibration): the detector on the same CPU before the
+    loads, traced where tracefs was."""
+
+    gaps: IrqgapOutput | None
+    trace: IrqTrace | None
+
+
+@dataclass(frozen=True)
+class LineCost:
+    """A line's usual cost and the evidence it comes from (one of COST_BASES)."""
+
+    ns: float
+    basis: str
+    samples: int
+
+
+@dataclass
 class RunOutputs:
     gaps: IrqgapOutput
     trace: IrqTrace | None
     trace_overrun: int = 0
     problems: list[str] = field(default_factory=list)
+    calibration: Calibration | None = None
 
 
 def read_outputs(run_dir: Path) -> RunOutputs:
@@ -159,7 +185,20 @@ def read_outputs(run_dir: Path) -> RunOutputs:
         if overrun or trace.lost_events:
             problems.append(f"the trace lost {overrun + trace.lost_events} events: gaps in those stretches "
                             "are judged by counts")
-    return RunOutputs(out, trace, overrun, problems)
+    return RunOutputs(out, trace, overrun, problems, _read_calibration(run_dir, problems))
+
+
+def _read_calibration(run_dir: Path, problems: list[str]) -> Calibration | None:
+    gaps_path, trace_path = run_dir / "calibration_irqgap.out", run_dir / "calibration_irqtrace.txt"
+    gaps = trace = None
+    if gaps_path.is_file() and gaps_path.stat().st_size:
+        try:
+            gaps = irqgap.parse(gaps_path.read_text(errors="replace"))
+        except IrqgapOutputError as exc:  # the measured run stands; its costs lose this evidence
+            problems.append(f"the calibration's output cannot be read ({exc}): no costs from it")
+    if trace_path.is_file() and trace_path.stat().st_size:
+        trace = irqtrace.parse(trace_path.read_text(errors="replace"))
+    return Calibration(gaps, trace) if gaps is not None or trace is not None else None
 
 
 def _label(out: IrqgapOutput, idx: int) -> str:
@@ -175,14 +214,59 @@ def _counted(out: IrqgapOutput, gap: Gap) -> str:
     return ", ".join(parts)
 
 
-def usual_costs(out: IrqgapOutput) -> dict[int, float]:
-    """Each line's usual cost (ns): the median gap in which that line alone moved, by one."""
-    alone: dict[int, list[int]] = {}
+def _alone_lengths(out: IrqgapOutput) -> dict[str, list[int]]:
+    """Per line label, the gaps in which that line alone moved, by one (a quiet phase's)."""
+    alone: dict[str, list[int]] = {}
     for g in out.gaps:
         moved = {i: n for i, n in g.irqs.items() if n > 0}
         if len(moved) == 1 and next(iter(moved.values())) == 1 and g.ctxsw == 0 and not g.smi:
-            alone.setdefault(next(iter(moved)), []).append(g.duration_ns)
-    return {i: float(statistics.median(d)) for i, d in alone.items() if len(d) >= COST_SAMPLES}
+            alone.setdefault(out.irq_lines.get(next(iter(moved)), (str(next(iter(moved))), ""))[0], []).append(
+                g.duration_ns)
+    return alone
+
+
+def _burst_lengths(trace: IrqTrace) -> dict[str, list[int]]:
+    """Per line label, how long the CPU did interrupt work for one run of that line's handler:
+    the handler and the softirqs that followed it (the time a gap it caused would last), over
+    the stretches of interrupt work in which that line's handler alone ran."""
+    lengths: dict[str, list[int]] = {}
+    start = end = None
+    lines: set[str] = set()
+    for iv in sorted(trace.intervals, key=lambda i: i.start_ns):
+        if end is not None and iv.start_ns > end + BURST_JOIN_NS:
+            if len(lines) == 1:
+                lengths.setdefault(next(iter(lines)), []).append(end - start)
+            start, end, lines = None, None, set()
+        start = iv.start_ns if start is None else start
+        end = iv.end_ns if end is None else max(end, iv.end_ns)
+        if not iv.label.startswith("softirq"):
+            lines.add(iv.label)
+    if end is not None and len(lines) == 1:
+        lengths.setdefault(next(iter(lines)), []).append(end - start)
+    return lengths
+
+
+def line_costs(run: RunOutputs) -> dict[int, LineCost]:
+    """Each counted line's usual cost (by the run's line index), from evidence independent of the
+    gaps being judged, in order: the handlers' durations in the run's own trace, in the calibration
+    phase's trace, the calibration phase's gaps in which that line alone moved once (a quiet phase:
+    no loads; a stall that persists without them passes into it). A line with fewer than
+    COST_SAMPLES of them has no cost."""
+    evidence: list[tuple[str, dict[str, list[int]]]] = []
+    if run.trace is not None:
+        evidence.append(("trace", _burst_lengths(run.trace)))
+    cal = run.calibration
+    if cal is not None and cal.trace is not None:
+        evidence.append(("calibration trace", _burst_lengths(cal.trace)))
+    if cal is not None and cal.gaps is not None:
+        evidence.append(("calibration counts", _alone_lengths(cal.gaps)))
+    costs = {}
+    for idx, (label, _) in run.gaps.irq_lines.items():
+        for basis, lengths in evidence:
+            if len(found := lengths.get(label, [])) >= COST_SAMPLES:
+                costs[idx] = LineCost(float(statistics.median(found)), basis, len(found))
+                break
+    return costs
 
 
 class _TraceIndex:
@@ -285,21 +369,29 @@ def _spinner_pid(trace: IrqTrace) -> int | None:
     return max(counts, key=lambda p: counts[p]) if counts else None
 
 
-def _by_counts(out: IrqgapOutput, g: Gap, costs: dict[int, float]) -> str | None:
+def _by_counts(out: IrqgapOutput, g: Gap, costs: dict[int, LineCost]) -> str | None:
     """The line that explains the gap by its usual cost, or None. A gap's counts cover the time
     since the previous gap or tick, not the gap alone: each line that moved is assumed to have
-    fired once inside it, and a line never seen alone (no usual cost) explains nothing."""
+    fired once inside it, and a line without a usual cost explains nothing."""
     moved = [i for i, n in g.irqs.items() if n > 0 and i in costs]
     if not moved:
         return None
-    if g.duration_ns > COST_FACTOR * sum(costs[i] for i in moved) + out.threshold_ns:
+    if g.duration_ns > COST_FACTOR * sum(costs[i].ns for i in moved) + out.threshold_ns:
         return None
-    return _label(out, max(moved, key=lambda i: costs[i]))
+    return _label(out, max(moved, key=lambda i: costs[i].ns))
 
 
-def attribute(run: RunOutputs) -> list[Attributed]:
+def uncosted(run: RunOutputs, gaps: list[Attributed], costs: dict[int, LineCost]) -> int:
+    """Gaps judged by counts, left unexplained, in which a line without a usual cost moved: the
+    counts alone could not weigh them."""
+    by_start = {g.start_ns: g for g in run.gaps.gaps}
+    return sum(1 for a in gaps if a.basis == "counts" and a.cause == "unexplained" and a.start_ns in by_start
+               and any(n > 0 and i not in costs for i, n in by_start[a.start_ns].irqs.items()))
+
+
+def attribute(run: RunOutputs, costs: dict[int, LineCost] | None = None) -> list[Attributed]:
     out = run.gaps
-    costs = usual_costs(out)
+    costs = line_costs(run) if costs is None else costs
     own = _spinner_pid(run.trace) if run.trace is not None else None
     index = _TraceIndex(run.trace, own) if run.trace is not None and run.trace.intervals else None
     result = []
@@ -570,6 +662,9 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         text += ("; none unexplained: no sign of firmware or SMIs" if summary.get("trace") else
                  "; none unexplained by the counts (no trace: a short SMI next to a counted interrupt "
                  "would pass for it)")
+    if summary.get("uncosted_gaps"):
+        text += (f" ({summary['uncosted_gaps']} of them with interrupts counted on lines whose usual cost no trace "
+                 "or calibration gave: counts alone cannot tell an interrupt from a stall it followed)")
     if summary.get("blind_spans"):
         text += (f"; and {summary['blind_spans']} times the CPU was taken while the detector wrote its "
                  f"records (up to {duration_us(summary['blind_span_max_us'])}, not attributed)")
@@ -640,7 +735,8 @@ def osnoise_side(run_dir: Path, cpu: int, problems: list[str]) -> dict[str, Any]
 def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     """(the run's summary, groups and conclusion; its attributed gaps)."""
     run = read_outputs(run_dir)
-    gaps = attribute(run)
+    costs = line_costs(run)
+    gaps = attribute(run, costs)
     manifest_path = run_dir / "manifest.json"
     facts = ((json.loads(manifest_path.read_text()).get("spoilers") or {}).get("facts") or {}
              if manifest_path.is_file() else {})
@@ -649,6 +745,10 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     # record is missing (a cut output), never none (which let two gaps a period apart pass)
     mark_throttled(gaps, throttling, run.gaps.priority, measured_span_ns(run.gaps), run.gaps.blind)
     summary = summarise(run, gaps)
+    summary["calibrated"] = run.calibration is not None
+    summary["line_costs"] = [{"line": _label(run.gaps, i), "cost_us": round(c.ns / 1e3, 3), "basis": c.basis,
+                              "samples": c.samples} for i, c in sorted(costs.items())]
+    summary["uncosted_gaps"] = uncosted(run, gaps, costs)
     summary["throttled_blind_spans"] = throttled_blind_spans(gaps, run.gaps.blind, throttling)
     summary["throttling"] = throttling.sentence() if throttling is not None else None
     summary["throttling_advice"] = throttling.advice() if throttling is not None else None
@@ -717,6 +817,8 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         notes.extend(f"Run {entry['id']}: {p}" for p in summary.pop("problems"))
         if entry["osnoise_note"]:
             notes.append(f"Run {entry['id']}: {entry['osnoise_note']}")
+        if cal_note := (manifest.get("interruptions") or {}).get("calibration_note"):
+            notes.append(f"Run {entry['id']}: {cal_note}")
         entry |= summary
         entry["histogram"] = histogram(gaps)
         entries.append(entry)

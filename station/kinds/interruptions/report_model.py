@@ -47,6 +47,18 @@ class Group(Closed):
     families: list[Family] = Field(default_factory=list, description="the group's gaps of about one length")
 
 
+class LineCostRow(Closed):
+    """An interrupt line's usual cost: what its counted interrupts may explain of an untraced gap."""
+
+    line: str = Field(description="the line (`LOC`, `24 eth0`)")
+    cost_us: Float = Field(description="its usual cost, µs: the median handler run with the softirqs that "
+                           "followed it (a trace), or the median quiet gap in which it alone moved once")
+    basis: Literal["trace", "calibration trace", "calibration counts"] = Field(
+        description="the evidence: the run's own trace, the calibration phase's trace, or the calibration "
+        "phase's gaps (never the gaps being judged)")
+    samples: int = Field(description="handler runs or gaps the median is over")
+
+
 class GapHistogram(Closed):
     """Gap durations per cause on shared log-spaced bins."""
 
@@ -86,6 +98,12 @@ class IgRun(Closed):
     trace: bool | None = Field(None, description="the kernel's interrupt tracepoints were recorded")
     trace_lost_events: int | None = Field(None, description="events the trace lost; null without a trace")
     by_cause: dict[str, int] | None = Field(None, description="gaps per cause")
+    calibrated: bool | None = Field(None, description="a calibration phase ran before the loads "
+                                    "(interruptions.calibration)")
+    line_costs: list[LineCostRow] | None = Field(None, description="each counted line's usual cost and its "
+                                                 "evidence; a line not listed explains no untraced gap")
+    uncosted_gaps: int | None = Field(None, description="untraced gaps left unexplained though interrupts were "
+                                      "counted in them, on lines without a usual cost")
     throttled_blind_spans: int | None = Field(None, description="the kernel's throttling stops that fell in blind "
                                               "spans")
     throttling: str | None = Field(None, description="what stops a never-sleeping real-time loop on the target "

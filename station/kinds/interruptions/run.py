@@ -7,6 +7,7 @@ runs at the end."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,17 @@ from typing import Any
 from station.kinds.base import RunContext
 from station.kinds.interruptions import analysis as ig_analysis
 from station.kinds.interruptions import target as ig_target
-from station.kinds.probe_run import ProbeRun
+from station.kinds.interruptions.settings import CALIBRATION_AUTO_S
+from station.kinds.probe_run import EXIT_SLACK_S, ProbeRun, copy_stream
 from station.kinds.rtla_companion import RtlaCompanion
+from station.lifetime import settled
 from station.parsers.irqgap import IrqgapOutputError
 from station.store import write_parquet
 from station.target import TargetError, irqtrace, rtla
+from station.target import processes as proc_ctl
 
 PROBE_NAME = "irqgap"
+CALIBRATION_NAME = "irqgap-calibration"
 
 
 class InterruptionsRun(ProbeRun):
@@ -35,6 +40,11 @@ class InterruptionsRun(ProbeRun):
         "irqgap.err": "the detector's stderr",
         "irqtrace.txt": "the kernel's interrupt tracepoints on the measured CPU (tracefs, clock mono), when traced",
         "irqtrace.stats": "that trace buffer's statistics (overruns)",
+        "calibration_irqgap.out": "the detector's output in the calibration phase, before the loads "
+                                  "(interruptions.calibration)",
+        "calibration_irqgap.err": "its stderr",
+        "calibration_irqtrace.txt": "the kernel's interrupt tracepoints in the calibration phase, where traced: "
+                                    "each line's usual cost",
         "rtla.out": "rtla osnoise top's summary on the same CPU, after the detector (interruptions.compare)",
         "rtla.err": "rtla's stderr",
     }
@@ -46,8 +56,11 @@ class InterruptionsRun(ProbeRun):
         self.binary: str | None = None
         self.msr: str | None = None
         self.msr_loaded = False  # the station loaded the msr driver: it unloads it after the run
-        self.tracing: irqtrace.TraceSession | None = None
+        self.tracing: irqtrace.TraceSession | None = None  # the calibration's, then the run's
         self.trace_note: str | None = None
+        self.tracefs: str | None = None  # tracefs' mount point, when the target has one
+        self.calibrating: proc_ctl.TrackedProcess | None = None
+        self.calibration_note: str | None = None
         self.summary: dict[str, Any] | None = None
         self.gaps: list[ig_analysis.Attributed] | None = None  # attributed once, by verdict()
         self.rtla = RtlaCompanion(ctx, "rtla", "rtla osnoise")
@@ -59,11 +72,24 @@ class InterruptionsRun(ProbeRun):
         super().open_files(store)
         self.trace = store.appender("irqtrace.txt")
         self.trace_stats = store.appender("irqtrace.stats")
+        self.cal_out = store.appender("calibration_irqgap.out")
+        self.cal_err = store.appender("calibration_irqgap.err")
+        self.cal_trace = store.appender("calibration_irqtrace.txt")
         self.rtla.open_files(store)
 
     def planned_seconds(self) -> float:
         runs = 2 if self.settings.compare != "none" else 1  # the detector, then rtla as long
         return runs * (self.ctx.campaign.matrix.duration or 0.0)
+
+    def _calibration_s(self) -> float | None:
+        """How long the calibration phase runs, or None: auto calibrates only where the measured
+        run will not be traced (a traced run's costs come from its own trace)."""
+        c = self.settings.calibration
+        if c == "off":
+            return None
+        if c == "auto":
+            return None if self.settings.trace != "off" and self.tracefs is not None else CALIBRATION_AUTO_S
+        return float(c)
 
     def measured_cpu(self) -> int | None:
         return self.cpu
@@ -83,6 +109,58 @@ class InterruptionsRun(ProbeRun):
             self.rtla.skip(why)
         # a trace instance a crash left behind would hold the buffer and the events
         await irqtrace.remove_instance(conn, irqtrace.instance_name(self.ctx.target.work_dir))
+        self.tracefs = await irqtrace.tracefs_root(conn)
+
+    async def prepare(self) -> None:
+        """The calibration phase, before the loads: each interrupt line's usual cost, from evidence
+        the measured run's gaps do not make (analysis.line_costs)."""
+        if (seconds := self._calibration_s()) is not None:
+            await self._calibrate(seconds)
+
+    async def _calibrate(self, seconds: float) -> None:
+        assert self.binary is not None and self.cpu is not None
+        conn = await self.ctx.target.live_connection()
+        if self.tracefs is not None:
+            session = irqtrace.TraceSession(self.tracefs, self.cpu, self.ctx.target.work_dir)
+            try:
+                await session.open(conn)
+                self.tracing = session
+            except TargetError as exc:
+                self.calibration_note = f"calibration not traced ({exc})"
+        how = "traced" if self.tracing is not None else "untraced: costs from its quiet gaps"
+        self.ctx.progress.phase = "calibrating"
+        self.ctx.sink.update(self.ctx.progress)
+        self.ctx.sink.message(f"{self.ctx.spec.id}: calibration, the detector alone for {seconds:g} s ({how})")
+        args = ig_target.arguments(self.settings, cpu=self.cpu, duration_s=seconds, msr=self.msr,
+                                   traced=self.tracing is not None)
+        target = self.ctx.target
+        try:
+            self.calibrating = await settled(proc_ctl.start_load(
+                conn, CALIBRATION_NAME, shlex.join([self.binary, *args]), target.work_dir, self.ctx.max_seconds,
+                binary=True, privileged=True, finite=True, role="probe"))
+            proc = self.calibrating.process
+            async with asyncio.timeout(seconds + EXIT_SLACK_S):
+                await asyncio.gather(copy_stream(proc.stdout, self.cal_out), copy_stream(proc.stderr, self.cal_err))
+                await proc.wait_closed()
+            if proc.exit_status != 0:  # the measured run stands; its untraced gaps lose this evidence
+                self.calibration_note = f"the calibration's detector exited with status {proc.exit_status}"
+            if self.tracing is not None:
+                text, _ = await self.tracing.read(conn)
+                self.cal_trace.write(text, flush=True)
+        except TimeoutError:
+            self.calibration_note = f"the calibration's detector did not end within {seconds + EXIT_SLACK_S:g} s"
+        finally:
+            await self._end_calibration(conn)
+        if self.calibration_note:
+            self.ctx.sink.message(f"{self.ctx.spec.id}: {self.calibration_note}")
+
+    async def _end_calibration(self, conn) -> None:  # noqa: ANN001 - TargetConnection
+        if self.calibrating is not None:
+            await proc_ctl.stop_load(self.calibrating)
+            self.calibrating = None
+        if self.tracing is not None:
+            await self.tracing.remove(conn)
+            self.tracing = None
 
     def _args(self) -> list[str]:
         assert self.cpu is not None
@@ -98,7 +176,7 @@ class InterruptionsRun(ProbeRun):
 
     async def _start_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         assert self.cpu is not None
-        root = await irqtrace.tracefs_root(conn)
+        root = self.tracefs
         why = None
         if root is None:
             why = "this kernel has no tracefs (or it cannot be mounted)"
@@ -141,6 +219,8 @@ class InterruptionsRun(ProbeRun):
             self.tracing = None
 
     async def stop(self) -> None:
+        if self.calibrating is not None or self.tracing is not None and self.probe is None:  # stopped calibrating
+            await self._end_calibration(await self.ctx.target.live_connection())
         await super().stop()
         await self.rtla.stop()
         if self.tracing is not None:  # after_exit could not read it: at least remove it
@@ -175,6 +255,7 @@ class InterruptionsRun(ProbeRun):
         s.pop("suspect_inter_arrival_ms", None)
         return {"interruptions": {**s, "cpu": self.cpu, "binary": self.binary, "msr": self.msr,
                                   "trace_note": self.trace_note, "stopped_by_station": self.stopped_by_station,
+                                  "calibration_note": self.calibration_note,
                                   "rtla_note": self.rtla.note, "rtla_status": self.rtla.exit_status,
                                   "exit_status": self.exit_status}}
 

@@ -9,6 +9,8 @@ from pydantic import Field
 from station.config import Int, Seconds, Strict
 
 IG_THRESHOLD_RANGE = (100e-9, 0.1, "100 ns", "100 ms")
+IG_CALIBRATION_RANGE = (1.0, 60.0, "1 s", "60 s")
+CALIBRATION_AUTO_S = 2.0  # calibration: auto, when the measured run is not traced
 
 
 class InterruptionsSettings(Strict):
@@ -37,6 +39,12 @@ class InterruptionsSettings(Strict):
     trace: Literal["auto", "on", "off"] = Field(
         "auto", description="record the kernel's interrupt tracepoints on that CPU (a tracefs instance of the "
         "station's own) to know how long each handler ran in a gap; auto: where tracefs is available"
+    )
+    calibration: Literal["auto", "off"] | Seconds(IG_CALIBRATION_RANGE) = Field(
+        "auto", description="a phase before the loads start: the detector on the same CPU for this long, traced "
+        "where tracefs is (even with trace: off), so each interrupt line's usual cost comes from its handlers' "
+        "durations, not from the gaps being judged; auto: 2 s when the measured run is not traced (a traced "
+        "run takes the costs from its own trace); off: none (untraced, counted interrupts then explain no gap)"
     )
     smi: Literal["auto", "on", "off"] = Field(
         "auto", description="read the CPU's SMI count (MSR 0x34, x86 with the msr driver) after every gap"
