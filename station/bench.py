@@ -305,6 +305,11 @@ class Bench:
             self.twin.begin_run(f"{self.campaign.bench.twin.seed}/{run_id}",
                                 run_dir / "twin-truth.parquet" if keep else None)
 
+    def end_run(self) -> None:
+        """Tell the twin (if any) the run has ended: a gpio run's board truth is written then."""
+        if self.twin is not None:
+            self.twin.end_run()
+
     async def lost(self) -> str | None:
         """After a failed run: None if the bench answers again within each host's reconnect_for,
         else what stopped answering (then every later run would fail the same way, slowly)."""

@@ -167,6 +167,8 @@ async def _finish(
         error = "; ".join(filter(None, [error, "kernel reported: " + kernel_said["trouble"][0]]))
         if status == "complete":
             status = "incomplete"
+    with contextlib.suppress(Exception):  # the twin's account of the run; never the run's fate
+        ctx.bench.end_run()
     kind_extra: dict = {}
     try:
         status, error = kind.verdict(status, error)

@@ -114,14 +114,37 @@ def response_delays_ns(lead_ns: np.ndarray, state: BoardState, seed: int = 0) ->
     elif path.task:
         mean = CONTENTION_FIFO_US if (state.fifo or state.responder == "kernel-threaded") else CONTENTION_OTHER_US
         delay_us = delay_us - mean * np.log(u[3])  # exponential: how long the running task has left
-    # an edge during a periodic handler waits for the rest of it (periods are fixed on the
-    # board's clock: the twin's, from its boot)
-    wait_us = np.zeros(len(lead))
-    for _, period_ns, handler_us in PERIODIC_IRQS:
-        length_us = handler_us * F_MAX_MHZ / state.clock_mhz()
-        into_us = (lead % period_ns) / 1000.0
-        wait_us = np.maximum(wait_us, np.where(into_us < length_us, length_us - into_us, 0.0))
+    wait_us = collisions(lead, state).wait_ns / 1000.0
     return (delay_us + wait_us) * 1000.0, wait_us * 1000.0
+
+
+@dataclass(frozen=True)
+class Collisions:
+    """Per edge, the periodic handler it waited behind (irq -1, NaN times: none)."""
+
+    wait_ns: np.ndarray  # how long it waited for the rest of that handler
+    irq: np.ndarray  # index into PERIODIC_IRQS
+    handler_start_ns: np.ndarray  # when that handler began (the twin's clock)
+    handler_ns: np.ndarray  # how long that handler ran at the state's clock
+
+
+def collisions(lead_ns: np.ndarray, state: BoardState) -> Collisions:
+    """An edge during a periodic handler waits for the rest of it (periods are fixed on the
+    board's clock: the twin's, from its boot); the longest wait counts."""
+    lead = np.asarray(lead_ns, dtype=np.int64)
+    wait = np.zeros(len(lead))
+    irq = np.full(len(lead), -1)
+    start = np.full(len(lead), np.nan)
+    length = np.full(len(lead), np.nan)
+    for k, (_, period_ns, handler_us) in enumerate(PERIODIC_IRQS):
+        length_ns = handler_us * 1000.0 * F_MAX_MHZ / state.clock_mhz()
+        into = (lead % period_ns).astype(np.float64)
+        mine = (into < length_ns) & (length_ns - into > wait)
+        wait = np.where(mine, length_ns - into, wait)
+        irq = np.where(mine, k, irq)
+        start = np.where(mine, (lead - lead % period_ns).astype(np.float64), start)
+        length = np.where(mine, length_ns, length)
+    return Collisions(wait, irq, start, length)
 
 
 def describe() -> dict[str, object]:
@@ -202,6 +225,35 @@ class BoardResponse:
             answer[mine] = edge_ns[mine] + delay
             wait[mine] = collided
         return answer, wait
+
+    def truth(self, t0_ns: int, t1_ns: int) -> dict[str, np.ndarray]:
+        """What the board did with each stimulus edge in [t0_ns, t1_ns) (the twin's clock): its time,
+        direction, answer (NaN: none), the periodic handler it waited behind, and the board's
+        state then."""
+        pulses = np.asarray(self.stimulus.edges(t0_ns, t1_ns), dtype=np.int64).reshape(-1, 2)
+        times = pulses.reshape(-1)
+        rising = np.tile([True, False], len(pulses))
+        keep = (times >= t0_ns) & (times < t1_ns)
+        times, rising = times[keep], rising[keep]
+        answer, wait = self.answers(times, rising)
+        index = self.log.at(times)
+        irq = np.full(len(times), -1)
+        start = np.full(len(times), np.nan)
+        length = np.full(len(times), np.nan)
+        states = [self.log.states[i] for i in index]
+        for i in np.unique(index):
+            responding, governor, loaded = self.log.states[i]
+            if responding is None:
+                continue
+            mine = index == i
+            c = collisions(times[mine], BoardState(responding.responder, governor, loaded, responding.fifo))
+            irq[mine], start[mine], length[mine] = c.irq, c.handler_start_ns, c.handler_ns
+        return {"edge_ns": times, "rising": rising, "answer_ns": answer, "wait_ns": wait, "irq": irq,
+                "irq_name": np.array([PERIODIC_IRQS[k][0] if k >= 0 else "" for k in irq], dtype=object),
+                "handler_start_ns": start, "handler_ns": length,
+                "responder": np.array([r.responder if r else "" for r, _, _ in states], dtype=object),
+                "governor": np.array([g for _, g, _ in states], dtype=object),
+                "loaded": np.array([ld for _, _, ld in states], dtype=bool)}
 
     def edges(self, t0_ns: int, t1_ns: int) -> np.ndarray:
         start = self.log.responder_since(max(t0_ns - LONGEST_ANSWER_NS, 0))

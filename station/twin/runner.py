@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import tempfile
 import threading
 from dataclasses import asdict, dataclass
@@ -77,6 +78,8 @@ class Twin:
         self._scope: Any = None
         self._generator: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._response: Any = None  # the board's output line (a gpio campaign)
+        self._board_run: tuple[Path, int] | None = None  # its truth file, the scope's acquisitions before it
         self._thread: threading.Thread | None = None
 
     async def start_async(self) -> TwinEndpoints:
@@ -98,7 +101,7 @@ class Twin:
             generator_resource = self._generator.resource
             assert self.target.board is not None
             source = self._generator.source(self.board["generator_channel"])
-            response = BoardResponse(source, self.target.board.log, seed=self.seed)
+            response = self._response = BoardResponse(source, self.target.board.log, seed=self.seed)
             options |= {"probe_channel": self.board["stimulus_channel"],
                         "channel_sources": {self.board["response_channel"]: response}}
         if self.with_scope:
@@ -185,6 +188,31 @@ class Twin:
         identity, and its injected events go to truth_path (None: not kept)."""
         self.call(setattr, self.target, "run_key_next", run_id)
         self.set_truth_path(truth_path)
+        if self._response is not None and self._scope is not None:
+            self._board_run = None if truth_path is None else (truth_path, len(self._scope.acquisitions))
+
+    def end_run(self) -> None:
+        """A gpio run's truth, what the board did with every stimulus edge the scope recorded in it:
+        per acquisition since begin_run (its number in the run, from 0, and where the scope put its
+        trigger on the twin's clock), each edge, its answer and the periodic handler it waited behind."""
+        if self._board_run is None:
+            return
+        path, before = self._board_run
+        self._board_run = None
+        self.call(self._write_board_truth, path, before)
+
+    def _write_board_truth(self, path: Path, before: int) -> None:
+        import pandas as pd
+
+        parts = []
+        for n, acq in enumerate(self._scope.acquisitions[before:]):
+            first, end = acq.first_sample_ns, acq.first_sample_ns + acq.dt_ns * acq.record_length
+            rows = self._response.truth(int(math.floor(first)), int(math.ceil(end)))
+            parts.append(pd.DataFrame({"acquisition": n, "trigger_ns": acq.trigger_ns, "record_start_ns": first,
+                                       "record_end_ns": end, **rows}))
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+            columns=["acquisition", "trigger_ns", "edge_ns"])
+        frame.to_parquet(path, index=False)
 
     def ground_truth_summary(self) -> dict[str, Any]:
         if self.board is not None:
