@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
@@ -20,7 +19,7 @@ from station.kinds.module.data import load_run
 from station.kinds.module.pairing import pair_run
 from station.twin.clock import DEFAULT_DRIFT_PPM, DEFAULT_SCOPE_TIMEBASE_PPM
 from tests.conftest import run_station
-from tests.pulse_truth import pulse_events
+from tests.pulse_truth import pairs_right, pulse_events
 
 EXIT_UNMATCHED = 4
 # the twin's clocks as these campaigns leave them: the scope sees the target's times scaled by this
@@ -66,14 +65,7 @@ def _pairs_by_identity(data, pairs, match_ns: float) -> np.ndarray:  # noqa: ANN
     t = data.truth.set_index("seq").sort_index()
     t = t.reindex(np.arange(int(t.index.max()) + 1)).reset_index(drop=True)  # row i is event i
     events = pulse_events(data.hw, t, int(data.manifest["period_ns"]), match_ns, SCOPE_PER_TARGET)
-    hw = data.hw.assign(event=events, hw_ns=data.hw["width_s"].to_numpy() * 1e9)
-    # pulses of one acquisition with the very same width are one key: a pair names its pulse by
-    # width, and swapping two such pulses gives the same (t_HW, t_SW) pairs, so a pair is right
-    # when its record is the event behind one of them
-    behind = hw.groupby(["acquisition", "hw_ns"])["event"].agg(frozenset)
-    keys = pd.MultiIndex.from_frame(pairs[["acquisition", "hw_ns"]])
-    assert keys.isin(behind.index).all(), "a paired pulse is not among the run's pulses"
-    return np.array([s in ev for s, ev in zip(pairs["seq"], behind.loc[keys], strict=True)])
+    return pairs_right(pairs, data.hw, events)
 
 
 @pytest.mark.parametrize("dialect, length", [*((d, "short") for d in sorted(SHORT)), ("tektronix_tds", "enough")])

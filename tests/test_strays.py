@@ -19,6 +19,7 @@ import pytest
 from station.kinds.module.data import load_run
 from station.kinds.module.pairing import EventNumbers, pair_run
 from tests.conftest import run_station
+from tests.pulse_truth import pairs_right, pulse_events
 
 STRAY_FRACTION = 1e-3
 CAMPAIGN = """name: strays
@@ -99,11 +100,14 @@ def test_pairing_counts_the_modules_events_not_its_records(strays_campaign):
         pairing = pair_run(data.sw, data.hw, data.arrivals, int(data.manifest["period_ns"]))
         pairs = pairing.pairs
         assert len(pairs) >= 0.9 * len(data.hw), (len(pairs), len(data.hw))
-        # every pulse paired to its event's record: the twin's true width of that event is the pulse
         t = truth.loc[pairs["seq"].to_numpy()]
         assert not t["stray"].any(), "a stray record paired: it has no pulse"
-        right = np.abs(t["hw_ns"].to_numpy() - pairs["hw_ns"].to_numpy()) <= 2 * 83.4  # two samples
-        assert right.mean() >= 0.999, right.mean()
+        # every pulse paired to its event's record, by identity: the event behind each pulse found
+        # from the twin's truth alone (its rises on the scope's timebase, through both slews)
+        events = truth[~truth["stray"]].reset_index().set_index("event").sort_index()
+        behind = pulse_events(data.hw, events, int(data.manifest["period_ns"]), 2 * 83.4, 1.0)
+        right = pairs_right(pairs, data.hw, events["seq"].to_numpy()[behind])
+        assert right.all(), (int((~right).sum()), len(pairs))
         assert run["pairing"]["pulses_paired"] == len(pairs)
 
 

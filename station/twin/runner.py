@@ -71,6 +71,7 @@ class Twin:
                                      board=board is not None, drift_ppm=target_drift_ppm, slews=target_slews)
         self.scope_clock = DriftingClock(scope_timebase_ppm)
         self.target.truth_dir = truth_dir
+        self.target.scope_clock = self.scope_clock
         self.scope_options = scope_options or {}
         self.with_scope = with_scope
         self.endpoints: TwinEndpoints | None = None

@@ -140,6 +140,7 @@ class EmulatedTarget:
         self.command_log: list[str] = []  # every command line received, for tests and by-hand debugging
         self.sudo_commands: list[str] = []  # what ran through `sudo -n` (the station's privileged calls)
         self.truth_dir: Path | None = None
+        self.scope_clock: DriftingClock | None = None  # the twin scope's timebase, for the truth's rise_scope_ns
         for stem in MODULES:
             self.files[f"{MODULE_DIR}/{stem}.ko"] = b"\x7fELF twin module"
         # a gpio campaign's twin: a board answering GPIO edges (station/twin/board_target.py)
@@ -638,6 +639,12 @@ class EmulatedTarget:
         if not table:
             return
         mod.truth_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.scope_clock is not None:  # each rise where the scope's timebase puts it (drift, slews)
+            rise = np.asarray(table["rise_ns"], np.float64)
+            known = ~np.isnan(rise)
+            on_scope = np.full(len(rise), np.nan)
+            on_scope[known] = self.scope_clock.from_host(self.clock.to_host(rise[known].astype(np.int64)))
+            table["rise_scope_ns"] = on_scope
         df = pd.DataFrame(table)
         df.attrs = {}
         df.to_parquet(mod.truth_path, index=False)
