@@ -47,15 +47,44 @@ def test_a_sliced_runs_histograms_add_up_to_the_whole_run(tmp_path):
         assert t.cycles == sum(p.cycles for p in parts)
         assert t.overflows == sum(p.overflows for p in parts)
         assert t.min == min(p.min for p in parts) and t.max == max(p.max for p in parts)
-    assert len(ct.slice_histograms(out)[0]) == 3
+    per_thread, unaligned = ct.slice_histograms(out)
+    assert unaligned is None and [len(p) for p in per_thread] == [3] * len(out.threads)
+
+
+def test_a_last_slice_cut_while_it_printed_is_left_out_and_said(tmp_path):
+    """The run stopped while the last slice printed its histogram: the slices before it stand (their
+    sum is the run), the cut one is named in the notes; a cut slice before the last is an error."""
+    text = (FIXTURES / "q-h100-b40-t2-a" / "stdout.txt").read_text()
+    cut = text[: text.index("# Max Latencies")] + "# Max Latenc"
+    (tmp_path / "cyclictest.out").write_text(_sliced([text, text, cut]))
+    out = ct.read_outputs(tmp_path)
+    assert len(out.slices) == 2 and "slice 3 of 3 cannot be read" in out.problems[0]
+    whole = parse_histogram(text)
+    assert [t.cycles for t in out.threads] == [2 * t.cycles for t in whole.threads]
+    (tmp_path / "cyclictest.out").write_text(_sliced([text, cut, text]))
+    with pytest.raises(CyclictestOutputError, match="slice 2 of 3"):
+        ct.read_outputs(tmp_path)
+
+
+def test_slices_missing_a_threads_histogram_give_no_slice_interval_and_say_why(tmp_path):
+    import dataclasses
+
+    text = (FIXTURES / "q-h100-b40-t2-a" / "stdout.txt").read_text()
+    (tmp_path / "cyclictest.out").write_text(_sliced([text, text]))
+    out = ct.read_outputs(tmp_path)
+    second = out.slices[1]
+    hollow = dataclasses.replace(second, threads=(second.threads[0], dataclasses.replace(
+        second.threads[1], has_histogram=False)))
+    per_thread, why = ct.slice_histograms(dataclasses.replace(out, slices=(out.slices[0], hollow)))
+    assert per_thread == [[], []] and "slice 2 of 2 has no histogram of thread(s) 1" in why
 
 
 def test_a_slice_that_printed_nothing_is_no_slice_and_a_garbled_one_is_named(tmp_path):
     text = (FIXTURES / "q-h100-quote-json" / "stdout.txt").read_text()
     (tmp_path / "cyclictest.out").write_text(_sliced([text, text, ""]))  # stopped before the third printed
     assert len(ct.read_outputs(tmp_path).slices) == 2
-    (tmp_path / "cyclictest.out").write_text(_sliced([text, text.replace("# Max Latencies", "# Max Latenc1es")]))
-    with pytest.raises(CyclictestOutputError, match="slice 2 of 2"):
+    (tmp_path / "cyclictest.out").write_text(_sliced([text.replace("# Max Latencies", "# Max Latenc1es"), text]))
+    with pytest.raises(CyclictestOutputError, match="slice 1 of 2"):
         ct.read_outputs(tmp_path)
 
 

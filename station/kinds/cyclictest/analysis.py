@@ -42,7 +42,7 @@ class RunOutput:
 
     text: HistogramOutput | None
     json: CyclictestReport | None
-    problems: tuple[str, ...] = ()  # an output that could not be read while the other could
+    problems: tuple[str, ...] = ()  # an output that could not be read while the other could; a cut last slice
     slices: tuple[HistogramOutput, ...] = ()
 
     @property
@@ -75,7 +75,7 @@ def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
     slices: tuple[HistogramOutput, ...] = ()
     stdout = _read(run_dir / "cyclictest.out")
     if SLICE_MARK in stdout:
-        slices = _read_slices(stdout, nsecs)
+        slices = _read_slices(stdout, nsecs, problems)
     def text(t: str) -> HistogramOutput:
         return merge_slices(slices) if slices else parse_histogram(t, nsecs=nsecs)
 
@@ -92,19 +92,22 @@ def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
     return out
 
 
-def _read_slices(stdout: str, nsecs: bool) -> tuple[HistogramOutput, ...]:
+def _read_slices(stdout: str, nsecs: bool, problems: list[str]) -> tuple[HistogramOutput, ...]:
     """A sliced run's stdout: the histogram each slice printed, in order. A slice that printed
-    nothing (the run stopped between two) is no slice; one that cannot be read is an error with
-    its number (its lines count from its own mark)."""
-    parts = stdout.split(SLICE_MARK)[1:]
+    nothing (the run stopped between two) is no slice; the last one cut short while it printed (the
+    run stopped then) is left out, said in `problems`, and the slices before it stand; any other that
+    cannot be read is an error with its number (its lines count from its own mark)."""
+    parts = [p for p in stdout.split(SLICE_MARK)[1:] if p.partition("\n")[2].strip()]
     out = []
-    for part in parts:
+    for n, part in enumerate(parts, 1):
         head, _, body = part.partition("\n")
-        if not body.strip():
-            continue
         try:
             out.append(parse_histogram(body, nsecs=nsecs))
         except CyclictestOutputError as exc:
+            if n == len(parts) and out:
+                problems.append(f"slice {head.strip()} cannot be read ({exc}): cut short? The run's figures are "
+                                f"those of the {len(out)} slices before it")
+                break
             raise CyclictestOutputError(f"slice {head.strip()}: {exc}") from None
     return tuple(out)
 
@@ -298,14 +301,19 @@ class Measured:
     slices: list[Histogram]
 
 
-def slice_histograms(out: RunOutput) -> list[list[Histogram]]:
-    """Per thread (in out.threads' order), its histogram in each slice; empty lists without slices."""
+def slice_histograms(out: RunOutput) -> tuple[list[list[Histogram]], str | None]:
+    """Per thread (in out.threads' order), its histogram in each slice, and None; empty lists without
+    slices, or with why, when some slice has no histogram of one of the run's threads (the slices'
+    time order would then be another for that thread than for the others)."""
     per_thread: list[list[Histogram]] = [[] for _ in out.threads]
-    for part in out.slices:
-        for i, t in enumerate(part.threads):
-            if t.has_histogram:
-                per_thread[i].append(from_cyclictest(t, range_us=part.histogram_range))
-    return per_thread
+    for n, part in enumerate(out.slices, 1):
+        got = {t.index: t for t in part.threads if t.has_histogram}
+        if missing := [t.index for t in out.threads if t.index not in got]:
+            return [[] for _ in out.threads], (f"slice {n} of {len(out.slices)} has no histogram of thread(s) "
+                                               f"{', '.join(map(str, missing))}: no interval from the slices")
+        for i, t in enumerate(out.threads):
+            per_thread[i].append(from_cyclictest(got[t.index], range_us=part.histogram_range))
+    return per_thread, None
 
 
 def with_slice_intervals(stats: dict[str, Any] | None, parts: list[Histogram]) -> dict[str, Any] | None:
@@ -348,15 +356,19 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
         if entry["status"] == "complete":
             notes.append(f"Run {entry['id']}: its cyclictest output cannot be read: {exc}")
         return entry, [], Measured([], [])
-    notes.extend(f"Run {entry['id']}: {problem} (its figures come from the other output)" for problem in out.problems)
+    notes.extend(f"Run {entry['id']}: {problem}" + (" (its figures come from the other output)"
+                                                   if problem.startswith("cyclictest.") else "")
+                 for problem in out.problems)
     if out.json is not None and out.json.repairs:
         notes.append(f"Run {entry['id']}: cyclictest wrote invalid JSON, read after repairs: "
                      + "; ".join(out.json.repairs))
-    by_slice = slice_histograms(out)
+    by_slice, unaligned = slice_histograms(out)
+    if unaligned:
+        notes.append(f"Run {entry['id']}: {unaligned}")
     for row, parts in zip(rows, by_slice, strict=True):
         row["stats"] = with_slice_intervals(row["stats"], parts) if parts else row["stats"]
     # each slice's threads together: the all-threads histogram's time order
-    slices = [combine(hs) for hs in zip(*[p for p in by_slice if p], strict=True)] if out.slices else []
+    slices = [combine(hs) for hs in zip(*by_slice, strict=True)] if out.slices and not unaligned else []
     entry["threads"] = rows
     entry["slices"] = len(out.slices) or None
     entry["combined"] = with_slice_intervals(combine(hists).describe(), slices) if hists else None
