@@ -99,44 +99,53 @@ class LossCounter:
             bad = int(np.argmax(seqs >= 1 << 62))
             raise RecordFormatError(f"sequence number {int(seqs[bad])} is out of any plausible range")
         seqs = seqs.astype(np.int64)
-        prev = np.empty_like(seqs)
-        prev[0] = seqs[0] - 1 if self.expected_seq is None else self.expected_seq - 1
-        prev[1:] = seqs[:-1]
+        before = None if self.expected_seq is None else self.expected_seq - 1
+        numbers, starts, self.offset = _numbering(seqs, before, self.offset)
+        prev = np.r_[seqs[0] - 1 if before is None else before, seqs[:-1]]
+        self.restarts += [(first_index + i, int(prev[i]), int(seqs[i])) for i in starts.tolist()]
         step = seqs - prev
-        offsets = np.full(len(seqs), self.offset, np.int64)
-        for i in np.flatnonzero(step <= 0).tolist():
-            self.restarts.append((first_index + i, int(prev[i]), int(seqs[i])))
-            # the new part follows the last record on the station's numbering, with no loss between
-            self.offset = int(prev[i]) + int(offsets[i - 1] if i else self.offset) + 1 - int(seqs[i])
-            offsets[i:] = self.offset
         for i in np.flatnonzero(step > 1):
             missing = int(step[i] - 1)
             self.gaps.append((int(prev[i] + 1), missing))
             self.lost += missing
         self.expected_seq = int(seqs[-1]) + 1
-        return seqs + offsets
+        return numbers
 
     def summary(self) -> list[dict[str, int]]:
         """The restarts for a manifest: where (record index) and how the module's number jumped."""
         return [{"record": r, "seq_before": a, "seq_after": b} for r, a, b in self.restarts]
 
 
+def _numbering(seqs: np.ndarray, before: int | None, offset: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The station's numbers for module numbers `seqs` (int64) that follow a record numbered `before`
+    by the module (None: no record before) and `before + offset` by the station: a record whose
+    number is not above the one before starts a part that follows on from the last record's station
+    number, with no loss between. Returns (the numbers, the indices where parts start, the offset
+    after them)."""
+    prev = np.r_[np.int64(seqs[0] if before is None else before), seqs[:-1]]
+    with np.errstate(over="ignore"):  # numbers near 2^63 are garbage already; wrapping is no worse
+        starts = np.flatnonzero(seqs - prev <= 0)
+        if before is None:
+            starts = starts[starts > 0]
+        part = np.zeros(len(seqs), np.int64)
+        part[starts] = 1
+        offsets = offset + np.r_[0, np.cumsum(prev[starts] - seqs[starts] + 1)]
+        return seqs + offsets[np.cumsum(part)], starts, int(offsets[-1])
+
+
 def renumbered(seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """A whole stream's station numbers and part index per record where its module's numbers
-    restart (LossCounter's numbering: each part follows the last record of the one before);
-    None where they never do. Never raises: a stored stream is read as far as it goes."""
+    restart (LossCounter's numbering); None where they never do. Never raises: a stored stream is
+    read as far as it goes."""
     seqs = np.asarray(seqs).astype(np.int64)
     if len(seqs) < 2:
         return None
-    starts = np.flatnonzero(np.diff(seqs) <= 0) + 1
+    numbers, starts, _ = _numbering(seqs, None, 0)
     if not len(starts):
         return None
     part = np.zeros(len(seqs), np.int64)
     part[starts] = 1
-    part = np.cumsum(part)
-    with np.errstate(over="ignore"):  # numbers near 2^63 are garbage already; wrapping is no worse
-        offset = np.r_[0, np.cumsum(seqs[starts - 1] - seqs[starts] + 1)]
-        return seqs + offset[part], part
+    return numbers, np.cumsum(part)
 
 
 def first_bad_v1(recs: np.ndarray) -> int | None:

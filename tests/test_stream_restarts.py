@@ -126,3 +126,26 @@ def test_the_live_count_and_the_seals_agree_however_the_stream_is_cut(parts, cut
     backs = [k for k in range(1, len(seqs)) if seqs[k] <= seqs[k - 1]]
     assert [r for r, _, _ in decoder.losses.restarts] == backs
     assert ("module_seq" in sealed) == bool(backs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 1 << 40), min_size=2, max_size=60), st.integers(1, 59))
+def test_a_stored_stream_is_numbered_as_the_live_counter_numbers_it_in_any_chunks(seqs, cut):
+    """records.renumbered (a stored stream, whole) and LossCounter.observe (live, in chunks) give
+    every record the same station number, increasing through every restart."""
+    seqs = np.asarray(seqs, np.int64)
+    counter = records.LossCounter()
+    live = np.concatenate([counter.observe(seqs[:cut]), counter.observe(seqs[cut:])])
+    stored = records.renumbered(seqs)
+    numbers = seqs if stored is None else stored[0]
+    assert (live == numbers).all()
+    assert (np.diff(numbers) > 0).all()
+    assert (stored is None) == (not counter.restarts)
+    if stored is not None:
+        assert stored[1][-1] == len(counter.restarts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=40))
+def test_renumbering_garbage_never_raises(seqs):
+    records.renumbered(np.asarray(seqs, np.int64))
