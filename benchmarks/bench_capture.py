@@ -5,7 +5,7 @@ depends on the bus (instruments/sim/bus.py) and on the host's speed (extraction,
 much as on the strategy, so it is measured here, not asserted in the tests. For each scope
 model the twin plays, this runs the demo's LPT campaign at a 100 µs period once per strategy
 the model has, on the model's own bus and on the loopback (the host alone), and prints what
-the run's manifest accounts (station/capture_accounting.py):
+the run's manifest accounts (station/capture/accounting.py):
 
     model                  bus       strategy         acq.  pulses  events  capture ratio  dead time/acq.  vs waveform
     tektronix_tds          gpib      waveform         ...

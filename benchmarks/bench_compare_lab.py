@@ -42,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import REPO, scale_campaign, template  # noqa: E402 - the seed-scale campaign maker
 
-from station.result_store import OWN_RECORDS  # noqa: E402
+from station.store.result_store import OWN_RECORDS  # noqa: E402
 
 DUCKDB = """
 import sys, duckdb

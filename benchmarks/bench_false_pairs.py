@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from station.kinds.module.data import load_run  # noqa: E402
 from station.kinds.module.pairing import pair_run  # noqa: E402
-from station.store import list_runs  # noqa: E402
+from station.store.run_store import list_runs  # noqa: E402
 
 STATION = [sys.executable, "-m", "station.cli"]
 POINTS = 50_000  # 24-34 ns a sample at these spans: widths within the pairing's ±150 ns

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from station import records
+from station.parsers import records
 
 N = 1_000_000
 CHUNK = 1 << 16

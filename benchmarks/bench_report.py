@@ -66,7 +66,7 @@ BATCH = 225  # records per arrival batch (the demo: 443 batches for 100 000 reco
 BASELINE = """
 import sys, numpy as np, pandas as pd
 from pathlib import Path
-from station import records
+from station.parsers import records
 for run in sorted(Path(sys.argv[1]).glob("runs/*")):
     lat = np.fromfile(run / "sw.raw", dtype=records.V1_DTYPE)["latency_ns"]
     np.histogram(lat, bins=1000)
@@ -101,7 +101,7 @@ class ParquetChunks:
     renamed at close."""
 
     def __init__(self, path: Path, empty: pd.DataFrame, identity: dict[str, Any]) -> None:
-        from station.store import with_identity
+        from station.store.run_store import with_identity
 
         self.path, self.identity, self.table = path, identity, path.stem
         self.tmp = path.with_name(path.name + ".tmp")
@@ -118,7 +118,7 @@ class ParquetChunks:
             self._flush(ROW_GROUP)
 
     def _flush(self, rows: int) -> None:
-        from station.store import with_identity
+        from station.store.run_store import with_identity
 
         block = np.concatenate(self.pending)
         head = pa.table({name: np.ascontiguousarray(block[name][:rows]) for name in self.names})
@@ -151,8 +151,8 @@ def scale_run(run_dir: Path, samples: int) -> None:
     template's CSV is removed. Pulse times keep full float precision where the CSV route kept 10
     significant digits (start, width: 5e-10 relative) and microseconds (armed time): otherwise the
     same draws, and the report's figures agree with that route's to ~1e-10 relative."""
-    from station import records
-    from station.store import run_identity
+    from station.parsers import records
+    from station.store.run_store import run_identity
     from station.twin.model import CHUNK_EVENTS, ModuleSession, board_width_ns, load_preset
 
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -60,7 +60,7 @@ PEAK_TARGET = 1.5  # the largest scale's peak ÷ the smallest's (issue 13)
 BASELINE = """
 import sys, numpy as np, pyarrow.parquet as pq
 from pathlib import Path
-from station import records
+from station.parsers import records
 CHUNK = 1 << 20  # values per piece: 40 MB of sw.raw
 def histogram(pieces):
     counts, span, lo, hi = np.zeros(1000, np.int64), None, np.inf, -np.inf

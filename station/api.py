@@ -13,15 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from station.analysis import analyse_campaign
-    from station.campaign import CampaignError, CampaignResult
-    from station.config import Campaign, load_campaign
-    from station.importers import ImportInputError, ImportOptions, ImportResult
-    from station.kinds.module.data import RunData, load_run
-    from station.kinds.module.pairing import Pairing
-    from station.progress import ProgressSink, QuietProgress
-    from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
-    from station.result_store import ResultStore, ResultStoreError
-    from station.scope_capture import (
+    from station.campaign.loop import CampaignError, CampaignResult
+    from station.capture.scope_capture import (
         CaptureFailed,
         CaptureOptionError,
         CaptureSummary,
@@ -30,7 +23,14 @@ if TYPE_CHECKING:
         check_capture_output,
         read_capture_sidecar,
     )
-    from station.store import list_runs
+    from station.common.progress import ProgressSink, QuietProgress
+    from station.config import Campaign, load_campaign
+    from station.importers import ImportInputError, ImportOptions, ImportResult
+    from station.kinds.module.data import RunData, load_run
+    from station.kinds.module.pairing import Pairing
+    from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
+    from station.store.result_store import ResultStore, ResultStoreError
+    from station.store.run_store import list_runs
     from station.target import Host, TargetError
 
 __all__ = [
@@ -48,21 +48,23 @@ _LAZY = {
     "analyse_campaign": "station.analysis",
     "quantile_with_ci": "station.kinds.module.findings",
     "Pairing": "station.kinds.module.pairing", "pair_run": "station.kinds.module.pairing",
-    "CampaignError": "station.campaign", "CampaignResult": "station.campaign", "run_campaign": "station.campaign",
+    "CampaignError": "station.campaign.loop", "CampaignResult": "station.campaign.loop",
+    "run_campaign": "station.campaign.loop",
     "Campaign": "station.config", "load_campaign": "station.config",
     "ImportInputError": "station.importers", "ImportOptions": "station.importers",
     "ImportResult": "station.importers", "import_files": "station.importers",
-    "ProgressSink": "station.progress", "QuietProgress": "station.progress",
-    "ResultStore": "station.result_store", "ResultStoreError": "station.result_store",
-    "RunData": "station.kinds.module.data", "list_runs": "station.store", "load_run": "station.kinds.module.data",
+    "ProgressSink": "station.common.progress", "QuietProgress": "station.common.progress",
+    "ResultStore": "station.store.result_store", "ResultStoreError": "station.store.result_store",
+    "RunData": "station.kinds.module.data", "load_run": "station.kinds.module.data",
+    "list_runs": "station.store.run_store",
     "Host": "station.target", "Target": "station.target", "TargetError": "station.target",
     "endpoint_from_settings": "station.target", "load_host": "station.target",
     "LocalSshdError": "station.target.local_sshd", "new_local_sshd": "station.target.local_sshd",
     "serve_locally": "station.target.local_sshd",
-    "CaptureFailed": "station.scope_capture", "CaptureOptionError": "station.scope_capture",
-    "CaptureSummary": "station.scope_capture", "capture_settings": "station.scope_capture",
-    "capture_to_file": "station.scope_capture", "check_capture_output": "station.scope_capture",
-    "read_capture_sidecar": "station.scope_capture",
+    "CaptureFailed": "station.capture.scope_capture", "CaptureOptionError": "station.capture.scope_capture",
+    "CaptureSummary": "station.capture.scope_capture", "capture_settings": "station.capture.scope_capture",
+    "capture_to_file": "station.capture.scope_capture", "check_capture_output": "station.capture.scope_capture",
+    "read_capture_sidecar": "station.capture.scope_capture",
     # report.json's schema (docs/report-schema.md; `station schema --report`)
     "ReportSchemaError": "station.report.model", "report_json_schema": "station.report.model",
     "report_model": "station.report.model", "validate_report": "station.report.model",
@@ -86,10 +88,10 @@ async def run_campaign_async(
     config_path: Path | None = None, resume: bool = True,
 ) -> CampaignResult:
     """Run every (remaining) run of the campaign, then write the reports."""
-    from station.campaign import run_campaign
-    from station.progress import QuietProgress
+    from station.campaign.loop import run_campaign
+    from station.common.progress import QuietProgress
     from station.report.model import ReportSchemaError
-    from station.store import list_runs
+    from station.store.run_store import list_runs
 
     out_dir = Path(out_dir)
     result = await run_campaign(campaign, out_dir, progress or QuietProgress(), config_path, resume)
@@ -146,7 +148,7 @@ def import_results(files: list[Path], out_dir: Path, options: ImportOptions | No
 def open_results(campaign_dirs: Sequence[Path | str]) -> ResultStore:
     """One or many campaign directories as one dataset: ``open_results(dirs).relation("sw")`` is a
     DuckDB relation of every run's software latencies with the run's identity columns."""
-    from station.result_store import ResultStore
+    from station.store.result_store import ResultStore
 
     return ResultStore(campaign_dirs)
 

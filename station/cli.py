@@ -15,7 +15,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from instruments.dialects import DIALECTS
-from station import api, units
+from station import api
+from station.common import units
 
 if TYPE_CHECKING:
     import asyncio
@@ -32,7 +33,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from station.store import station_version
+        from station.store.run_store import station_version
 
         typer.echo(f"irq-station {station_version()}")
         raise typer.Exit()
@@ -99,7 +100,7 @@ def run(
         campaign = load_campaign(config)
     except ConfigError as exc:
         _fail(str(exc))
-    from station.terminal import TerminalProgress
+    from station.campaign.terminal import TerminalProgress
 
     async def main() -> api.CampaignResult:
         _install_signal_handlers(asyncio.get_running_loop(), asyncio.current_task())
@@ -145,9 +146,9 @@ def monitor(
     """Run campaigns on a schedule into one lab store, with an overview page per target."""
     import asyncio
 
+    from station.campaign.terminal import TerminalProgress
     from station.config import ConfigError
     from station.monitor.runner import Monitor
-    from station.terminal import TerminalProgress
 
     async def main():  # noqa: ANN202 - a MonitorResult
         _install_signal_handlers(asyncio.get_running_loop(), asyncio.current_task())
@@ -235,7 +236,7 @@ def report(
 ) -> None:
     """(Re)generate report.html/.md/.json and stats.csv from a campaign directory."""
     if not (out / "runs").is_dir():
-        from station.result_store import not_a_campaign
+        from station.store.result_store import not_a_campaign
 
         _fail(not_a_campaign(out))
     deadline_ns = None
@@ -274,8 +275,8 @@ def import_(
     no_report: bool = typer.Option(False, "--no-report", help="do not write the report", metavar=FLAG),
 ) -> None:
     """Turn raw data measured without the station into a results directory (docs/import.md)."""
-    from station.store import StoreError
-    from station.units import parse_duration
+    from station.common.units import parse_duration
+    from station.store.run_store import StoreError
 
     try:
         period_ns = None if period is None else round(parse_duration(period, require_unit=True) * 1e9)
@@ -455,7 +456,7 @@ def scope_capture(
     (docs/scope-capture.md); `station import FILE` makes it a results directory. --mode measurement
     writes the scope's own width measurement of each acquisition instead."""
     from instruments.scope import ScopeError
-    from station.store import StoreError
+    from station.store.run_store import StoreError
 
     try:
         settings = api.capture_settings(

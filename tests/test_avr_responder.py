@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.stats import beta
 
-from station import avr_sim
-from station.avr_sim import AvrSimError, AvrSimOutputError
+from station.kinds.avrsim import simulator as avr_sim
+from station.kinds.avrsim.simulator import AvrSimError, AvrSimOutputError
 from tests.conftest import missing
 
 SRC = avr_sim.sources()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from station import avr_sim
+from station.kinds.avrsim import simulator as avr_sim
 from tests.conftest import missing
 from tests.test_avr_responder import (
     JITTER,

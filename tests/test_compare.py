@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from station import api
 from station.kinds.cyclictest import analysis as ct_analysis
 from station.kinds.module.compare_tables import module_tables
-from station.result_store import READABLE_VERSIONS, ResultStoreError, parse_file_metadata, tables
-from station.store import META_SCHEMA_VERSION, META_TABLE, SCHEMA_VERSION
+from station.store.result_store import READABLE_VERSIONS, ResultStoreError, parse_file_metadata, tables
+from station.store.run_store import META_SCHEMA_VERSION, META_TABLE, SCHEMA_VERSION
 from station.twin.model import InterfaceParams, ModuleSession, load_preset
 from tests.conftest import REPO, run_station, station_cmd
 
@@ -485,7 +485,7 @@ def test_the_compare_figures_are_those_of_the_exact_samples(twins) -> None:
     from station.compare.analysis import compare_campaigns
     from station.kinds.module import compare as module_compare
     from station.kinds.module.compare_figures import build_compare_figures
-    from station.result_store import ResultStore
+    from station.store.result_store import ResultStore
 
     result, samples = compare_campaigns(list(twins))
     exact = {}

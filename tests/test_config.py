@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from station.common.units import parse_duration, parse_voltage
 from station.config import ConfigError, design_notes, expand_runs, json_schema, load_campaign, parse_campaign
-from station.units import parse_duration, parse_voltage
 from tests.conftest import REPO, run_station
 
 

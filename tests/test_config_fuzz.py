@@ -16,10 +16,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import station.campaign_yaml as campaign_yaml
 import station.config as config
+import station.config.yaml_lines as campaign_yaml
+from station.common.units import format_duration, parse_duration, parse_voltage
 from station.config import Campaign, ConfigError, campaign_model, load_campaign, parse_campaign
-from station.units import format_duration, parse_duration, parse_voltage
 from tests.conftest import REPO
 
 # STATION_FUZZ_EXAMPLES=5000 for a longer hunt

@@ -15,7 +15,6 @@ import tracemalloc
 
 import pytest
 
-from station.campaign_yaml import load_yaml
 from station.config import (
     MAX_RUNS,
     ConfigError,
@@ -27,6 +26,7 @@ from station.config import (
     load_campaign,
     parse_campaign,
 )
+from station.config.yaml_lines import load_yaml
 from tests.conftest import REPO, missing, run_station
 
 MINIMAL = "name: x\nmatrix:\n  samples: 10\n"
@@ -610,8 +610,8 @@ def test_the_campaign_eta_counts_the_runs_still_to_come(monkeypatch) -> None:
     clock is the test's (a stalled machine between two lines cannot move it)."""
     from types import SimpleNamespace
 
-    from station import progress
-    from station.progress import RunProgress
+    from station.common import progress
+    from station.common.progress import RunProgress
 
     now = 1_000.0
     monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: now))  # this module's clock only

@@ -160,8 +160,8 @@ def test_cyclictest_failing_at_once_keeps_its_stderr(local, tmp_path):
 def test_a_target_lost_mid_campaign_does_not_cancel_the_other_targets(tmp_path, monkeypatch):
     """bench.targets are independent machines: losing the first one after a run (it stops
     answering) ends that target's runs, not the campaign's runs on the others."""
-    from station import campaign as campaign_mod
-    from station.run import RunOutcome
+    from station.campaign import loop as campaign_mod
+    from station.campaign.run import RunOutcome
 
     campaign = parse_campaign(
         "name: c\nbench:\n  targets: {a: {kind: local}, b: {kind: local}}\n  scope: {kind: none}\n"
@@ -191,7 +191,7 @@ def test_a_target_lost_mid_campaign_does_not_cancel_the_other_targets(tmp_path, 
 
     monkeypatch.setattr(campaign_mod, "Bench", FakeBench)
     monkeypatch.setattr(campaign_mod, "execute_run", fake_run)
-    from station.progress import QuietProgress
+    from station.common.progress import QuietProgress
 
     asyncio.run(campaign_mod.run_campaign(campaign, tmp_path / "out", QuietProgress()))
     assert [m for m in measured if m.startswith("b-")] == ["b-x-r0", "b-y-r0"], measured

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from station.kinds.module import decomposition as dec
 from station.parsers import tracefs
-from station.records import Flag
+from station.parsers.records import Flag
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tracefs"
 IDS = {"irq_handler_entry": 152, "irq_handler_exit": 151, "softirq_entry": 150, "softirq_exit": 149,

@@ -310,7 +310,7 @@ def test_findings_paragraph_comes_first(demo):
                                              if s in body)
     from markupsafe import escape
 
-    from station.formatting import readable
+    from station.common.formatting import readable
 
     positions = [body.index(str(escape(readable(f["text"])))) for f in report["findings"]]
     assert positions == sorted(positions)
@@ -328,7 +328,7 @@ def test_the_first_page_answers_at_a_glance(demo, chromium, tmp_path):
     the answering figures start within the first 1400 px and their text is ≥ 10 px."""
     from markupsafe import escape
 
-    from station.formatting import count_text, us
+    from station.common.formatting import count_text, us
 
     out, report, _ = demo
     for f in report["findings"]:
@@ -388,7 +388,7 @@ document.body.append(p);
 
 def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
     out, report, _ = demo
-    from station.formatting import us
+    from station.common.formatting import us
 
     # the truth: the median of the latencies the twin logged it made, per interface (not the report's copy
     # of its preset, which is the product's output)
@@ -422,7 +422,7 @@ def test_faster_interface_agrees_with_the_report_and_the_injected_truth(demo):
 
 def test_t_rw_explains_the_inb_difference_as_injected(demo):
     out, report, _ = demo
-    from station.formatting import us
+    from station.common.formatting import us
 
     for est in report["comparisons"]["t_rw"]:
         (f,) = _findings(report, "t_rw", interface=est["interface"])
@@ -457,7 +457,7 @@ def test_t_rw_explains_the_inb_difference_as_injected(demo):
 
 def test_outlier_and_worst_case_findings(demo):
     _, report, _ = demo
-    from station.formatting import count_text, us
+    from station.common.formatting import count_text, us
 
     (cross,) = _findings(report, "outliers", criterion="above_reference_max")
     x = report["comparisons"]["cross_interface_outliers"][0]
@@ -488,7 +488,7 @@ def test_twin_preset_is_a_table_with_units_and_the_override_marked(demo):
 
 def test_casing_counts_and_outlier_names(demo):
     out, report, _ = demo
-    from station.formatting import count_text
+    from station.common.formatting import count_text
 
     for name in ("report.html", "report.md"):
         text = (out / name).read_text()

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from station.kinds.module.data import load_run
-from station.records import decode_file
+from station.parsers.records import decode_file
 from station.target import TargetError
 from tests.conftest import run_station, station_cmd
 from tests.fault_proxy import FaultyLink

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from station import api, records
+from station import api
 from station.importers import ImportInputError, ImportOptions, import_files
 from station.importers.source import PLAUSIBLE_LATENCY_NS
+from station.parsers import records
 from station.parsers.cyclictest import parse_status_lines
 from tests.conftest import run_station
 

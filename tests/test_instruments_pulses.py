@@ -25,7 +25,7 @@ from instruments.pulses import (
     waveform_threshold,
 )
 from instruments.scope import CodeScale, Waveform
-from station.scope_session import ScopeSession
+from station.bench.scope_session import ScopeSession
 from tests.scope_helpers import pulse_source, reset_scope, sim_scope
 from tests.scope_helpers import settings as scope_settings
 

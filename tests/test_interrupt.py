@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from station.records import decode_file
+from station.parsers.records import decode_file
 from tests.conftest import run_station, station_cmd
 
 

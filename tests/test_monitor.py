@@ -225,7 +225,7 @@ def test_a_schedule_with_a_wrong_field_is_refused_where_it_stands(tmp_path):
                                                                     st.text(max_size=10)), max_size=2)))
                  .map(lambda d: yaml.safe_dump(d).encode())))
 def test_a_garbage_schedule_is_a_config_error_never_a_crash(tmp_path, data):
-    from station.campaign_yaml import ConfigError
+    from station.config.yaml_lines import ConfigError
     from station.monitor.schedule import load_schedule
 
     path = tmp_path / "garbage.yaml"
@@ -271,9 +271,9 @@ class _Clock:
 
 def _fake_monitor(tmp_path: Path, clock: _Clock, phase_s: float, windows: int = 1):
     """A Monitor whose phases take phase_s on the test's clock and measure nothing (the loop alone)."""
+    from station.common.progress import QuietProgress
     from station.monitor.ledger import Entry
     from station.monitor.runner import Monitor
-    from station.progress import QuietProgress
 
     (tmp_path / "a.yaml").write_text("name: a\nmatrix: {samples: 10}\n")
     (tmp_path / "s.yaml").write_text(f"name: s\nstore: st\nevery: 100s\nwindow: 1s\nmin_free_mib: 0\n"

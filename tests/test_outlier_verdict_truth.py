@@ -29,10 +29,10 @@ import pytest
 from scipy import stats
 
 from station.analysis.campaign import analyse_campaign
-from station.campaign import run_campaign
+from station.campaign.loop import run_campaign
+from station.common.progress import QuietProgress
 from station.config import ConfigError, parse_campaign
 from station.kinds.module.data import load_run
-from station.progress import QuietProgress
 from station.twin.clock import DEFAULT_DRIFT_PPM, DEFAULT_SCOPE_TIMEBASE_PPM
 from station.twin.model import ModuleSession, load_preset
 from tests.pulse_truth import pulse_events

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from station.records import (
+from station.parsers.records import (
     RECORD_SIZE,
     LegacyDecoder,
     RecordFormatError,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from station import records
-from station.records import RECORD_SIZE, LegacyDecoder, RecordFormatError, V1Decoder, decoder_for
+from station.parsers import records
+from station.parsers.records import RECORD_SIZE, LegacyDecoder, RecordFormatError, V1Decoder, decoder_for
 
 EXAMPLES = int(os.environ.get("STATION_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

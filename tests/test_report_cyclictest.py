@@ -18,7 +18,7 @@ import report_synthetic as synthetic
 import test_report_browser as browser
 from PIL import Image
 
-from station.formatting import count_text
+from station.common.formatting import count_text
 from station.kinds.cyclictest.tables import EMULATED_BADGE, EMULATED_NOTE
 from station.report import write_reports
 
@@ -322,7 +322,7 @@ def test_overflows_without_a_known_maximum_are_never_drawn_as_one() -> None:
 def test_a_thread_whose_every_cycle_overflowed_still_has_its_legend_and_marker() -> None:
     """Every cycle beyond the range: no bucket to draw, but the figure must not pretend the thread
     is absent (it was the worst one); beside a thread in range, and alone."""
-    from station.formatting import count_text
+    from station.common.formatting import count_text
     from station.kinds.cyclictest.figures import Curve, latency_plot_svg
 
     empty = np.array([], dtype=np.int64)
@@ -367,7 +367,7 @@ def test_findings_lead_with_each_targets_largest_latency_and_the_maxima_figure(t
     assert page.sections[:2] == ["findings", "max-latency"]
     findings_html = html[html.index('<section id="findings">'):html.index('<section id="max-latency">')]
     assert 'id="fig-cyclictest-maxima"' in findings_html and html.count('id="fig-cyclictest-maxima"') == 1
-    from station.formatting import readable
+    from station.common.formatting import readable
 
     for f in report["findings"]:  # counts grouped on the page, as everywhere: 7 937
         assert f"<strong>{html_lib.escape(readable(f['figure']), quote=False)}</strong>" in findings_html

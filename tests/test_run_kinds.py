@@ -3,7 +3,7 @@
 `LoadavgProbe` (tests/throwaway_kind/run.py) is a complete measurement in ~60 lines: it samples the target's
 /proc/loadavg while the run's loads run, appends each sample to a raw file the moment
 it is read, converts it to Parquet at seal time and adds its counts to the manifest.
-It is driven through the real lifecycle (Bench → station.run.execute_run) against the
+It is driven through the real lifecycle (Bench → station.campaign.run.execute_run) against the
 twin over real SSH; the lifecycle — loads, teardown on every exit path, sealing — is
 shared with the module run and not written again here."""
 
@@ -19,11 +19,11 @@ import throwaway_kind
 from throwaway_kind.run import LoadavgProbe
 
 from station import kind_registry, kinds
-from station.bench import Bench
+from station.bench.bench import Bench
+from station.campaign.run import execute_run
+from station.common.progress import QuietProgress, RunProgress
 from station.config import RunSpec, parse_campaign
-from station.progress import QuietProgress, RunProgress
-from station.run import execute_run
-from station.store import RunStore, read_csv_lines
+from station.store.run_store import RunStore, read_csv_lines
 from station.target import TargetError
 from station.target.ssh import SSHEndpoint, TargetConnection
 

@@ -31,8 +31,8 @@ from instruments.rise_time import histogram_levels, record_levels, rise_times, r
 from instruments.scope import CodeScale, Frames, Waveform, WidthMeasurement
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
 from station import api
+from station.capture.scope_capture import capture_mode_of
 from station.importers import ImportInputError, import_files
-from station.scope_capture import capture_mode_of
 from tests.conftest import run_station, station_cmd
 from tests.scope_helpers import pulse_source
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from station.records import RECORD_SIZE
+from station.parsers.records import RECORD_SIZE
 from tests.conftest import REPO, run_station
 
 PERIOD_S = 100e-6

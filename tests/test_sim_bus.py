@@ -25,8 +25,8 @@ from instruments.scope import open_scope
 from instruments.sim import SimScopeServer, run_in_thread
 from instruments.sim.bus import BUSES, BusProfile, bus_profile
 from instruments.sim.server import DIALECTS, send_over
+from station.bench.scope_session import bus_text, twin_bus
 from station.config import ConfigError, parse_campaign
-from station.scope_session import bus_text, twin_bus
 from tests.conftest import REPO, run_station, station_cmd
 from tests.scope_helpers import pulse_source, settings
 

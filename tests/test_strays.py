@@ -143,8 +143,9 @@ def test_event_numbers_skip_the_strays():
 def test_an_imported_v1_stream_keeps_its_strays_apart(tmp_path):
     """A dump taken without the station: its NOT_OURS records are counted, its statistics are the
     module's own records' exactly."""
-    from station import api, records
+    from station import api
     from station.importers import ImportOptions
+    from station.parsers import records
 
     rng = np.random.default_rng(27)
     n = 200_000
@@ -179,7 +180,7 @@ def test_the_capture_ratio_counts_the_modules_events_not_its_records(tmp_path):
     """Half as many foreign IRQs as events: each takes a sequence number but makes no pulse, so a
     capture ratio over sequence numbers would be a third low. The events emitted in the capture
     window must be the module's own, as the twin made them (its truth's write times)."""
-    from station.records import RECORD_SIZE
+    from station.parsers.records import RECORD_SIZE
 
     (tmp_path / "c.yaml").write_text(MANY_STRAYS)
     res = run_station("run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "out"), timeout=600)

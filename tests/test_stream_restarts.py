@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from station import records
 from station.kinds.module.data import load_run
+from station.parsers import records
 from tests.conftest import run_station
 
 RESTART = 15_000

@@ -197,10 +197,10 @@ def test_board_widths_above_a_threshold_below_the_kept_tail_are_read_again(tmp_p
     reaches that low, else from the run's records read again; both give numpy's answer."""
     from types import SimpleNamespace
 
-    from station import records
     from station.analysis.worst_case import TailSample
     from station.kinds.module.analysis import _board_max_above
-    from station.store import write_parquet
+    from station.parsers import records
+    from station.store.run_store import write_parquet
 
     rng = np.random.default_rng(3)
     n = 50_000
@@ -227,9 +227,9 @@ def test_a_sealed_runs_records_read_from_its_stream_in_batches_are_the_sealed_ta
     columns, values and dtypes as the Parquet file, a torn last record left out as the seal did."""
     import tempfile
 
-    from station import records
     from station.kinds.module.data import iter_table
-    from station.store import write_parquet
+    from station.parsers import records
+    from station.store.run_store import write_parquet
 
     rng = np.random.default_rng(seed)
     seq = np.arange(n, dtype=np.uint64)

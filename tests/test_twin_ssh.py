@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from station import records
 from station.config import TargetSettings
+from station.parsers import records
 from station.target import Target, TargetError, modules
 from station.target import processes as load_ctl
 from station.target.ssh import SSHEndpoint, TargetConnection

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from station import records
+from station.parsers import records
 from tests.conftest import run_station
 
 SHIFT_NS, SCALE_NS = 6000.0, 400.0  # latency = 6 µs + an exponential tail of mean 0.4 µs

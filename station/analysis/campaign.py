@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 from station import kind_registry
 from station.analysis import worst_case
 from station.analysis.samples import RunSamples
-from station.store import list_runs, station_version
+from station.store.run_store import list_runs, station_version
 
 # report.json's version (docs/report-schema.md). 2 (2026-11-27): typed and validated against
 # station.report.model's models as it is written; `comparisons` absent without module runs (1 had

@@ -49,7 +49,7 @@ import numpy as np
 from station.analysis.distribution import Distribution
 from station.analysis.quantile_functions import binom_ppf
 from station.analysis.stats import PERCENTILES
-from station.lazy_import import lazy_module
+from station.common.lazy_import import lazy_module
 
 special = lazy_module("scipy.special")
 

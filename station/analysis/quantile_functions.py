@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from station.lazy_import import lazy_module
+from station.common.lazy_import import lazy_module
 
 special = lazy_module("scipy.special")
 stats = lazy_module("scipy.stats")  # only where scipy.special does not carry binom_ppf's quantile

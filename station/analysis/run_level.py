@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from station.analysis.dependence import t_ppf
-from station.lazy_import import lazy_module
+from station.common.lazy_import import lazy_module
 
 special = lazy_module("scipy.special")
 

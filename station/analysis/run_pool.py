@@ -134,7 +134,7 @@ def _worker_start(parent: int, fn: Callable[[Any], Any], items: Sequence[Any]) -
     workers asleep for good, a run's memory each); leave Ctrl-C to the station (which cancels what
     is queued and lets the worker go); hold the work."""
     global _work
-    from station.lifetime import die_with_parent  # (asyncio's import with it: paid here, not by every report)
+    from station.common.lifetime import die_with_parent  # (asyncio's import with it: paid here, not by every report)
 
     die_with_parent()
     if os.getppid() != parent:  # gone already, before the request took hold

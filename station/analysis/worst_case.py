@@ -82,7 +82,7 @@ import numpy as np
 from station.analysis import dependence
 from station.analysis.distribution import Distribution
 from station.analysis.quantile_functions import binom_ppf, chi2_1_ppf, norm_isf
-from station.lazy_import import lazy_module
+from station.common.lazy_import import lazy_module
 
 stats = lazy_module("scipy.stats")  # a Clopper-Pearson interval's beta quantiles
 optimize = lazy_module("scipy.optimize")  # imported by the first fit, not by every report

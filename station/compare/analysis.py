@@ -23,7 +23,7 @@ from station import kind_registry
 from station.analysis.campaign import analyse_campaign
 from station.analysis.distribution import Distribution
 from station.compare.part import CampaignInfo, ComparePart
-from station.result_store import ResultStore, ResultStoreError, campaign_dirs
+from station.store.result_store import ResultStore, ResultStoreError, campaign_dirs
 
 COMPARE_SCHEMA_VERSION = 1
 ALPHA = 0.05

@@ -12,7 +12,7 @@ from typing import Any
 from station.report.figures import RenderedFigure
 from station.report.page import Rows
 from station.report.tables import Table
-from station.result_store import ResultStore
+from station.store.result_store import ResultStore
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.compare.part import ComparePart
-from station.formatting import (
+from station.common.formatting import (
     MISSING,
     is_number,
     us,
 )
+from station.compare.part import ComparePart
 from station.report.tables import Cell, Table
 
 

@@ -3,7 +3,7 @@ cyclictest output, scope captures as CSV) made into a results directory that `st
 report` reads like any campaign. docs/import.md has the formats and options.
 
     source.py      a file's bytes and checksum, format detection, ImportInputError
-    dump.py        legacy / v1 record dumps (decoded by station/records.py)
+    dump.py        legacy / v1 record dumps (decoded by station/parsers/records.py)
     scope_csv.py   scope captures, one row per pulse
     cyclictest.py  --json files, -h histogram text, status lines
     results_dir.py the target directory: checks, run directories through RunStore, campaign.json

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from station import records
 from station.importers.source import PLAUSIBLE_LATENCY_NS, ImportInputError, Source, first_implausible
+from station.parsers import records
 
 INTERFACES = {records.Interface.LPT: "lpt", records.Interface.PCIE: "pcie"}
 

@@ -1,5 +1,5 @@
 """`station import`'s results directory: every input checked whole first, then one run
-directory per input written through station/store.py (RunStore: opened "running", sealed
+directory per input written through station/store/run_store.py (RunStore: opened "running", sealed
 "complete" only once its Parquet files exist), and a campaign.json that marks the
 directory as an import target, so `station report` reads it like any campaign."""
 
@@ -11,13 +11,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from station import records
 from station.importers.cyclictest import CyclictestImport, read_cyclictest
 from station.importers.dump import SwDump, read_dump
 from station.importers.scope_csv import ScopeTable, read_scope
 from station.importers.source import FORMATS, ImportInputError, detect, read_source
 from station.kinds.cyclictest import analysis as ct_analysis
-from station.store import RunStore, list_runs, now_utc, read_csv_lines, station_version, write_parquet
+from station.parsers import records
+from station.store.run_store import RunStore, list_runs, now_utc, read_csv_lines, station_version, write_parquet
 
 ORIGIN = "import"  # campaign.json's "origin": the mark of a directory `station import` may add runs to
 UNKNOWN = "unknown"

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from station import records
+from station.parsers import records
 
 # what --format can force; "auto" reads the content
 FORMATS = ("auto", "legacy", "v1", "cyclictest", "scope")

@@ -1,6 +1,6 @@
 """Run kinds: one package each (station/kinds/<kind>/), registered in station/kind_registry.py.
 
-Every kind shares one lifecycle (station/run.py): preflight cleanup → baseline
+Every kind shares one lifecycle (station/campaign/run.py): preflight cleanup → baseline
 → loads → start → measure → stop → loads stopped → seal. A kind's measurement
 fills in the middle and declares the files it writes to the store (`outputs`) and
 how they become Parquet at seal time (`conversions`); its package's `KIND` says the

@@ -6,9 +6,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from station.bench import Bench
-from station.progress import ProgressSink, RunProgress
-from station.store import Conversion, RunStore
+from station.bench.bench import Bench
+from station.common.progress import ProgressSink, RunProgress
+from station.store.run_store import Conversion, RunStore
 
 if TYPE_CHECKING:
     from station.config import Campaign, RunSpec

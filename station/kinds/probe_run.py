@@ -14,8 +14,8 @@ from typing import ClassVar
 
 import asyncssh
 
+from station.common.lifetime import settled
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
-from station.lifetime import settled
 from station.target import TargetError
 from station.target import processes as proc_ctl
 

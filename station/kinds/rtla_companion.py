@@ -12,9 +12,9 @@ import shlex
 
 import asyncssh
 
+from station.common.lifetime import settled
 from station.kinds.base import RunContext
 from station.kinds.probe_run import EXIT_SLACK_S, copy_stream
-from station.lifetime import settled
 from station.target import TargetError, rtla
 from station.target import processes as proc_ctl
 

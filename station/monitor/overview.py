@@ -104,7 +104,7 @@ def _over_time(entries: list[Entry], phases: list[str]) -> str:
 def long_term_histogram(store: Path, entries: list[Entry]) -> dict[str, list[tuple[float, int]]]:
     """Each phase's cyclictest histogram summed over every window of this target (the store's
     cyclictest_histogram table, read with DuckDB): latency (µs) -> cycles."""
-    from station.result_store import ResultStore
+    from station.store.result_store import ResultStore
 
     out = {}
     for phase in sorted({e.phase for e in entries}):

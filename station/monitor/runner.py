@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from station.common.progress import ProgressSink
 from station.monitor.ledger import Entry, Ledger
 from station.monitor.schedule import Phase, Schedule, load_schedule, resolve
-from station.progress import ProgressSink
 
 ANCHOR = "monitor.json"  # the schedule's start: cycle k is due at anchor + k × every
 

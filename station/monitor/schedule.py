@@ -7,7 +7,6 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError
 
-from station.campaign_yaml import MAX_FILE_BYTES, ConfigError, load_yaml
 from station.config import (
     LocalPath,
     Name,
@@ -16,6 +15,7 @@ from station.config import (
     _format_errors,
     explain_validation_error,
 )
+from station.config.yaml_lines import MAX_FILE_BYTES, ConfigError, load_yaml
 
 EVERY_RANGE = (1.0, 30 * 86400.0, "1 s", "30 days")
 WINDOW_RANGE = (1.0, 86400.0, "1 s", "1 day")

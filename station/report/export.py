@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from station.formatting import percentile_is_reliable
+from station.common.formatting import percentile_is_reliable
 
 #: the statistics columns of a distribution, in ns (stats.csv, a kind's CSV like cyclictest.csv)
 STATS_COLUMNS = ("count", "min_ns", "mean_ns", "std_ns", "max_ns")

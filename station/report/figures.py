@@ -31,7 +31,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, Locator, NullFormatter, NullLocator
 
 from station.analysis.distribution import Distribution
-from station.formatting import count_text
+from station.common.formatting import count_text
 
 BIN_NS = 100
 #: Above this many bins the width steps up 100 → 200 → 500 → 1000 ns …

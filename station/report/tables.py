@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from station.formatting import (
+from station.common.formatting import (
     MISSING,
     count_text,
     interface_label,

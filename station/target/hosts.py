@@ -11,8 +11,8 @@ import contextlib
 import time
 from dataclasses import dataclass
 
+from station.common.module_names import module_stem, stream_device
 from station.config import LoadHost, TargetSettings
-from station.module_names import module_stem, stream_device
 from station.target import governors, irqtrace, modules, rtla
 from station.target import processes as proc_ctl
 from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnection, TargetError

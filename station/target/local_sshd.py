@@ -18,8 +18,8 @@ from pathlib import Path
 
 import asyncssh
 
+from station.common.lifetime import die_with_parent
 from station.config import TargetSettings
-from station.lifetime import die_with_parent
 
 SSHD = "/usr/sbin/sshd"
 START_TIMEOUT_S = 20.0

@@ -7,7 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from station.module_names import MODULE_STEMS, module_stem
+from station.common.module_names import MODULE_STEMS, module_stem
 from station.target import kernel_log
 from station.target.ssh import TargetConnection, TargetError
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from station.formatting import duration_us
+from station.common.formatting import duration_us
 
 FAIR_SERVER_SINCE = (6, 12)
 FAIR_SERVER_DIR = "/sys/kernel/debug/sched/fair_server"

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from station.lazy_import import lazy_module
+from station.common.lazy_import import lazy_module
 from station.twin import echoer
 
 stats = lazy_module("scipy.stats")  # only the twin's start-up fits its preset (config imports this module)

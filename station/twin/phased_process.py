@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from station.lazy_import import lazy_module
+from station.common.lazy_import import lazy_module
 
 signal = lazy_module("scipy.signal")
 special = lazy_module("scipy.special")

@@ -23,7 +23,8 @@ from typing import Protocol
 
 import numpy as np
 
-from station import module_names, records
+from station.common import module_names
+from station.parsers import records
 from station.twin.board_target import (
     GOVERNOR_DIR,
     GOVERNOR_FILE,

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import asyncssh
 
-from station.lifetime import die_with_parent
+from station.common.lifetime import die_with_parent
 from station.vm.errors import VmError
 from station.vm.image import VmImage
 from station.vm.initramfs import INIT_MARKER, SSHD_MARKER

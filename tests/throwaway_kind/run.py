@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from station.kinds.base import Measurement, RunContext
-from station.store import RunStore, read_csv_lines
+from station.store.run_store import RunStore, read_csv_lines
 
 
 class LoadavgProbe(Measurement):

@@ -8,7 +8,7 @@ masking removes the collisions, so what remains is the firmware's own spread); w
 case, or for a masked case itself, above the run's fastest + QUIET_SLACK_CYCLES[firmware] (the
 longest instruction an edge can wait out in that firmware's main loop). Each outlier is explained
 when it arrived while another handler held the CPU, from the handler's logged entry to its exit
-plus the instructions simavr runs after RETI (station/avr_sim.py)."""
+plus the instructions simavr runs after RETI (station/kinds/avrsim/simulator.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from station import avr_sim
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.kinds.avrsim import simulator as avr_sim
 
 # seed 002 (a Uno with the Arduino IDE of April 2016, a scope; shared/reference/seed-figures.yaml):
 # with timer0's interrupt masked, every response within these, µs

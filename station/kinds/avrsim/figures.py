@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from station.formatting import count_text, ordered
+from station.common.formatting import count_text, ordered
 from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
 
 KIND = "avrsim"

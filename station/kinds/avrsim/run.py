@@ -4,7 +4,7 @@ stopped on every exit path, found by `station cleanup`). Before the first run th
 every case is built into the campaign's `firmware/` directory, where it stays beside the results:
 the ELF measured (its SHA-256 is in each manifest) and its disassembly (.lst).
 
-The harness's stdout (station/avr_sim.py: one line per edge, output change and handler run) is
+The harness's stdout (station/kinds/avrsim/simulator.py: one line per edge, output change and handler run) is
 kept byte for byte in harness.log and turned into avrsim_edges.parquet and avrsim_handlers.parquet
 (result-store tables) at the end."""
 
@@ -18,11 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from station import avr_sim
+from station.kinds.avrsim import simulator as avr_sim
 from station.kinds.avrsim.settings import CLOCK_HZ, cycles
 from station.kinds.base import MeasurementFailure, RunContext
 from station.kinds.probe_run import ProbeRun
-from station.store import write_parquet
+from station.store.run_store import write_parquet
 
 PROBE_NAME = "simavr-harness"
 FIRMWARE_DIR = "firmware"  # in the campaign directory

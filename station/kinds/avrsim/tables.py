@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from station.formatting import MISSING
+from station.common.formatting import MISSING
 from station.report.tables import Cell, Table
 
 HEADERS = ["Run", "Firmware", "timer0", "Edges", "Missed", "Delay min–max (µs)", "Median (µs)", "Spread (µs)",

@@ -19,7 +19,7 @@ from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.cyclictest.analysis import read_outputs
 from station.kinds.cyclictest.compare_tables import cyclictest_rows, cyclictest_table, cyclictest_tests_table
 from station.parsers.cyclictest import CyclictestOutputError
-from station.result_store import ResultStore
+from station.store.result_store import ResultStore
 
 CT_NOTE = ("A maximum is one draw from the tail: two runs of one kernel give different maxima by chance, so the "
            "table's maxima alone cannot say which is better. The test compares whole distributions (cyclictest's "

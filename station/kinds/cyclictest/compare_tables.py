@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from station.compare.tables import numeric as _n
-from station.formatting import (
+from station.common.formatting import (
     MISSING,
     count_text,
     plain_us,
 )
+from station.compare.tables import numeric as _n
 from station.kinds.cyclictest.tables import target_badges
 from station.report.tables import Cell, Table
 

@@ -17,7 +17,7 @@ import matplotlib as mpl
 import numpy as np
 
 from station.analysis.samples import RunSamples, ThreadHistogram
-from station.formatting import count_text, ordered, slug
+from station.common.formatting import count_text, ordered, slug
 from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
 
 KIND = "cyclictest"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.formatting import percentile_keys
+from station.common.formatting import percentile_keys
 from station.kinds.cyclictest.figures import KIND, MAXIMA_KIND, build_cyclictest_figures
 from station.kinds.cyclictest.tables import cyclictest_tables
 from station.report.export import STATS_COLUMNS, percentile_columns, to_jsonable

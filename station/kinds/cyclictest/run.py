@@ -15,7 +15,7 @@ from station.kinds.cyclictest import target as ct_target
 from station.kinds.probe_run import ProbeRun
 from station.kinds.rtla_companion import RtlaCompanion
 from station.parsers.cyclictest import CyclictestOutputError
-from station.store import write_parquet
+from station.store.run_store import write_parquet
 from station.target import rtla
 
 PROBE_NAME = "cyclictest"

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from station.formatting import (
+from station.common.formatting import (
     MISSING,
     WEAK_PERCENTILE_NOTE,
     count_text,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from station.formatting import count_text, is_number, ordered, slug, unique_names
+from station.common.formatting import count_text, is_number, ordered, slug, unique_names
 from station.kinds.gpio.tables import delay_text
 from station.report.figures import (
     FIGSIZE_IN,

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from station.common.lifetime import settled
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
 from station.kinds.gpio import target as gpio_target
 from station.kinds.gpio.settings import TWIN_ONLY_RESPONDERS as TWIN_ONLY
-from station.lifetime import settled
-from station.store import read_csv_lines, write_parquet
+from station.store.run_store import read_csv_lines, write_parquet
 from station.target import TargetError, governors, modules
 from station.target import processes as proc_ctl
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
-from station.formatting import duration_us
+from station.common.formatting import duration_us
 from station.parsers import irqgap, irqtrace, rtla
 from station.parsers.irqgap import Gap, IrqgapOutput, IrqgapOutputError
 from station.parsers.irqtrace import IrqTrace

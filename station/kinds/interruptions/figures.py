@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from station.formatting import count_text, is_number, plain_us
+from station.common.formatting import count_text, is_number, plain_us
 from station.kinds.interruptions.tables import CAUSE_LABEL, CAUSES, run_anchors
 from station.report.figures import RenderedFigure, _new_axes, _to_svg, legend_outside
 

@@ -12,15 +12,15 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from station.common.lifetime import settled
 from station.kinds.base import RunContext
 from station.kinds.interruptions import analysis as ig_analysis
 from station.kinds.interruptions import target as ig_target
 from station.kinds.interruptions.settings import CALIBRATION_AUTO_S
 from station.kinds.probe_run import EXIT_SLACK_S, ProbeRun, copy_stream
 from station.kinds.rtla_companion import RtlaCompanion
-from station.lifetime import settled
 from station.parsers.irqgap import IrqgapOutputError
-from station.store import write_parquet
+from station.store.run_store import write_parquet
 from station.target import TargetError, irqtrace, rtla
 from station.target import processes as proc_ctl
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from station.formatting import MISSING, count_text, is_number, plain_us, slug, unique_names
+from station.common.formatting import MISSING, count_text, is_number, plain_us, slug, unique_names
 from station.report.tables import Cell, Table
 
 CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")  # the analysis's order

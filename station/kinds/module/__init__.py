@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import itertools
 
+from station.common.module_names import module_stem
 from station.config import Campaign, LocatedError, RunSpec, TargetSettings
 from station.kind_registry import BenchNeeds, Kind
 from station.kinds.module.settings import ModuleSettings
-from station.module_names import module_stem
 
 
 def _latency_modules(campaign: Campaign, target: TargetSettings) -> set[str]:

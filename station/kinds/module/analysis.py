@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from station import records
 from station.analysis import run_pool, worst_case
 from station.analysis.campaign import AnalysisInput, KindReport
 from station.analysis.samples import RunSamples
@@ -20,6 +19,7 @@ from station.analysis.worst_case import TailSample
 from station.kinds.module import correlation, decomposition, findings, outliers
 from station.kinds.module.data import iter_table
 from station.kinds.module.run_analysis import RunAnalysis, analyse_run
+from station.parsers import records
 
 # records in all above which the runs are analysed in worker processes (run_pool.py): a fork and the
 # analyses' pickling cost a few tens of ms, a run of a million records takes ~0.2 s

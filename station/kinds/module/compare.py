@@ -24,7 +24,7 @@ from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.module.compare_figures import build_compare_figures
 from station.kinds.module.compare_tables import COMPARE_CSV_COLUMNS, compare_rows, module_tables
 from station.report.figures import BIN_NS
-from station.result_store import OWN_RECORDS, ResultStore
+from station.store.result_store import OWN_RECORDS, ResultStore
 
 QUANTILE_KEY, QUANTILE = "p99.99", 0.9999
 TEST_NAME = ("Welch's t on the runs' medians (the runs as units), two-sided, each campaign against the "

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from station.analysis.distribution import Distribution
-from station.formatting import interface_label, slug
+from station.common.formatting import interface_label, slug
 from station.report.figures import (
     FALLBACK_COLORS,
     RenderedFigure,

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from station.compare.tables import interval_text
-from station.compare.tables import numeric as _n
-from station.formatting import (
+from station.common.formatting import (
     MISSING,
     WEAK_PERCENTILE_NOTE,
     count_text,
@@ -16,6 +14,8 @@ from station.formatting import (
     us,
     us_interval,
 )
+from station.compare.tables import interval_text
+from station.compare.tables import numeric as _n
 from station.report.tables import Cell, Table
 
 SOURCE_LABEL = {"sw": "t_SW", "hw": "t_HW (scope)"}

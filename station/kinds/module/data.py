@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from station import records
-from station.store import read_csv_lines
+from station.parsers import records
+from station.store.run_store import read_csv_lines
 
 
 @dataclass

@@ -33,8 +33,8 @@ import pandas as pd
 
 from station.parsers import tracefs
 from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
-from station.records import Flag
-from station.store import write_parquet
+from station.parsers.records import Flag
+from station.store.run_store import write_parquet
 
 VERSION = 3  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
 STAGES = ("delivery", "dispatch")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from station.formatting import MISSING, count_text, us
+from station.common.formatting import MISSING, count_text, us
 from station.report.tables import Cell, Table, _n, _t
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from station.analysis.distribution import Distribution
 from station.analysis.samples import RunSamples
-from station.formatting import interface_label, ordered, slug
+from station.common.formatting import interface_label, ordered, slug
 from station.report.figures import (
     HW_COLOR,
     INTERFACE_COLOR,

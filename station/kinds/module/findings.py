@@ -25,7 +25,7 @@ from station.analysis.histogram import Histogram
 from station.analysis.run_level import run_level, runs_needed, welch_differs
 from station.analysis.samples import RunSamples
 from station.analysis.stats import PERCENTILES
-from station.formatting import (
+from station.common.formatting import (
     count_text,
     interface_label,
     is_number,

@@ -54,7 +54,7 @@ from station.kinds.module.clock_ratio import clock_ratios
 from station.kinds.module.correlation import bulk
 from station.kinds.module.grouped import group_median
 from station.kinds.module.pairing_scores import block_choice, mad
-from station.records import Flag
+from station.parsers.records import Flag
 
 NOT_OURS = int(Flag.NOT_OURS)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.formatting import percentile_is_reliable, percentile_keys
+from station.common.formatting import percentile_is_reliable, percentile_keys
 from station.kinds.module.figures import build_figures
 from station.kinds.module.tables import all_tables
 from station.report.export import to_jsonable

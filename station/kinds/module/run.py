@@ -14,13 +14,13 @@ from typing import Any, Protocol
 import asyncssh
 import numpy as np
 
-from station import records
-from station.capture_accounting import AcquisitionLog, MeasurementTally, capture_summary
+from station.bench.scope_session import bus_text
+from station.capture.accounting import AcquisitionLog, MeasurementTally, capture_summary
+from station.common.lifetime import settled
+from station.common.module_names import module_stem
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
-from station.lifetime import settled
-from station.module_names import module_stem
-from station.scope_session import bus_text
-from station.store import StoreError, read_csv_lines, write_parquet
+from station.parsers import records
+from station.store.run_store import StoreError, read_csv_lines, write_parquet
 from station.target import TargetError, irqtrace, modules
 from station.target import processes as proc_ctl
 from station.target.audit import interrupt_count
@@ -35,7 +35,7 @@ class ScopeFailure(MeasurementFailure):
 
 class ScopeCapture(Protocol):
     """What a run needs from the scope side: one blocking acquisition → its record, and the
-    record → pulses (a station.scope_session.Capture)."""
+    record → pulses (a station.bench.scope_session.Capture)."""
 
     def acquire_record(self) -> Any: ...
 

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from station import records
 from station.analysis import dependence
 from station.analysis.distribution import Distribution
 from station.analysis.samples import RunSamples
@@ -46,7 +45,8 @@ from station.kinds.module.pairing import (
     pulses_needed,
     stray_mask,
 )
-from station.store import read_csv_lines
+from station.parsers import records
+from station.store.run_store import read_csv_lines
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from station.formatting import (
+from station.common.formatting import (
     MISSING,
     WEAK_PERCENTILE_NOTE,
     count_text,

@@ -1,5 +1,5 @@
 """A run's progress as it happens: counts and running statistics, the phase, and
-the sinks that show it (the terminal's is station/terminal.py)."""
+the sinks that show it (the terminal's is station/campaign/terminal.py)."""
 
 from __future__ import annotations
 

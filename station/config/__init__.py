@@ -51,8 +51,8 @@ from pydantic import (
 
 from instruments.dialects import DIALECTS, GENERATORS
 from station import kind_registry
-from station.campaign_yaml import MAX_FILE_BYTES, ConfigError, clip, line_at, load_yaml
-from station.units import format_duration, format_voltage, parse_duration, parse_voltage, shorten
+from station.common.units import format_duration, format_voltage, parse_duration, parse_voltage, shorten
+from station.config.yaml_lines import MAX_FILE_BYTES, ConfigError, clip, line_at, load_yaml
 
 # --- limits -------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from station.progress import RunProgress
+from station.common.progress import RunProgress
 
 
 def _us(ns: float) -> str:

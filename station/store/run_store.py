@@ -214,7 +214,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 # ---- the result store: what every run's Parquet file carries --------------------------------------
 #: Bumped on any change a reader must know of (a renamed or retyped column, a new meaning);
-#: station/result_store.py lists the versions it reads.
+#: station/store/result_store.py lists the versions it reads.
 SCHEMA_VERSION = "1"
 META_SCHEMA_VERSION = b"irq_station.schema_version"
 META_TABLE = b"irq_station.table"

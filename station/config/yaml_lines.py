@@ -17,7 +17,7 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
-from station.units import shorten
+from station.common.units import shorten
 
 MAX_FILE_BYTES = 1 << 20  # a campaign is a few kB; 1 MiB leaves room for long load commands
 MAX_DEPTH = 32  # nesting levels in the YAML document (a campaign needs 7)

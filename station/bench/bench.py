@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from station import kind_registry
+from station.bench.scope_session import twin_bus
+from station.common.lifetime import settled
 from station.config import Campaign, TargetSettings
 from station.kind_registry import BenchNeeds
-from station.lifetime import settled
-from station.scope_session import twin_bus
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
 from station.target.audit import audit
 
@@ -45,8 +45,8 @@ class Bench:
     place: Any = None  # station.target.labgrid_place.PlaceResources when the target is kind: labgrid
     target: Target | None = None
     load_hosts: dict[str, Host] = field(default_factory=dict)
-    scope: Any = None  # station.scope_session.ScopeSession, or None without a scope
-    generator: Any = None  # station.generator_session.GeneratorSession (a kind that plays a stimulus), or None
+    scope: Any = None  # station.bench.scope_session.ScopeSession, or None without a scope
+    generator: Any = None  # station.bench.generator_session.GeneratorSession (a kind that plays a stimulus), or None
     facts: dict[str, str] = field(default_factory=dict)
     _undo: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -244,7 +244,7 @@ class Bench:
 
     async def _open_scope(self, resource: str | None) -> None:
         from instruments.scope import ScopeError
-        from station.scope_session import ScopeSession
+        from station.bench.scope_session import ScopeSession
 
         loop = asyncio.get_running_loop()
         extra, slope = self.needs.scope_inputs(self.campaign) if self.needs.scope_inputs is not None else ((), "rise")
@@ -264,7 +264,7 @@ class Bench:
 
     async def _open_generator(self, resource: str | None) -> None:
         from instruments.funcgen import GeneratorError
-        from station.generator_session import GeneratorSession
+        from station.bench.generator_session import GeneratorSession
 
         loop = asyncio.get_running_loop()
         assert self.needs.stimulus is not None and resource

@@ -32,10 +32,10 @@ from pydantic import ValidationError
 
 from instruments.rise_time import MIN_SAMPLES
 from instruments.scope import ScopeError, WidthMeasurement
-from station.capture_accounting import MeasurementTally
+from station.bench.scope_session import DetailedCapture, ScopeSession
+from station.capture.accounting import MeasurementTally
 from station.config import ScopeSettingsConfig, explain_validation_error
-from station.scope_session import DetailedCapture, ScopeSession
-from station.store import Appender, StoreError, station_version
+from station.store.run_store import Appender, StoreError, station_version
 
 SCHEMA = "irq-station/scope-capture"
 SCHEMA_VERSION = 1

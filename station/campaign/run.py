@@ -16,14 +16,14 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from station import records
-from station.bench import Bench
+from station.bench.bench import Bench
+from station.common.lifetime import settled
+from station.common.progress import ProgressSink, RunProgress
 from station.config import RunSpec, measurement_hash
 from station.kinds import kind_for
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
-from station.lifetime import settled
-from station.progress import ProgressSink, RunProgress
-from station.store import RunStore, StoreError
+from station.parsers import records
+from station.store.run_store import RunStore, StoreError
 from station.target import AuthenticationRefused, Host, TargetError, kernel_log, spoilers
 from station.target import processes as proc_ctl
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from station.bench import Bench, BenchError
+from station.bench.bench import Bench, BenchError
+from station.campaign.run import RunOutcome, execute_run
+from station.common.progress import ProgressSink, RunProgress
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
-from station.progress import ProgressSink, RunProgress
-from station.run import RunOutcome, execute_run
-from station.store import RunStore, StoreError, now_utc, station_version
+from station.store.run_store import RunStore, StoreError, now_utc, station_version
 
 
 class CampaignError(Exception):

@@ -2,7 +2,7 @@
 dataset per table with DuckDB (docs/result-store.md).
 
 Each run's files carry the run's identity as columns and the store's schema version in
-their key-value metadata (station/store.py writes both); this module checks that version
+their key-value metadata (station/store/run_store.py writes both); this module checks that version
 before a file is read, so a file from a newer or an unknown station is refused by name
 rather than misread.
 """
@@ -17,10 +17,10 @@ import duckdb
 import pyarrow.parquet as pq
 
 from station import kind_registry
-from station.records import Flag
-from station.store import META_SCHEMA_VERSION, META_TABLE, list_runs
+from station.parsers.records import Flag
+from station.store.run_store import META_SCHEMA_VERSION, META_TABLE, list_runs
 
-#: The schema versions this reader understands (station/store.py's SCHEMA_VERSION and older ones).
+#: The schema versions this reader understands (station/store/run_store.py's SCHEMA_VERSION and older ones).
 READABLE_VERSIONS = frozenset({"1"})
 
 
