@@ -17,6 +17,16 @@ _TOKEN = re.compile(r"^(\*?[A-Za-z_]+?)(\d*)$")
 _UNITS = re.compile(r'(?:"(?:[^"]|"")*"|[^;"])+')
 
 
+# the standard event status register's bits (IEEE 488.2), which *ESR? reads and clears
+OPC, QYE, DDE, EXE, CME, PON = 1, 4, 8, 16, 32, 128
+
+
+def esr_bit(code: int) -> int:
+    """The *ESR? bit an error or event code sets: ±1xx command, ±2xx execution, ±3xx device, ±4xx
+    query (SCPI's codes are negative, Tektronix's event codes positive)."""
+    return {1: CME, 2: EXE, 3: DDE, 4: QYE}.get(abs(code) // 100, 0)
+
+
 class Fault(Exception):
     """A command the instrument refuses: an event code and its text."""
 

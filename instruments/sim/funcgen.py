@@ -46,7 +46,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from instruments.sim.commands import Fault, Node, boolean, bounded, choice, number, resolve, short_form, split_units
+from instruments.sim.commands import (
+    OPC,
+    Fault,
+    Node,
+    boolean,
+    bounded,
+    choice,
+    esr_bit,
+    number,
+    resolve,
+    short_form,
+    split_units,
+)
 from instruments.sim.server import SCPIServer, run_in_thread
 
 log = logging.getLogger(__name__)
@@ -67,12 +79,6 @@ HOLDS = ("WIDTh", "DCYCle")
 FM_SOURCES = ("INTernal", "EXTernal", "CH1", "CH2")
 
 # *ESR? bits (IEEE 488.2)
-OPC, QYE, DDE, EXE, CME = 1, 4, 8, 16, 32
-
-
-def esr_bit(code: int) -> int:
-    """The *ESR? bit of an SCPI error code: -1xx command, -2xx execution, -3xx device, -4xx query."""
-    return {1: CME, 2: EXE, 3: DDE, 4: QYE}.get(abs(code) // 100, 0)
 
 
 def nr3(value: float) -> str:

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, number, short_form
-from instruments.sim.tds import CHANNELS, Channel, Record, Settings, TdsModel, esr_bit
+from instruments.sim.commands import Fault, Node, boolean, bounded, choice, esr_bit, integer, number, short_form
+from instruments.sim.tds import CHANNELS, Channel, Record, Settings, TdsModel
 
 DEFAULT_IDN = "KEYSIGHT TECHNOLOGIES,DSOX3034T,MY00000001,07.50.2021102830"
 # :WAVeform:POINts values (RAW mode)

@@ -47,10 +47,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from instruments.sim.commands import (
+    OPC,
+    PON,
     Fault,
     Node,
     boolean,
     choice,
+    esr_bit,
     integer,
     nr3,
     number,
@@ -82,7 +85,6 @@ MEASURE_HYSTERESIS = 0.1  # of the amplitude, around the measurement's 50 % refe
 NO_MEASUREMENT = "9.9E37"  # the reply to a measurement without a valid value
 
 # *ESR? bits
-OPC, QYE, DDE, EXE, CME, PON = 1, 4, 8, 16, 32, 128
 
 ENCODINGS = {  # DATa:ENCdg -> (signed, big-endian); None: ASCII
     "ASCII": None,
@@ -93,17 +95,6 @@ ENCODINGS = {  # DATa:ENCdg -> (signed, big-endian); None: ASCII
 }
 
 
-def esr_bit(code: int) -> int:
-    """The *ESR? bit an event code sets (IEEE 488.2: 1xx command, 2xx execution, 3xx device, 4xx query)."""
-    if 100 <= code < 200:
-        return CME
-    if 200 <= code < 300:
-        return EXE
-    if 300 <= code < 400:
-        return DDE
-    if 400 <= code < 500:
-        return QYE
-    return 0
 
 
 def _mode(values: np.ndarray) -> float:

@@ -24,6 +24,16 @@ from station.analysis.stats import PERCENTILES
 DENSE_SPAN = 1 << 22
 
 
+MAD_TO_SIGMA = 1.4826  # a normal sample's median absolute deviation times this is its standard deviation
+
+
+def robust_sigma(values: np.ndarray, median: float | None = None) -> tuple[float, float]:
+    """(the median, MAD_TO_SIGMA × the median absolute deviation about it) of a plain sample."""
+    v = np.asarray(values, dtype=np.float64)
+    center = float(np.median(v)) if median is None else median
+    return center, MAD_TO_SIGMA * float(np.median(np.abs(v - center)))
+
+
 @dataclass(frozen=True, eq=False)
 class Distribution:
     """``values`` strictly increasing (int64 or float64), ``counts`` ≥ 1 (int64), same length."""
@@ -165,6 +175,10 @@ class Distribution:
     @cached_property
     def _median(self) -> float:
         return float(self.percentiles([50.0])[0])
+
+    def robust_sigma(self, center: float | None = None) -> float:
+        """MAD_TO_SIGMA × the MAD: the spread robust outlier rules measure an excess against."""
+        return MAD_TO_SIGMA * self.mad(center)
 
     def mad(self, center: float | None = None) -> float:
         """median(|x − center|) (numpy's median of the deviations), center the median by default."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,13 +189,14 @@ class Bench:
 
     async def _start_vm(self) -> TargetSettings:
         """Build (or reuse) the VM image and boot it on a free port; powered off at deactivation."""
+        from station.target.local_sshd import free_port
         from station.vm import VirtualMachine, VmError, build_image
 
         loop = asyncio.get_running_loop()
         target = self.target_settings
         try:
             image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message, kernel=target.kernel))
-            vm = VirtualMachine(image, ssh_port=_free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
+            vm = VirtualMachine(image, ssh_port=free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
                                 die_with_caller=True)
             self._undo.append(("the VM", lambda: loop.run_in_executor(None, vm.stop)))
             await vm.start_async()
@@ -346,8 +346,3 @@ class Bench:
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
         }
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -218,7 +218,7 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
         summary = CaptureSummary(
             out, sidecar_path(out), session.idn, settings.resource, settings.dialect, settings.capture,
             acquisitions, start_utc=_utc_now(),
-            applied={} if applied is None else _jsonable({**dataclasses.asdict(applied),
+            applied={} if applied is None else _plain_json({**dataclasses.asdict(applied),
                                                            "sample_interval_s": applied.sample_interval_s}),
         )
         for path in (out, summary.sidecar):
@@ -389,7 +389,7 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
     if not measuring:
         asked.pop("cross_check_every", None)
     columns = MEASUREMENT_COLUMNS if measuring else COLUMNS
-    return _jsonable({
+    return _plain_json({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "station_version": station_version(),
@@ -410,7 +410,7 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
         "live_s": summary.live_s,
         "start_utc": summary.start_utc,
         "end_utc": summary.end_utc,
-        "settings_requested": _jsonable(asked),
+        "settings_requested": _plain_json(asked),
         "settings_applied": summary.applied,
         **({"measurement": summary.measurement} if measuring else {
             "rise_time": {"low_pct": 10, "high_pct": 90, "levels": "histogram modes of the record's lower and "
@@ -457,11 +457,11 @@ def _mode_in(sidecar: object) -> str | None:
     return None
 
 
-def _jsonable(value: Any) -> Any:
+def _plain_json(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _plain_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [_plain_json(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float):  # 25us parses as 2.4999999999999998e-05: 15 digits say 2.5e-05

@@ -243,7 +243,3 @@ def _target_of(out: Path) -> tuple[str, str | None]:
         return "target", None
     fields = str(audit.get("uname") or "").split()
     return (fields[1] if len(fields) > 1 else "target"), (fields[2] if len(fields) > 2 else None)
-
-
-async def run_monitor(schedule_path: Path, progress: ProgressSink, cycles: int | None = None) -> MonitorResult:
-    return await Monitor(schedule_path, progress).run(cycles)

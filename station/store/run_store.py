@@ -204,7 +204,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically: the old file stays whole if the new one cannot be written."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default) + "\n")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -298,7 +298,7 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _jsonable(obj: Any) -> Any:
+def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, np.floating):

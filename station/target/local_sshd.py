@@ -44,7 +44,8 @@ class LocalEndpoint:
         return "{" + ", ".join(f"{k}: {v}" for k, v in fields.items()) + "}"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free now (the helper that binds it next may still lose it to a race)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -78,7 +79,7 @@ class LocalSshd:
                                  "(apt-get install openssh-server; its system service need not run)")
         self.state.mkdir(parents=True, exist_ok=True)
         self.state.chmod(0o700)
-        port = _free_port()
+        port = free_port()
         host_key = _write_keys(self.state, port)
         root = os.geteuid() == 0
         config = self.state / "sshd_config"

@@ -23,6 +23,7 @@ from scipy import stats
 
 from station.analysis import dependence, run_level
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.analysis.distribution import robust_sigma
 from station.compare.analysis import holm
 
 OUTLIER_MADS = 6.0  # robust sigmas above the median
@@ -132,8 +133,7 @@ def histogram(d_us: np.ndarray) -> dict[str, list]:
 
 
 def outliers(d_us: np.ndarray, stimulus_us: np.ndarray, acquisition: np.ndarray, resolution_us: float) -> dict:
-    median = float(np.median(d_us))
-    sigma = 1.4826 * float(np.median(np.abs(d_us - median)))
+    median, sigma = robust_sigma(d_us)
     threshold = median + max(OUTLIER_MADS * sigma, MIN_OUTLIER_SAMPLES * resolution_us)
     out = d_us > threshold
     result: dict[str, Any] = {"threshold_us": threshold, "count": int(out.sum()), "fraction": float(out.mean()),

@@ -28,7 +28,6 @@ from station.report.tables import Cell, Table
 #: is a finding of its own, and its delays describe only the edges it did answer.
 MISS_FLAG_FRACTION = 0.01
 PERIOD_FLAG = "suspect"  # outliers at a fixed period: a periodic interrupt collides with the answer
-DELAY_KEYS = ("min", "p50", "mean", "p99", "p999", "max", "spread")
 #: the delay_us keys that are percentiles, with the display key percentile_is_reliable reads
 PERCENTILES = {"p99": "p99", "p999": "p99.9"}
 

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from station.analysis.distribution import Distribution
+from station.analysis.distribution import Distribution, robust_sigma
 from station.analysis.stats import mean_se
 from station.analysis.streaming import Moments
 
@@ -117,8 +117,7 @@ def bulk(diff_ns: np.ndarray, median: float | None = None) -> np.ndarray:
     shift the mean by more than its standard error: they are left out, and counted.
     """
     d = np.asarray(diff_ns, dtype=np.float64)
-    median = float(np.median(d)) if median is None else median  # given: the caller has it
-    sigma = 1.4826 * float(np.median(np.abs(d - median)))
+    median, sigma = robust_sigma(d, median)  # median given: the caller has it
     if sigma == 0.0:
         return d == median
     return np.abs(d - median) <= PAIRED_OUTLIER_MADS * sigma

@@ -23,7 +23,7 @@ def _dist(values: Sample) -> Distribution:
 def robust_threshold(values: Sample, z: float = ROBUST_Z) -> float:
     d = _dist(values)
     med = d.median()
-    mad = d.mad(med) * 1.4826
+    mad = d.robust_sigma(med)
     if mad == 0:  # more than half the sample on one value (coarse quantisation): fall back to the std
         mad = d.std(0)  # (the outliers' own spread widens it: fewer are called; run_outliers says so)
     return float(med + z * mad) if mad > 0 else float("inf")
@@ -52,29 +52,6 @@ def run_outliers(sw_ns: Sample, hw_ns: Sample | None) -> dict:
         out["hw_threshold_ns"] = hw_thr
         out["hw_count"] = hw.count_above(hw_thr)
     return out
-
-
-def cross_interface(
-    interface: str,
-    reference: str,
-    threshold_ns: float,
-    sw_ns: np.ndarray,
-    hw_ns: np.ndarray | None,
-    board_ns: np.ndarray | None,
-    board_of_sw_outliers_ns: np.ndarray | None,
-    scope_caught: pd.DataFrame | None = None,
-) -> dict:
-    return cross_interface_counts(
-        interface, reference, threshold_ns,
-        sw_above=int(np.sum(sw_ns > threshold_ns)), sw_total=int(len(sw_ns)),
-        hw_above=None if hw_ns is None else int(np.sum(hw_ns > threshold_ns)),
-        hw_total=None if hw_ns is None else int(len(hw_ns)),
-        board_above=None if board_ns is None else int(np.sum(board_ns > threshold_ns)),
-        board_total=None if board_ns is None else int(len(board_ns)),
-        board_max_of_sw_outliers_ns=(None if board_of_sw_outliers_ns is None or len(board_of_sw_outliers_ns) == 0
-                                     else float(np.max(board_of_sw_outliers_ns))),
-        scope_caught=scope_caught,
-    )
 
 
 def cross_interface_counts(interface: str, reference: str, threshold_ns: float, *, sw_above: int, sw_total: int,
@@ -178,7 +155,6 @@ def _verdict(r: dict) -> str:
 # needs this many paired outlier events in all: one event alone may be a natural late handler
 MIN_KIND_EVENTS = 2
 MIN_PAIRED_OUTLIERS = 3
-VERDICTS = ("software-side", "hardware-side", "both", "cannot tell", "none")
 
 
 def outlier_verdict(sw_ns: Sample, hw_ns: Sample | None, pairs: pd.DataFrame | None,

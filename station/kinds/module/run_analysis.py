@@ -60,7 +60,7 @@ class PairedDiffs:
     def __post_init__(self) -> None:
         d = self.distribution
         self.median = d.median()
-        self.sigma = 1.4826 * d.mad(self.median)
+        self.sigma = d.robust_sigma(self.median)
         # a bulk of one value (σ = 0) is that bin
         self.half_width = correlation.PAIRED_OUTLIER_MADS * self.sigma if self.sigma > 0 else WIDTH_QUANTUM_NS / 2
 
