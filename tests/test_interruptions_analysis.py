@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from station.kinds.interruptions import analysis as ig
+from station.kinds.interruptions import attribution
 from station.parsers import irqgap, irqtrace
 from station.target import rt_bandwidth, spoilers
 from station.target.irqtrace import cpumask
@@ -185,13 +186,13 @@ def test_a_stopped_loop_is_preempted_even_when_the_cpu_idled_meanwhile():
     assert (gap.cause, gap.source, gap.tasks) == ("preempted", "other tasks", "idle")
 
 
-def _quiet_calibration(seed: int, traced: bool) -> ig.Calibration:
+def _quiet_calibration(seed: int, traced: bool) -> attribution.Calibration:
     """A calibration phase before the loads: ticks alone (12-16 µs of handler and softirq)."""
     cal = Synthetic(seed)
     for k in range(1, 400):
         cal.tick(T0 + k * 4 * MS + 100 * US, 12 * US + cal.rng.randrange(0, 4 * US), traced)
     run = cal.run(traced)
-    return ig.Calibration(run.gaps, run.trace)
+    return attribution.Calibration(run.gaps, run.trace)
 
 
 def test_without_a_trace_the_calibrations_line_costs_judge_the_counted_interrupts():

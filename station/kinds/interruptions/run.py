@@ -2,7 +2,7 @@
 spins on one CPU at SCHED_FIFO, records every gap above the threshold with the interrupt,
 softirq, context-switch and SMI counts that moved, and prints them as it goes; a tracefs
 instance of the station's own records how long each interrupt handler ran on that CPU. Both
-are kept byte for byte in the run directory; the attribution (station/kinds/interruptions/analysis.py)
+are kept byte for byte in the run directory; the attribution (station/kinds/interruptions/attribution.py)
 runs at the end."""
 
 from __future__ import annotations
