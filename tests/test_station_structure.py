@@ -65,7 +65,7 @@ INSIDE = {
     "station.capture": ["accounting", "scope_capture"],
     "station.store": ["run_store", "result_store"],
     "station.campaign": ["terminal", "run", "loop"],
-    "station.config": ["yaml_lines"],
+    "station.config": ["yaml_lines", "types", "twin", "bench", "campaign", "loading"],
     "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names"],
 }
 

@@ -161,7 +161,7 @@ def capture_settings(resource: str, dialect: str = "tektronix_tds", mode: str = 
     try:
         return ScopeSettingsConfig.model_validate(data, context={"from_file": require_units})
     except ValidationError as exc:
-        problems = [explain_validation_error(e) for e in exc.errors()]
+        problems = [explain_validation_error(e, ScopeSettingsConfig) for e in exc.errors()]
         raise CaptureOptionError("; ".join(
             f"{option_name(str(loc[0])) if loc else 'settings'}: {message}" for loc, message in problems
         )) from None

@@ -76,7 +76,8 @@ def load_schedule(path: str | Path) -> Schedule:
     try:
         schedule = Schedule.model_validate(parsed, context={"from_file": True})
     except ValidationError as exc:
-        raise ConfigError(_format_errors([explain_validation_error(e) for e in exc.errors()], source, lines)) from None
+        problems = [explain_validation_error(e, Schedule) for e in exc.errors()]
+        raise ConfigError(_format_errors(problems, source, lines)) from None
     names = [p.name for p in schedule.phases]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: phases: each phase needs its own name ({', '.join(names)})")
