@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 from station import kind_registry
 from station.analysis import worst_case
 from station.analysis.samples import RunSamples
-from station.store.run_store import list_runs, station_version
+from station.store.run_store import list_runs, read_manifest, station_version
 
 # report.json's version (docs/report-schema.md). 2 (2026-11-27): typed and validated against
 # station.report.model's models as it is written; `comparisons` absent without module runs (1 had
@@ -79,7 +79,7 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
     known = kind_registry.kinds()
     run_dirs = list_runs(out_dir)
     for run_dir in run_dirs:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = read_manifest(run_dir)
         kind = manifest.get("kind", "module")
         for flag in (manifest.get("spoilers") or {}).get("flags") or []:
             spoiled.setdefault(flag, []).append(manifest.get("run_id", run_dir.name))

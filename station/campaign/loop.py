@@ -14,7 +14,7 @@ from station.bench.bench import Bench, BenchError
 from station.campaign.run import RunOutcome, execute_run
 from station.common.progress import ProgressSink, RunProgress
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
-from station.store.run_store import RunStore, StoreError, now_utc, station_version
+from station.store.run_store import RunStore, StoreError, now_utc, read_manifest, station_version
 
 
 class CampaignError(Exception):
@@ -47,7 +47,7 @@ def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
         if ".attempt-" in manifest.parent.name:
             continue
         try:
-            data = json.loads(manifest.read_text())
+            data = read_manifest(manifest.parent)
         except (OSError, ValueError):
             continue  # a manifest torn by a crash: that run is not complete
         if data.get("config_hash") != config_hash:

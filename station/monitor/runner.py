@@ -15,6 +15,7 @@ from typing import Any
 from station.common.progress import ProgressSink
 from station.monitor.ledger import Entry, Ledger
 from station.monitor.schedule import Phase, Schedule, load_schedule, resolve
+from station.store.run_store import read_manifest
 
 ANCHOR = "monitor.json"  # the schedule's start: cycle k is due at anchor + k × every
 
@@ -219,7 +220,7 @@ def _window_runs(out: Path, kind_name: str) -> dict[int, dict[str, Any]]:
             found[rep] = {"id": run["id"], "status": run["status"], "error": run.get("error"), "max_ns": max_ns}
     for run in found.values():
         try:
-            times = json.loads((out / "runs" / run["id"] / "manifest.json").read_text())
+            times = read_manifest(out / "runs" / run["id"])
         except (OSError, ValueError):
             times = {}
         run["started"], run["ended"] = _unix(times.get("started_utc")), _unix(times.get("ended_utc"))

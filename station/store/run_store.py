@@ -227,9 +227,26 @@ IDENTITY_COLUMNS: dict[str, pa.DataType] = {
 }
 
 
+MANIFEST = "manifest.json"
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """A run's manifest.json as written (the one reader of it: RunStore writes it). Raises OSError
+    when there is none, ValueError (naming the file) when it is not a JSON object."""
+    path = run_dir / MANIFEST
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return data
+
+
 def run_identity(run_dir: Path) -> dict[str, Any]:
     """The identity columns' values from a run's manifest.json (None where it says nothing)."""
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = read_manifest(run_dir)
     run = manifest.get("run") or {}
     campaign = manifest.get("campaign") or {}
     return {
@@ -317,4 +334,4 @@ def list_runs(campaign_dir: Path) -> list[Path]:
         return []
     dirs = [d for d in runs_dir.iterdir() if d.is_dir() and ".attempt-" not in d.name]
     dirs = [d for d in dirs if (d / "manifest.json").exists()]
-    return sorted(dirs, key=lambda d: json.loads((d / "manifest.json").read_text()).get("order", 0))
+    return sorted(dirs, key=lambda d: read_manifest(d).get("order", 0))

@@ -20,7 +20,7 @@ from station.vm.errors import VmError
 from station.vm.hostdeps import ensure_host_packages
 from station.vm.paths import image_dir
 
-MANIFEST = "manifest.json"
+IMAGE_RECORD = "manifest.json"  # what the cached image was built from (not a run's manifest)
 NIC_DRIVER = "e1000"  # matches `-device e1000` in machine.py
 Log = Callable[[str], None]
 
@@ -46,7 +46,7 @@ class VmImage:
 
     def read_manifest(self) -> dict[str, Any]:
         try:
-            return json.loads((self.dir / MANIFEST).read_text())
+            return json.loads((self.dir / IMAGE_RECORD).read_text())
         except (OSError, ValueError):
             return {}
 
@@ -115,9 +115,9 @@ def _locked(vm_dir: Path) -> Iterator[None]:
 
 
 def _write_manifest(vm_dir: Path, manifest: dict[str, Any]) -> None:
-    tmp = vm_dir / (MANIFEST + ".tmp")
+    tmp = vm_dir / (IMAGE_RECORD + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    tmp.replace(vm_dir / MANIFEST)
+    tmp.replace(vm_dir / IMAGE_RECORD)
 
 
 def _nic_load_order(image: kernel_mod.LinuxImage, driver: str) -> list[Path]:

@@ -12,7 +12,6 @@ plus the instructions simavr runs after RETI (station/kinds/avrsim/simulator.py)
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
 from station.kinds.avrsim import simulator as avr_sim
+from station.store.run_store import read_manifest
 
 # seed 002 (a Uno with the Arduino IDE of April 2016, a scope; shared/reference/seed-figures.yaml):
 # with timer0's interrupt masked, every response within these, µs
@@ -55,7 +55,7 @@ def _us(cycles: float, freq_hz: int) -> float:
 def _read(run_dir: Path) -> tuple[dict[str, Any], avr_sim.AvrSimOutput | None, list[int], str | None]:
     """(the run's entry so far, the harness's output or None, its answered delays in cycles, why
     no output)."""
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = read_manifest(run_dir)
     run, settings = manifest.get("run") or {}, manifest.get("avrsim") or {}
     entry: dict[str, Any] = {
         "id": manifest.get("run_id", run_dir.name), "case": settings.get("case"), "load": run.get("load"),

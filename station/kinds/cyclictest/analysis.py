@@ -5,7 +5,6 @@ together (station/analysis/histogram.py), and the seed's maximum-latency table
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from station.parsers.cyclictest import (
     parse_histogram,
     parse_json,
 )
+from station.store.run_store import read_manifest
 from station.target.virtualization import Verdict
 
 SINGLE_TARGET = "target"  # the row name of a campaign with one unnamed bench.target
@@ -255,7 +255,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     entries, samples = [], {}
     measured: dict[str, Measured] = {}  # run id -> its threads' histograms and its slices (the deadline view)
     for run_dir in run_dirs:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = read_manifest(run_dir)
         entry, hists, thread_hists = _run_entry(run_dir, manifest, notes)
         if entry["status"] == "complete":
             measured[entry["id"]] = thread_hists

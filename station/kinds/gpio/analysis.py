@@ -12,7 +12,6 @@ window = fraction × period; the largest extra delay should be about that long.
 
 from __future__ import annotations
 
-import json
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from station.analysis import dependence, run_level
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
 from station.analysis.distribution import robust_sigma
 from station.compare.analysis import holm
+from station.store.run_store import read_manifest
 
 OUTLIER_MADS = 6.0  # robust sigmas above the median
 MIN_OUTLIER_SAMPLES = 5  # ... and at least this many scope samples above it
@@ -45,7 +45,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     entries: list[dict[str, Any]] = []
     delays: dict[str, np.ndarray] = {}
     for run_dir in run_dirs:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = read_manifest(run_dir)
         entry, answered = analyse_run(run_dir, manifest, notes)
         entries.append(entry)
         if answered is not None:

@@ -4,7 +4,6 @@ one sentence, its summary and the report section."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from station.kinds.interruptions.patterns import clusters, groups, periodicity
 from station.kinds.interruptions.throttling import Throttling, mark_throttled, throttled_blind_spans
 from station.parsers import rtla
 from station.parsers.irqgap import IrqgapOutputError
+from station.store.run_store import read_manifest
 from station.target import virtualization
 
 CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "the kernel's throttling", "preempted": "another task",
@@ -164,7 +164,7 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     costs = line_costs(run)
     gaps = attribute(run, costs)
     manifest_path = run_dir / "manifest.json"
-    facts = ((json.loads(manifest_path.read_text()).get("spoilers") or {}).get("facts") or {}
+    facts = ((read_manifest(run_dir).get("spoilers") or {}).get("facts") or {}
              if manifest_path.is_file() else {})
     throttling = Throttling.from_facts(facts, run.gaps.cpu)
     # the span the throttling rule's coverage counts periods over: to the last tick where the end
@@ -224,7 +224,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     notes: list[str] = []
     entries = []
     for run_dir in run_dirs:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = read_manifest(run_dir)
         run = manifest.get("run") or {}
         entry: dict[str, Any] = {
             "id": manifest.get("run_id", run_dir.name), "target": run.get("target"), "load": run.get("load"),

@@ -4,7 +4,6 @@ maximum, the worst case — and the findings that answer it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from station.kinds.module import correlation, decomposition, findings, outliers
 from station.kinds.module.data import iter_table
 from station.kinds.module.run_analysis import RunAnalysis, analyse_run
 from station.parsers import records
+from station.store.run_store import read_manifest
 
 # records in all above which the runs are analysed in worker processes (run_pool.py): a fork and the
 # analyses' pickling cost a few tens of ms, a run of a million records takes ~0.2 s
@@ -118,7 +118,7 @@ def _records(run_dirs: list[Path]) -> int:
     total = 0
     for run_dir in run_dirs:
         try:
-            counts = json.loads((run_dir / "manifest.json").read_text()).get("counts") or {}
+            counts = read_manifest(run_dir).get("counts") or {}
             total += int(counts.get("sw_records") or 0)
         except (OSError, ValueError, TypeError, AttributeError):
             continue  # its analysis says what is wrong with it
@@ -127,7 +127,7 @@ def _records(run_dirs: list[Path]) -> int:
 
 def _decomposition(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any] | None:
     """A traced run's stages (None for a run that was not traced)."""
-    manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
+    manifest = read_manifest(run_dir) if (run_dir / "manifest.json").exists() else {}
     trace = manifest.get("trace")
     if not isinstance(trace, dict):
         return None

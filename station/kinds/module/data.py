@@ -5,7 +5,6 @@ decoded by its record format, hw_pulses.csv). The generic store (store.py) knows
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from station.parsers import records
-from station.store.run_store import read_csv_lines
+from station.store.run_store import read_csv_lines, read_manifest
 
 
 @dataclass
@@ -59,7 +58,7 @@ def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) 
     """A run's data; `columns` (by table: "sw", "hw", "truth") restricts what is read of its
     Parquet files to the columns named that the file has."""
     columns = columns or {}
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = read_manifest(run_dir)
     sw = _table(run_dir, "sw", manifest, columns.get("sw"))
     hw = _table(run_dir, "hw", manifest, columns.get("hw"))
     truth_path = run_dir / "twin-truth.parquet"
@@ -108,7 +107,7 @@ def iter_table(run_dir: Path, table: str, columns: Sequence[str],
             yield {name: column.to_numpy(zero_copy_only=False)
                    for name, column in zip(batch.schema.names, batch.columns, strict=True)}
         return
-    frame = _table(run_dir, table, json.loads((run_dir / "manifest.json").read_text()), None)
+    frame = _table(run_dir, table, read_manifest(run_dir), None)
     arrays = {c: frame[c].to_numpy() for c in columns if c in frame}
     for at in range(0, len(frame), rows):
         yield {c: a[at:at + rows] for c, a in arrays.items()}
@@ -150,4 +149,4 @@ def table_columns(run_dir: Path, table: str) -> set[str]:
     path = run_dir / f"{table}.parquet"
     if path.exists():
         return set(pq.read_schema(path).names)
-    return set(_table(run_dir, table, json.loads((run_dir / "manifest.json").read_text()), None).columns)
+    return set(_table(run_dir, table, read_manifest(run_dir), None).columns)

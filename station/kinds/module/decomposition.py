@@ -34,7 +34,7 @@ import pandas as pd
 from station.parsers import tracefs
 from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
 from station.parsers.records import Flag
-from station.store.run_store import write_parquet
+from station.store.run_store import read_manifest, write_parquet
 
 VERSION = 3  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
 STAGES = ("delivery", "dispatch")
@@ -463,7 +463,7 @@ def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> 
         return None
     summary = json.loads(summary_file.read_text())
     if summary.get("version") != VERSION and (run_dir / "sw.parquet").exists() and (run_dir / "trace.txt").exists():
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = read_manifest(run_dir)
         summary = decompose_run(run_dir, pd.read_parquet(run_dir / "sw.parquet"), manifest["trace"]["handler"],
                                 manifest["trace"].get("overhead_block_s"))
     summary.pop("version", None)

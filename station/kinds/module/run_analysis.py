@@ -13,7 +13,6 @@ Three passes over the run's Parquet files, a batch (module_data.BATCH_ROWS rows)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ from station.kinds.module.pairing import (
     stray_mask,
 )
 from station.parsers import records
-from station.store.run_store import read_csv_lines
+from station.store.run_store import read_csv_lines, read_manifest
 
 
 @dataclass
@@ -106,7 +105,7 @@ class RunAnalysis:
 
 
 def analyse_run(run_dir: Path) -> RunAnalysis:
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = read_manifest(run_dir)
     sw_cols = table_columns(run_dir, "sw")
     truth_path = run_dir / "twin-truth.parquet"
     # pass 1: t_SW of the module's own records (a stray IRQ's record is no latency: counted apart)
