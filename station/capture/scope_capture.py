@@ -34,6 +34,7 @@ from instruments.rise_time import MIN_SAMPLES
 from instruments.scope import ScopeError, WidthMeasurement
 from station.bench.scope_session import DetailedCapture, ScopeSession
 from station.capture.accounting import MeasurementTally
+from station.capture.pulses import CAPTURE_ORDER, PULSE_COLUMNS
 from station.config import ScopeSettingsConfig, explain_validation_error
 from station.store.run_store import Appender, StoreError, station_version
 
@@ -45,24 +46,12 @@ MAX_ACQUISITIONS = 10_000_000
 PARQUET_METADATA_KEY = b"irq_station.scope_capture"  # the sidecar, in the Parquet file's key-value metadata
 
 #: The file's columns, in order: (type, unit, meaning).
-COLUMNS: dict[str, tuple[str, str | None, str]] = {
-    "acquisition": ("int64", None, "the acquisition (one arming of the scope), from 0"),
-    "frame": ("int64", None, "the frame of a segmented acquisition the pulse lies in, from 0 (0 in waveform mode)"),
-    "start_s": ("float64", "s", "time of the pulse's leading edge (threshold crossing) after the acquisition's "
-                "first trigger (segmented: frame 0's; each frame placed by the scope's time tag)"),
-    "width_s": ("float64", "s", "pulse width t_HW: leading to trailing threshold crossing, linearly interpolated"),
-    "rise_s": ("float64", "s", "10-90 % rise time of the leading edge between the record's low and high levels "
-               f"(histogram modes), linearly interpolated; NaN where fewer than {MIN_SAMPLES} samples lie on "
-               "the edge (the sample interval does not resolve it) or the edge is cut by the record"),
-    "armed_host_s": ("float64", "s", "the host's wall clock (Unix time, time.time()) just before the acquisition "
-                     "was armed"),
-}
+COLUMNS: dict[str, tuple[str, str | None, str]] = {name: PULSE_COLUMNS[name] for name in CAPTURE_ORDER}
 
 #: The columns of a measurement-mode file, in order: the campaign's scope_measurements.csv.
 MEASUREMENT_COLUMNS: dict[str, tuple[str, str | None, str]] = {
-    "acquisition": ("int64", None, "the acquisition (one arming of the scope), from 0"),
-    "armed_host_s": ("float64", "s", "the host's wall clock (Unix time, time.time()) just before the acquisition "
-                     "was armed"),
+    "acquisition": PULSE_COLUMNS["acquisition"],
+    "armed_host_s": PULSE_COLUMNS["armed_host_s"],
     "count": ("int64", None, "the pulses the scope's width measurement covers: every complete pulse of the record "
               "(scope_measures \"all\": the measurement's population) or the record's first (\"first\": 1); 0 when "
               "the scope had no valid value (9.9E37)"),

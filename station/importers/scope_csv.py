@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from station.capture.pulses import PAIRING_ORDER
 from station.importers.source import MEASUREMENT_FILE, ImportInputError, Source, is_measurement_capture
 
 COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # the station's hw_pulses.csv, always written
@@ -34,6 +35,9 @@ class ScopeTable:
     pulses: pd.DataFrame  # COLUMNS (and those of OPTIONAL the file has), ready to be written as hw_pulses.csv
     layout: dict[str, str]  # station column -> the file's column it came from
     ignored_columns: list[str]
+
+
+SCALED = {"start_s", "width_s", "rise_s"}  # the columns read with a unit, scaled to seconds
 
 
 def read_scope(src: Source) -> ScopeTable:
@@ -94,16 +98,17 @@ def read_scope_parquet(src: Source) -> ScopeTable:
 def _table(src: Source, header: list[str], layout: dict[str, str], scale: dict[str, float],
            cols: dict[str, np.ndarray]) -> ScopeTable:
     n = len(cols["width_s"])
-    frame = pd.DataFrame({
-        "acquisition": cols["acquisition"] if "acquisition" in cols else np.zeros(n, np.int64),
-        "start_s": cols["start_s"] * scale["start_s"] if "start_s" in cols else np.full(n, math.nan),
-        "width_s": cols["width_s"] * scale["width_s"],
-        "armed_host_s": cols["armed_host_s"] if "armed_host_s" in cols else np.full(n, math.nan),
-    })
-    if "frame" in cols:
-        frame["frame"] = cols["frame"]
-    if "rise_s" in cols:
-        frame["rise_s"] = cols["rise_s"] * scale["rise_s"]
+
+    def column(name: str) -> np.ndarray:  # in seconds; what the file lacks: acquisition 0, times unknown
+        if name not in cols:
+            return np.zeros(n, np.int64) if name == "acquisition" else np.full(n, math.nan)
+        return cols[name] * scale[name] if name in SCALED else cols[name]
+
+    # the pairing's columns in the stream's order (capture/pulses.py), then what else the file has
+    frame = pd.DataFrame({name: column(name) for name in PAIRING_ORDER})
+    for name in ("frame", "rise_s"):
+        if name in cols:
+            frame[name] = column(name)
     ignored = [h for h in header if h not in layout.values()]
     return ScopeTable(src, frame, layout, ignored)
 

@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
+from station.capture.pulses import PAIRING_ORDER
 from station.kinds.module.clock_ratio import clock_ratios
 from station.kinds.module.correlation import bulk
 from station.kinds.module.grouped import group_median
@@ -73,7 +74,7 @@ BLOCK = 512  # acquisitions searched at once
 MODEL_POINTS = 512  # the latest paired acquisitions the clock line is fitted to
 MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
 SPAN_EVENTS = 1 << 20  # events of the stream one group of acquisitions is paired against at most
-HW_COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # what pairing reads of the pulses
+HW_COLUMNS = PAIRING_ORDER  # what pairing reads of the pulses
 
 
 class EventNumbers:

@@ -16,6 +16,7 @@ import numpy as np
 
 from station.bench.scope_session import bus_text
 from station.capture.accounting import AcquisitionLog, MeasurementTally, capture_summary
+from station.capture.pulses import STREAM_ORDER, csv_header
 from station.common.lifetime import settled
 from station.common.module_names import module_stem
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
@@ -110,7 +111,7 @@ class ModuleRun(Measurement):
 
     def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
         self.sw_raw = store.appender("sw.raw")
-        self.hw_csv = store.appender("hw_pulses.csv", header="acquisition,start_s,width_s,armed_host_s,frame\n")
+        self.hw_csv = store.appender("hw_pulses.csv", header=csv_header(STREAM_ORDER))
         self.acq_csv = store.appender("scope_acquisitions.csv", header=(
             "acquisition,armed_host_s,done_host_s,frames,pulses,live_s,frames_without_pulse\n"))
         if self.strategy == "measurement":
