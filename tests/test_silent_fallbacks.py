@@ -117,3 +117,14 @@ def test_a_shift_from_too_few_acquisitions_states_no_scope_standard_error():
     assert few["ci95_ns"] is None and few["hw_se_ns"] is None and "5 scope acquisitions" in few["ci_withheld"]
     enough = correlation.shift_of(sw, 2500.0, 3.0, 2500.0, acquisitions=40)
     assert enough["hw_se_ns"] == 3.0 and enough["ci95_ns"] is not None
+
+
+def test_a_gpio_runs_delay_torn_by_a_crash_is_not_read_as_a_number(tmp_path):
+    """A run cut before its seal is read from delays.csv: a last line torn mid-number (a crash, a
+    full disk) would read as a plausible delay (1.2e-0 s for 1.25e-05 s); it is left out."""
+    from station.kinds.gpio.analysis import read_delays
+
+    (tmp_path / "delays.csv").write_text("acquisition,stimulus_s,delay_s,armed_host_s\n"
+                                         "0,1.0e-03,1.25e-05,1.0\n0,2.0e-03,1.2e-0")
+    frame = read_delays(tmp_path)
+    assert frame["delay_s"].tolist() == [1.25e-05]

@@ -300,6 +300,19 @@ def write_parquet(frame: pd.DataFrame, path: Path, identity: dict[str, Any] | No
         raise
 
 
+def sealed_or_streamed(run_dir: Path, table: str, streamed: str,
+                       read_sealed: Callable[[Path], pd.DataFrame] = pd.read_parquet) -> pd.DataFrame | None:
+    """A run's table: `<table>.parquet` once the run was sealed (read by `read_sealed`), else the
+    CSV that streamed it (a run cut before its seal: up to its last complete line); None when
+    neither is there."""
+    parquet = run_dir / f"{table}.parquet"
+    if parquet.exists():
+        return read_sealed(parquet)
+    if (run_dir / streamed).exists():
+        return read_csv_lines(run_dir / streamed)
+    return None
+
+
 def read_csv_lines(path: Path) -> pd.DataFrame:
     """A CSV the station appended to, up to its last complete line: a line torn by a
     crash or a full disk could otherwise read as a plausible but wrong number."""

@@ -24,7 +24,7 @@ from station.analysis import dependence, run_level
 from station.analysis.campaign import AnalysisInput, KindReport, section_report
 from station.analysis.distribution import robust_sigma
 from station.compare.analysis import holm
-from station.store.run_store import read_manifest
+from station.store.run_store import read_manifest, sealed_or_streamed
 
 OUTLIER_MADS = 6.0  # robust sigmas above the median
 MIN_OUTLIER_SAMPLES = 5  # ... and at least this many scope samples above it
@@ -55,11 +55,12 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
 
 
 def read_delays(run_dir: Path) -> pd.DataFrame:
-    """delays.parquet, or delays.csv when the run was cut short before its seal."""
-    parquet = run_dir / "delays.parquet"
-    if parquet.exists():
-        return pd.read_parquet(parquet)
-    return pd.read_csv(run_dir / "delays.csv", on_bad_lines="skip")
+    """delays.parquet, or delays.csv when the run was cut short before its seal (up to its last
+    complete line: a torn one would read as a wrong delay)."""
+    frame = sealed_or_streamed(run_dir, "delays", "delays.csv")
+    if frame is None:
+        raise FileNotFoundError(f"{run_dir}: neither delays.parquet nor delays.csv")
+    return frame
 
 
 def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], np.ndarray | None]:

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from station.parsers import records
-from station.store.run_store import read_csv_lines, read_manifest
+from station.store.run_store import read_csv_lines, read_manifest, sealed_or_streamed
 
 
 @dataclass
@@ -70,17 +70,16 @@ def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) 
 
 def _table(run_dir: Path, table: str, manifest: dict[str, Any], columns: Sequence[str] | None) -> pd.DataFrame:
     """A run's "sw" or "hw" table: its Parquet file once sealed, else what streamed."""
-    if (run_dir / f"{table}.parquet").exists():
-        return _read_parquet(run_dir / f"{table}.parquet", columns)
-    if table == "sw":  # interrupted before seal: read what streamed
+    if table == "sw" and not (run_dir / "sw.parquet").exists():  # interrupted before seal: what streamed
         fmt = manifest.get("format", "v1")
         try:
             return records.decode_file(run_dir / "sw.raw", fmt)
         except records.RecordFormatError:  # the run failed on this very stream; its manifest says why
             return records.decode(b"", fmt)
-    if (run_dir / "hw_pulses.csv").exists():
-        return read_csv_lines(run_dir / "hw_pulses.csv")
-    return pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
+    if table == "sw":
+        return _read_parquet(run_dir / "sw.parquet", columns)
+    frame = sealed_or_streamed(run_dir, table, "hw_pulses.csv", lambda path: _read_parquet(path, columns))
+    return frame if frame is not None else pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
 
 
 BATCH_ROWS = 1 << 20  # rows per batch when a run's tables are read in pieces
