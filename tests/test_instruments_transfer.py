@@ -13,7 +13,7 @@ import pyvisa
 from pyvisa import errors
 
 from instruments.scope import ScopeDataError, ScopeTimeout, open_scope
-from instruments.scpi import BLOCK_CHUNK, ScpiSession, _SocketReader, read_block
+from instruments.scpi import BLOCK_CHUNK, ScpiSession, SocketReader, read_block
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
 from instruments.sim.tds import TdsModel
 from instruments.tektronix_mso import TektronixMSO
@@ -203,20 +203,20 @@ def test_socket_reader_takes_what_pyvisa_py_holds_before_the_socket() -> None:
     with ours, theirs:
         session = HeldBytes(reply[:5000])  # the header and part of the data, read ahead
         theirs.sendall(reply[5000:])
-        reader = _SocketReader(ours, session, timeout_s=2.0)
+        reader = SocketReader(ours, session, timeout_s=2.0)
         got = read_block(reader.read, "CURVe?", "h", len(codes), read_into=reader.read_into)
         np.testing.assert_array_equal(got, codes)
         assert got.dtype == np.dtype(np.int16) and not session._pending_buffer
 
         theirs.sendall(reply[:100])  # a block that stops: a VISA timeout, as pyvisa-py gives
-        reader = _SocketReader(ours, HeldBytes(b""), timeout_s=0.05)
+        reader = SocketReader(ours, HeldBytes(b""), timeout_s=0.05)
         with pytest.raises(errors.VisaIOError) as caught:
             read_block(reader.read, "CURVe?", "h", len(codes), read_into=reader.read_into)
         assert caught.value.error_code == pyvisa.constants.StatusCode.error_timeout
         assert reader.arrived == 100 - 7  # all of it but the header, "#512000"
 
         theirs.close()  # the peer went away: the reply ended, say where
-        reader = _SocketReader(ours, HeldBytes(reply[:9]), timeout_s=2.0)
+        reader = SocketReader(ours, HeldBytes(reply[:9]), timeout_s=2.0)
         with pytest.raises(ScopeDataError) as ended:
             read_block(reader.read, "CURVe?", "h", len(codes), read_into=reader.read_into)
         assert ended.value.field == "block data" and "the reply ended after 2 of 12000 bytes" in str(ended.value)
