@@ -128,3 +128,40 @@ def test_a_gpio_runs_delay_torn_by_a_crash_is_not_read_as_a_number(tmp_path):
                                          "0,1.0e-03,1.25e-05,1.0\n0,2.0e-03,1.2e-0")
     frame = read_delays(tmp_path)
     assert frame["delay_s"].tolist() == [1.25e-05]
+
+
+def test_a_record_stream_the_decoder_refuses_fails_its_run_by_name_and_keeps_what_came(tmp_path, monkeypatch):
+    """A record the module kind cannot decode (a corrupt stream, a module writing another format)
+    fails the run with "record stream: <the decoder's words>", through the kind's own failure (the
+    campaign's core knows no record format); what streamed before it is kept; the target is
+    cleaned."""
+    import asyncio
+    import json
+
+    from station.campaign.loop import run_campaign
+    from station.common.progress import QuietProgress
+    from station.config import parse_campaign
+    from station.parsers import records
+
+    calls = {"n": 0}
+    real_feed = records.V1Decoder.feed
+
+    def feed(self, data: bytes):  # noqa: ANN001, ANN202 - the decoder's own signature
+        calls["n"] += 1
+        if calls["n"] == 3:  # a few batches in: the stream turns bad
+            raise records.RecordFormatError("record 42: magic 0xdeadbeef, expected 0x49525153")
+        return real_feed(self, data)
+
+    monkeypatch.setattr(records.V1Decoder, "feed", feed)
+    campaign = parse_campaign("""name: bad-stream
+bench: {target: {kind: twin}, scope: {kind: none}}
+matrix: {interfaces: [lpt], variants: [inb], loads: [none], samples: 200000, max_duration: 1min}
+loads: {none: []}
+""", "bad-stream.yaml")
+    result = asyncio.run(run_campaign(campaign, tmp_path / "out", QuietProgress()))
+    [run_dir] = list((tmp_path / "out" / "runs").iterdir())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed", manifest["status"]
+    assert manifest["error"].startswith("record stream: record 42: magic 0xdeadbeef"), manifest["error"]
+    assert (run_dir / "sw.raw").stat().st_size > 0  # what came before is kept
+    assert result is not None

@@ -22,7 +22,6 @@ from station.common.progress import ProgressSink, RunProgress
 from station.config import RunSpec, measurement_hash
 from station.kinds import kind_for
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
-from station.parsers import records
 from station.store.run_store import RunStore, StoreError
 from station.target import AuthenticationRefused, Host, TargetError, kernel_log, spoilers
 from station.target import processes as proc_ctl
@@ -91,8 +90,6 @@ async def execute_run(bench: Bench, spec: RunSpec, store: RunStore, progress: Ru
         fatal = str(exc)
     except (TargetError, MeasurementFailure) as exc:
         status, error = "failed", str(exc)
-    except records.RecordFormatError as exc:
-        status, error = "failed", f"record stream: {exc}"
     except Exception as exc:  # noqa: BLE001 - a bug: the run fails, the target is still cleaned
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:

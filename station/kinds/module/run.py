@@ -173,6 +173,8 @@ class ModuleRun(Measurement):
             self.capture.add_done_callback(lambda t: t.cancelled() or t.exception())
         try:
             await self._stream()
+        except records.RecordFormatError as exc:  # the run fails on it (the core knows no record format)
+            raise MeasurementFailure(f"record stream: {exc}") from None
         finally:
             stop.set()
         if self.capture is not None:
