@@ -9,7 +9,7 @@ import enum
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -17,6 +17,8 @@ from typer.core import TyperCommand, TyperGroup
 from instruments.dialects import DIALECTS
 from station import api
 from station.common import units
+from station.config.types import Interface as InterfaceName
+from station.config.types import Variant as VariantName
 
 if TYPE_CHECKING:
     import asyncio
@@ -47,8 +49,9 @@ def _main(version: bool = typer.Option(False, "--version", callback=_print_versi
 ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS)}, type=str)
 # choices the help lists (typer shows an Enum's values), each the value the API takes
 ImportFormat = enum.Enum("ImportFormat", {n: n for n in ("auto", "legacy", "v1", "cyclictest", "scope")}, type=str)
-Interface = enum.Enum("Interface", {n: n for n in ("lpt", "pcie")}, type=str)
-Variant = enum.Enum("Variant", {"inb": "inb", "no_inb": "no-inb"}, type=str)
+# the module kind's interfaces and variants, as the campaign schema names them
+Interface = enum.Enum("Interface", {n: n for n in get_args(InterfaceName)}, type=str)
+Variant = enum.Enum("Variant", {v.replace("-", "_"): v for v in get_args(VariantName)}, type=str)
 Kernel = enum.Enum("Kernel", {n: n for n in ("regular", "rt")}, type=str)
 # the twin scope's buses (instruments/sim/bus.py BUSES, kept in step by tests/test_cli_help.py)
 TwinBus = enum.Enum("TwinBus", {n: n for n in ("loopback", "model", "gpib", "usb", "lan", "gigabit")}, type=str)
