@@ -1,7 +1,8 @@
 """The interruption detector (seed 003) for real, against injected gaps whose period and length
 the test knows:
-- in the QEMU VM (a real Debian kernel): the host stops the whole VM (SIGSTOP/SIGCONT of QEMU:
-  a gap no interrupt explains, like an SMI); the test-only module irqgap_inject holds the CPU
+- in the QEMU VM (a real Debian kernel): the host takes the detector's vCPU (its QEMU thread
+  descheduled by a SCHED_FIFO stealer on its host CPU, tests/vcpu_stealer.py: a gap no interrupt
+  explains, like an SMI or a hypervisor); the test-only module irqgap_inject holds the CPU
   in an hrtimer callback (the local timer line) and in the handler of QEMU's edu device (its own
   line). Each must be found, measured, timed and attributed to its true cause;
 - on this machine over the local sshd: the detector runs, the spoilers it reports match what
@@ -39,7 +40,10 @@ INJECTOR = "/opt/irq-station/modules/irqgap_inject.ko"
 HOLD_LOG = "/proc/irqgap_inject_holds"
 # a SCHED_FIFO loop that never sleeps is stopped 50 ms a second by RT throttling: it would hide
 # injected gaps (the VM is thrown away afterwards; on a bench, the spoilers report it)
-UNTHROTTLE = "echo -1 > /proc/sys/kernel/sched_rt_runtime_us"
+# written once: each write goes through the kernel's RT bandwidth update on every CPU, which a
+# loaded TCG guest was seen stuck in for minutes (soft lockups on both CPUs, the shell's write on one)
+UNTHROTTLE = ("f=/proc/sys/kernel/sched_rt_runtime_us; "
+              'test "$(cat $f)" = -1 || echo -1 > $f')
 # periods prime to the 4 ms tick: at a multiple of it, every hold would fall at the same phase
 # after a tick, in the blind bookkeeping window that follows a gap the tick caused
 HRTIMER = {"period_us": 51_700, "hold_us": 5_000}
@@ -152,9 +156,9 @@ def _guest_clock_over_ssh(machine, rounds: int = 40) -> ClockOffset:  # noqa: AN
 
 @dataclass
 class Stall:
-    """One stop of the whole VM, on the guest's clock: it began after outer_start (before the
-    SIGSTOP was sent), by inner_start (every QEMU thread seen stopped), and lasted at least until
-    inner_end (the SIGCONT sent)."""
+    """One stall of the detector's vCPU, on the guest's clock: it began after outer_start (the
+    stealer could not run before it was due), by inner_start (the stealer had the host CPU then) and
+    lasted at least until inner_end (the stealer still had it)."""
 
     outer_start_ns: int
     inner_start_ns: int
@@ -162,29 +166,42 @@ class Stall:
 
 
 def _stall_vm(machine, run_dir: Path, deadline_s: float = 120) -> list[Stall]:  # noqa: ANN001
-    """Once the stall run measures, stop the whole VM STALL["count"] times; each stop on the
-    guest's clock, through offsets measured before and after (drift interpolated)."""
+    """Once the stall run measures, the host takes the detector's vCPU (guest CPU 1) STALL["count"]
+    times (tests/vcpu_stealer.py: its QEMU thread pinned to a host CPU where the stealer busy-waits at
+    SCHED_FIFO), as a hypervisor does; each stall on the guest's clock through offsets measured before
+    and after (drift interpolated). (Stopping the whole QEMU process with SIGSTOP instead left a TCG
+    guest hung, its CPU 0 taking no timer interrupt, on a loaded host: 2 of 2 runs beside a CPU hog.)"""
+    from tests.vcpu_stealer import vcpu_thread
+
     out = run_dir / "irqgap.out"
     deadline = time.monotonic() + deadline_s
     while not (out.is_file() and "\nstart " in out.read_text(errors="replace")):
         assert time.monotonic() < deadline, "the stall run never started measuring"
         time.sleep(0.1)
     before = _guest_clock_over_ssh(machine)
-    time.sleep(0.5)
-    host = []
-    for k in range(STALL["count"]):
-        due = time.monotonic() + STALL["period_s"]
-        host.append(_stop(machine.pid, STALL["length_s"]))
-        if k + 1 < STALL["count"]:
-            time.sleep(max(0.0, due - time.monotonic()))
+    tid = vcpu_thread(machine.pid, 1)
+    affinity = os.sched_getaffinity(tid)
+    os.sched_setaffinity(tid, {max(os.sched_getaffinity(0))})
+    stealer = subprocess.Popen([sys.executable, "-m", "tests.vcpu_stealer", "--cpu", str(max(os.sched_getaffinity(0))),
+                                "--hold-us", str(round(STALL["length_s"] * 1e6)),
+                                "--period-us", str(round(STALL["period_s"] * 1e6))],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert stealer.stdout.readline().strip() == "ready"
+        time.sleep(STALL["count"] * STALL["period_s"])
+    finally:
+        log, _ = stealer.communicate("", timeout=60)
+        os.sched_setaffinity(tid, affinity)
     after = _guest_clock_over_ssh(machine)
     rate = (after.offset_s - before.offset_s) / (after.host_s - before.host_s)
     u = max(before.uncertainty_s, after.uncertainty_s)
 
-    def guest_ns(t: float, side: int) -> int:
+    def guest_ns(t_ns: int, side: int) -> int:
+        t = t_ns / 1e9
         return round((t + before.offset_s + rate * (t - before.host_s) + side * u) * 1e9)
 
-    stalls = [Stall(guest_ns(a, -1), guest_ns(b, +1), guest_ns(c, -1)) for a, b, c, _ in host]
+    host = [tuple(map(int, line.split()[1:])) for line in log.splitlines()]
+    stalls = [Stall(guest_ns(d, -1), guest_ns(a, +1), guest_ns(b, -1)) for d, a, b in host]
     # kept beside the run for a post-mortem: the truth and how it was placed on the guest's clock
     (run_dir.parent.parent / "stalls-truth.json").write_text(json.dumps(
         {"before": vars(before), "after": vars(after), "host": host, "stalls": [vars(s) for s in stalls]}))
@@ -367,7 +384,6 @@ def test_injected_gaps_in_the_vm_are_found_timed_and_attributed(vm, tmp_path, re
         stdout, stderr = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
-            os.kill(vm.pid, signal.SIGCONT)
             proc.kill()
     assert proc.returncode == 0, stderr[-4000:] + stdout[-2000:]
     report = json.loads((out / "report.json").read_text())
@@ -380,11 +396,11 @@ def test_injected_gaps_in_the_vm_are_found_timed_and_attributed(vm, tmp_path, re
         assert f"Run {run['id']}: rtla osnoise not run: this kernel has no osnoise tracer" in " ".join(
             report["notes"])
 
-    # the VM stops, on the guest's clock through offsets measured over SSH: no interrupt explains them
+    # the vCPU's stalls, on the guest's clock through offsets measured over SSH: no interrupt explains them
     outputs = ig.read_outputs(out / "runs" / "stall-r0")
     window = (outputs.gaps.start_ns, outputs.gaps.end["mono_ns"])
     stalls = [s for s in stalls if window[0] <= s.outer_start_ns and s.inner_end_ns <= window[1]]
-    assert len(stalls) >= STALL["count"] - 1, f"only {len(stalls)} stops while the detector measured"
+    assert len(stalls) >= STALL["count"] - 1, f"only {len(stalls)} stalls while the detector measured"
     found = _find(ig.attribute(outputs), outputs.gaps.blind,
                   [(s.outer_start_ns, s.inner_start_ns, s.inner_end_ns) for s in stalls])
     _check_found("vm stall", found, len(stalls), "unexplained", lambda s: s == "" or s.startswith("inside "),
