@@ -17,7 +17,7 @@ Two truths, each checked against the interval that targets it:
   plus the run's own offset and drift. The intervals: the mean (station/analysis/dependence.py) and
   p50, p99, p99.99 (station.api.percentile_intervals), beside today's i.i.d. ones (std/√n and
   `independent=True`); the probability of exceeding a deadline at the reference's p99.9 and the
-  distribution-free bound (station/analysis/worst_case.py; truth: the reference's share beyond the
+  distribution-free bound (station/analysis/worst_case/; truth: the reference's share beyond the
   deadline, or beyond the run's maximum, shifted by the run's state). An interval the station
   withholds (a run too short for its own dependence) is counted apart, not as held.
 * the run's own HW−SW shift (station/kinds/module/correlation.py: a scope catching acquisitions of

@@ -2,7 +2,7 @@
 
 For each interface of the seed-2015 preset (PCIe with the demo's 5e-5 outliers) and each sample size,
 draws seeded samples with the generator the twin streams (ModuleSession, under load) and holds the
-estimator's figures (station/analysis/worst_case.py) against the model's true quantiles, computed
+estimator's figures (station/analysis/worst_case/) against the model's true quantiles, computed
 from its parameters (tests/twin_latency_truth.py). Per interface and size it prints:
 
     interface  events  samples  true 1e-9  GPD interval held 1e-9  called reliable  held when reliable

@@ -252,7 +252,7 @@ def _board_widths_above(run: RunAnalysis, threshold: float) -> np.ndarray:
 
 def _worst_case(runs: list[RunAnalysis], exceedance: float, deadline_ns: float | None) -> list[dict]:
     """Per interface and load: the largest software latency seen, the p99.999 of all that
-    interface's samples under that load pooled, and the tail fit (station/analysis/worst_case.py):
+    interface's samples under that load pooled, and the tail fit (station/analysis/worst_case/):
     the latency exceeded with probability `exceedance` per event, with its interval and checks,
     and the probability of exceeding the deadline when there is one."""
     result = []

@@ -108,7 +108,7 @@ def _by_key(entries: Sequence[dict[str, Any]], interface: str, load: str) -> dic
 
 def worst_case_1e9_ns(entry: dict[str, Any] | None) -> float | None:
     """The software latency exceeded once in 1e9 events, from report.json's comparisons.worst_case
-    entry (the tail fit of station/analysis/worst_case.py; None where the fit was unreliable).
+    entry (the tail fit of station/analysis/worst_case/; None where the fit was unreliable).
     Nothing is estimated here: each campaign's report is the one source of its numbers."""
     value = (entry or {}).get("worst_case_1e9_ns")
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None

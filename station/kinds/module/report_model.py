@@ -489,7 +489,7 @@ class WorstCase(Closed):
     reasons: list[str] | None = Field(None, description="why not reliable")
     bound: Bound | None = Field(None, description="the distribution-free bound; null without samples")
     deadline: Deadline | None = Field(None, description="with a deadline: the probability of exceeding it")
-    tail_fit: Blob = Field(None, description="station/analysis/worst_case.py's whole result (threshold "
+    tail_fit: Blob = Field(None, description="station/analysis/worst_case/'s whole result (threshold "
                            "diagnostics, shape, scale, goodness of fit, independence): a diagnostic blob")
 
 
