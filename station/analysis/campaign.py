@@ -131,3 +131,11 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
     report["findings"] = [f for part in sorted(parts, key=lambda p: "runs" not in p.entries)
                           for f in part.findings]
     return report, samples
+
+
+def entry_identity(manifest: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """The head of every kind's run entry (report.model.RunIdentity): the run's id, target, load,
+    repetition, status and error, from its manifest."""
+    run = manifest.get("run") or {}
+    return {"id": manifest.get("run_id", run_dir.name), "target": run.get("target"), "load": run.get("load"),
+            "repetition": run.get("repetition"), "status": manifest.get("status"), "error": manifest.get("error")}

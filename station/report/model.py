@@ -36,6 +36,18 @@ class Closed(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RunIdentity(Closed):
+    """What every kind's run entry starts with: which run it is and how it ended (a kind narrows a
+    field where its runs always have it)."""
+
+    id: str = Field(description="unique run id (its directory's name in runs/), e.g. `lpt-inb-r0`")
+    target: str | None = Field(None, description="the target's name (null with a single target)")
+    load: str | None = Field(None, description="the load set")
+    repetition: int | None = Field(None, description="repetition index, from 0")
+    status: RunStatus
+    error: str | None = Field(None, description="why the run is incomplete or failed")
+
+
 class Open(BaseModel):
     """An object with the keys listed and, by design, others (its description says which)."""
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.kinds.avrsim import simulator as avr_sim
 from station.store.run_store import read_manifest
 
@@ -56,11 +56,10 @@ def _read(run_dir: Path) -> tuple[dict[str, Any], avr_sim.AvrSimOutput | None, l
     """(the run's entry so far, the harness's output or None, its answered delays in cycles, why
     no output)."""
     manifest = read_manifest(run_dir)
-    run, settings = manifest.get("run") or {}, manifest.get("avrsim") or {}
+    settings = manifest.get("avrsim") or {}
     entry: dict[str, Any] = {
-        "id": manifest.get("run_id", run_dir.name), "case": settings.get("case"), "load": run.get("load"),
-        "repetition": run.get("repetition"), "target": run.get("target"), "status": manifest.get("status"),
-        "error": manifest.get("error"), "firmware": settings.get("firmware"), "timer0": settings.get("timer0"),
+        **entry_identity(manifest, run_dir), "case": settings.get("case"), "firmware": settings.get("firmware"),
+        "timer0": settings.get("timer0"),
         "seed": settings.get("seed"), "sha256": (manifest.get("firmware") or {}).get("sha256"),
     }
     try:

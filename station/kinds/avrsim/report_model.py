@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from station.report.model import Closed, Finding, Float, Interval, RunStatus
+from station.report.model import Closed, Finding, Float, Interval, RunIdentity
 
 
 class DelayCycles(Closed):
@@ -61,16 +61,10 @@ class AvrOutliers(Closed):
     worst_us: Float = Field(None, description="the largest outlier's delay, µs")
 
 
-class AvrsimRun(Closed):
+class AvrsimRun(RunIdentity):
     """AVRSIM_RUN: one run. One whose harness output could not be read has its identity only."""
 
-    id: str = Field(description="unique run id, e.g. `sketch-masked-none-r0`")
     case: str | None = Field(None, description="the case of `avrsim.cases`")
-    load: str | None = Field(None, description="the load set (one without programs)")
-    repetition: int | None = Field(None, description="repetition index, from 0")
-    target: str | None = Field(None, description="the target's name (null with a single target)")
-    status: RunStatus
-    error: str | None = Field(None, description="why the run is incomplete or failed")
     firmware: Literal["responder", "sketch"] | None = Field(None, description="the build: the bare responder or "
                                                             "the seed's sketch on the Arduino core")
     timer0: Literal["enabled", "masked"] | None = Field(None, description="timer0's overflow interrupt")

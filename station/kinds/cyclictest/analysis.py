@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from station.analysis import slices as ct_slices
-from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.analysis.histogram import Histogram, combine, from_cyclictest
 from station.analysis.samples import RunSamples, ThreadHistogram
 from station.kinds.cyclictest.target import SLICE_MARK
@@ -337,9 +337,8 @@ def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tup
     run = manifest.get("run") or {}
     ct = manifest.get("cyclictest") or {}
     entry: dict[str, Any] = {
-        "id": manifest.get("run_id", run_dir.name), "target": run.get("target") or SINGLE_TARGET,
-        "load": run.get("load"), "repetition": run.get("repetition"), "status": manifest.get("status"),
-        "error": manifest.get("error"), "cyclictest_version": ct.get("version"),
+        **entry_identity(manifest, run_dir), "target": run.get("target") or SINGLE_TARGET,
+        "cyclictest_version": ct.get("version"),
         "arguments": (manifest.get("probe") or {}).get("arguments"), "duration_s": manifest.get("duration_s"),
         "threads": [], "combined": None, "break": ct.get("break"),
     }

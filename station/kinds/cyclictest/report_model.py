@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from station.report.model import Closed, Finding, Float, Interval, RunStatus, Stats
+from station.report.model import Closed, Finding, Float, Interval, RunIdentity, Stats
 
 Number = int | float | None
 
@@ -74,15 +74,10 @@ class TimerlatRun(Closed):
                                  "auto-analysis of the sample (rtla 6.3+) and where it saved the trace")
 
 
-class CtRun(Closed):
+class CtRun(RunIdentity):
     """CT_RUN: one cyclictest run."""
 
-    id: str = Field(description="unique run id, e.g. `regular-no-load-r0`")
     target: str = Field(description="the table's row")
-    load: str | None = Field(None, description="the table's column")
-    repetition: int | None = Field(None, description="repetition index, from 0")
-    status: RunStatus
-    error: str | None = Field(None, description="why the run is incomplete or failed")
     cyclictest_version: str | None = Field(None, description="rt-tests version on the target")
     arguments: list[str] | None = Field(None, description="cyclictest's command-line arguments")
     duration_s: Float = Field(None, description="wall time of the measurement, s")

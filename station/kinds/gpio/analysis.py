@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from station.analysis import dependence, run_level
-from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.analysis.distribution import robust_sigma
 from station.compare.analysis import holm
 from station.store.run_store import read_manifest, sealed_or_streamed
@@ -66,9 +66,8 @@ def read_delays(run_dir: Path) -> pd.DataFrame:
 def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], np.ndarray | None]:
     run, g = manifest.get("run") or {}, manifest.get("gpio") or {}
     entry: dict[str, Any] = {
-        "id": manifest.get("run_id", run_dir.name), "case": g.get("case", run.get("variant")), "load": run.get("load"),
-        "repetition": run.get("repetition"), "target": run.get("target"), "status": manifest.get("status"),
-        "error": manifest.get("error"), "responder": g.get("responder"), "mode": g.get("mode"),
+        **entry_identity(manifest, run_dir), "case": g.get("case", run.get("variant")),
+        "responder": g.get("responder"), "mode": g.get("mode"),
         "threaded": g.get("threaded"), "priority": g.get("priority"), "governor": g.get("governor"),
         "resolution_ns": (g.get("sample_interval_s") or 0) * 1e9 or None,
         "idle": not manifest.get("loads"),  # the run's load set started nothing

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from station.report.model import Closed, Finding, Float, Interval, RunStatus
+from station.report.model import Closed, Finding, Float, Interval, RunIdentity
 
 
 class Delays(Closed):
@@ -49,16 +49,10 @@ class Outliers(Closed):
     explanation: str = Field(description="one sentence")
 
 
-class GpioRun(Closed):
+class GpioRun(RunIdentity):
     """GPIO_RUN: one run. One whose delays could not be read has no counts and null delays."""
 
-    id: str = Field(description="unique run id, e.g. `sysfs-idle-r0`")
     case: str | None = Field(None, description="the case of `gpio.cases`")
-    load: str | None = Field(None, description="the load")
-    repetition: int | None = Field(None, description="repetition index, from 0")
-    target: str | None = Field(None, description="the target's name (null with a single target)")
-    status: RunStatus
-    error: str | None = Field(None, description="why the run is incomplete or failed")
     responder: str | None = Field(None, description="what answered: `kernel`, `chardev`, `sysfs`, `external`, …")
     mode: Literal["echo", "toggle"] | None = Field(None, description="the response follows the input, or flips")
     threaded: bool | None = Field(None, description="the kernel responder answers from a threaded handler")

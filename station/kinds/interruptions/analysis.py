@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from station.analysis.campaign import AnalysisInput, KindReport, section_report
+from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.common.formatting import duration_us
 from station.kinds.interruptions.attribution import (
     CAUSES,
@@ -225,10 +225,8 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     entries = []
     for run_dir in run_dirs:
         manifest = read_manifest(run_dir)
-        run = manifest.get("run") or {}
         entry: dict[str, Any] = {
-            "id": manifest.get("run_id", run_dir.name), "target": run.get("target"), "load": run.get("load"),
-            "repetition": run.get("repetition"), "status": manifest.get("status"), "error": manifest.get("error"),
+            **entry_identity(manifest, run_dir),
             "spoilers": (manifest.get("spoilers") or {}).get("flags", []),
             "osnoise_note": (manifest.get("interruptions") or {}).get("rtla_note"),
         }

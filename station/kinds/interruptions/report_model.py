@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from station.report.model import Closed, Finding, Float, RunStatus
+from station.report.model import Closed, Finding, Float, RunIdentity
 
 
 class Family(Closed):
@@ -66,16 +66,10 @@ class GapHistogram(Closed):
     counts: dict[str, list[int]] = Field(description="cause → gaps per bin (causes with gaps only)")
 
 
-class IgRun(Closed):
+class IgRun(RunIdentity):
     """IG_RUN: one detector run. One whose output could not be read has only the fields up to
     `osnoise_note`."""
 
-    id: str = Field(description="unique run id, e.g. `vm-none-r0`")
-    target: str | None = Field(None, description="the target's name")
-    load: str | None = Field(None, description="the load")
-    repetition: int | None = Field(None, description="repetition index, from 0")
-    status: RunStatus
-    error: str | None = Field(None, description="why the run is incomplete or failed")
     spoilers: list[str] = Field(default_factory=list, description="what on the measured CPU may disturb the "
                                 "measurement, one sentence each")
     osnoise_note: str | None = Field(None, description="why rtla osnoise did not run, when asked for")

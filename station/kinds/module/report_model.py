@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from station.report.model import Closed, Float, Interval, RunStatus, Stats
+from station.report.model import Closed, Float, Interval, RunIdentity, Stats
 
 Blob = dict[str, Any] | None
 
@@ -294,18 +294,15 @@ class Dependence(Closed):
     sentence: str = Field(description="what was found, in words")
 
 
-class ModuleRun(Closed):
+class ModuleRun(RunIdentity):
     """One run of the matrix interface × variant × load × repetition."""
 
-    id: str = Field(description="unique run id, e.g. `lpt-inb-r0`; also the key of its samples")
     interface: str = Field(description="the IRQ echoer measured (`lpt`, `pcie`)")
     variant: str = Field(description="`inb` or `no-inb`: handler with or without the extra bus read")
     load: str = Field(description="load profile name")
     repetition: int = Field(description="repetition index, from 0")
     target: str | None = Field(None, description="the target's name (`null` or `\"\"` with a single target)")
     period_ns: int | None = Field(None, description="period of the RT task that triggers the IRQs, ns")
-    status: RunStatus
-    error: str | None = Field(None, description="why the run is incomplete or failed")
     duration_s: Float = Field(None, description="wall time of the measurement, s")
     sw: Stats | None = Field(None, description="statistics of the software latencies t_SW")
     hw: Stats | None = Field(None, description="statistics of the scope pulse widths t_HW; null without a scope")
