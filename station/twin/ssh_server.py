@@ -10,7 +10,8 @@ from pathlib import Path
 
 import asyncssh
 
-from station.twin.target import CommandResult, EmulatedTarget, LoadedModule, LoadProcess
+from station.twin.processes import CommandResult, LoadProcess
+from station.twin.target import EmulatedTarget, LoadedModule
 
 
 class _Server(asyncssh.SSHServer):

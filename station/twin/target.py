@@ -17,7 +17,7 @@ import os
 import platform
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -37,6 +37,7 @@ from station.twin.board_target import (
 from station.twin.clock import DriftingClock, Slew
 from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
 from station.twin.module_params import kernel_int, module_rules
+from station.twin.processes import CommandResult, LoadProcess, ProcessTable, command_error
 
 MODULE_DIR = "/opt/irq-station/modules"
 # module file stem -> (interface, family): the station's own table, so the two never drift
@@ -44,20 +45,12 @@ MODULES = {stem: (interface, family) for (family, interface), stem in module_nam
 RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
 # the RTAI box's own files, which the Raspberry Pi board does not have
 PC_ONLY_FILES = frozenset({"/proc/version", "/proc/cmdline", "/proc/interrupts", "/proc/rtai/hal"})
-KNOWN_LOAD_PROGRAMS = {"hping3", "stress-ng", "stress", "hackbench", "stressapptest", "sh", "dd", "cyclictest"}
 STREAM_LAG_NS = 60_000
 BACKGROUND_AND_WAIT = " & wait $!"  # emit an event once its handler has surely run
 
 
 class Output(Protocol):
     def write(self, data: bytes) -> None: ...
-
-
-@dataclass
-class CommandResult:
-    stdout: bytes = b""
-    stderr: bytes = b""
-    status: int = 0
 
 
 def _numbered(seq: np.ndarray, mod: LoadedModule) -> np.ndarray:
@@ -77,10 +70,6 @@ def _split_sequence(tokens: list[str]) -> list:
     return [p for p in parts if p != []]
 
 
-def _err(text: str, status: int = 1) -> CommandResult:
-    return CommandResult(stderr=(text + "\n").encode(), status=status)
-
-
 @dataclass
 class LoadedModule:
     name: str
@@ -97,28 +86,7 @@ class LoadedModule:
     truth_path: Path | None = None
 
 
-@dataclass
-class LoadProcess:
-    pid: int
-    program: str
-    cmdline: str
-    pidfile: str | None
-    deadline: float
-    echo_pid: bool = False
-    responder: bool = False  # the board's GPIO responder, not a load
-    reader: bool = False  # a reader of a module's record stream (`cat DEVICE`), not a load
-    argv: list[str] = field(default_factory=list)  # as /proc/PID/cmdline shows it (after exec)
-    environ: list[str] = field(default_factory=list)  # as /proc/PID/environ shows it
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-    status: int | None = None
-
-    @property
-    def loads_the_target(self) -> bool:
-        """Running, and a load: the responder and the station's own stream reader are neither."""
-        return self.status is None and not self.responder and not self.reader
-
-
-class EmulatedTarget:
+class EmulatedTarget(ProcessTable):
     def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin", board: bool = False,
                  drift_ppm: float = 0.0, slews: tuple[Slew, ...] = ()) -> None:
         self.preset = preset
@@ -153,10 +121,6 @@ class EmulatedTarget:
     # ---- clock and state seen by the scope -------------------------------------------
     def now_ns(self) -> int:
         return self.clock.now_ns()
-
-    def loads_running(self) -> bool:
-        self._reap()
-        return any(p.loads_the_target for p in self.loads.values())
 
     def current_session(self) -> ModuleSession | None:
         for mod in self.modules.values():
@@ -247,7 +211,7 @@ class EmulatedTarget:
             lexer.whitespace_split = True
             tokens = list(lexer)
         except ValueError as exc:
-            return _err(f"sh: syntax error: {exc}", 2)
+            return command_error(f"sh: syntax error: {exc}", 2)
         if not any(t in (";", "&&", "||") for t in tokens):
             return self._simple(command)
         out = CommandResult()
@@ -260,7 +224,7 @@ class EmulatedTarget:
                 continue
             result = self._simple(shlex.join(part))
             if not isinstance(result, CommandResult):
-                return _err("sh: the twin runs streams and loads only as a command of their own", 2)
+                return command_error("sh: the twin runs streams and loads only as a command of their own", 2)
             out = CommandResult(out.stdout + result.stdout, out.stderr + result.stderr, result.status)
         return out
 
@@ -268,18 +232,18 @@ class EmulatedTarget:
         try:
             argv = shlex.split(command)
         except ValueError as exc:
-            return _err(f"sh: syntax error: {exc}", 2)
+            return command_error(f"sh: syntax error: {exc}", 2)
         if not argv:
             return CommandResult()
         if argv[:2] == ["sudo", "-n"]:
             if self.sudo_needs_password:  # a sudoers rule without NOPASSWD, as sudo -n reports it
-                return _err("sudo: a password is required", 1)
+                return command_error("sudo: a password is required", 1)
             self.sudo_commands.append(shlex.join(argv[2:]))
             argv = argv[2:] or ["true"]
         prog, args = argv[0], argv[1:]
         handler = getattr(self, "_cmd_" + prog.replace("-", "_"), None)
         if handler is None:
-            return _err(f"sh: 1: {prog}: not found", 127)
+            return command_error(f"sh: 1: {prog}: not found", 127)
         return handler(args)
 
     def _cmd_true(self, args: list[str]) -> CommandResult:
@@ -316,12 +280,13 @@ class EmulatedTarget:
         """The board's compiler, as the station calls it: cc FLAGS -o OUT SRC.c LIBS. The twin
         checks the source is there and makes the program (it runs nothing of it)."""
         if self.board is None:
-            return _err("sh: 1: cc: not found", 127)
+            return command_error("sh: 1: cc: not found", 127)
         sources = [a for a in args if a.endswith(".c")]
         out = args[args.index("-o") + 1] if "-o" in args[:-1] else "a.out"
         missing = [src for src in sources if src not in self.files]
         if not sources or missing:
-            return _err(f"cc: error: {missing[0] if missing else 'no input files'}: No such file or directory", 1)
+            what = missing[0] if missing else "no input files"
+            return command_error(f"cc: error: {what}: No such file or directory", 1)
         self.files[out] = b"\x7fELF twin-built " + hashlib.sha256(self.files[sources[0]]).hexdigest().encode()
         return CommandResult()
 
@@ -331,7 +296,7 @@ class EmulatedTarget:
             for mod in self.modules.values():
                 if path == mod.device:
                     if len(args) != 1:
-                        return _err("cat: twin streams one device at a time")
+                        return command_error("cat: twin streams one device at a time")
                     return ("stream", (mod, None))
             data = self._virtual_file(path)
             if data is None:
@@ -348,7 +313,7 @@ class EmulatedTarget:
                 out.append(p)
                 continue
             if p not in self.dirs:
-                return _err(f"ls: cannot access '{p}': No such file or directory", 2)
+                return command_error(f"ls: cannot access '{p}': No such file or directory", 2)
             prefix = p + "/"
             names = {f[len(prefix):].split("/")[0] for f in [*self.files, *self.dirs] if f.startswith(prefix)}
             out.extend(sorted(n for n in names if n))
@@ -367,7 +332,7 @@ class EmulatedTarget:
             if p in self.files:
                 del self.files[p]
             elif not force:
-                return _err(f"rm: cannot remove '{p}': No such file or directory")
+                return command_error(f"rm: cannot remove '{p}': No such file or directory")
         return CommandResult()
 
     def _base_modules(self) -> tuple[str, ...]:
@@ -381,17 +346,17 @@ class EmulatedTarget:
 
     def _cmd_insmod(self, args: list[str]) -> CommandResult:
         if not args:
-            return _err("insmod: ERROR: missing filename.", 1)
+            return command_error("insmod: ERROR: missing filename.", 1)
         path, kv = args[0], args[1:]
         stem = Path(path).name.removesuffix(".ko")
         if self.board is not None and stem == RESPONDER_MODULE and path in self.files:
             return self._insmod_responder(path, args[1:])
         if path not in self.files or stem not in MODULES:
-            return _err(f"insmod: ERROR: could not load module {path}: No such file or directory")
+            return command_error(f"insmod: ERROR: could not load module {path}: No such file or directory")
         if not self.files[path].startswith(b"\x7fELF"):
-            return _err(f"insmod: ERROR: could not insert module {path}: Invalid module format")
+            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid module format")
         if stem in self.modules:
-            return _err(f"insmod: ERROR: could not insert module {path}: File exists")
+            return command_error(f"insmod: ERROR: could not insert module {path}: File exists")
         interface, family = MODULES[stem]
         rules = module_rules(stem)  # the module's own declarations and checks (target_modules/)
         params: dict[str, str] = {}
@@ -399,7 +364,7 @@ class EmulatedTarget:
             key, _, value = item.partition("=")
             if key not in rules.params:
                 self.files["/var/log/dmesg-last"] = f"{stem}: Unknown parameter `{key}'\n".encode()
-                return _err(
+                return command_error(
                     f"insmod: ERROR: could not insert module {path}: Unknown symbol in module, "
                     "or unknown parameter (see dmesg)"
                 )
@@ -407,7 +372,7 @@ class EmulatedTarget:
         bad = rules.check(params) or self._check_params(params)
         if bad:
             self.files["/var/log/dmesg-last"] = f"{stem}: {bad}\n".encode()
-            return _err(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
+            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
         period_us = kernel_int(params.get("period_us", "100"))
         check = params.get("check", "1") in ("1", "Y", "y")
         fmt = params.get("format", "v1")
@@ -464,15 +429,15 @@ class EmulatedTarget:
         for name in (a for a in args if not a.startswith("-")):
             name = Path(name).name.removesuffix(".ko")
             if name in RTAI_BASE_MODULES:
-                return _err(f"rmmod: ERROR: Module {name} is in use")
+                return command_error(f"rmmod: ERROR: Module {name} is in use")
             if self.board is not None and name == RESPONDER_MODULE and self.board.module is not None:
                 self.board.unload_module()
                 continue
             mod = self.modules.get(name)
             if mod is None:
-                return _err(f"rmmod: ERROR: Module {name} is not currently loaded")
+                return command_error(f"rmmod: ERROR: Module {name} is not currently loaded")
             if mod.readers:
-                return _err(f"rmmod: ERROR: Module {name} is in use")
+                return command_error(f"rmmod: ERROR: Module {name} is in use")
             del self.modules[name]
             self._write_truth(mod)
         return CommandResult()
@@ -480,116 +445,7 @@ class EmulatedTarget:
     def _cmd_dmesg(self, args: list[str]) -> CommandResult:
         return CommandResult(self.files.get("/var/log/dmesg-last", b""))
 
-    def _cmd_kill(self, args: list[str]) -> CommandResult:
-        # `kill [-SIG] [--] PID|-PGID...`: the first `-X` is the signal; after it (or
-        # after `--`) a negative number is a process group, as in procps, bash and busybox
-        sig, rest = 15, list(args)
-        if rest and rest[0].startswith("-") and rest[0] != "--":
-            name = rest.pop(0)[1:].upper().removeprefix("SIG")
-            sig = {"KILL": 9, "9": 9, "TERM": 15, "15": 15, "INT": 2, "2": 2}.get(name, 0)
-            if not sig:
-                return _err(f"sh: kill: -{name}: invalid signal specification")
-        if rest[:1] == ["--"]:
-            rest.pop(0)
-        targets = []
-        for a in rest:
-            try:
-                targets.append(abs(int(a)))  # -PGID: the twin's loads lead their own group
-            except ValueError:
-                return _err(f"sh: kill: {a}: arguments must be process or job IDs")
-        status = 0
-        err = b""
-        for pid in targets:
-            proc = self.loads.get(pid)
-            if proc is None or proc.status is not None:
-                status = 1
-                err += f"sh: kill: ({pid}) - No such process\n".encode()
-                continue
-            self._end(proc, 128 + sig)
-        return CommandResult(b"", err, status)
-
-    def _cmd_setsid(self, args: list[str]) -> CommandResult | tuple[str, object]:
-        if args[:1] == ["-w"]:
-            args = args[1:]
-        environ: list[str] = []
-        if args[:1] == ["env"]:
-            args = args[1:]
-            while args and "=" in args[0] and not args[0].startswith("-"):
-                environ.append(args.pop(0))
-        if len(args) != 3 or args[:2] != ["sh", "-c"]:
-            return _err("setsid: the twin runs only: setsid sh -c 'echo $$ > PIDFILE; exec timeout ...'")
-        script = args[2]
-        head, sep, rest = script.partition("; exec ")
-        pidfile, echo_pid = None, False
-        if not sep:
-            head, rest = "", script.removeprefix("exec ")
-        for statement in filter(None, (s.strip() for s in head.split(";"))):
-            words = shlex.split(statement)
-            if words == ["echo", "$$"]:
-                echo_pid = True  # like a real shell: the pid reaches stdout only if echoed
-            elif len(words) == 4 and words[:3] == ["echo", "$$", ">"]:
-                pidfile = words[3]
-            else:
-                return _err(f"sh: twin cannot run: {statement}", 2)
-        argv = shlex.split(rest)
-        if len(argv) >= 3 and argv[-3] == ">" and argv[-1] == "2>&1":  # output to a log file on the host
-            self.files[argv[-2]] = b""
-            argv = argv[:-3]
-        exec_argv = list(argv)
-        deadline = float("inf")
-        if argv[:1] == ["timeout"]:
-            argv = argv[1:]
-            while argv and argv[0].startswith("-"):
-                argv = argv[2:] if argv[0] in ("-s", "--signal", "-k") else argv[1:]
-            deadline = time.monotonic() + float(argv[0].rstrip("s"))
-            argv = argv[1:]
-        if not argv:
-            return _err("timeout: missing operand", 125)
-        stream_of = None
-        if argv[0] == "cat":
-            stream_of = next((m for m in self.modules.values() if argv[1:] == [m.device]), None)
-            if stream_of is None:
-                return _err(f"cat: {' '.join(argv[1:])}: No such file or directory", 1)
-        elif self.board is not None and self.board.is_responder(argv):
-            if argv[0] not in self.files and "/" in argv[0]:  # the seed's programs go by name
-                return _err(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
-        elif argv[0] not in KNOWN_LOAD_PROGRAMS:
-            return _err(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
-        if argv[0] == "hping3" and len([a for a in argv[1:] if not a.startswith("-")]) == 0:
-            return _err("hping3: missing target host", 1)
-        pid = self._next_pid
-        self._next_pid += 7
-        responder = self.board is not None and self.board.is_responder(argv)
-        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, responder, stream_of is not None,
-                           exec_argv, environ)
-        if responder:
-            assert self.board is not None
-            try:
-                self.board.start_process(pid, argv)
-            except BoardError as exc:
-                return _err(str(exc), 1)
-        self.loads[pid] = proc
-        if self.board is not None:
-            self.board.changed(loaded=self.loads_running())
-        if pidfile:
-            self.files[pidfile] = f"{pid}\n".encode()
-        if stream_of is not None:
-            return ("stream", (stream_of, proc))
-        return ("load", proc)
-
-    def _cmd_ps(self, args: list[str]) -> CommandResult:
-        self._reap()
-        rows = ["  PID CMD"] + [f"{p.pid:>5} {p.cmdline}" for p in self.loads.values() if p.status is None]
-        return CommandResult(("\n".join(rows) + "\n").encode())
-
     # ---- process and stream plumbing -------------------------------------------------
-    def _end(self, proc: LoadProcess, status: int) -> None:
-        proc.status = status
-        proc.ended.set()
-        if self.board is not None:
-            self.board.end_process(proc.pid)
-            self.board.changed(loaded=any(p.loads_the_target for p in self.loads.values()))
-
     def _module_names(self) -> list[str]:
         board_module = [RESPONDER_MODULE] if self.board is not None and self.board.module is not None else []
         return [*self.modules, *board_module]
@@ -597,13 +453,13 @@ class EmulatedTarget:
     def _insmod_responder(self, path: str, kv: list[str]) -> CommandResult:
         assert self.board is not None
         if self.board.module is not None:
-            return _err(f"insmod: ERROR: could not insert module {path}: File exists")
+            return command_error(f"insmod: ERROR: could not insert module {path}: File exists")
         params = dict(item.partition("=")[::2] for item in kv)
         try:
             self.board.load_module(params)
         except BoardError as exc:
             self.files["/var/log/dmesg-last"] = f"{RESPONDER_MODULE}: {exc}\n".encode()
-            return _err(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
+            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
         return CommandResult()
 
     # the station's tool upload: test -x, chmod, mv
@@ -612,24 +468,20 @@ class EmulatedTarget:
             return CommandResult(status=0 if args[1] in self.files else 1)
         if len(args) == 2 and args[0] == "-d":
             return CommandResult(status=0 if args[1].rstrip("/") in self.dirs else 1)
-        return _err("test: the twin knows -e, -f, -x and -d PATH", 2)
+        return command_error("test: the twin knows -e, -f, -x and -d PATH", 2)
 
     def _cmd_chmod(self, args: list[str]) -> CommandResult:
         missing = [a for a in args[1:] if a not in self.files]
-        return _err(f"chmod: cannot access '{missing[0]}': No such file or directory") if missing else CommandResult()
+        if missing:
+            return command_error(f"chmod: cannot access '{missing[0]}': No such file or directory")
+        return CommandResult()
 
     def _cmd_mv(self, args: list[str]) -> CommandResult:
         paths = [a for a in args if not a.startswith("-")]
         if len(paths) != 2 or paths[0] not in self.files:
-            return _err(f"mv: cannot stat '{paths[0] if paths else ''}': No such file or directory")
+            return command_error(f"mv: cannot stat '{paths[0] if paths else ''}': No such file or directory")
         self.files[paths[1]] = self.files.pop(paths[0])
         return CommandResult()
-
-    def _reap(self) -> None:
-        now = time.monotonic()
-        for proc in self.loads.values():
-            if proc.status is None and now >= proc.deadline:
-                self._end(proc, 137)  # timeout -s KILL: the dead man's switch fired
 
     def _write_truth(self, mod: LoadedModule) -> None:
         if mod.truth_path is None:
