@@ -1,5 +1,5 @@
 """A raw FIFO dump of the latency modules, legacy or v1, checked whole before anything is
-written: records.py decodes it (the one place that knows the formats); this module only
+written: parsers/records.py decodes it (the one place that knows the formats); this module only
 says where in the file a record is wrong and what a torn last record left over."""
 
 from __future__ import annotations

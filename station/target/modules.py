@@ -1,4 +1,4 @@
-"""The latency modules on the target: parameters, insmod and rmmod (their names: module_names.py)."""
+"""The latency modules on the target: parameters, insmod and rmmod (their names: common/module_names.py)."""
 
 from __future__ import annotations
 

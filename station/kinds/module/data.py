@@ -1,7 +1,7 @@
 """A module run's tables (the LPT/PCIe latency module's kind): t_SW records (`sw`), scope pulses
 (`hw`), the twin's truth and the records' arrival times — read whole (`load_run`) or in batches
 (`iter_table`), from the Parquet files once the run is sealed, else from what streamed (sw.raw
-decoded by its record format, hw_pulses.csv). The generic store (store.py) knows none of these."""
+decoded by its record format, hw_pulses.csv). The generic store (store/run_store.py) knows none of these."""
 
 from __future__ import annotations
 
