@@ -16,7 +16,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-import instruments.scpi
+import instruments.scpi.instrument
+import instruments.scpi.session
 from instruments.funcgen import GeneratorError, GeneratorSettings, Keysight33500
 from instruments.keysight_infiniivision import KeysightInfiniiVision
 from instruments.scope import ScopeDataError, ScopeError, ScopeSettings, ScopeTimeout, Waveform
@@ -29,7 +30,8 @@ from tests.protocol import RESOURCE, TIMEOUT, FakeClock, FakeResource, ProtocolE
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     """Busy loops run on a clock that moves only when they sleep (and they never really sleep)."""
     fake = FakeClock()
-    monkeypatch.setattr(instruments.scpi, "time", fake)
+    monkeypatch.setattr(instruments.scpi.session, "time", fake)  # the session's and the instruments' waits
+    monkeypatch.setattr(instruments.scpi.instrument, "time", fake)
     return fake
 
 

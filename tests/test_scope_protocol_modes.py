@@ -17,7 +17,8 @@ import math
 import numpy as np
 import pytest
 
-import instruments.scpi
+import instruments.scpi.instrument
+import instruments.scpi.session
 from instruments.keysight_infiniivision import KeysightInfiniiVision
 from instruments.scope import Frames, ScopeDataError, ScopeError, ScopeTimeout, WidthMeasurement
 from instruments.tektronix_mso import TektronixMSO
@@ -43,7 +44,8 @@ from tests.test_scope_protocol import (
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     """Busy loops run on a clock that moves only when they sleep (and they never really sleep)."""
     fake = FakeClock()
-    monkeypatch.setattr(instruments.scpi, "time", fake)
+    monkeypatch.setattr(instruments.scpi.session, "time", fake)  # the session's and the instruments' waits
+    monkeypatch.setattr(instruments.scpi.instrument, "time", fake)
     return fake
 
 

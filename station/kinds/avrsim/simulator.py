@@ -215,7 +215,7 @@ class Build:
 def sources() -> Path:
     """target_modules/avr: the installed package's copy (station/_target_modules/avr), else the checkout's."""
     packaged = resources.files("station") / "_target_modules" / "avr"
-    checkout = Path(__file__).resolve().parents[1] / "target_modules" / "avr"
+    checkout = Path(__file__).resolve().parents[3] / "target_modules" / "avr"
     for src in ([packaged] if isinstance(packaged, Path) else []) + [checkout]:
         if (src / "Makefile").is_file():
             return src
