@@ -299,10 +299,9 @@ def _by_counts(out: IrqgapOutput, g: Gap, costs: dict[int, LineCost]) -> str | N
 
 def uncosted(run: RunOutputs, gaps: list[Attributed], costs: dict[int, LineCost]) -> int:
     """Gaps judged by counts, left unexplained, in which a line without a usual cost moved: the
-    counts alone could not weigh them."""
-    by_start = {g.start_ns: g for g in run.gaps.gaps}
-    return sum(1 for a in gaps if a.basis == "counts" and a.cause == "unexplained" and a.start_ns in by_start
-               and any(n > 0 and i not in costs for i, n in by_start[a.start_ns].irqs.items()))
+    counts alone could not weigh them. `gaps`: attribute's, one per detector gap, in its order."""
+    return sum(1 for g, a in zip(run.gaps.gaps, gaps, strict=True) if a.basis == "counts" and a.cause == "unexplained"
+               and any(n > 0 and i not in costs for i, n in g.irqs.items()))
 
 
 def attribute(run: RunOutputs, costs: dict[int, LineCost] | None = None) -> list[Attributed]:
