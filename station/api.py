@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from station.importers import ImportInputError, ImportOptions, ImportResult
     from station.kinds.module.data import RunData, load_run
     from station.kinds.module.pairing import Pairing
+    from station.report.manifest_schema import manifest_json_schema
     from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
+    from station.store.manifest import Manifest, read_manifest
     from station.store.result_store import ResultStore, ResultStoreError
     from station.store.run_store import list_runs
     from station.target import Host, TargetError
@@ -41,6 +43,7 @@ __all__ = [
     "CaptureFailed", "CaptureOptionError", "CaptureSummary", "capture_settings", "capture_to_file",
     "check_capture_output", "read_capture_sidecar",
     "ReportSchemaError", "report_json_schema", "report_model", "validate_report",
+    "Manifest", "manifest_json_schema", "read_manifest",
 ]
 
 #: Every name this module re-exports, by the module that defines it: imported when first asked for.
@@ -68,6 +71,9 @@ _LAZY = {
     # report.json's schema (docs/report-schema.md; `station schema --report`)
     "ReportSchemaError": "station.report.model", "report_json_schema": "station.report.model",
     "report_model": "station.report.model", "validate_report": "station.report.model",
+    # a run's manifest.json (docs/manifest-schema.md; `station schema --manifest`)
+    "Manifest": "station.store.manifest", "read_manifest": "station.store.manifest",
+    "manifest_json_schema": "station.report.manifest_schema",
 }
 
 
@@ -240,7 +246,7 @@ def pair_events(run: RunData) -> Pairing | None:
     the run cannot be paired (a legacy stream without sequence numbers, no scope, no arrival times)."""
     from station.kinds.module.pairing import pair_run
 
-    return pair_run(run.sw, run.hw, run.arrivals, int(run.manifest.get("period_ns") or 0) or 1)
+    return pair_run(run.sw, run.hw, run.arrivals, int(run.period_ns or 0) or 1)
 
 
 def measuring_time(campaign: Campaign) -> tuple[float, float]:

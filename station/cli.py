@@ -211,12 +211,20 @@ def schema(
     markdown: bool = typer.Option(False, "--markdown", metavar=FLAG,
                                   help="with --report: its field tables in Markdown, as docs/report-schema.md "
                                   "shows them"),
+    manifest: bool = typer.Option(False, "--manifest", metavar=FLAG,
+                                  help="a run's manifest.json's schema instead (docs/manifest-schema.md)"),
 ) -> None:
-    """Print the campaign file's JSON Schema (or, with --report, report.json's)."""
+    """Print the campaign file's JSON Schema (or, with --report, report.json's; with --manifest, a
+    run's manifest.json's)."""
     import json
 
     if markdown and not report:
         raise typer.BadParameter("--markdown goes with --report", param_hint="--markdown")
+    if manifest and report:
+        raise typer.BadParameter("--manifest or --report, not both", param_hint="--manifest")
+    if manifest:
+        typer.echo(json.dumps(api.manifest_json_schema(), indent=2))
+        return
     if markdown:
         from station.report.schema_doc import markdown as tables
 

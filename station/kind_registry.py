@@ -86,9 +86,13 @@ class Kind:
     # a pydantic model of its part of report.json: the fields of its section under its name, or
     # (top_level_runs) its top-level fields; None: its section is untyped (station.report.model)
     report_model: Any = None
+    # a pydantic model of the top-level keys its runs add to manifest.json (station.store.manifest);
+    # None: its keys are untyped
+    manifest_model: Any = None
 
     def load(self, which: str) -> Any:
-        """A heavy part (`measurement`, `analysis`, `report`, `compare`, `report_model`), imported now;
+        """A heavy part (`measurement`, `analysis`, `report`, `compare`, `report_model`,
+        `manifest_model`), imported now;
         None if it has none."""
         part = getattr(self, which)
         if not isinstance(part, str):

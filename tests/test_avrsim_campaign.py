@@ -19,6 +19,7 @@ import pytest
 
 from station.config import ConfigError, parse_campaign
 from tests.conftest import run_station
+from tests.manifest_check import assert_manifests_fit
 from tests.test_avr_sketch import require_sketch_tools
 
 EDGES = 5000
@@ -116,6 +117,11 @@ def report(campaign) -> dict:
 @pytest.fixture(scope="module")
 def logs(campaign) -> dict[str, dict]:
     return {d.name: harness_log(d / "harness.log") for d in (campaign / "runs").iterdir()}
+
+
+def test_every_runs_manifest_fits_its_schema(campaign, report):
+    assert set(assert_manifests_fit(campaign).values()) == {"avrsim"}
+    assert len(assert_manifests_fit(campaign)) == len(report["avrsim"]["runs"])
 
 
 def test_every_run_applied_its_edges_and_the_report_has_the_logged_delays(report, logs):

@@ -23,6 +23,7 @@ import yaml
 from station import api
 from station.config import parse_campaign
 from tests.conftest import REPO, run_station, station_cmd, this_machine_is_a_guest
+from tests.manifest_check import assert_manifests_fit
 
 PROBE_AND_LOADS = ("cyclictest", "rtla", "hackbench", "stressapptest", "stress-ng")
 
@@ -312,6 +313,7 @@ def test_a_sliced_run_is_one_cyclictest_a_slice_and_its_percentiles_get_their_in
     out = tmp_path / "out"
     res = run_station("run", str(path), "--out", str(out), timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert assert_manifests_fit(out) == {"this-machine-no-load-r0": "cyclictest"}
     run_dir = out / "runs" / "this-machine-no-load-r0"
     text = (run_dir / "cyclictest.out").read_text()
     assert [int(m) for m in re.findall(r"^# irq-station slice (\d+) of 10$", text, re.M)] == list(range(1, 11))

@@ -16,7 +16,9 @@ from scipy import stats
 from scipy.special import ndtri
 
 from station.kinds.module.data import load_run
+from station.store.manifest import read_manifest
 from tests.conftest import REPO, run_station
+from tests.manifest_check import assert_manifests_fit
 
 chromium = browser.chromium  # the headless browser fixture, for the figure check
 
@@ -65,6 +67,17 @@ def test_every_run_completes_with_enough_samples_and_pulses(demo):
         data = load_run(out / "runs" / run["id"])
         made_after = int(data.truth["seq"].max()) - int(data.sw["seq"].max())
         assert 0 <= surplus <= made_after, (surplus, made_after)
+
+
+def test_every_runs_manifest_fits_its_schema_and_reads_typed(demo):
+    out, report, _ = demo
+    assert set(assert_manifests_fit(out).values()) == {"module"}
+    for run in report["runs"]:
+        raw = json.loads((out / "runs" / run["id"] / "manifest.json").read_text())
+        typed = read_manifest(out / "runs" / run["id"])
+        assert (typed.run_id, typed.status, typed.manifest_version) == (run["id"], "complete", 1)
+        assert typed.run.model_dump() == raw["run"] and typed.extra("period_ns") == raw["period_ns"] == 100_000
+        assert typed.section("losses") == raw["losses"] and typed.counts == raw["counts"]
 
 
 @pytest.mark.parametrize("iface", ["lpt", "pcie"])
@@ -275,7 +288,7 @@ def test_event_pairing_finds_the_very_events_the_twin_injected(demo):
 
     for run in report["runs"]:
         data = load_run(out / "runs" / run["id"])
-        pairing = pair_run(data.sw, data.hw, data.arrivals, data.manifest["period_ns"])
+        pairing = pair_run(data.sw, data.hw, data.arrivals, data.period_ns)
         truth = data.truth.set_index("seq").loc[pairing.pairs["seq"].astype(int)]
         dt_ns = 10 * 500e-6 / 120000 * 1e9  # the demo's sample interval
         assert np.all(np.abs(pairing.pairs["hw_ns"].to_numpy() - truth["hw_ns"].to_numpy()) < dt_ns)

@@ -17,6 +17,7 @@ import yaml
 
 from station.config import ConfigError, parse_campaign
 from tests.conftest import run_station
+from tests.manifest_check import assert_manifests_fit
 
 SCOPE = {"kind": "twin", "dialect": "tektronix_mso", "channel": 1, "volts_per_div": "1V", "position_div": -3,
          "time_per_div": "5ms", "record_length": 1_000_000, "trigger_level": "1.65V", "trigger_position_pct": 5}
@@ -77,6 +78,12 @@ def seed_campaign(tmp_path_factory) -> tuple[Path, dict, object]:
                        "--out", str(out), timeout=600)
     report = json.loads((out / "report.json").read_text())
     return out, report, proc
+
+
+def test_every_runs_manifest_fits_its_schema(seed_campaign):
+    out, report, _ = seed_campaign
+    assert set(assert_manifests_fit(out).values()) == {"gpio"}
+    assert len(assert_manifests_fit(out)) == len(report["gpio"]["runs"])
 
 
 def _manifest(out: Path, run_id: str) -> dict:

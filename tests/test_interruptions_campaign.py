@@ -33,6 +33,7 @@ from station.kinds.interruptions import analysis as ig
 from station.target.irqtrace import TRACEFS_DIRS, instance_name
 from station.target.spoilers import cpu_list
 from tests.conftest import REPO, free_port, missing, station_cmd, this_machine_is_a_guest
+from tests.manifest_check import assert_manifests_fit
 from tests.test_cyclictest_campaign import _ssh_target, work_dir  # noqa: F401 - fixture
 from tests.test_vm_campaign import vm  # noqa: F401 - fixture: a VM booted once for this module
 
@@ -576,6 +577,7 @@ def test_detector_on_this_machine_reports_true_spoilers_and_finds_its_own_stops(
     entry = report["interruptions"]["runs"][0]
     assert entry["status"] == "complete" and entry["gaps"] == len(gaps)
     assert entry["conclusion"] in (out / "report.md").read_text()
+    assert set(assert_manifests_fit(out).values()) == {"interruptions"}
     if entry["unexplained"]["count"]:  # who took the CPU, as this machine is
         assert ("the hypervisor (this target is a virtual machine)" in entry["conclusion"]) == this_machine_is_a_guest()
     for root in TRACEFS_DIRS:  # the station's trace instance is gone

@@ -167,7 +167,7 @@ def _truth(run_dir: Path) -> dict:
     # the records carry the twin's own t_SW: the software side's threshold and counts are exact
     assert np.array_equal(recorded["sw_ns"].to_numpy(), data.sw["latency_ns"].to_numpy()), "t_SW ≠ the twin's"
     sw_thr = _robust_threshold(recorded["sw_ns"].to_numpy(np.float64))
-    seq = pulse_events(data.hw, t.reset_index(drop=True), int(data.manifest["period_ns"]), MATCH_NS,
+    seq = pulse_events(data.hw, t.reset_index(drop=True), int(data.period_ns), MATCH_NS,
                        SCOPE_PER_TARGET)
     caught = t.iloc[seq]
     has_record = np.isin(seq, sw_seq)  # what pairing can pair: a pulse whose record the station has

@@ -64,7 +64,7 @@ def _pairs_by_identity(data, pairs, match_ns: float) -> np.ndarray:  # noqa: ANN
     truth alone (tests/pulse_truth.py), not from a width that happens to agree."""
     t = data.truth.set_index("seq").sort_index()
     t = t.reindex(np.arange(int(t.index.max()) + 1)).reset_index(drop=True)  # row i is event i
-    events = pulse_events(data.hw, t, int(data.manifest["period_ns"]), match_ns, SCOPE_PER_TARGET)
+    events = pulse_events(data.hw, t, int(data.period_ns), match_ns, SCOPE_PER_TARGET)
     return pairs_right(pairs, data.hw, events)
 
 
@@ -82,7 +82,7 @@ def test_short_records_pair_right_or_not_at_all(dialect, length, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     for run in report["runs"]:
         data = load_run(tmp_path / "out" / "runs" / run["id"])
-        pairs = pair_run(data.sw, data.hw, data.arrivals, int(data.manifest["period_ns"])).pairs
+        pairs = pair_run(data.sw, data.hw, data.arrivals, int(data.period_ns)).pairs
         assert run["pairing"]["pulses_paired"] == len(pairs)
         if length == "enough":  # the pairing branch is reached, and every pair is right
             assert len(pairs) >= 100, (run["id"], len(pairs))

@@ -99,7 +99,7 @@ def test_each_frame_is_paired_to_the_event_the_twin_emitted(segmented):
     seen = {acq for acq, ev in events.items() if ev[-1] <= seqs[-1]}
     assert seen >= set(sorted(events)[:-1]), (sorted(seen), seqs[-1])
     # every acquisition the stream saw is paired, each pulse to the very event the truth names
-    pairing = pair_run(data.sw, hw, data.arrivals, data.manifest["period_ns"])
+    pairing = pair_run(data.sw, hw, data.arrivals, data.period_ns)
     paired = pairing.pairs
     got = set(paired["acquisition"])
     missed = {acq: (int(events[acq][0]), int(events[acq][-1])) for acq in sorted(seen - got)}

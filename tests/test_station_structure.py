@@ -63,7 +63,7 @@ def test_no_upward_import(part: str, never: set[str]) -> None:
 INSIDE = {
     "station.bench": ["scope_session", "generator_session", "bench"],
     "station.capture": ["pulses", "accounting", "scope_capture"],
-    "station.store": ["run_store", "result_store"],
+    "station.store": ["manifest", "run_store", "result_store"],
     "station.campaign": ["terminal", "run", "loop"],
     "station.config": ["yaml_lines", "types", "twin", "bench", "campaign", "loading"],
     "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names"],

@@ -97,7 +97,7 @@ def test_pairing_counts_the_modules_events_not_its_records(strays_campaign):
     for run in report["runs"]:
         data = load_run(out / "runs" / run["id"])
         truth = data.truth.set_index("seq")
-        pairing = pair_run(data.sw, data.hw, data.arrivals, int(data.manifest["period_ns"]))
+        pairing = pair_run(data.sw, data.hw, data.arrivals, int(data.period_ns))
         pairs = pairing.pairs
         assert len(pairs) >= 0.9 * len(data.hw), (len(pairs), len(data.hw))
         t = truth.loc[pairs["seq"].to_numpy()]
@@ -105,7 +105,7 @@ def test_pairing_counts_the_modules_events_not_its_records(strays_campaign):
         # every pulse paired to its event's record, by identity: the event behind each pulse found
         # from the twin's truth alone (its rises on the scope's timebase, through both slews)
         events = truth[~truth["stray"]].reset_index().set_index("event").sort_index()
-        behind = pulse_events(data.hw, events, int(data.manifest["period_ns"]), 2 * 83.4, 1.0)
+        behind = pulse_events(data.hw, events, int(data.period_ns), 2 * 83.4, 1.0)
         right = pairs_right(pairs, data.hw, events["seq"].to_numpy()[behind])
         assert right.all(), (int((~right).sum()), len(pairs))
         assert run["pairing"]["pulses_paired"] == len(pairs)

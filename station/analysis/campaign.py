@@ -17,7 +17,8 @@ from threadpoolctl import threadpool_limits
 from station import kind_registry
 from station.analysis import worst_case
 from station.analysis.samples import RunSamples
-from station.store.run_store import list_runs, read_manifest, station_version
+from station.store.manifest import Manifest, read_manifest
+from station.store.run_store import list_runs, station_version
 
 # report.json's version (docs/report-schema.md). 2 (2026-11-27): typed and validated against
 # station.report.model's models as it is written; `comparisons` absent without module runs (1 had
@@ -80,9 +81,9 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
     run_dirs = list_runs(out_dir)
     for run_dir in run_dirs:
         manifest = read_manifest(run_dir)
-        kind = manifest.get("kind", "module")
-        for flag in (manifest.get("spoilers") or {}).get("flags") or []:
-            spoiled.setdefault(flag, []).append(manifest.get("run_id", run_dir.name))
+        kind = manifest.kind
+        for flag in manifest.spoilers.flags if manifest.spoilers else []:
+            spoiled.setdefault(flag, []).append(manifest.run_id)
         if kind in known and known[kind].analysis is not None:
             by_kind.setdefault(kind, []).append(run_dir)
         else:
@@ -133,9 +134,9 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
     return report, samples
 
 
-def entry_identity(manifest: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def entry_identity(manifest: Manifest) -> dict[str, Any]:
     """The head of every kind's run entry (report.model.RunIdentity): the run's id, target, load,
     repetition, status and error, from its manifest."""
-    run = manifest.get("run") or {}
-    return {"id": manifest.get("run_id", run_dir.name), "target": run.get("target"), "load": run.get("load"),
-            "repetition": run.get("repetition"), "status": manifest.get("status"), "error": manifest.get("error")}
+    run = manifest.run
+    return {"id": manifest.run_id, "target": run and run.target, "load": run and run.load,
+            "repetition": run and run.repetition, "status": manifest.status, "error": manifest.error}

@@ -14,7 +14,8 @@ from station.bench.bench import Bench, BenchError
 from station.campaign.run import RunOutcome, execute_run
 from station.common.progress import ProgressSink, RunProgress
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
-from station.store.run_store import RunStore, StoreError, now_utc, read_manifest, station_version
+from station.store.manifest import read_manifest
+from station.store.run_store import RunStore, StoreError, now_utc, station_version
 
 
 class CampaignError(Exception):
@@ -50,10 +51,10 @@ def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
             data = read_manifest(manifest.parent)
         except (OSError, ValueError):
             continue  # a manifest torn by a crash: that run is not complete
-        if data.get("config_hash") != config_hash:
-            foreign.append(str(data.get("run_id", manifest.parent.name)))
-        elif data.get("status") == "complete":
-            done.add(data["run_id"])
+        if data.config_hash != config_hash:
+            foreign.append(data.run_id)
+        elif data.status == "complete":
+            done.add(data.run_id)
     if foreign:
         raise CampaignError(
             f"{out_dir} holds runs measured with different settings ({', '.join(sorted(foreign)[:3])}"

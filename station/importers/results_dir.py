@@ -17,15 +17,8 @@ from station.importers.scope_csv import ScopeTable, read_scope
 from station.importers.source import FORMATS, ImportInputError, detect, read_source
 from station.kinds.cyclictest import analysis as ct_analysis
 from station.parsers import records
-from station.store.run_store import (
-    RunStore,
-    list_runs,
-    now_utc,
-    read_csv_lines,
-    read_manifest,
-    station_version,
-    write_parquet,
-)
+from station.store.manifest import read_manifest
+from station.store.run_store import RunStore, list_runs, now_utc, read_csv_lines, station_version, write_parquet
 
 ORIGIN = "import"  # campaign.json's "origin": the mark of a directory `station import` may add runs to
 UNKNOWN = "unknown"
@@ -79,7 +72,7 @@ def import_files(files: list[Path], out_dir: Path, options: ImportOptions = Impo
     scope = read_scope(read_source(options.scope)) if options.scope is not None else None
     if scope is not None and not isinstance(parsed[0], SwDump):
         raise ImportInputError(options.scope, f"--scope goes with a software dump, and {files[0]} is none")
-    order = max((read_manifest(d).get("order", 0) for d in list_runs(out_dir)),
+    order = max((read_manifest(d).order for d in list_runs(out_dir)),
                 default=-1) + 1
     out_dir.mkdir(parents=True, exist_ok=True)
     campaign.setdefault("imports", [])

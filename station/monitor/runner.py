@@ -15,7 +15,7 @@ from typing import Any
 from station.common.progress import ProgressSink
 from station.monitor.ledger import Entry, Ledger
 from station.monitor.schedule import Phase, Schedule, load_schedule, resolve
-from station.store.run_store import read_manifest
+from station.store.manifest import read_manifest
 
 ANCHOR = "monitor.json"  # the schedule's start: cycle k is due at anchor + k × every
 
@@ -220,10 +220,11 @@ def _window_runs(out: Path, kind_name: str) -> dict[int, dict[str, Any]]:
             found[rep] = {"id": run["id"], "status": run["status"], "error": run.get("error"), "max_ns": max_ns}
     for run in found.values():
         try:
-            times = read_manifest(out / "runs" / run["id"])
+            manifest = read_manifest(out / "runs" / run["id"])
+            started, ended = manifest.started_utc, manifest.ended_utc
         except (OSError, ValueError):
-            times = {}
-        run["started"], run["ended"] = _unix(times.get("started_utc")), _unix(times.get("ended_utc"))
+            started = ended = None
+        run["started"], run["ended"] = _unix(started), _unix(ended)
     return found
 
 

@@ -93,15 +93,29 @@ def tables(root: type[BaseModel] | None = None) -> dict[str, str]:
     return {m.__name__: model_table(m) for m in _models(root or documented_model())}
 
 
-def render_doc(text: str) -> str:
-    """The doc with every marked block refilled; raises ValueError on a block naming no model, or
-    on a model without a block (a field table nobody reads)."""
-    generated = tables()
+def manifest_tables() -> dict[str, str]:
+    """docs/manifest-schema.md's tables: the core's models, then each of the station's own kinds'
+    manifest part (a plug-in's documents itself)."""
+    from station.store.manifest import Manifest
+
+    found = tables(Manifest)
+    for kind in kind_registry.kinds().values():
+        model = kind.load("manifest_model")
+        if model is not None and model.__module__.startswith("station."):
+            found |= tables(model)
+    return found
+
+
+def render_doc(text: str, generated: dict[str, str] | None = None) -> str:
+    """The doc with every marked block refilled from `generated` (default: report.json's tables);
+    raises ValueError on a block naming no model, or on a model without a block (a field table
+    nobody reads)."""
+    generated = generated if generated is not None else tables()
     named = _BLOCK.findall(text)
     unknown = sorted(set(named) - set(generated))
     missing = [n for n in generated if n not in named]
     if unknown or missing:
-        raise ValueError(f"report-schema markers: unknown models {unknown}, models without a block {missing}")
+        raise ValueError(f"schema doc markers: unknown models {unknown}, models without a block {missing}")
     return _BLOCK.sub(lambda m: f"{BEGIN.format(name=m[1])}\n\n{generated[m[1]]}\n\n{END}", text)
 
 

@@ -33,6 +33,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from station.store.manifest import MANIFEST, MANIFEST_VERSION, read_manifest
+
 STATUS_RUNNING = "running"
 STATUS_ABANDONED = "abandoned"  # an attempt that never sealed (the station was killed)
 # space set aside when a run opens and given back at seal time, so that a disk filled by
@@ -133,6 +135,7 @@ class RunStore:
         except OSError as exc:
             raise StoreError(f"cannot create {self.dir}: {exc.strerror or exc}") from None
         self.manifest = {
+            "manifest_version": MANIFEST_VERSION,
             "run_id": self.run_id,
             "status": STATUS_RUNNING,
             "started_utc": now_utc(),
@@ -153,7 +156,7 @@ class RunStore:
             n += 1
         kept = self.dir.parent / f"{self.run_id}.attempt-{n}"
         self.dir.rename(kept)
-        path = kept / "manifest.json"
+        path = kept / MANIFEST
         with contextlib.suppress(OSError, ValueError):
             data = json.loads(path.read_text())
             if data.get("status") == STATUS_RUNNING:
@@ -168,9 +171,9 @@ class RunStore:
 
     def write_manifest(self) -> None:
         try:
-            _write_json(self.dir / "manifest.json", self.manifest)
+            _write_json(self.dir / MANIFEST, self.manifest)
         except OSError as exc:
-            raise StoreError(f"cannot write {self.dir / 'manifest.json'}: {exc.strerror or exc}") from None
+            raise StoreError(f"cannot write {self.dir / MANIFEST}: {exc.strerror or exc}") from None
 
     def close_files(self) -> None:
         for f in self._files.values():
@@ -227,32 +230,14 @@ IDENTITY_COLUMNS: dict[str, pa.DataType] = {
 }
 
 
-MANIFEST = "manifest.json"
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """A run's manifest.json as written (the one reader of it: RunStore writes it). Raises OSError
-    when there is none, ValueError (naming the file) when it is not a JSON object."""
-    path = run_dir / MANIFEST
-    text = path.read_text()
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return data
-
-
 def run_identity(run_dir: Path) -> dict[str, Any]:
     """The identity columns' values from a run's manifest.json (None where it says nothing)."""
     manifest = read_manifest(run_dir)
-    run = manifest.get("run") or {}
-    campaign = manifest.get("campaign") or {}
+    run = manifest.run.model_dump() if manifest.run else {}
     return {
-        "campaign": campaign.get("name") if isinstance(campaign, dict) else None,
-        "run_id": manifest.get("run_id", run_dir.name),
-        "kind": manifest.get("kind", "module"),
+        "campaign": manifest.campaign.name if manifest.campaign else None,
+        "run_id": manifest.run_id,
+        "kind": manifest.kind,
         **{key: run.get(key) for key in ("interface", "variant", "load", "repetition", "target")},
     }
 
@@ -288,7 +273,7 @@ def write_parquet(frame: pd.DataFrame, path: Path, identity: dict[str, Any] | No
     ``identity`` (default: read from the manifest.json beside it, which seal writes before its
     conversions) as described at IDENTITY_COLUMNS."""
     if identity is None:
-        identity = run_identity(path.parent) if (path.parent / "manifest.json").exists() else {}
+        identity = run_identity(path.parent) if (path.parent / MANIFEST).exists() else {}
     data = with_identity(pa.Table.from_pandas(frame, preserve_index=False), identity, table or path.stem)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -346,5 +331,5 @@ def list_runs(campaign_dir: Path) -> list[Path]:
     if not runs_dir.exists():
         return []
     dirs = [d for d in runs_dir.iterdir() if d.is_dir() and ".attempt-" not in d.name]
-    dirs = [d for d in dirs if (d / "manifest.json").exists()]
-    return sorted(dirs, key=lambda d: read_manifest(d).get("order", 0))
+    dirs = [d for d in dirs if (d / MANIFEST).exists()]
+    return sorted(dirs, key=lambda d: read_manifest(d).order)

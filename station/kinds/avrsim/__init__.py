@@ -57,4 +57,5 @@ KIND = Kind(
     analysis="station.kinds.avrsim.analysis:analyse",
     report="station.kinds.avrsim.report:PAGE",
     report_model="station.kinds.avrsim.report_model:AvrsimSection",
+    manifest_model="station.kinds.avrsim.manifest_part:AvrsimManifest",
 )

@@ -21,7 +21,7 @@ import numpy as np
 
 from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.kinds.avrsim import simulator as avr_sim
-from station.store.run_store import read_manifest
+from station.store.manifest import read_manifest
 
 # seed 002 (a Uno with the Arduino IDE of April 2016, a scope; shared/reference/seed-figures.yaml):
 # with timer0's interrupt masked, every response within these, µs
@@ -56,11 +56,11 @@ def _read(run_dir: Path) -> tuple[dict[str, Any], avr_sim.AvrSimOutput | None, l
     """(the run's entry so far, the harness's output or None, its answered delays in cycles, why
     no output)."""
     manifest = read_manifest(run_dir)
-    settings = manifest.get("avrsim") or {}
+    settings = manifest.section("avrsim")
     entry: dict[str, Any] = {
-        **entry_identity(manifest, run_dir), "case": settings.get("case"), "firmware": settings.get("firmware"),
+        **entry_identity(manifest), "case": settings.get("case"), "firmware": settings.get("firmware"),
         "timer0": settings.get("timer0"),
-        "seed": settings.get("seed"), "sha256": (manifest.get("firmware") or {}).get("sha256"),
+        "seed": settings.get("seed"), "sha256": manifest.section("firmware").get("sha256"),
     }
     try:
         out = avr_sim.parse((run_dir / "harness.log").read_text())

@@ -39,4 +39,5 @@ KIND = Kind(
     report="station.kinds.cyclictest.report:PAGE",
     compare="station.kinds.cyclictest.compare:COMPARE",
     report_model="station.kinds.cyclictest.report_model:CyclictestSection",
+    manifest_model="station.kinds.cyclictest.manifest_part:CyclictestManifest",
 )

@@ -27,7 +27,7 @@ from station.parsers.cyclictest import (
     parse_histogram,
     parse_json,
 )
-from station.store.run_store import read_manifest
+from station.store.manifest import Manifest, read_manifest
 from station.target.virtualization import Verdict
 
 SINGLE_TARGET = "target"  # the row name of a campaign with one unnamed bench.target
@@ -331,21 +331,20 @@ def with_slice_intervals(stats: dict[str, Any] | None, parts: list[Histogram]) -
             "percentile_ci_withheld": "; ".join(reasons) or None}
 
 
-def _run_entry(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[
+def _run_entry(run_dir: Path, manifest: Manifest, notes: list[str]) -> tuple[
         dict[str, Any], list[ThreadHistogram], Measured]:
     """The run's report entry, its figure curves, and its histograms (empty when unreadable)."""
-    run = manifest.get("run") or {}
-    ct = manifest.get("cyclictest") or {}
+    ct = manifest.section("cyclictest")
     entry: dict[str, Any] = {
-        **entry_identity(manifest, run_dir), "target": run.get("target") or SINGLE_TARGET,
+        **entry_identity(manifest), "target": (manifest.run and manifest.run.target) or SINGLE_TARGET,
         "cyclictest_version": ct.get("version"),
-        "arguments": (manifest.get("probe") or {}).get("arguments"), "duration_s": manifest.get("duration_s"),
+        "arguments": manifest.section("probe").get("arguments"), "duration_s": manifest.duration_s,
         "threads": [], "combined": None, "break": ct.get("break"),
     }
     if entry["status"] != "complete":
         notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
-    if "timerlat" in manifest:
-        entry["timerlat"] = timerlat_entry(run_dir, manifest["timerlat"], entry["id"], notes)
+    if manifest.extra("timerlat") is not None:
+        entry["timerlat"] = timerlat_entry(run_dir, manifest.section("timerlat"), entry["id"], notes)
     try:
         out = read_outputs(run_dir)
         per_thread = histograms(out)

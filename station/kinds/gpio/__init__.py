@@ -83,4 +83,5 @@ KIND = Kind(
     analysis="station.kinds.gpio.analysis:analyse",
     report="station.kinds.gpio.report:PAGE",
     report_model="station.kinds.gpio.report_model:GpioSection",
+    manifest_model="station.kinds.gpio.manifest_part:GpioManifest",
 )

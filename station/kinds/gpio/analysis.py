@@ -24,7 +24,8 @@ from station.analysis import dependence, run_level
 from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.analysis.distribution import robust_sigma
 from station.compare.analysis import holm
-from station.store.run_store import read_manifest, sealed_or_streamed
+from station.store.manifest import Manifest, read_manifest
+from station.store.run_store import sealed_or_streamed
 
 OUTLIER_MADS = 6.0  # robust sigmas above the median
 MIN_OUTLIER_SAMPLES = 5  # ... and at least this many scope samples above it
@@ -63,14 +64,14 @@ def read_delays(run_dir: Path) -> pd.DataFrame:
     return frame
 
 
-def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], np.ndarray | None]:
-    run, g = manifest.get("run") or {}, manifest.get("gpio") or {}
+def analyse_run(run_dir: Path, manifest: Manifest, notes: list[str]) -> tuple[dict[str, Any], np.ndarray | None]:
+    g = manifest.section("gpio")
     entry: dict[str, Any] = {
-        **entry_identity(manifest, run_dir), "case": g.get("case", run.get("variant")),
+        **entry_identity(manifest), "case": g.get("case", manifest.run.variant if manifest.run else None),
         "responder": g.get("responder"), "mode": g.get("mode"),
         "threaded": g.get("threaded"), "priority": g.get("priority"), "governor": g.get("governor"),
         "resolution_ns": (g.get("sample_interval_s") or 0) * 1e9 or None,
-        "idle": not manifest.get("loads"),  # the run's load set started nothing
+        "idle": not manifest.loads,  # the run's load set started nothing
         "delay_us": None, "histogram": None, "outliers": None,
     }
     if entry["status"] != "complete":
@@ -83,7 +84,7 @@ def analyse_run(run_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tu
     except (OSError, KeyError, ValueError) as exc:
         notes.append(f"Run {entry['id']}: its delays cannot be read: {exc}")
         return entry, None
-    counts = manifest.get("gpio_counts")  # written at the seal: a run cut short never counted these (null, not 0)
+    counts = manifest.extra("gpio_counts")  # written at the seal: a run cut short never counted these (null, not 0)
     answered_mask = np.isfinite(delay) & np.isfinite(stimulus)
     entry |= {
         "stimuli": len(delay), "answered": int(answered_mask.sum()), "missed": int((~np.isfinite(delay)).sum()),

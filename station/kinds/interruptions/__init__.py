@@ -32,4 +32,5 @@ KIND = Kind(
     analysis="station.kinds.interruptions.analysis:analyse",
     report="station.kinds.interruptions.report:PAGE",
     report_model="station.kinds.interruptions.report_model:InterruptionsSection",
+    manifest_model="station.kinds.interruptions.manifest_part:InterruptionsManifest",
 )

@@ -25,7 +25,7 @@ from station.kinds.interruptions.patterns import clusters, groups, periodicity
 from station.kinds.interruptions.throttling import Throttling, mark_throttled, throttled_blind_spans
 from station.parsers import rtla
 from station.parsers.irqgap import IrqgapOutputError
-from station.store.run_store import read_manifest
+from station.store.manifest import MANIFEST, read_manifest
 from station.target import virtualization
 
 CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "the kernel's throttling", "preempted": "another task",
@@ -163,9 +163,8 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     run = read_outputs(run_dir)
     costs = line_costs(run)
     gaps = attribute(run, costs)
-    manifest_path = run_dir / "manifest.json"
-    facts = ((read_manifest(run_dir).get("spoilers") or {}).get("facts") or {}
-             if manifest_path.is_file() else {})
+    spoilers = read_manifest(run_dir).spoilers if (run_dir / MANIFEST).is_file() else None
+    facts = spoilers.facts if spoilers else {}
     throttling = Throttling.from_facts(facts, run.gaps.cpu)
     # the span the throttling rule's coverage counts periods over: to the last tick where the end
     # record is missing (a cut output), never none (which let two gaps a period apart pass)
@@ -226,9 +225,9 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     for run_dir in run_dirs:
         manifest = read_manifest(run_dir)
         entry: dict[str, Any] = {
-            **entry_identity(manifest, run_dir),
-            "spoilers": (manifest.get("spoilers") or {}).get("flags", []),
-            "osnoise_note": (manifest.get("interruptions") or {}).get("rtla_note"),
+            **entry_identity(manifest),
+            "spoilers": manifest.spoilers.flags if manifest.spoilers else [],
+            "osnoise_note": manifest.section("interruptions").get("rtla_note"),
         }
         if entry["status"] != "complete":
             notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
@@ -241,7 +240,7 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         notes.extend(f"Run {entry['id']}: {p}" for p in summary.pop("problems"))
         if entry["osnoise_note"]:
             notes.append(f"Run {entry['id']}: {entry['osnoise_note']}")
-        if cal_note := (manifest.get("interruptions") or {}).get("calibration_note"):
+        if cal_note := manifest.section("interruptions").get("calibration_note"):
             notes.append(f"Run {entry['id']}: {cal_note}")
         entry |= summary
         entry["histogram"] = histogram(gaps)

@@ -74,4 +74,5 @@ KIND = Kind(
     report="station.kinds.module.report:PAGE",
     compare="station.kinds.module.compare:COMPARE",
     report_model="station.kinds.module.report_model:ModulePart",
+    manifest_model="station.kinds.module.manifest_part:ModuleManifest",
 )

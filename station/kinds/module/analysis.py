@@ -19,7 +19,7 @@ from station.kinds.module import correlation, decomposition, findings, outliers
 from station.kinds.module.data import iter_table
 from station.kinds.module.run_analysis import RunAnalysis, analyse_run
 from station.parsers import records
-from station.store.run_store import read_manifest
+from station.store.manifest import MANIFEST, read_manifest
 
 # records in all above which the runs are analysed in worker processes (run_pool.py): a fork and the
 # analyses' pickling cost a few tens of ms, a run of a million records takes ~0.2 s
@@ -118,8 +118,7 @@ def _records(run_dirs: list[Path]) -> int:
     total = 0
     for run_dir in run_dirs:
         try:
-            counts = read_manifest(run_dir).get("counts") or {}
-            total += int(counts.get("sw_records") or 0)
+            total += int(read_manifest(run_dir).counts.get("sw_records") or 0)
         except (OSError, ValueError, TypeError, AttributeError):
             continue  # its analysis says what is wrong with it
     return total
@@ -127,8 +126,7 @@ def _records(run_dirs: list[Path]) -> int:
 
 def _decomposition(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any] | None:
     """A traced run's stages (None for a run that was not traced)."""
-    manifest = read_manifest(run_dir) if (run_dir / "manifest.json").exists() else {}
-    trace = manifest.get("trace")
+    trace = read_manifest(run_dir).extra("trace") if (run_dir / MANIFEST).exists() else None
     if not isinstance(trace, dict):
         return None
     threshold = (entry.get("outliers") or {}).get("sw_threshold_ns")

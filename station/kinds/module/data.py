@@ -8,20 +8,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from station.parsers import records
-from station.store.run_store import read_csv_lines, read_manifest, sealed_or_streamed
+from station.store.manifest import Manifest, read_manifest
+from station.store.run_store import read_csv_lines, sealed_or_streamed
 
 
 @dataclass
 class RunData:
     dir: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     sw: pd.DataFrame
     hw: pd.DataFrame
     truth: pd.DataFrame | None
@@ -29,7 +29,12 @@ class RunData:
 
     @property
     def run_id(self) -> str:
-        return self.manifest["run_id"]
+        return self.manifest.run_id
+
+    @property
+    def period_ns(self) -> int | None:
+        """The module's period as the run's manifest says (None: it does not)."""
+        return self.manifest.extra("period_ns")
 
     @property
     def stray_records(self) -> np.ndarray:
@@ -68,10 +73,10 @@ def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) 
     return RunData(run_dir, manifest, sw, hw, truth, arrivals)
 
 
-def _table(run_dir: Path, table: str, manifest: dict[str, Any], columns: Sequence[str] | None) -> pd.DataFrame:
+def _table(run_dir: Path, table: str, manifest: Manifest, columns: Sequence[str] | None) -> pd.DataFrame:
     """A run's "sw" or "hw" table: its Parquet file once sealed, else what streamed."""
     if table == "sw" and not (run_dir / "sw.parquet").exists():  # interrupted before seal: what streamed
-        fmt = manifest.get("format", "v1")
+        fmt = manifest.extra("format", "v1")
         try:
             return records.decode_file(run_dir / "sw.raw", fmt)
         except records.RecordFormatError:  # the run failed on this very stream; its manifest says why

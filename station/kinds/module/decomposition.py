@@ -34,7 +34,8 @@ import pandas as pd
 from station.parsers import tracefs
 from station.parsers.irqtrace import VECTOR_LABELS, stats_overrun
 from station.parsers.records import Flag
-from station.store.run_store import read_manifest, write_parquet
+from station.store.manifest import read_manifest
+from station.store.run_store import write_parquet
 
 VERSION = 3  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
 STAGES = ("delivery", "dispatch")
@@ -463,9 +464,9 @@ def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> 
         return None
     summary = json.loads(summary_file.read_text())
     if summary.get("version") != VERSION and (run_dir / "sw.parquet").exists() and (run_dir / "trace.txt").exists():
-        manifest = read_manifest(run_dir)
-        summary = decompose_run(run_dir, pd.read_parquet(run_dir / "sw.parquet"), manifest["trace"]["handler"],
-                                manifest["trace"].get("overhead_block_s"))
+        trace = read_manifest(run_dir).section("trace")
+        summary = decompose_run(run_dir, pd.read_parquet(run_dir / "sw.parquet"), trace["handler"],
+                                trace.get("overhead_block_s"))
     summary.pop("version", None)
     frame = pd.read_parquet(run_dir / "decomposition.parquet") if (run_dir / "decomposition.parquet").exists() \
         else pd.DataFrame(columns=list(EVENT_COLUMNS))

@@ -45,7 +45,8 @@ from station.kinds.module.pairing import (
     stray_mask,
 )
 from station.parsers import records
-from station.store.run_store import read_csv_lines, read_manifest
+from station.store.manifest import Manifest, read_manifest
+from station.store.run_store import read_csv_lines
 
 
 @dataclass
@@ -82,7 +83,7 @@ class RunAnalysis:
     """What the campaign keeps of one run once its records are let go."""
 
     dir: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     entry: dict[str, Any]
     sw: Distribution
     hw: Distribution | None
@@ -96,7 +97,7 @@ class RunAnalysis:
 
     @property
     def run_id(self) -> str:
-        return self.manifest["run_id"]
+        return self.manifest.run_id
 
     @property
     def samples(self) -> RunSamples:
@@ -148,7 +149,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns",
                                                                     "t_write_ns", *part_column))))
     # the records the scope's window spans (events_first..last of the capture): the shift's software side
-    span = _SpanMoments.of(manifest.get("capture"), numbers)
+    span = _SpanMoments.of(manifest.section("capture"), numbers)
     if span is not None:
         sw_stream = span.tap(sw_stream)
     # pairing never joins records across a restart: only the longest part is paired
@@ -191,11 +192,11 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     if unmatched:  # what paired here is chance: nothing is kept of it
         diffs = candidates = None
         ppm = Moments()
-    dep = dependence_summary(sw, blocks, manifest.get("period_ns")) if sw.count else None
+    dep = dependence_summary(sw, blocks, manifest.extra("period_ns")) if sw.count else None
     entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present,
                    span.moments if span is not None and span.moments.count >= 2 else None)
     entry["dependence"] = dep
-    entry["strays"] = strays.summary(manifest.get("format", "v1"), "flags" in sw_cols)
+    entry["strays"] = strays.summary(manifest.extra("format", "v1"), "flags" in sw_cols)
     entry["test_held"] = held or None
     if main_part is not None and entry["losses"] is not None:
         entry["losses"]["paired_part"] = {"part": main_part, "records": part_sizes[main_part], "parts": len(part_sizes)}
@@ -231,7 +232,7 @@ def dependence_summary(sw: Distribution, blocks: dependence.FineBlocks, period_n
             "sentence": dependence.summary_sentence(mean, percentiles, sw.count, cycle, period_s)}
 
 
-def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str], numbers: EventNumbers,
+def _pairer(run_dir: Path, manifest: Manifest, sw_cols: set[str], numbers: EventNumbers,
             share: float) -> StreamPairer | None:
     """The run's event pairer, or None when it cannot be paired (pairing.pair_run's conditions)."""
     arrivals_path = run_dir / "sw_arrivals.csv"
@@ -242,7 +243,7 @@ def _pairer(run_dir: Path, manifest: dict, sw_cols: set[str], numbers: EventNumb
     arrivals = read_csv_lines(arrivals_path)
     if not len(arrivals):
         return None
-    return StreamPairer(arrivals, int(manifest.get("period_ns") or 0) or 1, numbers=numbers, share=share)
+    return StreamPairer(arrivals, int(manifest.extra("period_ns") or 0) or 1, numbers=numbers, share=share)
 
 
 class _StrayTally:
@@ -402,10 +403,10 @@ class _SpanMoments:
             yield batch
 
 
-def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, board: Distribution | None,
+def _entry(run_dir: Path, m: Manifest, sw: Distribution, hw: Distribution | None, board: Distribution | None,
            cluster: ClusterMoments, diffs: PairedDiffs | None, pairer: StreamPairer | None,
            present: _SeqSet | None, span: Moments | None = None) -> dict[str, Any]:
-    losses = m.get("losses", {})
+    losses = m.section("losses")
     shift = None
     if hw is not None and sw.count >= 2 and hw.count >= 2:
         # The shift's truth is this run's own HW−SW difference: the scope's acquisitions spread over
@@ -418,12 +419,12 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
         hw_mean, hw_se = _hw_mean_se(cluster, run_dir)
         shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median(), _acquisitions(run_dir, cluster), span)
     return {
-        "id": m["run_id"],
-        **m["run"],
-        "period_ns": m.get("period_ns"),
-        "status": m.get("status"),
-        "error": m.get("error"),
-        "duration_s": m.get("duration_s"),
+        "id": m.run_id,
+        **(m.run.model_dump() if m.run else {}),
+        "period_ns": m.extra("period_ns"),
+        "status": m.status,
+        "error": m.error,
+        "duration_s": m.duration_s,
         "sw": sw.describe(),
         "hw": _describe_widths(hw, cluster.values) if hw is not None else None,
         "board": board.describe() if board is not None else None,
@@ -432,12 +433,12 @@ def _entry(run_dir: Path, m: dict, sw: Distribution, hw: Distribution | None, bo
             "sw_lost": int(losses.get("sw_lost", 0)),
             "sw_dropped_by_target": int(losses.get("sw_dropped_by_target", 0)),
             "gaps": int(losses.get("gaps", 0)),
-            "format": m.get("format", "v1"),
+            "format": m.extra("format", "v1"),
             "restarts": losses.get("restarts") or [],
-        } if "losses" in m else None,
-        "interrupts": m.get("interrupts"),
-        "capture": m.get("capture"),
-        "scope_measurement": m.get("scope_measurement"),
+        } if m.extra("losses") is not None else None,
+        "interrupts": m.extra("interrupts"),
+        "capture": m.extra("capture"),
+        "scope_measurement": m.extra("scope_measurement"),
         "shift": shift,
         "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
         "truth": _truth(run_dir, present) if present is not None else None,
