@@ -428,29 +428,31 @@ class StreamPairer:
         for batch in hw_batches:
             hw = {c: np.asarray(batch[c]) for c in HW_COLUMNS} if carry is None else \
                 {c: np.concatenate([carry[c], np.asarray(batch[c])]) for c in HW_COLUMNS}
-            acq = hw["acquisition"]
-            if not len(acq):
+            if not len(hw["acquisition"]):
                 continue
-            last = np.flatnonzero(acq != acq[-1])
-            cut = int(last[-1]) + 1 if len(last) else 0  # the last acquisition may go on
+            starts = self._group_starts(hw)
+            cut = int(starts[-1])  # the last group (and its last acquisition) may go on
             carry = {c: a[cut:] for c, a in hw.items()}
-            if cut:
-                yield from self._pair_spans({c: a[:cut] for c, a in hw.items()}, win)
+            yield from self._pair_groups({c: a[:cut] for c, a in hw.items()}, starts[:-1], win)
         if carry is not None and len(carry["acquisition"]):
-            yield from self._pair_spans(carry, win)
+            yield from self._pair_groups(carry, self._group_starts(carry), win)
 
-    def _pair_spans(self, hw: dict[str, np.ndarray], win: _SeqWindow) -> Iterator[pd.DataFrame]:
-        """Whole acquisitions, in groups that span at most SPAN_EVENTS events of the stream: the
-        window of records stays that size whatever fraction of the events the scope caught."""
+    def _group_starts(self, hw: dict[str, np.ndarray]) -> np.ndarray:
+        """Where each group of whole acquisitions starts: a group holds the acquisitions armed while
+        the stream was in one stretch of SPAN_EVENTS events (numbered from the stream's start, so
+        that the groups, and with them the pairs, are the same however the pulses were read in
+        batches), and the window of records stays that size whatever fraction the scope caught."""
         acq = hw["acquisition"]
         starts = np.flatnonzero(np.r_[True, acq[1:] != acq[:-1]])
         arrived = np.interp(hw["armed_host_s"][starts], self.arrival_host, self.arrival_seq)
-        group = np.floor((arrived - arrived[0]) / SPAN_EVENTS)
-        cuts = np.r_[starts[np.flatnonzero(np.diff(group)) + 1], len(acq)]
-        lo = 0
-        for hi in cuts:
+        group = np.floor(arrived / SPAN_EVENTS)
+        return starts[np.r_[0, np.flatnonzero(np.diff(group)) + 1]]
+
+    def _pair_groups(self, hw: dict[str, np.ndarray], starts: np.ndarray,
+                     win: _SeqWindow) -> Iterator[pd.DataFrame]:
+        bounds = np.r_[starts, len(hw["acquisition"])].astype(np.int64)
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             yield self._pair_acquisitions(_acquisitions({c: a[lo:hi] for c, a in hw.items()}, self.period_ns), win)
-            lo = hi
 
     def _pair_acquisitions(self, a: _Acquisitions, win: _SeqWindow) -> pd.DataFrame:
         window = self.window
@@ -618,9 +620,11 @@ def _sw_batches(sw: pd.DataFrame, numbers: EventNumbers,
 
 
 def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, period_ns: int,
-             window: int = 3000) -> Pairing | None:
+             window: int = 3000, batch_rows: int | None = None) -> Pairing | None:
     """Pair the pulses of one run with its v1 records; None when the run cannot be paired
-    (legacy stream without sequence numbers, no scope, or no arrival times)."""
+    (legacy stream without sequence numbers, no scope, or no arrival times). `batch_rows`: the
+    pulses handed over that many at a time, as the analysis reads a run's table (the pairs do not
+    depend on it); None: all at once."""
     if "seq" not in sw or not len(sw) or not len(hw) or arrivals is None or not len(arrivals):
         return None
     if "armed_host_s" not in hw:
@@ -637,7 +641,9 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
     blocks.add(numbers.to_event(sw["seq"].to_numpy()[own_mask].astype(np.int64)), own)
     share = blocks.result(max_share_within(own, None, 2 * AGREE_NS))
     pairer = StreamPairer(arrivals, period_ns, window, numbers, share=share)
-    parts = list(pairer.pairs(_sw_batches(sw, numbers), [pulses]))
+    rows = batch_rows or max(len(pulses["acquisition"]), 1)
+    batches = [{c: a[at:at + rows] for c, a in pulses.items()} for at in range(0, len(pulses["acquisition"]), rows)]
+    parts = list(pairer.pairs(_sw_batches(sw, numbers), batches))
     pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else pairs_frame()
     return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses,
                    pairer.expected_false_pairs, pairer.pairable)
