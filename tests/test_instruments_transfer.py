@@ -15,7 +15,7 @@ from pyvisa import errors
 from instruments.scope import ScopeDataError, ScopeTimeout, open_scope
 from instruments.scpi import BLOCK_CHUNK, ScpiSession, SocketReader, read_block
 from instruments.sim import PeriodicEdgeSource, SimScopeServer, run_in_thread
-from instruments.sim.tds import TdsModel
+from instruments.sim.scope_model import ScopeModel
 from instruments.tektronix_mso import TektronixMSO
 from tests.scope_helpers import pulse_source, settings
 
@@ -23,7 +23,7 @@ POINTS = 1_000_000  # at width 2 a block of two BLOCK_CHUNKs: the VISA path read
 
 
 # --- the simulated scopes: a record's block is built once --------------------------------------
-def spy_builds(model: TdsModel, monkeypatch: pytest.MonkeyPatch) -> list[Hashable]:
+def spy_builds(model: ScopeModel, monkeypatch: pytest.MonkeyPatch) -> list[Hashable]:
     """The keys of the blocks `model` builds from now on (not those it serves from its cache)."""
     built: list[Hashable] = []
     block = model._block

@@ -145,7 +145,7 @@ def boolean(arg: str) -> bool:
     return number(arg) != 0
 
 
-def nr3(value: float) -> str:
+def tek_nr3(value: float) -> str:
     """Tektronix-style exponent notation, e.g. 2.5E-4."""
     mantissa, exponent = f"{value:.9E}".split("E")
     mantissa = mantissa.rstrip("0")

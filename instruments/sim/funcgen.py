@@ -81,7 +81,7 @@ FM_SOURCES = ("INTernal", "EXTernal", "CH1", "CH2")
 # *ESR? bits (IEEE 488.2)
 
 
-def nr3(value: float) -> str:
+def generator_nr3(value: float) -> str:
     """33500 numbers: +1.000000000000000E+03."""
     return f"{value:+.15E}"
 
@@ -323,13 +323,13 @@ class Keysight33500Model:
         src = self._channel_nodes
         return common + [
             *src("SOURce", "FUNCtion", lambda c: short_form(_long(c.function, FUNCTIONS)), s._set_function),
-            *src("SOURce", "FREQuency", lambda c: nr3(c.frequency), s._set_frequency),
-            *src("SOURce", "FUNCtion:PULSe:WIDTh", lambda c: nr3(c.width), s._set_width),
-            *src("SOURce", "FUNCtion:PULSe:PERiod", lambda c: nr3(1.0 / c.frequency), None),
-            *src("SOURce", "FUNCtion:SQUare:DCYCle", lambda c: nr3(c.duty_pct), s._set_duty),
+            *src("SOURce", "FREQuency", lambda c: generator_nr3(c.frequency), s._set_frequency),
+            *src("SOURce", "FUNCtion:PULSe:WIDTh", lambda c: generator_nr3(c.width), s._set_width),
+            *src("SOURce", "FUNCtion:PULSe:PERiod", lambda c: generator_nr3(1.0 / c.frequency), None),
+            *src("SOURce", "FUNCtion:SQUare:DCYCle", lambda c: generator_nr3(c.duty_pct), s._set_duty),
             *src("SOURce", "FUNCtion:PULSe:HOLD", lambda c: short_form(_long(c.hold, HOLDS)), s._set_hold),
-            *src("SOURce", "VOLTage:HIGH", lambda c: nr3(c.high), s._set_high),
-            *src("SOURce", "VOLTage:LOW", lambda c: nr3(c.low), s._set_low),
+            *src("SOURce", "VOLTage:HIGH", lambda c: generator_nr3(c.high), s._set_high),
+            *src("SOURce", "VOLTage:LOW", lambda c: generator_nr3(c.low), s._set_low),
             *src("SOURce", "APPLy:PULSe", None, s._apply_pulse),
             *src("SOURce", "APPLy", s._apply_query, None),
             *src("SOURce", "FM:STATe", lambda c: _bool(c.fm_state), s._set_fm_state),
@@ -340,14 +340,14 @@ class Keysight33500Model:
                 lambda c: short_form(_long(c.fm_function, MODULATING)),
                 s._set_fm_function,
             ),
-            *src("SOURce", "FM:INTernal:FREQuency", lambda c: nr3(c.fm_frequency), s._set_fm_frequency),
-            *src("SOURce", "FM:DEViation", lambda c: nr3(c.fm_deviation), s._set_fm_deviation),
+            *src("SOURce", "FM:INTernal:FREQuency", lambda c: generator_nr3(c.fm_frequency), s._set_fm_frequency),
+            *src("SOURce", "FM:DEViation", lambda c: generator_nr3(c.fm_deviation), s._set_fm_deviation),
             *src("OUTPut", "", lambda c: _bool(c.output), s._set_output, optional_root=False),
             *src("OUTPut", "STATe", lambda c: _bool(c.output), s._set_output, optional_root=False),
             *src(
                 "OUTPut",
                 "LOAD",
-                lambda c: "+9.900000000000000E+37" if c.load == math.inf else nr3(c.load),
+                lambda c: "+9.900000000000000E+37" if c.load == math.inf else generator_nr3(c.load),
                 s._set_load,
                 optional_root=False,
             ),
@@ -505,7 +505,8 @@ class Keysight33500Model:
 
     def _apply_query(self, c: ChannelState) -> str:
         what = short_form(_long(c.function, FUNCTIONS))
-        return f'"{what} {nr3(c.frequency)},{nr3(c.high - c.low)},{nr3((c.high + c.low) / 2)}"'
+        numbers = ",".join(generator_nr3(v) for v in (c.frequency, c.high - c.low, (c.high + c.low) / 2))
+        return f'"{what} {numbers}"'
 
 
 def _long(stored: str, words: tuple[str, ...]) -> str:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from instruments.sim.commands import Fault, Node, boolean, bounded, choice, esr_bit, integer, number, short_form
-from instruments.sim.tds import CHANNELS, Channel, Record, Settings, TdsModel
+from instruments.sim.scope_model import CHANNELS, Channel, Record, ScopeModel, Settings
 
 DEFAULT_IDN = "KEYSIGHT TECHNOLOGIES,DSOX3034T,MY00000001,07.50.2021102830"
 # :WAVeform:POINts values (RAW mode)
@@ -89,12 +89,12 @@ class KeysightSettings(Settings):
     segments_all: bool = False
 
 
-def nr3(value: float) -> str:
+def infiniivision_nr3(value: float) -> str:
     """InfiniiVision numbers: +1.000000000E+00."""
     return f"{value:+.9E}"
 
 
-class InfiniiVisionModel(TdsModel):
+class InfiniiVisionModel(ScopeModel):
     settings_type = KeysightSettings
     default_idn = DEFAULT_IDN
     default_bus = "lan"  # its own interface (instruments/sim/bus.py)
@@ -139,18 +139,18 @@ class InfiniiVisionModel(TdsModel):
     def _build_table(self) -> list[Node]:
         s = self
         ch = self._channel
-        common = [n for n in super()._build_table() if n.pattern.startswith("*")]
-        return common + [
+        return [
+            *self._common_nodes(),
             Node("SYSTem:ERRor", get=s._system_error),
-            Node("CHANnel<n>:SCALe", get=lambda n: nr3(ch(n).scale), set=s._set_scale),
-            Node("CHANnel<n>:OFFSet", get=lambda n: nr3(ch(n).offset), set=s._set_offset),
+            Node("CHANnel<n>:SCALe", get=lambda n: infiniivision_nr3(ch(n).scale), set=s._set_scale),
+            Node("CHANnel<n>:OFFSet", get=lambda n: infiniivision_nr3(ch(n).offset), set=s._set_offset),
             Node(
                 "CHANnel<n>:DISPlay",
                 get=lambda n: s._bool(ch(n).displayed),
                 set=lambda a, n: setattr(ch(n), "displayed", boolean(a)),
             ),
-            Node("TIMebase:SCALe", get=lambda: nr3(s.ks.time_per_div), set=s._set_tdiv),
-            Node("TIMebase:POSition", get=lambda: nr3(s.ks.time_position), set=s._set_time_position),
+            Node("TIMebase:SCALe", get=lambda: infiniivision_nr3(s.ks.time_per_div), set=s._set_tdiv),
+            Node("TIMebase:POSition", get=lambda: infiniivision_nr3(s.ks.time_position), set=s._set_time_position),
             Node(
                 "TIMebase:REFerence",
                 get=lambda: _short(s.ks.reference),
@@ -174,7 +174,7 @@ class InfiniiVisionModel(TdsModel):
             Node("TRIGger:EDGE:SLOPe", get=s._get_slope, set=s._set_slope),
             Node(
                 "TRIGger:EDGE:LEVel",
-                get=lambda: nr3(s.ks.trigger_level),
+                get=lambda: infiniivision_nr3(s.ks.trigger_level),
                 set=lambda a: setattr(s.ks, "trigger_level", number(a)),
             ),
             Node("ACQuire:TYPE", get=lambda: _short(s.ks.acquire_type), set=s._set_acquire_type),
@@ -262,7 +262,7 @@ class InfiniiVisionModel(TdsModel):
         """:MEASure:PWIDth? [CHANnel<n>]: the record's first positive pulse width (9.9E37: none)."""
         channel = _channel_arg(arg) if arg else self.ks.measure_source
         widths = self.measured_widths_ns(channel)
-        return nr3(widths[0] * 1e-9) if len(widths) else "+9.9E+37"
+        return infiniivision_nr3(widths[0] * 1e-9) if len(widths) else "+9.9E+37"
 
     def _set_segment_count(self, arg: str) -> None:
         v = integer(arg)
@@ -288,12 +288,12 @@ class InfiniiVisionModel(TdsModel):
         return (triggers - triggers[0]) * 1e-9
 
     def _time_tag(self) -> str:
-        return nr3(float(self._tags_s()[self.ks.segment_index - 1]))
+        return infiniivision_nr3(float(self._tags_s()[self.ks.segment_index - 1]))
 
     def _time_tags(self, arg: str) -> bytes:
         if choice(arg, ("RELXorigin", "ABSXorigin", "TTAG")) != "TTAG":
             raise Fault(221, "Settings conflict; only TTAG is simulated")
-        text = ",".join(nr3(float(t)) for t in self._tags_s()).encode()
+        text = ",".join(infiniivision_nr3(float(t)) for t in self._tags_s()).encode()
         return b"#8" + f"{len(text):08d}".encode() + text  # an IEEE 488.2 block around the list
 
     # --- acquisition ---------------------------------------------------------------------
@@ -336,11 +336,11 @@ class InfiniiVisionModel(TdsModel):
             "+0",  # type: NORMal
             f"{info.record_length:+d}",
             "+1",  # count
-            nr3(info.dt_ns * 1e-9),
-            nr3(xorigin),  # sample 0 from the trigger
+            infiniivision_nr3(info.dt_ns * 1e-9),
+            infiniivision_nr3(xorigin),  # sample 0 from the trigger
             "+0",  # xreference
-            nr3(vert.scale / CODES_PER_DIV),
-            nr3(vert.offset),
+            infiniivision_nr3(vert.scale / CODES_PER_DIV),
+            infiniivision_nr3(vert.offset),
             f"{Y_REFERENCE:+d}",
         ]
         return ",".join(fields)

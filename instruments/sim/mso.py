@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, nr3, number, quoted
+from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, number, quoted, tek_nr3
+from instruments.sim.scope_model import CHANNELS, Record, Settings
 from instruments.sim.signal import LEVELS_PER_DIV
-from instruments.sim.tds import CHANNELS, ENCODINGS, NO_MEASUREMENT, Record, Settings, TdsModel, encode_curve
+from instruments.sim.tds import ENCODINGS, NO_MEASUREMENT, TdsModel, TdsSettings, encode_curve
 
 DEFAULT_IDN = "TEKTRONIX,MSO54,C000001,CF:91.1CT FV:1.44.3.433"
 RECORD_STEPS = (1000, 1250, 2000, 2500, 5000)
@@ -83,7 +84,7 @@ def _default_levels() -> dict[int, float]:
 
 
 @dataclass
-class MsoSettings(Settings):
+class MsoSettings(TdsSettings):
     record_length: int = 10_000
     data_stop: int = 10_000
     trigger_levels: dict[int, float] = field(default_factory=_default_levels)
@@ -144,7 +145,7 @@ class MsoModel(TdsModel):
                 get=lambda n: s._bool(ch(n).displayed),
                 set=lambda a, n: setattr(ch(n), "displayed", boolean(a)),
             ),
-            Node("CH<n>:OFFSet", get=lambda n: nr3(ch(n).offset), set=s._set_offset),
+            Node("CH<n>:OFFSet", get=lambda n: tek_nr3(ch(n).offset), set=s._set_offset),
             Node(
                 "HORizontal:MODe",
                 get=lambda: s._kw(s.s.horizontal_mode),
@@ -154,7 +155,7 @@ class MsoModel(TdsModel):
                  set=lambda a: setattr(s.s, "delay_mode", boolean(a))),
             Node(
                 "HORizontal:POSition",
-                get=lambda: nr3(s.s.trigger_position_pct),
+                get=lambda: tek_nr3(s.s.trigger_position_pct),
                 set=s._set_trigger_position,
             ),
             Node("TRIGger:A:TYPe", get=lambda: s._kw("EDGE"), set=lambda a: choice(a, ["EDGE"])),
@@ -170,7 +171,7 @@ class MsoModel(TdsModel):
             ),
             Node(
                 "TRIGger:A:LEVel:CH<n>",
-                get=lambda n: nr3(s.s.trigger_levels[n]),
+                get=lambda n: tek_nr3(s.s.trigger_levels[n]),
                 set=lambda a, n: s.s.trigger_levels.__setitem__(n, number(a)),
             ),
             Node(
@@ -242,7 +243,7 @@ class MsoModel(TdsModel):
         if not len(widths):
             return NO_MEASUREMENT
         value = {"MEAN": np.mean, "MINimum": np.min, "MAXimum": np.max}[stat](widths)
-        return nr3(float(value))
+        return tek_nr3(float(value))
 
     def _set_frame_count(self, arg: str) -> None:
         v = integer(arg)
@@ -309,18 +310,18 @@ class MsoModel(TdsModel):
             "Y",
             "LINEAR",
             quoted("s"),
-            nr3(dt_s),
-            nr3(xzero),
+            tek_nr3(dt_s),
+            tek_nr3(xzero),
             "0",
             quoted("V"),
-            nr3(vert.scale / LEVELS_PER_DIV / scale),
-            nr3(0.0 if signed else 128.0 * scale),
-            nr3(vert.offset - vert.position * vert.scale),
+            tek_nr3(vert.scale / LEVELS_PER_DIV / scale),
+            tek_nr3(0.0 if signed else 128.0 * scale),
+            tek_nr3(vert.offset - vert.position * vert.scale),
             "TIME",
             "ANALOG",
-            nr3(0.0),
-            nr3(0.0),
-            nr3(0.0),
+            tek_nr3(0.0),
+            tek_nr3(0.0),
+            tek_nr3(0.0),
         ]
         names = [f.upper() for f in PREAMBLE_FIELDS]
         if field_name is not None:

@@ -27,15 +27,16 @@ import numpy as np
 from instruments.sim.bus import BUSES, BusProfile, bus_profile
 from instruments.sim.infiniivision import InfiniiVisionModel
 from instruments.sim.mso import STAMP_FORMS, MsoModel
+from instruments.sim.scope_model import AcquisitionInfo, ScopeModel
 from instruments.sim.signal import LogicSignal
 from instruments.sim.source import EdgeSource
-from instruments.sim.tds import AcquisitionInfo, TdsModel
+from instruments.sim.tds import TdsModel
 
 LONG_REPLY = 1 << 16  # bytes from which a reply is sent without concatenating its terminator
 PACED_SLICE = 4096  # bytes a paced reply sends at a time, at least
 PACED_SLICE_S = 0.002  # ... or what the bus carries in this long (fewer wake-ups on a fast bus)
 # the dialect names of instruments.dialects.DIALECTS -> the instrument model speaking it
-DIALECTS: dict[str, type[TdsModel]] = {
+DIALECTS: dict[str, type[ScopeModel]] = {
     "tektronix_tds": TdsModel,
     "keysight_infiniivision": InfiniiVisionModel,
     "tektronix_mso": MsoModel,
@@ -264,7 +265,7 @@ class SimScopeServer(SCPIServer):
     everything but never answers (for timeout tests); `tamper` alters chosen replies.
 
     `trigger_error_ns`: the rms error of where the scope puts its time zero against the true
-    crossing (default `instruments.sim.tds.TRIGGER_ERROR_NS`; 0: exact).
+    crossing (default `instruments.sim.scope_model.TRIGGER_ERROR_NS`; 0: exact).
 
     `bus` is how replies reach the host: "loopback" (no delay, the default), a name from
     `instruments.sim.bus.BUSES`, "model" for the instrument's own interface (GPIB for the
@@ -272,7 +273,7 @@ class SimScopeServer(SCPIServer):
     """
 
     thread_name = "sim-scope"
-    model: TdsModel
+    model: ScopeModel
 
     def __init__(
         self,
