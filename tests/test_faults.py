@@ -316,7 +316,7 @@ def test_a_host_that_answers_again_within_reconnect_for_is_not_lost(standalone_t
         return None
 
     async def both() -> tuple[str | None, None]:
-        return await asyncio.gather(host.answers(timeout=1.0), probe())  # within its reconnect_for, 60 s
+        return await asyncio.gather(host.not_answering(timeout=1.0), probe())  # within its reconnect_for, 60 s
 
     answer, _ = asyncio.run(both())
     assert answer is None
@@ -327,7 +327,7 @@ def test_a_host_that_stays_silent_is_lost_after_reconnect_for_and_a_refused_key_
         standalone_twin, ssh_link, tmp_path):
     host = _relayed_host(standalone_twin, ssh_link.port, tmp_path, reconnect_for=2.5)
     ssh_link.freeze()
-    answer = asyncio.run(host.answers(timeout=1.0))
+    answer = asyncio.run(host.not_answering(timeout=1.0))
     assert answer is not None and "did not answer within 1 s" in answer and "tries over" in answer, answer
     assert ssh_link.connections >= 2
     ssh_link.restore()
@@ -336,7 +336,7 @@ def test_a_host_that_stays_silent_is_lost_after_reconnect_for_and_a_refused_key_
     stranger.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
     stranger.chmod(0o600)
     refused = asyncio.run(_relayed_host(standalone_twin, ssh_link.port, tmp_path, str(stranger))
-                          .answers(timeout=1.0))
+                          .not_answering(timeout=1.0))
     assert refused is not None and "refused our key" in refused, refused
     assert ssh_link.connections == before + 1  # waiting does not change a refused key: one try
 
@@ -349,6 +349,6 @@ def test_a_host_its_teardown_gave_up_on_is_not_waited_for_again(standalone_twin,
     with pytest.raises(TargetError, match="not clean after 2 s"):
         asyncio.run(host.cleanup(within_s=2.0))
     before = ssh_link.connections
-    answer = asyncio.run(host.answers(timeout=1.0))
+    answer = asyncio.run(host.not_answering(timeout=1.0))
     assert answer is not None and "did not answer within 1 s" in answer and "tries" not in answer, answer
     assert ssh_link.connections == before + 1

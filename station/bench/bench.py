@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from station import kind_registry
 from station.bench.scope_session import twin_bus
-from station.common.lifetime import settled
+from station.common.lifetime import finish_then_cancel
 from station.config import Campaign, TargetSettings
 from station.kind_registry import BenchNeeds
 from station.target import Host, Target, TargetError, endpoint_from_settings, load_host, modules
@@ -30,6 +31,15 @@ class BenchError(Exception):
 
 class Messages(Protocol):
     def message(self, text: str) -> None: ...
+
+
+class Wiring(NamedTuple):
+    """How the bench reaches its parts: the target's settings (an SSH endpoint once its provider
+    has run) and the scope's and generator's VISA resources."""
+
+    target: TargetSettings
+    scope: str | None
+    generator: str | None
 
 
 @dataclass
@@ -47,7 +57,8 @@ class Bench:
     scope: Any = None  # station.bench.scope_session.ScopeSession, or None without a scope
     generator: Any = None  # station.bench.generator_session.GeneratorSession (a kind that plays a stimulus), or None
     facts: dict[str, str] = field(default_factory=dict)
-    _undo: list[tuple[str, Any]] = field(default_factory=list)
+    # what deactivation undoes, last activated first (each undo logged if it fails; the others run)
+    _undo: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     def __post_init__(self) -> None:
         if self.needs is None:
@@ -77,19 +88,25 @@ class Bench:
     def uses_generator(self) -> bool:
         return self.needs.stimulus is not None and self.campaign.bench.generator.kind != "none"
 
+    def _on_deactivate(self, what: str, undo: Callable[[], Awaitable[Any]]) -> None:
+        """Undo `what` at deactivation, in reverse order of activation."""
+        async def logged() -> None:
+            try:
+                await undo()
+            except Exception as exc:  # noqa: BLE001 - the next part must still be deactivated
+                self.log.message(f"bench: deactivating {what}: {exc}")
+
+        self._undo.push_async_callback(logged)
+
     async def activate(self) -> None:
         settings = self.campaign.bench
-        target_settings, scope_resource = self.target_settings, settings.scope.resource
-        generator_resource = settings.generator.resource
-        if target_settings.kind == "twin" or (self.uses_scope and settings.scope.kind == "twin"):
-            target_settings, scope_resource, generator_resource = await self._start_twin()
-        if target_settings.kind == "labgrid":
-            target_settings, scope_resource, generator_resource = await self._claim_place(scope_resource,
-                                                                                          generator_resource)
-        if target_settings.kind == "vm":
-            target_settings = await self._start_vm()
-        if target_settings.kind == "local":
-            target_settings = await self._start_local_sshd()
+        wiring = Wiring(self.target_settings, settings.scope.resource, settings.generator.resource)
+        if wiring.target.kind == "twin" or (self.uses_scope and settings.scope.kind == "twin"):
+            wiring = await self._start_twin(wiring)
+        provider = TARGET_PROVIDERS.get(wiring.target.kind)
+        if provider is not None:
+            wiring = await provider(self, wiring)
+        target_settings, scope_resource, generator_resource = wiring
         self.target = Target(endpoint_from_settings(target_settings), target_settings)
         await self._activate_host(self.target, "target")
         try:
@@ -107,15 +124,12 @@ class Bench:
             await self._open_generator(generator_resource)
 
     async def deactivate(self) -> None:
-        """Reverse order of activation; every part is tried, whatever the others do."""
-        while self._undo:
-            what, undo = self._undo.pop()
-            try:
-                await undo()
-            except Exception as exc:  # noqa: BLE001 - the next part must still be deactivated
-                self.log.message(f"bench: deactivating {what}: {exc}")
+        """Reverse order of activation; every part is tried, whatever the others do (a
+        cancellation included: the stack runs every undo, then passes it on)."""
+        await self._undo.aclose()
 
-    async def _start_twin(self) -> tuple[TargetSettings, str | None, str | None]:
+    async def _start_twin(self, wiring: Wiring) -> Wiring:
+        """The twin's target, scope and generator, as the campaign asks for them."""
         from station.twin.clock import Slew
         from station.twin.runner import Twin
 
@@ -135,9 +149,9 @@ class Bench:
         loop = asyncio.get_running_loop()
         endpoints = await loop.run_in_executor(None, twin.start_in_thread)
         self.twin = twin
-        self._undo.append(("the twin", lambda: loop.run_in_executor(None, twin.stop_thread)))
+        self._on_deactivate("the twin", lambda: loop.run_in_executor(None, twin.stop_thread))
         self.log.message(f"twin up: ssh {endpoints.ssh_host}:{endpoints.ssh_port}, scope {endpoints.scope_resource}")
-        target_settings, scope_resource = self.target_settings, settings.scope.resource
+        target_settings, scope_resource = wiring.target, wiring.scope
         if target_settings.kind == "twin":
             target_settings = target_settings.model_copy(
                 update={"kind": "ssh", "host": endpoints.ssh_host, "port": endpoints.ssh_port,
@@ -146,24 +160,23 @@ class Bench:
             )
         if self.uses_scope and settings.scope.kind == "twin":
             scope_resource = endpoints.scope_resource
-        generator_resource = endpoints.generator_resource if self.uses_generator else settings.generator.resource
-        return target_settings, scope_resource, generator_resource
+        generator_resource = endpoints.generator_resource if self.uses_generator else wiring.generator
+        return Wiring(target_settings, scope_resource, generator_resource)
 
-    async def _claim_place(self, scope: str | None, generator: str | None) -> tuple[TargetSettings, str | None,
-                                                                                    str | None]:
+    async def _claim_place(self, wiring: Wiring) -> Wiring:
         """Acquire the labgrid place (or take it as its user acquired it): its NetworkService is the
         target, its PyVISADevice resources the instruments named labgrid:NAME. Released at
         deactivation only if the station acquired it."""
         from station.config import PLACE_RESOURCE
         from station.target.labgrid_place import PlaceError, PlaceSession
 
-        target = self.target_settings
+        target = wiring.target
         try:
             async with PlaceSession(target.coordinator, target.place, target.ssh_resource) as session:
                 place = await session.claim(self.campaign.name)
                 self.place = place
                 if place.acquired_by_station:  # at once: whatever happens next, it is released
-                    self._undo.append((f"labgrid place {place.place}", self._release_place))
+                    self._on_deactivate(f"labgrid place {place.place}", self._release_place)
         except PlaceError as exc:
             raise BenchError(f"labgrid: {exc}") from None
         how = "acquired" if place.acquired_by_station else f"already acquired by you ({place.holder}): left so"
@@ -171,12 +184,12 @@ class Bench:
                          f"{place.ssh.port}" + "".join(f", {n} {r}" for n, r in sorted(place.visa.items())))
         try:
             scope, generator = (place.visa_resource(r) if r and r.startswith(PLACE_RESOURCE) else r
-                                for r in (scope, generator))
+                                for r in (wiring.scope, wiring.generator))
         except PlaceError as exc:
             raise BenchError(f"labgrid: {exc}") from None
         settings = target.model_copy(update={"kind": "ssh", "host": place.ssh.address, "port": place.ssh.port,
                                              "user": place.ssh.username})
-        return settings, scope, generator
+        return Wiring(settings, scope, generator)
 
     async def _release_place(self) -> None:
         from station.target.labgrid_place import PlaceSession
@@ -187,45 +200,45 @@ class Bench:
                 await session.release()
         self.log.message(f"labgrid place {place.place} released")
 
-    async def _start_vm(self) -> TargetSettings:
+    async def _start_vm(self, wiring: Wiring) -> Wiring:
         """Build (or reuse) the VM image and boot it on a free port; powered off at deactivation."""
         from station.target.local_sshd import free_port
         from station.vm import VirtualMachine, VmError, build_image
 
         loop = asyncio.get_running_loop()
-        target = self.target_settings
+        target = wiring.target
         try:
             image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message, kernel=target.kernel))
             vm = VirtualMachine(image, ssh_port=free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
                                 die_with_caller=True)
-            self._undo.append(("the VM", lambda: loop.run_in_executor(None, vm.stop)))
+            self._on_deactivate("the VM", lambda: loop.run_in_executor(None, vm.stop))
             await vm.start_async()
         except VmError as exc:
             raise BenchError(f"vm: {exc}") from None
         self.vm = vm
         self.log.message(f"VM up on 127.0.0.1:{vm.ssh_port} (kernel {image.kernel_release})")
-        return target.model_copy(update={
+        return wiring._replace(target=target.model_copy(update={
             "kind": "ssh", "host": "127.0.0.1", "port": vm.ssh_port, "user": "root",
             "identity_file": str(image.identity_file), "known_hosts": str(vm.known_hosts_file),
             "upload_modules": target.upload_modules or str(image.modules_dir),
-        })
+        }))
 
-    async def _start_local_sshd(self) -> TargetSettings:
+    async def _start_local_sshd(self, wiring: Wiring) -> Wiring:
         """This machine through a throw-away sshd on 127.0.0.1 (stopped at deactivation)."""
         from station.target.local_sshd import LocalSshdError, new_local_sshd, serve_locally
 
         loop = asyncio.get_running_loop()
         sshd = new_local_sshd()
-        self._undo.append(("the local sshd", lambda: loop.run_in_executor(None, sshd.stop)))
+        self._on_deactivate("the local sshd", lambda: loop.run_in_executor(None, sshd.stop))
         try:
-            settings = await settled(loop.run_in_executor(None, serve_locally, self.target_settings, sshd))
+            settings = await finish_then_cancel(loop.run_in_executor(None, serve_locally, wiring.target, sshd))
         except LocalSshdError as exc:
             raise BenchError(f"local target: {exc}") from None
         self.log.message(f"this machine as the target: sshd on 127.0.0.1:{settings.port}, user {settings.user}")
-        return settings
+        return wiring._replace(target=settings)
 
     async def _activate_host(self, host: Host, what: str) -> None:
-        self._undo.append((what, host.deactivate))
+        self._on_deactivate(what, host.deactivate)
         try:
             await host.activate()
         except TargetError as exc:
@@ -259,7 +272,7 @@ class Bench:
             with contextlib.suppress(Exception):
                 scope.close()
 
-        self._undo.append(("the scope", close))
+        self._on_deactivate("the scope", close)
         self.log.message(f"scope: {scope.idn}")
 
     async def _open_generator(self, resource: str | None) -> None:
@@ -280,7 +293,7 @@ class Bench:
             with contextlib.suppress(Exception):
                 await loop.run_in_executor(None, generator.close)
 
-        self._undo.append(("the generator", close))
+        self._on_deactivate("the generator", close)
         self.log.message(f"generator: {generator.idn}")
         if generator.applied.carrier != "pulse":
             self.log.message(f"generator: FM refused on a pulse carrier; the stimulus is a {generator.applied.carrier} "
@@ -310,25 +323,19 @@ class Bench:
         if self.twin is not None:
             self.twin.end_run()
 
-    async def lost(self) -> str | None:
+    async def not_answering(self) -> str | None:
         """After a failed run: None if the bench answers again within each host's reconnect_for,
-        else what stopped answering (then every later run would fail the same way, slowly)."""
+        else which part stopped answering and why (then every later run would fail the same way,
+        slowly). Every part says so the same way: `not_answering()`, None or why not."""
         assert self.target is not None
         for host in self.hosts.values():
-            problem = await host.answers()
+            problem = await host.not_answering()
             if problem is not None:
                 return f"{host.name}: {problem}"
-        if self.scope is not None:
-            loop = asyncio.get_running_loop()
-            try:
-                await loop.run_in_executor(None, self.scope.answers)
-            except Exception as exc:  # noqa: BLE001 - any failure means the same: the scope is gone
-                return f"scope: {exc}"
-        if self.generator is not None:
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, self.generator.answers)
-            except Exception as exc:  # noqa: BLE001 - the same for the generator
-                return f"generator: {exc}"
+        loop = asyncio.get_running_loop()
+        for name, part in (("scope", self.scope), ("generator", self.generator)):
+            if part is not None and (problem := await loop.run_in_executor(None, part.not_answering)) is not None:
+                return f"{name}: {problem}"
         return None
 
     def describe(self) -> dict[str, Any]:
@@ -346,3 +353,12 @@ class Bench:
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
         }
 
+
+# How a target of each kind becomes an SSH endpoint (and, for a labgrid place, where the instruments
+# are): a provider starts or claims what it needs, registers its undo, and returns the wiring. A
+# twin target is the twin's (started first, as a twin scope needs it too); `ssh` is as written.
+TARGET_PROVIDERS: dict[str, Callable[[Bench, Wiring], Awaitable[Wiring]]] = {
+    "labgrid": Bench._claim_place,
+    "vm": Bench._start_vm,
+    "local": Bench._start_local_sshd,
+}

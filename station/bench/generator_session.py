@@ -55,9 +55,14 @@ class GeneratorSession:
             self.generator.set_output(on)
             self.generator.check_errors()
 
-    def answers(self) -> None:
+    def not_answering(self) -> str | None:
+        """None if the generator answers *IDN?; else why not."""
         with self._lock:
-            self.generator.identify()
+            try:
+                self.generator.identify()
+            except Exception as exc:  # noqa: BLE001 - any failure means the same: the generator is gone
+                return str(exc) or type(exc).__name__
+        return None
 
     def close(self) -> None:
         try:

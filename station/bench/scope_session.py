@@ -246,12 +246,16 @@ class ScopeSession:
         applied = self.scope.applied
         return None if applied is None else applied.sample_interval_s
 
-    def answers(self) -> None:
-        """Raises if the scope no longer answers *IDN? (after the acquisition in flight, if any)."""
+    def not_answering(self) -> str | None:
+        """None if the scope answers *IDN? (after the acquisition in flight, if any); else why not."""
         with self._lock:
             if self.lost is not None:
-                raise self.lost
-            self.scope.identify()
+                return str(self.lost)
+            try:
+                self.scope.identify()
+            except Exception as exc:  # noqa: BLE001 - any failure means the same: the scope is gone
+                return str(exc) or type(exc).__name__
+        return None
 
     def close(self) -> None:
         self.scope.close()

@@ -158,7 +158,7 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
             result.stopped = outcome.fatal
             progress.message(f"campaign stopped after {spec.id}: {outcome.fatal}")
             return
-        lost = await bench.lost() if outcome.status == "failed" else None
+        lost = await bench.not_answering() if outcome.status == "failed" else None
         if lost is not None:
             left = len(todo) - i - 1
             if bench.target_name is None:

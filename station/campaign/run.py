@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from station.bench.bench import Bench
-from station.common.lifetime import settled
+from station.common.lifetime import finish_then_cancel
 from station.common.progress import ProgressSink, RunProgress
 from station.config import RunSpec, measurement_hash
 from station.kinds import kind_for
@@ -118,7 +118,7 @@ async def _set_up(ctx: RunContext, kind: Measurement, started: _Started) -> None
     sink.update(progress)
     for load in ctx.campaign.loads[ctx.spec.load]:
         host = bench.hosts[load.host]
-        running = await settled(proc_ctl.start_load(
+        running = await finish_then_cancel(proc_ctl.start_load(
             await host.live_connection(), load.name, load.command, host.work_dir, ctx.max_seconds, to_log=True
         ))
         running.where = load.host

@@ -21,7 +21,7 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-async def settled(awaitable: Awaitable[T], grace_s: float = 30.0) -> T:
+async def finish_then_cancel(awaitable: Awaitable[T], grace_s: float = 30.0) -> T:
     """Await a remote start (insmod, a tracked process) so that a cancellation arriving
     meanwhile lets it finish first (within grace_s): cancelling the SSH call would close
     its channel while the command goes on over there, and teardown, looking too early,

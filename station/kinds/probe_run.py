@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import asyncssh
 
-from station.common.lifetime import settled
+from station.common.lifetime import finish_then_cancel
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
 from station.target import TargetError
 from station.target import processes as proc_ctl
@@ -59,7 +59,7 @@ class ProbeRun(Measurement):
         target = self.ctx.target
         conn = await target.live_connection()
         try:
-            self.probe = await settled(proc_ctl.start_load(
+            self.probe = await finish_then_cancel(proc_ctl.start_load(
                 conn, self.probe_name, command, target.work_dir, self.ctx.max_seconds, binary=True,
                 privileged=True, finite=True, role="probe",
             ))

@@ -12,7 +12,7 @@ import shlex
 
 import asyncssh
 
-from station.common.lifetime import settled
+from station.common.lifetime import finish_then_cancel
 from station.kinds.base import RunContext
 from station.kinds.probe_run import EXIT_SLACK_S, copy_stream
 from station.target import TargetError, rtla
@@ -50,7 +50,7 @@ class RtlaCompanion:
         command = [rtla.PROGRAM, *args]
         if collector_priority is not None:
             command = ["chrt", "-f", str(collector_priority), *command]
-        self.process = await settled(proc_ctl.start_load(
+        self.process = await finish_then_cancel(proc_ctl.start_load(
             conn, self.name, shlex.join(command), self.ctx.target.work_dir, self.ctx.max_seconds,
             binary=True, privileged=True, finite=True, role="probe"))
         proc = self.process.process

@@ -98,7 +98,7 @@ class Host:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 8.0)
 
-    async def answers(self, timeout: float | None = None, within_s: float | None = None) -> str | None:
+    async def not_answering(self, timeout: float | None = None, within_s: float | None = None) -> str | None:
         """None if the host answers a trivial command (each try bounded by `timeout`: 10 s, or the
         endpoint's connect_timeout if longer) within `within_s` (its reconnect_for); else why not
         (for 'is the bench lost?'). A host that just failed a run may still be busy with its loads

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from station.common.lifetime import settled
+from station.common.lifetime import finish_then_cancel
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
 from station.kinds.gpio import target as gpio_target
 from station.kinds.gpio.settings import TWIN_ONLY_RESPONDERS as TWIN_ONLY
@@ -90,7 +90,7 @@ class GpioRun(Measurement):
         if responder == "kernel":
             self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
             path = f"{target.settings.module_dir.rstrip('/')}/{gpio_target.RESPONDER_MODULE}.ko"
-            await settled(modules.insmod(conn, path, gpio_target.module_params(self.gpio, self.case)))
+            await finish_then_cancel(modules.insmod(conn, path, gpio_target.module_params(self.gpio, self.case)))
         elif responder != "external":
             if responder in TWIN_ONLY:
                 program = responder
@@ -98,7 +98,7 @@ class GpioRun(Measurement):
                 program = await gpio_target.RESPONDER_PROGRAM.ensure(conn, target.work_dir)
             command = shlex.join([program, *gpio_target.program_arguments(self.gpio, self.case)])
             self.responder_started = True
-            self.responder = await settled(proc_ctl.start_load(
+            self.responder = await finish_then_cancel(proc_ctl.start_load(
                 conn, RESPONDER_NAME, command, target.work_dir, self.ctx.max_seconds, privileged=True,
                 role="probe",
             ))

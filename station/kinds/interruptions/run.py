@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from station.common.lifetime import settled
+from station.common.lifetime import finish_then_cancel
 from station.kinds.base import RunContext
 from station.kinds.interruptions import analysis as ig_analysis
 from station.kinds.interruptions import target as ig_target
@@ -135,7 +135,7 @@ class InterruptionsRun(ProbeRun):
                                    traced=self.tracing is not None)
         target = self.ctx.target
         try:
-            self.calibrating = await settled(proc_ctl.start_load(
+            self.calibrating = await finish_then_cancel(proc_ctl.start_load(
                 conn, CALIBRATION_NAME, shlex.join([self.binary, *args]), target.work_dir, self.ctx.max_seconds,
                 binary=True, privileged=True, finite=True, role="probe"))
             proc = self.calibrating.process

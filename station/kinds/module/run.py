@@ -17,7 +17,7 @@ import numpy as np
 from station.bench.scope_session import bus_text
 from station.capture.accounting import AcquisitionLog, MeasurementTally, capture_summary
 from station.capture.pulses import STREAM_ORDER, csv_header
-from station.common.lifetime import settled
+from station.common.lifetime import finish_then_cancel
 from station.common.module_names import module_stem
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
 from station.parsers import records
@@ -151,10 +151,10 @@ class ModuleRun(Measurement):
         if self.tracing is not None:  # before the module: its first event is traced too
             await self._start_recording(conn)
         self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
-        await settled(modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params))
+        await finish_then_cancel(modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params))
         # the reader is tracked like a load: a reader blocked in read() never sees its SSH
         # channel close, and an open device would make rmmod fail
-        self.stream = await settled(proc_ctl.start_load(
+        self.stream = await finish_then_cancel(proc_ctl.start_load(
             conn, proc_ctl.STREAM_NAME, f"cat {self.device}", target.work_dir, self.ctx.max_seconds,
             binary=True, privileged=True,
         ))
@@ -224,7 +224,7 @@ class ModuleRun(Measurement):
         if self.trace_block_s is not None:  # on the traced CPU: the tracing_cpumask keeps its marks only
             loop = session.toggle_command(self.trace_block_s)
             command = f"taskset -c {cpu} sh -c {shlex.quote(loop)}"
-            self.toggler = await settled(proc_ctl.start_load(conn, TOGGLER, command, target.work_dir,
+            self.toggler = await finish_then_cancel(proc_ctl.start_load(conn, TOGGLER, command, target.work_dir,
                                                              self.ctx.max_seconds, privileged=True, to_log=True))
 
     async def _read_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
