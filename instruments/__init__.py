@@ -1,6 +1,6 @@
 """The bench's instruments for the station: the Scope interface (scope.py) and its dialects
 (dialects.py: Tektronix TDS and MSO, Keysight InfiniiVision), the function generator (funcgen.py),
-SCPI plumbing (scpi.py), pulse and delay extraction from waveforms (pulses.py, schmitt_kernel.py,
+SCPI plumbing (scpi/), pulse and delay extraction from waveforms (pulses.py, schmitt_kernel.py,
 compiled.py, rise_time.py, delays.py), and sim/: every instrument simulated behind a real SCPI
 socket.
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from station.common.lazy_import import import_named
+
 # the kinds shipped with the station: one line each (a plug-in's go into its own entry point). The
 # order is the report page's: the first kind with something to show leads it (its answer above
 # the warnings), so cyclictest's maxima table opens a page even beside module runs
@@ -95,10 +97,7 @@ class Kind:
         `manifest_model`), imported now;
         None if it has none."""
         part = getattr(self, which)
-        if not isinstance(part, str):
-            return part
-        module, _, attr = part.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return import_named(part) if isinstance(part, str) else part
 
 
 _KINDS: dict[str, Kind] = {}

@@ -3,6 +3,9 @@ one naming for the station's side (target/modules.py) and the twin that plays th
 
 from __future__ import annotations
 
+#: a kernel module parameter's name, as the campaign file and insmod's command line take it
+MODULE_PARAM_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+
 MODULE_STEMS = {
     ("rtai", "lpt"): "rtai_lpt_latency",
     ("rtai", "pcie"): "rtai_pcie_latency",

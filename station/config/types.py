@@ -20,6 +20,7 @@ from pydantic import (
     ValidationInfo,
 )
 
+from station.common.module_names import MODULE_PARAM_NAME
 from station.common.units import format_duration, format_voltage, parse_duration, parse_voltage, shorten
 
 # --- limits -------------------------------------------------------------------------------------
@@ -195,7 +196,6 @@ def _remote_path(value: str) -> str:
 RemotePath = Annotated[str, AfterValidator(_remote_path)]
 LocalPath = Annotated[str, Field(min_length=1), _text(4096)]
 
-MODULE_PARAM_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
 MODULE_PARAM_VALUE = r"[A-Za-z0-9_.,:+-]{0,256}"
 # parameters the station sets itself from the matrix; module_params must not change them behind its back
 STATION_MODULE_PARAMS = {

@@ -5,8 +5,9 @@ modules (modules), the audit (audit) and the kernel log (kernel_log)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from station.common.lazy_import import lazy_exports
 
 if TYPE_CHECKING:
     from station.target.errors import TargetError
@@ -24,7 +25,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"station.target.{_WHERE[name]}"), name)
+__getattr__, __dir__ = lazy_exports(__name__, {name: f"station.target.{module}" for name, module in _WHERE.items()},
+                                    globals())

@@ -7,12 +7,9 @@ import re
 import shlex
 from pathlib import Path
 
-from station.common.module_names import MODULE_STEMS, module_stem
+from station.common.module_names import MODULE_PARAM_NAME, MODULE_STEMS, module_stem
 from station.target import kernel_log
 from station.target.ssh import TargetConnection, TargetError
-
-# a kernel module parameter name; values go through shlex.quote as well
-PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 # ours to unload wherever they are found: the latency modules, the GPIO responder and the test-only
 # gap injector and GPIO chip (target_modules/linux/irqgap_inject.c, gpio_testchip.c), which a load may
@@ -44,7 +41,7 @@ def insmod_arguments(params: dict[str, str]) -> str:
     """`name=value ...` for insmod: names must be parameter names, values are quoted, so no
     campaign text can run as a command on the target."""
     for key in params:
-        if not PARAM_NAME.match(key):
+        if not re.fullmatch(MODULE_PARAM_NAME, key):  # values go through shlex.quote
             raise TargetError(f"module parameter name {key!r} is not a kernel parameter name")
     return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in params.items())
 
