@@ -59,9 +59,9 @@ class Kind:
     # its campaign section, under the kind's own name (None: it has no options of its own)
     settings: type | None = None
     settings_required: bool = False  # a campaign of this kind must give the section
-    # matrix keys only this kind reads (they are matrix fields): a campaign of another kind that
-    # sets one is refused
-    matrix_keys: tuple[str, ...] = ()
+    # a pydantic model of the matrix keys only this kind reads: they join the campaign's matrix
+    # (station.config.campaign_model), and a campaign of another kind that sets one is refused
+    matrix_fields: Any = None
     # campaign -> [(interface, variant)]: the cells one target and one load repeat (a kind without
     # interfaces puts "" there; gpio puts its case in the variant's place)
     cells: Callable[[Any], list[tuple[str, str]]] = lambda campaign: [("", "")]
@@ -91,6 +91,11 @@ class Kind:
     # a pydantic model of the top-level keys its runs add to manifest.json (station.store.manifest);
     # None: its keys are untyped
     manifest_model: Any = None
+
+    def matrix_keys(self) -> tuple[str, ...]:
+        """The matrix keys only this kind reads."""
+        fields = self.load("matrix_fields")
+        return tuple(fields.model_fields) if fields is not None else ()
 
     def load(self, which: str) -> Any:
         """A heavy part (`measurement`, `analysis`, `report`, `compare`, `report_model`,

@@ -18,7 +18,6 @@ import pytest
 from station.config import (
     MAX_RUNS,
     ConfigError,
-    Matrix,
     TargetSettings,
     TwinInterfaceOverrides,
     campaign_model,
@@ -256,6 +255,7 @@ def test_bare_zero_needs_no_unit_but_meets_the_range():
 
 
 def test_python_callers_may_pass_plain_floats():
+    Matrix = campaign_model().model_fields["matrix"].annotation  # the core's keys and every kind's
     m = Matrix(samples=10, period=100e-6, max_duration=60)
     assert m.period == 100e-6 and m.max_duration == 60.0
     c = campaign_model().model_validate({"name": "x", "matrix": {"samples": 10, "period": 0.001},

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     Field,
     create_model,
     model_validator,
@@ -22,31 +21,18 @@ from station.config.bench import BenchSettings, LoadSpec
 from station.config.types import (
     DURATION_RANGE,
     MAX_DURATION_RANGE,
-    MAX_PULSES,
     MAX_REPETITIONS,
     MAX_RUNS,
     MAX_SAMPLES,
-    PERIOD_RANGE,
     Float,
     Int,
-    Interface,
     LoadSetName,
     LocatedError,
-    ModuleParamName,
-    ModuleParamValue,
     Seconds,
     Strict,
-    Variant,
     _text,
 )
 from station.config.yaml_lines import ConfigError
-
-
-def _period(value: float) -> float:
-    period_us = value * 1e6
-    if abs(period_us - round(period_us)) > 1e-6:
-        raise ValueError(f"period {period_us:g} us: the modules take whole microseconds, at least 10 us")
-    return value
 
 
 def article(word: str) -> str:
@@ -54,33 +40,23 @@ def article(word: str) -> str:
 
 
 class Matrix(Strict):
+    """The run matrix's keys every kind reads; a kind's own keys join them in campaign_model()
+    (Kind.matrix_fields: the module kind's interfaces, variants, period, …)."""
+
     kind: str = Field(
         "module", description="what each run measures: a run kind (station/kinds/; `station schema` lists them "
         "with what each measures); its options go under the campaign key of its name",
     )
-    # the module kind's keys (station/kinds/module declares them its own: another kind refuses them)
-    interfaces: list[Interface] = Field(default_factory=lambda: ["lpt", "pcie"], min_length=1)
-    variants: list[Variant] = Field(default_factory=lambda: ["inb", "no-inb"], min_length=1)
     loads: list[Annotated[str, Field(max_length=64)]] = Field(
         default_factory=lambda: ["none"], min_length=1, max_length=1000, description="names of load sets (loads:)"
     )
     repetitions: Int = Field(1, ge=1, le=MAX_REPETITIONS)
-    period: Annotated[Seconds(PERIOD_RANGE), AfterValidator(_period)] = 100e-6
     samples: Int | None = Field(
         None, gt=0, le=MAX_SAMPLES, description="stop a run after this many software samples"
     )
     duration: Seconds(DURATION_RANGE) | None = Field(None, description="stop a run after this long")
-    pulses: Int = Field(0, ge=0, le=MAX_PULSES, description="at least this many scope pulses per run (0: no minimum)")
     max_duration: Seconds(MAX_DURATION_RANGE) = Field(
         3600.0, description="hard limit per run, whatever else is unmet"
-    )
-    format: Literal["v1", "legacy"] = "v1"
-    cpu: Int = Field(-1, ge=-1, le=4095, description="CPU the module's task and IRQ run on (-1: any)")
-    lpt_base: Int = Field(0x378, ge=0, le=0xFFFF, description="I/O port base of the parallel port")
-    lpt_irq: Int = Field(7, ge=0, le=255)
-    module_params: dict[Interface, dict[ModuleParamName, ModuleParamValue]] = Field(
-        default_factory=dict,
-        description="extra module parameters per interface, e.g. {pcie: {profile: edu}} (emulation modes)",
     )
     order: Literal["interleaved", "as-written"] = Field(
         "interleaved", description="the runs' order on each target: `interleaved` measures every condition once "
@@ -138,8 +114,8 @@ class Campaign(Strict):
         for other in known.values():  # another kind's keys are a mistake, not something to ignore
             if other.name == kind.name:
                 continue
-            for key in other.matrix_keys:
-                if key in m.model_fields_set and key not in kind.matrix_keys:
+            for key in other.matrix_keys():
+                if key in m.model_fields_set and key not in kind.matrix_keys():
                     raise LocatedError(("matrix", key), f"is {article(other.name)} {other.name}-run key; "
                                        f"{article(kind.name)} {kind.name} campaign does not use it")
             if other.settings is not None and other.name in self.model_fields_set:
@@ -207,7 +183,9 @@ def campaign_model() -> type[Campaign]:
     if generation not in _MODELS:
         known = kind_registry.kinds()
         summary = "; ".join(f"{k.name}: {k.summary}" for k in known.values())
-        matrix = create_model("Matrix", __base__=Matrix, __module__=__name__, kind=(
+        own = {name: (info.annotation, info) for k in known.values() if (fields := k.load("matrix_fields"))
+               for name, info in fields.model_fields.items()}
+        matrix = create_model("Matrix", __base__=Matrix, __module__=__name__, **own, kind=(
             Literal[tuple(known)], Field("module", description=f"what each run measures ({summary})")))
         sections: dict[str, Any] = {}
         for k in known.values():
@@ -234,10 +212,6 @@ class RunSpec:
     def id(self) -> str:
         where = f"{self.target}-" if self.target else ""
         return where + kind_registry.kind(self.kind).run_id(self)
-
-    @property
-    def check(self) -> bool:
-        return self.variant == "inb"
 
 
 def measurement_hash(campaign: Campaign) -> str:

@@ -9,7 +9,7 @@ import itertools
 from station.common.module_names import module_stem
 from station.config import Campaign, LocatedError, RunSpec, TargetSettings
 from station.kind_registry import BenchNeeds, Kind
-from station.kinds.module.settings import ModuleSettings
+from station.kinds.module.settings import ModuleMatrix, ModuleSettings
 
 
 def _latency_modules(campaign: Campaign, target: TargetSettings) -> set[str]:
@@ -60,8 +60,7 @@ KIND = Kind(
     settings=ModuleSettings,
     store_tables=("sw", "hw", "decomposition"),
     summary="the LPT/PCIe latency module, t_SW and t_HW",
-    matrix_keys=("interfaces", "variants", "period", "pulses", "format", "cpu", "lpt_base", "lpt_irq",
-                 "module_params"),
+    matrix_fields=ModuleMatrix,
     cells=lambda c: list(itertools.product(c.matrix.interfaces, c.matrix.variants)),
     describe_cells=lambda c: f"{len(c.matrix.interfaces)} interfaces × {len(c.matrix.variants)} variants",
     run_id=_run_id,

@@ -73,7 +73,7 @@ class ModuleRun(Measurement):
         self.stem = module_stem(self.family, spec.interface)
         self.device = target.device(spec.interface)
         self.params = modules.module_params(
-            self.family, spec.interface, period_ns=self.period_ns, check=spec.check, cpu=m.cpu,
+            self.family, spec.interface, period_ns=self.period_ns, check=spec.variant == "inb", cpu=m.cpu,
             fmt=m.format, fifo=target.settings.fifo, lpt_base=m.lpt_base, lpt_irq=m.lpt_irq,
             extra=m.module_params.get(spec.interface),
         )

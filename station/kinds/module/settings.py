@@ -1,10 +1,38 @@
-"""The module kind's own options: the campaign's module: section."""
+"""The module kind's own options: its matrix keys (ModuleMatrix) and the campaign's module:
+section (ModuleSettings)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
 
 from station.config import Int, Seconds, Strict
+from station.config.types import MAX_PULSES, PERIOD_RANGE, Interface, ModuleParamName, ModuleParamValue, Variant
+
+
+def _period(value: float) -> float:
+    period_us = value * 1e6
+    if abs(period_us - round(period_us)) > 1e-6:
+        raise ValueError(f"period {period_us:g} us: the modules take whole microseconds, at least 10 us")
+    return value
+
+
+class ModuleMatrix(Strict):
+    """The matrix keys of a module campaign (they join the campaign's matrix: Kind.matrix_fields)."""
+
+    interfaces: list[Interface] = Field(default_factory=lambda: ["lpt", "pcie"], min_length=1)
+    variants: list[Variant] = Field(default_factory=lambda: ["inb", "no-inb"], min_length=1)
+    period: Annotated[Seconds(PERIOD_RANGE), AfterValidator(_period)] = 100e-6
+    pulses: Int = Field(0, ge=0, le=MAX_PULSES, description="at least this many scope pulses per run (0: no minimum)")
+    format: Literal["v1", "legacy"] = "v1"
+    cpu: Int = Field(-1, ge=-1, le=4095, description="CPU the module's task and IRQ run on (-1: any)")
+    lpt_base: Int = Field(0x378, ge=0, le=0xFFFF, description="I/O port base of the parallel port")
+    lpt_irq: Int = Field(7, ge=0, le=255)
+    module_params: dict[Interface, dict[ModuleParamName, ModuleParamValue]] = Field(
+        default_factory=dict,
+        description="extra module parameters per interface, e.g. {pcie: {profile: edu}} (emulation modes)",
+    )
 
 
 class ModuleSettings(Strict):
