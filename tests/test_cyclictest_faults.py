@@ -181,7 +181,7 @@ def test_a_target_lost_mid_campaign_does_not_cancel_the_other_targets(tmp_path, 
         def describe(self) -> dict:
             return {"target": {"name": self.target_name}, "scope": None, "twin": None}
 
-        async def lost(self) -> str | None:
+        async def not_answering(self) -> str | None:
             return "target: SSH to a failed: Connection lost" if self.target_name == "a" else None
 
     async def fake_run(bench, spec, store, progress, sink):  # noqa: ANN001, ANN202
