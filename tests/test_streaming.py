@@ -295,3 +295,38 @@ def test_a_record_too_coarse_to_tell_events_apart_is_unpaired_not_a_scope_on_ano
         else:
             assert pairer.fitting == pairer.acquisitions_paired == 0, widths_of
             assert _unmatched(pairer)
+
+
+def test_a_run_cut_before_its_seal_is_decoded_once_per_analysis_and_paired_as_injected(tmp_path, monkeypatch):
+    """A run the station was stopped in before its seal has only what streamed (sw.raw,
+    hw_pulses.csv): one analysis decodes each once (RunFiles), however many passes read them, and
+    its pairs are still the injected events."""
+    from station.kinds.module import data as module_data
+    from station.kinds.module.run_analysis import analyse_run
+    from station.parsers import records
+
+    sw, hw, arrivals, truth_seq, period = _twin_like_run(11)
+    run = tmp_path / "lpt-inb-none-r0"
+    run.mkdir()
+    n = len(sw)
+    (run / "sw.raw").write_bytes(records.encode_v1(sw["seq"].to_numpy(), np.arange(n) * period,
+                                                   sw["latency_ns"].to_numpy(), 0))
+    hw.to_csv(run / "hw_pulses.csv", index=False)
+    arrivals.to_csv(run / "sw_arrivals.csv", index=False)
+    (run / "manifest.json").write_text(
+        '{"run_id": "lpt-inb-none-r0", "status": "interrupted", "format": "v1", "period_ns": 100000,'
+        ' "run": {"interface": "lpt", "variant": "inb", "load": "none", "repetition": 0}}')
+    decoded = []
+    decode_file, read_streamed = module_data.records.decode_file, module_data.sealed_or_streamed
+    monkeypatch.setattr(module_data.records, "decode_file",
+                        lambda path, fmt: decoded.append(path.name) or decode_file(path, fmt))
+    monkeypatch.setattr(module_data, "sealed_or_streamed",
+                        lambda d, table, *a, **k: decoded.append(table) or read_streamed(d, table, *a, **k))
+    result = analyse_run(run)
+    assert decoded == ["sw.raw", "hw"]  # each once, for the analysis's three passes and its pairing
+    assert result.entry["sw"]["count"] == n and result.entry["hw"]["count"] == len(hw)
+    pairing = result.entry["pairing"]
+    # paired to the injected events: the scope's widths are t_SW + 900 ns + N(0, 20 ns)
+    assert pairing["pulses_paired"] == len(hw) == len(truth_seq)
+    assert abs(pairing["hw_minus_sw_paired_median_ns"] - 900) < 5
+    assert pairing["hw_minus_sw_paired_std_ns"] < 30

@@ -90,31 +90,65 @@ def _table(run_dir: Path, table: str, manifest: Manifest, columns: Sequence[str]
 BATCH_ROWS = 1 << 20  # rows per batch when a run's tables are read in pieces
 
 
+class RunFiles:
+    """One module run's tables as one analysis reads them, again and again: the manifest read once
+    (when a table was never sealed: it names the record format), a table that streamed but was
+    never sealed decoded once, the sealed ones streamed from their Parquet files at every read."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        self._manifest: Manifest | None = None
+        self._streamed: dict[str, pd.DataFrame] = {}
+
+    @property
+    def manifest(self) -> Manifest:
+        if self._manifest is None:
+            self._manifest = read_manifest(self.dir)
+        return self._manifest
+
+    def _unsealed(self, table: str) -> pd.DataFrame:
+        if table not in self._streamed:
+            self._streamed[table] = _table(self.dir, table, self.manifest, None)
+        return self._streamed[table]
+
+    def iter_table(self, table: str, columns: Sequence[str],
+                   rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """The "sw" or "hw" table in batches of about `rows` rows, in file order, as arrays by
+        column: the columns named that the table has. From the Parquet file when the run was sealed
+        (no pandas conversion: it costs twice the decoding), else from what streamed (sw.raw,
+        hw_pulses.csv: decoded once, then cut). `rows`: BATCH_ROWS unless given."""
+        rows = rows or BATCH_ROWS
+        path = self.dir / f"{table}.parquet"
+        if table == "sw" and (raw := _raw_twin_of(path, columns)) is not None:
+            yield from _raw_batches(raw, columns, rows)
+            return
+        if path.exists():
+            # pre_buffer (pyarrow's default) keeps every row group read so far: memory would grow with the run
+            f = pq.ParquetFile(path, pre_buffer=False)
+            have = [c for c in columns if c in set(f.schema_arrow.names)]
+            # one thread: the columns' decoding split over threads took half as long again here (2 cores)
+            for batch in f.iter_batches(batch_size=rows, columns=have, use_threads=False):
+                # zero-copy unless a column has nulls (an imported capture's missing start times: NaN)
+                yield {name: column.to_numpy(zero_copy_only=False)
+                       for name, column in zip(batch.schema.names, batch.columns, strict=True)}
+            return
+        frame = self._unsealed(table)
+        arrays = {c: frame[c].to_numpy() for c in columns if c in frame}
+        for at in range(0, len(frame), rows):
+            yield {c: a[at:at + rows] for c, a in arrays.items()}
+
+    def columns(self, table: str) -> set[str]:
+        """The columns the table has (without reading its rows when it is sealed)."""
+        path = self.dir / f"{table}.parquet"
+        if path.exists():
+            return set(pq.read_schema(path).names)
+        return set(self._unsealed(table).columns)
+
+
 def iter_table(run_dir: Path, table: str, columns: Sequence[str],
                rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """A run's "sw" or "hw" table in batches of about `rows` rows, in file order, as arrays by
-    column: the columns named that the table has. From the Parquet file when the run was sealed
-    (no pandas conversion: it costs twice the decoding), else from what streamed (sw.raw,
-    hw_pulses.csv: read whole, then cut). `rows`: BATCH_ROWS unless given."""
-    rows = rows or BATCH_ROWS
-    path = run_dir / f"{table}.parquet"
-    if table == "sw" and (raw := _raw_twin_of(path, columns)) is not None:
-        yield from _raw_batches(raw, columns, rows)
-        return
-    if path.exists():
-        # pre_buffer (pyarrow's default) keeps every row group read so far: memory would grow with the run
-        f = pq.ParquetFile(path, pre_buffer=False)
-        have = [c for c in columns if c in set(f.schema_arrow.names)]
-        # one thread: the columns' decoding split over threads took half as long again here (2 cores)
-        for batch in f.iter_batches(batch_size=rows, columns=have, use_threads=False):
-            # zero-copy unless a column has nulls (an imported capture's missing start times: NaN)
-            yield {name: column.to_numpy(zero_copy_only=False)
-                   for name, column in zip(batch.schema.names, batch.columns, strict=True)}
-        return
-    frame = _table(run_dir, table, read_manifest(run_dir), None)
-    arrays = {c: frame[c].to_numpy() for c in columns if c in frame}
-    for at in range(0, len(frame), rows):
-        yield {c: a[at:at + rows] for c, a in arrays.items()}
+    """RunFiles(run_dir).iter_table: one read of a run's table."""
+    return RunFiles(run_dir).iter_table(table, columns, rows)
 
 
 def _raw_twin_of(parquet: Path, columns: Sequence[str]) -> Path | None:
@@ -149,8 +183,5 @@ def _raw_batches(raw: Path, columns: Sequence[str], rows: int) -> Iterator[dict[
 
 
 def table_columns(run_dir: Path, table: str) -> set[str]:
-    """The columns a run's table has (without reading its rows when it is sealed)."""
-    path = run_dir / f"{table}.parquet"
-    if path.exists():
-        return set(pq.read_schema(path).names)
-    return set(_table(run_dir, table, read_manifest(run_dir), None).columns)
+    """RunFiles(run_dir).columns: the columns a run's table has."""
+    return RunFiles(run_dir).columns(table)

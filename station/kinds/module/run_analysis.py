@@ -29,7 +29,7 @@ from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, Distrib
 from station.analysis.worst_case import TailSample
 from station.kinds.module import correlation, outliers
 from station.kinds.module import data as module_data
-from station.kinds.module.data import iter_table, table_columns
+from station.kinds.module.data import RunFiles
 from station.kinds.module.pairing import (
     AGREE_NS,
     HW_COLUMNS,
@@ -45,7 +45,7 @@ from station.kinds.module.pairing import (
     stray_mask,
 )
 from station.parsers import records
-from station.store.manifest import Manifest, read_manifest
+from station.store.manifest import Manifest
 from station.store.run_store import read_csv_lines
 
 
@@ -106,8 +106,9 @@ class RunAnalysis:
 
 
 def analyse_run(run_dir: Path) -> RunAnalysis:
-    manifest = read_manifest(run_dir)
-    sw_cols = table_columns(run_dir, "sw")
+    files = RunFiles(run_dir)  # the run's files, opened once for the passes below
+    manifest = files.manifest
+    sw_cols = files.columns("sw")
     truth_path = run_dir / "twin-truth.parquet"
     # pass 1: t_SW of the module's own records (a stray IRQ's record is no latency: counted apart)
     sw_b, strays, blocks = DistributionBuilder(), _StrayTally(), BlockShare()
@@ -115,7 +116,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     parted = "part" in sw_cols  # the module's numbers restarted: the seal numbered the parts on
     part_sizes: dict[int, int] = {}
     part_column = ("part",) if parted else ()
-    for batch in iter_table(run_dir, "sw", ("latency_ns", "flags", "seq", "t_write_ns", *part_column)):
+    for batch in files.iter_table("sw", ("latency_ns", "flags", "seq", "t_write_ns", *part_column)):
         own = strays.own(batch)
         if parted:
             for k, n in zip(*np.unique(batch["part"], return_counts=True), strict=True):
@@ -133,7 +134,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
         sw = Distribution(np.empty(0, np.int64), np.empty(0, np.int64))
     # pass 2: the scope's widths
     hw_b, cluster = DistributionBuilder(WIDTH_QUANTUM_NS), ClusterMoments()
-    for batch in iter_table(run_dir, "hw", ("acquisition", "width_s")):
+    for batch in files.iter_table("hw", ("acquisition", "width_s")):
         widths = batch["width_s"].astype(np.float64, copy=False) * 1e9
         hw_b.add(widths)
         cluster.add(batch["acquisition"], widths)
@@ -146,7 +147,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     described = (sw.describe() or {}).get("percentiles_ns") or {}
     tail = _TailCollector(edge, present, tuple(described.get(k, np.nan) for k in dependence.PERCENTILES))
     numbers = EventNumbers(strays.seqs())
-    sw_stream = tail.tap(strays.only_own(iter_table(run_dir, "sw", ("seq", "latency_ns", "flags", "hw_width_ns",
+    sw_stream = tail.tap(strays.only_own(files.iter_table("sw", ("seq", "latency_ns", "flags", "hw_width_ns",
                                                                     "t_write_ns", *part_column))))
     # the records the scope's window spans (events_first..last of the capture): the shift's software side
     span = _SpanMoments.of(manifest.section("capture"), numbers)
@@ -155,14 +156,14 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     # pairing never joins records across a restart: only the longest part is paired
     main_part = max(part_sizes, key=lambda k: (part_sizes[k], -k)) if part_sizes else None
     share = blocks.result(max_share_within(sw.values, sw.counts, 2 * AGREE_NS)) if sw.count else 1.0
-    pairer = _pairer(run_dir, manifest, sw_cols, numbers, share)
+    pairer = _pairer(files, sw_cols, numbers, share)
     diffs = candidates = None
     ppm = Moments()  # the scope's timebase against the target's clock, per pair
     unmeasured, unmeasured_widest = 0, 0.0  # pairs whose acquisition's ratio could not be fitted (taken as 1)
     if pairer is not None:
         diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
         # pairing's temporaries are a few hundred bytes per pulse: a quarter of a batch at a time
-        hw_stream = iter_table(run_dir, "hw", HW_COLUMNS, rows=module_data.BATCH_ROWS // 4)
+        hw_stream = files.iter_table("hw", HW_COLUMNS, rows=module_data.BATCH_ROWS // 4)
         if not cluster.ordered:  # acquisitions out of order (never written so): sorted, in memory
             hw_stream = iter([_sorted_by_acquisition(list(hw_stream))])
         sw_events = (_event_batch(numbers, b, main_part) for b in sw_stream)
@@ -193,7 +194,7 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
         diffs = candidates = None
         ppm = Moments()
     dep = dependence_summary(sw, blocks, manifest.extra("period_ns")) if sw.count else None
-    entry = _entry(run_dir, manifest, sw, hw, board, cluster, diffs, pairer, present,
+    entry = _entry(files, sw, hw, board, cluster, diffs, pairer, present,
                    span.moments if span is not None and span.moments.count >= 2 else None)
     entry["dependence"] = dep
     entry["strays"] = strays.summary(manifest.extra("format", "v1"), "flags" in sw_cols)
@@ -232,18 +233,18 @@ def dependence_summary(sw: Distribution, blocks: dependence.FineBlocks, period_n
             "sentence": dependence.summary_sentence(mean, percentiles, sw.count, cycle, period_s)}
 
 
-def _pairer(run_dir: Path, manifest: Manifest, sw_cols: set[str], numbers: EventNumbers,
+def _pairer(files: RunFiles, sw_cols: set[str], numbers: EventNumbers,
             share: float) -> StreamPairer | None:
     """The run's event pairer, or None when it cannot be paired (pairing.pair_run's conditions)."""
-    arrivals_path = run_dir / "sw_arrivals.csv"
+    arrivals_path = files.dir / "sw_arrivals.csv"
     if "seq" not in sw_cols or not arrivals_path.exists():
         return None
-    if "armed_host_s" not in table_columns(run_dir, "hw"):
+    if "armed_host_s" not in files.columns("hw"):
         return None
     arrivals = read_csv_lines(arrivals_path)
     if not len(arrivals):
         return None
-    return StreamPairer(arrivals, int(manifest.extra("period_ns") or 0) or 1, numbers=numbers, share=share)
+    return StreamPairer(arrivals, int(files.manifest.extra("period_ns") or 0) or 1, numbers=numbers, share=share)
 
 
 class _StrayTally:
@@ -403,9 +404,10 @@ class _SpanMoments:
             yield batch
 
 
-def _entry(run_dir: Path, m: Manifest, sw: Distribution, hw: Distribution | None, board: Distribution | None,
+def _entry(files: RunFiles, sw: Distribution, hw: Distribution | None, board: Distribution | None,
            cluster: ClusterMoments, diffs: PairedDiffs | None, pairer: StreamPairer | None,
            present: _SeqSet | None, span: Moments | None = None) -> dict[str, Any]:
+    m = files.manifest
     losses = m.section("losses")
     shift = None
     if hw is not None and sw.count >= 2 and hw.count >= 2:
@@ -416,8 +418,8 @@ def _entry(run_dir: Path, m: Manifest, sw: Distribution, hw: Distribution | None
         # acquisitions' spread does not hold (a seeded test saw the unpaired t_rw miss by 4.6 SE).
         # The cluster-robust SE over acquisitions covers which events were caught, on dependent
         # events too (tests/test_dependence.py).
-        hw_mean, hw_se = _hw_mean_se(cluster, run_dir)
-        shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median(), _acquisitions(run_dir, cluster), span)
+        hw_mean, hw_se = _hw_mean_se(cluster, files)
+        shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median(), _acquisitions(files, cluster), span)
     return {
         "id": m.run_id,
         **(m.run.model_dump() if m.run else {}),
@@ -441,24 +443,24 @@ def _entry(run_dir: Path, m: Manifest, sw: Distribution, hw: Distribution | None
         "scope_measurement": m.extra("scope_measurement"),
         "shift": shift,
         "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
-        "truth": _truth(run_dir, present) if present is not None else None,
+        "truth": _truth(files.dir, present) if present is not None else None,
         "pairing": _pairing_summary(pairer, diffs) if pairer is not None and pairer.pulses else None,
     }
 
 
-def _acquisitions(run_dir: Path, cluster: ClusterMoments) -> int:
+def _acquisitions(files: RunFiles, cluster: ClusterMoments) -> int:
     """How many scope acquisitions the run's pulses come from."""
     if cluster.ordered:
         return cluster.seen
-    ids = [np.unique(b["acquisition"]) for b in iter_table(run_dir, "hw", ("acquisition",))]
+    ids = [np.unique(b["acquisition"]) for b in files.iter_table("hw", ("acquisition",))]
     return int(np.unique(np.concatenate(ids)).size) if ids else 0
 
 
-def _hw_mean_se(cluster: ClusterMoments, run_dir: Path) -> tuple[float, float]:
+def _hw_mean_se(cluster: ClusterMoments, files: RunFiles) -> tuple[float, float]:
     """The scope widths' mean and cluster-robust standard error (correlation.shift's)."""
     if cluster.ordered:
         return cluster.mean_se()
-    hw = _sorted_by_acquisition(list(iter_table(run_dir, "hw", ("acquisition", "width_s"))))
+    hw = _sorted_by_acquisition(list(files.iter_table("hw", ("acquisition", "width_s"))))
     return correlation.cluster_mean_se(hw["width_s"].astype(np.float64) * 1e9, hw["acquisition"])
 
 
