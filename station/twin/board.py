@@ -26,7 +26,9 @@ not copied from measurements; the seed publishes no table of them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -208,19 +210,22 @@ class BoardResponse:
     def now_ns(self) -> int:
         return self.stimulus.now_ns()
 
+    def _responding(self, edge_ns: np.ndarray) -> Iterator[tuple[np.ndarray, Any, BoardState]]:
+        """For each board state the edges fall in while a responder answers: which edges (a mask),
+        the responder, and the board's state."""
+        index = self.log.at(edge_ns)
+        for i in np.unique(index):
+            responding, governor, loaded = self.log.states[i]
+            if responding is not None:
+                yield index == i, responding, BoardState(responding.responder, governor, loaded, responding.fifo)
+
     def answers(self, edge_ns: np.ndarray, rising: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(answer time, collision wait) of each stimulus edge, NaN where nothing answers it."""
         answer = np.full(len(edge_ns), np.nan)
         wait = np.full(len(edge_ns), np.nan)
-        index = self.log.at(edge_ns)
-        for i in np.unique(index):
-            responding, governor, loaded = self.log.states[i]
-            if responding is None:
-                continue
-            mine = index == i
+        for mine, responding, state in self._responding(edge_ns):
             if responding.edge != "both":
                 mine &= rising if responding.edge == "rising" else ~rising
-            state = BoardState(responding.responder, governor, loaded, responding.fifo)
             delay, collided = response_delays_ns(edge_ns[mine], state, self.seed)
             answer[mine] = edge_ns[mine] + delay
             wait[mine] = collided
@@ -241,12 +246,8 @@ class BoardResponse:
         start = np.full(len(times), np.nan)
         length = np.full(len(times), np.nan)
         states = [self.log.states[i] for i in index]
-        for i in np.unique(index):
-            responding, governor, loaded = self.log.states[i]
-            if responding is None:
-                continue
-            mine = index == i
-            c = collisions(times[mine], BoardState(responding.responder, governor, loaded, responding.fifo))
+        for mine, _, state in self._responding(times):
+            c = collisions(times[mine], state)
             irq[mine], start[mine], length[mine] = c.irq, c.handler_start_ns, c.handler_ns
         return {"edge_ns": times, "rising": rising, "answer_ns": answer, "wait_ns": wait, "irq": irq,
                 "irq_name": np.array([PERIODIC_IRQS[k][0] if k >= 0 else "" for k in irq], dtype=object),
