@@ -20,8 +20,8 @@ import yaml
 
 from station import api
 from station.config import ConfigError, parse_campaign
+from station.kinds.cyclictest.on_target import arguments
 from station.kinds.cyclictest.settings import CyclictestSettings
-from station.kinds.cyclictest.target import arguments
 from tests.conftest import missing
 
 TAG = b"IRQ_STATION_TAG="

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from station.config import ConfigError, parse_campaign
+from station.kinds.cyclictest.on_target import arguments, command, sliced_command
 from station.kinds.cyclictest.settings import CyclictestSettings
-from station.kinds.cyclictest.target import arguments, command, sliced_command
 from station.parsers.cyclictest import histogram_option, parse_histogram, parse_json
 from tests.conftest import missing
 

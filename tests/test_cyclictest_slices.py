@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from station.analysis import slices
 from station.analysis.histogram import Histogram
 from station.kinds.cyclictest import analysis as ct
-from station.kinds.cyclictest.target import SLICE_MARK
+from station.kinds.cyclictest.on_target import SLICE_MARK
 from station.parsers.cyclictest import CyclictestOutputError, parse_histogram
 from station.twin.phased_process import PhasedProcess
 

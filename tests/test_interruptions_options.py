@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from station.kinds.interruptions.on_target import arguments, host_binary
 from station.kinds.interruptions.settings import InterruptionsSettings
-from station.kinds.interruptions.target import arguments, host_binary
 from tests.test_cyclictest_options import refused
 
 BASE = ("name: c\nbench:\n  target: {kind: local}\n  scope: {kind: none}\n"

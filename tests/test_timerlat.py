@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from station.kinds.cyclictest.on_target import timerlat_arguments
 from station.kinds.cyclictest.settings import CyclictestSettings
-from station.kinds.cyclictest.target import timerlat_arguments
 from station.parsers.timerlat import Column, Summary, TimerlatOutputError, parse_hist
 from station.target.rtla import timerlat_arguments as rtla_arguments
 from tests.conftest import missing

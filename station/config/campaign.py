@@ -199,7 +199,10 @@ def campaign_model() -> type[Campaign]:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One cell of the matrix: what a single run measures."""
+    """One cell of the matrix: what a single run measures. A kind's cells (Kind.cells) fill
+    `interface` and `variant`: the module kind's interface and handler variant; a kind whose cells
+    are cases (gpio, avrsim) its case in `variant` and "" in `interface`; the others "" in both.
+    (The names are the result store's identity columns, which many campaigns share.)"""
 
     interface: str
     variant: str

@@ -17,7 +17,7 @@ from station.analysis import slices as ct_slices
 from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.analysis.histogram import Histogram, combine, from_cyclictest
 from station.analysis.samples import RunSamples, ThreadHistogram
-from station.kinds.cyclictest.target import SLICE_MARK
+from station.kinds.cyclictest.on_target import SLICE_MARK
 from station.parsers import timerlat
 from station.parsers.cyclictest import (
     CyclictestOutputError,

@@ -11,7 +11,7 @@ from typing import Any
 
 from station.kinds.base import RunContext
 from station.kinds.cyclictest import analysis as ct_analysis
-from station.kinds.cyclictest import target as ct_target
+from station.kinds.cyclictest import on_target as ct_target
 from station.kinds.probe_run import ProbeRun
 from station.kinds.rtla_companion import RtlaCompanion
 from station.parsers.cyclictest import CyclictestOutputError

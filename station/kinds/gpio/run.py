@@ -21,7 +21,7 @@ import numpy as np
 
 from station.common.lifetime import finish_then_cancel
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
-from station.kinds.gpio import target as gpio_target
+from station.kinds.gpio import on_target as gpio_target
 from station.kinds.gpio.settings import TWIN_ONLY_RESPONDERS as TWIN_ONLY
 from station.store.run_store import read_csv_lines, write_parquet
 from station.target import TargetError, governors, modules

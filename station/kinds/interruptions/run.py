@@ -15,7 +15,7 @@ from typing import Any
 from station.common.lifetime import finish_then_cancel
 from station.kinds.base import RunContext
 from station.kinds.interruptions import analysis as ig_analysis
-from station.kinds.interruptions import target as ig_target
+from station.kinds.interruptions import on_target as ig_target
 from station.kinds.interruptions.settings import CALIBRATION_AUTO_S
 from station.kinds.probe_run import EXIT_SLACK_S, ProbeRun, copy_stream
 from station.kinds.rtla_companion import RtlaCompanion
