@@ -196,7 +196,7 @@ load_spec = st.fixed_dictionaries({"name": st.sampled_from(["a", "b", "-x", "rec
 
 campaign_data = st.fixed_dictionaries(
     {"name": st.just("fuzz") | ANY,
-     "matrix": fields_of(config.Matrix) | st.fixed_dictionaries(
+     "matrix": fields_of(config.campaign_model().model_fields["matrix"].annotation) | st.fixed_dictionaries(
          {"samples": st.integers(-5, 10**13) | ANY},
          optional={"period": ANY, "loads": st.lists(st.sampled_from(["none", "io", "x"]), max_size=3),
                    "repetitions": st.integers(-5, 10**8), "module_params": st.dictionaries(

@@ -119,3 +119,45 @@ def test_the_docs_field_tables_are_the_models() -> None:
     with pytest.raises(ValueError, match=r"models without a block \['GpioManifest'\]"):
         render_doc(re.sub(r"<!-- generated: GpioManifest -->.*?<!-- end generated -->", "", text, flags=re.S),
                    manifest_tables())
+
+
+def test_resuming_refuses_a_run_it_cannot_read_and_passes_a_torn_one(tmp_path: Path) -> None:
+    """A torn manifest (a crash mid-write) is a run to measure again; one of a newer station is
+    not: measuring it again would put aside data this station cannot read."""
+    from station.campaign.loop import CampaignError, completed_runs
+
+    for name, text in (("torn", '{"run_id": "torn", "sta'), ("newer", json.dumps(
+            {"run_id": "newer", "status": "complete", "manifest_version": MANIFEST_VERSION + 1}))):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "manifest.json").write_text(text)
+    with pytest.raises(CampaignError, match=r"newer/manifest.json: manifest version 2.*--fresh"):
+        completed_runs(tmp_path, "h")
+    (tmp_path / "runs" / "newer" / "manifest.json").unlink()
+    assert completed_runs(tmp_path, "h") == set()
+
+
+def test_a_run_whose_manifest_cannot_be_read_is_left_out_of_the_report_with_a_note(tmp_path: Path) -> None:
+    from station.analysis.campaign import analyse_campaign
+
+    good = _written(tmp_path)
+    bad = tmp_path / "runs" / "pcie-inb-r0"
+    bad.mkdir()
+    (bad / "manifest.json").write_text('{"run_id": "pcie-inb-r0", "order": 1}')  # no status
+    report, _ = analyse_campaign(tmp_path)
+    assert any(n.startswith("Run pcie-inb-r0 is left out:") and "status" in n for n in report["notes"])
+    assert [r["id"] for r in report["runs"]] == [good.name]
+
+
+def test_the_seal_writes_its_tables_even_for_a_manifest_its_schema_refuses(tmp_path: Path) -> None:
+    """The Parquet files' identity columns are read from the manifest as written: a kind's manifest
+    the typed model refuses (here a campaign without a name) loses no table at the seal."""
+    import pandas as pd
+
+    from station.store.run_store import write_parquet
+
+    store = RunStore(tmp_path, "r0")
+    store.open({"kind": "module", "campaign": {}, "run": {"load": "none", "repetition": 0}})
+    store.seal("complete", {}, [lambda d: write_parquet(pd.DataFrame({"x": [1, 2]}), d / "t.parquet") or {"t": 2}])
+    manifest = json.loads((store.dir / "manifest.json").read_text())
+    assert "seal_error" not in manifest and manifest["counts"] == {"t": 2}
+    assert pd.read_parquet(store.dir / "t.parquet")["load"].tolist() == ["none", "none"]

@@ -330,3 +330,28 @@ def test_a_run_cut_before_its_seal_is_decoded_once_per_analysis_and_paired_as_in
     assert pairing["pulses_paired"] == len(hw) == len(truth_seq)
     assert abs(pairing["hw_minus_sw_paired_median_ns"] - 900) < 5
     assert pairing["hw_minus_sw_paired_std_ns"] < 30
+
+
+def test_acquisitions_armed_after_the_last_arrival_are_not_held_as_one_group(monkeypatch) -> None:
+    """A reader that stalls while the module and the scope go on leaves arm times past the last
+    arrival: they all map to one stretch of the stream. The pairer still holds at most
+    GROUP_ACQUISITIONS acquisitions at once (whatever the batches), and pairs the same in batches."""
+    from station.kinds.module import pairing
+
+    sw, hw, arrivals, _, period = _twin_like_run(8)
+    arrivals = arrivals.iloc[: len(arrivals) // 4]  # the stream's arrivals stop a quarter of the way in
+    monkeypatch.setattr(pairing, "GROUP_ACQUISITIONS", 16)
+    held = []
+    pair_acquisitions = StreamPairer._pair_acquisitions
+    monkeypatch.setattr(StreamPairer, "_pair_acquisitions",
+                        lambda self, a, win: held.append(len(a.ids)) or pair_acquisitions(self, a, win))
+    pulses = {c: hw[c].to_numpy() for c in hw}
+    runs = []
+    for rows in (len(hw), 97):
+        held.clear()
+        pairer = StreamPairer(arrivals, period)
+        batches = [{c: a[i:i + rows] for c, a in pulses.items()} for i in range(0, len(hw), rows)]
+        sw_batches = [(sw["seq"].to_numpy(), sw["latency_ns"].to_numpy())]
+        runs.append(pd.concat(list(pairer.pairs(iter(sw_batches), batches)), ignore_index=True))
+        assert max(held) <= 16 and sum(held) == hw["acquisition"].nunique(), held
+    pd.testing.assert_frame_equal(runs[0], runs[1])

@@ -101,6 +101,36 @@ def test_a_plug_in_kind_changes_no_campaigns_measured_settings():
         parse_campaign(CAMPAIGN.replace("period: 50ms", "period: 100ms")))  # its own campaign's settings count
 
 
+def test_a_plug_in_kinds_matrix_keys_join_the_matrix_but_not_the_measured_settings():
+    """A kind's own matrix keys (Kind.matrix_fields) join every campaign's matrix with their
+    defaults; they count in the hash of its own campaigns only; a key another kind or every
+    campaign already has is refused, naming the kind."""
+    from pydantic import BaseModel
+
+    class RateKeys(BaseModel):
+        plug_rate: int = 5
+
+    before = measurement_hash(parse_campaign("name: x\nmatrix: {samples: 10}\n"))
+    kind_registry.register(kind_registry.Kind(name="plug", summary="x", matrix_fields=RateKeys))
+    try:
+        module = parse_campaign("name: x\nmatrix: {samples: 10}\n")
+        assert module.matrix.plug_rate == 5 and measurement_hash(module) == before
+        with pytest.raises(ConfigError, match="plug-run key"):
+            parse_campaign("name: x\nmatrix: {samples: 10, plug_rate: 6}\n")
+    finally:
+        kind_registry.unregister("plug")
+
+    class Retyped(BaseModel):
+        period: str = "x"
+
+    kind_registry.register(kind_registry.Kind(name="retyper", summary="x", matrix_fields=Retyped))
+    try:
+        with pytest.raises(ValueError, match="'retyper' declares matrix key 'period', which another kind has"):
+            parse_campaign("name: x\nmatrix: {samples: 10}\n")
+    finally:
+        kind_registry.unregister("retyper")
+
+
 def test_a_kind_cannot_take_a_core_name_and_comes_after_the_built_in_ones():
     from station.config import Campaign
     from station.report.model import ReportCore

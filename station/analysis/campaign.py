@@ -80,7 +80,11 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
     known = kind_registry.kinds()
     run_dirs = list_runs(out_dir)
     for run_dir in run_dirs:
-        manifest = read_manifest(run_dir)
+        try:
+            manifest = read_manifest(run_dir)
+        except ValueError as exc:  # said, and the other runs are analysed
+            notes.append(f"Run {run_dir.name} is left out: {exc}")
+            continue
         kind = manifest.kind
         for flag in manifest.spoilers.flags if manifest.spoilers else []:
             spoiled.setdefault(flag, []).append(manifest.run_id)

@@ -14,7 +14,7 @@ from station.bench.bench import Bench, BenchError
 from station.campaign.run import RunOutcome, execute_run
 from station.common.progress import ProgressSink, RunProgress
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
-from station.store.manifest import read_manifest
+from station.store.manifest import ManifestError, TornManifest, read_manifest
 from station.store.run_store import RunStore, StoreError, now_utc, station_version
 
 
@@ -49,8 +49,10 @@ def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
             continue
         try:
             data = read_manifest(manifest.parent)
-        except (OSError, ValueError):
+        except (OSError, TornManifest):
             continue  # a manifest torn by a crash: that run is not complete
+        except ManifestError as exc:  # measuring it again would put aside a run this station cannot read
+            raise CampaignError(f"{exc}: use --fresh to measure again there (earlier data is kept)") from None
         if data.config_hash != config_hash:
             foreign.append(data.run_id)
         elif data.status == "complete":

@@ -183,8 +183,13 @@ def campaign_model() -> type[Campaign]:
     if generation not in _MODELS:
         known = kind_registry.kinds()
         summary = "; ".join(f"{k.name}: {k.summary}" for k in known.values())
-        own = {name: (info.annotation, info) for k in known.values() if (fields := k.load("matrix_fields"))
-               for name, info in fields.model_fields.items()}
+        own: dict[str, Any] = {}
+        for k in known.values():
+            for name, info in (k.load("matrix_fields") or Strict).model_fields.items():
+                if name in Matrix.model_fields or name in own:  # a kind may not retype another's key
+                    raise ValueError(f"run kind {k.name!r} declares matrix key {name!r}, which "
+                                     f"{'every campaign' if name in Matrix.model_fields else 'another kind'} has")
+                own[name] = (info.annotation, info)
         matrix = create_model("Matrix", __base__=Matrix, __module__=__name__, **own, kind=(
             Literal[tuple(known)], Field("module", description=f"what each run measures ({summary})")))
         sections: dict[str, Any] = {}
@@ -227,6 +232,10 @@ def measurement_hash(campaign: Campaign) -> str:
     # campaign's settings, and installing one must not make measured runs look changed
     for name in set(data) - set(Campaign.model_fields) - kind_registry.builtin_names() - {campaign.matrix.kind}:
         data.pop(name)
+    for kind in kind_registry.kinds().values():  # and its matrix keys' defaults, in every campaign's matrix
+        if kind.name not in kind_registry.builtin_names() and kind.name != campaign.matrix.kind:
+            for key in kind.matrix_keys():
+                data["matrix"].pop(key, None)
     for key in ("repetitions", "order", "order_seed"):  # when a run is measured is not what it measures
         data["matrix"].pop(key)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

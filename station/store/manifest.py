@@ -102,27 +102,46 @@ class Manifest(_Open):
         return (self.model_extra or {}).get(name, default)
 
 
-def read_manifest(run_dir: Path) -> Manifest:
-    """A run's manifest.json (the one reader of it). Raises OSError when there is none, ValueError
-    naming the file when it is not a manifest this station can read."""
+class TornManifest(ValueError):
+    """manifest.json is not a JSON object: torn by a crash (or never one)."""
+
+
+class ManifestError(ValueError):
+    """manifest.json is JSON but not a manifest this station can read (a newer version, a field of
+    the wrong type)."""
+
+
+def read_manifest_json(run_dir: Path) -> dict[str, Any]:
+    """A run's manifest.json as written, unchecked (what may be read of any manifest: its order, its
+    identity). Raises OSError when there is none, TornManifest naming the file when it is no JSON
+    object."""
     path = run_dir / MANIFEST
     text = path.read_text()
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+        raise TornManifest(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object")
+        raise TornManifest(f"{path}: not a JSON object")
+    return data
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    """A run's manifest.json (the one reader of it). Raises OSError when there is none, TornManifest
+    or ManifestError (both ValueError) naming the file when it is not a manifest this station can
+    read."""
+    path = run_dir / MANIFEST
+    data = read_manifest_json(run_dir)
     version = data.get("manifest_version", 1)
-    if not isinstance(version, int) or version > MANIFEST_VERSION:
-        raise ValueError(f"{path}: manifest version {version!r}, this station reads up to "
-                         f"{MANIFEST_VERSION}: upgrade irq-station to read it")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MANIFEST_VERSION:
+        raise ManifestError(f"{path}: manifest version {version!r}, this station reads 1 to {MANIFEST_VERSION}: "
+                            "a newer irq-station wrote it (upgrade to read it), or it is no manifest")
     data.setdefault("run_id", run_dir.name)
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-        raise ValueError(f"{path}: not a run manifest ({where})") from None
+        raise ManifestError(f"{path}: not a run manifest ({where})") from None
 
 
 def manifest_model(kind: str, section: type[BaseModel] | None) -> type[BaseModel]:

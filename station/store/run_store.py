@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from station.store.manifest import MANIFEST, MANIFEST_VERSION, read_manifest
+from station.store.manifest import MANIFEST, MANIFEST_VERSION, read_manifest_json
 
 STATUS_RUNNING = "running"
 STATUS_ABANDONED = "abandoned"  # an attempt that never sealed (the station was killed)
@@ -158,7 +158,7 @@ class RunStore:
         self.dir.rename(kept)
         path = kept / MANIFEST
         with contextlib.suppress(OSError, ValueError):
-            data = json.loads(path.read_text())
+            data = read_manifest_json(kept)
             if data.get("status") == STATUS_RUNNING:
                 data["status"] = STATUS_ABANDONED
                 data["error"] = data.get("error") or "the station stopped without sealing this attempt"
@@ -231,13 +231,16 @@ IDENTITY_COLUMNS: dict[str, pa.DataType] = {
 
 
 def run_identity(run_dir: Path) -> dict[str, Any]:
-    """The identity columns' values from a run's manifest.json (None where it says nothing)."""
-    manifest = read_manifest(run_dir)
-    run = manifest.run.model_dump() if manifest.run else {}
+    """The identity columns' values from a run's manifest.json (None where it says nothing). Read
+    as written, unchecked: the seal's conversions must not fail on a kind's manifest that its schema
+    would refuse (the raw files and their Parquet matter more)."""
+    manifest = read_manifest_json(run_dir)
+    run = manifest.get("run") if isinstance(manifest.get("run"), dict) else {}
+    campaign = manifest.get("campaign") if isinstance(manifest.get("campaign"), dict) else {}
     return {
-        "campaign": manifest.campaign.name if manifest.campaign else None,
-        "run_id": manifest.run_id,
-        "kind": manifest.kind,
+        "campaign": campaign.get("name"),
+        "run_id": manifest.get("run_id", run_dir.name),
+        "kind": manifest.get("kind", "module"),
         **{key: run.get(key) for key in ("interface", "variant", "load", "repetition", "target")},
     }
 
@@ -332,4 +335,14 @@ def list_runs(campaign_dir: Path) -> list[Path]:
         return []
     dirs = [d for d in runs_dir.iterdir() if d.is_dir() and ".attempt-" not in d.name]
     dirs = [d for d in dirs if (d / MANIFEST).exists()]
-    return sorted(dirs, key=lambda d: read_manifest(d).order)
+    return sorted(dirs, key=_order)
+
+
+def _order(run_dir: Path) -> int:
+    """A run's place in its campaign's order, as its manifest says (0 where it cannot say: each
+    reader of the run then says what is wrong with its manifest)."""
+    try:
+        order = read_manifest_json(run_dir).get("order", 0)
+    except (OSError, ValueError):
+        return 0
+    return order if isinstance(order, int) and not isinstance(order, bool) else 0

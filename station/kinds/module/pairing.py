@@ -75,6 +75,9 @@ MODEL_POINTS = 512  # the latest paired acquisitions the clock line is fitted to
 MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
 SPAN_EVENTS = 1 << 18  # events of the stream one group of acquisitions is paired against at most
 # (a group is held whole: at the demo's 43 % capture, ~110 k pulses, as many as a batch held before)
+# and GROUP_ACQUISITIONS acquisitions at most, by their numbers (arm times past the last arrival all
+# map to one stretch of the stream: a stalled reader must not make one group of the rest of the run)
+GROUP_ACQUISITIONS = 2048
 HW_COLUMNS = PAIRING_ORDER  # what pairing reads of the pulses
 
 
@@ -440,14 +443,17 @@ class StreamPairer:
 
     def _group_starts(self, hw: dict[str, np.ndarray]) -> np.ndarray:
         """Where each group of whole acquisitions starts: a group holds the acquisitions armed while
-        the stream was in one stretch of SPAN_EVENTS events (numbered from the stream's start, so
-        that the groups, and with them the pairs, are the same however the pulses were read in
-        batches), and the window of records stays that size whatever fraction the scope caught."""
+        the stream was in one stretch of SPAN_EVENTS events and numbered within one block of
+        GROUP_ACQUISITIONS (both counted from the start, so that the groups, and with them the
+        pairs, are the same however the pulses were read in batches); the window of records stays
+        that size whatever fraction the scope caught."""
         acq = hw["acquisition"]
         starts = np.flatnonzero(np.r_[True, acq[1:] != acq[:-1]])
         arrived = np.interp(hw["armed_host_s"][starts], self.arrival_host, self.arrival_seq)
-        group = np.floor(arrived / SPAN_EVENTS)
-        return starts[np.r_[0, np.flatnonzero(np.diff(group)) + 1]]
+        stretch = np.floor(arrived / SPAN_EVENTS)
+        block = np.asarray(acq[starts], np.int64) // GROUP_ACQUISITIONS
+        change = (np.diff(stretch) != 0) | (np.diff(block) != 0)
+        return starts[np.r_[0, np.flatnonzero(change) + 1]]
 
     def _pair_groups(self, hw: dict[str, np.ndarray], starts: np.ndarray,
                      win: _SeqWindow) -> Iterator[pd.DataFrame]:
