@@ -1,25 +1,4 @@
-"""Parsers for the output of external measurement tools (cyclictest)."""
-
-from station.parsers.cyclictest import (
-    CyclictestOutputError,
-    CyclictestReport,
-    CyclictestThread,
-    HistogramOutput,
-    StatusLine,
-    SysInfo,
-    parse_histogram,
-    parse_json,
-    parse_status_lines,
-)
-
-__all__ = [
-    "CyclictestOutputError",
-    "CyclictestReport",
-    "CyclictestThread",
-    "HistogramOutput",
-    "StatusLine",
-    "SysInfo",
-    "parse_histogram",
-    "parse_json",
-    "parse_status_lines",
-]
+"""Decoders of outside input, each in its own module and imported from there: the latency
+modules' record streams (records), cyclictest's outputs (cyclictest/), rtla's (rtla, timerlat),
+the interruption detector's lines (irqgap), tracefs text (tracefs, irqtrace). They import nothing
+of the station."""
