@@ -1,7 +1,8 @@
 """The interruption detector (seed 003) for real, against injected gaps whose period and length
 the test knows:
-- in the QEMU VM (a real Debian kernel): the host takes the detector's vCPU (its QEMU thread
-  descheduled by a SCHED_FIFO stealer on its host CPU, tests/vcpu_stealer.py: a gap no interrupt
+- in the QEMU VM (a real Debian kernel): the host takes the detector's vCPU (the QEMU thread that
+  runs it descheduled by a SCHED_FIFO stealer on its host CPU, tests/vcpu_stealer.py; with one TCG
+  thread, docs/vm.md, the guest's other CPU stops with it, as both do in an SMI: a gap no interrupt
   explains, like an SMI or a hypervisor); the test-only module irqgap_inject holds the CPU
   in an hrtimer callback (the local timer line) and in the handler of QEMU's edu device (its own
   line). Each must be found, measured, timed and attributed to its true cause;
@@ -438,7 +439,8 @@ STEAL = {"hold_us": 2000, "period_us": 5000, "jitter_us": 1000}
 
 
 def _steal_vcpu(machine, vcpu: int, host_cpu: int):  # noqa: ANN001, ANN202 - VirtualMachine; Popen
-    """The guest's vCPU thread pinned to host_cpu, and the stealer started there."""
+    """The QEMU thread that runs the guest's vCPU (with one TCG thread, every vCPU's) pinned to
+    host_cpu, and the stealer started there."""
     from tests.vcpu_stealer import vcpu_thread
 
     tid = vcpu_thread(machine.pid, vcpu)

@@ -24,15 +24,18 @@ FIFO_PRIORITY = 50
 
 
 def vcpu_thread(qemu_pid: int, index: int) -> int:
-    """The thread id of the guest's vCPU `index` (TCG names them "CPU <n>/TCG", KVM "CPU <n>/KVM")."""
+    """The thread id that runs the guest's vCPU `index` (TCG names them "CPU <n>/TCG", KVM "CPU <n>/KVM";
+    single-threaded TCG runs every vCPU on its "ALL CPUs/TCG" thread)."""
+    names = {}
     for task in os.listdir(f"/proc/{qemu_pid}/task"):
         try:
-            comm = open(f"/proc/{qemu_pid}/task/{task}/comm").read().strip()  # noqa: SIM115 - /proc
+            names[open(f"/proc/{qemu_pid}/task/{task}/comm").read().strip()] = int(task)  # noqa: SIM115 - /proc
         except OSError:
             continue
-        if comm.startswith(f"CPU {index}/"):
-            return int(task)
-    raise LookupError(f"QEMU {qemu_pid} has no thread for vCPU {index}")
+    for name, tid in names.items():
+        if name.startswith((f"CPU {index}/", "ALL CPUs/")):
+            return tid
+    raise LookupError(f"QEMU {qemu_pid} has no thread for vCPU {index}: {sorted(names)}")
 
 
 def main() -> None:

@@ -30,13 +30,19 @@ from station.vm.initramfs import INIT_MARKER, SSHD_MARKER
 T = TypeVar("T")
 HOST = "127.0.0.1"
 STATE_FILE = "vm.json"
-# quiet: the console log is for Oops/WARNING lines, not boot chatter; panic=-1 + -no-reboot: a panic
-# ends QEMU instead of hanging; trust_cpu: no wait for entropy.
-KERNEL_CMDLINE = "console=ttyS0 quiet random.trust_cpu=on panic=-1"
+# loglevel=5: the console log holds warnings and worse (a soft lockup's backtrace is a warning), not
+# boot chatter; all-CPU backtraces: a lockup shows what every vCPU was doing; panic=-1 + -no-reboot: a
+# panic ends QEMU instead of hanging; trust_cpu: no wait for entropy.
+KERNEL_CMDLINE = "console=ttyS0 loglevel=5 softlockup_all_cpu_backtrace=1 random.trust_cpu=on panic=-1"
 # room for `stressapptest -M 256` beside the initramfs (held in RAM) and the loads
 MEMORY_MIB = 1024
 # cyclictest -t -a runs a thread per CPU; two vCPUs cost little boot time under TCG (docs/vm.md)
 CPUS = 2
+# one host thread runs every vCPU in turn: with a thread per vCPU (multi) QEMU 7.2's x86 guest hangs
+# when its kernel patches its own text (a trace event switched on or off: text_poke_bp waits for the
+# other vCPU's answer to an IPI that never comes; soft lockups on both CPUs): 3 of 3 loops of event
+# switching hung within 130 cycles with multi, none in 400 with single (docs/vm.md)
+TCG_THREADS = "single"
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -68,8 +74,12 @@ class VirtualMachine:
         *,
         memory_mib: int = MEMORY_MIB,
         cpus: int = CPUS,
+        tcg_threads: str = TCG_THREADS,
     ) -> None:
+        if tcg_threads not in ("single", "multi"):
+            raise ValueError(f"tcg_threads={tcg_threads!r}: accepted single or multi")
         self.image = image
+        self.tcg_threads = tcg_threads
         self.memory_mib = memory_mib
         self.cpus = cpus
         # a campaign's VM must not outlive a station killed with SIGKILL (nobody would find it)
@@ -107,8 +117,9 @@ class VirtualMachine:
         return [
             "qemu-system-x86_64",
             # TCG: no KVM on the machines this runs on, and timings are emulated either way
-            "-accel", "tcg,thread=multi",
-            # threads named ("CPU 1/TCG"): a host tool (or a test's stealer) can find a vCPU's thread
+            "-accel", f"tcg,thread={self.tcg_threads}",
+            # threads named ("CPU 1/TCG", single: "ALL CPUs/TCG"): a host tool (or a test's stealer)
+            # can find a vCPU's thread
             "-name", "irq-station-vm,debug-threads=on",
             "-machine", "q35",
             "-cpu", "max",
