@@ -25,7 +25,9 @@ def current(root: Path) -> dict[str, str]:
     """path (relative to fpga/) -> sha256 of its bytes: the BSV sources, then the Verilog."""
     files = sorted(p.relative_to(root).as_posix() for p in (root / "src").glob("*.bsv"))
     files.append(VERILOG)
-    return {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files if (root / f).exists()}
+    return {
+        f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files if (root / f).exists()
+    }
 
 
 def recorded(root: Path) -> dict[str, str]:
@@ -58,18 +60,21 @@ def check(root: Path) -> list[str]:
         elif now[path] != then[path]:
             problems.append(f"{path} changed since {VERILOG} was generated")
     if problems:
-        problems.append(f"{VERILOG} is stale: regenerate it with `make -C fpga verilog` (needs bsc) and commit "
-                        f"it with {RECORD}")
+        problems.append(f"{VERILOG} is stale: regenerate it with `make -C fpga verilog` (needs "
+                        f"bsc) and commit it with {RECORD}")
     elif now.get(VERILOG) != then.get(VERILOG):
-        problems.append(f"{VERILOG} differs from what `make verilog` wrote (edited by hand?): regenerate it with "
-                        f"`make -C fpga verilog` (needs bsc) and commit it with {RECORD}")
+        problems.append(f"{VERILOG} differs from what `make verilog` wrote (edited by hand?): "
+                        "regenerate it with `make -C fpga verilog` (needs bsc) and commit it with "
+                        f"{RECORD}")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="record the hashes (what `make verilog` does)")
-    ap.add_argument("--root", type=Path, default=FPGA, help="the fpga/ directory (default: this script's)")
+    ap.add_argument("--write", action="store_true",
+                    help="record the hashes (what `make verilog` does)")
+    ap.add_argument("--root", type=Path, default=FPGA,
+                    help="the fpga/ directory (default: this script's)")
     args = ap.parse_args(argv)
     if args.write:
         write(args.root)

@@ -81,7 +81,8 @@ def load(path: Path = YAML_PATH) -> RegMap:
     regs: list[Register] = []
     for r in raw["registers"]:
         fields = tuple(
-            Field(f["name"], int(f["bits"][0]), int(f["bits"][1]), f.get("doc", "")) for f in r.get("fields", [])
+            Field(f["name"], int(f["bits"][0]), int(f["bits"][1]), f.get("doc", ""))
+            for f in r.get("fields", [])
         )
         for f in fields:
             if not 0 <= f.lsb <= f.msb < data_width:
@@ -154,7 +155,11 @@ def render_header(rm: RegMap) -> str:
     ]
     for name, value, doc in rm.constants:
         lines += ["/*"] + _comment_lines(doc, " * ") + [" */"]
-        lines.append(f"#define {p}_{name}\t0x{value:08X}u" if value > 0xFFFF else f"#define {p}_{name}\t{value}")
+        lines.append(
+            f"#define {p}_{name}\t0x{value:08X}u"
+            if value > 0xFFFF
+            else f"#define {p}_{name}\t{value}"
+        )
     lines.append("")
     for r in rm.registers:
         lines += ["/*"] + _comment_lines(f"{r.name} ({r.access}): {r.doc}", " * ") + [" */"]
@@ -194,7 +199,8 @@ def render_bsv(rm: RegMap) -> str:
     lines.append("")
     for r in rm.registers:
         lines.append(
-            f"EchoerAddr {camel(p, 'reg', r.name)} = 'h{r.offset // 4:X};  // byte offset 0x{r.offset:02X}, {r.access}"
+            f"EchoerAddr {camel(p, 'reg', r.name)} = 'h{r.offset // 4:X};  // byte offset "
+            f"0x{r.offset:02X}, {r.access}"
         )
         for f in r.fields:
             if f.msb == f.lsb:

@@ -16,7 +16,8 @@ from typing import Any
 
 class Compiled:
     def __init__(self, build: Callable[[], Callable[..., Any]]) -> None:
-        """build: imports numba and returns the jitted function (cache=True: compiled once per install)."""
+        """build: imports numba and returns the jitted function (cache=True: compiled once per
+        install)."""
         self._build = build
         self._fn: Callable[..., Any] | None = None
         self._why: str | None = None

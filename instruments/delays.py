@@ -73,7 +73,8 @@ def edge_times(
     if edge not in EDGES:
         raise ValueError(f"edge must be one of {EDGES}, got {edge!r}")
     rising, falling = waveform_edges(waveform, threshold, hysteresis)
-    chosen = {"rise": rising, "fall": falling, "either": np.sort(np.concatenate([rising, falling]))}[edge]
+    chosen = {"rise": rising, "fall": falling, "either": np.sort(np.concatenate([rising,
+                                                                                 falling]))}[edge]
     return waveform.t0_s + chosen * waveform.dt_s
 
 
@@ -131,11 +132,15 @@ def measure_delays(
     and falls with falls, each direction with its own windows.
     """
     if stimulus.index != response.index:
-        raise ValueError(f"waveforms of different acquisitions ({stimulus.index} and {response.index})")
-    end = min(stimulus.t0_s + stimulus.dt_s * (len(stimulus) - 1), response.t0_s + response.dt_s * (len(response) - 1))
+        raise ValueError(f"waveforms of different acquisitions ({stimulus.index} and "
+                         f"{response.index})")
+    end = min(stimulus.t0_s + stimulus.dt_s * (len(stimulus) - 1),
+              response.t0_s + response.dt_s * (len(response) - 1))
     if same_direction and stimulus_edge == "either" and response_edge == "either":
-        parts = [measure_delays(stimulus, response, window_s=window_s, stimulus_edge=e, response_edge=e,
-                                stimulus_threshold=stimulus_threshold, response_threshold=response_threshold)
+        parts = [measure_delays(stimulus, response, window_s=window_s, stimulus_edge=e,
+                                response_edge=e,
+                                stimulus_threshold=stimulus_threshold,
+                                response_threshold=response_threshold)
                  for e in ("rise", "fall")]
         order = np.argsort(np.concatenate([p.stimulus_s for p in parts]), kind="stable")
         return Delays(

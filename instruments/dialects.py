@@ -27,12 +27,14 @@ GENERATORS: dict[str, str] = {
 
 
 def dialect_class(dialect: str) -> type:
-    """The scope driver class registered as `dialect`; ValueError naming the known ones if none is."""
+    """The scope driver class registered as `dialect`; ValueError naming the known ones if none
+    is."""
     return _load(DIALECTS, "scope", dialect)
 
 
 def generator_class(dialect: str) -> type:
-    """The function generator driver class registered as `dialect`; ValueError naming the known ones."""
+    """The function generator driver class registered as `dialect`; ValueError naming the known
+    ones."""
     return _load(GENERATORS, "function generator", dialect)
 
 

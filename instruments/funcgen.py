@@ -61,7 +61,13 @@ from abc import abstractmethod
 from dataclasses import dataclass
 
 from instruments.dialects import generator_class
-from instruments.scope import Instrument, InstrumentError, InstrumentTimeout, open_instrument, shorten
+from instruments.scope import (
+    Instrument,
+    InstrumentError,
+    InstrumentTimeout,
+    open_instrument,
+    shorten,
+)
 from instruments.scpi import (
     Control,
     ScpiInstrument,
@@ -89,9 +95,9 @@ class GeneratorSettings:
     low_v: float = 0.0
     high_v: float = 3.3  # a Raspberry Pi's GPIO; 5.0 for an Arduino Uno
     jitter: float = 0.0
-    # what the instrument makes the pulses with (read back): a PULSe carrier holds width_s fixed; the
-    # SQUare fallback (a firmware that refuses FM on a pulse) holds the duty cycle, so with jitter each
-    # pulse lasts width_s·(its period / the nominal period)
+    # what the instrument makes the pulses with (read back): a PULSe carrier holds width_s fixed;
+    # the SQUare fallback (a firmware that refuses FM on a pulse) holds the duty cycle, so with
+    # jitter each pulse lasts width_s·(its period / the nominal period)
     carrier: str = "pulse"
 
     def __post_init__(self) -> None:
@@ -106,7 +112,8 @@ class GeneratorSettings:
         if not self.frequency_hz > 0:
             raise ValueError(f"frequency_hz must be > 0, got {self.frequency_hz!r}")
         if not 0.0 <= self.jitter <= MAX_JITTER:
-            raise ValueError(f"jitter must be a fraction of the period from 0 to {MAX_JITTER}, got {self.jitter!r}")
+            raise ValueError(f"jitter must be a fraction of the period from 0 to {MAX_JITTER}, got "
+                             f"{self.jitter!r}")
         if not self.width_s > 0:
             raise ValueError(f"width_s must be > 0, got {self.width_s!r}")
         if not self.width_s < self.shortest_period_s:
@@ -243,20 +250,24 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
     identity_pattern = r"^(KEYSIGHT|AGILENT) TECHNOLOGIES,\s*33[56]\d\d"
 
     function = Control(
-        "SOURce{ch}:FUNCtion?", "SOURce{ch}:FUNCtion {value}", from_keyword(FUNCTIONS), keyword(FUNCTIONS)
+        "SOURce{ch}:FUNCtion?", "SOURce{ch}:FUNCtion {value}", from_keyword(FUNCTIONS),
+        keyword(FUNCTIONS)
     )
     pulse_hold = Control(
-        "SOURce{ch}:FUNCtion:PULSe:HOLD?", "SOURce{ch}:FUNCtion:PULSe:HOLD {value}", from_keyword(HOLD), keyword(HOLD)
+        "SOURce{ch}:FUNCtion:PULSe:HOLD?", "SOURce{ch}:FUNCtion:PULSe:HOLD {value}",
+        from_keyword(HOLD), keyword(HOLD)
     )
     frequency_hz = Control("SOURce{ch}:FREQuency?", "SOURce{ch}:FREQuency {value:.12g}", positive)
-    width_s = Control("SOURce{ch}:FUNCtion:PULSe:WIDTh?", "SOURce{ch}:FUNCtion:PULSe:WIDTh {value:.12g}", positive)
+    width_s = Control("SOURce{ch}:FUNCtion:PULSe:WIDTh?",
+                      "SOURce{ch}:FUNCtion:PULSe:WIDTh {value:.12g}", positive)
     high_v = Control("SOURce{ch}:VOLTage:HIGH?", "SOURce{ch}:VOLTage:HIGH {value:.9g}", real)
     low_v = Control("SOURce{ch}:VOLTage:LOW?", "SOURce{ch}:VOLTage:LOW {value:.9g}", real)
     load = Control("OUTPut{ch}:LOAD?", "OUTPut{ch}:LOAD {value}", load_ohms, load_argument)
     output = Control("OUTPut{ch}?", "OUTPut{ch} {value}", flag, on_off)
     fm_enabled = Control("SOURce{ch}:FM:STATe?", "SOURce{ch}:FM:STATe {value}", flag, on_off)
     fm_source = Control(
-        "SOURce{ch}:FM:SOURce?", "SOURce{ch}:FM:SOURce {value}", from_keyword(FM_SOURCES), keyword(FM_SOURCES)
+        "SOURce{ch}:FM:SOURce?", "SOURce{ch}:FM:SOURce {value}", from_keyword(FM_SOURCES),
+        keyword(FM_SOURCES)
     )
     fm_function = Control(
         "SOURce{ch}:FM:INTernal:FUNCtion?",
@@ -264,8 +275,10 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
         from_keyword(MODULATING),
         keyword(MODULATING),
     )
-    fm_deviation_hz = Control("SOURce{ch}:FM:DEViation?", "SOURce{ch}:FM:DEViation {value:.12g}", real)
-    duty_pct = Control("SOURce{ch}:FUNCtion:SQUare:DCYCle?", "SOURce{ch}:FUNCtion:SQUare:DCYCle {value:.12g}",
+    fm_deviation_hz = Control("SOURce{ch}:FM:DEViation?", "SOURce{ch}:FM:DEViation {value:.12g}",
+                              real)
+    duty_pct = Control("SOURce{ch}:FUNCtion:SQUare:DCYCle?",
+                       "SOURce{ch}:FUNCtion:SQUare:DCYCle {value:.12g}",
                        positive)
 
     def __init__(self, session: ScpiSession) -> None:
@@ -305,7 +318,8 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
 
     def configure(self, settings: GeneratorSettings) -> GeneratorSettings:
         s = settings
-        self._applied = None  # half-way between two configurations, no settings describe the instrument
+        # half-way between two configurations, no settings describe the instrument
+        self._applied = None
         self.channel = s.channel
         # levels are programmed as the load sees them: say the load first, or they would be halved
         self.load = math.inf
@@ -344,16 +358,17 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
         return self._applied
 
     def _square_fallback(self, s: GeneratorSettings) -> None:
-        """FM refused on the pulse carrier (-221 Settings conflict): no reference confirms that every
-        33500 firmware takes it (docs/function-generator.md). A SQUare carrier with the same nominal
-        duty cycle takes FM: the edges jitter as asked, and each pulse's width follows its period
-        (width_s at the nominal period), which the read-back says (carrier "square")."""
+        """FM refused on the pulse carrier (-221 Settings conflict): no reference confirms that
+        every 33500 firmware takes it (docs/function-generator.md). A SQUare carrier with the same
+        nominal duty cycle takes FM: the edges jitter as asked, and each pulse's width follows its
+        period (width_s at the nominal period), which the read-back says (carrier "square")."""
         self.function = "square"
         self.duty_pct = 100.0 * s.width_s * s.frequency_hz
         self.fm_enabled = True
 
     def _reported(self, s: GeneratorSettings) -> GeneratorSettings:
-        """`s` with what the instrument reports; GeneratorError if that is no pulse stimulus we asked for."""
+        """`s` with what the instrument reports; GeneratorError if that is no pulse stimulus we
+        asked for."""
         if self.load != math.inf:
             raise GeneratorError(
                 f"OUTPut{s.channel}:LOAD?",
@@ -363,7 +378,8 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
         function = self.function
         if function not in ("pulse", "square") or (function == "square" and not self.fm_enabled):
             raise GeneratorError(
-                f"SOURce{s.channel}:FUNCtion?", resource=self.resource_name, detail="the instrument makes no pulses"
+                f"SOURce{s.channel}:FUNCtion?", resource=self.resource_name,
+                detail="the instrument makes no pulses"
             )
         frequency = self.frequency_hz
         jitter = 0.0
@@ -378,7 +394,8 @@ class Keysight33500(FunctionGenerator, ScpiInstrument):
             jitter = self.fm_deviation_hz / frequency
         width = self.width_s if function == "pulse" else self.duty_pct / 100.0 / frequency
         return self._read_back(
-            s, frequency_hz=frequency, width_s=width, high_v=self.high_v, low_v=self.low_v, jitter=jitter,
+            s, frequency_hz=frequency, width_s=width, high_v=self.high_v, low_v=self.low_v,
+            jitter=jitter,
             carrier=function,
         )
 

@@ -108,8 +108,8 @@ class Preamble:
         t0 = pre.times_origin()
         r.check_finite(
             "xincrement",
-            f"with xorigin {pre.x_origin:g}, xreference {pre.x_reference:g} and {pre.points} points, "
-            "the record's sample times must be finite numbers",
+            f"with xorigin {pre.x_origin:g}, xreference {pre.x_reference:g} and {pre.points} "
+            "points, the record's sample times must be finite numbers",
             t0,
             t0 + (pre.points - 1) * pre.x_increment,
         )
@@ -117,7 +117,8 @@ class Preamble:
             "yincrement",
             f"with yorigin {pre.y_origin:g} and yreference {pre.y_reference:g}, "
             "the volts of every code must be finite numbers",
-            *((code - pre.y_reference) * pre.y_increment + pre.y_origin for code in (-CODE_LIMIT, CODE_LIMIT)),
+            *((code - pre.y_reference) * pre.y_increment + pre.y_origin for code in (-CODE_LIMIT,
+                                                                                     CODE_LIMIT)),
         )
         return pre
 
@@ -153,11 +154,13 @@ class KeysightInfiniiVision(ScpiScope):
     stop_command = ":STOP"
 
     displayed = Control(":CHANnel{ch}:DISPlay?", ":CHANnel{ch}:DISPlay {value}", flag, one_zero)
-    volts_per_div = Control(":CHANnel{ch}:SCALe?", ":CHANnel{ch}:SCALe {value:.9g}", positive, in_range(1e-3, 5.0))
+    volts_per_div = Control(":CHANnel{ch}:SCALe?", ":CHANnel{ch}:SCALe {value:.9g}", positive,
+                            in_range(1e-3, 5.0))
     offset_v = Control(":CHANnel{ch}:OFFSet?", ":CHANnel{ch}:OFFSet {value:.9g}")
     time_per_div = Control(":TIMebase:SCALe?", ":TIMebase:SCALe {value:.9g}", positive)
     time_reference = Control(
-        ":TIMebase:REFerence?", ":TIMebase:REFerence {value}", from_keyword(REFERENCES), keyword(REFERENCES)
+        ":TIMebase:REFerence?", ":TIMebase:REFerence {value}", from_keyword(REFERENCES),
+        keyword(REFERENCES)
     )
     time_position_s = Control(":TIMebase:POSition?", ":TIMebase:POSition {value:.9g}")
     trigger_type = Control(":TRIGger:MODE?", ":TRIGger:MODE {value}", str)
@@ -166,9 +169,11 @@ class KeysightInfiniiVision(ScpiScope):
         ":TRIGger:EDGE:SLOPe?", ":TRIGger:EDGE:SLOPe {value}", from_keyword(SLOPES), keyword(SLOPES)
     )
     trigger_level_v = Control(":TRIGger:EDGE:LEVel?", ":TRIGger:EDGE:LEVel {value:.9g}")
-    trigger_sweep = Control(":TRIGger:SWEep?", ":TRIGger:SWEep {value}", from_keyword(SWEEPS), keyword(SWEEPS))
+    trigger_sweep = Control(":TRIGger:SWEep?", ":TRIGger:SWEep {value}", from_keyword(SWEEPS),
+                            keyword(SWEEPS))
     acquire_type = Control(
-        ":ACQuire:TYPE?", ":ACQuire:TYPE {value}", from_keyword(ACQUIRE_TYPES), keyword(ACQUIRE_TYPES)
+        ":ACQuire:TYPE?", ":ACQuire:TYPE {value}", from_keyword(ACQUIRE_TYPES),
+        keyword(ACQUIRE_TYPES)
     )
     data_source = Control(":WAVeform:SOURce?", ":WAVeform:SOURce {value}", str)
     data_format = Control(":WAVeform:FORMat?", ":WAVeform:FORMat {value}", str)
@@ -181,10 +186,13 @@ class KeysightInfiniiVision(ScpiScope):
     )
     points = Control(":WAVeform:POINts?", ":WAVeform:POINts {value:d}", count)
     acquire_mode = Control(
-        ":ACQuire:MODE?", ":ACQuire:MODE {value}", from_keyword(ACQUIRE_MODES), keyword(ACQUIRE_MODES)
+        ":ACQuire:MODE?", ":ACQuire:MODE {value}", from_keyword(ACQUIRE_MODES),
+        keyword(ACQUIRE_MODES)
     )
-    segment_count = Control(":ACQuire:SEGMented:COUNt?", ":ACQuire:SEGMented:COUNt {value:d}", count)
-    segments_all = Control(":WAVeform:SEGMented:ALL?", ":WAVeform:SEGMented:ALL {value}", flag, one_zero)
+    segment_count = Control(":ACQuire:SEGMented:COUNt?", ":ACQuire:SEGMented:COUNt {value:d}",
+                            count)
+    segments_all = Control(":WAVeform:SEGMented:ALL?", ":WAVeform:SEGMented:ALL {value}", flag,
+                           one_zero)
     _all_segments = False  # :WAVeform:DATA? answers every segment at once (3000T, 4000 X)
 
     # --- Scope ---------------------------------------------------------------------------
@@ -194,7 +202,8 @@ class KeysightInfiniiVision(ScpiScope):
 
     def configure(self, settings: ScopeSettings) -> ScopeSettings:
         s = settings
-        self._applied = None  # half-way between two configurations, no settings describe the instrument
+        # half-way between two configurations, no settings describe the instrument
+        self._applied = None
         self.channel = s.channel
         for c in s.channels:
             with self._on_channel(c):
@@ -274,7 +283,9 @@ class KeysightInfiniiVision(ScpiScope):
                 raise ScopeDataError(TIME_TAGS, field="reply", value=f"{len(tags)} time tags",
                                      resource=self.resource_name,
                                      detail=f":WAVeform:SEGMented:COUNt? announced {n} segments")
-            codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points * n).reshape(n, pre.points))
+            codes = fill_holes(
+                self.query_block(":WAVeform:DATA?", "B", pre.points * n).reshape(n, pre.points)
+            )
         else:
             rows, tag_list = [], []
             for k in range(1, n + 1):
@@ -285,8 +296,10 @@ class KeysightInfiniiVision(ScpiScope):
                 rows.append(fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points)))
             codes, tags = np.stack(rows), np.asarray(tag_list)
         self._acquisitions += 1
-        scale = CodeScale(volts_per_code=pre.y_increment, offset_code=pre.y_reference, offset_v=pre.y_origin)
-        return Frames(pre.times_origin(), pre.x_increment, codes, scale, tags - tags[0], channel=self.channel,
+        scale = CodeScale(volts_per_code=pre.y_increment, offset_code=pre.y_reference,
+                          offset_v=pre.y_origin)
+        return Frames(pre.times_origin(), pre.x_increment, codes, scale, tags - tags[0],
+                      channel=self.channel,
                       index=self._acquisitions - 1)
 
     def _byte_preamble(self) -> Preamble:
@@ -305,7 +318,8 @@ class KeysightInfiniiVision(ScpiScope):
     def fetch(self) -> Waveform:
         pre = self._byte_preamble()
         codes = fill_holes(self.query_block(":WAVeform:DATA?", "B", pre.points))
-        scale = CodeScale(volts_per_code=pre.y_increment, offset_code=pre.y_reference, offset_v=pre.y_origin)
+        scale = CodeScale(volts_per_code=pre.y_increment, offset_code=pre.y_reference,
+                          offset_v=pre.y_origin)
         return self._waveform(pre.times_origin(), pre.x_increment, codes, scale)
 
     # --- errors: the SCPI error queue ----------------------------------------------------
@@ -329,7 +343,9 @@ def _time_tags(reply: str) -> np.ndarray:
     try:
         tags = np.array([float(x) for x in text.split(",")])
     except ValueError:
-        raise ScopeDataError(TIME_TAGS, field="reply", value=reply, detail="comma-separated numbers expected") from None
+        raise ScopeDataError(TIME_TAGS, field="reply", value=reply,
+                             detail="comma-separated numbers expected") from None
     if not len(tags) or not np.all(np.isfinite(tags)):
-        raise ScopeDataError(TIME_TAGS, field="reply", value=reply, detail="finite time tags expected")
+        raise ScopeDataError(TIME_TAGS, field="reply", value=reply,
+                             detail="finite time tags expected")
     return tags

@@ -51,7 +51,8 @@ WORD = 8  # in a candidate block, samples are tested 8 at a time (as one uint64)
 CODE_PATH_ITEMSIZE = 2  # int8/uint8/int16/uint16 codes: a table holds the volts of every code
 
 Polarity = Literal["high", "low"]
-# a band of codes: the codes on one side of one, (np.greater_equal or np.less_equal, code); None: no code
+# a band of codes: the codes on one side of one, (np.greater_equal or np.less_equal, code); None: no
+# code
 Band = tuple[Callable[[np.ndarray, int], np.ndarray], int] | None
 
 
@@ -90,12 +91,14 @@ def auto_threshold(volts: np.ndarray, resolution_v: float = 0.0) -> tuple[float,
     if not len(v):
         return None
     lo, hi = float(v.min()), float(v.max())
-    if not hi / HISTOGRAM_BINS - lo / HISTOGRAM_BINS > 0:  # levels closer than a histogram bin can be (subnormal)
+    # levels closer than a histogram bin can be (subnormal)
+    if not hi / HISTOGRAM_BINS - lo / HISTOGRAM_BINS > 0:
         return None
     if not np.isfinite(hi - lo):
         raise ValueError(f"record spans {lo:g} V to {hi:g} V: not a scope record")
     sample = v[:: _noise_step(len(v))]  # a spread estimate needs no 120 000 points
-    return _levels(lo, hi, len(v), lambda step: _bin_counts(v[::step], lo, hi), sample, resolution_v)
+    return _levels(lo, hi, len(v), lambda step: _bin_counts(v[::step], lo, hi), sample,
+                   resolution_v)
 
 
 def waveform_threshold(waveform: Waveform) -> tuple[float, float] | None:
@@ -114,7 +117,8 @@ def _noise_step(n: int) -> int:
     return max(1, n // NOISE_SAMPLES)
 
 
-def _bin_counts(values: np.ndarray, lo: float, hi: float, weights: np.ndarray | None = None) -> np.ndarray:
+def _bin_counts(values: np.ndarray, lo: float, hi: float,
+                weights: np.ndarray | None = None) -> np.ndarray:
     """The HISTOGRAM_BINS counts of `values` (each counted `weights` times) over lo..hi."""
     # histogram by bincount: several times faster than np.histogram on 120 000 points
     width = (hi - lo) / HISTOGRAM_BINS
@@ -158,7 +162,8 @@ def _mad(v: np.ndarray, level: float) -> float:
 
 
 # --- edges ------------------------------------------------------------------------------------
-def find_edges(volts: np.ndarray, threshold: float, hysteresis: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def find_edges(volts: np.ndarray, threshold: float, hysteresis: float = 0.0) -> tuple[np.ndarray,
+                                                                                      np.ndarray]:
     """Fractional sample positions of the rising and of the falling crossings.
 
     A sample is "high" above threshold + hysteresis/2 and "low" below
@@ -198,7 +203,8 @@ def _starts(mask: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], starts]) if len(mask) and mask[0] else starts
 
 
-def _transitions(enter_up: np.ndarray, enter_down: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _transitions(enter_up: np.ndarray, enter_down: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                        np.ndarray] | None:
     """The Schmitt transitions among band entries: (first sample in the new band, rising?,
     the entry of the old band before it); None if there is none.
 
@@ -293,7 +299,8 @@ class _CodeRecord:
     def _code_counts(self, codes: np.ndarray) -> np.ndarray:
         """How many times each code of the dtype occurs in `codes` (slice by slice: no
         full-size index array)."""
-        unsigned = codes.view(f"u{codes.dtype.itemsize}")  # two's complement: negative codes at the top
+        # two's complement: negative codes at the top
+        unsigned = codes.view(f"u{codes.dtype.itemsize}")
         counts = np.zeros(len(self.table), np.int64)
         for i in range(0, len(unsigned), CHUNK):
             counts += np.bincount(unsigned[i : i + CHUNK], minlength=len(self.table))
@@ -306,7 +313,8 @@ class _CodeRecord:
             return None
         low, high = self._scan(samples=True)
         assert self._histogram_codes is not None and self._noise_codes is not None
-        ends = self.table[[int(low.min()) - self.first, int(high.max()) - self.first]]  # volts are monotonic in codes
+        # volts are monotonic in codes
+        ends = self.table[[int(low.min()) - self.first, int(high.max()) - self.first]]
         lo, hi = float(ends.min()), float(ends.max())
         if not hi > lo:
             return None
@@ -333,7 +341,8 @@ class _CodeRecord:
         below, above = _band(t < threshold, self.first), _band(t > threshold, self.first)
         up = _band((t >= threshold + half) & (t > threshold), self.first)
         down = _band((t <= threshold - half) & (t < threshold), self.first)
-        if any(band is False for band in (below, above, up, down)):  # cannot be; if it were, use the volts
+        # cannot be; if it were, use the volts
+        if any(band is False for band in (below, above, up, down)):
             return None
         compiled = self._compiled_transitions(up, down, below, above)
         if compiled is not None:
@@ -353,8 +362,10 @@ class _CodeRecord:
         k = self._last_on_old_side(first_new, since, rising, below, above)
         return self._positions(k, rising, threshold)
 
-    def _positions(self, k: np.ndarray, rising: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-        """The rising and falling edges' positions: where the line from sample k to k + 1 crosses."""
+    def _positions(self, k: np.ndarray, rising: np.ndarray, threshold: float) -> tuple[np.ndarray,
+                                                                                       np.ndarray]:
+        """The rising and falling edges' positions: where the line from sample k to k + 1
+        crosses."""
         v0, v1 = self.volts_at(k), self.volts_at(k + 1)
         position = k + (threshold - v0) / (v1 - v0)
         return position[rising], position[~rising]
@@ -368,13 +379,15 @@ class _CodeRecord:
         if len(self.codes) < schmitt_kernel.MIN_SAMPLES or None in (up, down, below, above):
             return None
         assert up is not None and down is not None and below is not None and above is not None
-        if (up[0], down[0], below[0], above[0]) != (np.greater_equal, np.less_equal, np.less_equal, np.greater_equal):
+        if (up[0], down[0], below[0], above[0]) != (np.greater_equal, np.less_equal, np.less_equal,
+                                                    np.greater_equal):
             return None
         if schmitt_kernel.available() is not None:
             return None
         return schmitt_kernel.transitions(self.codes, up[1], down[1], below[1], above[1])
 
-    def _band_entries(self, blocks: np.ndarray, up: Band, down: Band) -> tuple[np.ndarray, np.ndarray]:
+    def _band_entries(self, blocks: np.ndarray, up: Band, down: Band) -> tuple[np.ndarray,
+                                                                               np.ndarray]:
         """Where runs of up and of down samples begin within `blocks`, read as one stream
         (see `_changing`): in each batch, the words of 8 samples where the band may change
         are kept (their up and down bytes as uint64, their position), then read at once."""
@@ -539,7 +552,8 @@ def extract_pulses(
     )
 
 
-def extract_frame_pulses(frames: Frames, threshold: float | None = None, hysteresis: float | None = None,
+def extract_frame_pulses(frames: Frames, threshold: float | None = None,
+                         hysteresis: float | None = None,
                          polarity: Polarity = "high") -> FramePulses:
     """The complete pulses of every frame, found in one pass over the frames end to end.
 
@@ -556,4 +570,5 @@ def extract_frame_pulses(frames: Frames, threshold: float | None = None, hystere
     whole = frame == np.ceil(trail).astype(np.int64) // points
     frame, lead = frame[whole], lead[whole]
     start = frames.trigger_s[frame] + frames.t0_s + (lead - frame * points) * frames.dt_s
-    return FramePulses(start_s=start, width_s=pulses.width_s[whole], index=frames.index, frame=frame)
+    return FramePulses(start_s=start, width_s=pulses.width_s[whole], index=frames.index,
+                       frame=frame)

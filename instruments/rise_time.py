@@ -60,7 +60,8 @@ def record_levels(record: Waveform | Frames) -> tuple[float, float] | None:
     return histogram_levels(values, weights)
 
 
-def histogram_levels(values: np.ndarray, weights: np.ndarray | None = None) -> tuple[float, float] | None:
+def histogram_levels(values: np.ndarray, weights: np.ndarray | None = None) -> tuple[float,
+                                                                                     float] | None:
     """(low, high): the modes of the lower and upper halves of the values' range (each value
     counted `weights` times), None for fewer than two distinct finite values."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -94,7 +95,8 @@ def _median(values: np.ndarray, weights: np.ndarray | None) -> float:
         return math.nan
     order = np.argsort(values, kind="stable")
     cumulative = np.cumsum(np.ones(len(values)) if weights is None else weights[order])
-    return float(values[order][min(np.searchsorted(cumulative, 0.5 * cumulative[-1]), len(values) - 1)])
+    return float(values[order][min(np.searchsorted(cumulative, 0.5 * cumulative[-1]),
+                                   len(values) - 1)])
 
 
 def _code_counts(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -141,7 +143,8 @@ def rise_times(
         ok = (rows >= 0) & (rows < len(record))
         rows = np.where(ok, rows, 0).astype(np.int64)
         with np.errstate(all="ignore"):
-            tags = np.asarray(record.trigger_s, dtype=np.float64)[rows] if len(record) else np.zeros(len(rows))
+            tags = np.asarray(record.trigger_s,
+                              dtype=np.float64)[rows] if len(record) else np.zeros(len(rows))
             position = np.where(ok, (start - tags - record.t0_s) / record.dt_s, np.nan)
         take = _frames_take(record)
         points = record.points
@@ -151,7 +154,8 @@ def rise_times(
             position = (start - record.t0_s) / record.dt_s
         take = _waveform_take(record)
         points = len(record)
-    return _rise_times(take, points, rows, position, record.dt_s, levels, polarity, min_samples, max_edge_samples)
+    return _rise_times(take, points, rows, position, record.dt_s, levels, polarity, min_samples,
+                       max_edge_samples)
 
 
 def rise_times_at(
@@ -169,7 +173,8 @@ def rise_times_at(
     each edge), `positions` the fractional sample index of each leading edge's crossing in its
     record or frame; `levels` default to the histogram levels of all of `volts`."""
     v = np.asarray(volts, dtype=np.float64)
-    v2 = v.reshape(1, -1) if v.ndim == 1 else v.reshape(len(v), -1) if v.ndim >= 2 else v.reshape(1, 1)
+    v2 = v.reshape(1, -1) if v.ndim == 1 else v.reshape(len(v), -1) if v.ndim >= 2 else v.reshape(1,
+                                                                                                  1)
     position = np.asarray(positions, dtype=np.float64).reshape(-1)
     if rows is None:
         row = np.zeros(len(position), np.int64)
@@ -184,7 +189,8 @@ def rise_times_at(
         levels = histogram_levels(v2)
     if levels is None or not v2.size:
         return np.full(len(position), np.nan)
-    return _rise_times(lambda r, i: v2[r, i], v2.shape[1], row, position, dt_s, levels, polarity, min_samples,
+    return _rise_times(lambda r, i: v2[r, i], v2.shape[1], row, position, dt_s, levels, polarity,
+                       min_samples,
                        max_edge_samples)
 
 
@@ -202,7 +208,8 @@ def _frames_take(frames: Frames) -> Take:
 
 
 def _rise_times(take: Take, points: int, rows: np.ndarray, position: np.ndarray, dt_s: float,
-                levels: tuple[float, float], polarity: Polarity, min_samples: int, max_edge_samples: int) -> np.ndarray:
+                levels: tuple[float, float], polarity: Polarity, min_samples: int,
+                max_edge_samples: int) -> np.ndarray:
     """Rise times (s) of the edges crossing at `position` (fractional sample) of record `rows`."""
     if polarity not in ("high", "low"):
         raise ValueError(f"polarity must be 'high' or 'low', got {polarity!r}")
@@ -212,13 +219,16 @@ def _rise_times(take: Take, points: int, rows: np.ndarray, position: np.ndarray,
         dt = float(dt_s)
     except (TypeError, ValueError):
         return out
-    if not (dt > 0 and math.isfinite(dt) and high > low and math.isfinite(high - low) and points >= 2):
+    if not (
+        dt > 0 and math.isfinite(dt) and high > low and math.isfinite(high - low) and points >= 2
+    ):
         return out
     if polarity == "low":  # a falling leading edge is a rising one of the negated record
         take = _negated(take)
         low, high = -high, -low
     at10, at90 = low + LOW * (high - low), low + HIGH * (high - low)
-    edge = _Edge(take, points, at10, at90, max(int(min(max_edge_samples, points)), 1), max(int(min_samples), 0))
+    edge = _Edge(take, points, at10, at90, max(int(min(max_edge_samples, points)), 1),
+                 max(int(min_samples), 0))
     with np.errstate(all="ignore"):
         usable = np.isfinite(position) & (position >= 0) & (position <= points - 1)
         # the first sample at or after the crossing
@@ -229,7 +239,8 @@ def _rise_times(take: Take, points: int, rows: np.ndarray, position: np.ndarray,
         edges = todo[i : i + BATCH]
         out[edges], open_ = edge.batch(rows[edges], anchor[edges])
         unsettled.append(edges[open_])
-    for e in np.concatenate(unsettled) if unsettled else []:  # slow edges: one by one, growing windows
+    # slow edges: one by one, growing windows
+    for e in np.concatenate(unsettled) if unsettled else []:
         out[e] = edge.one(int(rows[e]), int(anchor[e]))
     with np.errstate(all="ignore"):
         rise = out * dt
@@ -246,7 +257,8 @@ class _Edge:
     `a`, with no sample at or below 10 % between (else a runt); each searched over at most
     `limit` samples. Rise times here are in samples."""
 
-    def __init__(self, take: Take, points: int, at10: float, at90: float, limit: int, min_samples: int) -> None:
+    def __init__(self, take: Take, points: int, at10: float, at90: float, limit: int,
+                 min_samples: int) -> None:
         self.take, self.points, self.at10, self.at90 = take, points, at10, at90
         self.limit, self.min_samples = limit, min_samples
 

@@ -12,8 +12,8 @@ pulses.py computes the edge positions with the same float operations: the same e
 bit (tests/test_pulses_kernel.py).
 
 Without numba (or with IRQ_STATION_KERNEL=numpy) the numpy path runs (instruments/compiled.py);
-`available()` says which one will. Codes whose volts grow with the code only (a scale with positive volts per
-code); anything else stays on the numpy path.
+`available()` says which one will. Codes whose volts grow with the code only (a scale with positive
+volts per code); anything else stays on the numpy path.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def path_for(points: int) -> str:
     return "compiled (numba)" if why is None else f"numpy ({why})"
 
 
-def transitions(codes: np.ndarray, up: int, down: int, below: int, above: int) -> tuple[np.ndarray, np.ndarray]:
+def transitions(codes: np.ndarray, up: int, down: int, below: int, above: int) -> tuple[np.ndarray,
+                                                                                        np.ndarray]:
     """For each Schmitt transition: the last sample on the old side before it (k), and whether
     it rises. up: codes >= up are high; down: codes <= down are low; below: codes <= below are
     under the threshold; above: codes >= above are over it. Call `available()` first."""

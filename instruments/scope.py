@@ -67,7 +67,9 @@ class ScopeSettings:
         if self.segments < 1:
             raise ValueError(f"segments must be >= 1, got {self.segments}")
         if not 0.0 <= self.trigger_position_pct <= 100.0:
-            raise ValueError(f"trigger_position_pct must be 0..100, got {self.trigger_position_pct}")
+            raise ValueError(
+                f"trigger_position_pct must be 0..100, got {self.trigger_position_pct}"
+            )
 
     @property
     def channels(self) -> tuple[int, ...]:
@@ -82,7 +84,8 @@ class ScopeSettings:
 
 @dataclass(frozen=True)
 class CodeScale:
-    """How a digitizer's codes become volts: volts = (code - offset_code) * volts_per_code + offset_v.
+    """How a digitizer's codes become volts: volts = (code - offset_code) * volts_per_code +
+    offset_v.
 
     Every dialect's preamble has this form (TDS/MSO: YZEro + YMUlt·(code − YOFf);
     InfiniiVision: (code − yreference)·yincrement + yorigin), and the evaluation order
@@ -129,7 +132,8 @@ class Waveform:
                 raise TypeError("codes need their scale (CodeScale) to mean volts")
             codes = np.asarray(codes)
             if codes.ndim != 1 or codes.dtype.kind not in "iu":
-                raise TypeError(f"codes must be a 1-D integer array, got {codes.ndim}-D {codes.dtype}")
+                raise TypeError(f"codes must be a 1-D integer array, got {codes.ndim}-D "
+                                f"{codes.dtype}")
             resolution_v = resolution_v or abs(scale.volts_per_code)
         self.t0_s = t0_s
         self.dt_s = dt_s
@@ -157,8 +161,8 @@ class Waveform:
     def __repr__(self) -> str:
         data = f"codes={self.codes.dtype}" if self.codes is not None else "volts"
         return (
-            f"Waveform(t0_s={self.t0_s!r}, dt_s={self.dt_s!r}, {data}[{len(self)}], channel={self.channel}, "
-            f"index={self.index}, resolution_v={self.resolution_v!r})"
+            f"Waveform(t0_s={self.t0_s!r}, dt_s={self.dt_s!r}, {data}[{len(self)}], "
+            f"channel={self.channel}, index={self.index}, resolution_v={self.resolution_v!r})"
         )
 
 
@@ -170,12 +174,14 @@ class Frames:
     tags): sample k of frame i is at trigger_s[i] + t0_s + k·dt_s on the acquisition's clock.
     """
 
-    def __init__(self, t0_s: float, dt_s: float, codes: np.ndarray, scale: CodeScale, trigger_s: np.ndarray,
+    def __init__(self, t0_s: float, dt_s: float, codes: np.ndarray, scale: CodeScale,
+                 trigger_s: np.ndarray,
                  channel: int = 1, index: int = 0) -> None:
         codes = np.asarray(codes)
         trigger_s = np.asarray(trigger_s, dtype=np.float64)
         if codes.ndim != 2 or codes.dtype.kind not in "iu":
-            raise TypeError(f"frame codes must be a 2-D integer array, got {codes.ndim}-D {codes.dtype}")
+            raise TypeError(f"frame codes must be a 2-D integer array, got {codes.ndim}-D "
+                            f"{codes.dtype}")
         if trigger_s.shape != (len(codes),):
             raise ValueError(f"{len(codes)} frames need as many time tags, got {trigger_s.shape}")
         self.t0_s, self.dt_s, self.codes, self.scale = t0_s, dt_s, codes, scale
@@ -190,7 +196,8 @@ class Frames:
 
     def frame(self, i: int) -> Waveform:
         """Frame i alone, its time 0 its own trigger."""
-        return Waveform(self.t0_s, self.dt_s, codes=self.codes[i], scale=self.scale, channel=self.channel,
+        return Waveform(self.t0_s, self.dt_s, codes=self.codes[i], scale=self.scale,
+                        channel=self.channel,
                         index=self.index)
 
     def joined(self) -> Waveform:
@@ -354,7 +361,8 @@ class Instrument(ABC):
     @classmethod
     @abstractmethod
     def connect(cls, resource: str, *, timeout_s: float, visa_library: str) -> Self:
-        """A driver with a session open on `resource`; nothing is sent yet (see `open_instrument`)."""
+        """A driver with a session open on `resource`; nothing is sent yet (see
+        `open_instrument`)."""
 
     @abstractmethod
     def identify(self) -> str:
@@ -409,7 +417,8 @@ class Scope(Instrument):
     def acquire_frames(self) -> Frames:
         """One segmented sequence of `settings.segments` frames of the triggering channel."""
         raise ScopeError("", resource=self.resource_name,
-                         detail=f"{type(self).__name__} has no segmented acquisition (FastFrame / segmented memory)")
+                         detail=f"{type(self).__name__} has no segmented acquisition (FastFrame / "
+                                "segmented memory)")
 
     @abstractmethod
     def acquire_measurement(self) -> WidthMeasurement:
@@ -434,7 +443,8 @@ def open_scope(
     ScopeTimeout/ScopeError names the resource and what to check.
     """
     return open_instrument(
-        dialect_class(dialect), Scope, resource, dialect=dialect, timeout_s=timeout_s, visa_library=visa_library
+        dialect_class(dialect), Scope, resource, dialect=dialect, timeout_s=timeout_s,
+        visa_library=visa_library
     )
 
 
@@ -460,13 +470,18 @@ def open_instrument(
     The session is closed on any failure.
     """
     if not (isinstance(cls, type) and issubclass(cls, interface)):
-        raise TypeError(f"dialect {dialect!r} is registered as {cls!r}, which is no {interface.__name__}")
+        raise TypeError(f"dialect {dialect!r} is registered as {cls!r}, which is no "
+                        f"{interface.__name__}")
     instrument = cls.connect(resource, timeout_s=timeout_s, visa_library=visa_library)
     try:
         try:
             idn = instrument.identify()
         except InstrumentError as exc:
-            what = f"nothing within {timeout_s:g} s" if isinstance(exc, InstrumentTimeout) else exc.detail
+            what = (
+                f"nothing within {timeout_s:g} s"
+                if isinstance(exc, InstrumentTimeout)
+                else exc.detail
+            )
             raise type(exc)(
                 "*IDN?",
                 exc.instrument_text,
@@ -476,7 +491,8 @@ def open_instrument(
             ) from None
         for pattern, why in getattr(cls, "refused_identities", ()):
             if re.search(pattern, idn, re.IGNORECASE):
-                raise cls.error("*IDN?", idn, resource=resource, detail=f"dialect {dialect!r}: {why}")
+                raise cls.error("*IDN?", idn, resource=resource,
+                                detail=f"dialect {dialect!r}: {why}")
         if cls.identity_pattern and not re.search(cls.identity_pattern, idn, re.IGNORECASE):
             raise cls.error(
                 "*IDN?",

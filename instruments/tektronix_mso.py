@@ -97,7 +97,8 @@ class OutputPreamble(Preamble):
 
     @classmethod
     def parse(cls, reply: str) -> Self:
-        values = named_fields(cls.query, reply, FIELDS)  # ":WFMOUTPRE:BYT_NR 1;BIT_NR 8;..." (or short names)
+        # ":WFMOUTPRE:BYT_NR 1;BIT_NR 8;..." (or short names)
+        values = named_fields(cls.query, reply, FIELDS)
         if values is None:
             f = split_fields(reply.strip())
             if len(f) < len(FIELDS):
@@ -117,17 +118,20 @@ class TektronixMSO(TektronixTDS):
     # MSO44/46, MSO54/56/58, MSO64 and their B versions, LPD64: two digits after the family
     identity_pattern = r"^TEKTRONIX,\s*(MSO[456]\d|LPD6\d)[A-Z]?\s*,"
     refused_identities = ((r"^TEKTRONIX,\s*(MSO|DPO)[2345]\d{3}",
-                           "an MSO/DPO2000-5000 series scope (four digits: MSO4104, MSO5204B …) has its own "
-                           "command tree (Tektronix's tm_devices models it apart from the 4/5/6 Series); this "
-                           "dialect speaks the MSO 4/5/6 Series (MSO44, MSO54, MSO64 …), and the station has no "
-                           "driver for the older series yet"),)
+                           "an MSO/DPO2000-5000 series scope (four digits: MSO4104, MSO5204B …) "
+                           "has its own command tree (Tektronix's tm_devices models it apart from "
+                           "the 4/5/6 Series); this dialect speaks the MSO 4/5/6 Series (MSO44, "
+                           "MSO54, MSO64 …), and the station has no driver for the older series "
+                           "yet"),)
     encoding = "SRIbinary"
     preamble_type = OutputPreamble
 
-    displayed = Control("DISplay:GLObal:CH{ch}:STATE?", "DISplay:GLObal:CH{ch}:STATE {value}", flag, on_off)
+    displayed = Control("DISplay:GLObal:CH{ch}:STATE?", "DISplay:GLObal:CH{ch}:STATE {value}", flag,
+                        on_off)
     offset_v = Control("CH{ch}:OFFSet?", "CH{ch}:OFFSet {value:.9g}")
     horizontal_mode = Control(
-        "HORizontal:MODe?", "HORizontal:MODe {value}", from_keyword(HORIZONTAL_MODES), keyword(HORIZONTAL_MODES)
+        "HORizontal:MODe?", "HORizontal:MODe {value}", from_keyword(HORIZONTAL_MODES),
+        keyword(HORIZONTAL_MODES)
     )
     time_per_div = Control("HORizontal:SCAle?", "HORizontal:SCAle {value:.9g}", positive)
     delay_mode = Control("HORizontal:DELay:MODe?", "HORizontal:DELay:MODe {value}", flag, on_off)
@@ -136,15 +140,19 @@ class TektronixMSO(TektronixTDS):
     )
     trigger_source = Control("TRIGger:A:EDGE:SOUrce?", "TRIGger:A:EDGE:SOUrce {value}", str)
     trigger_slope = Control(
-        "TRIGger:A:EDGE:SLOpe?", "TRIGger:A:EDGE:SLOpe {value}", from_keyword(SLOPES), keyword(SLOPES)
+        "TRIGger:A:EDGE:SLOpe?", "TRIGger:A:EDGE:SLOpe {value}", from_keyword(SLOPES),
+        keyword(SLOPES)
     )
     trigger_level_v = Control("TRIGger:A:LEVel:CH{ch}?", "TRIGger:A:LEVel:CH{ch} {value:.9g}")
     trigger_mode = Control(
-        "TRIGger:A:MODe?", "TRIGger:A:MODe {value}", from_keyword(TRIGGER_MODES), keyword(TRIGGER_MODES)
+        "TRIGger:A:MODe?", "TRIGger:A:MODe {value}", from_keyword(TRIGGER_MODES),
+        keyword(TRIGGER_MODES)
     )
 
-    fastframe = Control("HORizontal:FASTframe:STATE?", "HORizontal:FASTframe:STATE {value}", flag, on_off)
-    frame_count = Control("HORizontal:FASTframe:COUNt?", "HORizontal:FASTframe:COUNt {value:d}", count)
+    fastframe = Control("HORizontal:FASTframe:STATE?", "HORizontal:FASTframe:STATE {value}", flag,
+                        on_off)
+    frame_count = Control("HORizontal:FASTframe:COUNt?", "HORizontal:FASTframe:COUNt {value:d}",
+                          count)
     frame_start = Control("DATa:FRAMESTARt?", "DATa:FRAMESTARt {value:d}", nr1)
     frame_stop = Control("DATa:FRAMESTOP?", "DATa:FRAMESTOP {value:d}", nr1)
 
@@ -169,13 +177,18 @@ class TektronixMSO(TektronixTDS):
             listed = self._measurements()
             if "MEAS1" not in listed:
                 raise ScopeError('MEASUrement:ADDNew "MEAS1"', ",".join(listed) or "NONE",
-                                 resource=self.resource_name, detail="MEAS1 is not listed after it was added")
+                                 resource=self.resource_name,
+                                 detail="MEAS1 is not listed after it was added")
         self.write("MEASUrement:MEAS1:TYPe PWIDth")
         self.write(f"MEASUrement:MEAS1:SOUrce1 CH{s.channel}")
 
     def _measurements(self) -> list[str]:
         reply = self.query("MEASUrement:LIST?").strip().strip('"')
-        return [] if reply.upper() in ("", "NONE") else [m.strip().strip('"').upper() for m in reply.split(",")]
+        return (
+            []
+            if reply.upper() in ("", "NONE")
+            else [m.strip().strip('"').upper() for m in reply.split(",")]
+        )
 
     def acquire_measurement(self) -> WidthMeasurement:
         self._single_sequence()
@@ -185,8 +198,10 @@ class TektronixMSO(TektronixTDS):
         try:
             count_, mean, low, high = (real(x) for x in split_fields(reply))
         except ValueError:
-            raise ScopeDataError(command, resource=self.resource_name, field="reply", value=reply,
-                                 detail="four numbers expected: population, mean, minimum, maximum") from None
+            raise ScopeDataError(
+                command, resource=self.resource_name, field="reply", value=reply,
+                detail="four numbers expected: population, mean, minimum, maximum"
+            ) from None
         self._acquisitions += 1
         n = int(round(count_)) if 0 <= count_ < NO_MEASUREMENT / 10 else 0
         if n == 0:
@@ -194,16 +209,19 @@ class TektronixMSO(TektronixTDS):
         return WidthMeasurement(n, mean, low, high, self._acquisitions - 1)
 
     def acquire_frames(self) -> Frames:
-        """One FastFrame sequence: every frame in one CURVe? (a block per frame), placed by its time stamp."""
+        """One FastFrame sequence: every frame in one CURVe? (a block per frame), placed by its time
+        stamp."""
         s = self._segmented_sequence("FastFrame")
         pre, datatype = self._preamble()
         # the frames acquired are the frames stamped (WFMOutpre:NR_FR? is not in the 4/5/6 tree)
         stamps = self.query_value(TIME_STAMPS, parse_time_stamps)
         frames = len(stamps)
         if frames != s.segments:
-            raise ScopeDataError(TIME_STAMPS, field="reply", value=f"{frames} stamps", resource=self.resource_name,
+            raise ScopeDataError(TIME_STAMPS, field="reply", value=f"{frames} stamps",
+                                 resource=self.resource_name,
                                  detail=f"HORizontal:FASTframe:COUNt is {s.segments} frames")
-        codes = self.query_blocks("CURVe?", datatype, pre.points, frames, big_endian=pre.byte_or == "MSB")
+        codes = self.query_blocks("CURVe?", datatype, pre.points, frames,
+                                  big_endian=pre.byte_or == "MSB")
         self._acquisitions += 1
         return Frames(pre.x_zero - pre.x_incr * pre.pt_off, pre.x_incr, codes, pre.scale(), stamps,
                       channel=self.channel, index=self._acquisitions - 1)
@@ -248,6 +266,7 @@ def parse_time_stamps(reply: str) -> np.ndarray:
         seconds.append(whole[day])
         picoseconds.append(int(digits.ljust(12, "0")))
     if not texts:
-        raise ScopeDataError(TIME_STAMPS, field="reply", value=reply, detail="no time stamp in the reply")
+        raise ScopeDataError(TIME_STAMPS, field="reply", value=reply,
+                             detail="no time stamp in the reply")
     s, ps = np.asarray(seconds, np.int64), np.asarray(picoseconds, np.int64)
     return (s - s[0]).astype(np.float64) + (ps - ps[0]).astype(np.float64) * 1e-12

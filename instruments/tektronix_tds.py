@@ -74,8 +74,8 @@ FIELDS = (
 )
 FORMATTING_FIELDS = FIELDS[:5]  # how CURVe? encodes the points: absent from WFMPre:CH<n>?
 WAVEFORM_FIELDS = FIELDS[5:]  # the per-waveform form WFMPre:CH<n>?: WFID ... YZERO
-# the preamble fields as the manuals spell their headers (capitals: the short form, sent with VERBose OFF);
-# PT_ORDER is the MSO's WFMOutpre? only
+# the preamble fields as the manuals spell their headers (capitals: the short form, sent with
+# VERBose OFF); PT_ORDER is the MSO's WFMOutpre? only
 MNEMONICS = {
     m.upper(): m
     for m in (
@@ -86,10 +86,12 @@ MNEMONICS = {
 # the per-waveform query of each preamble query that has one (the MSO's WFMOutpre? has none)
 PER_WAVEFORM_QUERIES = {"WFMPre?": "WFMPre:CH{ch}?"}
 # DATa:ENCdg -> (BN_FMT, BYT_OR) of the binary encodings
-BINARY_ENCODINGS = {"RIBINARY": ("RI", "MSB"), "RPBINARY": ("RP", "MSB"), "SRIBINARY": ("RI", "LSB"),
+BINARY_ENCODINGS = {"RIBINARY": ("RI", "MSB"), "RPBINARY": ("RP", "MSB"), "SRIBINARY": ("RI",
+                                                                                        "LSB"),
                     "SRPBINARY": ("RP", "LSB")}
 CODE_LIMIT = 1 << 16  # no 1- or 2-byte code lies outside ±this: the volts of all must be finite
-# "<header> <value>": a header is mnemonics joined by ':', optionally from the root (':WFMPRE:CH1:WFID')
+# "<header> <value>": a header is mnemonics joined by ':', optionally from the root
+# (':WFMPRE:CH1:WFID')
 _NAMED = re.compile(r"(:?[A-Za-z][A-Za-z0-9_]*(?::[A-Za-z][A-Za-z0-9_]*)*)\s+(.*)", re.DOTALL)
 
 
@@ -130,13 +132,15 @@ def named_fields(command: str, reply: str, fields: Sequence[str]) -> dict[str, s
                 detail=f"field {i + 1} has no header, where the others read '<header> <value>'",
             )
         word = m.group(1).rsplit(":", 1)[-1].upper()
-        name = next((n for n, short in shorts.items() if word.startswith(short) and n.startswith(word)), None)
+        name = next((n for n, short in shorts.items()
+                     if word.startswith(short) and n.startswith(word)), None)
         if name is None:
             continue
         value = m.group(2).strip()
         if values.setdefault(name, value) != value:
             raise PreambleFormError(
-                command, field=name, value=value, detail=f"named twice, the first time as {shorten(values[name])!r}"
+                command, field=name, value=value,
+                detail=f"named twice, the first time as {shorten(values[name])!r}"
             )
     return values
 
@@ -168,7 +172,8 @@ class Preamble:
     query: ClassVar[str] = "WFMPre?"
     max_points: ClassVar[int] = 10_000_000  # more than any TDS holds: a bound, not a feature
     # the formatting fields WFMPre:CH<n>? leaves out, as the driver sets them (RIBinary, width 1)
-    formatting: ClassVar[Mapping[str, str]] = {"BYT_NR": "1", "BIT_NR": "8", "ENCDG": "BIN", "BN_FMT": "RI",
+    formatting: ClassVar[Mapping[str, str]] = {"BYT_NR": "1", "BIT_NR": "8", "ENCDG": "BIN",
+                                               "BN_FMT": "RI",
                                                "BYT_OR": "MSB"}
 
     byte_nr: int
@@ -185,7 +190,9 @@ class Preamble:
     y_zero: float
 
     @classmethod
-    def parse(cls, reply: str, *, command: str | None = None, formatting: Mapping[str, str] | None = None) -> Self:
+    def parse(
+        cls, reply: str, *, command: str | None = None, formatting: Mapping[str, str] | None = None
+    ) -> Self:
         """The preamble from a WFMPre? or WFMPre:CH<n>? reply, with or without headers.
 
         Values in order (HEADer OFF): BYT_NR;BIT_NR;ENCDG;BN_FMT;BYT_OR; then
@@ -223,11 +230,13 @@ class Preamble:
     @classmethod
     def _named(cls, command: str, values: dict[str, str]) -> dict[str, str]:
         values.setdefault("XZERO", "0")  # older firmware has no XZERO
-        # the formatting fields all missing is the per-waveform form; BIT_NR and the units are not used
+        # the formatting fields all missing is the per-waveform form; BIT_NR and the units are not
+        # used
         skipped = {"BIT_NR", "PT_FMT", "XUNIT", "YUNIT"}
         if not any(name in values for name in FORMATTING_FIELDS):
             skipped.update(FORMATTING_FIELDS)
-        missing = next((name for name in FIELDS if name not in values and name not in skipped), None)
+        missing = next((name for name in FIELDS if name not in values and name not in skipped),
+                       None)
         if missing is not None:
             raise PreambleFormError(command, field=missing, detail="missing from the reply")
         return values
@@ -260,7 +269,8 @@ class Preamble:
         )
         r.check_finite(
             "YMULT",
-            f"with YOFF {pre.y_off:g} and YZERO {pre.y_zero:g}, the volts of every code must be finite numbers",
+            f"with YOFF {pre.y_off:g} and YZERO {pre.y_zero:g}, the volts of every code must be "
+            "finite numbers",
             *(pre.y_zero + pre.y_mult * (code - pre.y_off) for code in (-CODE_LIMIT, CODE_LIMIT)),
         )
         return pre
@@ -281,8 +291,10 @@ class TektronixTDS(ScpiScope):
 
     # --- settings, declaratively (templates use {ch} = the configured channel) ---
     displayed = Control("SELect:CH{ch}?", "SELect:CH{ch} {value}", flag, on_off)
-    volts_per_div = Control("CH{ch}:SCAle?", "CH{ch}:SCAle {value:.9g}", positive, in_range(1e-3, 10.0))
-    position_div = Control("CH{ch}:POSition?", "CH{ch}:POSition {value:.9g}", real, in_range(-5.0, 5.0))
+    volts_per_div = Control("CH{ch}:SCAle?", "CH{ch}:SCAle {value:.9g}", positive, in_range(1e-3,
+                                                                                            10.0))
+    position_div = Control("CH{ch}:POSition?", "CH{ch}:POSition {value:.9g}", real, in_range(-5.0,
+                                                                                             5.0))
     time_per_div = Control("HORizontal:MAIn:SCAle?", "HORizontal:MAIn:SCAle {value:.9g}", positive)
     record_length = Control("HORizontal:RECOrdlength?", "HORizontal:RECOrdlength {value:d}", count)
     trigger_position_pct = Control(
@@ -305,7 +317,8 @@ class TektronixTDS(ScpiScope):
         from_keyword(TRIGGER_MODES),
         keyword(TRIGGER_MODES),
     )
-    acquire_mode = Control("ACQuire:MODe?", "ACQuire:MODe {value}", from_keyword(ACQUIRE_MODES), keyword(ACQUIRE_MODES))
+    acquire_mode = Control("ACQuire:MODe?", "ACQuire:MODe {value}", from_keyword(ACQUIRE_MODES),
+                           keyword(ACQUIRE_MODES))
     stop_after = Control(
         "ACQuire:STOPAfter?",
         "ACQuire:STOPAfter {value}",
@@ -326,7 +339,8 @@ class TektronixTDS(ScpiScope):
 
     def configure(self, settings: ScopeSettings) -> ScopeSettings:
         s = settings
-        self._applied = None  # half-way between two configurations, no settings describe the instrument
+        # half-way between two configurations, no settings describe the instrument
+        self._applied = None
         self.channel = s.channel
         self.write("HEADer OFF")  # replies are bare values from here on
         self._configure_vertical(s)
@@ -413,7 +427,8 @@ class TektronixTDS(ScpiScope):
             raise ScopeError(
                 command,
                 resource=self.resource_name,
-                detail=f"unsupported data format {pre.encoding}/{pre.bn_fmt}/{pre.byte_nr} byte(s)/{pre.byte_or}",
+                detail=f"unsupported data format {pre.encoding}/{pre.bn_fmt}/{pre.byte_nr} "
+                       f"byte(s)/{pre.byte_or}",
             )
         return pre, datatype
 
@@ -434,7 +449,8 @@ class TektronixTDS(ScpiScope):
         formatting = self._transfer_format()
         tried = f"{kind.query} then {command}"
         try:
-            return self.query_value(command, lambda reply: kind.parse(reply, command=command, formatting=formatting))
+            return self.query_value(command, lambda reply: kind.parse(reply, command=command,
+                                                                      formatting=formatting))
         except ScopeDataError as exc:
             raise ScopeDataError(
                 command,
@@ -456,7 +472,8 @@ class TektronixTDS(ScpiScope):
         """The preamble's formatting fields as configure() set them (DATa:ENCdg, DATa:WIDth)."""
         bn_fmt, byte_or = BINARY_ENCODINGS[self.encoding.upper()]
         width = self.transfer_width
-        return {"BYT_NR": str(width), "BIT_NR": str(8 * width), "ENCDG": "BIN", "BN_FMT": bn_fmt, "BYT_OR": byte_or}
+        return {"BYT_NR": str(width), "BIT_NR": str(8 * width), "ENCDG": "BIN", "BN_FMT": bn_fmt,
+                "BYT_OR": byte_or}
 
     # --- errors: after *ESR?, the event queue --------------------------------------------
     def _error_queue_text(self, timeout_s: float | None = None) -> str:

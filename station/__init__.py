@@ -15,8 +15,8 @@ _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import warnings as _warnings
 
-# asyncssh imports cryptography's DSA classes, which cryptography 48 and later mark deprecated as they
-# are touched: nine lines of warnings on the stderr of every command that opens SSH, where a user
-# reads the station's one-line errors. The station offers and accepts no DSA key; the warning says
-# nothing about its use, so that one message is silenced (every other warning stays).
+# asyncssh imports cryptography's DSA classes, which cryptography 48 and later mark deprecated as
+# they are touched: nine lines of warnings on the stderr of every command that opens SSH, where a
+# user reads the station's one-line errors. The station offers and accepts no DSA key; the warning
+# says nothing about its use, so that one message is silenced (every other warning stays).
 _warnings.filterwarnings("ignore", message="DSA is deprecated", category=UserWarning)

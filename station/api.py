@@ -30,15 +30,22 @@ if TYPE_CHECKING:
     from station.kinds.module.data import RunData, load_run
     from station.kinds.module.pairing import Pairing
     from station.report.manifest_schema import manifest_json_schema
-    from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
+    from station.report.model import (
+        ReportSchemaError,
+        report_json_schema,
+        report_model,
+        validate_report,
+    )
     from station.store.manifest import Manifest, read_manifest
     from station.store.result_store import ResultStore, ResultStoreError
     from station.store.run_store import list_runs
     from station.target import Host, TargetError
 
 __all__ = [
-    "Campaign", "CampaignError", "CampaignResult", "ImportInputError", "ImportOptions", "ImportResult", "RunData",
-    "TargetError", "analyse_campaign", "cleanup_bench", "import_results", "list_runs", "load_campaign", "load_run",
+    "Campaign", "CampaignError", "CampaignResult", "ImportInputError", "ImportOptions",
+    "ImportResult", "RunData",
+    "TargetError", "analyse_campaign", "cleanup_bench", "import_results", "list_runs",
+    "load_campaign", "load_run",
     "run_campaign_async", "write_campaign_report", "QuietProgress",
     "ResultStore", "ResultStoreError", "compare_campaigns", "open_results", "write_compare_report",
     "CaptureFailed", "CaptureOptionError", "CaptureSummary", "capture_settings", "capture_to_file",
@@ -65,9 +72,12 @@ _LAZY = {
     "endpoint_from_settings": "station.target", "load_host": "station.target",
     "LocalSshdError": "station.target.local_sshd", "new_local_sshd": "station.target.local_sshd",
     "serve_locally": "station.target.local_sshd",
-    "CaptureFailed": "station.capture.scope_capture", "CaptureOptionError": "station.capture.scope_capture",
-    "CaptureSummary": "station.capture.scope_capture", "capture_settings": "station.capture.scope_capture",
-    "capture_to_file": "station.capture.scope_capture", "check_capture_output": "station.capture.scope_capture",
+    "CaptureFailed": "station.capture.scope_capture",
+    "CaptureOptionError": "station.capture.scope_capture",
+    "CaptureSummary": "station.capture.scope_capture",
+    "capture_settings": "station.capture.scope_capture",
+    "capture_to_file": "station.capture.scope_capture",
+    "check_capture_output": "station.capture.scope_capture",
     "read_capture_sidecar": "station.capture.scope_capture",
     # report.json's schema (docs/report-schema.md; `station schema --report`)
     "ReportSchemaError": "station.report.model", "report_json_schema": "station.report.model",
@@ -97,16 +107,23 @@ async def run_campaign_async(
         try:
             result.report_paths = write_campaign_report(out_dir)
         except OSError as exc:  # a full disk: the runs' data is safe, the report can be made later
-            result.report_error = f"the report was not written ({exc.strerror or exc}): run `station report {out_dir}`"
-        except ReportSchemaError as exc:  # a report that breaks its own schema: the runs are safe all the same
-            result.report_error = f"the report was not written ({exc}); the runs are kept: `station report {out_dir}`"
+            result.report_error = (
+                f"the report was not written ({exc.strerror or exc}): run `station report "
+                f"{out_dir}`"
+            )
+        # a report that breaks its own schema: the runs are safe all the same
+        except ReportSchemaError as exc:
+            result.report_error = (
+                f"the report was not written ({exc}); the runs are kept: `station report {out_dir}`"
+            )
         else:
             result.unmatched = unmatched_runs(out_dir)
     return result
 
 
 def unmatched_runs(out_dir: Path) -> dict[str, str]:
-    """Runs of a reported campaign whose scope pulses match none of the target's events: run id -> why."""
+    """Runs of a reported campaign whose scope pulses match none of the target's events: run id ->
+    why."""
     import json
 
     path = Path(out_dir) / "report.json"
@@ -127,7 +144,8 @@ def write_campaign_report(out_dir: Path, deadline_ns: float | None = None) -> di
         import station.report  # noqa: F401 - matplotlib, jinja2, the report's models: ~0.4 s
 
     with rare_collections():  # millions of short-lived containers: see collector.py
-        report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns, meanwhile=import_the_writer)
+        report, samples = analyse_campaign(Path(out_dir), deadline_ns=deadline_ns,
+                                           meanwhile=import_the_writer)
         from station.report import write_reports
 
         return write_reports(report, samples, Path(out_dir))
@@ -213,7 +231,8 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, Any]]:
             await host.deactivate()
         for sshd in local_sshds:
             sshd.stop()
-        for name, place in places.items():  # after its target is clean: a released place is someone else's
+        # after its target is clean: a released place is someone else's
+        for name, place in places.items():
             try:
                 state = await place.finish(clean=name in done)
             except TargetError as exc:
@@ -229,13 +248,15 @@ async def cleanup_bench(campaign: Campaign) -> dict[str, dict[str, Any]]:
     return done
 
 
-# --- one run, for notebooks (issue 12) -------------------------------------------------------------
+# --- one run, for notebooks (issue 12)
+# -------------------------------------------------------------
 
 
 def pair_events(run: RunData) -> Pairing | None:
     """Each scope pulse of a run matched to its software record (station/kinds/module/pairing.py):
     ``.pairs`` has acquisition, seq, hw_ns, sw_ns and diff_ns (HW − SW) per paired event. None when
-    the run cannot be paired (a legacy stream without sequence numbers, no scope, no arrival times)."""
+    the run cannot be paired (a legacy stream without sequence numbers, no scope, no arrival
+    times)."""
     from station.kinds.module.pairing import pair_run
 
     return pair_run(run.sw, run.hw, run.arrivals, int(run.period_ns or 0) or 1)
@@ -253,13 +274,14 @@ def measuring_time(campaign: Campaign) -> tuple[float, float]:
 __all__ += ["measuring_time"]
 
 
-def percentile_intervals(values_ns: Any, *, independent: bool = False) -> dict[str, tuple[float, float | None,
-                                                                                            float | None]]:
+def percentile_intervals(
+    values_ns: Any, *, independent: bool = False
+) -> dict[str, tuple[float, float | None, float | None]]:
     """p50, p99, p99.99 and p99.999 of a sample in ns as (estimate, lo, hi): the order statistic and
     its 95 % interval (None: no bound). The values in time order: the interval holds on dependent
-    events (batch means and effective sample sizes, docs/statistics.md), and is None where the sample
-    is too short for its own dependence; `independent=True` gives the distribution-free interval for
-    independent events."""
+    events (batch means and effective sample sizes, docs/statistics.md), and is None where the
+    sample is too short for its own dependence; `independent=True` gives the distribution-free
+    interval for independent events."""
     from station.kinds.module.findings import quantile_with_ci
 
     return quantile_with_ci(values_ns, independent=independent)

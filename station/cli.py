@@ -12,18 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperGroup
 
 from instruments.dialects import DIALECTS
 from station import api
 from station.common import units
+from station.common.cli_help import FLAG, flag_help
 from station.config.types import Interface as InterfaceName
 from station.config.types import Variant as VariantName
 
 if TYPE_CHECKING:
     import asyncio
-
-FLAG = ""  # a flag takes no value: show none (typer would print <bool>)
 
 app = typer.Typer(
     add_completion=False,
@@ -43,18 +42,21 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="print the station's version and exit", metavar=FLAG)) -> None:
+                                       help="print the station's version and exit",
+                                       metavar=FLAG)) -> None:
     """irq-station: interrupt latency, measured twice."""
 
 ScopeDialect = enum.Enum("ScopeDialect", {name: name for name in sorted(DIALECTS)}, type=str)
 # choices the help lists (typer shows an Enum's values), each the value the API takes
-ImportFormat = enum.Enum("ImportFormat", {n: n for n in ("auto", "legacy", "v1", "cyclictest", "scope")}, type=str)
+ImportFormat = enum.Enum("ImportFormat", {n: n for n in ("auto", "legacy", "v1", "cyclictest",
+                                                         "scope")}, type=str)
 # the module kind's interfaces and variants, as the campaign schema names them
 Interface = enum.Enum("Interface", {n: n for n in get_args(InterfaceName)}, type=str)
 Variant = enum.Enum("Variant", {v.replace("-", "_"): v for v in get_args(VariantName)}, type=str)
 Kernel = enum.Enum("Kernel", {n: n for n in ("regular", "rt")}, type=str)
 # the twin scope's buses (instruments/sim/bus.py BUSES, kept in step by tests/test_cli_help.py)
-TwinBus = enum.Enum("TwinBus", {n: n for n in ("loopback", "model", "gpib", "usb", "lan", "gigabit")}, type=str)
+TwinBus = enum.Enum("TwinBus", {n: n for n in ("loopback", "model", "gpib", "usb", "lan",
+                                               "gigabit")}, type=str)
 
 
 EXIT_SCOPE_ERROR = 1
@@ -81,7 +83,8 @@ def _install_signal_handlers(loop: asyncio.AbstractEventLoop, task: asyncio.Task
         if seen == 1:
             task.cancel()
         else:
-            typer.secho("still cleaning up the target — please wait", fg=typer.colors.YELLOW, err=True)
+            typer.secho("still cleaning up the target — please wait", fg=typer.colors.YELLOW,
+                        err=True)
 
     # SIGHUP too: a closed terminal or a dropped SSH session to the station must not skip teardown
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -92,7 +95,8 @@ def _install_signal_handlers(loop: asyncio.AbstractEventLoop, task: asyncio.Task
 def run(
     config: Path = typer.Argument(..., help="campaign YAML file"),
     out: Path = typer.Option(..., "--out", "-o", help="campaign output directory"),
-    fresh: bool = typer.Option(False, "--fresh", help="re-run every run, not only the incomplete ones", metavar=FLAG),
+    fresh: bool = typer.Option(False, "--fresh",
+                               help="re-run every run, not only the incomplete ones", metavar=FLAG),
 ) -> None:
     """Run a campaign: every run of its matrix, then the report."""
     import asyncio
@@ -108,14 +112,15 @@ def run(
     async def main() -> api.CampaignResult:
         _install_signal_handlers(asyncio.get_running_loop(), asyncio.current_task())
         with TerminalProgress() as progress:
-            return await api.run_campaign_async(campaign, out, progress, config_path=config, resume=not fresh)
+            return await api.run_campaign_async(campaign, out, progress, config_path=config,
+                                                resume=not fresh)
 
     try:
         result = asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         typer.secho(
-            f"interrupted: the run was torn down (any problem doing so is printed above); data streamed so far "
-            f"is in {out}/runs (run the same command again to resume)",
+            "interrupted: the run was torn down (any problem doing so is printed above); data "
+            f"streamed so far is in {out}/runs (run the same command again to resume)",
             fg=typer.colors.YELLOW,
             err=True,
         )
@@ -127,8 +132,8 @@ def run(
             typer.echo(f"wrote {result.report_paths[path]}")
     also = f"; {result.report_error}" if result.report_error else ""
     if result.stopped is not None:
-        _fail(f"campaign stopped: {result.stopped} (data so far is in {out}; run the same command again to "
-              f"resume){also}", EXIT_FAILED_RUNS)
+        _fail(f"campaign stopped: {result.stopped} (data so far is in {out}; run the same command "
+              f"again to resume){also}", EXIT_FAILED_RUNS)
     if result.report_error:
         _fail(result.report_error, EXIT_FAILED_RUNS)
     failed = [f"{o.run_id} ({o.status})" for o in result.outcomes if o.status != "complete"]
@@ -143,7 +148,8 @@ def run(
 @app.command()
 def monitor(
     schedule: Path = typer.Argument(..., help="monitoring schedule YAML file (docs/lab.md)"),
-    cycles: int = typer.Option(None, "--cycles", min=1, help="stop after this many cycles in all (default: the "
+    cycles: int = typer.Option(None, "--cycles", min=1,
+                               help="stop after this many cycles in all (default: the "
                                "schedule's cycles, else run until stopped)"),
 ) -> None:
     """Run campaigns on a schedule into one lab store, with an overview page per target."""
@@ -163,7 +169,8 @@ def monitor(
     except ConfigError as exc:
         _fail(str(exc))
     except (KeyboardInterrupt, asyncio.CancelledError):
-        typer.secho("interrupted: the running window was torn down; start the monitor again to resume its schedule",
+        typer.secho("interrupted: the running window was torn down; start the monitor again to "
+                    "resume its schedule",
                     fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     for page in result.pages or []:
@@ -185,12 +192,15 @@ def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> N
     runs = expand_runs(campaign)
     typer.echo(f"{config}: valid — {len(runs)} runs: " + ", ".join(r.id for r in runs))
     order = campaign.matrix.order
-    typer.echo(f"order: {order}" + (f" (seed {order_seed(campaign)})" if order == "interleaved" else ""))
+    typer.echo(
+        f"order: {order}" + (f" (seed {order_seed(campaign)})" if order == "interleaved" else "")
+    )
     for note in design_notes(campaign):
         typer.echo(f"design: {note}")
     about, most = api.measuring_time(campaign)
-    typer.echo(f"measuring time: about {_human(about * len(runs))} ({_human(about)} a run), at most "
-               f"{_human(most * len(runs))} (max_duration), plus each run's set-up and teardown")
+    typer.echo(f"measuring time: about {_human(about * len(runs))} ({_human(about)} a run), at "
+               f"most {_human(most * len(runs))} (max_duration), plus each run's set-up and "
+               "teardown")
 
 
 def _human(seconds: float) -> str:
@@ -206,13 +216,14 @@ def _human(seconds: float) -> str:
 @app.command()
 def schema(
     report: bool = typer.Option(False, "--report", metavar=FLAG,
-                                help="report.json's schema instead (docs/report-schema.md), with every "
-                                "registered kind's part"),
+                                help="report.json's schema instead (docs/report-schema.md), with "
+                                "every registered kind's part"),
     markdown: bool = typer.Option(False, "--markdown", metavar=FLAG,
-                                  help="with --report: its field tables in Markdown, as docs/report-schema.md "
-                                  "shows them"),
+                                  help="with --report: its field tables in Markdown, as "
+                                  "docs/report-schema.md shows them"),
     manifest: bool = typer.Option(False, "--manifest", metavar=FLAG,
-                                  help="a run's manifest.json's schema instead (docs/manifest-schema.md)"),
+                                  help="a run's manifest.json's schema instead "
+                                       "(docs/manifest-schema.md)"),
 ) -> None:
     """Print the campaign file's JSON Schema (or, with --report, report.json's; with --manifest, a
     run's manifest.json's)."""
@@ -242,8 +253,9 @@ def schema(
 def report(
     out: Path = typer.Argument(..., help="campaign output directory"),
     deadline: str = typer.Option(None, metavar="<duration>",
-                                 help="a latency to meet, e.g. 125us: the report gives the probability per "
-                                 "event of exceeding it (default: the campaign file's report.deadline)"),
+                                 help="a latency to meet, e.g. 125us: the report gives the "
+                                 "probability per event of exceeding it (default: the campaign "
+                                 "file's report.deadline)"),
 ) -> None:
     """(Re)generate report.html/.md/.json and stats.csv from a campaign directory."""
     if not (out / "runs").is_dir():
@@ -269,39 +281,51 @@ def report(
 
 @app.command("import")
 def import_(
-    files: list[Path] = typer.Argument(..., help="FIFO dumps (legacy/v1), cyclictest output, scope captures (CSV or "
-                                       "Parquet): one run each"),
-    out: Path = typer.Option(..., "--out", help="results directory: new, empty, or an earlier import's"),
-    fmt: ImportFormat = typer.Option("auto", "--format", help="how to read every FILE (auto: by its content)"),
+    files: list[Path] = typer.Argument(..., help="FIFO dumps (legacy/v1), cyclictest output, scope "
+                                       "captures (CSV or Parquet): one run each"),
+    out: Path = typer.Option(..., "--out",
+                             help="results directory: new, empty, or an earlier import's"),
+    fmt: ImportFormat = typer.Option("auto", "--format",
+                                     help="how to read every FILE (auto: by its content)"),
     interface: Interface = typer.Option(None, help="default: a v1 stream's flags, else unknown"),
     variant: Variant = typer.Option(None, help="default: a v1 stream's flags, else unknown"),
-    load: str = typer.Option("unknown", help="the load the data was measured under", metavar="<name>"),
+    load: str = typer.Option("unknown", help="the load the data was measured under",
+                             metavar="<name>"),
     period: str = typer.Option(None, help="the RT task's period, e.g. 100us", metavar="<duration>"),
     repetition: int = typer.Option(0, help="repetition index"),
-    target: str = typer.Option(None, help="target name (a cyclictest table's row)", metavar="<name>"),
-    name: str = typer.Option(None, help="campaign name (default: kept, or the directory's name)", metavar="<name>"),
+    target: str = typer.Option(None, help="target name (a cyclictest table's row)",
+                               metavar="<name>"),
+    name: str = typer.Option(None, help="campaign name (default: kept, or the directory's name)",
+                             metavar="<name>"),
     run_id: list[str] = typer.Option(None, "--run-id", metavar="<id>",
-                                     help="one per FILE, in order (default: the file names); repeat the option"),
-    scope: Path = typer.Option(None, help="scope capture (CSV or Parquet) of the same run as the one dump given"),
-    no_report: bool = typer.Option(False, "--no-report", help="do not write the report", metavar=FLAG),
+                                     help="one per FILE, in order (default: the file names); "
+                                          "repeat the option"),
+    scope: Path = typer.Option(None,
+                               help="scope capture (CSV or Parquet) of the same run as the one "
+                                    "dump given"),
+    no_report: bool = typer.Option(False, "--no-report", help="do not write the report",
+                                   metavar=FLAG),
 ) -> None:
     """Turn raw data measured without the station into a results directory (docs/import.md)."""
     from station.common.units import parse_duration
     from station.store.run_store import StoreError
 
     try:
-        period_ns = None if period is None else round(parse_duration(period, require_unit=True) * 1e9)
+        period_ns = None if period is None else round(parse_duration(period,
+                                                                     require_unit=True) * 1e9)
     except ValueError as exc:
         _fail(f"--period: {exc}")
     options = api.ImportOptions(format=fmt.value, interface=interface and interface.value,
                                 variant=variant and variant.value, load=load, period_ns=period_ns,
-                                repetition=repetition, target=target, name=name, run_ids=tuple(run_id or ()),
+                                repetition=repetition, target=target, name=name,
+                                run_ids=tuple(run_id or ()),
                                 scope=scope)
     try:
         result, paths = api.import_results(files, out, options, report=not no_report)
     except api.ImportInputError as exc:
         _fail(str(exc))
-    except (StoreError, OSError) as exc:  # a full disk, say: the run being written is sealed "failed"
+    # a full disk, say: the run being written is sealed "failed"
+    except (StoreError, OSError) as exc:
         _fail(f"cannot write {out}: {exc}")
     for run in result.runs:
         typer.echo(f"{out}/runs/{run.run_id}: {run.what}")
@@ -314,8 +338,12 @@ def import_(
 
 @app.command()
 def compare(
-    dirs: list[Path] = typer.Argument(..., help="campaign output directories; the first is the baseline"),
-    out: Path = typer.Option(..., "--out", "-o", help="where compare.html/.md/.json and compare.csv go"),
+    dirs: list[Path] = typer.Argument(
+        ..., help="campaign output directories; the first is the baseline"
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="where compare.html/.md/.json and compare.csv go"
+    ),
 ) -> None:
     """Compare campaigns: statistics, significant differences and tails side by side."""
     try:
@@ -328,7 +356,8 @@ def compare(
 
 
 @app.command()
-def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming the target")) -> None:
+def cleanup(config: Path = typer.Argument(...,
+                                          help="campaign YAML file naming the target")) -> None:
     """Unload every station module and stop every recorded process on the target and load hosts."""
     import asyncio
     import json
@@ -341,8 +370,8 @@ def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming t
         _fail(str(exc))
     kinds = {t.kind for t in campaign.bench.named_targets().values()}
     if kinds <= {"twin", "vm"} and not campaign.bench.load_hosts:
-        _fail(f"a campaign's {' and '.join(sorted(kinds))} starts clean every time; cleanup is for ssh and local "
-              "targets and load hosts")
+        _fail(f"a campaign's {' and '.join(sorted(kinds))} starts clean every time; cleanup is for "
+              "ssh and local targets and load hosts")
     try:
         done = asyncio.run(api.cleanup_bench(campaign))
     except api.TargetError as exc:
@@ -352,13 +381,16 @@ def cleanup(config: Path = typer.Argument(..., help="campaign YAML file naming t
 
 @app.command()
 def twin(
-    state_dir: Path = typer.Option(Path("twin-state"), help="where twin.json, keys and known_hosts go"),
+    state_dir: Path = typer.Option(Path("twin-state"),
+                                   help="where twin.json, keys and known_hosts go"),
     preset: str = typer.Option("seed-2015", help="event model preset", metavar="<preset>"),
     seed: int = typer.Option(2015, help="random seed of the event model"),
     truth_dir: Path = typer.Option(None, help="write each module load's injected events here"),
     dialect: ScopeDialect = typer.Option("tektronix_tds", help="the scope model the twin plays"),
-    bus: TwinBus = typer.Option("loopback", help="how the scope's replies reach the host: loopback (no delay), "
-                                "model (the model's own interface: GPIB, LAN, gigabit), or a named bus"),
+    bus: TwinBus = typer.Option("loopback",
+                                help="how the scope's replies reach the host: loopback (no delay), "
+                                "model (the model's own interface: GPIB, LAN, gigabit), or a named "
+                                "bus"),
 ) -> None:
     """Run the twin standalone (SSH target + SCPI scope) until Ctrl-C."""
     import asyncio
@@ -379,9 +411,9 @@ def twin(
         if tw.endpoints is not None:
             e = tw.endpoints
             print(
-                f"twin ready: ssh -p {e.ssh_port} -i {e.identity_file} -o UserKnownHostsFile={e.known_hosts} "
-                f"root@127.0.0.1\n  scope: {e.scope_resource} ({dialect}, bus {bus})\n"
-                f"  endpoints: {state_dir / 'twin.json'}",
+                f"twin ready: ssh -p {e.ssh_port} -i {e.identity_file} -o "
+                f"UserKnownHostsFile={e.known_hosts} root@127.0.0.1\n  scope: {e.scope_resource} "
+                f"({dialect}, bus {bus})\n  endpoints: {state_dir / 'twin.json'}",
                 flush=True,
             )
         await task
@@ -400,20 +432,23 @@ class _ScopeGroup(TyperGroup):
 
 
 scope_app = typer.Typer(cls=_ScopeGroup, no_args_is_help=True,
-                        help="A scope on its own: identify it (check), capture pulses to a file (capture).")
+                        help="A scope on its own: identify it (check), capture pulses to a file "
+                             "(capture).")
 app.add_typer(scope_app, name="scope")
 
-DIALECT_HELP = ("command set: tektronix_tds (TDS 400/500/600), tektronix_mso (MSO 4/5/6, port 4000), "
-                "keysight_infiniivision (2000/3000/4000 X, port 5025)")
+DIALECT_HELP = ("command set: tektronix_tds (TDS 400/500/600), tektronix_mso (MSO 4/5/6, port "
+                "4000), keysight_infiniivision (2000/3000/4000 X, port 5025)")
 
 
 @scope_app.command("check")
 def scope_check(
-    resource: str = typer.Argument(..., help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET", metavar="RESOURCE"),
+    resource: str = typer.Argument(..., help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET",
+                                   metavar="RESOURCE"),
     dialect: ScopeDialect = typer.Option("tektronix_tds", help=DIALECT_HELP),
     timeout: float = typer.Option(5.0, help="seconds"),
 ) -> None:
-    """Identify a scope and report its error queue: a quick bench check (also `station scope RESOURCE`)."""
+    """Identify a scope and report its error queue: a quick bench check (also
+    `station scope RESOURCE`)."""
     from instruments.scope import ScopeError, open_scope
 
     try:
@@ -424,43 +459,55 @@ def scope_check(
         _fail(str(exc), EXIT_SCOPE_ERROR)
 
 
-CaptureMode = enum.Enum("CaptureMode", {name: name for name in ("waveform", "segmented", "measurement")}, type=str)
+CaptureMode = enum.Enum("CaptureMode", {name: name for name in ("waveform", "segmented",
+                                                                "measurement")}, type=str)
 
 
 @scope_app.command("capture")
 def scope_capture(
-    resource: str = typer.Option(..., "--resource", help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET",
+    resource: str = typer.Option(..., "--resource",
+                                 help="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET",
                                  metavar="<resource>"),
     dialect: ScopeDialect = typer.Option("tektronix_tds", help=DIALECT_HELP),
     channel: int = typer.Option(None, help="the channel probed, which triggers (1-4; default 1)"),
-    mode: CaptureMode = typer.Option("waveform", help="waveform: single long records, every pulse in each; "
-                                     "segmented: FastFrame / segmented memory, one pulse a frame (tektronix_mso, "
-                                     "keysight_infiniivision); measurement: the scope's own pulse-width "
-                                     "measurement, one row per acquisition, no waveform transfer"),
-    acquisitions: int = typer.Option(..., "--acquisitions", "-n", min=1, help="how many acquisitions"),
-    out: Path = typer.Option(..., "--out", "-o", help="FILE.csv or FILE.parquet, one row per pulse; the sidecar "
+    mode: CaptureMode = typer.Option("waveform",
+                                     help="waveform: single long records, every pulse in each; "
+                                     "segmented: FastFrame / segmented memory, one pulse a frame "
+                                     "(tektronix_mso, keysight_infiniivision); measurement: the "
+                                     "scope's own pulse-width measurement, one row per "
+                                     "acquisition, no waveform transfer"),
+    acquisitions: int = typer.Option(..., "--acquisitions", "-n", min=1,
+                                     help="how many acquisitions"),
+    out: Path = typer.Option(..., "--out", "-o",
+                             help="FILE.csv or FILE.parquet, one row per pulse; the sidecar "
                              "FILE.json goes beside it"),
-    volts_per_div: str = typer.Option(None, help="vertical scale, e.g. 1V (default 1V)", metavar="<voltage>"),
-    position_div: float = typer.Option(None, help="trace position in divisions, -5..5 (default -3)"),
+    volts_per_div: str = typer.Option(None, help="vertical scale, e.g. 1V (default 1V)",
+                                      metavar="<voltage>"),
+    position_div: float = typer.Option(None,
+                                       help="trace position in divisions, -5..5 (default -3)"),
     time_per_div: str = typer.Option(None, metavar="<duration>",
-                                     help="horizontal scale, e.g. 250us; a record spans 10 divisions "
-                                     "(default 500us)"),
-    record_length: int = typer.Option(None, help="points per record, per frame when segmented (default 120000; "
-                                      "30000 on a TDS, what one without Option 1M takes)"),
+                                     help="horizontal scale, e.g. 250us; a record spans 10 "
+                                     "divisions (default 500us)"),
+    record_length: int = typer.Option(None, help="points per record, per frame when segmented "
+                                      "(default 120000; 30000 on a TDS, what one without Option 1M "
+                                      "takes)"),
     trigger_level: str = typer.Option(None, help="e.g. 1.5V (default 1.5V)", metavar="<voltage>"),
-    trigger_position_pct: float = typer.Option(None, help="share of the record before the trigger, 0..100 "
-                                               "(default 10)"),
+    trigger_position_pct: float = typer.Option(None, help="share of the record before the trigger, "
+                                               "0..100 (default 10)"),
     threshold: str = typer.Option(None, metavar="<voltage|auto>",
-                                  help="pulse threshold, e.g. 1.65V, or auto: midway between the record's "
-                                  "levels (default auto)"),
-    segments: int = typer.Option(None, help="frames per acquisition, --mode segmented (default 1000)"),
-    cross_check_every: int = typer.Option(None, help="--mode measurement: transfer every Nth acquisition's record "
-                                          "too (from the first) and write the host's widths of the same pulses "
-                                          "beside the scope's (default 0: never)"),
+                                  help="pulse threshold, e.g. 1.65V, or auto: midway between the "
+                                  "record's levels (default auto)"),
+    segments: int = typer.Option(None,
+                                 help="frames per acquisition, --mode segmented (default 1000)"),
+    cross_check_every: int = typer.Option(None, help="--mode measurement: transfer every Nth "
+                                          "acquisition's record too (from the first) and write the "
+                                          "host's widths of the same pulses beside the scope's "
+                                          "(default 0: never)"),
     timeout: str = typer.Option(None, metavar="<duration>",
-                                help="VISA timeout and how long an acquisition waits for its triggers, "
-                                "e.g. 10s (default 10s)"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace FILE and its sidecar if they exist",
+                                help="VISA timeout and how long an acquisition waits for its "
+                                "triggers, e.g. 10s (default 10s)"),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="replace FILE and its sidecar if they exist",
                                    metavar=FLAG),
 ) -> None:
     """Take acquisitions and write every pulse (width, start, 10-90 % rise time) to CSV or Parquet
@@ -471,9 +518,11 @@ def scope_capture(
 
     try:
         settings = api.capture_settings(
-            resource, dialect.value, mode.value, require_units=True, timeout=timeout, channel=channel,
+            resource, dialect.value, mode.value, require_units=True, timeout=timeout,
+            channel=channel,
             volts_per_div=volts_per_div, position_div=position_div, time_per_div=time_per_div,
-            record_length=record_length, trigger_level=trigger_level, trigger_position_pct=trigger_position_pct,
+            record_length=record_length, trigger_level=trigger_level,
+            trigger_position_pct=trigger_position_pct,
             threshold=threshold, segments=segments, cross_check_every=cross_check_every)
         api.check_capture_output(out, overwrite)
     except api.CaptureOptionError as exc:
@@ -493,7 +542,8 @@ def scope_capture(
             typer.echo("", err=True)
 
     try:
-        summary = api.capture_to_file(settings, out, acquisitions, overwrite=overwrite, on_acquisition=progress)
+        summary = api.capture_to_file(settings, out, acquisitions, overwrite=overwrite,
+                                      on_acquisition=progress)
     except api.CaptureFailed as exc:
         end_progress()
         s = exc.summary
@@ -510,7 +560,8 @@ def scope_capture(
     except KeyboardInterrupt:
         end_progress()
         kept = (f": the rows captured so far are in {out} (sidecar {out.with_suffix('.json')})"
-                if out.with_suffix(".json").exists() else " before the capture began: nothing written")
+                if out.with_suffix(".json").exists() else " before the capture began: nothing "
+                                                          "written")
         typer.secho(f"interrupted{kept}", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     end_progress()
@@ -519,19 +570,22 @@ def scope_capture(
         checked = "" if not m["cross_checked"] else (
             f", {m['cross_checked']} cross-checked on the host (largest difference "
             f"{m['largest_difference_s'] * 1e9:.3g} ns)")
-        typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {m['valid']} with a measurement "
-                   f"of {summary.pulses} pulses{checked}")
+        typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {m['valid']} with "
+                   f"a measurement of {summary.pulses} pulses{checked}")
     else:
         resolved = "" if not summary.pulses else f", rise time resolved for {summary.resolved_rise}"
-        typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {summary.pulses} pulses{resolved}")
+        typer.echo(f"wrote {summary.path}: {summary.acquisitions} acquisitions, {summary.pulses} "
+                   f"pulses{resolved}")
     typer.echo(f"wrote {summary.sidecar}")
 
 
-vm_app = typer.Typer(no_args_is_help=True, help="A real-kernel target: Debian's kernel in QEMU with our modules.")
+vm_app = typer.Typer(no_args_is_help=True,
+                     help="A real-kernel target: Debian's kernel in QEMU with our modules.")
 app.add_typer(vm_app, name="vm")
 
 
-KERNEL_OPTION = typer.Option("regular", help="regular: Debian's kernel; rt: its PREEMPT_RT build")  # a Kernel
+# a Kernel
+KERNEL_OPTION = typer.Option("regular", help="regular: Debian's kernel; rt: its PREEMPT_RT build")
 
 
 def _vm_state_dir(kernel: str) -> Path:
@@ -542,14 +596,16 @@ def _vm_state_dir(kernel: str) -> Path:
 
 @vm_app.command("build")
 def vm_build(
-    force: bool = typer.Option(False, help="rebuild even if the cached image is current", metavar=FLAG),
+    force: bool = typer.Option(False, help="rebuild even if the cached image is current",
+                               metavar=FLAG),
     kernel: Kernel = KERNEL_OPTION,
 ) -> None:
     """Build (or reuse) the VM image from Debian packages."""
     from station.vm import VmError, build_image
 
     try:
-        image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True), kernel=kernel.value)
+        image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True),
+                            kernel=kernel.value)
     except VmError as exc:
         _fail(str(exc))
     typer.echo(f"image: {image.dir} (kernel {image.kernel_release})")
@@ -569,8 +625,9 @@ def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the 
         _fail(str(exc))
     t = vm.timings
     typer.echo(
-        f"VM up in {t.get('to_ssh_s', float('nan')):.1f} s (kernel {image.kernel_release}): "
-        f"ssh -p {port} -i {image.identity_file} -o UserKnownHostsFile={vm.known_hosts_file} root@127.0.0.1"
+        f"VM up in {t.get('to_ssh_s', float('nan')):.1f} s (kernel {image.kernel_release}): ssh -p "
+        f"{port} -i {image.identity_file} -o UserKnownHostsFile={vm.known_hosts_file} "
+        "root@127.0.0.1"
     )
 
 
@@ -605,59 +662,7 @@ def vm_ssh(ctx: typer.Context, kernel: Kernel = KERNEL_OPTION) -> None:
     os.execv(ssh, vm.ssh_command(*ctx.args))
 
 
-class _FlagHelp:
-    """The help option is a flag: no value to show (typer would print <bool> beside it)."""
-
-    def get_help_option(self, ctx: typer.Context):  # noqa: ANN201 - the framework's option type
-        option = super().get_help_option(ctx)  # type: ignore[misc]
-        if option is not None:
-            option.metavar = FLAG
-        return option
-
-
-class _Command(_FlagHelp, TyperCommand):
-    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - click's signature
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            if param.param_type_name == "argument":
-                param.display_type_rich = _argument_type(param)  # type: ignore[attr-defined]
-
-
-def _argument_type(param):  # noqa: ANN001, ANN202 - typer's argument and its bound method
-    """An argument's type column: none where its name says it (RESOURCE: typer would add a bare
-    <str>), `<path>...` for several paths (typer: <list[Path]>)."""
-    typer_label = param.display_type_rich
-
-    def label(ctx: typer.Context) -> str | None:
-        if param.metavar:
-            return None
-        shown = typer_label(ctx)
-        if shown and shown.startswith("<list[") and shown.endswith("]>"):
-            return f"<{shown[6:-2].lower()}>..."
-        return shown
-
-    return label
-
-
-class _Group(_FlagHelp, TyperGroup):
-    pass
-
-
-def _flag_help(typer_app: typer.Typer) -> None:
-    """Every command and group of `typer_app` shows its help option as a flag."""
-    group_cls = typer_app.info.cls
-    if not (isinstance(group_cls, type) and issubclass(group_cls, _FlagHelp)):
-        base = group_cls if isinstance(group_cls, type) else TyperGroup  # typer's default is a placeholder
-        typer_app.info.cls = _Group if base is TyperGroup else type(f"{base.__name__}Flag", (_FlagHelp, base), {})
-    for command in typer_app.registered_commands:
-        if command.cls in (None, TyperCommand):
-            command.cls = _Command
-    for group in typer_app.registered_groups:
-        if group.typer_instance is not None:
-            _flag_help(group.typer_instance)
-
-
-_flag_help(app)
+flag_help(app)
 
 
 def main() -> None:

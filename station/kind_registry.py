@@ -72,7 +72,8 @@ class Kind:
     # campaign -> None; raises station.config.LocatedError (its location from the file's root)
     check: Callable[[Any], None] | None = None
     needs: BenchNeeds = BenchNeeds()
-    # the Parquet tables its runs write into the result store (docs/result-store.md: <table>.parquet)
+    # the Parquet tables its runs write into the result store (docs/result-store.md:
+    # <table>.parquet)
     store_tables: tuple[str, ...] = ()
     # where report.json keeps its runs: its section's "runs" under its name, or (True: the module
     # kind, report schema 1) the report's own top-level "runs"
@@ -84,7 +85,8 @@ class Kind:
     measurement: Any = None  # a station.kinds.base.Measurement subclass
     analysis: Any = None  # (run directories, campaign.json) -> (report section, samples, notes)
     report: Any = None  # a station.report.page.KindPage: its page sections, figures, CSV files
-    compare: Any = None  # a station.compare.part.ComparePart: its part of `station compare` (None: not compared)
+    # a station.compare.part.ComparePart: its part of `station compare` (None: not compared)
+    compare: Any = None
     # a pydantic model of its part of report.json: the fields of its section under its name, or
     # (top_level_runs) its top-level fields; None: its section is untyped (station.report.model)
     report_model: Any = None
@@ -154,7 +156,8 @@ def _load_builtin() -> None:
                 raise ValueError(f"{kind.name!r} is a built-in kind's name")
             _add(kind)
         except Exception as exc:  # noqa: BLE001 - one broken plug-in must not stop every campaign
-            warnings.warn(f"run kind plug-in {point.value!r} ({ENTRY_POINT_GROUP}) not loaded: {exc}", stacklevel=2)
+            warnings.warn(f"run kind plug-in {point.value!r} ({ENTRY_POINT_GROUP}) not loaded: "
+                          f"{exc}", stacklevel=2)
 
 
 def builtin_names() -> frozenset[str]:

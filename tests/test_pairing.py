@@ -208,17 +208,17 @@ def test_block_share_does_not_depend_on_how_the_records_come(latencies, pieces, 
     skipping where records were lost): max_share_within over each block taken apart, the largest."""
     from unittest.mock import patch
 
-    from station.kinds.module import pairing
+    from station.kinds.module import false_pairs
 
     lat = np.array(latencies, np.int64)
     event = np.arange(len(lat)) + np.repeat([0, skip], [len(lat) // 2, len(lat) - len(lat) // 2])
-    with patch.object(pairing, "BLOCK_RECORDS", 100):
-        share = pairing.BlockShare()
+    with patch.object(false_pairs, "BLOCK_RECORDS", 100):
+        share = false_pairs.BlockShare()
         for part in np.array_split(np.arange(len(lat)), pieces):
             share.add(event[part], lat[part])
         got = share.result(0.0)
     blocks = event // 100
-    want = max([pairing.max_share_within(lat[blocks == b].astype(np.float64), None, 2 * pairing.AGREE_NS)
+    want = max([false_pairs.max_share_within(lat[blocks == b].astype(np.float64), None, 2 * false_pairs.AGREE_NS)
                 for b in np.unique(blocks) if (blocks == b).sum() >= 50] + [0.0])
     assert got == want
 
@@ -298,7 +298,7 @@ def test_a_blocks_share_on_the_dense_grid_is_the_sorted_searchs(latencies, offse
     """BlockShare's dense count of integer latencies (a running sum on a 1 ns grid, when they span
     little) and max_share_within's sort and search: the same share, to the bit, for latencies close
     together (the grid) and far apart (the search), signed or unsigned, at widths on and off the grid."""
-    from station.kinds.module.pairing import _block_share, max_share_within
+    from station.kinds.module.false_pairs import _block_share, max_share_within
 
     values = np.array(latencies, np.int64) + offset
     if unsigned:

@@ -66,7 +66,7 @@ INSIDE = {
     "station.store": ["manifest", "run_store", "result_store"],
     "station.campaign": ["terminal", "run", "loop"],
     "station.config": ["yaml_lines", "types", "twin", "bench", "campaign", "loading"],
-    "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names"],
+    "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names", "cli_help"],
 }
 
 

@@ -95,10 +95,8 @@ def read_block(
             )
         if length != expected:
             raise ScopeDataError(
-                command,
-                field="block length",
-                value=str(length),
-                detail=f"the block holds {length // width} samples, the preamble announced {points}",
+                command, field="block length", value=str(length),
+                detail=f"the block holds {length // width} samples, the preamble announced {points}"
             )
     data = _read_data(read, read_into, length, command)
     if termination:
@@ -108,8 +106,8 @@ def read_block(
                 command,
                 field="block end",
                 value=_latin1(end),
-                detail=f"the message terminator {_latin1(termination)!r} must follow the {length} data bytes: "
-                "the block is longer than its header says",
+                detail=f"the message terminator {_latin1(termination)!r} must follow the {length} "
+                "data bytes: the block is longer than its header says",
             )
     samples = data.view(dtype)
     if not dtype.isnative:  # swap where the bytes are rather than into a second array
@@ -118,7 +116,8 @@ def read_block(
 
 
 def _read_data(
-    read: Callable[[int], bytes], read_into: Callable[[memoryview], int] | None, count: int, command: str
+    read: Callable[[int], bytes], read_into: Callable[[memoryview], int] | None, count: int,
+    command: str
 ) -> np.ndarray:
     """The `count` data bytes of a block in one array allocated up front (no joining of chunks)."""
     data = np.empty(count, np.uint8)

@@ -1,5 +1,5 @@
-"""Declarative settings: an instrument setting as an attribute (Control, in the spirit of PyMeasure's
-`Instrument.control`), with its range or keyword map."""
+"""Declarative settings: an instrument setting as an attribute (Control, in the spirit of
+PyMeasure's `Instrument.control`), with its range or keyword map."""
 
 from __future__ import annotations
 

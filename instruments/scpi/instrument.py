@@ -31,7 +31,8 @@ from instruments.scpi.session import S, ScpiSession, open_session
 
 # --- the SCPI instrument base --------------------------------------------------------------
 class ScpiInstrument(Instrument):
-    """An `Instrument` over SCPI with the write-then-check discipline: scope dialects and generators.
+    """An `Instrument` over SCPI with the write-then-check discipline: scope dialects and
+    generators.
 
     Every configuration command travels with an IEEE 488.2 status query in the
     same message ("CMD;*ESR?"), so a rejected command is reported as itself,
@@ -49,7 +50,8 @@ class ScpiInstrument(Instrument):
 
     def __init__(self, session: ScpiSession) -> None:
         self.session = session
-        session.error, session.timeout_error = self.error, self.timeout_error  # its failures are ours
+        # its failures are ours
+        session.error, session.timeout_error = self.error, self.timeout_error
         self.resource_name = session.name
         self._last_command = ""
 
@@ -99,7 +101,8 @@ class ScpiInstrument(Instrument):
                 command, resource=self.resource_name, detail=f"unexpected reply {shorten(reply)!r}"
             ) from None
 
-    def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
+    def query_block(self, command: str, datatype: str, points: int,
+                    big_endian: bool = True) -> np.ndarray:
         return self.query_blocks(command, datatype, points, 1, big_endian)[0]
 
     def query_blocks(self, command: str, datatype: str, points: int, count: int,
@@ -116,13 +119,15 @@ class ScpiInstrument(Instrument):
         try:
             return nr1(reply)
         except ValueError:
-            raise self.error(command, resource=self.resource_name, detail=f"unexpected *ESR? reply {reply!r}") from None
+            raise self.error(command, resource=self.resource_name,
+                             detail=f"unexpected *ESR? reply {reply!r}") from None
 
     def _error_text(self, esr: int, timeout_s: float | None = None) -> str:
         return self._error_queue_text(timeout_s) or f"*ESR? = {esr}"
 
     def _pending_errors(self, timeout_s: float | None = None) -> str:
-        """What the instrument has logged ("" if nothing): *ESR?, then the queue if an error bit is set."""
+        """What the instrument has logged ("" if nothing): *ESR?, then the queue if an error bit is
+        set."""
         esr = self._esr(self.session.query("*ESR?", timeout_s), "*ESR?")
         return self._error_text(esr, timeout_s) if esr & self.error_bits else ""
 
@@ -162,7 +167,8 @@ class ScpiInstrument(Instrument):
 
 # --- the SCPI scope base -------------------------------------------------------------------
 class ScpiScope(Scope, ScpiInstrument):
-    """The SCPI scope: `ScpiInstrument`'s discipline plus single sequences (arm, poll `busy()`, `fetch()`)."""
+    """The SCPI scope: `ScpiInstrument`'s discipline plus single sequences (arm, poll `busy()`,
+    `fetch()`)."""
 
     busy_poll_s = (0.001, 0.005)  # polling interval while a sequence runs: first, largest
     arm_command = ""  # starts one single sequence
@@ -172,7 +178,8 @@ class ScpiScope(Scope, ScpiInstrument):
         super().__init__(session)
         self._applied: ScopeSettings | None = None
         self._acquisitions = 0
-        self._in_hand = 0  # the number of the acquisition the instrument holds (what fetch() labels)
+        # the number of the acquisition the instrument holds (what fetch() labels)
+        self._in_hand = 0
         self._source_moved = False  # the waveform transfer points at another channel
 
     # --- dialect hooks (and ScpiInstrument's `_error_queue_text`) ----------------------------
@@ -227,10 +234,12 @@ class ScpiScope(Scope, ScpiInstrument):
         """Point the waveform transfer at `self.channel`."""
 
     def _segmented_sequence(self, feature: str) -> ScopeSettings:
-        """`_single_sequence` for a scope configured with segments, refused before arming otherwise."""
+        """`_single_sequence` for a scope configured with segments, refused before arming
+        otherwise."""
         s = self._applied
         if s is not None and s.segments < 2:
-            raise ScopeError("", resource=self.resource_name, detail=f"configure with segments > 1 for {feature}")
+            raise ScopeError("", resource=self.resource_name,
+                             detail=f"configure with segments > 1 for {feature}")
         return self._single_sequence()
 
     def _single_sequence(self) -> ScopeSettings:

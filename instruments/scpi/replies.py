@@ -81,7 +81,8 @@ class ReplyFields:
         except KeyError:
             raise self.error(name, None, "missing from the reply") from None
 
-    def real(self, name: str, meaning: str, *, positive: bool = False, nonzero: bool = False) -> float:
+    def real(self, name: str, meaning: str, *, positive: bool = False,
+             nonzero: bool = False) -> float:
         """A finite number; `positive`: > 0, `nonzero`: != 0. `meaning` names it for a user."""
         text = self.text(name)
         try:
@@ -108,7 +109,8 @@ class ReplyFields:
         return int(value)
 
     def check_finite(self, name: str, detail: str, *results: float) -> None:
-        """Values derived from fields (sample times, voltages) must be finite too; `name` is blamed."""
+        """Values derived from fields (sample times, voltages) must be finite too; `name` is
+        blamed."""
         if not all(math.isfinite(r) for r in results):
             raise self.error(name, self.text(name), detail)
 

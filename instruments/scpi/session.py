@@ -31,7 +31,8 @@ S = TypeVar("S")  # a settings dataclass (ScopeSettings, GeneratorSettings)
 class ScpiSession:
     """A VISA message-based resource with errors translated and a known timeout."""
 
-    def __init__(self, resource: Any, name: str, timeout_s: float, error: type[InstrumentError] = ScopeError,
+    def __init__(self, resource: Any, name: str, timeout_s: float,
+                 error: type[InstrumentError] = ScopeError,
                  timeout_error: type[InstrumentTimeout] = ScopeTimeout) -> None:
         self._res = resource
         self.name = name
@@ -48,8 +49,10 @@ class ScpiSession:
         with self._translated(command, timeout_s):
             return self._res.query(command).strip()
 
-    def query_block(self, command: str, datatype: str, points: int, big_endian: bool = True) -> np.ndarray:
-        """`points` samples of `datatype` in an IEEE 488.2 block (MSB first unless told otherwise)."""
+    def query_block(self, command: str, datatype: str, points: int,
+                    big_endian: bool = True) -> np.ndarray:
+        """`points` samples of `datatype` in an IEEE 488.2 block (MSB first unless told
+        otherwise)."""
         return self.query_blocks(command, datatype, points, 1, big_endian)[0]
 
     def query_blocks(self, command: str, datatype: str, points: int, count: int,
@@ -65,13 +68,15 @@ class ScpiSession:
         """
         received = pending = 0  # bytes read; bytes of the read under way
         sock = self._raw_socket()
-        reader = None if sock is None else SocketReader(sock, self._pyvisa_py_session(), self.timeout_s)
+        reader = None if sock is None else SocketReader(sock, self._pyvisa_py_session(),
+                                                        self.timeout_s)
 
         def read(count: int) -> bytes:
             nonlocal received, pending
             pending = count
             # chunk_size=count: one VISA read per call, not one per 20 KiB (PyVISA's default)
-            data = self._res.read_bytes(count, chunk_size=count) if reader is None else reader.read(count)
+            data = self._res.read_bytes(count,
+                                        chunk_size=count) if reader is None else reader.read(count)
             received += len(data)
             return data
 
@@ -110,12 +115,16 @@ class ScpiSession:
             if not received:
                 raise
             # the socket reader knows what came of the read under way; VISA's read_bytes drops it
-            arrived = f" ({reader.arrived} of them arrived)" if reader is not None and reader.arrived else ""
+            arrived = (
+                f" ({reader.arrived} of them arrived)"
+                if reader is not None and reader.arrived
+                else ""
+            )
             raise self.timeout_error(
                 command,
                 resource=self.name,
-                detail=f"{exc.detail}, {received} bytes into the reply, while {pending} more were due{arrived}: "
-                "the block is shorter than its header says",
+                detail=f"{exc.detail}, {received} bytes into the reply, while {pending} more were "
+                f"due{arrived}: the block is shorter than its header says",
             ) from None
 
     def clear(self) -> None:
@@ -137,13 +146,15 @@ class ScpiSession:
                 if not sock.recv(65536):
                     raise ConnectionResetError("closed by the peer")
         except OSError as exc:
-            raise self.error("", resource=self.name, detail=f"the connection was lost: {exc}") from None
+            raise self.error("", resource=self.name,
+                             detail=f"the connection was lost: {exc}") from None
 
     def _pyvisa_py_session(self) -> Any:
         return self._res.visalib.sessions[self._res.session]
 
     def _raw_socket(self) -> socket.socket | None:
-        """The TCP socket under a pyvisa-py SOCKET resource (None for any other resource or backend)."""
+        """The TCP socket under a pyvisa-py SOCKET resource (None for any other resource or
+        backend)."""
         if not isinstance(self._res, pyvisa.resources.TCPIPSocket):
             return None  # a Prologix adapter's session has a socket too, but speaks through it
         try:
@@ -162,7 +173,8 @@ class ScpiSession:
     # --- error translation ---------------------------------------------------------------
     @contextlib.contextmanager
     def _translated(self, command: str, timeout_s: float | None = None) -> Iterator[None]:
-        """VISA and socket exceptions -> the instrument's error/timeout; optional per-call timeout."""
+        """VISA and socket exceptions -> the instrument's error/timeout; optional per-call
+        timeout."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         if timeout_s is not None:
             self._res.timeout = timeout_s * 1000.0
@@ -170,11 +182,14 @@ class ScpiSession:
             yield
         except errors.VisaIOError as exc:
             if exc.error_code == constants.StatusCode.error_timeout:
-                raise self.timeout_error(command, resource=self.name, detail=f"within {limit:g} s") from None
-            raise self.error(command, resource=self.name, detail=f"I/O error: {_one_line(exc)}") from None
+                raise self.timeout_error(command, resource=self.name,
+                                         detail=f"within {limit:g} s") from None
+            raise self.error(command, resource=self.name,
+                             detail=f"I/O error: {_one_line(exc)}") from None
         except (errors.Error, OSError, ValueError) as exc:
             # pyvisa-py reports a refused connection at the first I/O, as a bare OSError
-            raise self.error(command, resource=self.name, detail=f"I/O error: {_one_line(exc)}") from None
+            raise self.error(command, resource=self.name,
+                             detail=f"I/O error: {_one_line(exc)}") from None
         finally:
             if timeout_s is not None:
                 self._res.timeout = self.timeout_s * 1000.0
@@ -202,7 +217,8 @@ class SocketReader:
         self.arrived = 0  # bytes of the read under way received so far
 
     def read_into(self, view: memoryview) -> int:
-        """Fill `view`; fewer bytes only if the peer closed. VisaIOError (timeout) if the data stops."""
+        """Fill `view`; fewer bytes only if the peer closed. VisaIOError (timeout) if the data
+        stops."""
         held = self._session._pending_buffer  # pyvisa-py rebinds it: fetch it on every read
         got = min(len(held), len(view))
         view[:got] = held[:got]
@@ -289,7 +305,8 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py",
         raise error(
             "open",
             resource=resource,
-            detail=f"{_one_line(exc)}: check the resource string and that the instrument is reachable",
+            detail=f"{_one_line(exc)}: check the resource string and that the instrument is "
+                   "reachable",
         ) from None
     # what ends a reply: END (an INSTR on an interface that has it), the LF (SOCKET, serial INSTR)
     interface, kind = resource_kind(resource)
@@ -301,9 +318,12 @@ def open_session(resource: str, timeout_s: float, visa_library: str = "@py",
     if ends is not None:
         res.write_termination = TERMINATION
         try:
-            res.read_termination = TERMINATION  # PyVISA turns VISA's termination character (LF) on with it
+            # PyVISA turns VISA's termination character (LF) on with it
+            res.read_termination = TERMINATION
             if ends == "END":
-                res.set_visa_attribute(constants.ResourceAttribute.termchar_enabled, constants.VI_FALSE)
-        except Exception:  # a backend refusing the attribute (pyvisa-py's sessions raise UnknownAttribute)
+                res.set_visa_attribute(constants.ResourceAttribute.termchar_enabled,
+                                       constants.VI_FALSE)
+        # a backend refusing the attribute (pyvisa-py's sessions raise UnknownAttribute)
+        except Exception:
             pass  # PyVISA's defaults, as before: text I/O works, a block's LF is left unread
     return ScpiSession(res, resource, timeout_s, error, timeout_error)

@@ -79,7 +79,8 @@ class Node:
     query_arg: bool = False  # the query takes an argument: get(arg, *suffixes)
 
     def __post_init__(self) -> None:
-        self.mnemonics = tuple(Mnemonic(p.removesuffix("<n>"), p.endswith("<n>")) for p in self.pattern.split(":"))
+        self.mnemonics = tuple(Mnemonic(p.removesuffix("<n>"),
+                                        p.endswith("<n>")) for p in self.pattern.split(":"))
 
     def match(self, tokens: Sequence[str]) -> list[int] | None:
         if len(tokens) != len(self.mnemonics):
@@ -158,7 +159,9 @@ def quoted(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def resolve(table: Sequence[Node], unit: str, path: list[str], undefined: str) -> tuple[Node, list[int], str, bool,
+def resolve(table: Sequence[Node], unit: str, path: list[str], undefined: str) -> tuple[Node,
+                                                                                        list[int],
+                                                                                        str, bool,
                                                                                      list[str]]:
     """The node a program message unit addresses: (node, its <n> suffixes, argument, is it a query,
     the path the next unit after ';' is relative to). After ';' a header is relative to the

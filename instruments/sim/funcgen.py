@@ -97,7 +97,8 @@ class Segment:
     width_ns: int
     jitter: float  # FM deviation / carrier frequency
     end_ns: int | None = None  # None: still running; pulses lead before it, and end whole
-    duty: float = 0.0  # a SQUare carrier: each pulse lasts this fraction of its own period (0: width_ns)
+    # a SQUare carrier: each pulse lasts this fraction of its own period (0: width_ns)
+    duty: float = 0.0
 
     @property
     def params(self) -> tuple[float, int, float, float]:
@@ -125,7 +126,8 @@ class PulseTrain:
         self.min_gap_ns = int(round(MIN_WIDTH_S * 1e9))
         self._lock = threading.Lock()
         self._segments: list[Segment] = []
-        self._block_starts: list[list[float]] = []  # per segment: offset (ns) of each block's first pulse
+        # per segment: offset (ns) of each block's first pulse
+        self._block_starts: list[list[float]] = []
 
     def now_ns(self) -> int:
         return self._clock()
@@ -137,7 +139,8 @@ class PulseTrain:
 
     def switch(self, params: tuple[float, int, float] | None, duty: float = 0.0) -> None:
         """From now on produce pulses of (frequency_hz, width_ns, jitter), or none (None); duty > 0:
-        a square carrier, each pulse that fraction of its own period (width_ns: at the nominal one)."""
+        a square carrier, each pulse that fraction of its own period (width_ns: at the nominal
+        one)."""
         with self._lock:
             now = self._clock()
             last = self._segments[-1] if self._segments else None
@@ -156,7 +159,8 @@ class PulseTrain:
                 if len(tail):
                     start = max(start, int(tail[-1, 1]) + self.min_gap_ns)
             frequency, width_ns, jitter = params
-            self._segments.append(Segment(len(self._segments), start, frequency, width_ns, jitter, duty=duty))
+            self._segments.append(Segment(len(self._segments), start, frequency, width_ns, jitter,
+                                          duty=duty))
             self._block_starts.append([0.0])
 
     def edges(self, t0_ns: int, t1_ns: int) -> np.ndarray:
@@ -165,7 +169,8 @@ class PulseTrain:
             rows = [
                 self._pulses(s.index, t0_ns, t1_ns)
                 for s in self._segments
-                if s.start_ns < t1_ns and (s.end_ns is None or s.end_ns + s.longest_width_ns > t0_ns)
+                if s.start_ns < t1_ns
+                and (s.end_ns is None or s.end_ns + s.longest_width_ns > t0_ns)
             ]
         rows = [r for r in rows if len(r)]
         return np.concatenate(rows) if rows else np.empty((0, 2), dtype=np.int64)
@@ -177,8 +182,11 @@ class PulseTrain:
 
     # --- inside a segment (callers hold the lock) ------------------------------------------
     def _span(self, seg: Segment) -> int:
-        """Longer than any period plus a width: a window this long ending at t holds the pulse before t."""
-        return int(math.ceil(1e9 / (seg.frequency_hz * (1.0 - seg.jitter)))) + seg.longest_width_ns + 1
+        """Longer than any period plus a width: a window this long ending at t holds the pulse
+        before t."""
+        return (
+            int(math.ceil(1e9 / (seg.frequency_hz * (1.0 - seg.jitter)))) + seg.longest_width_ns + 1
+        )
 
     def _periods(self, seg: Segment, block: int) -> np.ndarray:
         rng = np.random.default_rng([self.seed, seg.index, block])
@@ -189,7 +197,8 @@ class PulseTrain:
         seg = self._segments[index]
         if seg.end_ns is not None:
             hi = min(hi, seg.end_ns)  # a pulse belongs to the segment it leads in
-        rel_lo = lo - seg.start_ns - seg.longest_width_ns  # leads after this can still overlap [lo, hi)
+        # leads after this can still overlap [lo, hi)
+        rel_lo = lo - seg.start_ns - seg.longest_width_ns
         rel_hi = hi - seg.start_ns
         if rel_hi <= 0:
             return np.empty((0, 2), dtype=np.int64)
@@ -204,7 +213,9 @@ class PulseTrain:
             offsets = starts[block] + np.concatenate(([0.0], np.cumsum(periods[:-1])))
             lead = seg.start_ns + np.floor(offsets + 0.5).astype(np.int64)
             # a square carrier's high time is its duty cycle of each (frequency-modulated) period
-            trail = lead + (np.floor(periods * seg.duty + 0.5).astype(np.int64) if seg.duty else seg.width_ns)
+            trail = lead + (
+                np.floor(periods * seg.duty + 0.5).astype(np.int64) if seg.duty else seg.width_ns
+            )
             keep = (lead - seg.start_ns < rel_hi) & (trail > lo)
             rows.append(np.stack([lead[keep], trail[keep]], axis=1))
         return np.concatenate(rows) if rows else np.empty((0, 2), dtype=np.int64)
@@ -250,11 +261,12 @@ def _divider(load: float) -> float:
 class Keysight33500Model:
     """The instrument as a state machine: `handle` runs one program message."""
 
-    def __init__(self, seed: int = 0, idn: str | None = None, clock: Callable[[], int] | None = None,
+    def __init__(self, seed: int = 0, idn: str | None = None, clock: Callable[[],
+                                                                              int] | None = None,
                  fm_on_pulse: bool = True) -> None:
-        """fm_on_pulse False: a firmware that refuses FM with a PULSe carrier (-221 Settings conflict);
-        no reference confirms that a 33500 takes it (docs/function-generator.md), so the driver's
-        fallback to a SQUare carrier can be exercised."""
+        """fm_on_pulse False: a firmware that refuses FM with a PULSe carrier (-221 Settings
+        conflict); no reference confirms that a 33500 takes it (docs/function-generator.md), so the
+        driver's fallback to a SQUare carrier can be exercised."""
         self.idn = idn or DEFAULT_IDN
         self.fm_on_pulse = fm_on_pulse
         self.channels = {n: ChannelState() for n in CHANNELS}
@@ -322,26 +334,33 @@ class Keysight33500Model:
         ]
         src = self._channel_nodes
         return common + [
-            *src("SOURce", "FUNCtion", lambda c: short_form(_long(c.function, FUNCTIONS)), s._set_function),
+            *src("SOURce", "FUNCtion", lambda c: short_form(_long(c.function, FUNCTIONS)),
+                 s._set_function),
             *src("SOURce", "FREQuency", lambda c: generator_nr3(c.frequency), s._set_frequency),
             *src("SOURce", "FUNCtion:PULSe:WIDTh", lambda c: generator_nr3(c.width), s._set_width),
-            *src("SOURce", "FUNCtion:PULSe:PERiod", lambda c: generator_nr3(1.0 / c.frequency), None),
-            *src("SOURce", "FUNCtion:SQUare:DCYCle", lambda c: generator_nr3(c.duty_pct), s._set_duty),
-            *src("SOURce", "FUNCtion:PULSe:HOLD", lambda c: short_form(_long(c.hold, HOLDS)), s._set_hold),
+            *src("SOURce", "FUNCtion:PULSe:PERiod", lambda c: generator_nr3(1.0 / c.frequency),
+                 None),
+            *src("SOURce", "FUNCtion:SQUare:DCYCle", lambda c: generator_nr3(c.duty_pct),
+                 s._set_duty),
+            *src("SOURce", "FUNCtion:PULSe:HOLD", lambda c: short_form(_long(c.hold, HOLDS)),
+                 s._set_hold),
             *src("SOURce", "VOLTage:HIGH", lambda c: generator_nr3(c.high), s._set_high),
             *src("SOURce", "VOLTage:LOW", lambda c: generator_nr3(c.low), s._set_low),
             *src("SOURce", "APPLy:PULSe", None, s._apply_pulse),
             *src("SOURce", "APPLy", s._apply_query, None),
             *src("SOURce", "FM:STATe", lambda c: _bool(c.fm_state), s._set_fm_state),
-            *src("SOURce", "FM:SOURce", lambda c: short_form(_long(c.fm_source, FM_SOURCES)), s._set_fm_source),
+            *src("SOURce", "FM:SOURce", lambda c: short_form(_long(c.fm_source, FM_SOURCES)),
+                 s._set_fm_source),
             *src(
                 "SOURce",
                 "FM:INTernal:FUNCtion",
                 lambda c: short_form(_long(c.fm_function, MODULATING)),
                 s._set_fm_function,
             ),
-            *src("SOURce", "FM:INTernal:FREQuency", lambda c: generator_nr3(c.fm_frequency), s._set_fm_frequency),
-            *src("SOURce", "FM:DEViation", lambda c: generator_nr3(c.fm_deviation), s._set_fm_deviation),
+            *src("SOURce", "FM:INTernal:FREQuency", lambda c: generator_nr3(c.fm_frequency),
+                 s._set_fm_frequency),
+            *src("SOURce", "FM:DEViation", lambda c: generator_nr3(c.fm_deviation),
+                 s._set_fm_deviation),
             *src("OUTPut", "", lambda c: _bool(c.output), s._set_output, optional_root=False),
             *src("OUTPut", "STATe", lambda c: _bool(c.output), s._set_output, optional_root=False),
             *src(
@@ -369,8 +388,10 @@ class Keysight33500Model:
             nodes.append(
                 Node(
                     pattern,
-                    get=None if get is None else (lambda *n, g=get: g(self.channels[n[0] if n else 1])),
-                    set=None if set is None else (lambda a, *n, f=set: self._set(f, a, n[0] if n else 1)),
+                    get=None if get is None else (lambda *n,
+                                                  g=get: g(self.channels[n[0] if n else 1])),
+                    set=None if set is None else (lambda a, *n, f=set: self._set(f, a,
+                                                                                 n[0] if n else 1)),
                 )
             )
         return nodes
@@ -388,7 +409,8 @@ class Keysight33500Model:
             self.trains[n].switch((c.frequency, int(round(c.width * 1e9)), c.jitter))
         else:
             duty = c.duty_pct / 100.0
-            self.trains[n].switch((c.frequency, int(round(duty * 1e9 / c.frequency)), c.jitter), duty)
+            self.trains[n].switch((c.frequency, int(round(duty * 1e9 / c.frequency)), c.jitter),
+                                  duty)
 
     # --- status ----------------------------------------------------------------------------
     def reset(self) -> None:
@@ -415,7 +437,8 @@ class Keysight33500Model:
 
     # --- settings (each checks what the pulse needs before it changes anything) ----------------
     def _check_pulse(self, c: ChannelState) -> None:
-        """The width must fit the shortest period with a minimum low time, and FM stay below the carrier."""
+        """The width must fit the shortest period with a minimum low time, and FM stay below the
+        carrier."""
         if c.fm_state and c.fm_deviation > c.frequency:
             raise Fault(221, "Settings conflict")
         shortest = 1.0 / (c.frequency * (1.0 + c.jitter))
@@ -423,7 +446,8 @@ class Keysight33500Model:
             raise Fault(221, "Settings conflict")
         if c.function == "PULSE" and c.fm_state and not self.fm_on_pulse:
             raise Fault(221, "Settings conflict")
-        if c.function == "SQUARE" and min(c.duty_pct, 100.0 - c.duty_pct) / 100.0 * shortest < MIN_WIDTH_S:
+        if c.function == "SQUARE" and min(c.duty_pct,
+                                          100.0 - c.duty_pct) / 100.0 * shortest < MIN_WIDTH_S:
             raise Fault(221, "Settings conflict")
 
     def _tentatively(self, c: ChannelState, **changes: object) -> None:
@@ -505,7 +529,8 @@ class Keysight33500Model:
 
     def _apply_query(self, c: ChannelState) -> str:
         what = short_form(_long(c.function, FUNCTIONS))
-        numbers = ",".join(generator_nr3(v) for v in (c.frequency, c.high - c.low, (c.high + c.low) / 2))
+        numbers = ",".join(generator_nr3(v) for v in (c.frequency, c.high - c.low,
+                                                      (c.high + c.low) / 2))
         return f'"{what} {numbers}"'
 
 

@@ -28,7 +28,8 @@ from segment 1's, in seconds) describe. With :WAVeform:SEGMented:ALL 1 (models w
 `segments_all`, the 3000T and 4000 X; an IDN naming a DSO-X/MSO-X 2000 model makes a 2000 X,
 which has not), :WAVeform:DATA? answers every segment in one block
 (the preamble's points stay per segment) and :WAVeform:SEGMented:XLISt? TTAG lists every
-segment's time tag (comma-separated, in an IEEE 488.2 block); a model without it answers those with "Undefined header".
+segment's time tag (comma-separated, in an IEEE 488.2 block); a model without it answers those with
+"Undefined header".
 
 Simplified: the acquisition memory depth is what :WAVeform:POINts asked for
 (rounded up to 100, 250, 500, 1000, 2000, 5000, 10000 ... 8000000 and clamped to the largest),
@@ -45,7 +46,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from instruments.sim.commands import Fault, Node, boolean, bounded, choice, esr_bit, integer, number, short_form
+from instruments.sim.commands import (
+    Fault,
+    Node,
+    boolean,
+    bounded,
+    choice,
+    esr_bit,
+    integer,
+    number,
+    short_form,
+)
 from instruments.sim.scope_model import CHANNELS, Channel, Record, ScopeModel, Settings
 
 DEFAULT_IDN = "KEYSIGHT TECHNOLOGIES,DSOX3034T,MY00000001,07.50.2021102830"
@@ -61,9 +72,11 @@ REFERENCES = {"LEFT": 10.0, "CENTER": 50.0, "RIGHT": 90.0}  # % of the screen fr
 TIME_PER_DIV_RANGE = (1e-9, 50.0)
 VOLTS_PER_DIV_RANGE = (1e-3, 5.0)
 OFFSET_RANGE = (-40.0, 40.0)
-KEYWORDS = ("CENTer", "RIGHt", "LEFT", "EDGE", "AUTO", "NORMal", "RAW", "MAXimum", "RTIMe", "SEGMented")
+KEYWORDS = ("CENTer", "RIGHt", "LEFT", "EDGE", "AUTO", "NORMal", "RAW", "MAXimum", "RTIMe",
+            "SEGMented")
 MAX_SEGMENTS = 1000  # the 3000T X's segmented memory (see docs/scopes/)
-SEGMENT_REARM_NS = 1_000.0  # shortest time from a segment's end to the next trigger (see docs/scopes/)
+# shortest time from a segment's end to the next trigger (see docs/scopes/)
+SEGMENT_REARM_NS = 1_000.0
 _CHANNEL = re.compile(r"(?:CHAN|CHANNEL)(\d+)", re.IGNORECASE)
 
 
@@ -104,7 +117,8 @@ class InfiniiVisionModel(ScopeModel):
     segments_all = True  # :WAVeform:SEGMented:ALL and :XLISt? (3000T, 4000 X; not the 2000 X)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        # a 2000 X (model DSOX2…/DSO-X 2…/MSO-X 2…) has no :WAVeform:SEGMented:ALL: segment by segment
+        # a 2000 X (model DSOX2…/DSO-X 2…/MSO-X 2…) has no :WAVeform:SEGMented:ALL: segment by
+        # segment
         if re.search(r",\s*(?:DSO|MSO)-?X\s*2\d{3}", str(kwargs.get("idn") or "")):
             self.segments_all = False
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -142,15 +156,19 @@ class InfiniiVisionModel(ScopeModel):
         return [
             *self._common_nodes(),
             Node("SYSTem:ERRor", get=s._system_error),
-            Node("CHANnel<n>:SCALe", get=lambda n: infiniivision_nr3(ch(n).scale), set=s._set_scale),
-            Node("CHANnel<n>:OFFSet", get=lambda n: infiniivision_nr3(ch(n).offset), set=s._set_offset),
+            Node("CHANnel<n>:SCALe", get=lambda n: infiniivision_nr3(ch(n).scale),
+                 set=s._set_scale),
+            Node("CHANnel<n>:OFFSet", get=lambda n: infiniivision_nr3(ch(n).offset),
+                 set=s._set_offset),
             Node(
                 "CHANnel<n>:DISPlay",
                 get=lambda n: s._bool(ch(n).displayed),
                 set=lambda a, n: setattr(ch(n), "displayed", boolean(a)),
             ),
-            Node("TIMebase:SCALe", get=lambda: infiniivision_nr3(s.ks.time_per_div), set=s._set_tdiv),
-            Node("TIMebase:POSition", get=lambda: infiniivision_nr3(s.ks.time_position), set=s._set_time_position),
+            Node("TIMebase:SCALe", get=lambda: infiniivision_nr3(s.ks.time_per_div),
+                 set=s._set_tdiv),
+            Node("TIMebase:POSition", get=lambda: infiniivision_nr3(s.ks.time_position),
+                 set=s._set_time_position),
             Node(
                 "TIMebase:REFerence",
                 get=lambda: _short(s.ks.reference),
@@ -181,7 +199,8 @@ class InfiniiVisionModel(ScopeModel):
             Node("SINGle", set=lambda a: s._single()),
             Node("RUN", set=lambda a: setattr(s, "_running", True)),
             Node("STOP", set=lambda a: s._stop()),
-            Node("OPERegister:CONDition", get=lambda: f"{RUN_BIT if s.busy or s._running else 0:+d}"),
+            Node("OPERegister:CONDition",
+                 get=lambda: f"{RUN_BIT if s.busy or s._running else 0:+d}"),
             Node("TER", get=s._ter),
             Node(
                 "WAVeform:SOURce",
@@ -202,13 +221,16 @@ class InfiniiVisionModel(ScopeModel):
                 get=lambda: _short(s.ks.acquire_mode),
                 set=lambda a: setattr(s.ks, "acquire_mode", choice(a, ("RTIMe", "SEGMented"))),
             ),
-            Node("ACQuire:SEGMented:COUNt", get=lambda: f"{s.ks.segment_count:+d}", set=s._set_segment_count),
-            Node("ACQuire:SEGMented:INDex", get=lambda: f"{s.ks.segment_index:+d}", set=s._set_segment_index),
+            Node("ACQuire:SEGMented:COUNt", get=lambda: f"{s.ks.segment_count:+d}",
+                 set=s._set_segment_count),
+            Node("ACQuire:SEGMented:INDex", get=lambda: f"{s.ks.segment_index:+d}",
+                 set=s._set_segment_index),
             Node("WAVeform:SEGMented:COUNt", get=lambda: f"{s._segments_acquired():+d}"),
             Node("WAVeform:SEGMented:TTAG", get=s._time_tag),
             *([Node("WAVeform:SEGMented:ALL", get=lambda: s._bool(s.ks.segments_all),
                     set=lambda a: setattr(s.ks, "segments_all", boolean(a))),
-               Node("WAVeform:SEGMented:XLISt", get=s._time_tags, query_arg=True)] if self.segments_all else []),
+               Node("WAVeform:SEGMented:XLISt", get=s._time_tags,
+                    query_arg=True)] if self.segments_all else []),
             Node("MEASure:SOURce", get=lambda: f"CHAN{s.ks.measure_source}",
                  set=lambda a: setattr(s.ks, "measure_source", _channel_arg(a))),
             Node("MEASure:PWIDth", get=s._pulse_width, query_arg=True),
@@ -269,7 +291,9 @@ class InfiniiVisionModel(ScopeModel):
         if v < 2:
             raise Fault(222, "Data out of range")
         # the instrument clamps: no more segments than its memory holds at the record's points
-        self.ks.segment_count = min(v, self.max_segments, max(2, self.record_lengths[-1] // self.ks.points))
+        self.ks.segment_count = min(
+            v, self.max_segments, max(2, self.record_lengths[-1] // self.ks.points)
+        )
 
     def _set_segment_index(self, arg: str) -> None:
         v = integer(arg)

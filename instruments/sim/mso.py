@@ -38,7 +38,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from instruments.sim.commands import Fault, Node, boolean, bounded, choice, integer, number, quoted, tek_nr3
+from instruments.sim.commands import (
+    Fault,
+    Node,
+    boolean,
+    bounded,
+    choice,
+    integer,
+    number,
+    quoted,
+    tek_nr3,
+)
 from instruments.sim.scope_model import CHANNELS, Record, Settings
 from instruments.sim.signal import LEVELS_PER_DIV
 from instruments.sim.tds import ENCODINGS, NO_MEASUREMENT, TdsModel, TdsSettings, encode_curve
@@ -49,7 +59,8 @@ LARGEST_RECORD = 62_500_000
 DEFAULT_MAX_RECORD = 1_000_000  # what the sim renders by default; a real MSO 5 holds 62.5 M
 TIME_PER_DIV_RANGE = (200e-12, 1000.0)
 OFFSET_RANGE = (-10.0, 10.0)
-FASTFRAME_REARM_NS = 1_000.0  # shortest time from a frame's end to the next trigger (see docs/scopes/)
+# shortest time from a frame's end to the next trigger (see docs/scopes/)
+FASTFRAME_REARM_NS = 1_000.0
 # the time stamps' calendar origin: the source clock's 0 (a stamp carries date and time of day)
 STAMP_EPOCH = dt.datetime(2026, 1, 1, 0, 0, 0)
 _TDS_ONLY = ("HORizontal:MAIn", "HORizontal:TRIGger", "TRIGger:MAIn", "WFMPre", "MEASUrement:IMMed")
@@ -138,7 +149,11 @@ class MsoModel(TdsModel):
     def _build_table(self) -> list[Node]:
         s = self
         ch = self._channel
-        shared = [n for n in super()._build_table() if not n.pattern.startswith(_TDS_ONLY) and n.pattern != "CURVe"]
+        shared = [
+            n
+            for n in super()._build_table()
+            if not n.pattern.startswith(_TDS_ONLY) and n.pattern != "CURVe"
+        ]
         return shared + [
             Node(
                 "DISplay:GLObal:CH<n>:STATE",
@@ -149,7 +164,8 @@ class MsoModel(TdsModel):
             Node(
                 "HORizontal:MODe",
                 get=lambda: s._kw(s.s.horizontal_mode),
-                set=lambda a: setattr(s.s, "horizontal_mode", choice(a, ("AUTO", "CONStant", "MANual"))),
+                set=lambda a: setattr(s.s, "horizontal_mode", choice(a, ("AUTO", "CONStant",
+                                                                         "MANual"))),
             ),
             Node("HORizontal:DELay:MODe", get=lambda: s._bool(s.s.delay_mode),
                  set=lambda a: setattr(s.s, "delay_mode", boolean(a))),
@@ -184,19 +200,23 @@ class MsoModel(TdsModel):
                 get=lambda: s._bool(s.ms.fastframe),
                 set=lambda a: setattr(s.ms, "fastframe", boolean(a)),
             ),
-            Node("HORizontal:FASTframe:COUNt", get=lambda: str(s.ms.frame_count), set=s._set_frame_count),
+            Node("HORizontal:FASTframe:COUNt", get=lambda: str(s.ms.frame_count),
+                 set=s._set_frame_count),
             Node("HORizontal:FASTframe:MAXFRames", get=lambda: str(s.max_frames())),
             Node("HORizontal:FASTframe:TIMEStamp:ALL", get=s._time_stamps),
-            Node("DATa:FRAMESTARt", get=lambda: str(s.ms.frame_start), set=lambda a: s._set_frame("frame_start", a)),
+            Node("DATa:FRAMESTARt", get=lambda: str(s.ms.frame_start),
+                 set=lambda a: s._set_frame("frame_start", a)),
             Node("DATa:FRAMESTOP", get=lambda: str(s.ms.frame_stop or "MAX"),
                  set=lambda a: s._set_frame("frame_stop", a)),
-            Node("WFMOutpre:NR_FR", get=lambda: str(len(s._frame_range(s._source_record(None)[0])))),
+            Node("WFMOutpre:NR_FR",
+                 get=lambda: str(len(s._frame_range(s._source_record(None)[0])))),
             Node("CURVe", get=s._frames_curve),
             Node("MEASUrement:ADDNew", set=s._add_measurement),
             Node("MEASUrement:LIST", get=lambda: ",".join(s.ms.measurements) or "NONE"),
             Node("MEASUrement:MEAS<n>:TYPe", get=lambda n: s._kw(s._measured(n).measure_type),
                  set=lambda a, n: s._measured(n) and s._set_measure_type(a)),
-            Node("MEASUrement:MEAS<n>:SOUrce<n>", get=lambda n, m: f"CH{s._measured(n).measure_source}",
+            Node("MEASUrement:MEAS<n>:SOUrce<n>", get=lambda n,
+                 m: f"CH{s._measured(n).measure_source}",
                  set=lambda a, n, m: setattr(s._measured(n), "measure_source", s._channel_arg(a))),
             *[Node(f"MEASUrement:MEAS<n>:RESUlts:CURRentacq:{stat}",
                    get=lambda n, stat=stat: s._measured(n) and s._result(stat))
@@ -282,7 +302,8 @@ class MsoModel(TdsModel):
         if triggers is None:
             triggers = np.array([rec.info.trigger_ns])
         frames = self._frame_range(rec)
-        return format_time_stamps([float(triggers[f - 1]) for f in frames], frames.start, self.stamp_form)
+        return format_time_stamps([float(triggers[f - 1]) for f in frames], frames.start,
+                                  self.stamp_form)
 
     def _outpre(self, field_name: str | None) -> str:
         rec, channel = self._source_record(None)
@@ -342,7 +363,11 @@ def time_stamp(ns: float, form: str = "numbered") -> str:
     when = STAMP_EPOCH + dt.timedelta(seconds=seconds)
     if form == "dpo":
         digits = f"{ps:012d}"
-        return when.strftime("%d %b %Y %H:%M:%S") + "." + " ".join(digits[i:i + 3] for i in range(0, 12, 3))
+        return (
+            when.strftime("%d %b %Y %H:%M:%S")
+            + "."
+            + " ".join(digits[i : i + 3] for i in range(0, 12, 3))
+        )
     return when.strftime("%d.%m.%Y.%H:%M:%S") + f".{ps:012d}"
 
 
@@ -354,6 +379,8 @@ def format_time_stamps(triggers_ns: list[float], first_frame: int, form: str) ->
     if form == "dpo":
         return ",".join(f'"{time_stamp(ns, form)}"' for ns in triggers_ns)
     if form == "numbered-quoted":
-        return ",".join(f'"{f}: {time_stamp(ns)}"' for f, ns in zip(frames, triggers_ns, strict=True))
+        return ",".join(f'"{f}: {time_stamp(ns)}"' for f, ns in zip(frames, triggers_ns,
+                                                                    strict=True))
     separator = ";" if form == "numbered-semicolons" else ","
-    return separator.join(f"{f}: {time_stamp(ns)}" for f, ns in zip(frames, triggers_ns, strict=True))
+    return separator.join(f"{f}: {time_stamp(ns)}" for f, ns in zip(frames, triggers_ns,
+                                                                    strict=True))

@@ -33,11 +33,11 @@ log = logging.getLogger(__name__)
 CHANNELS = (1, 2, 3, 4)
 POLL_S = 0.0005  # how often a waiting acquisition looks at the source
 AUTO_TRIGGER_NS = 100_000_000  # the trigger's AUTO mode fires by itself after this
-# Where the scope puts its time zero against the true crossing of the trigger level: a normal error of
-# this rms, acquisition by acquisition (and frame by frame). Tektronix's TDS7000 service manual gives
-# a trigger jitter of σ = 8 ps and a trigger position error of ±(1 sample + 1 ns) in sample mode;
-# the sample part is the sample clock's free-running phase (modelled apart), so 0.5 ns puts the rest
-# at 2σ. An assumption for the older and cheaper models, documented in docs/twin.md.
+# Where the scope puts its time zero against the true crossing of the trigger level: a normal error
+# of this rms, acquisition by acquisition (and frame by frame). Tektronix's TDS7000 service manual
+# gives a trigger jitter of σ = 8 ps and a trigger position error of ±(1 sample + 1 ns) in sample
+# mode; the sample part is the sample clock's free-running phase (modelled apart), so 0.5 ns puts
+# the rest at 2σ. An assumption for the older and cheaper models, documented in docs/twin.md.
 TRIGGER_ERROR_NS = 0.5
 MEASURE_HYSTERESIS = 0.1  # of the amplitude, around the measurement's 50 % reference
 
@@ -105,7 +105,8 @@ class AcquisitionInfo:
     """Ground truth of one completed acquisition, on the source's clock."""
 
     number: int  # 1, 2, ... since the server started
-    trigger_ns: float  # the scope's time zero: where it placed its trigger (the crossing + its error)
+    # the scope's time zero: where it placed its trigger (the crossing + its error)
+    trigger_ns: float
     first_sample_ns: float  # time of sample 0
     dt_ns: float
     record_length: int  # points per frame
@@ -131,7 +132,8 @@ class Record:
     xzero_s: float
     time_per_div: float
     channels: dict[int, Channel]  # vertical settings at acquisition time
-    codes: dict[int, np.ndarray]  # displayed channel -> int8 digitizer levels ((frames, points) if segmented)
+    # displayed channel -> int8 digitizer levels ((frames, points) if segmented)
+    codes: dict[int, np.ndarray]
     frame_xzero_s: np.ndarray | None = None  # segmented: each frame's first sample from its trigger
 
 
@@ -160,7 +162,8 @@ class ScopeModel:
         # what each probed channel sees; all sources must share the probe channel's clock
         self.sources = {**(channel_sources or {}), probe_channel: source}
         if not set(self.sources) <= set(CHANNELS):
-            raise ValueError(f"channel sources must be on channels {CHANNELS}, got {sorted(self.sources)}")
+            raise ValueError(f"channel sources must be on channels {CHANNELS}, got "
+                             f"{sorted(self.sources)}")
         self.signal = signal
         self.rng = rng
         self.probe_channel = probe_channel
@@ -180,7 +183,8 @@ class ScopeModel:
         self._trigger_state = "SAVE"
         self._numacq = 0
         self.record: Record | None = None
-        self._encoded: tuple[Hashable, bytes] | None = None  # the last data block built, and its key
+        # the last data block built, and its key
+        self._encoded: tuple[Hashable, bytes] | None = None
         self.acquisitions: list[AcquisitionInfo] = []
         self._table = self._build_table()
 
@@ -209,7 +213,8 @@ class ScopeModel:
         return b";".join(replies) if replies else None
 
     async def _unit(self, unit: str, path: list[str]) -> tuple[bytes | None, list[str]]:
-        node, suffixes, arg, query, path = resolve(self._table, unit, path, "Undefined header; Command not found")
+        node, suffixes, arg, query, path = resolve(self._table, unit, path,
+                                                   "Undefined header; Command not found")
         return await self._run(node, suffixes, arg, query), path
 
     async def _run(self, node: Node, suffixes: list[int], arg: str, query: bool) -> bytes | None:
@@ -323,7 +328,8 @@ class ScopeModel:
 
     # --- segmented memory (the MSO's FastFrame, the InfiniiVision's segments) -----------------
 
-    rearm_ns = 0.0  # a segmented model's shortest time from a frame's last sample to the next trigger
+    # a segmented model's shortest time from a frame's last sample to the next trigger
+    rearm_ns = 0.0
 
     def frames_requested(self, s: Settings) -> int:
         """Frames the armed settings ask for: 1 (a single record) on a scope without segments."""
@@ -422,7 +428,9 @@ class ScopeModel:
             ready = sum(1 for t, e in zip(triggers[done:], placed[done:], strict=True)
                         if t + e + post_ns + dt_ns + settle < now)
             if ready:
-                zeros = np.asarray(triggers[done:done + ready]) + np.asarray(placed[done:done + ready])
+                zeros = np.asarray(triggers[done : done + ready]) + np.asarray(
+                    placed[done : done + ready]
+                )
                 self._render_frames(channels, rendered, zeros,
                                     xzero_ns[done:done + ready], pt_off, dt_ns, n, settle)
                 done += ready
@@ -435,8 +443,10 @@ class ScopeModel:
         anchors = np.floor(trig).astype(np.int64)
         first_rel = (trig - anchors) + xzero_ns - pt_off * dt_ns
         info = AcquisitionInfo(
-            number=len(self.acquisitions) + 1, trigger_ns=float(trig[0]), first_sample_ns=anchors[0] + first_rel[0],
-            dt_ns=dt_ns, record_length=n, pt_off=pt_off, frame_triggers_ns=trig, crossing_ns=crossings,
+            number=len(self.acquisitions) + 1, trigger_ns=float(trig[0]),
+            first_sample_ns=anchors[0] + first_rel[0],
+            dt_ns=dt_ns, record_length=n, pt_off=pt_off, frame_triggers_ns=trig,
+            crossing_ns=crossings,
         )
         self.acquisitions.append(info)
         codes = {c: np.concatenate(batches) for c, batches in rendered.items()}
@@ -454,17 +464,21 @@ class ScopeModel:
         first_rel = (trig - anchors) + xzero_ns - pt_off * dt_ns
         t0 = anchors[0] + int(np.floor(first_rel[0] - settle))
         t1 = anchors[-1] + int(np.ceil(first_rel[-1] + (n - 1) * dt_ns + settle)) + 1
-        base = anchors[0]  # frame times from here: float64 keeps sub-ns room over a long acquisition
+        # frame times from here: float64 keeps sub-ns room over a long acquisition
+        base = anchors[0]
         frame_t0 = (anchors - base).astype(np.float64) + first_rel
         for c, chan in channels.items():
             source = self.sources.get(c)
             pulses = (np.empty((0, 2), np.int64) if source is None
-                      else np.asarray(source.edges(int(t0), int(t1)), dtype=np.int64).reshape(-1, 2))
-            volts = self.signal.render_frames((pulses - base).astype(np.float64), frame_t0, dt_ns, n, self.rng)
+                      else np.asarray(source.edges(int(t0), int(t1)), dtype=np.int64).reshape(-1,
+                                                                                              2))
+            volts = self.signal.render_frames((pulses - base).astype(np.float64), frame_t0, dt_ns,
+                                              n, self.rng)
             rendered[c].append(self._digitize(volts, chan))
 
     def _channel_pulses(self, channel: int, t0: int, t1: int, anchor: int) -> np.ndarray:
-        """Rows [lead, trail] (ns after `anchor`) of the pulses channel `channel` sees in [t0, t1)."""
+        """Rows [lead, trail] (ns after `anchor`) of the pulses channel `channel` sees in [t0,
+        t1)."""
         source = self.sources.get(channel)
         if source is None:
             return np.empty((0, 2))  # no probe: 0 V and noise
@@ -479,7 +493,11 @@ class ScopeModel:
         return s.trigger_position_pct
 
     def _trigger_error(self) -> float:
-        return float(self._trigger_rng.normal(0.0, self.trigger_error_ns)) if self.trigger_error_ns > 0 else 0.0
+        return (
+            float(self._trigger_rng.normal(0.0, self.trigger_error_ns))
+            if self.trigger_error_ns > 0
+            else 0.0
+        )
 
     def _trigger_level(self, s: Settings) -> float:
         return s.trigger_level
@@ -489,7 +507,8 @@ class ScopeModel:
         return float(cross[0]) if len(cross) else None
 
     def _trigger_crossings(self, s: Settings, t0: int, t1: int) -> np.ndarray:
-        """The times in [t0, t1) at which the trigger source crosses the level with the slope, in order."""
+        """The times in [t0, t1) at which the trigger source crosses the level with the slope, in
+        order."""
         source = self.sources.get(s.trigger_source)
         if source is None:
             return np.empty(0)  # a channel without a probe carries only noise around 0 V

@@ -116,7 +116,8 @@ class SCPIServer:
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self._requested_port, limit=self.line_limit)
+        self._server = await asyncio.start_server(self._serve, self.host, self._requested_port,
+                                                  limit=self.line_limit)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -186,7 +187,11 @@ async def send_over(writer: asyncio.StreamWriter, reply: bytes, bus: BusProfile)
     loop = asyncio.get_running_loop()
     begun = loop.time()
     await asyncio.sleep(bus.overhead_s)
-    step = max(PACED_SLICE, round(bus.bytes_per_s * PACED_SLICE_S)) if math.isfinite(bus.bytes_per_s) else len(reply)
+    step = (
+        max(PACED_SLICE, round(bus.bytes_per_s * PACED_SLICE_S))
+        if math.isfinite(bus.bytes_per_s)
+        else len(reply)
+    )
     if len(reply) <= step:
         await asyncio.sleep(begun + total - loop.time())
         send(writer, reply)
@@ -196,7 +201,9 @@ async def send_over(writer: asyncio.StreamWriter, reply: bytes, bus: BusProfile)
     for start in range(0, len(reply), step):
         end = min(start + step, len(reply))
         # this slice's last byte is due once the bytes up to it have crossed at the bus's rate
-        await asyncio.sleep(begun + bus.overhead_s + carried * (end / (len(reply) + 1)) - loop.time())
+        await asyncio.sleep(
+            begun + bus.overhead_s + carried * (end / (len(reply) + 1)) - loop.time()
+        )
         writer.write(view[start:end])
         await writer.drain()
     await asyncio.sleep(begun + total - loop.time())
@@ -246,8 +253,9 @@ def _set_replies(model: InstrumentModel, replies: dict[str, str]) -> None:
     separator = replies.pop("frame_separator", "none")
     stamps = replies.pop("time_stamps", "numbered")
     if replies or separator not in ("none", "semicolon") or stamps not in STAMP_FORMS:
-        raise ValueError(f"reply forms: frame_separator none|semicolon, time_stamps {'|'.join(STAMP_FORMS)}; "
-                         f"not {separator!r}, {stamps!r}{', ' + ', '.join(replies) if replies else ''}")
+        raise ValueError("reply forms: frame_separator none|semicolon, time_stamps "
+                         f"{'|'.join(STAMP_FORMS)}; not {separator!r}, "
+                         f"{stamps!r}{', ' + ', '.join(replies) if replies else ''}")
     model.frame_separator = b";" if separator == "semicolon" else b""
     model.stamp_form = stamps
 
@@ -314,7 +322,8 @@ class SimScopeServer(SCPIServer):
         )
         if trigger_error_ns is not None:
             if not (math.isfinite(trigger_error_ns) and trigger_error_ns >= 0):
-                raise ValueError(f"trigger_error_ns must be a finite rms >= 0, not {trigger_error_ns!r}")
+                raise ValueError("trigger_error_ns must be a finite rms >= 0, not "
+                                 f"{trigger_error_ns!r}")
             model.trigger_error_ns = trigger_error_ns
         if replies:
             _set_replies(model, dict(replies))

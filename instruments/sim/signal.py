@@ -122,7 +122,8 @@ class LogicSignal:
         return volts.reshape(frames, n)
 
     @staticmethod
-    def _add_frame_ramps(frac: np.ndarray, t0: np.ndarray, edges: np.ndarray, sign: float, ramp: float,
+    def _add_frame_ramps(frac: np.ndarray, t0: np.ndarray, edges: np.ndarray, sign: float,
+                         ramp: float,
                          dt: float, n: int) -> None:
         """`_add_ramps` over frames laid end to end in `frac` (frame f's samples from f·n)."""
         if ramp <= 0 or not len(edges):
@@ -137,7 +138,8 @@ class LogicSignal:
         np.add.at(frac, (f[:, None] * n + idx)[ok], sign * corr[ok])
 
     @staticmethod
-    def _add_ramps(frac: np.ndarray, edges: np.ndarray, sign: float, ramp: float, t0: float, dt: float) -> None:
+    def _add_ramps(frac: np.ndarray, edges: np.ndarray, sign: float, ramp: float, t0: float,
+                   dt: float) -> None:
         if ramp <= 0 or not len(edges):
             return
         n = len(frac)
@@ -150,7 +152,8 @@ class LogicSignal:
         np.add.at(frac, idx[ok], sign * corr[ok])
 
 
-def digitize(volts: np.ndarray, volts_per_div: float, position_div: float, offset_v: float = 0.0) -> np.ndarray:
+def digitize(volts: np.ndarray, volts_per_div: float, position_div: float,
+             offset_v: float = 0.0) -> np.ndarray:
     """Volts -> int8 levels as a Tektronix digitizer: 25 per division, clipped at -128/127.
 
     `offset_v` is subtracted before the position is added (MSO: CH<n>:OFFSet, CH<n>:POSition).

@@ -58,9 +58,13 @@ class PeriodicEdgeSource:
         # pulse k leads at k·period + a delay drawn once per table slot in [0, jitter)
         self.jitter_ns = int(round(jitter_s * 1e9))
         jitter_rng = np.random.default_rng([seed, 1])
-        self._delays_ns = np.floor(jitter_rng.uniform(0.0, self.jitter_ns, table_size)).astype(np.int64)
-        if not (self._widths_ns.min() > 0 and self._widths_ns.max() + self.jitter_ns < self.period_ns):
-            raise ValueError("pulse widths (plus the jitter) must lie strictly between 0 and the period")
+        self._delays_ns = np.floor(jitter_rng.uniform(0.0, self.jitter_ns,
+                                                      table_size)).astype(np.int64)
+        if not (
+            self._widths_ns.min() > 0 and self._widths_ns.max() + self.jitter_ns < self.period_ns
+        ):
+            raise ValueError("pulse widths (plus the jitter) must lie strictly between 0 and the "
+                             "period")
         self._origin = time.monotonic_ns()
 
     def now_ns(self) -> int:
@@ -126,7 +130,8 @@ class ResponseSource:
         return self.stimulus.now_ns()
 
     def delays_ns(self, lead_ns: np.ndarray) -> np.ndarray:
-        """The delay (ns, whole) of the answer to the pulse leading at each `lead_ns`; NaN if missed."""
+        """The delay (ns, whole) of the answer to the pulse leading at each `lead_ns`; NaN if
+        missed."""
         lead = np.asarray(lead_ns, dtype=np.int64)
         low, high = self.delay_range_ns
         delay = np.rint(low + (high - low) * unit_hash(lead, self.seed)).astype(np.float64)
@@ -136,7 +141,8 @@ class ResponseSource:
 
     def edges(self, t0_ns: int, t1_ns: int) -> np.ndarray:
         latest = int(math.ceil(self.delay_range_ns[1]))
-        pulses = np.asarray(self.stimulus.edges(t0_ns - latest, t1_ns), dtype=np.int64).reshape(-1, 2)
+        pulses = np.asarray(self.stimulus.edges(t0_ns - latest, t1_ns), dtype=np.int64).reshape(-1,
+                                                                                                2)
         delay = self.delays_ns(pulses[:, 0])
         answered = ~np.isnan(delay)
         shifted = pulses[answered] + delay[answered].astype(np.int64)[:, None]

@@ -41,7 +41,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from instruments.sim.commands import Fault, Node, boolean, choice, integer, number, quoted, short_form, tek_nr3
+from instruments.sim.commands import (
+    Fault,
+    Node,
+    boolean,
+    choice,
+    integer,
+    number,
+    quoted,
+    short_form,
+    tek_nr3,
+)
 from instruments.sim.scope_model import CHANNELS, ScopeModel, Settings
 from instruments.sim.signal import LEVELS_PER_DIV
 
@@ -178,7 +188,8 @@ class TdsModel(ScopeModel):
             ],
             *[Node(f"WFMPre:CH<n>:{f}", get=lambda n, f=f: s._preamble(n, f)) for f in _WFM_FIELDS],
             Node("CURVe", get=s._curve),
-            Node("MEASUrement:IMMed:TYPe", get=lambda: s._kw(s.s.measure_type), set=s._set_measure_type),
+            Node("MEASUrement:IMMed:TYPe", get=lambda: s._kw(s.s.measure_type),
+                 set=s._set_measure_type),
             Node("MEASUrement:IMMed:SOUrce<n>", get=lambda n: f"CH{s.s.measure_source}",
                  set=lambda a, n: setattr(s.s, "measure_source", s._channel_arg(a))),
             Node("MEASUrement:IMMed:SOUrce", get=lambda: f"CH{s.s.measure_source}",
@@ -350,7 +361,8 @@ class TdsModel(ScopeModel):
         start, stop = self._transfer_range(rec.info.record_length)
         encoding, width = self.s.encoding, self.s.width
         key = (rec.info.number, channel, start, stop, encoding, width)
-        return self._block(key, lambda: encode_curve(rec.codes[channel][start - 1 : stop], encoding, width))
+        return self._block(key, lambda: encode_curve(rec.codes[channel][start - 1 : stop], encoding,
+                                                     width))
 
 
 def encode_curve(codes: np.ndarray, encoding: str, width: int) -> bytes:
@@ -371,4 +383,5 @@ def encode_curve(codes: np.ndarray, encoding: str, width: int) -> bytes:
 
 
 _FORMAT_FIELDS = ("BYT_Nr", "BIT_Nr", "ENCdg", "BN_Fmt", "BYT_Or")
-_WFM_FIELDS = ("WFId", "NR_Pt", "PT_Fmt", "XUNit", "XINcr", "XZEro", "PT_Off", "YUNit", "YMUlt", "YOFf", "YZEro")
+_WFM_FIELDS = ("WFId", "NR_Pt", "PT_Fmt", "XUNit", "XINcr", "XZEro", "PT_Off", "YUNit", "YMUlt",
+               "YOFf", "YZEro")

@@ -31,10 +31,12 @@ class AnalysisInput:
     """What a kind's analysis is given: its runs of the campaign and the campaign's settings."""
 
     run_dirs: list[Path]
-    campaign: dict[str, Any]  # campaign.json; with a deadline given to `station report`, its config says it
+    # campaign.json; with a deadline given to `station report`, its config says it
+    campaign: dict[str, Any]
     deadline_ns: float | None  # report.deadline (or `station report --deadline`), in ns
     exceedance: float  # report.exceedance: the worst case's probability per event
-    deadline_given: bool = False  # given to `station report`: it wins over a kind's own deadline setting
+    # given to `station report`: it wins over a kind's own deadline setting
+    deadline_given: bool = False
     # the caller's own work (the report writer's imports), for a kind whose runs are analysed in
     # other processes to run while it waits for them (station/analysis/run_pool.py); may not be run
     meanwhile: Callable[[], object] | None = None
@@ -55,20 +57,27 @@ class KindReport:
 def section_report(name: str, section: dict[str, Any], samples: dict[str, RunSamples],
                    notes: list[str]) -> KindReport:
     """A kind whose part is one section under its name: its findings with a headline go first."""
-    return KindReport({name: section}, samples, notes, [f for f in section.get("findings") or [] if f.get("headline")])
+    return KindReport({name: section}, samples, notes,
+                      [f for f in section.get("findings") or [] if f.get("headline")])
 
 
 def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
-                     meanwhile: Callable[[], object] | None = None) -> tuple[dict[str, Any], dict[str, RunSamples]]:
+                     meanwhile: Callable[[], object] | None = None) -> tuple[dict[str, Any],
+                                                                             dict[str, RunSamples]]:
     """The report dictionary and the figures' samples. `deadline_ns` (else the campaign file's
     report.deadline) adds the probability of exceeding it to the worst case. `meanwhile`: the
     caller's own work, run while worker processes analyse runs, if any do (AnalysisInput)."""
     out_dir = Path(out_dir)
-    campaign = json.loads((out_dir / "campaign.json").read_text()) if (out_dir / "campaign.json").exists() else {}
+    campaign = (
+        json.loads((out_dir / "campaign.json").read_text())
+        if (out_dir / "campaign.json").exists()
+        else {}
+    )
     settings = (campaign.get("config") or {}).get("report") or {}
     given = deadline_ns is not None
     if deadline_ns is None and settings.get("deadline") is not None:
-        deadline_ns = float(round(float(settings["deadline"]) * 1e9))  # 30us is 29999.999999999996 ns
+        # 30us is 29999.999999999996 ns
+        deadline_ns = float(round(float(settings["deadline"]) * 1e9))
     elif deadline_ns is not None:  # given here (station report --deadline): it wins for every kind
         config = dict(campaign.get("config") or {})
         config["report"] = {**settings, "deadline": deadline_ns / 1e9}
@@ -91,7 +100,8 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
         if kind in known and known[kind].analysis is not None:
             by_kind.setdefault(kind, []).append(run_dir)
         else:
-            notes.append(f"Run {run_dir.name} is a {kind!r} run, which this station version cannot analyse.")
+            notes.append(f"Run {run_dir.name} is a {kind!r} run, which this station version cannot "
+                         "analyse.")
     for flag, ids in spoiled.items():  # once per flag, not once per run
         where = "every run" if len(ids) == len(run_dirs) else "runs " + ", ".join(ids[:5]) + (
             f" and {len(ids) - 5} more" if len(ids) > 5 else "")
@@ -103,9 +113,12 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
     with threadpool_limits(limits=1, user_api="blas"):
         for name in (k for k in known if k in by_kind):
             analyse = known[name].load("analysis")
-            parts.append(analyse(AnalysisInput(by_kind[name], campaign, deadline_ns, exceedance, given, meanwhile)))
+            parts.append(analyse(AnalysisInput(by_kind[name], campaign, deadline_ns, exceedance,
+                                               given, meanwhile)))
     # the kinds' notes in their order (the sections' before the module runs', as always)
-    ordered = [p for p in parts if "runs" not in p.entries] + [p for p in parts if "runs" in p.entries]
+    ordered = [p for p in parts if "runs" not in p.entries] + [
+        p for p in parts if "runs" in p.entries
+    ]
     samples: dict[str, RunSamples] = {}
     for part in ordered:
         samples |= part.samples
@@ -122,9 +135,14 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
             "scope": campaign.get("scope"),
             "generator": campaign.get("generator"),
             # the preset's values as played, and which of them the campaign overrode
-            "twin": campaign.get("twin") and {"overrides": (((campaign.get("config") or {}).get("bench") or {})
-                                                            .get("twin") or {}).get("overrides") or {},
-                                              **campaign["twin"]},
+            "twin": campaign.get("twin")
+            and {
+                "overrides": (
+                    ((campaign.get("config") or {}).get("bench") or {}).get("twin") or {}
+                ).get("overrides")
+                or {},
+                **campaign["twin"],
+            },
             "targets": campaign.get("targets") or {},
         },
         "runs": [],  # a kind whose runs are the report's own (the module kind) fills it
@@ -143,4 +161,5 @@ def entry_identity(manifest: Manifest) -> dict[str, Any]:
     repetition, status and error, from its manifest."""
     run = manifest.run
     return {"id": manifest.run_id, "target": run and run.target, "load": run and run.load,
-            "repetition": run and run.repetition, "status": manifest.status, "error": manifest.error}
+            "repetition": run and run.repetition, "status": manifest.status,
+            "error": manifest.error}

@@ -9,19 +9,19 @@ statistic is a ratio of block totals — a mean is Σx/Σn, a quantile's level i
 variance is that of a ratio of sums of dependent blocks, estimated one of two ways:
 
 * **a load's cycle** (the dd loop's write, sync, checksum, remove, over and over) shows in the block
-  medians' autocorrelation as a trough then a peak beyond ±3/√k, the peak at one cycle (`cycle_blocks`).
-  A run then averages whole cycles, and each cycle's phases cancel in it: the variance is a Bartlett
-  lag window one cycle wide over the linearised block totals (its Fejér kernel is zero at the cycle's
-  frequency and every harmonic, so a strictly periodic profile adds next to nothing, as it adds next
-  to nothing to a mean over whole cycles), with the normal multiplier (see spread_of). Batch means
-  there would count each phase as an independent piece of error, and over-cover (100 % of 900 twin
-  runs against a 95 % goal).
-* otherwise **batch means**: the blocks are merged into k equal batches, the batch size doubled while
-  the batch means are still correlated with their neighbours (lag-1 autocorrelation beyond 1.645/√k:
-  a one-sided 5 % test), and the ratio's variance taken from the k batches, k/(k−1)·Σ(Y_b − R·N_b)²/N²,
-  with Student's t at k−1 degrees of freedom. Fewer than MIN_BATCHES uncorrelated batches: the run is
-  too short for its own dependence, and the interval is withheld with that reason (a bound that
-  pretended would be worse).
+  medians' autocorrelation as a trough then a peak beyond ±3/√k, the peak at one cycle
+  (`cycle_blocks`). A run then averages whole cycles, and each cycle's phases cancel in it: the
+  variance is a Bartlett lag window one cycle wide over the linearised block totals (its Fejér
+  kernel is zero at the cycle's frequency and every harmonic, so a strictly periodic profile adds
+  next to nothing, as it adds next to nothing to a mean over whole cycles), with the normal
+  multiplier (see spread_of). Batch means there would count each phase as an independent piece of
+  error, and over-cover (100 % of 900 twin runs against a 95 % goal).
+* otherwise **batch means**: the blocks are merged into k equal batches, the batch size doubled
+  while the batch means are still correlated with their neighbours (lag-1 autocorrelation beyond
+  1.645/√k: a one-sided 5 % test), and the ratio's variance taken from the k batches, k/(k−1)·Σ(Y_b
+  − R·N_b)²/N², with Student's t at k−1 degrees of freedom. Fewer than MIN_BATCHES uncorrelated
+  batches: the run is too short for its own dependence, and the interval is withheld with that
+  reason (a bound that pretended would be worse).
 
 Quantiles: the level's standard error σ_p from the indicator's block totals gives an effective
 sample size n_eff = p(1−p)/σ_p² (never above n); the interval is the distribution-free one of
@@ -74,7 +74,8 @@ def t_ppf(q: float, df: float) -> float:
 @dataclass(frozen=True)
 class Batching:
     """The batch size chosen for one statistic: `size` fine blocks a batch, `count` batches, the
-    lag-1 autocorrelation of their means, and whether the finest batches were already uncorrelated."""
+    lag-1 autocorrelation of their means, and whether the finest batches were already
+    uncorrelated."""
 
     size: int
     count: int
@@ -121,7 +122,8 @@ def ratio_se(y: np.ndarray, n: np.ndarray, batching: Batching) -> float:
     """Standard error of Σy/Σn from the chosen batches, widened by √((1 + r)/(1 − r)) where their
     lag-1 autocorrelation r is still positive: the test that stopped the doubling has little power
     with few batches, and what correlation is left between them is variance they do not show
-    (delays in phases of ~50 stimuli, 1 000 a run: 86 % held without, 90 % with; tests/test_gpio_analysis.py)."""
+    (delays in phases of ~50 stimuli, 1 000 a run: 86 % held without, 90 % with;
+    tests/test_gpio_analysis.py)."""
     yb, nb = _merge(np.asarray(y, np.float64), np.asarray(n, np.float64), batching.size)
     total = nb.sum()
     r = yb.sum() / total
@@ -133,19 +135,20 @@ def ratio_se(y: np.ndarray, n: np.ndarray, batching: Batching) -> float:
     return se * math.sqrt((1 + lag1) / (1 - lag1)) if 0 < lag1 < 1 else se
 
 
-#: a cycle is looked for within this share of the run's blocks (so a run holds at least 1.67 of them)
+#: a cycle is looked for within this share of the run's blocks (so a run holds at least 1.67 of
+#them)
 CYCLE_SPAN = 0.6
-#: its trough and its peak must pass ±CYCLE_Z/√k: at 2/√k one of ~120 lags crossed by chance in 47 of
-#: 150 independent twin runs (a window over a spurious cycle then under-covers); at 3, in none of 150,
-#: while 140 of 150 runs with the seed's dd cycle still showed it
+#: its trough and its peak must pass ±CYCLE_Z/√k: at 2/√k one of ~120 lags crossed by chance in 47
+#of : 150 independent twin runs (a window over a spurious cycle then under-covers); at 3, in none of
+#150, : while 140 of 150 runs with the seed's dd cycle still showed it
 CYCLE_Z = 3.0
 
 
 def cycle_blocks(medians: Iterable[float]) -> int | None:
-    """The length, in fine blocks, of a load's cycle in the blocks' medians: their autocorrelation dips
-    below −CYCLE_Z/√k (the phases half a cycle apart) and then peaks above +CYCLE_Z/√k (the same phase a
-    cycle on) within the first CYCLE_SPAN of the run; the peak's lag, or None (no cycle, or a run too
-    short for one)."""
+    """The length, in fine blocks, of a load's cycle in the blocks' medians: their autocorrelation
+    dips below −CYCLE_Z/√k (the phases half a cycle apart) and then peaks above +CYCLE_Z/√k (the
+    same phase a cycle on) within the first CYCLE_SPAN of the run; the peak's lag, or None (no
+    cycle, or a run too short for one)."""
     m = np.asarray(list(medians), np.float64)
     k = len(m)
     if k < 2 * MIN_BATCHES or not np.all(np.isfinite(m)):
@@ -167,9 +170,9 @@ def cycle_blocks(medians: Iterable[float]) -> int | None:
 
 
 def window_se(y: np.ndarray, n: np.ndarray, width: int) -> float:
-    """Standard error of Σy/Σn from a Bartlett lag window `width` blocks wide over the linearised block
-    totals z = y − R·n: Σ_{|h|<width} (1 − |h|/width) Σ_i z_i z_{i+h} / N² (never negative: the Fejér
-    kernel of length `width`, zero at a period of `width` blocks and its harmonics)."""
+    """Standard error of Σy/Σn from a Bartlett lag window `width` blocks wide over the linearised
+    block totals z = y − R·n: Σ_{|h|<width} (1 − |h|/width) Σ_i z_i z_{i+h} / N² (never negative:
+    the Fejér kernel of length `width`, zero at a period of `width` blocks and its harmonics)."""
     y, n = np.asarray(y, np.float64), np.asarray(n, np.float64)
     total = float(n.sum())
     z = y - y.sum() / total * n
@@ -197,34 +200,38 @@ class Spread:
     withheld: str | None = None
 
     def t(self, confidence: float) -> float:
-        return Z95 if confidence == 0.95 and math.isinf(self.df) else t_ppf(0.5 + confidence / 2, self.df)
+        return Z95 if confidence == 0.95 and math.isinf(self.df) else t_ppf(0.5 + confidence / 2,
+                                                                            self.df)
 
 
 def spread_of(y: np.ndarray, n: np.ndarray, cycle: int | None, what: str = "an interval",
               block: int = FINE_EVENTS) -> Spread:
-    """The standard error of Σy/Σn: a lag window one load cycle wide where the run shows a cycle, batch
-    means otherwise. With a cycle the multiplier is the normal one: on the twin's cycles (durations
-    jittered cycle to cycle) the window's estimate grows with the run's own error, and |error|/se stays
-    lighter-tailed than normal (its 95th percentile 1.67 over 389 runs of 10 s) — Student's t at the
-    window's nominal 1.5·k/M degrees of freedom covered 99.7 %."""
+    """The standard error of Σy/Σn: a lag window one load cycle wide where the run shows a cycle,
+    batch means otherwise. With a cycle the multiplier is the normal one: on the twin's cycles
+    (durations jittered cycle to cycle) the window's estimate grows with the run's own error, and
+    |error|/se stays lighter-tailed than normal (its 95th percentile 1.67 over 389 runs of 10 s) —
+    Student's t at the window's nominal 1.5·k/M degrees of freedom covered 99.7 %."""
     if cycle:
-        return Spread(window_se(y, n, cycle), math.inf, f"a lag window of one load cycle ({cycle} blocks)",
+        return Spread(window_se(y, n, cycle), math.inf,
+                      f"a lag window of one load cycle ({cycle} blocks)",
                       window_blocks=cycle)
     b = choose_batching(y, n)
     if not b.enough:
-        return Spread(None, math.nan, "batch means", batches=b.count, events_per_batch=b.size * block,
-                      withheld=(f"the events stay correlated over batches of {b.size * block // 2} events: "
-                                f"the run is too short for {what} on its own (fewer than {MIN_BATCHES} "
-                                "independent batches)"))
-    return Spread(ratio_se(y, n, b), b.count - 1, f"batch means ({b.count} batches)", independent=b.independent,
+        return Spread(None, math.nan, "batch means", batches=b.count,
+                      events_per_batch=b.size * block,
+                      withheld=(f"the events stay correlated over batches of {b.size * block // 2} "
+                                f"events: the run is too short for {what} on its own (fewer than "
+                                f"{MIN_BATCHES} independent batches)"))
+    return Spread(ratio_se(y, n, b), b.count - 1, f"batch means ({b.count} batches)",
+                  independent=b.independent,
                   batches=b.count, events_per_batch=b.size * block)
 
 
 @dataclass
 class FineBlocks:
     """A time-ordered sample as consecutive blocks of `block` events (FINE_EVENTS; fewer for a short
-    sample such as a GPIO run's thousand delays): per block its count, Σ(x − centre), the count at or
-    below each of `levels` (ns) and the time of its first event (s, if given)."""
+    sample such as a GPIO run's thousand delays): per block its count, Σ(x − centre), the count at
+    or below each of `levels` (ns) and the time of its first event (s, if given)."""
 
     levels: tuple[float, ...] = ()
     block: int = FINE_EVENTS
@@ -277,9 +284,9 @@ class FineBlocks:
                 self.p99s.append(float(q[1]))
 
     def over_time(self, points: int = 400) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(s from the first block, median, p99) of at most `points` stretches of consecutive blocks:
-        each stretch's value the median of its blocks' (a rolling summary, for the figure); None
-        without times."""
+        """(s from the first block, median, p99) of at most `points` stretches of consecutive
+        blocks: each stretch's value the median of its blocks' (a rolling summary, for the figure);
+        None without times."""
         t = np.asarray(self.starts_s, np.float64)
         if len(t) < 2 or not np.all(np.isfinite(t)):
             return None
@@ -301,18 +308,22 @@ class FineBlocks:
 
 
 def mean_interval(blocks: FineBlocks, confidence: float = 0.95) -> dict[str, Any]:
-    """The sample mean with its dependence-aware interval (spread_of: a cycle's window or batch means);
-    `withheld` says why there is none."""
+    """The sample mean with its dependence-aware interval (spread_of: a cycle's window or batch
+    means); `withheld` says why there is none."""
     n, y = blocks.n, np.asarray(blocks.sums, np.float64)
     total = float(n.sum())
     est = (blocks.centre or 0.0) + float(y.sum()) / total if total else math.nan
     out: dict[str, Any] = {"estimate_ns": est, "se_ns": None, "ci95_ns": None, "batches": 0,
                            "events_per_batch": None, "effective_n": None, "withheld": None}
     if len(n) < MIN_BATCHES:
-        out["withheld"] = f"{int(total)} events make {len(n)} blocks of {blocks.block}: too few to see their dependence"
+        out["withheld"] = (
+            f"{int(total)} events make {len(n)} blocks of {blocks.block}: too few to see their "
+            "dependence"
+        )
         return out
     sp = spread_of(y, n, cycle_blocks(blocks.medians), block=blocks.block)
-    out.update(batches=sp.batches, events_per_batch=sp.events_per_batch, window_blocks=sp.window_blocks,
+    out.update(batches=sp.batches, events_per_batch=sp.events_per_batch,
+               window_blocks=sp.window_blocks,
                method=sp.method, independent=sp.independent)
     if sp.se is None:
         out["withheld"] = sp.withheld
@@ -322,10 +333,12 @@ def mean_interval(blocks: FineBlocks, confidence: float = 0.95) -> dict[str, Any
     return out
 
 
-def quantile_intervals(dist: Distribution, blocks: FineBlocks, keys: Iterable[str] = tuple(PERCENTILES),
+def quantile_intervals(dist: Distribution, blocks: FineBlocks,
+                       keys: Iterable[str] = tuple(PERCENTILES),
                        confidence: float = 0.95) -> dict[str, dict[str, Any]]:
-    """Each percentile's estimate (numpy's, as describe() gives it) and its dependence-aware interval.
-    `blocks.levels` must hold the estimates, in `keys` order (FineBlocks counts at or below them)."""
+    """Each percentile's estimate (numpy's, as describe() gives it) and its dependence-aware
+    interval. `blocks.levels` must hold the estimates, in `keys` order (FineBlocks counts at or
+    below them)."""
     total = dist.count
     out: dict[str, dict[str, Any]] = {}
     described = (dist.describe() or {}).get("percentiles_ns") or {}
@@ -350,8 +363,8 @@ def quantile_intervals(dist: Distribution, blocks: FineBlocks, keys: Iterable[st
 
 def level_effective_n(below: np.ndarray, blocks: FineBlocks, p: float, above: int, total: int,
                       confidence: float, cycle: int | None = None) -> tuple[float | None, str]:
-    """The independent events a level p's indicator is worth (None: withheld, with the reason): batch
-    means or a cycle's window where the exceedances are many, the extremal index in a tail."""
+    """The independent events a level p's indicator is worth (None: withheld, with the reason):
+    batch means or a cycle's window where the exceedances are many, the extremal index in a tail."""
     n = blocks.n
     if len(n) < MIN_BATCHES:
         return None, f"{total} events: too few blocks of {blocks.block} to see their dependence"
@@ -377,7 +390,8 @@ def batch_effective_n(spread: Spread, p: float, total: int, confidence: float) -
     return (min(float(total), p * (1 - p) / se**2) if se > 0 else float(total)) * shrink
 
 
-def _order_interval(dist: Distribution, p: float, n_eff: float, confidence: float) -> tuple[float | None, float | None]:
+def _order_interval(dist: Distribution, p: float, n_eff: float,
+                    confidence: float) -> tuple[float | None, float | None]:
     """Distribution-free interval for the p-quantile with n_eff independent events: the ranks of
     Binomial(n_eff, p) as levels, read off the whole sample (None: beyond what it holds)."""
     tail = (1 - confidence) / 2
@@ -401,7 +415,8 @@ def extremal_index(positions: np.ndarray, n: int) -> float:
     fine blocks they fall in against the blocks independent ones would fill (1: each alone; 0.25:
     four to a cluster); 1 without any."""
     pos = np.asarray(positions, np.int64)
-    return theta_of(int(np.unique(pos // FINE_EVENTS).size), int(pos.size), math.ceil(n / FINE_EVENTS))
+    return theta_of(int(np.unique(pos // FINE_EVENTS).size), int(pos.size),
+                    math.ceil(n / FINE_EVENTS))
 
 
 def theta_of(blocks_hit: int, exceedances: int, blocks: int) -> float:
@@ -413,7 +428,8 @@ def theta_of(blocks_hit: int, exceedances: int, blocks: int) -> float:
     return min(1.0, blocks_hit / expected)
 
 
-def exceedance_effective_n(positions: np.ndarray, n: int, confidence: float = 0.95) -> tuple[float, str]:
+def exceedance_effective_n(positions: np.ndarray, n: int, confidence: float = 0.95) -> tuple[float,
+                                                                                             str]:
     """The effective number of independent events behind a probability of exceeding a level, from
     the positions (in event order, 0-based) of the n events' exceedances, over fine blocks
     (block_exceedance_effective_n)."""
@@ -423,7 +439,8 @@ def exceedance_effective_n(positions: np.ndarray, n: int, confidence: float = 0.
     k = math.ceil(n / FINE_EVENTS)
     counts = np.full(k, float(FINE_EVENTS))
     counts[-1] = n - FINE_EVENTS * (k - 1)
-    return block_exceedance_effective_n(np.bincount(pos // FINE_EVENTS, minlength=k), counts, confidence,
+    return block_exceedance_effective_n(np.bincount(pos // FINE_EVENTS, minlength=k), counts,
+                                        confidence,
                                         f"blocks of {FINE_EVENTS}")
 
 
@@ -449,7 +466,8 @@ def block_exceedance_effective_n(exceed: np.ndarray, counts: np.ndarray, confide
     return batch_effective_n(sp, c / n, n, confidence), sp.method
 
 
-def blocks_of(values: np.ndarray, levels: Iterable[float] = (), block: int = FINE_EVENTS) -> FineBlocks:
+def blocks_of(values: np.ndarray, levels: Iterable[float] = (),
+              block: int = FINE_EVENTS) -> FineBlocks:
     """FineBlocks of a whole time-ordered sample."""
     fb = FineBlocks(levels=tuple(float(v) for v in levels), block=block)
     fb.add(np.asarray(values, np.float64))
@@ -477,14 +495,21 @@ def summary_sentence(mean: dict[str, Any], percentiles: dict[str, dict[str, Any]
         return f"Too few events ({total:,}) to judge their dependence: intervals are withheld."
     batch = mean.get("events_per_batch")
     window = mean.get("window_blocks")
-    length = (f"batches of {batch * period_s:.2g} s" if batch and period_s else f"batches of {batch} events"
-              if batch else f"a lag window of one cycle ({window * FINE_EVENTS:,} events)" if window else "—")
+    length = (
+        f"batches of {batch * period_s:.2g} s"
+        if batch and period_s
+        else f"batches of {batch} events"
+        if batch
+        else f"a lag window of one cycle ({window * FINE_EVENTS:,} events)"
+        if window
+        else "—"
+    )
     median = percentiles.get("p50") or {}
     n_eff = median.get("effective_n")
     eff = f", effective sample {n_eff:,.0f} of {total:,} at the median" if n_eff else ""
     if mean.get("independent"):
-        return (f"No dependence between events was found (at batches of {FINE_EVENTS}): intervals as for "
-                f"independent events{eff}.")
+        return (f"No dependence between events was found (at batches of {FINE_EVENTS}): intervals "
+                f"as for independent events{eff}.")
     cycle = f"latency follows a {cycle_s:.2g} s cycle; " if cycle_s else ""
     if mean.get("withheld"):
         return f"Events are not independent: {cycle}{mean['withheld']}."

@@ -24,7 +24,8 @@ from station.analysis.stats import PERCENTILES
 DENSE_SPAN = 1 << 22
 
 
-MAD_TO_SIGMA = 1.4826  # a normal sample's median absolute deviation times this is its standard deviation
+# a normal sample's median absolute deviation times this is its standard deviation
+MAD_TO_SIGMA = 1.4826
 
 
 def robust_sigma(values: np.ndarray, median: float | None = None) -> tuple[float, float]:
@@ -50,7 +51,9 @@ class Distribution:
         if a.dtype.kind in "ub":
             a = a.astype(np.int64)
         if not a.size:
-            return cls(np.empty(0, a.dtype if a.dtype.kind == "i" else np.float64), np.empty(0, np.int64))
+            return cls(
+                np.empty(0, a.dtype if a.dtype.kind == "i" else np.float64), np.empty(0, np.int64)
+            )
         if a.dtype.kind == "i":
             return cls._of_integers(a.astype(np.int64, copy=False))
         return cls._sorted_runs(np.sort(a.astype(np.float64, copy=False)))
@@ -65,7 +68,8 @@ class Distribution:
         inside = a < lo + DENSE_SPAN
         bulk = cls._of_integers(a[inside])
         rest = cls._sorted_runs(np.sort(a[~inside]))
-        return cls(np.concatenate([bulk.values, rest.values]), np.concatenate([bulk.counts, rest.counts]))
+        return cls(np.concatenate([bulk.values, rest.values]), np.concatenate([bulk.counts,
+                                                                               rest.counts]))
 
     @classmethod
     def _sorted_runs(cls, s: np.ndarray) -> Distribution:
@@ -81,8 +85,10 @@ class Distribution:
         if len(parts) == 1:
             return parts[0]
         floats = any(p.values.dtype.kind == "f" for p in parts)
-        return cls.weighted(np.concatenate([p.values.astype(np.float64) if floats else p.values for p in parts]),
-                            np.concatenate([p.counts for p in parts]))
+        return cls.weighted(
+            np.concatenate([p.values.astype(np.float64) if floats else p.values for p in parts]),
+            np.concatenate([p.counts for p in parts]),
+        )
 
     @classmethod
     def weighted(cls, values: np.ndarray, counts: np.ndarray) -> Distribution:
@@ -108,7 +114,8 @@ class Distribution:
         if self.counts.size <= 2:
             return self
         inner = self.values[1:-1].astype(np.float64)
-        floor = np.floor(inner / grid) * grid  # never above: tests/test_distribution.py, values near the grid
+        # never above: tests/test_distribution.py, values near the grid
+        floor = np.floor(inner / grid) * grid
         low = float(self.values[0])
         floor = np.maximum(floor, low)
         values = np.r_[low, floor, float(self.values[-1])]
@@ -155,7 +162,8 @@ class Distribution:
 
     def order_statistics(self, ranks: Sequence[int] | np.ndarray) -> np.ndarray:
         """X_(r) for each 1-based rank r (1 ≤ r ≤ count), as floats."""
-        return self.values[np.searchsorted(self._cumulative, np.asarray(ranks), side="left")].astype(np.float64)
+        return self.values[np.searchsorted(self._cumulative, np.asarray(ranks),
+                                           side="left")].astype(np.float64)
 
     def percentiles(self, q: Sequence[float]) -> np.ndarray:
         """numpy.percentile(samples, q) (linear interpolation between order statistics), exactly."""
@@ -221,7 +229,8 @@ class Distribution:
         }
 
     def samples(self) -> np.ndarray:
-        """The sample itself, sorted (for code that needs an array; memory: one value per sample)."""
+        """The sample itself, sorted (for code that needs an array; memory: one value per
+        sample)."""
         return np.repeat(self.values, self.counts)
 
 

@@ -74,7 +74,11 @@ def _whole(v: Any, what: str) -> int:
 def _number(v: Any, what: str) -> float | None:
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) or not math.isfinite(v):
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, int | float | np.integer | np.floating)
+        or not math.isfinite(v)
+    ):
         raise ValueError(f"{what}: a finite number or None is needed")
     return float(v)
 
@@ -132,7 +136,8 @@ class Histogram:
             raise ValueError(f"exact_min_us {lo} is above samples of the histogram")
         b.setflags(write=False)
         c.setflags(write=False)
-        for name, value in (("bucket_us", b), ("counts", c), ("overflows", overflows), ("range_us", rng),
+        for name, value in (("bucket_us", b), ("counts", c), ("overflows", overflows), ("range_us",
+                                                                                        rng),
                             ("bucket_ns", width)):
             object.__setattr__(self, name, value)
 
@@ -147,8 +152,9 @@ class Histogram:
     def describe(self) -> dict | None:
         return _describe(self)
 
-    def percentile_ci95_ns(self, confidence: float = 0.95, effective_n: Mapping[str, float | None] | None = None
-                           ) -> dict[str, tuple[float | None, float | None]]:
+    def percentile_ci95_ns(
+        self, confidence: float = 0.95, effective_n: Mapping[str, float | None] | None = None
+    ) -> dict[str, tuple[float | None, float | None]]:
         return _percentile_ci(self, confidence, effective_n)
 
 
@@ -167,7 +173,8 @@ def describe_histogram(
     (the bucket width), ``overflows``, ``range_ns``, ``percentile_flags`` (None, or "> range"
     where the percentile is beyond the histogram) and ``percentile_ci95_ns`` ([lo, hi] per
     percentile). See the module doc for the conventions."""
-    return Histogram(bucket_us, counts, overflows, exact_min_us, exact_avg_us, exact_max_us, range_us,
+    return Histogram(bucket_us, counts, overflows, exact_min_us, exact_avg_us, exact_max_us,
+                     range_us,
                      bucket_ns).describe()
 
 
@@ -183,7 +190,8 @@ def percentile_ci95_ns(
 ) -> dict[str, tuple[float | None, float | None]]:
     """Distribution-free confidence interval of each PERCENTILES entry, in ns: (lo, hi), either
     None where the data give no bound."""
-    h = Histogram(bucket_us, counts, overflows, exact_max_us=exact_max_us, range_us=range_us, bucket_ns=bucket_ns)
+    h = Histogram(bucket_us, counts, overflows, exact_max_us=exact_max_us, range_us=range_us,
+                  bucket_ns=bucket_ns)
     return h.percentile_ci95_ns(confidence)
 
 
@@ -240,7 +248,8 @@ class _Ranks:
         return (k + 1) * self.h.bucket_ns if k is not None else self.overflow_hi
 
 
-def _percentile_ci(h: Histogram, confidence: float, effective_n: Mapping[str, float | None] | None = None
+def _percentile_ci(h: Histogram, confidence: float, effective_n: Mapping[str,
+                                                                         float | None] | None = None
                    ) -> dict[str, tuple[float | None, float | None]]:
     """Each percentile's distribution-free interval; with `effective_n` (per key: the independent
     cycles the histogram is worth at that level, dependence.py; None: no interval), the ranks of
@@ -278,17 +287,32 @@ def _describe(h: Histogram) -> dict | None:
     b = h.bucket_us.astype(np.float64)
     c = h.counts.astype(np.float64)
     # every value known: no overflow, or the only one is the exact maximum
-    extra = [] if h.overflows == 0 else [h.exact_max_us] if h.overflows == 1 and h.exact_max_us is not None else None
+    extra = (
+        []
+        if h.overflows == 0
+        else [h.exact_max_us]
+        if h.overflows == 1 and h.exact_max_us is not None
+        else None
+    )
     mean_u = std_u = None
     if extra is not None:
         vals = np.concatenate([b, np.asarray(extra, dtype=np.float64)])
         wts = np.concatenate([c, np.ones(len(extra))])
         mean_u = float(np.dot(vals, wts) / n)
-        std_u = float(math.sqrt(max(0.0, np.dot(wts, (vals - mean_u) ** 2)) / (n - 1))) if n > 1 else 0.0
+        std_u = float(math.sqrt(max(0.0, np.dot(wts,
+                                                (vals - mean_u) ** 2)) / (n - 1))) if n > 1 else 0.0
     # cyclictest's exact figures first; else the histogram's where it knows them
-    mean_ns = h.exact_avg_us * w if h.exact_avg_us is not None else None if mean_u is None else mean_u * w
+    mean_ns = (
+        h.exact_avg_us * w if h.exact_avg_us is not None else None if mean_u is None else mean_u * w
+    )
     min_ns = h.exact_min_us * w if h.exact_min_us is not None else rk.value(1)
-    max_ns = h.exact_max_us * w if h.exact_max_us is not None else rk.value(n) if h.overflows == 0 else None
+    max_ns = (
+        h.exact_max_us * w
+        if h.exact_max_us is not None
+        else rk.value(n)
+        if h.overflows == 0
+        else None
+    )
     pct: dict[str, float | None] = {}
     flags: dict[str, str | None] = {}
     for key, p in PERCENTILES.items():
@@ -345,7 +369,8 @@ def combine(histograms: Iterable[Histogram]) -> Histogram:
     return Histogram(
         uniq, summed, overflows,
         exact_min_us=min(mins) if parts and None not in mins else None,  # type: ignore[type-var]
-        exact_avg_us=sum(a * h.count for a, h in zip(avgs, parts, strict=True)) / n  # type: ignore[operator]
+        exact_avg_us=sum(a * h.count for a, h in zip(avgs, parts,
+                                                     strict=True)) / n  # type: ignore[operator]
         if parts and None not in avgs else None,
         exact_max_us=max(maxs) if parts and None not in maxs else None,  # type: ignore[type-var]
         range_us=rng, bucket_ns=widths.pop(),
@@ -356,11 +381,21 @@ def from_cyclictest(thread: CyclictestThread, *, range_us: int | None = None) ->
     """A parsed cyclictest thread as a Histogram, in its unit (µs, or ns with -N). Overflows: the
     printed count (text) or cycles - sum(histogram) (JSON). The text's average is only the integer
     part, so it is not used as exact (the mean is then the histogram's, or None with overflows).
-    ``range_us``: the run's -h (``HistogramOutput.histogram_range`` / ``CyclictestReport.histogram_range``)."""
+    ``range_us``: the run's -h (``HistogramOutput.histogram_range`` /
+    ``CyclictestReport.histogram_range``)."""
     if not thread.has_histogram:
         raise ValueError(f"thread {thread.index} has no histogram (was -h given?)")
-    overflows = thread.overflows if thread.overflows is not None else max(0, thread.cycles - thread.in_range)
-    if thread.overflows is None and range_us is not None and thread.max is not None and thread.max < range_us:
+    overflows = (
+        thread.overflows
+        if thread.overflows is not None
+        else max(0, thread.cycles - thread.in_range)
+    )
+    if (
+        thread.overflows is None
+        and range_us is not None
+        and thread.max is not None
+        and thread.max < range_us
+    ):
         # no sample reached the range, so cycles beyond the histogram's sum are not overflows: a
         # cyclictest stopped by a signal counts a cycle before it files it in the histogram
         overflows = 0

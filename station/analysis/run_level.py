@@ -32,24 +32,29 @@ ALPHA = 0.05
 def run_level(estimates: Sequence[float]) -> tuple[float, float, int]:
     """(mean, its standard error, runs) of run-level estimates: the runs as units."""
     a = np.asarray(estimates, np.float64)
-    if a.size == 0:  # no run gave an estimate (a cyclictest run whose median is among its overflows)
+    # no run gave an estimate (a cyclictest run whose median is among its overflows)
+    if a.size == 0:
         return math.nan, math.nan, 0
     se = float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else math.nan
     return float(a.mean()), se, int(a.size)
 
 
-def welch_differs(a: tuple[float, float, int], b: tuple[float, float, int]) -> tuple[bool, float, float]:
+def welch_differs(a: tuple[float, float, int], b: tuple[float, float, int]) -> tuple[bool, float,
+                                                                                     float]:
     """Whether two conditions' run-level means differ (two-sided 5 %, Welch–Satterthwaite), with the
     difference's standard error and degrees of freedom."""
     (ma, sa, na), (mb, sb, nb) = a, b
     se = math.hypot(sa, sb)
     if se == 0:  # runs that all gave one value: no spread to judge against, which is no certainty
         return False, 0.0, math.inf
-    df = se**4 / ((sa**4 / (na - 1) if na > 1 else 0) + (sb**4 / (nb - 1) if nb > 1 else 0) or math.inf)
+    df = se**4 / (
+        (sa**4 / (na - 1) if na > 1 else 0) + (sb**4 / (nb - 1) if nb > 1 else 0) or math.inf
+    )
     return abs(ma - mb) > t_ppf(1 - ALPHA / 2, max(df, 1.0)) * se, se, df
 
 
-def welch(baseline: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+def welch(baseline: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> dict[str,
+                                                                                               Any]:
     """other − baseline of the runs' mean estimate, with Welch's interval and two-sided p-value;
     with fewer than two runs on a side, or no spread at all between the runs of either, the
     difference alone and `p_value` None (`no_spread` says which)."""
@@ -70,8 +75,9 @@ def welch(baseline: Sequence[float], other: Sequence[float], confidence: float =
 
 
 def runs_needed(difference: float, sd: float | None, most: int = 50) -> int | None:
-    """Runs per condition for a two-sided 5 % test of run-level estimates (Welch, equal spread `sd`) to
-    tell `difference` apart: the smallest r ≥ 2 with t_{2r−2}·sd·√(2/r) < |difference|; None: unknown."""
+    """Runs per condition for a two-sided 5 % test of run-level estimates (Welch, equal spread `sd`)
+    to tell `difference` apart: the smallest r ≥ 2 with t_{2r−2}·sd·√(2/r) < |difference|; None:
+    unknown."""
     if sd is None or not math.isfinite(difference) or difference == 0 or not math.isfinite(sd):
         return None
     for r in range(2, most + 1):
@@ -80,12 +86,18 @@ def runs_needed(difference: float, sd: float | None, most: int = 50) -> int | No
     return None
 
 
-def untested_reason(result: dict[str, Any], what: str, baseline: str = "the baseline") -> str | None:
-    """Why welch() made no test of `what` (e.g. "this campaign") against `baseline`; None if it did."""
+def untested_reason(result: dict[str, Any], what: str,
+                    baseline: str = "the baseline") -> str | None:
+    """Why welch() made no test of `what` (e.g. "this campaign") against `baseline`; None if it
+    did."""
     if result.get("no_spread"):
-        return "every run on each side has the same estimate: no spread between runs to judge a difference against"
+        return (
+            "every run on each side has the same estimate: no spread between runs to judge a "
+            "difference against"
+        )
     if result["p_value"] is None:
         na, nb = result["runs"]
-        return (f"{na} run(s) of {baseline} and {nb} of {what}: with one run on a side the run-to-run variation "
-                "is not estimated, so no difference can be told from it (repetitions ≥ 2 each)")
+        return (f"{na} run(s) of {baseline} and {nb} of {what}: with one run on a side the "
+                "run-to-run variation is not estimated, so no difference can be told from it "
+                "(repetitions ≥ 2 each)")
     return None

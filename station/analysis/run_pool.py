@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-WORKERS = min(len(os.sched_getaffinity(0)) or 1, 4)  # pieces done at once (a run: a few hundred MB at seed scale)
+# pieces done at once (a run: a few hundred MB at seed scale)
+WORKERS = min(len(os.sched_getaffinity(0)) or 1, 4)
 OVERRIDE = "IRQ_STATION_RUNS_IN"
 
 
@@ -62,7 +63,10 @@ FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 
 def fork_is_safe() -> bool:
     """Linux, and no thread in this process but the calling one (and FORK_SAFE_THREADS)."""
-    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+    if (
+        not sys.platform.startswith("linux")
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
         return False
     if threading.active_count() > 1:
         return False
@@ -77,11 +81,13 @@ def fork_is_safe() -> bool:
         time.sleep(0.002)
 
 
-LINGER_S = 0.05  # a thread's exit takes microseconds; a library's thread would cost this once a report
+# a thread's exit takes microseconds; a library's thread would cost this once a report
+LINGER_S = 0.05
 
 
 def _unknown_threads() -> list[str]:
-    """This process's threads other than the calling one and FORK_SAFE_THREADS (the kernel's list)."""
+    """This process's threads other than the calling one and FORK_SAFE_THREADS (the kernel's
+    list)."""
     me = str(threading.get_native_id())
     unknown = []
     try:
@@ -107,8 +113,11 @@ def analysed(analyse: Callable[[Path], T], run_dirs: Sequence[Path], large: bool
     return mapped(analyse, run_dirs, large, meanwhile, what="analysing")
 
 
-def mapped(fn: Callable[[Any], T], items: Sequence[Any], large: bool, meanwhile: Callable[[], object] | None = None,
-           fallback: str = "threads", what: str = "working on") -> list[T]:
+def mapped(
+    fn: Callable[[Any], T], items: Sequence[Any], large: bool,
+    meanwhile: Callable[[], object] | None = None, fallback: str = "threads",
+    what: str = "working on"
+) -> list[T]:
     """fn(item) of each item, in their order: in forked workers where `where` says processes, else
     in threads (`fallback` "threads") or one after another here ("here": work that holds the GIL,
     such as drawing). The workers inherit fn and the items (nothing of them is pickled: a figure's
@@ -134,7 +143,8 @@ def _worker_start(parent: int, fn: Callable[[Any], Any], items: Sequence[Any]) -
     workers asleep for good, a run's memory each); leave Ctrl-C to the station (which cancels what
     is queued and lets the worker go); hold the work."""
     global _work
-    from station.common.lifetime import die_with_parent  # (asyncio's import with it: paid here, not by every report)
+    # (asyncio's import with it: paid here, not by every report)
+    from station.common.lifetime import die_with_parent
 
     die_with_parent()
     if os.getppid() != parent:  # gone already, before the request took hold
@@ -149,16 +159,19 @@ def _call(index: int) -> Any:
     return fn(items[index])
 
 
-def _in_processes(fn: Callable[[Any], T], items: Sequence[Any], meanwhile: Callable[[], object] | None,
+def _in_processes(fn: Callable[[Any], T], items: Sequence[Any], meanwhile: Callable[[],
+                                                                                    object] | None,
                   what: str) -> list[T]:
-    pool = ProcessPoolExecutor(max_workers=min(WORKERS, len(items)), mp_context=multiprocessing.get_context("fork"),
+    pool = ProcessPoolExecutor(max_workers=min(WORKERS, len(items)),
+                               mp_context=multiprocessing.get_context("fork"),
                                initializer=_worker_start, initargs=(os.getpid(), fn, items))
     try:
         futures = [pool.submit(_call, i) for i in range(len(items))]
         if meanwhile is not None:
             meanwhile()
         results = [_result(f, fn, item, what) for f, item in zip(futures, items, strict=True)]
-    except BaseException:  # an item's error, Ctrl-C: nothing queued is started, nothing running waits
+    # an item's error, Ctrl-C: nothing queued is started, nothing running waits
+    except BaseException:
         # the workers still running end now: Python's exit would otherwise wait for their items (a
         # run's analysis: seconds). (_processes: the pool's own, gone after shutdown; Python 3.14
         # does this as terminate_workers.)
@@ -179,6 +192,6 @@ def _result(future: Future, fn: Callable[[Any], T], item: Any, what: str) -> T:
         # here, as are the others still unfinished (finished ones keep their results)
         name = getattr(item, "name", None) or str(item)
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        warnings.warn(f"the worker processes could not finish {what} {name} ({exc}{cause}): done in the "
-                      "station's own process instead", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"the worker processes could not finish {what} {name} ({exc}{cause}): done "
+                      "in the station's own process instead", RuntimeWarning, stacklevel=3)
         return fn(item)

@@ -54,7 +54,8 @@ class RunSamples:
     sw: Distribution = field(init=False)
     hw: Distribution | None = field(init=False)
 
-    def __post_init__(self, sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray | Distribution | None) -> None:
+    def __post_init__(self, sw_ns: np.ndarray | Distribution,
+                      hw_ns: np.ndarray | Distribution | None) -> None:
         object.__setattr__(self, "sw", _distribution(sw_ns, np.int64))
         object.__setattr__(self, "hw", None if hw_ns is None else _distribution(hw_ns, np.float64))
         object.__setattr__(self, "histograms", tuple(self.histograms))

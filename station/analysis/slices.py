@@ -41,8 +41,9 @@ def slice_blocks(slices: Sequence[Histogram], levels_ns: Sequence[float]) -> dep
     its median and p99 (the cycle detector's series; a figure among the overflows counts as the
     range)."""
     counts = [h.count for h in slices]
-    blocks = dependence.FineBlocks(levels=tuple(levels_ns), block=max(1, round(sum(counts) / max(len(counts), 1))),
-                                   centre=0.0)
+    blocks = dependence.FineBlocks(
+        levels=tuple(levels_ns), block=max(1, round(sum(counts) / max(len(counts), 1))), centre=0.0
+    )
     for h in slices:
         d = h.describe() or {}
         pct = d.get("percentiles_ns") or {}
@@ -56,7 +57,9 @@ def slice_blocks(slices: Sequence[Histogram], levels_ns: Sequence[float]) -> dep
     return blocks
 
 
-def percentile_intervals(slices: Sequence[Histogram], confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+def percentile_intervals(slices: Sequence[Histogram], confidence: float = 0.95) -> dict[str,
+                                                                                        dict[str,
+                                                                                             Any]]:
     """Per PERCENTILES key of the slices' pooled histogram: its interval from the slices' time order
     (`ci95_ns`, [lo, hi], a side None where the data give none), `effective_n`, `method`, and
     `withheld` (why there is no interval, else None)."""
@@ -71,19 +74,23 @@ def percentile_intervals(slices: Sequence[Histogram], confidence: float = 0.95) 
     effective: dict[str, float | None] = {}
     out: dict[str, dict[str, Any]] = {}
     for i, key in enumerate(keys):
-        entry: dict[str, Any] = {"ci95_ns": [None, None], "effective_n": None, "method": None, "withheld": None}
+        entry: dict[str, Any] = {"ci95_ns": [None, None], "effective_n": None, "method": None,
+                                 "withheld": None}
         if pct.get(key) is None:
             entry["withheld"] = BEYOND if total else "no cycle"
         else:
             below = blocks.below_at(i)
             above = total - int(below.sum())
-            n_eff, method = dependence.level_effective_n(below, blocks, PERCENTILES[key] / 100, above, total,
+            n_eff, method = dependence.level_effective_n(below, blocks, PERCENTILES[key] / 100,
+                                                         above, total,
                                                          confidence, cycle)
             if min(above, total - above) < dependence.MIN_EXCEEDANCES:
-                # slices are blocks of thousands of cycles: too coarse for the extremal index (a seeded
-                # study held 81-83 % with it), so a tail percentile needs its exceedances' batch means
-                entry["withheld"] = (f"{min(above, total - above)} cycles beyond it: too few (under "
-                                     f"{dependence.MIN_EXCEEDANCES}) to see how they cluster across slices")
+                # slices are blocks of thousands of cycles: too coarse for the extremal index (a
+                # seeded study held 81-83 % with it), so a tail percentile needs its exceedances'
+                # batch means
+                entry["withheld"] = (f"{min(above, total - above)} cycles beyond it: too few "
+                                     f"(under {dependence.MIN_EXCEEDANCES}) to see how they "
+                                     "cluster across slices")
             elif n_eff is None:
                 entry["withheld"] = _in_slices(method, len(slices))
             else:
@@ -96,18 +103,22 @@ def percentile_intervals(slices: Sequence[Histogram], confidence: float = 0.95) 
     return out
 
 
-def exceedance(slices: Sequence[Histogram], deadline_ns: float, confidence: float = 0.95) -> dict[str, Any]:
+def exceedance(slices: Sequence[Histogram], deadline_ns: float,
+               confidence: float = 0.95) -> dict[str, Any]:
     """How often a cycle reached deadline_ns (its own bucket counts as reaching it; overflows as
     beyond), with a Clopper–Pearson interval over the effective cycles the slices show."""
-    above = np.asarray([h.count - int(h.counts[h.bucket_us < deadline_ns // h.bucket_ns].sum()) for h in slices],
-                       np.float64)
+    above = np.asarray(
+        [h.count - int(h.counts[h.bucket_us < deadline_ns // h.bucket_ns].sum()) for h in slices],
+        np.float64,
+    )
     counts = np.asarray([h.count for h in slices], np.float64)
     n, c = int(counts.sum()), int(above.sum())
     if len(slices) < dependence.MIN_BATCHES:
-        n_eff, how = float(n), (f"cycles taken as independent: {len(slices)} slices are too few to see their "
-                                f"dependence (at least {dependence.MIN_BATCHES})")
+        n_eff, how = float(n), (f"cycles taken as independent: {len(slices)} slices are too few to "
+                                f"see their dependence (at least {dependence.MIN_BATCHES})")
     else:
-        n_eff, how = dependence.block_exceedance_effective_n(above, counts, confidence, f"{len(slices)} slices")
+        n_eff, how = dependence.block_exceedance_effective_n(above, counts, confidence,
+                                                             f"{len(slices)} slices")
     scale = n_eff / n if n else 1.0
     lo, hi = binomial_interval(c * scale, n * scale, confidence) if n else (None, None)
     return {"cycles": n, "above": c, "p_exceed": c / n if n else None, "ci_low": lo, "ci_high": hi,
@@ -117,6 +128,6 @@ def exceedance(slices: Sequence[Histogram], deadline_ns: float, confidence: floa
 def _in_slices(reason: str, k: int) -> str:
     """dependence.py's reasons speak of blocks and batches of events: here a block is a slice."""
     if "too few blocks" in reason or "fewer than" in reason:
-        return (f"{k} slices: too few to see the cycles' dependence (at least {dependence.MIN_BATCHES} "
-                "uncorrelated ones; raise cyclictest.slices)")
+        return (f"{k} slices: too few to see the cycles' dependence (at least "
+                f"{dependence.MIN_BATCHES} uncorrelated ones; raise cyclictest.slices)")
     return reason

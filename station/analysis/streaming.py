@@ -85,7 +85,8 @@ class DistributionBuilder:
         if self.quantum_ns is None:
             return pooled
         per_ns = round(1.0 / self.quantum_ns)
-        if per_ns * self.quantum_ns == 1.0:  # k / 100 is the nearest double to k·0.01; k·0.01 is not
+        # k / 100 is the nearest double to k·0.01; k·0.01 is not
+        if per_ns * self.quantum_ns == 1.0:
             return Distribution(pooled.values / per_ns, pooled.counts)
         return Distribution(pooled.values * self.quantum_ns, pooled.counts)
 
@@ -123,7 +124,8 @@ class Moments:
         if self.count - ddof <= 0:
             return 0.0
         s = math.fsum(self._sums)
-        return math.sqrt(max(math.fsum(self._squares) - s * s / self.count, 0.0) / (self.count - ddof))
+        return math.sqrt(max(math.fsum(self._squares) - s * s / self.count,
+                             0.0) / (self.count - ddof))
 
     def mean_se(self) -> tuple[float, float]:
         """stats.mean_se of the values seen."""
@@ -142,8 +144,10 @@ class ClusterMoments:
         self.clusters = 0
         self._centre: float | None = None
         self._a = self._b = self._c = 0.0  # Σ s_c², Σ s_c·n_c, Σ n_c² (s_c: Σ(x − centre) in c)
-        self._open: tuple[int, float, int] | None = None  # the last cluster: (id, s, n), maybe unfinished
-        self.ordered = True  # False: a cluster came back after another (then the SE is not computed)
+        # the last cluster: (id, s, n), maybe unfinished
+        self._open: tuple[int, float, int] | None = None
+        # False: a cluster came back after another (then the SE is not computed)
+        self.ordered = True
 
     def add(self, clusters: np.ndarray, values: np.ndarray) -> None:
         x = np.asarray(values, np.float64)
@@ -165,7 +169,8 @@ class ClusterMoments:
                 n[0] += self._open[2]
             else:
                 self._close(*self._open[1:])
-        if len(s) > 1:  # the batch's closed clusters, added in order from the running sums: the same
+        # the batch's closed clusters, added in order from the running sums: the same
+        if len(s) > 1:
             # float additions as one cluster at a time (an accumulate adds sequentially), without a
             # Python call per acquisition (70 000 in a seed-scale run)
             closed_s, closed_n = s[:-1], n[:-1]

@@ -51,11 +51,13 @@ class Bench:
     needs: BenchNeeds | None = None
     twin: Any = None  # station.twin.runner.Twin when the campaign uses the twin
     vm: Any = None  # station.vm.VirtualMachine when the target is kind: vm
-    place: Any = None  # station.target.labgrid_place.PlaceResources when the target is kind: labgrid
+    # station.target.labgrid_place.PlaceResources when the target is kind: labgrid
+    place: Any = None
     target: Target | None = None
     load_hosts: dict[str, Host] = field(default_factory=dict)
     scope: Any = None  # station.bench.scope_session.ScopeSession, or None without a scope
-    generator: Any = None  # station.bench.generator_session.GeneratorSession (a kind that plays a stimulus), or None
+    # station.bench.generator_session.GeneratorSession (a kind that plays a stimulus), or None
+    generator: Any = None
     facts: dict[str, str] = field(default_factory=dict)
     # what deactivation undoes, last activated first (each undo logged if it fails; the others run)
     _undo: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
@@ -117,7 +119,8 @@ class Bench:
             self.load_hosts[name] = load_host(name, settings.load_hosts[name])
             await self._activate_host(self.load_hosts[name], f"load host {name!r}")
         if target_settings.upload_modules and self.needs.modules is not None:
-            await self._upload_modules(target_settings, self.needs.modules(self.campaign, target_settings))
+            await self._upload_modules(target_settings, self.needs.modules(self.campaign,
+                                                                           target_settings))
         if self.uses_scope:
             await self._open_scope(scope_resource)
         if self.uses_generator:
@@ -136,21 +139,26 @@ class Bench:
         settings = self.campaign.bench
         board = self.needs.board(self.campaign) if self.needs.board is not None else None
         clocks = settings.twin.clocks
-        twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed, overrides=settings.twin.overrides,
+        twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed,
+                    overrides=settings.twin.overrides,
                     independent=settings.twin.independent,
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
-                    scope_options={"dialect": settings.scope.dialect, "bus": twin_bus(settings.scope),
+                    scope_options={"dialect": settings.scope.dialect,
+                                   "bus": twin_bus(settings.scope),
                                    "trigger_error_ns": clocks.scope_trigger_error_ns,
                                    **({"replies": settings.twin.scope_replies.model_dump()}
-                                      if settings.scope.dialect == "tektronix_mso" else {})},  # only its own
+                                      # only its own
+                                      if settings.scope.dialect == "tektronix_mso" else {})},
                     board=board,
-                    target_drift_ppm=clocks.target_drift_ppm, scope_timebase_ppm=clocks.scope_timebase_ppm,
+                    target_drift_ppm=clocks.target_drift_ppm,
+                    scope_timebase_ppm=clocks.scope_timebase_ppm,
                     target_slews=tuple(Slew(s.at, s.ppm, s.duration) for s in clocks.target_slews))
         loop = asyncio.get_running_loop()
         endpoints = await loop.run_in_executor(None, twin.start_in_thread)
         self.twin = twin
         self._on_deactivate("the twin", lambda: loop.run_in_executor(None, twin.stop_thread))
-        self.log.message(f"twin up: ssh {endpoints.ssh_host}:{endpoints.ssh_port}, scope {endpoints.scope_resource}")
+        self.log.message(f"twin up: ssh {endpoints.ssh_host}:{endpoints.ssh_port}, scope "
+                         f"{endpoints.scope_resource}")
         target_settings, scope_resource = wiring.target, wiring.scope
         if target_settings.kind == "twin":
             target_settings = target_settings.model_copy(
@@ -160,7 +168,9 @@ class Bench:
             )
         if self.uses_scope and settings.scope.kind == "twin":
             scope_resource = endpoints.scope_resource
-        generator_resource = endpoints.generator_resource if self.uses_generator else wiring.generator
+        generator_resource = (
+            endpoints.generator_resource if self.uses_generator else wiring.generator
+        )
         return Wiring(target_settings, scope_resource, generator_resource)
 
     async def _claim_place(self, wiring: Wiring) -> Wiring:
@@ -172,22 +182,30 @@ class Bench:
 
         target = wiring.target
         try:
-            async with PlaceSession(target.coordinator, target.place, target.ssh_resource) as session:
+            async with PlaceSession(target.coordinator, target.place,
+                                    target.ssh_resource) as session:
                 place = await session.claim(self.campaign.name)
                 self.place = place
                 if place.acquired_by_station:  # at once: whatever happens next, it is released
                     self._on_deactivate(f"labgrid place {place.place}", self._release_place)
         except PlaceError as exc:
             raise BenchError(f"labgrid: {exc}") from None
-        how = "acquired" if place.acquired_by_station else f"already acquired by you ({place.holder}): left so"
-        self.log.message(f"labgrid place {place.place} {how}: ssh {place.ssh.username}@{place.ssh.address}:"
-                         f"{place.ssh.port}" + "".join(f", {n} {r}" for n, r in sorted(place.visa.items())))
+        how = (
+            "acquired"
+            if place.acquired_by_station
+            else f"already acquired by you ({place.holder}): left so"
+        )
+        self.log.message(f"labgrid place {place.place} {how}: ssh "
+                         f"{place.ssh.username}@{place.ssh.address}:"
+                         f"{place.ssh.port}" + "".join(f", {n} {r}"
+                                                       for n, r in sorted(place.visa.items())))
         try:
             scope, generator = (place.visa_resource(r) if r and r.startswith(PLACE_RESOURCE) else r
                                 for r in (wiring.scope, wiring.generator))
         except PlaceError as exc:
             raise BenchError(f"labgrid: {exc}") from None
-        settings = target.model_copy(update={"kind": "ssh", "host": place.ssh.address, "port": place.ssh.port,
+        settings = target.model_copy(update={"kind": "ssh", "host": place.ssh.address,
+                                             "port": place.ssh.port,
                                              "user": place.ssh.username})
         return Wiring(settings, scope, generator)
 
@@ -208,8 +226,10 @@ class Bench:
         loop = asyncio.get_running_loop()
         target = wiring.target
         try:
-            image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message, kernel=target.kernel))
-            vm = VirtualMachine(image, ssh_port=free_port(), state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
+            image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message,
+                                                                         kernel=target.kernel))
+            vm = VirtualMachine(image, ssh_port=free_port(),
+                                state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
                                 die_with_caller=True)
             self._on_deactivate("the VM", lambda: loop.run_in_executor(None, vm.stop))
             await vm.start_async()
@@ -231,10 +251,12 @@ class Bench:
         sshd = new_local_sshd()
         self._on_deactivate("the local sshd", lambda: loop.run_in_executor(None, sshd.stop))
         try:
-            settings = await finish_then_cancel(loop.run_in_executor(None, serve_locally, wiring.target, sshd))
+            settings = await finish_then_cancel(loop.run_in_executor(None, serve_locally,
+                                                                     wiring.target, sshd))
         except LocalSshdError as exc:
             raise BenchError(f"local target: {exc}") from None
-        self.log.message(f"this machine as the target: sshd on 127.0.0.1:{settings.port}, user {settings.user}")
+        self.log.message(f"this machine as the target: sshd on 127.0.0.1:{settings.port}, user "
+                         f"{settings.user}")
         return wiring._replace(target=settings)
 
     async def _activate_host(self, host: Host, what: str) -> None:
@@ -248,7 +270,8 @@ class Bench:
         assert self.target is not None
         try:
             uploaded = await modules.upload_modules(
-                await self.target.live_connection(), Path(target_settings.upload_modules).expanduser(), stems,
+                await self.target.live_connection(),
+                Path(target_settings.upload_modules).expanduser(), stems,
                 target_settings.module_dir,
             )
         except TargetError as exc:
@@ -260,9 +283,14 @@ class Bench:
         from station.bench.scope_session import ScopeSession
 
         loop = asyncio.get_running_loop()
-        extra, slope = self.needs.scope_inputs(self.campaign) if self.needs.scope_inputs is not None else ((), "rise")
+        extra, slope = (
+            self.needs.scope_inputs(self.campaign)
+            if self.needs.scope_inputs is not None
+            else ((), "rise")
+        )
         try:
-            self.scope = await loop.run_in_executor(None, ScopeSession.open, self.campaign.bench.scope, resource,
+            self.scope = await loop.run_in_executor(None, ScopeSession.open,
+                                                    self.campaign.bench.scope, resource,
                                                     extra, slope)
         except ScopeError as exc:
             raise BenchError(f"scope: {exc}") from None
@@ -283,7 +311,8 @@ class Bench:
         assert self.needs.stimulus is not None and resource
         stimulus = self.needs.stimulus(self.campaign)
         try:
-            self.generator = await loop.run_in_executor(None, GeneratorSession.open, self.campaign.bench.generator,
+            self.generator = await loop.run_in_executor(None, GeneratorSession.open,
+                                                        self.campaign.bench.generator,
                                                         resource, stimulus)
         except GeneratorError as exc:
             raise BenchError(f"generator: {exc}") from None
@@ -296,9 +325,10 @@ class Bench:
         self._on_deactivate("the generator", close)
         self.log.message(f"generator: {generator.idn}")
         if generator.applied.carrier != "pulse":
-            self.log.message(f"generator: FM refused on a pulse carrier; the stimulus is a {generator.applied.carrier} "
-                             f"carrier of the same duty cycle, so each pulse's width follows its period "
-                             f"(±{generator.applied.jitter:g} of {generator.applied.width_s * 1e6:g} µs)")
+            self.log.message("generator: FM refused on a pulse carrier; the stimulus is a "
+                             f"{generator.applied.carrier} carrier of the same duty cycle, so each "
+                             f"pulse's width follows its period (±{generator.applied.jitter:g} of "
+                             f"{generator.applied.width_s * 1e6:g} µs)")
 
     # ---- what runs use -------------------------------------------------------------------
     def used_load_hosts(self) -> set[str]:
@@ -334,7 +364,10 @@ class Bench:
                 return f"{host.name}: {problem}"
         loop = asyncio.get_running_loop()
         for name, part in (("scope", self.scope), ("generator", self.generator)):
-            if part is not None and (problem := await loop.run_in_executor(None, part.not_answering)) is not None:
+            if (
+                part is not None
+                and (problem := await loop.run_in_executor(None, part.not_answering)) is not None
+            ):
                 return f"{name}: {problem}"
         return None
 
@@ -342,14 +375,25 @@ class Bench:
         """What campaign.json records of the bench."""
         assert self.target is not None
         return {
-            "target": {"name": self.target_name, "kind": self.target_settings.kind,
-                       "kernel": self.target_settings.kernel if self.target_settings.kind == "vm" else None,
-                       "host": self.target.endpoint.where, "audit": self.facts,
-                       "place": None if self.place is None else self.place.describe()},
-            "scope": None if self.scope is None else {"idn": self.scope.idn, "resource": self.scope.resource},
-            "generator": None if self.generator is None else {"idn": self.generator.idn,
-                                                              "resource": self.generator.resource,
-                                                              "carrier": self.generator.applied.carrier},
+            "target": {
+                "name": self.target_name,
+                "kind": self.target_settings.kind,
+                "kernel": self.target_settings.kernel
+                if self.target_settings.kind == "vm"
+                else None,
+                "host": self.target.endpoint.where,
+                "audit": self.facts,
+                "place": None if self.place is None else self.place.describe(),
+            },
+            "scope": None
+            if self.scope is None
+            else {"idn": self.scope.idn, "resource": self.scope.resource},
+            "generator": None
+            if self.generator is None
+            else {
+                "idn": self.generator.idn, "resource": self.generator.resource,
+                "carrier": self.generator.applied.carrier
+            },
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
         }
 

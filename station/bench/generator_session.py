@@ -22,7 +22,8 @@ class Stimulus(Protocol):
 
 
 def stimulus_settings(cfg: GeneratorSettingsConfig, gpio: Stimulus) -> GeneratorSettings:
-    return GeneratorSettings(channel=cfg.channel, frequency_hz=1.0 / gpio.period, width_s=gpio.width,
+    return GeneratorSettings(channel=cfg.channel, frequency_hz=1.0 / gpio.period,
+                             width_s=gpio.width,
                              low_v=gpio.low, high_v=gpio.high, jitter=gpio.jitter)
 
 
@@ -60,7 +61,8 @@ class GeneratorSession:
         with self._lock:
             try:
                 self.generator.identify()
-            except Exception as exc:  # noqa: BLE001 - any failure means the same: the generator is gone
+            # any failure means the same: the generator is gone
+            except Exception as exc:  # noqa: BLE001
                 return str(exc) or type(exc).__name__
         return None
 

@@ -36,11 +36,14 @@ if TYPE_CHECKING:
 
 
 def twin_bus(scope: ScopeSettingsConfig) -> BusProfile:
-    """The twin scope's bus (instruments/sim/bus.py): the named profile, at `bus_rate` if one is given."""
+    """The twin scope's bus (instruments/sim/bus.py): the named profile, at `bus_rate` if one is
+    given."""
     from instruments.sim.bus import bus_profile
     from instruments.sim.server import DIALECTS
 
-    profile = bus_profile(DIALECTS[scope.dialect].default_bus if scope.bus == "model" else scope.bus)
+    profile = bus_profile(
+        DIALECTS[scope.dialect].default_bus if scope.bus == "model" else scope.bus
+    )
     return profile if scope.bus_rate is None else profile.with_rate(scope.bus_rate)
 
 
@@ -51,7 +54,10 @@ def bus_text(scope: ScopeSettingsConfig) -> str:
         bus = twin_bus(scope)
         if bus.bytes_per_s == float("inf"):
             return f"twin, {bus.name} (no delay)"
-        return f"twin, {bus.name}: {1e3 * bus.overhead_s:g} ms a reply + {bus.bytes_per_s / 1e3:g} kB/s"
+        return (
+            f"twin, {bus.name}: {1e3 * bus.overhead_s:g} ms a reply + {bus.bytes_per_s / 1e3:g} "
+            "kB/s"
+        )
     if scope.kind == "visa" and scope.resource:
         from instruments.scpi import resource_kind
 
@@ -104,7 +110,8 @@ def instrument_settings(cfg: ScopeSettingsConfig, extra_channels: tuple[int, ...
     )
 
 
-RECONNECT_DELAY_S = 1.0  # after a dropped session, before opening a new one (a rebooting switch, a LAN glitch)
+# after a dropped session, before opening a new one (a rebooting switch, a LAN glitch)
+RECONNECT_DELAY_S = 1.0
 
 
 def _dropped(exc: ScopeError) -> bool:
@@ -141,7 +148,8 @@ class ScopeSession:
     @classmethod
     def open(cls, cfg: ScopeSettingsConfig, resource: str, extra_channels: tuple[int, ...] = (),
              slope: str = "rise") -> ScopeSession:
-        """Configured for `cfg`; `extra_channels` recorded beside cfg.channel, which triggers on `slope`."""
+        """Configured for `cfg`; `extra_channels` recorded beside cfg.channel, which triggers on
+        `slope`."""
         scope, idn = _configured(cfg, resource, extra_channels, slope)
         threshold = None if cfg.threshold == "auto" else float(cfg.threshold)
         return cls(scope, idn, resource, threshold, cfg, extra_channels, slope)
@@ -151,7 +159,8 @@ class ScopeSession:
         # until the scope answers, and the next caller must not interleave with it
         self._lock = threading.Lock()
         self.reconnects = 0  # sessions reopened after a drop, since this one was opened
-        self.lost: ScopeError | None = None  # a drop that a new session did not mend: the session is gone
+        # a drop that a new session did not mend: the session is gone
+        self.lost: ScopeError | None = None
 
     def _call(self, acquire: Callable[[Scope], T]) -> T:
         """`acquire(scope)` under the lock; after a dropped session, one new session (configured
@@ -167,13 +176,15 @@ class ScopeSession:
                 self.scope.close()
             time.sleep(RECONNECT_DELAY_S)
             try:
-                self.scope, self.idn = _configured(self.cfg, self.resource, self.extra_channels, self.slope)
+                self.scope, self.idn = _configured(self.cfg, self.resource, self.extra_channels,
+                                                   self.slope)
                 self.reconnects += 1
                 return acquire(self.scope)
             except ScopeError as again:
-                self.lost = ScopeError(first.command, first.instrument_text, resource=first.resource or self.resource,
-                                       detail=f"{first.detail or 'session lost'}; one new session after "
-                                       f"{RECONNECT_DELAY_S:g} s failed too: {again}")
+                self.lost = ScopeError(first.command, first.instrument_text,
+                                       resource=first.resource or self.resource,
+                                       detail=f"{first.detail or 'session lost'}; one new session "
+                                       f"after {RECONNECT_DELAY_S:g} s failed too: {again}")
                 raise self.lost from None
 
     def acquire_pulses(self) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +192,8 @@ class ScopeSession:
         return capture.start_s, capture.width_s
 
     def capture(self) -> Capture:
-        """One acquisition as configured: a single record, or a segmented one (one pulse a frame)."""
+        """One acquisition as configured: a single record, or a segmented one (one pulse a
+        frame)."""
         return self.pulses_of(self.acquire_record())
 
     def capture_detailed(self) -> DetailedCapture:
@@ -210,7 +222,8 @@ class ScopeSession:
             empty = len(record) - len(np.unique(fp.frame))
             return Capture(fp.start_s, fp.width_s, fp.frame, record.live_s(), len(record), empty)
         pulses = extract_pulses(record, threshold=self.threshold_v)
-        return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64), len(record) * record.dt_s)
+        return Capture(pulses.start_s, pulses.width_s, np.zeros(len(pulses), np.int64),
+                       len(record) * record.dt_s)
 
     def measure(self, cross_check: bool = False) -> tuple[WidthMeasurement, np.ndarray | None]:
         """One acquisition measured by the scope itself; with `cross_check`, its record is
@@ -219,7 +232,8 @@ class ScopeSession:
             return scope.acquire_measurement(), scope.fetch() if cross_check else None
 
         measured, waveform = self._call(measure)
-        host = None if waveform is None else extract_pulses(waveform, threshold=self.threshold_v).width_s
+        host = None if waveform is None else extract_pulses(waveform,
+                                                            threshold=self.threshold_v).width_s
         return measured, host
 
     def acquire_delays(self, response_channel: int, window_s: float, stimulus_edge: str,
@@ -232,7 +246,8 @@ class ScopeSession:
         return measure_delays(
             waveforms[applied.channel], waveforms[response_channel], window_s=window_s,
             stimulus_edge=stimulus_edge, response_edge=response_edge,  # type: ignore[arg-type]
-            stimulus_threshold=self.threshold_v, response_threshold=self.threshold_v, same_direction=same_direction,
+            stimulus_threshold=self.threshold_v, response_threshold=self.threshold_v,
+            same_direction=same_direction,
         )
 
     @property
@@ -247,7 +262,8 @@ class ScopeSession:
         return None if applied is None else applied.sample_interval_s
 
     def not_answering(self) -> str | None:
-        """None if the scope answers *IDN? (after the acquisition in flight, if any); else why not."""
+        """None if the scope answers *IDN? (after the acquisition in flight, if any); else why
+        not."""
         with self._lock:
             if self.lost is not None:
                 return str(self.lost)

@@ -30,14 +30,20 @@ class CampaignResult:
     report_paths: dict[str, Path] = field(default_factory=dict)
     stopped: str | None = None  # why the campaign stopped before its last run
     report_error: str | None = None
-    unavailable: dict[str, str] = field(default_factory=dict)  # target name -> why its bench did not come up
+    # target name -> why its bench did not come up
+    unavailable: dict[str, str] = field(default_factory=dict)
     # run id -> why its scope pulses match none of its target's events (the report says it too)
     unmatched: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return (self.stopped is None and self.report_error is None and not self.unavailable and not self.unmatched
-                and all(o.status == "complete" for o in self.outcomes))
+        return (
+            self.stopped is None
+            and self.report_error is None
+            and not self.unavailable
+            and not self.unmatched
+            and all(o.status == "complete" for o in self.outcomes)
+        )
 
 
 def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
@@ -51,17 +57,20 @@ def completed_runs(out_dir: Path, config_hash: str) -> set[str]:
             data = read_manifest(manifest.parent)
         except (OSError, TornManifest):
             continue  # a manifest torn by a crash: that run is not complete
-        except ManifestError as exc:  # measuring it again would put aside a run this station cannot read
-            raise CampaignError(f"{exc}: use --fresh to measure again there (earlier data is kept)") from None
+        # measuring it again would put aside a run this station cannot read
+        except ManifestError as exc:
+            raise CampaignError(
+                f"{exc}: use --fresh to measure again there (earlier data is kept)"
+            ) from None
         if data.config_hash != config_hash:
             foreign.append(data.run_id)
         elif data.status == "complete":
             done.add(data.run_id)
     if foreign:
         raise CampaignError(
-            f"{out_dir} holds runs measured with different settings ({', '.join(sorted(foreign)[:3])}"
-            f"{' …' if len(foreign) > 3 else ''}): use --fresh to measure again there (earlier data is kept "
-            "as .attempt-N) or choose another --out"
+            f"{out_dir} holds runs measured with different settings "
+            f"({', '.join(sorted(foreign)[:3])}{' …' if len(foreign) > 3 else ''}): use --fresh to "
+            "measure again there (earlier data is kept as .attempt-N) or choose another --out"
         )
     return done
 
@@ -98,26 +107,31 @@ async def run_campaign(
     try:
         for target_name, target_runs in by_target.items():
             try:
-                async with Bench(campaign, progress, target_name=target_name) as bench:  # the kind's needs
+                # the kind's needs
+                async with Bench(campaign, progress, target_name=target_name) as bench:
                     latest = bench.describe()
                     described[target_name or ""] = latest["target"]
                     _write_campaign_json(out_dir, campaign, latest, described)
-                    await _run_on(bench, target_runs, len(runs), out_dir, progress, result, position)
+                    await _run_on(bench, target_runs, len(runs), out_dir, progress, result,
+                                  position)
             except BenchError as exc:
                 if target_name is None:
                     raise CampaignError(str(exc)) from None
                 result.unavailable[target_name] = str(exc)
-                progress.message(f"target {target_name!r} is unavailable, its {len(target_runs)} run(s) are not "
-                                 f"measured: {exc}")
+                progress.message(f"target {target_name!r} is unavailable, its {len(target_runs)} "
+                                 f"run(s) are not measured: {exc}")
             if result.stopped is not None:
                 break
     except (StoreError, OSError) as exc:
-        raise CampaignError(f"cannot write to {out_dir}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise CampaignError(
+            f"cannot write to {out_dir}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     if result.unavailable:
         _record_unavailable(out_dir, result.unavailable)
         if not result.outcomes:
             raise CampaignError("no target could be set up: "
-                                + "; ".join(f"{name}: {why}" for name, why in result.unavailable.items()))
+                                + "; ".join(f"{name}: {why}"
+                                            for name, why in result.unavailable.items()))
     return result
 
 
@@ -127,7 +141,9 @@ def _earlier_orders(path: Path, now: dict[str, Any]) -> list[dict[str, Any]]:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    earlier = [o for o in [*(data.get("earlier_orders") or []), data.get("order")] if isinstance(o, dict)]
+    earlier = [
+        o for o in [*(data.get("earlier_orders") or []), data.get("order")] if isinstance(o, dict)
+    ]
     kept: list[dict[str, Any]] = []
     for o in earlier:
         if o != now and o not in kept:
@@ -136,7 +152,8 @@ def _earlier_orders(path: Path, now: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _record_unavailable(out_dir: Path, unavailable: dict[str, str]) -> None:
-    """campaign.json says which targets this session could not measure, and why (the report shows it)."""
+    """campaign.json says which targets this session could not measure, and why (the report shows
+    it)."""
     path = out_dir / "campaign.json"
     try:
         data = json.loads(path.read_text())
@@ -151,12 +168,16 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
     """The runs of one target on its active bench; stops when the bench is lost."""
     session_started = time.monotonic()
     for i, (order, spec) in enumerate(todo):
-        run_progress = RunProgress(spec.id, order, total, session_started=session_started, session_done=i,
+        run_progress = RunProgress(spec.id, order, total, session_started=session_started,
+                                   session_done=i,
                                    session_left=len(todo) - i - 1, position=position.get(spec.id))
         outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
         result.outcomes.append(outcome)
-        progress.message(f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
-        if outcome.fatal is not None:  # the data cannot be kept, or the key is refused: stop everything
+        progress.message(
+            f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else "")
+        )
+        # the data cannot be kept, or the key is refused: stop everything
+        if outcome.fatal is not None:
             result.stopped = outcome.fatal
             progress.message(f"campaign stopped after {spec.id}: {outcome.fatal}")
             return
@@ -194,7 +215,8 @@ def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, An
         **latest,
         "targets": targets,
         "config": campaign.model_dump(mode="json"),
-        # the order the runs are measured in (issue 46: interleaved, seeded), to be read beside their times
+        # the order the runs are measured in (issue 46: interleaved, seeded), to be read beside
+        # their times
         "order": {"rule": campaign.matrix.order,
                   "seed": order_seed(campaign) if campaign.matrix.order == "interleaved" else None,
                   "runs": [spec.id for spec in expand_runs(campaign)]},

@@ -27,7 +27,8 @@ from station.target import AuthenticationRefused, Host, TargetError, kernel_log,
 from station.target import processes as proc_ctl
 
 # what the lifecycle writes in every manifest: a kind's seal_extra() cannot replace these
-RESERVED_MANIFEST_KEYS = frozenset({"run_id", "kind", "status", "error", "counts", "checksums_sha256", "spoilers",
+RESERVED_MANIFEST_KEYS = frozenset({"run_id", "kind", "status", "error", "counts",
+                                    "checksums_sha256", "spoilers",
                                     "kernel_log", "duration_s", "config_hash", "order"})
 
 # every process a run starts on a host ends by itself this long after max_duration,
@@ -119,7 +120,8 @@ async def _set_up(ctx: RunContext, kind: Measurement, started: _Started) -> None
     for load in ctx.campaign.loads[ctx.spec.load]:
         host = bench.hosts[load.host]
         running = await finish_then_cancel(proc_ctl.start_load(
-            await host.live_connection(), load.name, load.command, host.work_dir, ctx.max_seconds, to_log=True
+            await host.live_connection(), load.name, load.command, host.work_dir, ctx.max_seconds,
+            to_log=True
         ))
         running.where = load.host
         started.loads.append(running)
@@ -157,7 +159,8 @@ async def _finish(
             status = "incomplete"
     kernel_said: dict[str, list[str]] = {"new_lines": [], "trouble": []}
     with contextlib.suppress(Exception):
-        new = kernel_log.new_lines(started.dmesg_before, await kernel_log.snapshot(await ctx.target.live_connection()))
+        new = kernel_log.new_lines(started.dmesg_before,
+                                   await kernel_log.snapshot(await ctx.target.live_connection()))
         kernel_said = {"new_lines": new[-200:], "trouble": kernel_log.trouble(new)}
     if kernel_said["trouble"]:
         # an oops or WARNING during the run makes its numbers suspect: say so, keep the data

@@ -36,26 +36,31 @@ class TerminalProgress:
             self._live.__exit__(None, None, None)
 
     def message(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)  # a message is one line
+        # a message is one line
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def update(self, p: RunProgress) -> None:
         elapsed = time.monotonic() - p.started
         frac = p.fraction_done()
-        left = (elapsed / frac - elapsed) if frac > 0.01 and p.phase == "measuring" else float("nan")
+        left = (
+            (elapsed / frac - elapsed) if frac > 0.01 and p.phase == "measuring" else float("nan")
+        )
         if self._live is not None:
             self._live.update(self._table(p, frac, left))
         elif time.monotonic() - self._last_plain > 5 or p.phase == "teardown":
             self._last_plain = time.monotonic()
             eta = _eta(p, left)
             counts = (f"{p.probe} runs on the target, results at its end" if p.probe else
-                      f"{p.sw_label} {p.sw.count} (min/mean/max {_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs)"
+                      f"{p.sw_label} {p.sw.count} (min/mean/max "
+                      f"{_us(p.sw.min)}/{_us(p.sw.mean)}/{_us(p.sw.max)} µs)"
                       + (f", {p.hw_label} {p.hw.count}" if p.hw_label else ""))
             print(f"[{p.index + 1}/{p.total_runs}] {p.run_id} {p.phase}: {counts}, {frac:.0%}"
                   + (f", {eta}" if eta else ""), file=sys.stderr, flush=True)
 
     @staticmethod
     def _table(p: RunProgress, frac: float, left: float) -> Table:
-        t = Table(title=f"run {p.index + 1}/{p.total_runs}: {p.run_id} — {p.phase}", title_justify="left")
+        t = Table(title=f"run {p.index + 1}/{p.total_runs}: {p.run_id} — {p.phase}",
+                  title_justify="left")
         if p.probe:
             t.add_column(p.probe)
             t.add_row("runs on the target; its results come when it ends")
@@ -65,9 +70,14 @@ class TerminalProgress:
             t.add_column(col, justify="right")
         t.add_row(p.sw_label, str(p.sw.count), _us(p.sw.min), _us(p.sw.mean), _us(p.sw.max))
         if p.hw_label:
-            t.add_row(f"{p.hw_label} ({p.acquisitions} acq.)", str(p.hw.count), _us(p.hw.min), _us(p.hw.mean),
+            t.add_row(f"{p.hw_label} ({p.acquisitions} acq.)", str(p.hw.count), _us(p.hw.min),
+                      _us(p.hw.mean),
                       _us(p.hw.max))
-        t.caption = f"{frac:.0%} done" + ("" if left != left else f", about {left:.0f} s left") + _eta(p, left, ", ")
+        t.caption = (
+            f"{frac:.0%} done"
+            + ("" if left != left else f", about {left:.0f} s left")
+            + _eta(p, left, ", ")
+        )
         return t
 
 

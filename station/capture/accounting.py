@@ -45,10 +45,13 @@ def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_h
     and the events are the window over the nominal period (`events_from` says which).
     """
     summary: dict = {"strategy": strategy, "acquisitions": len(acquisitions),
-                     "frames": sum(a.frames for a in acquisitions), "pulses": sum(a.pulses for a in acquisitions),
+                     "frames": sum(a.frames for a in acquisitions),
+                     "pulses": sum(a.pulses for a in acquisitions),
                      "frames_without_pulse": sum(a.frames_without_pulse for a in acquisitions),
-                     "window_s": None, "live_s": None, "dead_time_per_acquisition_s": None, "dead_fraction": None,
-                     "acquisitions_counted": 0, "pulses_counted": 0, "events_emitted": None, "events_from": None,
+                     "window_s": None, "live_s": None, "dead_time_per_acquisition_s": None,
+                     "dead_fraction": None,
+                     "acquisitions_counted": 0, "pulses_counted": 0, "events_emitted": None,
+                     "events_from": None,
                      "capture_ratio": None}
     if not acquisitions:
         return summary
@@ -62,14 +65,17 @@ def capture_summary(strategy: str, acquisitions: list[AcquisitionLog], arrival_h
     summary |= {"window_s": window, "live_s": live,
                 "dead_time_per_acquisition_s": (window - live) / len(counted),
                 "dead_fraction": 1.0 - live / window if window > 0 else None,
-                "acquisitions_counted": len(counted), "pulses_counted": sum(a.pulses for a in counted)}
+                "acquisitions_counted": len(counted),
+                "pulses_counted": sum(a.pulses for a in counted)}
     if spanned:
         first, last = np.interp([begin, end], host_s, event)
-        # the module's event numbers the window spans: the shift compares the pulses with these records
+        # the module's event numbers the window spans: the shift compares the pulses with these
+        # records
         summary |= {"events_emitted": int(round(last - first)), "events_from": "record stream",
                     "first_event": int(math.floor(first)), "last_event": int(math.ceil(last))}
     elif period_ns > 0 and window > 0:
-        summary |= {"events_emitted": int(round(window * 1e9 / period_ns)), "events_from": "nominal period"}
+        summary |= {"events_emitted": int(round(window * 1e9 / period_ns)),
+                    "events_from": "nominal period"}
     if summary["events_emitted"]:
         summary["capture_ratio"] = summary["pulses_counted"] / summary["events_emitted"]
     return summary
@@ -89,7 +95,8 @@ class MeasurementTally:
 
     def add(self, count: int, mean_s: float, min_s: float, max_s: float, kind: str,
             host_s: np.ndarray | None) -> tuple[int, float, float, float] | None:
-        """One acquisition; returns the host's (count, mean, min, max) of the same pulses, if any."""
+        """One acquisition; returns the host's (count, mean, min, max) of the same pulses, if
+        any."""
         self.acquisitions += 1
         self.kind = kind
         if count > 0:
@@ -113,6 +120,7 @@ class MeasurementTally:
         return {"acquisitions": self.acquisitions, "valid": self.valid, "pulses": self.pulses,
                 "scope_measures": self.kind,
                 "mean_s": self._weighted / self.pulses if self.pulses else None,
-                "min_s": self.min_s if self.pulses else None, "max_s": self.max_s if self.pulses else None,
+                "min_s": self.min_s if self.pulses else None,
+                "max_s": self.max_s if self.pulses else None,
                 "cross_checked": self.checked,
                 "largest_difference_s": self.largest_difference_s if self.checked else None}

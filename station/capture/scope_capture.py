@@ -43,25 +43,33 @@ SCHEMA_VERSION = 1
 MODES = ("waveform", "segmented", "measurement")
 FORMATS = {".csv": "csv", ".parquet": "parquet"}
 MAX_ACQUISITIONS = 10_000_000
-PARQUET_METADATA_KEY = b"irq_station.scope_capture"  # the sidecar, in the Parquet file's key-value metadata
+# the sidecar, in the Parquet file's key-value metadata
+PARQUET_METADATA_KEY = b"irq_station.scope_capture"
 
 #: The file's columns, in order: (type, unit, meaning).
-COLUMNS: dict[str, tuple[str, str | None, str]] = {name: PULSE_COLUMNS[name] for name in CAPTURE_ORDER}
+COLUMNS: dict[str, tuple[str, str | None,
+                         str]] = {name: PULSE_COLUMNS[name] for name in CAPTURE_ORDER}
 
 #: The columns of a measurement-mode file, in order: the campaign's scope_measurements.csv.
 MEASUREMENT_COLUMNS: dict[str, tuple[str, str | None, str]] = {
     "acquisition": PULSE_COLUMNS["acquisition"],
     "armed_host_s": PULSE_COLUMNS["armed_host_s"],
-    "count": ("int64", None, "the pulses the scope's width measurement covers: every complete pulse of the record "
-              "(scope_measures \"all\": the measurement's population) or the record's first (\"first\": 1); 0 when "
-              "the scope had no valid value (9.9E37)"),
-    "mean_s": ("float64", "s", "the mean positive pulse width the scope measured (NaN where count is 0)"),
-    "min_s": ("float64", "s", "the smallest positive pulse width the scope measured (NaN where count is 0)"),
-    "max_s": ("float64", "s", "the largest positive pulse width the scope measured (NaN where count is 0)"),
-    "host_count": ("int64", None, "cross-checked acquisitions: the same pulses (all of the record's, or its first) "
-                   "as the host extracts them from the transferred record; empty (Parquet: null) where the "
-                   "acquisition was not cross-checked"),
-    "host_mean_s": ("float64", "s", "the host's mean width of those pulses (NaN where host_count is 0; empty / "
+    "count": ("int64", None,
+              "the pulses the scope's width measurement covers: every complete pulse of the record "
+              "(scope_measures \"all\": the measurement's population) or the record's first "
+              "(\"first\": 1); 0 when the scope had no valid value (9.9E37)"),
+    "mean_s": ("float64", "s",
+               "the mean positive pulse width the scope measured (NaN where count is 0)"),
+    "min_s": ("float64", "s",
+              "the smallest positive pulse width the scope measured (NaN where count is 0)"),
+    "max_s": ("float64", "s",
+              "the largest positive pulse width the scope measured (NaN where count is 0)"),
+    "host_count": ("int64", None,
+                   "cross-checked acquisitions: the same pulses (all of the record's, or its "
+                   "first) as the host extracts them from the transferred record; empty (Parquet: "
+                   "null) where the acquisition was not cross-checked"),
+    "host_mean_s": ("float64", "s",
+                    "the host's mean width of those pulses (NaN where host_count is 0; empty / "
                     "null where not cross-checked)"),
     "host_min_s": ("float64", "s", "the host's smallest width of those pulses (as host_mean_s)"),
     "host_max_s": ("float64", "s", "the host's largest width of those pulses (as host_mean_s)"),
@@ -134,25 +142,33 @@ def capture_settings(resource: str, dialect: str = "tektronix_tds", mode: str = 
     if mode != "segmented" and settings.get("segments") is not None:
         raise CaptureOptionError("--segments: frames per acquisition are for --mode segmented")
     if mode != "measurement" and settings.get("cross_check_every") is not None:
-        raise CaptureOptionError("--cross-check-every: transfers a record beside the scope's own measurement: "
-                                 "for --mode measurement")
-    if mode == "measurement" and settings.get("threshold") is not None and not settings.get("cross_check_every"):
-        raise CaptureOptionError("--threshold: the scope measures at its own reference level; the host's threshold "
-                                 "is for the records of --cross-check-every in --mode measurement")
-    unknown = sorted(set(settings) - (set(ScopeSettingsConfig.model_fields) - {"kind", "resource", "dialect",
+        raise CaptureOptionError("--cross-check-every: transfers a record beside the scope's own "
+                                 "measurement: for --mode measurement")
+    if (
+        mode == "measurement"
+        and settings.get("threshold") is not None
+        and not settings.get("cross_check_every")
+    ):
+        raise CaptureOptionError("--threshold: the scope measures at its own reference level; the "
+                                 "host's threshold is for the records of --cross-check-every in "
+                                 "--mode measurement")
+    unknown = sorted(set(settings) - (set(ScopeSettingsConfig.model_fields) - {"kind", "resource",
+                                                                               "dialect",
                                                                                 "capture"}))
     if unknown:
         raise TypeError(f"capture_settings: no setting {unknown[0]!r}")
     data = {"kind": "visa", "resource": resource, "dialect": dialect, "capture": mode,
             **{k: v for k, v in settings.items() if v is not None}}
     if settings.get("record_length") is None and dialect in BASE_RECORD_LENGTH:
-        data["record_length"] = BASE_RECORD_LENGTH[dialect]  # a first command works on the base model
+        # a first command works on the base model
+        data["record_length"] = BASE_RECORD_LENGTH[dialect]
     try:
         return ScopeSettingsConfig.model_validate(data, context={"from_file": require_units})
     except ValidationError as exc:
         problems = [explain_validation_error(e, ScopeSettingsConfig) for e in exc.errors()]
         raise CaptureOptionError("; ".join(
-            f"{option_name(str(loc[0])) if loc else 'settings'}: {message}" for loc, message in problems
+            f"{option_name(str(loc[0])) if loc else 'settings'}: {message}"
+            for loc, message in problems
         )) from None
 
 
@@ -175,12 +191,15 @@ def check_capture_output(out: Path, overwrite: bool = False) -> str:
     if not overwrite:
         for path in (out, sidecar_path(out)):
             if path.exists():
-                raise CaptureOptionError(f"--out: {path} exists (choose another file, or --overwrite)")
+                raise CaptureOptionError(f"--out: {path} exists (choose another file, or "
+                                         "--overwrite)")
     return fmt
 
 
-def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int, *, overwrite: bool = False,
-                    on_acquisition: Callable[[CaptureSummary, DetailedCapture | WidthMeasurement], None]
+def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int, *,
+                    overwrite: bool = False,
+                    on_acquisition: Callable[[CaptureSummary, DetailedCapture | WidthMeasurement],
+                                             None]
                     | None = None,
                     ) -> CaptureSummary:
     """Open and configure the scope `settings` name, take `acquisitions` acquisitions, and write
@@ -198,17 +217,28 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
     if settings.capture not in MODES:
         raise CaptureOptionError(f"--mode: {settings.capture}: expected {' or '.join(MODES)}")
     if not 1 <= acquisitions <= MAX_ACQUISITIONS:
-        raise CaptureOptionError(f"--acquisitions: {acquisitions}: between 1 and {MAX_ACQUISITIONS}")
+        raise CaptureOptionError(
+            f"--acquisitions: {acquisitions}: between 1 and {MAX_ACQUISITIONS}"
+        )
     if not settings.resource:
         raise CaptureOptionError("--resource: a capture needs the scope's VISA resource")
     session = ScopeSession.open(settings, settings.resource)  # ScopeError: nothing written
     try:
         applied = session.scope.applied
         summary = CaptureSummary(
-            out, sidecar_path(out), session.idn, settings.resource, settings.dialect, settings.capture,
-            acquisitions, start_utc=_utc_now(),
-            applied={} if applied is None else _plain_json({**dataclasses.asdict(applied),
-                                                           "sample_interval_s": applied.sample_interval_s}),
+            out,
+            sidecar_path(out),
+            session.idn,
+            settings.resource,
+            settings.dialect,
+            settings.capture,
+            acquisitions,
+            start_utc=_utc_now(),
+            applied={}
+            if applied is None
+            else _plain_json(
+                {**dataclasses.asdict(applied), "sample_interval_s": applied.sample_interval_s}
+            ),
         )
         for path in (out, summary.sidecar):
             if overwrite and path.exists():
@@ -219,7 +249,8 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
         tally = MeasurementTally() if measuring else None
         if tally is not None:
             summary.measurement = _measurement_summary(tally)
-        _write_sidecar(summary, settings)  # "running": a capture killed outright still says what it was
+        # "running": a capture killed outright still says what it was
+        _write_sidecar(summary, settings)
         try:
             for k in range(acquisitions):
                 if tally is not None:
@@ -246,8 +277,11 @@ def capture_to_file(settings: ScopeSettingsConfig, out: Path, acquisitions: int,
         except StoreError as exc:  # the file cannot be written (a full disk): what is in it stays
             summary.status, summary.error = "failed", str(exc)
             raise
-        except BaseException as exc:  # Ctrl-C ("interrupted"), or a fault of the station's ("failed")
-            summary.status = "interrupted" if isinstance(exc, KeyboardInterrupt | SystemExit) else "failed"
+        # Ctrl-C ("interrupted"), or a fault of the station's ("failed")
+        except BaseException as exc:
+            summary.status = (
+                "interrupted" if isinstance(exc, KeyboardInterrupt | SystemExit) else "failed"
+            )
             summary.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise
         finally:
@@ -275,7 +309,8 @@ def _measure(session: ScopeSession, tally: MeasurementTally, writer: _Writer, ac
     host_count, *host_s = (None,) * 4 if same is None else same
     writer.add_rows({
         "acquisition": np.array([acquisition], np.int64), "armed_host_s": np.array([armed]),
-        "count": np.array([m.count], np.int64), "mean_s": np.array([m.mean_s]), "min_s": np.array([m.min_s]),
+        "count": np.array([m.count], np.int64), "mean_s": np.array([m.mean_s]),
+        "min_s": np.array([m.min_s]),
         "max_s": np.array([m.max_s]), "host_count": np.array([host_count], object),
         **{name: np.array([v], object) for name, v in zip(_NULLABLE[1:], host_s, strict=True)},
     })
@@ -292,17 +327,21 @@ def _pulse_rows(acquisition: int, got: DetailedCapture) -> dict[str, np.ndarray]
     n = len(got.width_s)
     return {
         "acquisition": np.full(n, acquisition, np.int64), "frame": np.asarray(got.frame, np.int64),
-        "start_s": np.asarray(got.start_s, np.float64), "width_s": np.asarray(got.width_s, np.float64),
-        "rise_s": np.asarray(got.rise_s, np.float64), "armed_host_s": np.full(n, got.armed_host_s, np.float64),
+        "start_s": np.asarray(got.start_s, np.float64), "width_s": np.asarray(got.width_s,
+                                                                              np.float64),
+        "rise_s": np.asarray(got.rise_s, np.float64), "armed_host_s": np.full(n, got.armed_host_s,
+                                                                              np.float64),
     }
 
 
-# --- the file --------------------------------------------------------------------------------------
+# --- the file
+# --------------------------------------------------------------------------------------
 
 
 class _Writer:
     def add_rows(self, rows: dict[str, np.ndarray]) -> None:
-        """One acquisition's rows, a column each (in any order; object arrays hold None for null)."""
+        """One acquisition's rows, a column each (in any order; object arrays hold None for
+        null)."""
         raise NotImplementedError
 
     def close(self, sidecar: dict[str, Any]) -> None:
@@ -311,9 +350,11 @@ class _Writer:
 
 #: How a CSV writes a value of each column (None, a null: an empty field).
 _CSV_FORMAT: dict[str, Callable[[Any], str]] = {
-    "start_s": lambda v: f"{v:.12e}", "width_s": lambda v: f"{v:.12e}", "rise_s": lambda v: _number(v),
+    "start_s": lambda v: f"{v:.12e}", "width_s": lambda v: f"{v:.12e}",
+    "rise_s": lambda v: _number(v),
     "armed_host_s": lambda v: f"{v:.6f}",
-    **{name: lambda v: _number(v, 12) for name in ("mean_s", "min_s", "max_s", "host_mean_s", "host_min_s",
+    **{name: lambda v: _number(v, 12) for name in ("mean_s", "min_s", "max_s", "host_mean_s",
+                                                   "host_min_s",
                                                    "host_max_s")},
 }
 
@@ -329,7 +370,8 @@ class _CsvWriter(_Writer):
         formats = [_CSV_FORMAT.get(name, str) for name in self.columns]
         values = zip(*(rows[name].tolist() for name in self.columns), strict=True)
         self.file.write("".join(
-            ",".join("" if v is None else fmt(v) for fmt, v in zip(formats, row, strict=True)) + "\n"
+            ",".join("" if v is None else fmt(v) for fmt, v in zip(formats, row,
+                                                                   strict=True)) + "\n"
             for row in values
         ), flush=True)
 
@@ -350,10 +392,16 @@ class _ParquetWriter(_Writer):
         self.parts.append(rows)
 
     def close(self, sidecar: dict[str, Any]) -> None:
-        columns = {name: pa.array(np.concatenate([p[name] for p in self.parts]) if self.parts else [],
-                                  type=pa.from_numpy_dtype(np.dtype(kind)), from_pandas=False)
-                   for name, (kind, _, _) in self.columns.items()}
-        table = pa.table(columns).replace_schema_metadata({PARQUET_METADATA_KEY: json.dumps(sidecar).encode()})
+        columns = {
+            name: pa.array(
+                np.concatenate([p[name] for p in self.parts]) if self.parts else [],
+                type=pa.from_numpy_dtype(np.dtype(kind)), from_pandas=False
+            )
+            for name, (kind, _, _) in self.columns.items()
+        }
+        table = pa.table(columns).replace_schema_metadata(
+            {PARQUET_METADATA_KEY: json.dumps(sidecar).encode()}
+        )
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             pq.write_table(table, tmp)
@@ -367,11 +415,13 @@ def _number(value: float, digits: int = 6) -> str:
     return f"{value:.{digits}e}" if math.isfinite(value) else "nan"
 
 
-# --- the sidecar -----------------------------------------------------------------------------------
+# --- the sidecar
+# -----------------------------------------------------------------------------------
 
 
 def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str, Any]:
-    asked = settings.model_dump(exclude={"kind", "resource", "bus", "bus_rate"})  # bus: the twin's only
+    # bus: the twin's only
+    asked = settings.model_dump(exclude={"kind", "resource", "bus", "bus_rate"})
     if settings.capture != "segmented":
         asked.pop("segments", None)
     measuring = settings.capture == "measurement"
@@ -402,7 +452,8 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
         "settings_requested": _plain_json(asked),
         "settings_applied": summary.applied,
         **({"measurement": summary.measurement} if measuring else {
-            "rise_time": {"low_pct": 10, "high_pct": 90, "levels": "histogram modes of the record's lower and "
+            "rise_time": {"low_pct": 10, "high_pct": 90,
+                          "levels": "histogram modes of the record's lower and "
                           "upper halves", "min_samples_on_edge": MIN_SAMPLES}}),
         "columns": {name: {"type": kind, "unit": unit, "description": text}
                     for name, (kind, unit, text) in columns.items()},
@@ -441,7 +492,8 @@ def capture_mode_of(path: Path) -> str | None:
 
 
 def _mode_in(sidecar: object) -> str | None:
-    if isinstance(sidecar, dict) and sidecar.get("schema") == SCHEMA and sidecar.get("mode") in MODES:
+    if isinstance(sidecar,
+                  dict) and sidecar.get("schema") == SCHEMA and sidecar.get("mode") in MODES:
         return sidecar["mode"]
     return None
 

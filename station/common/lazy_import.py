@@ -18,8 +18,9 @@ def import_named(spec: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def lazy_exports(package: str, where: Mapping[str, str],
-                 namespace: MutableMapping[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, where: Mapping[str, str], namespace: MutableMapping[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's module-level `__getattr__` and `__dir__` (PEP 562) for the names `where` maps to
     the module defining each, imported when a name is first asked for and kept in `namespace` (the
     package's globals()) from then on."""

@@ -53,7 +53,8 @@ class RunProgress:
     duration_target: float | None = None
     phase: str = "starting"
     position: int | None = None  # its place in the file's order (reports list runs so); None: index
-    probe: str | None = None  # a probe run (e.g. "cyclictest"): no live samples, its results come at the end
+    # a probe run (e.g. "cyclictest"): no live samples, its results come at the end
+    probe: str | None = None
     # the session's runs around this one (a campaign-wide ETA): when the first began, how many
     # were done before this one, how many come after it
     session_started: float | None = None

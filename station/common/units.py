@@ -57,7 +57,8 @@ def _finite(value: float, text: object, what: str) -> float:
     return value
 
 
-def _parse(text: object, table: dict[str, float], what: str, fold_case: bool, require_unit: bool) -> float:
+def _parse(text: object, table: dict[str, float], what: str, fold_case: bool,
+           require_unit: bool) -> float:
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(f"expected a {what} such as 100{_EXAMPLE[what][0]}, got {shorten(text)}")
     if isinstance(text, int | float):
@@ -79,7 +80,8 @@ def _parse(text: object, table: dict[str, float], what: str, fold_case: bool, re
     key = unit.lower() if fold_case else unit
     if key not in table:
         units = ", ".join(u for u in table if u)
-        raise ValueError(f"unknown unit {unit!r} in {shorten(text)} for a {what} (use one of: {units})")
+        raise ValueError(f"unknown unit {unit!r} in {shorten(text)} for a {what} (use one of: "
+                         f"{units})")
     if not unit and require_unit and value != 0:
         raise _no_unit(number, what)
     return _finite(value * table[key], text, what)

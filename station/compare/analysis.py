@@ -44,10 +44,12 @@ def _load(dirs: Sequence[Path]) -> list[CampaignInfo]:
         # twin campaigns of one config share a name: the directory tells them apart
         label = name if names.count(name) == 1 else f"{name} ({info.dir.name})"
         labels.append(label if label not in labels else f"{label} [{len(labels)}]")
-    return [CampaignInfo(lbl, i.dir, i.report, i.report_file) for lbl, i in zip(labels, infos, strict=True)]
+    return [CampaignInfo(lbl, i.dir, i.report, i.report_file) for lbl, i in zip(labels, infos,
+                                                                                strict=True)]
 
 
-# ---- statistics ------------------------------------------------------------------------------------
+# ---- statistics
+# ------------------------------------------------------------------------------------
 def mean_interval(mean: float, std: float, n: int, confidence: float = 0.95) -> list[float] | None:
     """Student's t interval of the mean."""
     if n < 2 or not math.isfinite(std):
@@ -56,7 +58,8 @@ def mean_interval(mean: float, std: float, n: int, confidence: float = 0.95) -> 
     return [mean - half, mean + half]
 
 
-def quantile_interval(sample: Distribution, q: float, confidence: float = 0.95) -> list[float | None]:
+def quantile_interval(sample: Distribution, q: float,
+                      confidence: float = 0.95) -> list[float | None]:
     """Distribution-free interval of the q-quantile from order statistics: [X_(l), X_(u)] with
     l, u from Binomial(n, q); a bound the sample cannot give (u > n) is None."""
     n = sample.count
@@ -72,7 +75,8 @@ def mann_whitney(x: Distribution, y: Distribution, continuity: bool = True) -> t
     """(U of x, two-sided p) as scipy.stats.mannwhitneyu(x, y, method="asymptotic",
     use_continuity=continuity) gives them — mid-ranks for ties, the tie-corrected variance — from
     the two samples' counts (memory: their distinct values, not their samples; heavy ties cost
-    nothing). U is exact (sums of half-integers below 2**53); p is 1 where every value is the same."""
+    nothing). U is exact (sums of half-integers below 2**53); p is 1 where every value is the
+    same."""
     values = np.union1d(x.values.astype(np.float64), y.values.astype(np.float64))
     cx, cy = np.zeros(len(values)), np.zeros(len(values))
     cx[np.searchsorted(values, x.values.astype(np.float64))] = x.counts
@@ -101,7 +105,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
-# ---- the whole comparison --------------------------------------------------------------------------
+# ---- the whole comparison
+# --------------------------------------------------------------------------
 def compare_parts() -> list[tuple[kind_registry.Kind, ComparePart]]:
     """Every registered kind's compare part, in the registry's order."""
     return [(k, k.load("compare")) for k in kind_registry.kinds().values() if k.compare is not None]
@@ -116,26 +121,31 @@ def _check_comparable(infos: list[CampaignInfo], parts: dict[str, ComparePart]) 
     """Refuse what cannot be compared: one campaign alone (unless its kind compares a campaign with
     itself), a campaign without runs, campaigns of different kinds, kinds with no compare part."""
     kinds = [campaign_kinds(i.report) for i in infos]
-    if len(infos) < 2 and not (len(kinds[0]) == 1 and (part := parts.get(next(iter(kinds[0])))) is not None
-                               and part.alone(infos[0].report)):
+    if len(infos) < 2 and not (
+        len(kinds[0]) == 1
+        and (part := parts.get(next(iter(kinds[0])))) is not None
+        and part.alone(infos[0].report)
+    ):
         alone = "".join(f", or {p.alone_text}" for p in parts.values() if p.alone_text)
-        raise ResultStoreError(f"{infos[0].dir}: compare needs two or more campaign directories, the first the "
-                               f"baseline{alone} (one campaign's own report is `station report DIR`)")
+        raise ResultStoreError(f"{infos[0].dir}: compare needs two or more campaign directories, "
+                               f"the first the baseline{alone} (one campaign's own report is "
+                               "`station report DIR`)")
     for info, kind in zip(infos, kinds, strict=True):
         if not kind:
             raise ResultStoreError(f"{info.dir}: the campaign has no runs to compare")
         if not kind <= set(parts):
-            raise ResultStoreError(f"{info.dir}: a campaign of {'/'.join(sorted(kind))} runs; station compare compares "
-                                   f"{' or '.join(parts)} campaigns")
+            raise ResultStoreError(f"{info.dir}: a campaign of {'/'.join(sorted(kind))} runs; "
+                                   f"station compare compares {' or '.join(parts)} campaigns")
     if any(k != kinds[0] for k in kinds[1:]):
-        said = ", ".join(f"{i.dir} ({'/'.join(sorted(k))})" for i, k in zip(infos, kinds, strict=True))
+        said = ", ".join(f"{i.dir} ({'/'.join(sorted(k))})" for i, k in zip(infos, kinds,
+                                                                            strict=True))
         raise ResultStoreError(f"campaigns of different kinds cannot be compared: {said}")
 
 
 def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[tuple, Any]]:
-    """(the comparison dict, the figures' samples by key, e.g. (campaign, source, interface, variant,
-    load) for module runs). Raises ResultStoreError naming a directory or file that cannot be
-    compared, or campaigns that cannot be compared with each other."""
+    """(the comparison dict, the figures' samples by key, e.g. (campaign, source, interface,
+    variant, load) for module runs). Raises ResultStoreError naming a directory or file that cannot
+    be compared, or campaigns that cannot be compared with each other."""
     paths = campaign_dirs(dirs)
     infos = _load(paths)
     parts = compare_parts()
@@ -154,11 +164,16 @@ def compare_campaigns(dirs: Sequence[Path | str]) -> tuple[dict[str, Any], dict[
     kinds = kind_registry.kinds().values()
     result = {
         "schema_version": COMPARE_SCHEMA_VERSION,
-        "campaigns": [{"label": i.label, "dir": str(i.dir),
-                       "name": (i.report.get("campaign") or {}).get("name"),
-                       "description": (i.report.get("campaign") or {}).get("description"),
-                       "station_version": (i.report.get("campaign") or {}).get("station_version"),
-                       "runs": sum(len(kind_registry.report_runs(k, i.report)) for k in kinds)} for i in infos],
+        "campaigns": [
+            {
+                "label": i.label, "dir": str(i.dir),
+                "name": (i.report.get("campaign") or {}).get("name"),
+                "description": (i.report.get("campaign") or {}).get("description"),
+                "station_version": (i.report.get("campaign") or {}).get("station_version"),
+                "runs": sum(len(kind_registry.report_runs(k, i.report)) for k in kinds)
+            }
+            for i in infos
+        ],
         **sections,
         "notes": notes,
     }

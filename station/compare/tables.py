@@ -1,5 +1,6 @@
 """The comparison's tables (`station compare`) as display-ready text, shared by its HTML and
-Markdown pages: the campaigns, then each kind's (its ComparePart.tables), with the helpers they share."""
+Markdown pages: the campaigns, then each kind's (its ComparePart.tables), with the helpers they
+share."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def interval_text(ci: Any) -> str:
 
 
 def campaigns_table(result: Mapping[str, Any]) -> Table:
-    rows = [[Cell(c["label"]), Cell(c.get("dir") or MISSING), Cell(str(c.get("description") or MISSING), wrap=True),
+    rows = [[Cell(c["label"]), Cell(c.get("dir") or MISSING),
+             Cell(str(c.get("description") or MISSING), wrap=True),
              numeric(str(c.get("runs", MISSING))), Cell(str(c.get("station_version") or MISSING))]
             for c in result["campaigns"]]
     return Table("compare-campaigns", "Campaigns (the first is the baseline)",

@@ -27,7 +27,13 @@ Hardening, because a campaign file drives a root shell on the target:
 
 from __future__ import annotations
 
-from station.config.bench import PLACE_RESOURCE, GeneratorSettingsConfig, LoadHost, ScopeSettingsConfig, TargetSettings
+from station.config.bench import (
+    PLACE_RESOURCE,
+    GeneratorSettingsConfig,
+    LoadHost,
+    ScopeSettingsConfig,
+    TargetSettings,
+)
 from station.config.campaign import (
     Campaign,
     Matrix,

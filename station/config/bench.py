@@ -46,37 +46,46 @@ COORDINATOR_PATTERN = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):[0-9]{1,5}"
 
 class TargetSettings(Strict):
     kind: Literal["twin", "ssh", "vm", "local", "labgrid"] = Field(
-        "twin", description="twin: the built-in emulated RTAI box; ssh: a real target; vm: Debian's kernel "
-        "in QEMU, built and booted by the bench for the campaign (family mainline); local: this machine, "
-        "through a throw-away OpenSSH server the bench starts on 127.0.0.1 (the same SSH path as ssh); "
-        "labgrid: a labgrid place, acquired for the campaign, its NetworkService the SSH endpoint and its "
-        "PyVISADevice resources the instruments (docs/lab.md)",
+        "twin",
+        description="twin: the built-in emulated RTAI box; ssh: a real target; vm: Debian's kernel "
+        "in QEMU, built and booted by the bench for the campaign (family mainline); local: this "
+        "machine, through a throw-away OpenSSH server the bench starts on 127.0.0.1 (the same SSH "
+        "path as ssh); labgrid: a labgrid place, acquired for the campaign, its NetworkService the "
+        "SSH endpoint and its PyVISADevice resources the instruments (docs/lab.md)",
     )
     place: Name | None = Field(None, description="labgrid only: the place's name")
     coordinator: Annotated[str, _pattern(COORDINATOR_PATTERN, "HOST:PORT")] | None = Field(
-        None, description="labgrid only: the coordinator's HOST:PORT; default: $LG_COORDINATOR, else labgrid's "
-        "own default 127.0.0.1:20408")
+        None, description="labgrid only: the coordinator's HOST:PORT; default: $LG_COORDINATOR, "
+        "else labgrid's own default 127.0.0.1:20408")
     ssh_resource: Name | None = Field(
-        None, description="labgrid only: which of the place's NetworkService resources is the target, by name "
-        "(needed only when the place has several)")
+        None, description="labgrid only: which of the place's NetworkService resources is the "
+        "target, by name (needed only when the place has several)")
     kernel: Literal["regular", "rt"] = Field(
-        "regular", description="vm only: Debian's regular kernel or its PREEMPT_RT build (linux-image-rt-amd64)"
+        "regular",
+        description="vm only: Debian's regular kernel or its PREEMPT_RT build "
+                    "(linux-image-rt-amd64)"
     )
-    host: Host = Field("127.0.0.1", description="a name or address; ~/.ssh/config's Host aliases, HostName, "
+    host: Host = Field("127.0.0.1",
+                       description="a name or address; ~/.ssh/config's Host aliases, HostName, "
                        "User, Port, IdentityFile and ProxyJump apply as they do for ssh")
-    port: Int | None = Field(None, ge=1, le=65535, description="default: ~/.ssh/config's Port for this host, else 22")
+    port: Int | None = Field(None, ge=1, le=65535,
+                             description="default: ~/.ssh/config's Port for this host, else 22")
     user: User | None = Field(
         None, description="default: ~/.ssh/config's User for this host, else your local user name"
     )
-    identity_file: LocalPath | None = Field(None, description="private key; default: ssh-agent / ~/.ssh keys")
+    identity_file: LocalPath | None = Field(None,
+                                            description="private key; default: ssh-agent / ~/.ssh "
+                                                        "keys")
     known_hosts: LocalPath | None = Field(
-        None, description="known_hosts file; default ~/.ssh/known_hosts. Host keys are always checked."
+        None,
+        description="known_hosts file; default ~/.ssh/known_hosts. Host keys are always checked."
     )
     connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
     reconnect_for: Seconds(TIMEOUT_RANGE) = Field(
-        60.0, description="how long a run's teardown keeps reconnecting to a host that stopped answering, to "
-        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`; "
-        "also how long a host that failed a run may take to answer again before its other runs are given up"
+        60.0, description="how long a run's teardown keeps reconnecting to a host that stopped "
+        "answering, to unload what the station loaded and stop its loads, before it gives up and "
+        "names `station cleanup`; also how long a host that failed a run may take to answer again "
+        "before its other runs are given up"
     )
     family: Literal["rtai", "mainline"] = "rtai"
     module_dir: RemotePath = Field(
@@ -85,8 +94,9 @@ class TargetSettings(Strict):
     work_dir: RemotePath = Field("/tmp/irq-station", description="target directory for pid files")
     fifo: Int = Field(0, ge=0, le=63, description="RTAI FIFO number (rtai family)")
     sudo: bool = Field(
-        False, description="log in as an ordinary user and run insmod, rmmod, dmesg, the stream reader and "
-        "kill through `sudo -n` (needs a NOPASSWD sudoers rule; the station never types a password)",
+        False, description="log in as an ordinary user and run insmod, rmmod, dmesg, the stream "
+        "reader and kill through `sudo -n` (needs a NOPASSWD sudoers rule; the station never types "
+        "a password)",
     )
     upload_modules: LocalPath | None = Field(
         None,
@@ -111,7 +121,9 @@ class TargetSettings(Strict):
                 raise LocatedError((name,), "is a labgrid target's: only for kind: labgrid")
         for name in ("host", "port", "user"):
             if self.kind == "labgrid" and name in self.model_fields_set:
-                raise LocatedError((name,), f"a labgrid target's {name} is its place's NetworkService's: leave it out")
+                raise LocatedError((name,),
+                                   f"a labgrid target's {name} is its place's NetworkService's: "
+                                   "leave it out")
         return self
 
     @model_validator(mode="after")
@@ -133,10 +145,11 @@ SEGMENTED_DIALECTS = ("keysight_infiniivision", "tektronix_mso")  # FastFrame / 
 class ScopeSettingsConfig(Strict):
     kind: Literal["twin", "visa", "none"] = "twin"
     resource: Annotated[str, _text(256)] | None = Field(
-        None, description="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET; on a labgrid target, labgrid:NAME "
-        "takes the place's PyVISADevice of that name (labgrid: alone: its only one)"
+        None, description="VISA resource, e.g. TCPIP::10.0.0.5::4000::SOCKET; on a labgrid target, "
+        "labgrid:NAME takes the place's PyVISADevice of that name (labgrid: alone: its only one)"
     )
-    dialect: ScopeDialect = Field("tektronix_tds", description="the scope's command set (instruments/dialects.py)")
+    dialect: ScopeDialect = Field("tektronix_tds",
+                                  description="the scope's command set (instruments/dialects.py)")
     timeout: Seconds(TIMEOUT_RANGE) = 10.0
     channel: Int = Field(1, ge=1, le=4)
     volts_per_div: Volts(VOLTS_PER_DIV_RANGE) = 1.0
@@ -148,43 +161,49 @@ class ScopeSettingsConfig(Strict):
     threshold: Annotated[
         float | Literal["auto"],
         BeforeValidator(_volts_or_auto),
-        AfterValidator(lambda v: v if v == "auto" else _range(*LEVEL_RANGE, format_voltage).func(v)),
+        AfterValidator(lambda v: v if v == "auto" else _range(*LEVEL_RANGE,
+                                                              format_voltage).func(v)),
     ] = "auto"
     capture: Literal["waveform", "segmented", "measurement"] = Field(
-        "waveform", description="waveform: single long records, every pulse in each; segmented: FastFrame / "
-        "segmented memory, `segments` frames of record_length points a trigger each (one pulse a frame), placed "
-        "by the scope's time tags; measurement: the scope's own pulse-width measurement of each acquisition, "
-        "no waveform transfer (docs/capture.md)"
+        "waveform",
+        description="waveform: single long records, every pulse in each; segmented: FastFrame / "
+        "segmented memory, `segments` frames of record_length points a trigger each (one pulse a "
+        "frame), placed by the scope's time tags; measurement: the scope's own pulse-width "
+        "measurement of each acquisition, no waveform transfer (docs/capture.md)"
     )
-    segments: Int = Field(1000, ge=2, le=1_000_000, description="frames per acquisition when capture is segmented")
+    segments: Int = Field(1000, ge=2, le=1_000_000,
+                          description="frames per acquisition when capture is segmented")
     cross_check_every: Int = Field(
-        0, ge=0, le=1_000_000, description="capture measurement: transfer every Nth acquisition's record too and "
-        "extract its pulses on the host, beside the scope's numbers (0: never)"
+        0, ge=0, le=1_000_000, description="capture measurement: transfer every Nth acquisition's "
+        "record too and extract its pulses on the host, beside the scope's numbers (0: never)"
     )
     bus: Literal["model", "loopback", "gpib", "usb", "lan", "gigabit"] = Field(
-        "model", description="the twin scope's bus, which sets how long its replies take: model: the simulated "
-        "instrument's own (GPIB for the TDS, LAN for the InfiniiVision, gigabit LAN for the MSO); loopback: no "
-        "delay (instruments/sim/bus.py, docs/scopes/)"
+        "model",
+        description="the twin scope's bus, which sets how long its replies take: model: the "
+        "simulated instrument's own (GPIB for the TDS, LAN for the InfiniiVision, gigabit LAN for "
+        "the MSO); loopback: no delay (instruments/sim/bus.py, docs/scopes/)"
     )
     bus_rate: Float | None = Field(
-        None, gt=0, le=1e10, description="the twin scope's bus rate in bytes/s, in place of the profile's (a rate "
-        "you timed on your own scope)"
+        None, gt=0, le=1e10, description="the twin scope's bus rate in bytes/s, in place of the "
+        "profile's (a rate you timed on your own scope)"
     )
 
     @model_validator(mode="after")
     def _visa_needs_resource(self) -> ScopeSettingsConfig:
         if self.kind == "visa" and not self.resource:
             raise LocatedError(
-                ("resource",), "a visa scope needs a resource, e.g. TCPIP::192.168.1.30::4000::SOCKET"
+                ("resource",),
+                "a visa scope needs a resource, e.g. TCPIP::192.168.1.30::4000::SOCKET"
             )
         if self.kind != "twin":
             for name, default in (("bus", "model"), ("bus_rate", None)):
                 if getattr(self, name) != default:
-                    raise LocatedError((name,), f"{name} sets the twin scope's bus; a {self.kind} scope's bus is "
-                                       "the instrument's own: leave it out")
+                    raise LocatedError((name,), f"{name} sets the twin scope's bus; a {self.kind} "
+                                       "scope's bus is the instrument's own: leave it out")
         if self.capture == "segmented" and self.dialect not in SEGMENTED_DIALECTS:
             raise LocatedError(
-                ("capture",), f"segmented capture needs FastFrame or segmented memory, which {self.dialect} has "
+                ("capture",),
+                f"segmented capture needs FastFrame or segmented memory, which {self.dialect} has "
                 f"not (dialects with it: {', '.join(SEGMENTED_DIALECTS)}): use waveform"
             )
         return self
@@ -194,17 +213,20 @@ GeneratorDialect = Literal[tuple(sorted(GENERATORS))]
 
 
 class GeneratorSettingsConfig(Strict):
-    """The function generator that drives the stimulus of a gpio campaign (its settings are under gpio:)."""
+    """The function generator that drives the stimulus of a gpio campaign (its settings are under
+    gpio:)."""
 
     kind: Literal["twin", "visa", "none"] = Field(
-        "twin", description="twin: the built-in simulated generator; visa: an instrument; none: the stimulus "
-        "comes from elsewhere (set up by hand)"
+        "twin",
+        description="twin: the built-in simulated generator; visa: an instrument; none: the "
+        "stimulus comes from elsewhere (set up by hand)"
     )
     resource: Annotated[str, _text(256)] | None = Field(
-        None, description="VISA resource, e.g. TCPIP::10.0.0.6::5025::SOCKET; on a labgrid target, labgrid:NAME "
-        "takes the place's PyVISADevice of that name"
+        None, description="VISA resource, e.g. TCPIP::10.0.0.6::5025::SOCKET; on a labgrid target, "
+        "labgrid:NAME takes the place's PyVISADevice of that name"
     )
-    dialect: GeneratorDialect = Field("keysight_33500", description="the generator's command set")  # type: ignore[valid-type]
+    dialect: GeneratorDialect = Field(  # type: ignore[valid-type]
+        "keysight_33500", description="the generator's command set")
     channel: Int = Field(1, ge=1, le=2)
     timeout: Seconds(TIMEOUT_RANGE) = 10.0
 
@@ -217,10 +239,12 @@ class GeneratorSettingsConfig(Strict):
 
 
 class LoadHost(Strict):
-    """Another machine that runs load generators aimed at the target (e.g. the seed's hping3 flood)."""
+    """Another machine that runs load generators aimed at the target (e.g. the seed's hping3
+    flood)."""
 
     host: Host
-    port: Int | None = Field(None, ge=1, le=65535, description="default: ~/.ssh/config's Port for this host, else 22")
+    port: Int | None = Field(None, ge=1, le=65535,
+                             description="default: ~/.ssh/config's Port for this host, else 22")
     user: User | None = Field(
         None, description="default: ~/.ssh/config's User for this host, else your local user name"
     )
@@ -228,12 +252,14 @@ class LoadHost(Strict):
     known_hosts: LocalPath | None = None
     connect_timeout: Seconds(TIMEOUT_RANGE) = 10.0
     reconnect_for: Seconds(TIMEOUT_RANGE) = Field(
-        60.0, description="how long a run's teardown keeps reconnecting to a host that stopped answering, to "
-        "unload what the station loaded and stop its loads, before it gives up and names `station cleanup`; "
-        "also how long a host that failed a run may take to answer again before its other runs are given up"
+        60.0, description="how long a run's teardown keeps reconnecting to a host that stopped "
+        "answering, to unload what the station loaded and stop its loads, before it gives up and "
+        "names `station cleanup`; also how long a host that failed a run may take to answer again "
+        "before its other runs are given up"
     )
     work_dir: RemotePath = "/tmp/irq-station"
-    sudo: bool = Field(False, description="stop loads started with `sudo -n` through `sudo -n kill`")
+    sudo: bool = Field(False,
+                       description="stop loads started with `sudo -n` through `sudo -n kill`")
 
 
 class LoadSpec(Strict):
@@ -258,15 +284,17 @@ class LoadSpec(Strict):
         return value
 
 
-PLACE_RESOURCE = "labgrid:"  # an instrument's resource taken from the target's labgrid place: labgrid:[NAME]
+# an instrument's resource taken from the target's labgrid place: labgrid:[NAME]
+PLACE_RESOURCE = "labgrid:"
 
 
 class BenchSettings(Strict):
     target: TargetSettings = TargetSettings()
     targets: dict[Name, TargetSettings] = Field(
         default_factory=dict, max_length=64,
-        description="instead of target: several named targets (e.g. a regular and a PREEMPT_RT build); "
-        "the whole matrix runs on each, one target after the other, and run ids start with its name",
+        description="instead of target: several named targets (e.g. a regular and a PREEMPT_RT "
+        "build); the whole matrix runs on each, one target after the other, and run ids start with "
+        "its name",
     )
     twin: TwinSettings = TwinSettings()
     scope: ScopeSettingsConfig = ScopeSettingsConfig()
@@ -276,17 +304,24 @@ class BenchSettings(Strict):
     @model_validator(mode="after")
     def _one_way_to_name_targets(self) -> BenchSettings:
         if self.targets and "target" in self.model_fields_set:
-            raise LocatedError(("targets",), "give either target: (one) or targets: (several by name), not both")
+            raise LocatedError(("targets",),
+                               "give either target: (one) or targets: (several by name), not both")
         if sum(t.kind == "twin" for t in self.targets.values()) > 1:
-            raise LocatedError(("targets",), "at most one twin target (the twin is one emulated box)")
+            raise LocatedError(("targets",),
+                               "at most one twin target (the twin is one emulated box)")
         if "scope_replies" in self.twin.model_fields_set and not (
                 self.scope.kind == "twin" and self.scope.dialect == "tektronix_mso"):
-            raise LocatedError(("twin", "scope_replies"), "scope_replies are the twin MSO's (bench.scope kind: "
-                               f"twin, dialect: tektronix_mso), not a {self.scope.kind} {self.scope.dialect}'s")
+            raise LocatedError(("twin", "scope_replies"),
+                               "scope_replies are the twin MSO's (bench.scope kind: twin, "
+                               f"dialect: tektronix_mso), not a {self.scope.kind} "
+                               f"{self.scope.dialect}'s")
         for part, settings in (("scope", self.scope), ("generator", self.generator)):
             if (settings.resource or "").startswith(PLACE_RESOURCE) and (
-                    settings.kind != "visa" or any(t.kind != "labgrid" for t in self.named_targets().values())):
-                raise LocatedError((part, "resource"), f"{PLACE_RESOURCE}… names a PyVISADevice of the target's "
+                settings.kind != "visa"
+                or any(t.kind != "labgrid" for t in self.named_targets().values())
+            ):
+                raise LocatedError((part, "resource"),
+                                   f"{PLACE_RESOURCE}… names a PyVISADevice of the target's "
                                    "labgrid place: only for a visa instrument on labgrid targets")
         return self
 

@@ -44,11 +44,13 @@ class Matrix(Strict):
     (Kind.matrix_fields: the module kind's interfaces, variants, period, …)."""
 
     kind: str = Field(
-        "module", description="what each run measures: a run kind (station/kinds/; `station schema` lists them "
-        "with what each measures); its options go under the campaign key of its name",
+        "module",
+        description="what each run measures: a run kind (station/kinds/; `station schema` lists "
+        "them with what each measures); its options go under the campaign key of its name",
     )
     loads: list[Annotated[str, Field(max_length=64)]] = Field(
-        default_factory=lambda: ["none"], min_length=1, max_length=1000, description="names of load sets (loads:)"
+        default_factory=lambda: ["none"], min_length=1, max_length=1000,
+        description="names of load sets (loads:)"
     )
     repetitions: Int = Field(1, ge=1, le=MAX_REPETITIONS)
     samples: Int | None = Field(
@@ -59,13 +61,14 @@ class Matrix(Strict):
         3600.0, description="hard limit per run, whatever else is unmet"
     )
     order: Literal["interleaved", "as-written"] = Field(
-        "interleaved", description="the runs' order on each target: `interleaved` measures every condition once "
-        "per repetition, in a seeded random order each round (so a machine's slow drift is not lined up with "
-        "one condition); `as-written` the file's order, repetition after repetition"
+        "interleaved",
+        description="the runs' order on each target: `interleaved` measures every condition once "
+        "per repetition, in a seeded random order each round (so a machine's slow drift is not "
+        "lined up with one condition); `as-written` the file's order, repetition after repetition"
     )
     order_seed: Int | None = Field(
-        None, ge=0, le=2**63 - 1, description="the interleaved order's seed (default: from the campaign's name); "
-        "campaign.json records the order used"
+        None, ge=0, le=2**63 - 1, description="the interleaved order's seed (default: from the "
+        "campaign's name); campaign.json records the order used"
     )
 
     @model_validator(mode="after")
@@ -84,18 +87,20 @@ class ReportSettings(Strict):
     """What the report estimates beyond the measured figures."""
 
     deadline: Seconds(DEADLINE_RANGE) | None = Field(
-        None, description="a latency the system must meet (seed 004: 125us): the report gives the probability "
-        "per event of exceeding it, from the tail fit where it lies in the tail"
+        None, description="a latency the system must meet (seed 004: 125us): the report gives the "
+        "probability per event of exceeding it, from the tail fit where it lies in the tail"
     )
     exceedance: Float = Field(
-        1e-9, gt=0.0, lt=0.01, description="the worst case is the latency exceeded with this probability per event"
+        1e-9, gt=0.0, lt=0.01,
+        description="the worst case is the latency exceeded with this probability per event"
     )
 
 
 
 class Campaign(Strict):
-    """A campaign's settings common to every kind. The model that reads a file is `campaign_model()`:
-    this one with each registered kind's own section beside (station/kind_registry.py)."""
+    """A campaign's settings common to every kind. The model that reads a file is
+    `campaign_model()`: this one with each registered kind's own section beside
+    (station/kind_registry.py)."""
 
     name: Annotated[str, Field(min_length=1), _text(200)]
     description: Annotated[str, _text(100_000, allowed="\n\t")] = ""
@@ -106,42 +111,55 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _kind_fits(self) -> Campaign:
-        """What every kind's declaration says of a campaign (kind_registry.Kind), then the kind's own checks."""
+        """What every kind's declaration says of a campaign (kind_registry.Kind), then the kind's
+        own checks."""
         m, known = self.matrix, kind_registry.kinds()
         if m.kind not in known:  # the base model (campaign_model() lists the kinds in its schema)
-            raise LocatedError(("matrix", "kind"), f"unknown run kind {m.kind!r} (known: {', '.join(sorted(known))})")
+            raise LocatedError(("matrix", "kind"),
+                               f"unknown run kind {m.kind!r} (known: {', '.join(sorted(known))})")
         kind = known[m.kind]
         for other in known.values():  # another kind's keys are a mistake, not something to ignore
             if other.name == kind.name:
                 continue
             for key in other.matrix_keys():
                 if key in m.model_fields_set and key not in kind.matrix_keys():
-                    raise LocatedError(("matrix", key), f"is {article(other.name)} {other.name}-run key; "
+                    raise LocatedError(("matrix", key),
+                                       f"is {article(other.name)} {other.name}-run key; "
                                        f"{article(kind.name)} {kind.name} campaign does not use it")
             if other.settings is not None and other.name in self.model_fields_set:
-                raise LocatedError((other.name,), f"{other.name} options are for matrix.kind: {other.name}")
+                raise LocatedError((other.name,),
+                                   f"{other.name} options are for matrix.kind: {other.name}")
         if kind.settings_required and getattr(self, kind.name, None) is None:
-            raise LocatedError((kind.name,), f"{article(kind.name)} {kind.name} campaign needs {article(kind.name)} "
-                               f"{kind.name}: section")
+            raise LocatedError((kind.name,), f"{article(kind.name)} {kind.name} campaign needs "
+                               f"{article(kind.name)} {kind.name}: section")
         players = [k.name for k in known.values() if k.needs.stimulus is not None]
         if kind.needs.stimulus is None and "generator" in self.bench.model_fields_set:
             which = " or ".join(players) or "no"
-            raise LocatedError(("bench", "generator"), f"drives the stimulus of {article(which)} {which} campaign "
+            raise LocatedError(("bench", "generator"),
+                               f"drives the stimulus of {article(which)} {which} campaign "
                                f"(matrix.kind: {which})")
-        if not kind.needs.scope and "scope" in self.bench.model_fields_set and self.bench.scope.kind != "none":
-            raise LocatedError(("bench", "scope", "kind"), f"{article(kind.name)} {kind.name} campaign uses no "
+        if (
+            not kind.needs.scope
+            and "scope" in self.bench.model_fields_set
+            and self.bench.scope.kind != "none"
+        ):
+            raise LocatedError(("bench", "scope", "kind"),
+                               f"{article(kind.name)} {kind.name} campaign uses no "
                                "scope: set none or leave bench.scope out")
         runs = run_count(self)
         if runs > MAX_RUNS:
-            raise LocatedError(("matrix", "repetitions"), f"{run_count_text(self)} = {runs} runs; at most {MAX_RUNS}")
+            raise LocatedError(("matrix", "repetitions"),
+                               f"{run_count_text(self)} = {runs} runs; at most {MAX_RUNS}")
         if kind.check is not None:  # first: a kind's own word on its targets is the more precise
             kind.check(self)
         if not kind.needs.twin_target:
             for name, t in self.bench.named_targets().items():
                 if t.kind == "twin":
-                    where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
-                    raise LocatedError(where, f"{article(kind.name)} {kind.name} run measures a real kernel: use "
-                                       "kind local, vm or ssh (the twin only plays the latency modules and GPIO lines)")
+                    where = ("bench", "targets", name, "kind") if name else ("bench", "target",
+                                                                             "kind")
+                    raise LocatedError(where, f"{article(kind.name)} {kind.name} run measures a "
+                                       "real kernel: use kind local, vm or ssh (the twin only "
+                                       "plays the latency modules and GPIO lines)")
         return self
 
     @model_validator(mode="after")
@@ -152,7 +170,8 @@ class Campaign(Strict):
                 close = difflib.get_close_matches(name, list(self.loads), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise LocatedError(
-                    ("matrix", "loads", i), f"names {name!r}, which is not under loads: ({known}){hint}"
+                    ("matrix", "loads", i),
+                    f"names {name!r}, which is not under loads: ({known}){hint}"
                 )
         hosts = self.bench.load_hosts
         for set_name, specs in self.loads.items():
@@ -168,7 +187,8 @@ class Campaign(Strict):
                     have = ", ".join(sorted(hosts)) or "none defined"
                     raise LocatedError(
                         ("loads", set_name, j, "host"),
-                        f"load {set_name}/{spec.name} runs on {spec.host!r}, not a bench.load_hosts entry ({have})",
+                        f"load {set_name}/{spec.name} runs on {spec.host!r}, not a "
+                        f"bench.load_hosts entry ({have})",
                     )
         return self
 
@@ -186,16 +206,22 @@ def campaign_model() -> type[Campaign]:
         own: dict[str, Any] = {}
         for k in known.values():
             for name, info in (k.load("matrix_fields") or Strict).model_fields.items():
-                if name in Matrix.model_fields or name in own:  # a kind may not retype another's key
-                    raise ValueError(f"run kind {k.name!r} declares matrix key {name!r}, which "
-                                     f"{'every campaign' if name in Matrix.model_fields else 'another kind'} has")
+                # a kind may not retype another's key
+                if name in Matrix.model_fields or name in own:
+                    raise ValueError(
+                        f"run kind {k.name!r} declares matrix key {name!r}, which "
+                        f"{'every campaign' if name in Matrix.model_fields else 'another kind'} "
+                        "has"
+                    )
                 own[name] = (info.annotation, info)
         matrix = create_model("Matrix", __base__=Matrix, __module__=__name__, **own, kind=(
-            Literal[tuple(known)], Field("module", description=f"what each run measures ({summary})")))
+            Literal[tuple(known)], Field("module",
+                                         description=f"what each run measures ({summary})")))
         sections: dict[str, Any] = {}
         for k in known.values():
             if k.settings is not None:
-                sections[k.name] = (k.settings | None, None) if k.settings_required else (k.settings, k.settings())
+                sections[k.name] = (k.settings | None,
+                                    None) if k.settings_required else (k.settings, k.settings())
         _MODELS.clear()
         _MODELS[generation] = create_model("Campaign", __base__=Campaign, __module__=__name__,
                                            matrix=(matrix, ...), **sections)
@@ -230,13 +256,20 @@ def measurement_hash(campaign: Campaign) -> str:
         data.pop(key)
     # a plug-in's (or a test's) kind adds its default section to every campaign: it is not the
     # campaign's settings, and installing one must not make measured runs look changed
-    for name in set(data) - set(Campaign.model_fields) - kind_registry.builtin_names() - {campaign.matrix.kind}:
+    for name in (
+        set(data)
+        - set(Campaign.model_fields)
+        - kind_registry.builtin_names()
+        - {campaign.matrix.kind}
+    ):
         data.pop(name)
-    for kind in kind_registry.kinds().values():  # and its matrix keys' defaults, in every campaign's matrix
+    # and its matrix keys' defaults, in every campaign's matrix
+    for kind in kind_registry.kinds().values():
         if kind.name not in kind_registry.builtin_names() and kind.name != campaign.matrix.kind:
             for key in kind.matrix_keys():
                 data["matrix"].pop(key, None)
-    for key in ("repetitions", "order", "order_seed"):  # when a run is measured is not what it measures
+    # when a run is measured is not what it measures
+    for key in ("repetitions", "order", "order_seed"):
         data["matrix"].pop(key)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -266,14 +299,15 @@ def design_notes(campaign: Campaign) -> list[str]:
     conditions = run_count(campaign) // m.repetitions
     notes = []
     if conditions > 1 and m.repetitions < 2:
-        notes.append(f"one run per condition: a difference between two of the {conditions} conditions cannot be "
-                     "told from run-to-run variation (every run meets its own machine state) unless the report can "
-                     "pool runs that measure the same quantity (a module's two variants' t_SW); repetitions: 2 or "
-                     "more (3 or more to find a difference of a few per cent)")
+        notes.append(f"one run per condition: a difference between two of the {conditions} "
+                     "conditions cannot be told from run-to-run variation (every run meets its "
+                     "own machine state) unless the report can pool runs that measure the same "
+                     "quantity (a module's two variants' t_SW); repetitions: 2 or more (3 or more "
+                     "to find a difference of a few per cent)")
     if conditions > 1 and m.repetitions > 1 and m.order == "as-written":
-        notes.append("order: as-written measures each condition at the same place of every round: a machine "
-                     "that drifts over the campaign drifts with the matrix order; order: interleaved (the default) "
-                     "randomises each round")
+        notes.append("order: as-written measures each condition at the same place of every round: "
+                     "a machine that drifts over the campaign drifts with the matrix order; order: "
+                     "interleaved (the default) randomises each round")
     return notes
 
 
@@ -293,7 +327,11 @@ def expand_runs(campaign: Campaign, as_written: bool = False) -> list[RunSpec]:
         for r in range(m.repetitions):
             written = [RunSpec(i, v, load, r, kind=m.kind, target=t)
                        for load, (i, v) in itertools.product(m.loads, cells)]
-            runs += written if as_written or m.order == "as-written" else order_of(written, order_seed(campaign))
+            runs += (
+                written
+                if as_written or m.order == "as-written"
+                else order_of(written, order_seed(campaign))
+            )
     return runs
 
 
@@ -302,10 +340,11 @@ def order_seed(campaign: Campaign) -> int:
     resumed campaign continues in the same order)."""
     if campaign.matrix.order_seed is not None:
         return campaign.matrix.order_seed
-    return int.from_bytes(hashlib.sha256(f"order/{campaign.name}".encode()).digest()[:8], "little") >> 1
+    return int.from_bytes(hashlib.sha256(f"order/{campaign.name}".encode()).digest()[:8],
+                          "little") >> 1
 
 
 def order_of(runs: list[RunSpec], seed: int) -> list[RunSpec]:
-    """A seeded random order of one round's runs: each run sorted by a keyed hash of its id (a uniform
-    permutation that no library version changes)."""
+    """A seeded random order of one round's runs: each run sorted by a keyed hash of its id (a
+    uniform permutation that no library version changes)."""
     return sorted(runs, key=lambda s: hashlib.sha256(f"{seed}/{s.target}/{s.id}".encode()).digest())

@@ -31,7 +31,10 @@ _PLAIN_PART = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
 def _field(loc: tuple) -> str:
-    parts = [str(p) if isinstance(p, int) or _PLAIN_PART.fullmatch(str(p)) else shorten(str(p)) for p in loc]
+    parts = [
+        str(p) if isinstance(p, int) or _PLAIN_PART.fullmatch(str(p)) else shorten(str(p))
+        for p in loc
+    ]
     return ".".join(parts) or "(top level)"
 
 
@@ -92,11 +95,15 @@ def _check_files(campaign: Campaign) -> list[tuple[tuple, str]]:
     for name, target in campaign.bench.named_targets().items():
         if target.kind == "ssh":
             endpoints.append((("bench", "targets", name) if name else ("bench", "target"), target))
-    endpoints += [(("bench", "load_hosts", name), host) for name, host in campaign.bench.load_hosts.items()]
+    endpoints += [(("bench", "load_hosts", name), host)
+                  for name, host in campaign.bench.load_hosts.items()]
     for loc, settings in endpoints:
         for field in ("identity_file", "known_hosts"):
             value = getattr(settings, field)
-            if value and (problem := _local_file_problem(value, want_dir=False) or _key_file_problem(value, field)):
+            if value and (
+                problem := _local_file_problem(value, want_dir=False)
+                or _key_file_problem(value, field)
+            ):
                 problems.append(((*loc, field), problem))
         upload = settings.upload_modules if isinstance(settings, TargetSettings) else None
         if upload and (problem := _local_file_problem(upload, want_dir=True)):
@@ -122,31 +129,38 @@ def load_campaign(path: str | Path, *, check_files: bool = True) -> Campaign:
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"{source}: too large (more than {MAX_FILE_BYTES} bytes; a campaign file is at most 1 MiB)")
+        raise ConfigError(f"{source}: too large (more than {MAX_FILE_BYTES} bytes; a campaign file "
+                          "is at most 1 MiB)")
     return parse_campaign(data, source, check_files=check_files)
 
 
-def parse_campaign(text: str | bytes, source: str = "<string>", *, check_files: bool = False) -> Campaign:
+def parse_campaign(text: str | bytes, source: str = "<string>", *,
+                   check_files: bool = False) -> Campaign:
     """Parse and validate campaign YAML (text, or bytes that must be UTF-8). Durations and
     voltages must carry units, as in a file. check_files as for load_campaign()."""
     if isinstance(text, bytes):
         if len(text) > MAX_FILE_BYTES:
-            raise ConfigError(f"{source}:?: too large ({len(text)} bytes; a campaign file is at most 1 MiB)")
+            raise ConfigError(f"{source}:?: too large ({len(text)} bytes; a campaign file is at "
+                              "most 1 MiB)")
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             valid = text[: exc.start].decode("utf-8")
             line = line_at(valid, len(valid))
-            raise ConfigError(f"{source}:{line}: not a text file (byte {exc.start} is not UTF-8)") from None
+            raise ConfigError(
+                f"{source}:{line}: not a text file (byte {exc.start} is not UTF-8)"
+            ) from None
     data, lines = load_yaml(text, source)
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}:1: (top level): a campaign file is a mapping with at least name: and matrix:")
+        raise ConfigError(f"{source}:1: (top level): a campaign file is a mapping with at least "
+                          "name: and matrix:")
     try:
         campaign = campaign_model().model_validate(data, context={"from_file": True})
     except ValidationError as exc:
         problems = [explain_validation_error(e, Campaign) for e in exc.errors()]
         raise ConfigError(_format_errors(problems, source, lines)) from None
-    except (RecursionError, MemoryError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+    except (RecursionError, MemoryError, TypeError, ArithmeticError, LookupError,
+            AttributeError) as exc:
         # a validator that failed in a way it should not; still one clean message, never a traceback
         raise ConfigError(
             f"{source}:?: (top level): internal error while validating (please report): "

@@ -34,7 +34,8 @@ from station.config.types import (
 def _twin_ns(lo_open: bool = False) -> Any:
     def check(value: float) -> float:
         if value < 0 or (lo_open and value == 0):
-            raise ValueError(f"{value:g} ns: must be {'positive' if lo_open else 'zero or positive'}")
+            raise ValueError(f"{value:g} ns: must be "
+                             f"{'positive' if lo_open else 'zero or positive'}")
         if value > TWIN_MAX_NS:
             raise ValueError(f"{value:g} ns is too large: at most {TWIN_MAX_NS:g} ns (1 s)")
         return value
@@ -50,7 +51,8 @@ def _fraction(value: float) -> float:
 
 def _spread(value: float) -> float:
     if not 0.0 < value <= 10.0:
-        raise ValueError(f"{value:g}: idle_spread scales the loaded spread; between 0 (excluded) and 10")
+        raise ValueError(f"{value:g}: idle_spread scales the loaded spread; between 0 (excluded) "
+                         "and 10")
     return value
 
 
@@ -81,7 +83,8 @@ def _positive_s(value: float) -> float:
 def _clock(value: float) -> float:
     lo, hi = TWIN_CLOCK_HZ
     if value != 0 and not (lo <= value <= hi and value == int(value)):
-        raise ValueError(f"{value:g} Hz: 0 (no board clock) or a whole number of Hz from {lo:g} to {hi:g}")
+        raise ValueError(f"{value:g} Hz: 0 (no board clock) or a whole number of Hz from {lo:g} to "
+                         f"{hi:g}")
     return value
 
 
@@ -115,9 +118,10 @@ class TwinInterfaceOverrides(Strict):
     run_offset_std: _twin_ns() = None
     drift_std: _twin_ns() = None
     drift_period_s: Annotated[Float, AfterValidator(_positive_s)] = None
-    restart_every: Int | None = Field(None, ge=0, le=10**12, description="a fault: the twin's module numbers its "
-                                      "records from 0 again every this many numbers (a module reloaded mid-run); "
-                                      "0: never")
+    restart_every: Int | None = Field(None, ge=0, le=10**12,
+                                      description="a fault: the twin's module numbers its records "
+                                      "from 0 again every this many numbers (a module reloaded "
+                                      "mid-run); 0: never")
 
     @model_validator(mode="after")
     def _delay_interval(self) -> TwinInterfaceOverrides:
@@ -157,7 +161,8 @@ class TwinClocks(Strict):
     scope_timebase_ppm: Ppm = 10.0
     scope_trigger_error_ns: Float = Field(
         0.5, ge=0.0, le=1e6, allow_inf_nan=False,
-        description="rms error of where the scope puts its time zero against the true crossing (ns)")
+        description="rms error of where the scope puts its time zero against the true crossing (ns)"
+    )
 
 
 class TwinScopeReplies(Strict):
@@ -167,8 +172,10 @@ class TwinScopeReplies(Strict):
     frame_separator: Literal["none", "semicolon"] = Field(
         "none", description="between a FastFrame CURVe? reply's frame blocks: nothing, or ';'")
     time_stamps: Literal["numbered", "numbered-semicolons", "numbered-quoted", "dpo"] = Field(
-        "numbered", description="HORizontal:FASTframe:TIMEStamp:ALL?'s form: the 4/5/6 manual's 'frame #: "
-        "stamp' list, with ';' between stamps, each stamp quoted, or the older DPO family's quoted stamps")
+        "numbered",
+        description="HORizontal:FASTframe:TIMEStamp:ALL?'s form: the 4/5/6 manual's 'frame #: "
+        "stamp' list, with ';' between stamps, each stamp quoted, or the older DPO family's quoted "
+        "stamps")
 
 
 class TwinSettings(Strict):
@@ -178,14 +185,14 @@ class TwinSettings(Strict):
     seed: Int = Field(2015, ge=0, lt=2**64)
     ground_truth: bool = True
     independent: bool = Field(
-        False, description="every event an independent draw: no load phases, carry-over, run offset or drift "
-        "(the twin before issue 46; docs/twin.md)")
+        False, description="every event an independent draw: no load phases, carry-over, run "
+        "offset or drift (the twin before issue 46; docs/twin.md)")
     clocks: TwinClocks = Field(default_factory=TwinClocks)
     scope_replies: TwinScopeReplies = Field(default_factory=TwinScopeReplies)
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Per-interface model parameters replacing the preset's, e.g. {pcie: {outlier_fraction: 5e-5}}; "
-        "times in ns, fractions within [0, 1]",
+        description="Per-interface model parameters replacing the preset's, e.g. {pcie: "
+        "{outlier_fraction: 5e-5}}; times in ns, fractions within [0, 1]",
     )
 
     @field_validator("preset")
@@ -210,7 +217,8 @@ class TwinSettings(Strict):
 
     @model_validator(mode="after")
     def _model_can_be_calibrated(self) -> TwinSettings:
-        if not self.overrides:  # a shipped preset as it is: tests/test_twin_model.py calibrates each (and
+        # a shipped preset as it is: tests/test_twin_model.py calibrates each (and
+        if not self.overrides:
             return self  # config's own default would otherwise import scipy for every command)
         from station.twin.model import latency_shape, load_preset
 
@@ -220,15 +228,20 @@ class TwinSettings(Strict):
             where = ("overrides", iface) if iface in self.overrides else ("preset",)
             name = "" if iface in self.overrides else f"{iface}: "
             if not p.sw_min < p.sw_mean:
-                raise LocatedError(where, f"{name}sw_mean ({p.sw_mean:g}) must exceed sw_min ({p.sw_min:g})")
+                raise LocatedError(where,
+                                   f"{name}sw_mean ({p.sw_mean:g}) must exceed sw_min "
+                                   f"({p.sw_min:g})")
             if p.t_rw > p.sw_min:
                 raise LocatedError(
-                    where, f"{name}t_rw ({p.t_rw:g}) exceeds sw_min ({p.sw_min:g}); t_SW includes one bus access"
+                    where,
+                    f"{name}t_rw ({p.t_rw:g}) exceeds sw_min ({p.sw_min:g}); t_SW includes one bus "
+                    "access"
                 )
             try:
                 for spread in (1.0, p.idle_spread):
                     latency_shape(p, preset.calibration_samples, spread)
-            except Exception as exc:  # noqa: BLE001 - scipy's solver says little; say what to change
+            # scipy's solver says little; say what to change
+            except Exception as exc:  # noqa: BLE001
                 raise LocatedError(
                     where,
                     f"{name}the latency model cannot be calibrated to sw_min/sw_mean/sw_std = "

@@ -21,7 +21,13 @@ from pydantic import (
 )
 
 from station.common.module_names import MODULE_PARAM_NAME
-from station.common.units import format_duration, format_voltage, parse_duration, parse_voltage, shorten
+from station.common.units import (
+    format_duration,
+    format_voltage,
+    parse_duration,
+    parse_voltage,
+    shorten,
+)
 
 # --- limits -------------------------------------------------------------------------------------
 
@@ -73,7 +79,8 @@ def _volts_or_auto(value: object, info: ValidationInfo) -> float | str:
     return value if value == "auto" else _volts(value, info)  # type: ignore[return-value]
 
 
-def _range(lo: float, hi: float, lo_text: str, hi_text: str, fmt: Callable[[float], str]) -> AfterValidator:
+def _range(lo: float, hi: float, lo_text: str, hi_text: str, fmt: Callable[[float],
+                                                                           str]) -> AfterValidator:
     def check(value: float) -> float:
         if value < lo:
             raise ValueError(f"{fmt(value)} is too small: at least {lo_text}")
@@ -143,25 +150,31 @@ def _pattern(regex: str, what: str) -> AfterValidator:
 
 
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
-_NAME_WHAT = "a name: letters, digits, '_', '.', '-', not starting with '.' or '-', at most 64 (it names files)"
+_NAME_WHAT = (
+    "a name: letters, digits, '_', '.', '-', not starting with '.' or '-', at most 64 (it names "
+    "files)"
+)
 Name = Annotated[str, _pattern(NAME_PATTERN, _NAME_WHAT)]
 
 
 def _load_set_name(value: str) -> str:
     if not re.fullmatch(NAME_PATTERN, value):
         raise ValueError(
-            f"load set name {shorten(value)}: use letters, digits, '_', '.', '-', not starting with '.' or '-', "
-            "at most 64 (it names runs)"
+            f"load set name {shorten(value)}: use letters, digits, '_', '.', '-', not starting "
+            "with '.' or '-', at most 64 (it names runs)"
         )
     return value
 
 
 LoadSetName = Annotated[str, AfterValidator(_load_set_name)]
 # the station's own tracked reader and probes
-RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap", "gpio-responder", "simavr-harness", "rtla", "timerlat",
+RESERVED_LOAD_NAMES = {"record-stream", "cyclictest", "irqgap", "gpio-responder", "simavr-harness",
+                       "rtla", "timerlat",
                       "trace-toggle"}
 
-_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?"
+)
 
 
 def _host(value: str) -> str:
@@ -177,7 +190,8 @@ def _host(value: str) -> str:
 
 
 Host = Annotated[str, AfterValidator(_host)]
-User = Annotated[str, _pattern(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", "a user name (letters, digits, '_', '.', '-')")]
+User = Annotated[str, _pattern(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}",
+                               "a user name (letters, digits, '_', '.', '-')")]
 
 _REMOTE_PATH = re.compile(r"(?:/[A-Za-z0-9_.+,@=-]+)+/?")
 
@@ -197,7 +211,8 @@ RemotePath = Annotated[str, AfterValidator(_remote_path)]
 LocalPath = Annotated[str, Field(min_length=1), _text(4096)]
 
 MODULE_PARAM_VALUE = r"[A-Za-z0-9_.,:+-]{0,256}"
-# parameters the station sets itself from the matrix; module_params must not change them behind its back
+# parameters the station sets itself from the matrix; module_params must not change them behind its
+# back
 STATION_MODULE_PARAMS = {
     "period_us": "matrix.period",
     "check": "matrix.variants",
@@ -212,10 +227,12 @@ STATION_MODULE_PARAMS = {
 def _module_param_name(value: str) -> str:
     if not re.fullmatch(MODULE_PARAM_NAME, value):
         raise ValueError(
-            f"{shorten(value)} is not a module parameter name (letters, digits, '_', not starting with a digit)"
+            f"{shorten(value)} is not a module parameter name (letters, digits, '_', not starting "
+            "with a digit)"
         )
     if value in STATION_MODULE_PARAMS:
-        raise ValueError(f"{value} is set by the station from {STATION_MODULE_PARAMS[value]}; set it there")
+        raise ValueError(f"{value} is set by the station from {STATION_MODULE_PARAMS[value]}; set "
+                         "it there")
     return value
 
 
@@ -228,7 +245,8 @@ def _module_param_value(value: object) -> object:
         return value
     if not re.fullmatch(MODULE_PARAM_VALUE, value):
         raise ValueError(
-            f"{shorten(value)}: a module parameter value uses letters, digits and '_.,:+-' only, at most 256"
+            f"{shorten(value)}: a module parameter value uses letters, digits and '_.,:+-' only, "
+            "at most 256"
         )
     return value
 
@@ -251,11 +269,13 @@ _TAG_PARTS = {"str", "int", "float", "bool", "none", "list", "dict", "tuple", "[
 
 def _is_tag(part: object) -> bool:
     return isinstance(part, str) and (
-        part in _TAG_PARTS or "[" in part or part.startswith(("function-", "literal", "constrained-"))
+        part in _TAG_PARTS or "[" in part or part.startswith(("function-", "literal",
+                                                              "constrained-"))
     )
 
 
-def explain_validation_error(err: dict[str, Any], root: type[BaseModel] | None = None) -> tuple[tuple, str]:
+def explain_validation_error(err: dict[str, Any],
+                             root: type[BaseModel] | None = None) -> tuple[tuple, str]:
     """(location, message) of one pydantic error, with LocatedError's inner location appended
     and pydantic's own union/validator tags removed from the end; an unknown key gets the closest
     key the model at its place accepts (`root`: the model validated), if one is close."""

@@ -58,7 +58,8 @@ class _BoundedComposer(Composer):
         event = self.peek_event()
         if isinstance(event, AliasEvent):
             if event.anchor in self._open:
-                raise _Refused(event.start_mark, f"alias *{event.anchor} is inside its own anchor (recursive alias)")
+                raise _Refused(event.start_mark,
+                               f"alias *{event.anchor} is inside its own anchor (recursive alias)")
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 raise _Refused(event.start_mark, f"more than {MAX_ALIASES} alias uses")
@@ -86,7 +87,8 @@ class _Constructor(SafeConstructor):
             return super().construct_object(node, deep)
         except yaml.YAMLError:
             raise
-        except Exception as exc:  # noqa: BLE001 - PyYAML's own bugs too (!!timestamp x: AttributeError)
+        # PyYAML's own bugs too (!!timestamp x: AttributeError)
+        except Exception as exc:  # noqa: BLE001
             what = shorten(node.value) if isinstance(node, ScalarNode) else node.tag
             message = f"cannot read {what}: {clip(str(exc), 80)}"
             raise ConstructorError(None, None, message, node.start_mark) from None
@@ -117,7 +119,9 @@ except ImportError:  # pragma: no cover - PyYAML without libyaml
     Loader = PyLoader
 
 
-_NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NON_PRINTABLE = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
 
 
 def _children(node: Node) -> list[Node]:
@@ -138,10 +142,12 @@ def _check_expansion(root: Node) -> None:
         if known is not None:  # an alias (or a node met before): report where it is used
             if depth + known[1] - 1 > MAX_DEPTH:
                 where = (parent or node).start_mark
-                raise _Refused(where, f"nested deeper than {MAX_DEPTH} levels once aliases are expanded")
+                raise _Refused(where,
+                               f"nested deeper than {MAX_DEPTH} levels once aliases are expanded")
             return known
         if depth > MAX_DEPTH:
-            raise _Refused(node.start_mark, f"nested deeper than {MAX_DEPTH} levels once aliases are expanded")
+            raise _Refused(node.start_mark,
+                           f"nested deeper than {MAX_DEPTH} levels once aliases are expanded")
         size, height = 1, 1
         for child in _children(node):
             seen = id(child) in memo
@@ -150,7 +156,9 @@ def _check_expansion(root: Node) -> None:
             height = max(height, child_height + 1)
             if size > MAX_NODES:  # reported at the value that tipped the count over
                 where = node.start_mark if seen else child.start_mark
-                raise _Refused(where, f"expands to more than {MAX_NODES} values (aliases repeat what they name)")
+                raise _Refused(where,
+                               f"expands to more than {MAX_NODES} values (aliases repeat what they "
+                               "name)")
         memo[id(node)] = (size, height)
         return size, height
 
@@ -171,14 +179,15 @@ def _check_duplicate_keys(root: Node) -> None:
         if isinstance(node, MappingNode):
             first: dict[tuple[str, str], int] = {}
             for key_node, _ in node.value:
-                if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                if not isinstance(key_node,
+                                  ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                     continue
                 key = (key_node.tag, key_node.value)
                 line = key_node.start_mark.line + 1
                 if key in first:
                     raise _Refused(key_node.start_mark,
-                                   f"key {shorten(key_node.value)} given twice (lines {first[key]} and {line}): "
-                                   "say it once")
+                                   f"key {shorten(key_node.value)} given twice (lines {first[key]} "
+                                   f"and {line}): say it once")
                 first[key] = line
         stack.extend(_children(node))
 
@@ -207,7 +216,11 @@ def line_at(text: str, index: int) -> int:
 
 
 def _line_of(exc: yaml.YAMLError, text: str) -> int | None:
-    mark = getattr(exc, "mark", None) or getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    mark = (
+        getattr(exc, "mark", None)
+        or getattr(exc, "problem_mark", None)
+        or getattr(exc, "context_mark", None)
+    )
     if mark is not None:  # an error at the end of the text is reported on its last line
         return min(mark.line + 1, max(line_at(text, len(text.rstrip("\r\n\x85\u2028\u2029"))), 1))
     position = getattr(exc, "position", None)  # ReaderError
@@ -219,13 +232,14 @@ def _line_of(exc: yaml.YAMLError, text: str) -> int | None:
 def load_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
     """The document as Python data and the line of every key and item; ConfigError otherwise."""
     if len(text) > MAX_FILE_BYTES:
-        raise ConfigError(f"{source}:?: too large ({len(text)} characters; a campaign file is at most 1 MiB)")
+        raise ConfigError(f"{source}:?: too large ({len(text)} characters; a campaign file is at "
+                          "most 1 MiB)")
     bad = _NON_PRINTABLE.search(text)
     if bad:
         line = line_at(text, bad.start())
         raise ConfigError(
-            f"{source}:{line}: not a text file (character {bad.start()} is U+{ord(bad.group()):04X}, "
-            "which YAML does not allow)"
+            f"{source}:{line}: not a text file (character {bad.start()} is "
+            f"U+{ord(bad.group()):04X}, which YAML does not allow)"
         )
     loader = Loader(text)
     try:
@@ -237,15 +251,21 @@ def load_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
             _check_duplicate_keys(node)
             data = loader.construct_document(node)
     except _Refused as exc:
-        raise ConfigError(f"{source}:{_line_of(exc, text) or '?'}: refused: {exc.message}") from None
+        raise ConfigError(
+            f"{source}:{_line_of(exc, text) or '?'}: refused: {exc.message}"
+        ) from None
     except yaml.YAMLError as exc:
         line = _line_of(exc, text)
         problem = getattr(exc, "problem", None) or str(exc)
-        if "nesting depth" in problem:  # PyYAML ≥ 6.0.4 stops far deeper nesting itself, above our limit
-            raise ConfigError(f"{source}:{line or '?'}: refused: nested deeper than {MAX_DEPTH} levels") from None
+        # PyYAML ≥ 6.0.4 stops far deeper nesting itself, above our limit
+        if "nesting depth" in problem:
+            raise ConfigError(f"{source}:{line or '?'}: refused: nested deeper than {MAX_DEPTH} "
+                              "levels") from None
         raise ConfigError(f"{source}:{line or '?'}: not valid YAML: {clip(problem, 200)}") from None
     except Exception as exc:  # noqa: BLE001 - whatever PyYAML raises, the user gets one line
-        raise ConfigError(f"{source}:?: not valid YAML: {type(exc).__name__}: {clip(str(exc), 80)}") from None
+        raise ConfigError(
+            f"{source}:?: not valid YAML: {type(exc).__name__}: {clip(str(exc), 80)}"
+        ) from None
     finally:
         loader.dispose()
     lines: dict[tuple, int] = {}

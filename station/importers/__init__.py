@@ -9,8 +9,15 @@ report` reads like any campaign. docs/import.md has the formats and options.
     results_dir.py the target directory: checks, run directories through RunStore, campaign.json
 """
 
-from station.importers.results_dir import ImportedRun, ImportOptions, ImportResult, import_files, run_id_of
+from station.importers.results_dir import (
+    ImportedRun,
+    ImportOptions,
+    ImportResult,
+    import_files,
+    run_id_of,
+)
 from station.importers.source import FORMATS, ImportInputError
 
-__all__ = ["FORMATS", "ImportInputError", "ImportOptions", "ImportResult", "ImportedRun", "import_files",
+__all__ = ["FORMATS", "ImportInputError", "ImportOptions", "ImportResult", "ImportedRun",
+           "import_files",
            "run_id_of"]

@@ -9,7 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from station.importers.source import PLAUSIBLE_LATENCY_NS, ImportInputError, Source, first_implausible
+from station.importers.source import (
+    PLAUSIBLE_LATENCY_NS,
+    ImportInputError,
+    Source,
+    first_implausible,
+)
 from station.parsers import records
 
 INTERFACES = {records.Interface.LPT: "lpt", records.Interface.PCIE: "pcie"}
@@ -32,17 +37,21 @@ def read_dump(src: Source, fmt: str) -> SwDump:
     try:
         recs = decoder.feed(src.data)
     except records.RecordFormatError as exc:
-        raise ImportInputError(src.path, f"{exc}", offset=_bad_record(src.data, size) * size) from None
+        raise ImportInputError(src.path, f"{exc}", offset=_bad_record(src.data,
+                                                                      size) * size) from None
     if decoder.records == 0:
-        raise ImportInputError(src.path, f"{src.size} bytes: not one whole {fmt} record ({size} bytes)", offset=0)
+        raise ImportInputError(src.path,
+                               f"{src.size} bytes: not one whole {fmt} record ({size} bytes)",
+                               offset=0)
     # --format forces how the bytes are read, not that they are latencies: the check auto-detection
     # makes holds here too, so a file of anything else is refused, never reported as a run
     latency = recs if fmt != "v1" else recs["latency_ns"]
     odd = first_implausible(latency)
     if odd is not None:
-        raise ImportInputError(src.path, f"as a {fmt} stream, record {odd} holds {int(latency[odd])} ns: no "
-                               f"plausible latency (beyond ±{PLAUSIBLE_LATENCY_NS // 10**9} s); not a latency "
-                               "dump of this format", offset=odd * size)
+        raise ImportInputError(src.path, f"as a {fmt} stream, record {odd} holds "
+                               f"{int(latency[odd])} ns: no plausible latency (beyond "
+                               f"±{PLAUSIBLE_LATENCY_NS // 10**9} s); not a latency dump of this "
+                               "format", offset=odd * size)
     dump = SwDump(src, fmt, decoder.records, decoder.pending_bytes)
     dump.losses = {
         "sw_lost": decoder.losses.lost,

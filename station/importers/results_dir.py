@@ -18,9 +18,17 @@ from station.importers.source import FORMATS, ImportInputError, detect, read_sou
 from station.kinds.cyclictest import analysis as ct_analysis
 from station.parsers import records
 from station.store.manifest import read_manifest
-from station.store.run_store import RunStore, list_runs, now_utc, read_csv_lines, station_version, write_parquet
+from station.store.run_store import (
+    RunStore,
+    list_runs,
+    now_utc,
+    read_csv_lines,
+    station_version,
+    write_parquet,
+)
 
-ORIGIN = "import"  # campaign.json's "origin": the mark of a directory `station import` may add runs to
+# campaign.json's "origin": the mark of a directory `station import` may add runs to
+ORIGIN = "import"
 UNKNOWN = "unknown"
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -39,7 +47,8 @@ class ImportOptions:
     name: str | None = None
     description: str = ""
     run_ids: tuple[str, ...] = ()  # one per file, in order; default: from the file names
-    scope: Path | None = None  # a scope capture (CSV or Parquet) of the same run as the (single) dump
+    # a scope capture (CSV or Parquet) of the same run as the (single) dump
+    scope: Path | None = None
 
 
 @dataclass
@@ -59,7 +68,8 @@ class ImportResult:
 Parsed = SwDump | ScopeTable | CyclictestImport
 
 
-def import_files(files: list[Path], out_dir: Path, options: ImportOptions = ImportOptions()) -> ImportResult:
+def import_files(files: list[Path], out_dir: Path,
+                 options: ImportOptions = ImportOptions()) -> ImportResult:
     """Import each file as one run of the results directory out_dir. Every input is read and
     checked before anything is written: bad input raises ImportInputError and leaves out_dir
     as it was."""
@@ -71,13 +81,15 @@ def import_files(files: list[Path], out_dir: Path, options: ImportOptions = Impo
     parsed = [_read(f, options.format) for f in files]
     scope = read_scope(read_source(options.scope)) if options.scope is not None else None
     if scope is not None and not isinstance(parsed[0], SwDump):
-        raise ImportInputError(options.scope, f"--scope goes with a software dump, and {files[0]} is none")
+        raise ImportInputError(options.scope,
+                               f"--scope goes with a software dump, and {files[0]} is none")
     order = max((read_manifest(d).order for d in list_runs(out_dir)),
                 default=-1) + 1
     out_dir.mkdir(parents=True, exist_ok=True)
     campaign.setdefault("imports", [])
     campaign["imports"].append({"utc": now_utc(), "files": [str(f) for f in files], "runs": []})
-    _write_campaign(out_dir, campaign, options)  # first: the directory is an import target from now on
+    # first: the directory is an import target from now on
+    _write_campaign(out_dir, campaign, options)
     result = ImportResult(out_dir, [])
     for k, (run_id, item) in enumerate(zip(run_ids, parsed, strict=True)):
         result.runs.append(_write_run(RunStore(out_dir, run_id), order + k, item, scope, options,
@@ -88,16 +100,19 @@ def import_files(files: list[Path], out_dir: Path, options: ImportOptions = Impo
 
 
 def run_id_of(path: Path) -> str:
-    """A run id from a file name: its stem, with anything but letters, digits, '.', '_', '-' made '-'."""
+    """A run id from a file name: its stem, with anything but letters, digits, '.', '_', '-' made
+    '-'."""
     rid = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).stem).strip("-._")[:100] or "run"
-    return rid.replace(".attempt-", "-attempt-")  # list_runs takes *.attempt-N for an earlier attempt
+    # list_runs takes *.attempt-N for an earlier attempt
+    return rid.replace(".attempt-", "-attempt-")
 
 
 def _check_options(files: list[Path], options: ImportOptions) -> None:
     if not files:
         raise ImportInputError("station import", "no file to import")
     if options.format not in FORMATS:
-        raise ImportInputError("--format", f"{options.format!r}: expected one of {', '.join(FORMATS)}")
+        raise ImportInputError("--format",
+                               f"{options.format!r}: expected one of {', '.join(FORMATS)}")
     for name, value, allowed in (("--interface", options.interface, ("lpt", "pcie")),
                                  ("--variant", options.variant, ("inb", "no-inb"))):
         if value is not None and value not in allowed:
@@ -105,9 +120,12 @@ def _check_options(files: list[Path], options: ImportOptions) -> None:
     if options.period_ns is not None and options.period_ns <= 0:
         raise ImportInputError("--period", f"{options.period_ns} ns: a period is positive")
     if options.run_ids and len(options.run_ids) != len(files):
-        raise ImportInputError("--run-id", f"{len(options.run_ids)} run ids for {len(files)} files: give one per file")
+        raise ImportInputError("--run-id",
+                               f"{len(options.run_ids)} run ids for {len(files)} files: give one "
+                               "per file")
     if options.scope is not None and len(files) != 1:
-        raise ImportInputError("--scope", "goes with exactly one software dump (import the others separately)")
+        raise ImportInputError("--scope",
+                               "goes with exactly one software dump (import the others separately)")
 
 
 def _import_target(out_dir: Path) -> dict[str, Any]:
@@ -122,20 +140,24 @@ def _import_target(out_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         campaign = None
     if not isinstance(campaign, dict) or campaign.get("origin") != ORIGIN:
-        raise ImportInputError(out_dir, "--out is not empty and is not a `station import` results directory: "
-                               "give a new or empty directory (or one an earlier import wrote)")
+        raise ImportInputError(out_dir, "--out is not empty and is not a `station import` results "
+                               "directory: give a new or empty directory (or one an earlier import "
+                               "wrote)")
     return campaign
 
 
 def _check_run_ids(out_dir: Path, run_ids: list[str]) -> None:
     for rid in run_ids:
         if not _RUN_ID.fullmatch(rid) or ".attempt-" in rid:
-            raise ImportInputError("--run-id", f"{rid!r}: letters, digits, '.', '_', '-' (not '.attempt-')")
+            raise ImportInputError("--run-id",
+                                   f"{rid!r}: letters, digits, '.', '_', '-' (not '.attempt-')")
         if (out_dir / "runs" / rid).exists():
-            raise ImportInputError(out_dir, f"run {rid} exists already (give another with --run-id)")
+            raise ImportInputError(out_dir,
+                                   f"run {rid} exists already (give another with --run-id)")
     twice = sorted({r for r in run_ids if run_ids.count(r) > 1})
     if twice:
-        raise ImportInputError("--run-id", f"two files would be run {twice[0]}: give each its own --run-id")
+        raise ImportInputError("--run-id",
+                               f"two files would be run {twice[0]}: give each its own --run-id")
 
 
 def _read(path: Path, fmt: str) -> Parsed:
@@ -173,22 +195,26 @@ def _write_run(store: RunStore, order: int, item: Parsed, scope: ScopeTable | No
     if isinstance(item, CyclictestImport):
         sources = {"cyclictest": item.source.describe()}
     imported = {"sources": sources, "imported_utc": now_utc(), "station_version": station_version(),
-                "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()}}
-    run = ImportedRun(store.run_id, "cyclictest" if isinstance(item, CyclictestImport) else "module", "")
+                "options": {k: str(v) if isinstance(v, Path) else v
+                            for k, v in asdict(options).items()}}
+    run = ImportedRun(store.run_id, "cyclictest" if isinstance(item,
+                                                               CyclictestImport) else "module", "")
     if isinstance(item, CyclictestImport):
         manifest, extra, conversions = _cyclictest_run(item, run, options)
     else:
         manifest, extra, conversions = _module_run(sw, hw, run, options)
     imported |= manifest.pop("imported", {})
     store.open({"kind": run.kind, "order": order, "imported": imported,
-                # the campaign's name, where store.run_identity finds it for the Parquet identity columns
+                # the campaign's name, where store.run_identity finds it for the Parquet identity
+                # columns
                 "campaign": {"name": campaign_name, "origin": ORIGIN}, **manifest})
     try:
         for name, content in _files(item, scope).items():
             store.appender(name).write(content, flush=True)
         store.close_files()
         counts: dict[str, int] = {}
-        for convert in conversions:  # before the seal: "complete" is written only with its Parquet files
+        # before the seal: "complete" is written only with its Parquet files
+        for convert in conversions:
             counts |= convert(store.dir)
     except Exception as exc:
         store.seal("failed", {"error": f"import: {type(exc).__name__}: {exc}"})
@@ -221,25 +247,29 @@ def _module_run(sw: SwDump | None, hw: ScopeTable | None, run: ImportedRun,
     parts = []
     if sw is not None:
         parts.append(f"{sw.format} dump, {sw.records} records")
-        for opt, given, found in (("--interface", interface, sw.interface), ("--variant", variant, sw.variant)):
+        for opt, given, found in (("--interface", interface, sw.interface), ("--variant", variant,
+                                                                             sw.variant)):
             if given is not None and found is not None and given != found:
-                run.warnings.append(f"{sw.source.path}: {opt} {given} given, but the records' flags say {found}: "
-                                    f"{given} is recorded")
+                run.warnings.append(f"{sw.source.path}: {opt} {given} given, but the records' "
+                                    f"flags say {found}: {given} is recorded")
         interface, variant = interface or sw.interface, variant or sw.variant
         if sw.torn_bytes:
             size = records.RECORD_SIZE if sw.format == "v1" else records.LEGACY_DTYPE.itemsize
-            run.warnings.append(f"{sw.source.path}: byte {sw.source.size - sw.torn_bytes}: the last {sw.torn_bytes} "
-                                f"bytes are not a whole {size}-byte record: ignored (kept in sw.raw)")
+            run.warnings.append(f"{sw.source.path}: byte {sw.source.size - sw.torn_bytes}: the "
+                                f"last {sw.torn_bytes} bytes are not a whole {size}-byte record: "
+                                "ignored (kept in sw.raw)")
         if sw.losses["sw_lost"]:
             run.warnings.append(f"{sw.source.path}: {sw.losses['sw_lost']} records lost in "
                                 f"{sw.losses['gaps']} sequence gaps (counted as losses)")
     if hw is not None:
         parts.append(f"{len(hw.pulses)} scope pulses")
         if hw.ignored_columns:
-            run.warnings.append(f"{hw.source.path}: columns not imported: {', '.join(hw.ignored_columns)}")
+            run.warnings.append(f"{hw.source.path}: columns not imported: "
+                                f"{', '.join(hw.ignored_columns)}")
     run.what = " + ".join(parts)
     manifest: dict[str, Any] = {
-        "run": {"interface": interface or UNKNOWN, "variant": variant or UNKNOWN, "load": options.load,
+        "run": {"interface": interface or UNKNOWN, "variant": variant or UNKNOWN,
+                "load": options.load,
                 "repetition": options.repetition, "target": options.target},
         "period_ns": options.period_ns,
         "scope": hw is not None,
@@ -259,23 +289,30 @@ def _module_run(sw: SwDump | None, hw: ScopeTable | None, run: ImportedRun,
 
 def _cyclictest_run(item: CyclictestImport, run: ImportedRun,
                     options: ImportOptions) -> tuple[dict[str, Any], dict[str, Any], list]:
-    run.what = f"cyclictest {item.form}, {len(item.summary['threads'])} thread(s), max {item.summary['max_us']} µs"
+    run.what = (
+        f"cyclictest {item.form}, {len(item.summary['threads'])} thread(s), max "
+        f"{item.summary['max_us']} µs"
+    )
     if item.form == "status":
-        run.warnings.append(f"{item.source.path}: status lines only: per-thread cycles/min/avg/max (avg truncated "
-                            "to whole µs), no histogram; cyclictest.json is derived from them")
+        run.warnings.append(f"{item.source.path}: status lines only: per-thread cycles/min/avg/max "
+                            "(avg truncated to whole µs), no histogram; cyclictest.json is "
+                            "derived from them")
     manifest = {
-        "run": {"interface": None, "variant": None, "load": options.load, "repetition": options.repetition,
+        "run": {"interface": None, "variant": None, "load": options.load,
+                "repetition": options.repetition,
                 "target": options.target},
         "probe": {"tool": "cyclictest", "arguments": item.arguments},
         "imported": {"cyclictest_form": item.form, "warnings": run.warnings},
     }
-    extra = {"cyclictest": {"version": item.version, "json": "cyclictest.json" in item.files, "exit_status": None,
+    extra = {"cyclictest": {"version": item.version, "json": "cyclictest.json" in item.files,
+                            "exit_status": None,
                             "stopped_by_station": False, **item.summary}}
     return manifest, extra, [_cyclictest_conversion]
 
 
 def _sw_conversion(fmt: str):  # noqa: ANN202 - a store.Conversion
-    def sw(run_dir: Path) -> dict[str, int]:  # as ModuleRun's: absent sw.raw (scope alone) → no records
+    # as ModuleRun's: absent sw.raw (scope alone) → no records
+    def sw(run_dir: Path) -> dict[str, int]:
         frame = records.decode_file(run_dir / "sw.raw", fmt)
         write_parquet(frame, run_dir / "sw.parquet")
         return {"sw_records": len(frame)}

@@ -15,13 +15,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from station.capture.pulses import PAIRING_ORDER
-from station.importers.source import MEASUREMENT_FILE, ImportInputError, Source, is_measurement_capture
+from station.importers.source import (
+    MEASUREMENT_FILE,
+    ImportInputError,
+    Source,
+    is_measurement_capture,
+)
 
-COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")  # the station's hw_pulses.csv, always written
+# the station's hw_pulses.csv, always written
+COLUMNS = ("acquisition", "start_s", "width_s", "armed_host_s")
 OPTIONAL = ("frame", "rise_s")  # written after them when the file has them
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 PARQUET_MAGIC = b"PAR1"
-_ACQUISITION = ("acquisition", "frame", "acq", "segment")  # "acquisition", or one of the others without it
+# "acquisition", or one of the others without it
+_ACQUISITION = ("acquisition", "frame", "acq", "segment")
 _FRAME = ("frame", "segment")  # beside an "acquisition" column: the frame within the acquisition
 _TIMED = re.compile(r"(start|rise|rise_time|width)_(s|ms|us|ns)")
 _WHOLE = ("acquisition", "frame")
@@ -32,7 +39,8 @@ MAX_INDEX = 2**62
 @dataclass
 class ScopeTable:
     source: Source
-    pulses: pd.DataFrame  # COLUMNS (and those of OPTIONAL the file has), ready to be written as hw_pulses.csv
+    # COLUMNS (and those of OPTIONAL the file has), ready to be written as hw_pulses.csv
+    pulses: pd.DataFrame
     layout: dict[str, str]  # station column -> the file's column it came from
     ignored_columns: list[str]
 
@@ -47,9 +55,11 @@ def read_scope(src: Source) -> ScopeTable:
 
 def read_scope_csv(src: Source) -> ScopeTable:
     lines = [ln.removesuffix("\r") for ln in src.text().split("\n")]
-    first = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")), None)
+    first = next((i for i, ln in enumerate(lines)
+                  if ln.strip() and not ln.lstrip().startswith("#")), None)
     if first is None:
-        raise ImportInputError(src.path, "no header line (a scope CSV needs one naming its columns)", line=1)
+        raise ImportInputError(src.path,
+                               "no header line (a scope CSV needs one naming its columns)", line=1)
     reader = csv.reader(lines[first:])
     try:
         header = [h.strip().lower() for h in next(reader)]
@@ -61,7 +71,8 @@ def read_scope_csv(src: Source) -> ScopeTable:
             if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
                 continue
             if len(row) != len(header):
-                raise ImportInputError(src.path, f"{len(row)} fields, the header has {len(header)}", line=lineno)
+                raise ImportInputError(src.path, f"{len(row)} fields, the header has {len(header)}",
+                                       line=lineno)
             for name, i in index.items():
                 cols[name].append(_number(src, row[i], lineno, layout[name], name))
     except csv.Error as exc:  # a NUL, an unterminated quote, a field beyond csv's limit
@@ -91,7 +102,8 @@ def read_scope_parquet(src: Source) -> ScopeTable:
     layout, scale = _layout(src, header, None)
     if not table.num_rows:
         raise ImportInputError(src.path, "no pulse rows")
-    arrays = {name: _parquet_column(src, table.column(header.index(col)), col, name) for name, col in layout.items()}
+    arrays = {name: _parquet_column(src, table.column(header.index(col)), col, name)
+              for name, col in layout.items()}
     return _table(src, header, layout, scale, arrays)
 
 
@@ -99,7 +111,8 @@ def _table(src: Source, header: list[str], layout: dict[str, str], scale: dict[s
            cols: dict[str, np.ndarray]) -> ScopeTable:
     n = len(cols["width_s"])
 
-    def column(name: str) -> np.ndarray:  # in seconds; what the file lacks: acquisition 0, times unknown
+    # in seconds; what the file lacks: acquisition 0, times unknown
+    def column(name: str) -> np.ndarray:
         if name not in cols:
             return np.zeros(n, np.int64) if name == "acquisition" else np.full(n, math.nan)
         return cols[name] * scale[name] if name in SCALED else cols[name]
@@ -113,7 +126,9 @@ def _table(src: Source, header: list[str], layout: dict[str, str], scale: dict[s
     return ScopeTable(src, frame, layout, ignored)
 
 
-def _layout(src: Source, header: list[str], lineno: int | None) -> tuple[dict[str, str], dict[str, float]]:
+def _layout(
+    src: Source, header: list[str], lineno: int | None
+) -> tuple[dict[str, str], dict[str, float]]:
     """Which column of the file is which of ours, and the factor to seconds of each timed one.
 
     Exact names win: with an `acquisition` column, `frame` (or `segment`) is the frame within
@@ -127,7 +142,13 @@ def _layout(src: Source, header: list[str], lineno: int | None) -> tuple[dict[st
         m = _TIMED.fullmatch(col)
         if m:
             kind = m.group(1)
-            name = "width_s" if kind == "width" else "start_s" if kind == "start" or not has_start else "rise_s"
+            name = (
+                "width_s"
+                if kind == "width"
+                else "start_s"
+                if kind == "start" or not has_start
+                else "rise_s"
+            )
         elif col == "acquisition" or (col in _ACQUISITION and not has_acquisition):
             name = "acquisition"
         elif col in _FRAME:
@@ -137,7 +158,9 @@ def _layout(src: Source, header: list[str], lineno: int | None) -> tuple[dict[st
         else:
             continue
         if name in layout:
-            raise ImportInputError(src.path, f"columns {layout[name]!r} and {col!r} both give {name}", line=lineno)
+            raise ImportInputError(src.path,
+                                   f"columns {layout[name]!r} and {col!r} both give {name}",
+                                   line=lineno)
         layout[name] = col
         scale[name] = UNITS[m.group(2)] if m else 1.0
     if "width_s" not in layout and is_measurement_capture(header):
@@ -158,7 +181,8 @@ def _number(src: Source, text: str, lineno: int, column: str, name: str) -> floa
         value = int(t) if name in _WHOLE else float(t)
     except ValueError:
         kind = "a whole number" if name in _WHOLE else "a number"
-        raise ImportInputError(src.path, f"column {column!r}: {t[:40]!r} is not {kind}", line=lineno) from None
+        raise ImportInputError(src.path, f"column {column!r}: {t[:40]!r} is not {kind}",
+                               line=lineno) from None
     problem = _problem(name, value)
     if problem:
         raise ImportInputError(src.path, f"column {column!r}: {t[:40]!r} {problem}", line=lineno)

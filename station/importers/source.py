@@ -23,17 +23,26 @@ _STATUS_LINE = re.compile(r"^\s*T: *[0-9]+ \( *[0-9]+\) P:", re.MULTILINE)
 class ImportInputError(ValueError):
     """Input `station import` cannot take: names the file and where (byte offset or line)."""
 
-    def __init__(self, path: Path | str, reason: str, *, offset: int | None = None, line: int | None = None) -> None:
-        where = f"byte {offset}: " if offset is not None else f"line {line}: " if line is not None else ""
+    def __init__(self, path: Path | str, reason: str, *, offset: int | None = None,
+                 line: int | None = None) -> None:
+        where = (
+            f"byte {offset}: "
+            if offset is not None
+            else f"line {line}: "
+            if line is not None
+            else ""
+        )
         super().__init__(f"{path}: {where}{reason}")
         self.file = str(path)
         self.offset = offset
         self.line = line
 
 
-MEASUREMENT_COLUMNS = frozenset({"count", "mean_s", "min_s", "max_s"})  # station scope capture --mode measurement
-MEASUREMENT_FILE = ("a `station scope capture --mode measurement` file: the scope's own width statistics per "
-                    "acquisition, not one row per pulse, so there are no pulses to import (docs/scope-capture.md)")
+# station scope capture --mode measurement
+MEASUREMENT_COLUMNS = frozenset({"count", "mean_s", "min_s", "max_s"})
+MEASUREMENT_FILE = ("a `station scope capture --mode measurement` file: the scope's own width "
+                    "statistics per acquisition, not one row per pulse, so there are no pulses to "
+                    "import (docs/scope-capture.md)")
 
 
 def is_measurement_capture(columns: object) -> bool:
@@ -77,9 +86,11 @@ def read_source(path: Path) -> Source:
 
 
 def detect(src: Source) -> str:
-    """The file's format when its content leaves no doubt; otherwise an error asking for --format."""
+    """The file's format when its content leaves no doubt; otherwise an error asking for
+    --format."""
     data = src.data
-    if len(data) >= 12 and data[:4] == data[-4:] == b"PAR1":  # Parquet: a scope capture with the CSV's columns
+    # Parquet: a scope capture with the CSV's columns
+    if len(data) >= 12 and data[:4] == data[-4:] == b"PAR1":
         return "scope"
     if records.detect(data) == "v1":  # the v1 magic: a legacy value with these bytes would be > 4 s
         return "v1"
@@ -92,27 +103,35 @@ def detect(src: Source) -> str:
             head = text.lstrip()
             if head.startswith("{") or "# Histogram" in text or _STATUS_LINE.search(text):
                 return "cyclictest"
-            first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
+            first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")),
+                         "")
             if "," in first and "width" in first.lower():
                 return "scope"
             if is_measurement_capture(first.split(",")):
                 raise ImportInputError(src.path, MEASUREMENT_FILE, line=1)
-            raise ImportInputError(src.path, "text that is neither cyclictest output (JSON, '# Histogram' or "
-                                   "'T: n' status lines) nor a scope CSV (a header naming a width column)", line=1)
+            raise ImportInputError(src.path, "text that is neither cyclictest output (JSON, '# "
+                                   "Histogram' or 'T: n' status lines) nor a scope CSV (a header "
+                                   "naming a width column)", line=1)
     n = len(data) // records.LEGACY_DTYPE.itemsize
     values = np.frombuffer(data[: n * records.LEGACY_DTYPE.itemsize], dtype=records.LEGACY_DTYPE)
     odd = first_implausible(values)
     if n and odd is None:
         return "legacy"
     where = odd * 8 if odd is not None else 0
-    what = f"{int(values[odd])} ns is no plausible latency" if odd is not None else "shorter than one record"
-    raise ImportInputError(src.path, f"binary data without the v1 magic 0x{records.RECORD_MAGIC:08x}, and as the "
-                           f"seed's legacy int64 stream {what}: give --format legacy or v1 if it is one",
+    what = (
+        f"{int(values[odd])} ns is no plausible latency"
+        if odd is not None
+        else "shorter than one record"
+    )
+    raise ImportInputError(src.path, "binary data without the v1 magic "
+                           f"0x{records.RECORD_MAGIC:08x}, and as the seed's legacy int64 stream "
+                           f"{what}: give --format legacy or v1 if it is one",
                            offset=where)
 
 
 def first_implausible(latency_ns: np.ndarray) -> int | None:
     """Index of the first value no latency could be (beyond ±PLAUSIBLE_LATENCY_NS), if any."""
     values = np.asarray(latency_ns)
-    odd = np.flatnonzero((values > PLAUSIBLE_LATENCY_NS) | (values < -PLAUSIBLE_LATENCY_NS))  # abs() wraps at -2^63
+    # abs() wraps at -2^63
+    odd = np.flatnonzero((values > PLAUSIBLE_LATENCY_NS) | (values < -PLAUSIBLE_LATENCY_NS))
     return int(odd[0]) if odd.size else None

@@ -66,8 +66,8 @@ class Measurement(ABC):
         kernel text on every CPU). Undone by `after_loads`, which runs whatever happened."""
 
     async def after_loads(self) -> None:  # noqa: B027 - optional
-        """After `stop` and the loads' end: undo `prepare` (raise TargetError if the target could not
-        be reached: the lifecycle then reconnects and cleans up)."""
+        """After `stop` and the loads' end: undo `prepare` (raise TargetError if the target could
+        not be reached: the lifecycle then reconnects and cleans up)."""
 
     @abstractmethod
     async def start(self) -> None:

@@ -55,7 +55,8 @@ class ProbeRun(Measurement):
         return self.ctx.campaign.matrix.duration or 0.0
 
     async def start_probe(self, command: str) -> None:
-        """Start the probe as root (SCHED_FIFO and mlockall need it, or sudo where the bench says so)."""
+        """Start the probe as root (SCHED_FIFO and mlockall need it, or sudo where the bench says
+        so)."""
         target = self.ctx.target
         conn = await target.live_connection()
         try:
@@ -64,7 +65,8 @@ class ProbeRun(Measurement):
                 privileged=True, finite=True, role="probe",
             ))
         except TargetError as exc:
-            self.err.write(f"{exc}\n", flush=True)  # what the probe said belongs with the run's outputs
+            # what the probe said belongs with the run's outputs
+            self.err.write(f"{exc}\n", flush=True)
             raise
         self.started_at = time.monotonic()
 
@@ -78,7 +80,8 @@ class ProbeRun(Measurement):
         proc = self.probe.process
         # the readers outlive measure() when it is cut short: stop() lets the probe print its
         # results on SIGTERM and drains them into the run directory before closing the channel
-        self.readers = asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr, self.err))
+        self.readers = asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr,
+                                                                                      self.err))
         self.readers.add_done_callback(lambda t: t.cancelled() or t.exception())
         ticker = asyncio.create_task(self._tick())
         try:
@@ -86,17 +89,20 @@ class ProbeRun(Measurement):
                 await asyncio.shield(self.readers)
                 await proc.wait_closed()
         except TimeoutError:
-            raise ProbeFailure(f"{self.probe_name} did not end within max_duration ({m.max_duration:g} s)") from None
+            raise ProbeFailure(f"{self.probe_name} did not end within max_duration "
+                               f"({m.max_duration:g} s)") from None
         except (asyncssh.Error, OSError) as exc:
-            raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while {self.probe_name} "
-                              f"ran: {getattr(exc, 'reason', None) or exc}") from None
+            raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while "
+                              f"{self.probe_name} ran: "
+                              f"{getattr(exc, 'reason', None) or exc}") from None
         finally:
             ticker.cancel()
         self.ended_at = time.monotonic()
         self.exit_status = proc.exit_status
         await self.after_exit()
         if self.exit_status != 0:
-            raise ProbeFailure(f"{self.probe_name} exited with status {self.exit_status}: {self.stderr_tail()}")
+            raise ProbeFailure(f"{self.probe_name} exited with status {self.exit_status}: "
+                               f"{self.stderr_tail()}")
 
     async def after_exit(self) -> None:  # noqa: B027 - optional
         """Fetch what the probe left on the target (a JSON file, a trace); may run twice."""
@@ -123,18 +129,21 @@ class ProbeRun(Measurement):
         conn = await self.ctx.target.live_connection()
         if self.probe is not None:
             self.probe.conn = conn
-            if self.probe.process.exit_status is None and await proc_ctl.is_ours(conn, self.probe.pid,
-                                                                                 self.probe.pidfile):
+            if self.probe.process.exit_status is None and await proc_ctl.is_ours(
+                conn, self.probe.pid, self.probe.pidfile
+            ):
                 # ended by the station (Ctrl-C, a failure): on TERM the probe prints its results
                 self.stopped_by_station = True
                 await proc_ctl.kill_group(conn, self.probe.pid, grace_s=self.stop_grace_s)
             await self._drain(timeout=5.0)
-            await proc_ctl.stop_load(self.probe)  # the pid file, the channel (and KILL if it is still ours)
+            # the pid file, the channel (and KILL if it is still ours)
+            await proc_ctl.stop_load(self.probe)
             # whoever ended it (it, the station, a cleanup after a lost session), keep what it left
             with contextlib.suppress(TargetError):
                 await self.after_exit()
         else:  # started but not yet tracked when the run was stopped
-            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir, self.probe_name))
+            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir,
+                                                                    self.probe_name))
 
     async def _drain(self, timeout: float) -> None:
         readers = self.readers
@@ -146,7 +155,8 @@ class ProbeRun(Measurement):
         readers.cancel()
 
 
-async def copy_stream(stream: asyncssh.SSHReader, appender) -> None:  # noqa: ANN001 - store Appender
+# store Appender
+async def copy_stream(stream: asyncssh.SSHReader, appender) -> None:  # noqa: ANN001
     """A probe's output into its run file, as it arrives."""
     while data := await stream.read(1 << 16):
         appender.write(data, flush=True)

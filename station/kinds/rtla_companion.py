@@ -40,7 +40,8 @@ class RtlaCompanion:
         self.note = f"{self.what} not run: {why}"
         self.ctx.sink.message(f"{self.ctx.spec.id}: {self.note}")
 
-    async def run(self, args: list[str], duration_s: float, collector_priority: int | None = None) -> None:
+    async def run(self, args: list[str], duration_s: float,
+                  collector_priority: int | None = None) -> None:
         """rtla with these arguments, until it ends by itself (its -d) or duration_s + slack; then
         SIGINT, on which rtla prints what it has (kept, and said: the run was cut). With
         collector_priority, rtla's own process (it reads the tracer's buffers and prints) runs at
@@ -54,7 +55,8 @@ class RtlaCompanion:
             conn, self.name, shlex.join(command), self.ctx.target.work_dir, self.ctx.max_seconds,
             binary=True, privileged=True, finite=True, role="probe"))
         proc = self.process.process
-        readers = asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr, self.err))
+        readers = asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr,
+                                                                                 self.err))
         readers.add_done_callback(lambda t: t.cancelled() or t.exception())
         try:
             try:
@@ -62,16 +64,17 @@ class RtlaCompanion:
                     await asyncio.shield(readers)
                     await proc.wait_closed()
             except TimeoutError:
-                self.note = (f"{self.what} did not end within {duration_s + EXIT_SLACK_S:g} s (a starved "
-                             "collector?): stopped with SIGINT")
-                await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=INT_GRACE_S, first="INT")
+                self.note = (f"{self.what} did not end within {duration_s + EXIT_SLACK_S:g} s (a "
+                             "starved collector?): stopped with SIGINT")
+                await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=INT_GRACE_S,
+                                          first="INT")
                 with contextlib.suppress(BaseException):
                     async with asyncio.timeout(INT_GRACE_S):
                         await asyncio.shield(readers)  # what it printed on SIGINT
                 return
         except (asyncssh.Error, OSError) as exc:
-            raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while rtla ran: "
-                              f"{getattr(exc, 'reason', None) or exc}") from None
+            raise TargetError(f"lost the SSH session to {self.ctx.target.endpoint.where} while "
+                              f"rtla ran: {getattr(exc, 'reason', None) or exc}") from None
         finally:
             readers.cancel()
         self.exit_status = proc.exit_status
@@ -85,6 +88,7 @@ class RtlaCompanion:
         self.process.conn = await self.ctx.target.live_connection()
         if self.process.process.exit_status is None and await proc_ctl.is_ours(
                 self.process.conn, self.process.pid, self.process.pidfile):
-            await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=INT_GRACE_S, first="INT")
+            await proc_ctl.kill_group(self.process.conn, self.process.pid, grace_s=INT_GRACE_S,
+                                      first="INT")
         await proc_ctl.stop_load(self.process)
         self.process = None

@@ -19,7 +19,9 @@ from station.monitor.schedule import Schedule
 OVERVIEW_DIR = "overview"
 
 
-def phase_verdicts(entries: list[Entry], phases: list[str], false_alarm: float) -> dict[str, dict[str, Any]]:
+def phase_verdicts(entries: list[Entry], phases: list[str], false_alarm: float) -> dict[str,
+                                                                                        dict[str,
+                                                                                             Any]]:
     """For each phase: its latest cycle's measured windows against every earlier one."""
     out = {}
     for phase in phases:
@@ -29,8 +31,10 @@ def phase_verdicts(entries: list[Entry], phases: list[str], false_alarm: float) 
             continue
         latest_cycle = max(e.cycle for e in measured)
         latest = [e.max_ns for e in measured if e.cycle == latest_cycle]
-        earlier = [e for e in sorted(measured, key=lambda e: (e.cycle, e.window)) if e.cycle < latest_cycle]
-        out[phase] = {**verdict([e.max_ns for e in earlier], latest, false_alarm, [e.cycle for e in earlier]),
+        earlier = [e for e in sorted(measured, key=lambda e: (e.cycle,
+                                                              e.window)) if e.cycle < latest_cycle]
+        out[phase] = {**verdict([e.max_ns for e in earlier], latest, false_alarm,
+                                [e.cycle for e in earlier]),
                       "cycle": latest_cycle}
     return out
 
@@ -58,7 +62,9 @@ def write_pages(store: Path, ledger: Ledger, schedule: Schedule) -> list[Path]:
     pages = []
     for target in sorted(measured_targets or {e.target for e in entries}):
         # a gap before the target ever answered has no name but "target": it belongs to every page
-        mine = [e for e in entries if e.target == target or (e.status == "gap" and e.target == "target")]
+        mine = [
+            e for e in entries if e.target == target or (e.status == "gap" and e.target == "target")
+        ]
         pages.append(_write_page(store, target, mine, schedule))
     return pages
 
@@ -80,9 +86,14 @@ def _over_time(entries: list[Entry], phases: list[str]) -> str:
     fig = Figure(figsize=(10, 3.6))
     ax = fig.subplots()
     for k, phase in enumerate(phases):
-        points = sorted((e.started, e.max_ns / 1e3) for e in entries if e.phase == phase and e.max_ns is not None)
+        points = sorted(
+            (e.started, e.max_ns / 1e3)
+            for e in entries
+            if e.phase == phase and e.max_ns is not None
+        )
         if points:
-            ax.plot([datetime.fromtimestamp(t, UTC) for t, _ in points], [v for _, v in points], "o-",
+            ax.plot([datetime.fromtimestamp(t, UTC) for t, _ in points], [v for _, v in points],
+                    "o-",
                     ms=3, lw=0.8, color=f"C{k}", label=f"{phase}: maximum per window")
     gaps = [e for e in entries if e.status == "gap"]
     for k, e in enumerate(gaps):
@@ -90,7 +101,8 @@ def _over_time(entries: list[Entry], phases: list[str]) -> str:
                    color="tab:red", alpha=0.2, label="gap (no measurement)" if k == 0 else None)
     for when, old, new in kernel_changes(entries):
         ax.axvline(datetime.fromtimestamp(when, UTC), color="k", ls="--", lw=1)
-        ax.annotate(f"kernel {old} → {new}", (datetime.fromtimestamp(when, UTC), 1), xycoords=("data",
+        ax.annotate(f"kernel {old} → {new}", (datetime.fromtimestamp(when, UTC), 1),
+                    xycoords=("data",
                     "axes fraction"), rotation=90, va="top", ha="right", fontsize=7)
     ax.set_yscale("log")
     ax.set_ylabel("latency maximum (µs)")
@@ -108,8 +120,16 @@ def long_term_histogram(store: Path, entries: list[Entry]) -> dict[str, list[tup
 
     out = {}
     for phase in sorted({e.phase for e in entries}):
-        dirs = sorted({store / e.campaign_dir for e in entries if e.phase == phase and e.campaign_dir
-                       and e.status != "gap" and (store / e.campaign_dir).exists()})
+        dirs = sorted(
+            {
+                store / e.campaign_dir
+                for e in entries
+                if e.phase == phase
+                and e.campaign_dir
+                and e.status != "gap"
+                and (store / e.campaign_dir).exists()
+            }
+        )
         if not dirs:
             continue
         try:
@@ -118,7 +138,8 @@ def long_term_histogram(store: Path, entries: list[Entry]) -> dict[str, list[tup
             continue
         if rel is None:
             continue
-        rows = rel.aggregate("latency_us, sum(count) AS n", "latency_us").order("latency_us").fetchall()
+        rows = rel.aggregate("latency_us, sum(count) AS n",
+                             "latency_us").order("latency_us").fetchall()
         out[phase] = [(float(lat), int(n)) for lat, n in rows if n]
     return out
 
@@ -132,7 +153,8 @@ def _histogram_svg(histograms: dict[str, list[tuple[float, int]]], phases: list[
     ax = fig.subplots()
     for k, phase in enumerate(phases):  # the colours of the plot above
         if rows := histograms.get(phase):
-            ax.step([lat for lat, _ in rows], [n for _, n in rows], where="mid", label=phase, lw=1, color=f"C{k}")
+            ax.step([lat for lat, _ in rows], [n for _, n in rows], where="mid", label=phase, lw=1,
+                    color=f"C{k}")
     ax.set_yscale("log")
     ax.set_xlabel("latency (µs)")
     ax.set_ylabel("cycles, all windows")
@@ -149,7 +171,9 @@ def _kernel_now(entries: list[Entry]) -> str:
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
     return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -164,45 +188,59 @@ def _write_page(store: Path, target: str, entries: list[Entry], schedule: Schedu
             latest.append([phase, e.cycle, e.window, _when(e.started), e.status,
                            "—" if e.max_ns is None else f"{e.max_ns / 1e3:.1f}", e.kernel or "—",
                            e.reason or ""])
-    gaps = [[e.phase, e.cycle, e.window, _when(e.started), e.reason or ""] for e in entries if e.status == "gap"]
+    gaps = [[e.phase, e.cycle, e.window, _when(e.started),
+             e.reason or ""] for e in entries if e.status == "gap"]
     histogram = _histogram_svg(long_term_histogram(store, entries), phases)
     summary = {"target": target, "schedule": schedule.name, "verdicts": verdicts,
                "windows": sum(e.max_ns is not None for e in entries), "gaps": len(gaps),
                "kernel_changes": kernel_changes(entries)}
-    verdict_rows = [[p, v["verdict"], "—" if v["p_value"] is None else f"{v['p_value']:.4f}", v["history_windows"],
-                     v["latest_windows"], f"{v['false_alarm']:.1%}", _trend_text(v)] for p, v in verdicts.items()]
+    verdict_rows = [[p, v["verdict"], "—" if v["p_value"] is None else f"{v['p_value']:.4f}",
+                     v["history_windows"],
+                     v["latest_windows"], f"{v['false_alarm']:.1%}", _trend_text(v)]
+                     for p, v in verdicts.items()]
     body = [
         f"<h1>{html.escape(target)}: latency over time</h1>",
         f"<p>Schedule <b>{html.escape(schedule.name)}</b>: every {schedule.every:g} s, windows of "
-        f"{schedule.window:g} s; {summary['windows']} windows measured, {len(gaps)} gaps.{_kernel_now(entries)}</p>",
+        f"{schedule.window:g} s; {summary['windows']} windows measured, {len(gaps)} "
+        f"gaps.{_kernel_now(entries)}</p>",
         "<h2>Regression verdict</h2>",
         _table(["phase", "verdict", "p", "earlier windows", "latest windows", "false-alarm rate",
                 "history: trend over its windows"], verdict_rows),
-        "<p class=note>A one-sided exact rank test (Mann-Whitney) of the latest cycle's window maxima against "
-        "every earlier window of the phase (at most the latest 200): under no change the windows are "
-        "exchangeable, so a phase is flagged by chance with probability at most the false-alarm rate. The "
-        "history is checked for that first (a trend, or cycles that differ, at 0.1 %); where it moves, the "
-        "cycles are the units and a flag needs their test too.</p>",
-        "<h2>Maximum per window</h2>", f"<figure id=over-time>{_over_time(entries, phases)}</figure>",
+        "<p class=note>A one-sided exact rank test (Mann-Whitney) of the latest cycle's window "
+        "maxima against every earlier window of the phase (at most the latest 200): under no "
+        "change the windows are exchangeable, so a phase is flagged by chance with probability at "
+        "most the false-alarm rate. The history is checked for that first (a trend, or cycles that "
+        "differ, at 0.1 %); where it moves, the cycles are the units and a flag needs their test "
+        "too.</p>",
+        "<h2>Maximum per window</h2>",
+        f"<figure id=over-time>{_over_time(entries, phases)}</figure>",
     ]
     if histogram:
         body += ["<h2>Long-term histogram</h2>", f"<figure id=histogram>{histogram}</figure>"]
     body += ["<h2>Latest windows</h2>",
-             _table(["phase", "cycle", "window", "started", "status", "max (µs)", "kernel", "note"], latest)]
+             _table(["phase", "cycle", "window", "started", "status", "max (µs)", "kernel", "note"],
+                    latest)]
     if summary["kernel_changes"]:  # the plot's dashed lines, as text a reader can search and copy
         body += ["<h2>Kernel changes</h2>", _table(["first window on it", "from", "to"],
-                                                   [[_when(t), a, b] for t, a, b in summary["kernel_changes"]])]
+                                                   [[_when(t), a, b] for t, a,
+                                                    b in summary["kernel_changes"]])]
     if gaps:
         body += ["<h2>Gaps</h2>", _table(["phase", "cycle", "window", "when", "why"], gaps)]
-    page = ("<!doctype html><html><head><meta charset=utf-8><title>"
-            f"{html.escape(target)} — irq-station monitor</title><style>"
-            "body{font:14px system-ui,sans-serif;max-width:1100px;margin:1em auto;padding:0 1em}"
-            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
-            "figure{margin:0}svg{max-width:100%;height:auto}.note{color:#555;font-size:12px}</style></head><body>"
-            + "\n".join(body) + "</body></html>\n")
+    page = (
+        "<!doctype html><html><head><meta charset=utf-8><title>"
+        f"{html.escape(target)} — irq-station monitor</title><style>"
+        "body{font:14px system-ui,sans-serif;max-width:1100px;margin:1em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px "
+        "6px;text-align:left}"
+        "figure{margin:0}svg{max-width:100%;height:auto}.note{color:#555;font-size:12px}"
+        "</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
     out = store / OVERVIEW_DIR
     out.mkdir(parents=True, exist_ok=True)
-    target = re.sub(r"[^A-Za-z0-9._-]", "_", target).lstrip(".") or "target"  # a host name the target reported
+    # a host name the target reported
+    target = re.sub(r"[^A-Za-z0-9._-]", "_", target).lstrip(".") or "target"
     path = out / f"{target}.html"
     path.write_text(page)
     (out / f"{target}.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -211,12 +249,15 @@ def _write_page(store: Path, target: str, entries: list[Entry], schedule: Schedu
 
 
 def _write_csv(path: Path, entries: list[Entry]) -> None:
-    """The target's history, a window a line (OSADL publishes no data format to follow: docs/lab.md)."""
+    """The target's history, a window a line (OSADL publishes no data format to follow:
+    docs/lab.md)."""
     import csv
 
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["window_start_utc", "phase", "cycle", "window", "status", "max_us", "kernel", "reason"])
+        writer.writerow(["window_start_utc", "phase", "cycle", "window", "status", "max_us",
+                         "kernel", "reason"])
         for e in sorted(entries, key=lambda e: (e.started, e.phase, e.window)):
             writer.writerow([_when(e.started), e.phase, e.cycle, e.window, e.status,
-                             "" if e.max_ns is None else f"{e.max_ns / 1e3:.3f}", e.kernel or "", e.reason or ""])
+                             "" if e.max_ns is None else f"{e.max_ns / 1e3:.3f}", e.kernel or "",
+                             e.reason or ""])

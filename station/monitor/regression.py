@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-HISTORY_MAX = 200  # the latest windows of a phase that make its history (bounded work, recent behaviour)
+# the latest windows of a phase that make its history (bounded work, recent behaviour)
+HISTORY_MAX = 200
 #: the history's own checks (a trend, cycles that differ): strict, so a steady machine is rarely
 #: moved to the cycles' much slower test (2 chances in 1000 per verdict)
 ASSUMPTION_ALPHA = 0.001
@@ -50,7 +51,8 @@ def rank_p_value(history: np.ndarray, latest: np.ndarray) -> float:
     observed = int(doubled[-m:].sum())
     ways = np.zeros((m + 1, int(doubled.sum()) + 1))
     ways[0, 0] = 1.0
-    for r in doubled:  # choose-or-not, each value once (the right side is read before it is written)
+    # choose-or-not, each value once (the right side is read before it is written)
+    for r in doubled:
         ways[1:, r:] = ways[1:, r:] + ways[:-1, : ways.shape[1] - r]
     return float(ways[m, observed:].sum() / ways[m].sum())
 
@@ -64,14 +66,16 @@ def history_checks(history: list[float], cycles: list[int] | None) -> dict[str, 
         tau = stats.kendalltau(np.arange(len(history)), history)
         out.update(trend_tau=float(tau.statistic), trend_p=float(tau.pvalue))
     groups = _by_cycle(history, cycles)
-    # a cycle with one window (a gap took the others) still counts: the others give the spread within
+    # a cycle with one window (a gap took the others) still counts: the others give the spread
+    # within
     if len(groups) >= 2 and sum(len(g) - 1 for g in groups) >= 2 and len(set(history)) > 1:
         logs = [np.log(np.maximum(np.asarray(g, float), 1e-9)) for g in groups]
         if any(np.ptp(g) > 0 for g in logs):  # no spread within any cycle: no test
             out["cycles_p"] = float(stats.f_oneway(*logs).pvalue)
     why = []
     if out["trend_p"] is not None and out["trend_p"] < ASSUMPTION_ALPHA:
-        why.append(f"a trend over the earlier windows (Kendall τ = {out['trend_tau']:+.2f}, p = {out['trend_p']:.1g})")
+        why.append(f"a trend over the earlier windows (Kendall τ = {out['trend_tau']:+.2f}, p = "
+                   f"{out['trend_p']:.1g})")
     if out["cycles_p"] is not None and out["cycles_p"] < ASSUMPTION_ALPHA:
         why.append("earlier cycles that differ beyond their windows' spread "
                    f"(ANOVA of the log maxima, p = {out['cycles_p']:.1g})")
@@ -88,9 +92,10 @@ def _by_cycle(values: list[float], cycles: list[int] | None) -> list[list[float]
     return [groups[c] for c in sorted(groups)]
 
 
-def cycles_p_value(history: list[float], cycles: list[int], latest: list[float]) -> tuple[float, int]:
-    """The latest cycle's median window maximum ranked among the earlier cycles' medians: the share of
-    the k + 1 cycles at or above it (exact for exchangeable cycles), and k."""
+def cycles_p_value(history: list[float], cycles: list[int], latest: list[float]) -> tuple[float,
+                                                                                          int]:
+    """The latest cycle's median window maximum ranked among the earlier cycles' medians: the share
+    of the k + 1 cycles at or above it (exact for exchangeable cycles), and k."""
     medians = [float(np.median(g)) for g in _by_cycle(history, cycles)]
     mine = float(np.median(latest))
     return (1 + sum(m >= mine for m in medians)) / (len(medians) + 1), len(medians)
@@ -104,7 +109,8 @@ def verdict(history: list[float], latest: list[float], false_alarm: float,
     cycles = cycles[-HISTORY_MAX:] if cycles is not None else None
     n, m = len(history), len(latest)
     base = {"history_windows": n, "latest_windows": m, "false_alarm": false_alarm,
-            "test": "one-sided exact rank test (Mann-Whitney) of the latest cycle's window maxima against the "
+            "test": "one-sided exact rank test (Mann-Whitney) of the latest cycle's window maxima "
+                    "against the "
                     "phase's earlier ones", **history_checks(history, cycles)}
     if m == 0:
         return {**base, "verdict": "no new window", "p_value": None}
@@ -114,16 +120,17 @@ def verdict(history: list[float], latest: list[float], false_alarm: float,
                 f"{false_alarm:.1%} false-alarm rate)", "p_value": None}
     p = rank_p_value(np.array(history), np.array(latest))
     if base["moves"] is None:
-        return {**base, "verdict": "regression" if p <= false_alarm else "no regression", "p_value": p}
+        return {**base, "verdict": "regression" if p <= false_alarm else "no regression",
+                "p_value": p}
     # the windows are not exchangeable: the cycles are the units, and a flag needs both
     p_cycles, k = cycles_p_value(all_history, all_cycles or [], latest)
     need = math.ceil(1 / false_alarm) - 1
     if p <= false_alarm and p_cycles <= false_alarm:
         word = "regression"
     elif p <= false_alarm:
-        word = (f"unlike its history, not called a regression: the history is not exchangeable ({base['moves']}); "
-                f"with the cycles as units {k} earlier cycles give p ≥ {p_cycles:.2g} ({need} needed to reach "
-                f"{false_alarm:.1%})")
+        word = ("unlike its history, not called a regression: the history is not exchangeable "
+                f"({base['moves']}); with the cycles as units {k} earlier cycles give p ≥ "
+                f"{p_cycles:.2g} ({need} needed to reach {false_alarm:.1%})")
     else:
         word = "no regression"
     return {**base, "verdict": word, "p_value": p, "p_value_cycles": p_cycles}

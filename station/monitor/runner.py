@@ -29,8 +29,10 @@ class MonitorResult:
 
 
 class Monitor:
-    def __init__(self, schedule_path: Path, progress: ProgressSink, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    def __init__(
+        self, schedule_path: Path, progress: ProgressSink, clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+    ) -> None:
         self.path = Path(schedule_path)
         self.schedule: Schedule = load_schedule(self.path)
         self.store = resolve(self.path, self.schedule.store)
@@ -52,7 +54,8 @@ class Monitor:
         entries = self.ledger.entries()
         done = {e.key for e in entries}
         every = self.schedule.every
-        starts: dict[int, float] = {}  # each cycle's start: its first window's (a gap's: when it was due)
+        # each cycle's start: its first window's (a gap's: when it was due)
+        starts: dict[int, float] = {}
         for e in entries:
             starts[e.cycle] = min(starts.get(e.cycle, e.started), e.started)
         cycle = max(starts, default=-1)
@@ -67,7 +70,8 @@ class Monitor:
             # window (it stopped, the machine was down) is a cycle missed: a gap
             missed_from = max(due, max((e.ended for e in entries), default=due))
             while self.clock() >= missed_from + every and (last is None or cycle < last):
-                self._gap_cycle(cycle, done, missed_from, "the monitor was not running when this cycle was due")
+                self._gap_cycle(cycle, done, missed_from,
+                                "the monitor was not running when this cycle was due")
                 went, cycle, missed_from = went + 1, cycle + 1, missed_from + every
             due = max(due, missed_from) if went else due
         while last is None or cycle < last:
@@ -99,7 +103,8 @@ class Monitor:
         try:
             return write_pages(self.store, self.ledger, self.schedule)
         except Exception as exc:  # noqa: BLE001 - a page is not worth a stopped monitor
-            self.progress.message(f"monitor: the overview pages were not written: {type(exc).__name__}: {exc}")
+            self.progress.message("monitor: the overview pages were not written: "
+                                  f"{type(exc).__name__}: {exc}")
             return []
 
     @staticmethod
@@ -110,7 +115,8 @@ class Monitor:
         for phase in self.schedule.phases:
             for w in range(phase.windows):
                 if (cycle, phase.name, w) not in done:
-                    self.ledger.append(Entry(cycle, phase.name, w, "gap", due, due + self.schedule.every,
+                    self.ledger.append(Entry(cycle, phase.name, w, "gap", due,
+                                             due + self.schedule.every,
                                              reason=reason))
                     done.add((cycle, phase.name, w))
 
@@ -118,8 +124,9 @@ class Monitor:
         self.store.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(self.store).free / 2**20
         if free < self.schedule.min_free_mib:
-            return (f"the store's disk has {free:.0f} MiB free, less than min_free_mib ({self.schedule.min_free_mib}): "
-                    f"free space in {self.store} (or lower min_free_mib), then start the monitor again: it resumes")
+            return (f"the store's disk has {free:.0f} MiB free, less than min_free_mib "
+                    f"({self.schedule.min_free_mib}): free space in {self.store} (or lower "
+                    "min_free_mib), then start the monitor again: it resumes")
         return None
 
     def _phase_campaign(self, phase: Phase) -> Any:
@@ -135,11 +142,12 @@ class Monitor:
         except ConfigError as exc:
             return f"the phase's campaign file: {exc}"
         if kind_registry.kind(campaign.matrix.kind).window_maximum is None:
-            return (f"a {campaign.matrix.kind} campaign gives no latency maximum per window: it cannot be a "
-                    "monitored phase")
+            return (f"a {campaign.matrix.kind} campaign gives no latency maximum per window: it "
+                    "cannot be a monitored phase")
         if len(campaign.bench.named_targets()) > 1:
-            return (f"a phase measures one target: its campaign names {len(campaign.bench.named_targets())} "
-                    "(bench.targets); give each target its own phase")
+            return ("a phase measures one target: its campaign names "
+                    f"{len(campaign.bench.named_targets())} (bench.targets); give each target its "
+                    "own phase")
         try:  # the schedule's window and windows, checked as the campaign's own values would be
             data = campaign.model_dump(mode="json", by_alias=True, exclude_unset=True)
             data["matrix"] |= {"duration": self.schedule.window, "repetitions": phase.windows}
@@ -162,19 +170,24 @@ class Monitor:
                 result = await api.run_campaign_async(campaign, out, self.progress, resume=True)
             except api.CampaignError as exc:
                 reason = str(exc)
-            except Exception as exc:  # noqa: BLE001 - a bug or a fault of one phase: a gap, not a dead monitor
+            # a bug or a fault of one phase: a gap, not a dead monitor
+            except Exception as exc:  # noqa: BLE001
                 reason = f"{type(exc).__name__}: {exc}"
             else:
-                reason = result.stopped or next(iter(result.unavailable.values()), None) or result.report_error
+                reason = result.stopped or next(iter(result.unavailable.values()),
+                                                None) or result.report_error
                 if reason is None:
                     break
-            failed_at = self.clock() if failed_at is None else failed_at  # the budget counts from the failure
+            # the budget counts from the failure
+            failed_at = self.clock() if failed_at is None else failed_at
             if self.clock() - failed_at + wait > self.schedule.retry.for_:
                 break
-            self.progress.message(f"monitor: {phase.name}, cycle {cycle}: {reason}; retrying in {wait:g} s")
+            self.progress.message(f"monitor: {phase.name}, cycle {cycle}: {reason}; retrying in "
+                                  f"{wait:g} s")
             await self.sleep(wait)
             wait *= 2
-        self._record(cycle, phase, done, started, out if out.exists() else None, reason, campaign.matrix.kind)
+        self._record(cycle, phase, done, started, out if out.exists() else None, reason,
+                     campaign.matrix.kind)
 
     def _record(self, cycle: int, phase: Phase, done: set, started: float, out: Path | None,
                 reason: str | None, kind: str | None = None) -> None:
@@ -187,12 +200,17 @@ class Monitor:
                 continue
             run = runs.get(w)
             rel = str(out.relative_to(self.store)) if out is not None else None
-            if run is not None and run["status"] in ("complete", "incomplete") and run["max_ns"] is not None:
-                entry = Entry(cycle, phase.name, w, run["status"], run["started"] or started, run["ended"] or ended,
+            if run is not None and run["status"] in ("complete",
+                                                     "incomplete") and run["max_ns"] is not None:
+                entry = Entry(cycle, phase.name, w, run["status"], run["started"] or started,
+                              run["ended"] or ended,
                               target, rel, run["id"], run["max_ns"], kernel)
             else:
-                why = reason or (f"run {run['id']} {run['status']}: {run.get('error')}" if run else "no run")
-                entry = Entry(cycle, phase.name, w, "gap", started, ended, target, rel, None, None, kernel, why)
+                why = reason or (
+                    f"run {run['id']} {run['status']}: {run.get('error')}" if run else "no run"
+                )
+                entry = Entry(cycle, phase.name, w, "gap", started, ended, target, rel, None, None,
+                              kernel, why)
             self.ledger.append(entry)
             done.add(entry.key)
 
@@ -211,13 +229,18 @@ def _window_runs(out: Path, kind_name: str) -> dict[int, dict[str, Any]]:
     except (OSError, ValueError):  # torn by a crash: the windows are gaps, said so
         return {}
     found: dict[int, dict[str, Any]] = {}
-    entries = report.get("runs") if kind.top_level_runs else (report.get(kind.name) or {}).get("runs")
+    entries = (
+        report.get("runs") if kind.top_level_runs else (report.get(kind.name) or {}).get("runs")
+    )
     runs = [(r, kind.window_maximum(r)) for r in entries or []]
     for run, max_ns in runs:  # a phase of several cells: the window's maximum is theirs
         rep = int(run.get("repetition") or 0)
         seen = found.get(rep)
-        if seen is None or (max_ns is not None and (seen["max_ns"] is None or max_ns > seen["max_ns"])):
-            found[rep] = {"id": run["id"], "status": run["status"], "error": run.get("error"), "max_ns": max_ns}
+        if seen is None or (
+            max_ns is not None and (seen["max_ns"] is None or max_ns > seen["max_ns"])
+        ):
+            found[rep] = {"id": run["id"], "status": run["status"], "error": run.get("error"),
+                          "max_ns": max_ns}
     for run in found.values():
         try:
             manifest = read_manifest(out / "runs" / run["id"])

@@ -26,33 +26,42 @@ class Phase(Strict):
     """One campaign of every cycle, e.g. idle, then loaded (OSADL's two phases)."""
 
     name: Name
-    campaign: LocalPath = Field(description="the campaign file (relative to the schedule file); its matrix.duration "
-                                "is replaced by the schedule's window, its repetitions by windows")
+    campaign: LocalPath = Field(description="the campaign file (relative to the schedule file); "
+                                "its matrix.duration is replaced by the schedule's window, its "
+                                "repetitions by windows")
     windows: Annotated[int, Field(ge=1, le=100)] = Field(
-        1, description="consecutive windows (runs) of the phase in each cycle: one latency maximum each")
+        1,
+        description="consecutive windows (runs) of the phase in each cycle: one latency maximum "
+                    "each")
 
 
 class Retry(Strict):
-    first: Seconds(RETRY_RANGE) = Field(30.0, description="the wait before the first retry of a phase whose "
-                                        "target did not answer; doubled at each retry")
-    for_: Seconds(RETRY_RANGE) = Field(1800.0, alias="for", description="how long a phase is retried before its "
+    first: Seconds(RETRY_RANGE) = Field(30.0, description="the wait before the first retry of a "
+                                        "phase whose target did not answer; doubled at each retry")
+    for_: Seconds(RETRY_RANGE) = Field(1800.0, alias="for",
+                                       description="how long a phase is retried before its "
                                        "windows are recorded as a gap and the schedule goes on")
 
 
 class Schedule(Strict):
     name: Name
-    store: LocalPath = Field(description="the lab store: every run of every cycle, the ledger, the overview pages "
-                             "(relative to the schedule file)")
-    every: Seconds(EVERY_RANGE) = Field(description="a cycle starts this often (OSADL: twice a day)")
-    window: Seconds(WINDOW_RANGE) = Field(300.0, description="the length of each window (run): the plots show "
-                                          "each window's maximum (OSADL: 5 minutes)")
+    store: LocalPath = Field(description="the lab store: every run of every cycle, the ledger, the "
+                             "overview pages (relative to the schedule file)")
+    every: Seconds(EVERY_RANGE) = Field(
+        description="a cycle starts this often (OSADL: twice a day)"
+    )
+    window: Seconds(WINDOW_RANGE) = Field(300.0,
+                                          description="the length of each window (run): the plots "
+                                          "show each window's maximum (OSADL: 5 minutes)")
     phases: list[Phase] = Field(min_length=1, max_length=32)
     cycles: Annotated[int, Field(ge=1, le=10_000_000)] | None = Field(
         None, description="stop after this many cycles (default: run until stopped)")
     false_alarm: Annotated[float, Field(gt=0, lt=0.5)] = Field(
         0.01, description="the regression verdict's false-alarm rate (docs/lab.md)")
     min_free_mib: Annotated[int, Field(ge=0, le=10_000_000)] = Field(
-        512, description="stop cleanly, with the message, when the store's disk has less free space than this")
+        512,
+        description="stop cleanly, with the message, when the store's disk has less free space "
+                    "than this")
     retry: Retry = Retry()
 
 
@@ -72,7 +81,8 @@ def load_schedule(path: str | Path) -> Schedule:
         raise ConfigError(f"{source}: not a UTF-8 text file") from None
     parsed, lines = load_yaml(text, source)
     if not isinstance(parsed, dict):
-        raise ConfigError(f"{source}:1: (top level): a schedule file is a mapping with name, store, every, phases")
+        raise ConfigError(f"{source}:1: (top level): a schedule file is a mapping with name, "
+                          "store, every, phases")
     try:
         schedule = Schedule.model_validate(parsed, context={"from_file": True})
     except ValidationError as exc:
@@ -84,8 +94,8 @@ def load_schedule(path: str | Path) -> Schedule:
     base = path.parent
     for k, phase in enumerate(schedule.phases):
         if not (base / Path(phase.campaign).expanduser()).is_file():
-            raise ConfigError(f"{source}:{lines.get(('phases', k, 'campaign'), '?')}: phases.{k}.campaign: "
-                              f"{phase.campaign} does not exist")
+            raise ConfigError(f"{source}:{lines.get(('phases', k, 'campaign'), '?')}: "
+                              f"phases.{k}.campaign: {phase.campaign} does not exist")
     return schedule
 
 

@@ -17,7 +17,8 @@ fields separated by one space, every line starting with a keyword::
     start <mono_ns>
     gap <end_mono_ns> <duration_ns> <ctxsw> <smi|-> <idx:delta,...|-> <idx:delta,...|->
     tick <mono_ns> <iterations> <gaps>
-    blind <end_mono_ns> <duration_ns>   bookkeeping (after a gap, at a tick) that itself outlasted the
+    blind <end_mono_ns> <duration_ns>   bookkeeping (after a gap, at a tick) that itself outlasted
+    the
                                         threshold: the CPU was taken while the loop did not watch
     end <mono_ns> <iterations> <gaps> <blind_ns> <min_loop_ns> duration|signal
     tsc_hz_end <float>             tsc only: calibrated again after the loop
@@ -40,7 +41,8 @@ END_REASONS = ("duration", "signal")
 
 _INT = re.compile(r"[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_HEADER_ONCE = ("clock", "tsc_hz", "cpu", "threshold_ns", "priority", "smi", "start", "end", "tsc_hz_end")
+_HEADER_ONCE = ("clock", "tsc_hz", "cpu", "threshold_ns", "priority", "smi", "start", "end",
+                "tsc_hz_end")
 
 
 class IrqgapOutputError(ValueError):
@@ -78,12 +80,14 @@ class IrqgapOutput:
     priority: int
     smi_available: bool
     smi_reason: str | None  # why not, when unavailable
-    irq_lines: dict[int, tuple[str, str]] = field(default_factory=dict)  # idx -> (label, description)
+    # idx -> (label, description)
+    irq_lines: dict[int, tuple[str, str]] = field(default_factory=dict)
     softirq_names: dict[int, str] = field(default_factory=dict)
     start_ns: int | None = None
     gaps: list[Gap] = field(default_factory=list)
     ticks: list[tuple[int, int, int]] = field(default_factory=list)  # (mono_ns, iterations, gaps)
-    blind: list[tuple[int, int]] = field(default_factory=list)  # long bookkeeping: (end_mono_ns, duration_ns)
+    # long bookkeeping: (end_mono_ns, duration_ns)
+    blind: list[tuple[int, int]] = field(default_factory=list)
     end: dict[str, Any] | None = None  # mono_ns, iterations, gaps, blind_ns, min_loop_ns, reason
     torn: bool = False  # the last line was cut (no newline): dropped
 
@@ -141,7 +145,8 @@ def _magic(line: _Line) -> int:
         raise line.error("malformed magic line (want 'irqgap <version>')")
     version = int(parts[1])
     if version != FORMAT_VERSION:
-        raise line.error(f"irqgap format version {version} is not supported (this parser reads {FORMAT_VERSION})")
+        raise line.error(f"irqgap format version {version} is not supported (this parser reads "
+                         f"{FORMAT_VERSION})")
     return version
 
 
@@ -151,7 +156,9 @@ def parse(text: str) -> IrqgapOutput:
     torn = lines[-1] != ""
     lines.pop()  # the torn part, or the empty string after the last newline
     if not lines:
-        raise IrqgapOutputError("irqgap output is empty" + (" (cut before the first newline)" if torn else ""))
+        raise IrqgapOutputError(
+            "irqgap output is empty" + (" (cut before the first newline)" if torn else "")
+        )
 
     version = _magic(_Line(1, lines[0]))
     seen: set[str] = set()
@@ -244,7 +251,8 @@ def parse(text: str) -> IrqgapOutput:
             )
         elif kw == "tick":
             m, it, g = line.fields(4)
-            ticks.append((line.integer(m, "mono_ns"), line.integer(it, "iterations"), line.integer(g, "gaps")))
+            ticks.append((line.integer(m, "mono_ns"), line.integer(it, "iterations"),
+                          line.integer(g, "gaps")))
         elif kw == "blind":
             m, d = line.fields(3)
             blind_spans.append((line.integer(m, "end_mono_ns"), line.integer(d, "duration_ns")))
@@ -264,7 +272,8 @@ def parse(text: str) -> IrqgapOutput:
 
     if start_ns is None and (missing := missing_header()):
         cut = " (the output was cut)" if torn else ""
-        raise IrqgapOutputError(f"irqgap output ends before its header is complete: no {missing} line{cut}")
+        raise IrqgapOutputError(f"irqgap output ends before its header is complete: no {missing} "
+                                f"line{cut}")
     return IrqgapOutput(
         version=version,
         clock=h["clock"],

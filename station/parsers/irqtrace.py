@@ -33,7 +33,8 @@ VECTOR_LABELS = {
 
 _ARG = re.compile(r"(\w+)=(\S+)")
 _NMI = re.compile(r"delta_ns:\s*(\d+)")
-_SWITCH = re.compile(r"prev_comm=(?P<prev>.*?) prev_pid=(?P<prev_pid>-?\d+) .*==> next_comm=(?P<next>.*?) "
+_SWITCH = re.compile(r"prev_comm=(?P<prev>.*?) prev_pid=(?P<prev_pid>-?\d+) .*==> "
+                     r"next_comm=(?P<next>.*?) "
                      r"next_pid=(?P<next_pid>-?\d+)")
 
 
@@ -69,7 +70,8 @@ class IrqTrace:
 def parse(text: str) -> IrqTrace:
     """Intervals and switches from a tracefs per-CPU `trace` file."""
     trace = IrqTrace()
-    open_: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (category, key) -> stack of (start, name)
+    # (category, key) -> stack of (start, name)
+    open_: dict[tuple[str, str], list[tuple[int, str]]] = {}
 
     def begin(category: str, key: str, ts: int, name: str = "") -> None:
         open_.setdefault((category, key), []).append((ts, name))
@@ -109,7 +111,8 @@ def parse(text: str) -> IrqTrace:
         elif event == "nmi_handler" and (d := _NMI.search(args)):
             trace.intervals.append(Interval(ts - int(d.group(1)), ts, "NMI", args.split(" ", 1)[0]))
         elif event == "sched_switch" and (s := _SWITCH.search(args)):
-            trace.switches.append(Switch(ts, s["prev"], int(s["prev_pid"]), s["next"], int(s["next_pid"])))
+            trace.switches.append(Switch(ts, s["prev"], int(s["prev_pid"]), s["next"],
+                                         int(s["next_pid"])))
         elif event.endswith("_entry") and event[: -len("_entry")] in VECTOR_LABELS:
             begin("vector", event[: -len("_entry")], ts)
         elif event.endswith("_exit") and event[: -len("_exit")] in VECTOR_LABELS:

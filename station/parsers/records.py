@@ -82,7 +82,8 @@ class LossCounter:
     """Sequence-gap accounting: every missing sequence number is a lost sample. A number not above
     the one before is a restart (a module reloaded mid-run, a reader that re-read its ring, streams
     concatenated by hand): counted in `restarts` (record index, number before, number after), never
-    a loss; the station numbers the records on from there (`offset`: add it to a module's number)."""
+    a loss; the station numbers the records on from there (`offset`: add it to a module's
+    number)."""
 
     expected_seq: int | None = None
     lost: int = 0
@@ -97,7 +98,8 @@ class LossCounter:
             return np.empty(0, np.int64)
         if int(seqs.max()) >= 1 << 62:  # 10^18 events: centuries at 10 kHz, so a corrupt record
             bad = int(np.argmax(seqs >= 1 << 62))
-            raise RecordFormatError(f"sequence number {int(seqs[bad])} is out of any plausible range")
+            raise RecordFormatError(f"sequence number {int(seqs[bad])} is out of any plausible "
+                                    "range")
         seqs = seqs.astype(np.int64)
         before = None if self.expected_seq is None else self.expected_seq - 1
         numbers, starts, self.offset = _numbering(seqs, before, self.offset)
@@ -116,12 +118,13 @@ class LossCounter:
         return [{"record": r, "seq_before": a, "seq_after": b} for r, a, b in self.restarts]
 
 
-def _numbering(seqs: np.ndarray, before: int | None, offset: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """The station's numbers for module numbers `seqs` (int64) that follow a record numbered `before`
-    by the module (None: no record before) and `before + offset` by the station: a record whose
-    number is not above the one before starts a part that follows on from the last record's station
-    number, with no loss between. Returns (the numbers, the indices where parts start, the offset
-    after them)."""
+def _numbering(seqs: np.ndarray, before: int | None, offset: int) -> tuple[np.ndarray, np.ndarray,
+                                                                           int]:
+    """The station's numbers for module numbers `seqs` (int64) that follow a record numbered
+    `before` by the module (None: no record before) and `before + offset` by the station: a record
+    whose number is not above the one before starts a part that follows on from the last record's
+    station number, with no loss between. Returns (the numbers, the indices where parts start, the
+    offset after them)."""
     prev = np.r_[np.int64(seqs[0] if before is None else before), seqs[:-1]]
     with np.errstate(over="ignore"):  # numbers near 2^63 are garbage already; wrapping is no worse
         starts = np.flatnonzero(seqs - prev <= 0)
@@ -167,7 +170,8 @@ def checked_v1(data: bytes, first_index: int = 0) -> np.ndarray:
             f"0x{RECORD_MAGIC:08x} (is the module writing format=legacy?)"
         )
     raise RecordFormatError(
-        f"record {first_index + i}: version {int(recs['version'][i])}, this station reads version {RECORD_VERSION}"
+        f"record {first_index + i}: version {int(recs['version'][i])}, this station reads version "
+        f"{RECORD_VERSION}"
     )
 
 
@@ -182,7 +186,8 @@ class V1Decoder:
         self.losses = LossCounter()
         self.records = 0
         self.station_seq = np.empty(0, np.int64)  # the last batch's numbers on the station's count
-        self.strays = 0  # NOT_OURS records: a foreign IRQ on the module's line, no latency of the module's
+        # NOT_OURS records: a foreign IRQ on the module's line, no latency of the module's
+        self.strays = 0
         self.dropped_by_target = 0
 
     def feed(self, data: bytes) -> np.ndarray:
@@ -213,8 +218,9 @@ class V1Decoder:
 
     @staticmethod
     def columns(recs: np.ndarray) -> dict[str, np.ndarray]:
-        """The records' fields; where the module's numbers restart, `seq` is the station's count (each
-        part following the one before), `module_seq` the module's own and `part` which part."""
+        """The records' fields; where the module's numbers restart, `seq` is the station's count
+        (each part following the one before), `module_seq` the module's own and `part` which
+        part."""
         out = {name: recs[name] for name in V1_DTYPE.names if name not in ("magic", "version")}
         if (again := renumbered(recs["seq"])) is not None:
             out["module_seq"] = recs["seq"]
@@ -291,11 +297,13 @@ def decode(data: bytes, fmt: str) -> pd.DataFrame:
         n = len(data) // RECORD_SIZE
         recs = np.frombuffer(data[: n * RECORD_SIZE], dtype=V1_DTYPE)
         bad = first_bad_v1(recs)
-        if bad is not None:  # the records before the first corrupt one: what the run did receive whole
+        # the records before the first corrupt one: what the run did receive whole
+        if bad is not None:
             recs = recs[:bad]
         return pd.DataFrame(V1Decoder.columns(recs))
     n = len(data) // LEGACY_DTYPE.itemsize
-    return pd.DataFrame(decoder.columns(np.frombuffer(data[: n * LEGACY_DTYPE.itemsize], dtype=LEGACY_DTYPE)))
+    return pd.DataFrame(decoder.columns(np.frombuffer(data[: n * LEGACY_DTYPE.itemsize],
+                                                      dtype=LEGACY_DTYPE)))
 
 
 def decode_file(path: Path, fmt: str) -> pd.DataFrame:

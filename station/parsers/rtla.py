@@ -13,10 +13,14 @@ import re
 from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_HEADER = re.compile(r"^\s*CPU\s+Period\s+Runtime\s+Noise\s+%\s*CPU\s+Aval\s+Max\s+Noise\s+Max\s+Single\s+HW\s+NMI"
-                     r"\s+IRQ\s+Softirq\s+Thread\s*$")
-_ROW = re.compile(r"^\s*(\d+)\s+#(\d+)\s+(\d+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)"
-                  r"\s+(\d+)\s+(\d+)\s*$")
+_HEADER = re.compile(
+    r"^\s*CPU\s+Period\s+Runtime\s+Noise\s+%\s*CPU\s+Aval\s+Max\s+Noise\s+Max\s+Single\s+HW\s+NMI"
+    r"\s+IRQ\s+Softirq\s+Thread\s*$"
+)
+_ROW = re.compile(
+    r"^\s*(\d+)\s+#(\d+)\s+(\d+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)"
+    r"\s+(\d+)\s+(\d+)\s*$"
+)
 # the seconds end the figure: "00:00:0#3" is no duration, not 0 s
 _DURATION = re.compile(r"duration:\s+(\d+)\s+(\d+):(\d+):(\d+)(?=\s|\||$)")
 

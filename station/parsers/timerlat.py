@@ -1,14 +1,16 @@
 """What `rtla timerlat hist` prints (rtla 6.1, Debian 12's, to 6.12 at least): the kernel's timerlat
-tracer's per-CPU histograms of the timer IRQ's and the timerlat thread's latency, then their summary.
+tracer's per-CPU histograms of the timer IRQ's and the timerlat thread's latency, then their
+summary.
 
     # RTLA timerlat histogram                       (the header: absent with --no-header)
     # Time unit is microseconds (us)                (or nanoseconds (ns), with -n)
     # Duration:   0 00:00:03                        (days, then HH:MM:SS)
     Index   IRQ-000   Thr-000   IRQ-001   Thr-001   (Index absent with --no-index; Usr-NNN with -u)
-    3             0         0         1         0   (a bucket's lower bound, then its count per column)
-    over:       385       636       475       597   (samples beyond the last bucket)
+    3             0         0         1         0   (a bucket's lower bound, then its count per
+    column) over:       385       636       475       597   (samples beyond the last bucket)
     count:     2508      2508      2518      2518
-    min:         15        43         3        29   ("-" where a column has no sample; with --no-index
+    min:         15        43         3        29   ("-" where a column has no sample; with
+    --no-index
                                                     the five summary rows come without their labels)
     avg:        264       396       306       391
     max:      11989     12207     13301     13393
@@ -116,8 +118,10 @@ def parse_hist(text: str) -> TimerlatHist:
     for name in names:
         if not (m := _COLUMN.fullmatch(name)):
             if not titled:  # rtla's own error message, most likely
-                raise TimerlatOutputError(f"no timerlat histogram in rtla's output, which says: {lines[i][:200]!r}")
-            raise TimerlatOutputError(f"line {i + 1}: {name!r} is not a timerlat column: {lines[i]!r}")
+                raise TimerlatOutputError("no timerlat histogram in rtla's output, which says: "
+                                          f"{lines[i][:200]!r}")
+            raise TimerlatOutputError(f"line {i + 1}: {name!r} is not a timerlat column: "
+                                      f"{lines[i]!r}")
         columns.append(Column(KIND_NAMES[m.group(1)], int(m.group(2))))
     if not columns or len(set(columns)) != len(columns):
         raise TimerlatOutputError(f"line {i + 1}: no columns, or one twice: {lines[i]!r}")
@@ -131,35 +135,46 @@ def parse_hist(text: str) -> TimerlatHist:
         key, _, rest = line.partition(":")
         if key.strip() in STAT_ROWS and not line.startswith(" "):
             key = key.strip()
-            if key in stats or list(stats) != list(STAT_ROWS[:len(stats)]) or key != STAT_ROWS[len(stats)]:
-                raise TimerlatOutputError(f"line {i + 1}: summary row {key!r} out of order: {line!r}")
+            if (
+                key in stats
+                or list(stats) != list(STAT_ROWS[: len(stats)])
+                or key != STAT_ROWS[len(stats)]
+            ):
+                raise TimerlatOutputError(f"line {i + 1}: summary row {key!r} out of order: "
+                                          f"{line!r}")
             stats[key] = _cells(rest, n, i + 1, line, dash=key in ("min", "avg", "max"))
         elif stats:
             raise TimerlatOutputError(f"line {i + 1}: not a summary row: {line!r}")
         else:
             if len(line.split()) != n + 1:
-                raise TimerlatOutputError(f"line {i + 1}: a bucket row is its index and {n} counts: {line!r}")
+                raise TimerlatOutputError(f"line {i + 1}: a bucket row is its index and {n} "
+                                          f"counts: {line!r}")
             row = _cells(line, n + 1, i + 1, line)
             if buckets and row[0] <= buckets[-1]:  # type: ignore[operator]
-                raise TimerlatOutputError(f"line {i + 1}: bucket {row[0]} after {buckets[-1]}: {line!r}")
+                raise TimerlatOutputError(f"line {i + 1}: bucket {row[0]} after {buckets[-1]}: "
+                                          f"{line!r}")
             buckets.append(row[0])  # type: ignore[arg-type]
             counts.append(row[1:])  # type: ignore[arg-type]
         i += 1
-    if not indexed and not stats:  # --no-index drops the summary's labels too: its rows are the last five
+    # --no-index drops the summary's labels too: its rows are the last five
+    if not indexed and not stats:
         while i < len(lines) and lines[i].strip() and lines[i].split()[0].isdigit():
             counts.append(_cells(lines[i], n, i + 1, lines[i]))  # type: ignore[arg-type]
             i += 1
         if len(counts) >= len(STAT_ROWS):
-            stats = dict(zip(STAT_ROWS, counts[-len(STAT_ROWS):], strict=True))  # type: ignore[arg-type]
+            stats = dict(zip(STAT_ROWS, counts[-len(STAT_ROWS):],
+                             strict=True))  # type: ignore[arg-type]
             counts = counts[:-len(STAT_ROWS)]
     if len(stats) < len(STAT_ROWS):
-        raise TimerlatOutputError("the summary (over:, count:, min:, avg:, max:) is missing or cut short: was "
-                                  "rtla stopped with SIGKILL, or run with --no-summary?")
-    summary = [Summary(stats["count"][c], stats["over"][c], stats["min"][c], stats["avg"][c],  # type: ignore[arg-type]
+        raise TimerlatOutputError("the summary (over:, count:, min:, avg:, max:) is missing or cut "
+                                  "short: was rtla stopped with SIGKILL, or run with --no-summary?")
+    summary = [Summary(stats["count"][c], stats["over"][c], stats["min"][c],
+                       stats["avg"][c],  # type: ignore[arg-type]
                        stats["max"][c]) for c in range(n)]
     for c, s in enumerate(summary):
         if sum(row[c] for row in counts) + (s.over or 0) > s.count:
-            raise TimerlatOutputError(f"column {names[c]}: its buckets and overflows hold more than its count")
+            raise TimerlatOutputError(f"column {names[c]}: its buckets and overflows hold more "
+                                      "than its count")
     overall: dict[str, Summary] = {}
     if i < len(lines) and lines[i].startswith("ALL:"):
         kinds = lines[i].split()[1:]
@@ -170,10 +185,13 @@ def parse_hist(text: str) -> TimerlatHist:
             i += 1
             if i >= len(lines) or lines[i].partition(":")[0] != key:
                 raise TimerlatOutputError(f"line {i + 1}: the ALL section's {key}: row is missing")
-            rows[key] = _cells(lines[i].partition(":")[2], len(kinds), i + 1, lines[i], dash=key != "count")
-        overall = {KIND_NAMES[k]: Summary(rows["count"][j], None, rows["min"][j], rows["avg"][j],  # type: ignore[arg-type]
+            rows[key] = _cells(lines[i].partition(":")[2], len(kinds), i + 1, lines[i],
+                               dash=key != "count")
+        overall = {KIND_NAMES[k]: Summary(rows["count"][j], None, rows["min"][j],
+                                          rows["avg"][j],  # type: ignore[arg-type]
                                           rows["max"][j]) for j, k in enumerate(kinds)}
         i += 1
     rest = [line for line in lines[i:] if line.strip()]
     stopped = any(line.strip() == STOP_LINE for line in rest)
-    return TimerlatHist(unit_ns, duration_s, columns, buckets, counts, summary, overall, stopped, "\n".join(rest))
+    return TimerlatHist(unit_ns, duration_s, columns, buckets, counts, summary, overall, stopped,
+                        "\n".join(rest))

@@ -20,12 +20,14 @@ import re
 from dataclasses import dataclass, field
 
 LINE = re.compile(
-    r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:(?P<flags>\S{4,8})\s+)?"
+    r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+"
+    r"(?:(?P<flags>\S{4,8})\s+)?"
     r"(?P<sec>\d+)\.(?P<frac>\d{1,9}):\s+(?P<event>\w+):\s?(?P<args>.*)$"
 )
 LOST = re.compile(r"CPU:?\s*\d+\s*\[LOST (\d+) EVENTS\]")
 _RAW = re.compile(r"^(?P<pid>\d+) (?P<cpu>\d+) (?P<ns>\d+) (?:type: (?P<type>\d+)|# [0-9a-f]+ .*)$")
-MARKER_EVENT = "tracing_mark_write"  # a write to trace_marker: its raw form is "# <ip> <text>", no type id
+# a write to trace_marker: its raw form is "# <ip> <text>", no type id
+MARKER_EVENT = "tracing_mark_write"
 _COLUMN = re.compile(r"^#.*=>\s*(?P<name>\S.*?)\s*$")  # a flags column's line in the header
 CONTEXT_COLUMN = "hardirq/softirq"
 _ID = re.compile(r"^(?:.*/)?(?P<system>\w+)/(?P<event>\w+)/id:(?P<id>\d+)$")
@@ -43,8 +45,8 @@ class Event:
     args: str  # its printed fields
     comm: str
     pid: int
-    # the flags' hardirq/softirq letter (its column from the header: PREEMPT_RT adds columns before it):
-    # h/H hard IRQ, s softirq, z NMI, . none ("": unknown)
+    # the flags' hardirq/softirq letter (its column from the header: PREEMPT_RT adds columns before
+    # it): h/H hard IRQ, s softirq, z NMI, . none ("": unknown)
     context: str = ""
 
 
@@ -80,7 +82,8 @@ def _printed(text: str) -> TraceEvents:
             continue
         flags = m["flags"] or ""
         at = columns.index(CONTEXT_COLUMN) if CONTEXT_COLUMN in columns else 2
-        got.events.append(Event(ts, m["event"], m["args"], m["comm"], int(m["pid"]), flags[at:at + 1]))
+        got.events.append(Event(ts, m["event"], m["args"], m["comm"], int(m["pid"]),
+                                flags[at:at + 1]))
     return got
 
 
@@ -113,8 +116,9 @@ def parse(text: str, raw: str = "", ids: str = "") -> TraceEvents:
     for event, (ns, type_id) in zip(got.events, stamps, strict=True):
         name = names.get(type_id) if type_id is not None else MARKER_EVENT
         if name != event.name or abs(ns - event.ts_ns) >= 1000 or ns >= MAX_TS_NS:
-            got.note = (f"the raw form's event at {ns} ns (type {type_id}: {names.get(type_id, 'unknown')}) is "
-                        f"not the printed {event.name} at {event.ts_ns} ns: times at the printed microsecond")
+            got.note = (f"the raw form's event at {ns} ns (type {type_id}: "
+                        f"{names.get(type_id, 'unknown')}) is not the printed {event.name} at "
+                        f"{event.ts_ns} ns: times at the printed microsecond")
             return got
         exact.append(Event(ns, event.name, event.args, event.comm, event.pid, event.context))
     got.events = exact

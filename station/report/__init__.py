@@ -16,10 +16,16 @@ from station.report.export import write_json, write_rows
 from station.report.figures import drawn, write_figures
 from station.report.html import render_html
 from station.report.markdown import render_markdown
-from station.report.model import ReportSchemaError, report_json_schema, report_model, validate_report
+from station.report.model import (
+    ReportSchemaError,
+    report_json_schema,
+    report_model,
+    validate_report,
+)
 from station.report.page import KindPage
 
-__all__ = ["ReportSchemaError", "kind_pages", "report_json_schema", "report_model", "validate_report",
+__all__ = ["ReportSchemaError", "kind_pages", "report_json_schema", "report_model",
+           "validate_report",
            "write_reports"]
 
 
@@ -38,7 +44,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     has no figure. Each registered kind's report part (Kind.report) adds its figures, CSV files
     and sections. The report is first validated against report_model() (ReportSchemaError).
     Returns every
-    written file keyed by its path relative to out_dir (``"report.html"``, ``"figures/sw-hist-inb.svg"`` …).
+    written file keyed by its path relative to out_dir (``"report.html"``,
+    ``"figures/sw-hist-inb.svg"`` …).
     """
     # before any file: a report its schema refuses is the analysis's bug, not a page to render
     validate_report(report)
@@ -48,7 +55,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     figures = drawn([f for _, page in pages for f in page.figures(report, samples)])
     paths = write_figures(figures, out_dir)
     paths["report.json"] = write_json(report, out_dir / "report.json")
-    for kind, page in pages:  # a kind's tables where the report has its section (the module's: always)
+    # a kind's tables where the report has its section (the module's: always)
+    for kind, page in pages:
         if kind.top_level_runs or report.get(kind.name):
             for name, rows in page.csv:
                 if (table := rows(report)) is not None:  # None: the part has nothing for this file

@@ -1,5 +1,6 @@
 """Machine-readable outputs: report.json and stats.csv, both in raw nanoseconds, and the helpers a
-kind's CSV files (its KindPage.csv: cyclictest.csv, gpio.csv …, in their own units) are written with."""
+kind's CSV files (its KindPage.csv: cyclictest.csv, gpio.csv …, in their own units) are written
+with."""
 
 from __future__ import annotations
 

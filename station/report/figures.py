@@ -76,7 +76,8 @@ class RenderedFigure:
     title: str
     caption: str
     svg: str | Callable[[], str]
-    glance: bool = False  # it answers the campaign's question: the first of its kind sits under the findings
+    # it answers the campaign's question: the first of its kind sits under the findings
+    glance: bool = False
 
 
 # figures to draw above which forked workers draw them (run_pool.py): each takes ~65 ms, a worker's
@@ -92,7 +93,8 @@ def drawn(figures: Sequence[RenderedFigure]) -> list[RenderedFigure]:
     from station.analysis import run_pool
 
     todo = [f for f in figures if not isinstance(f.svg, str)]
-    svgs = iter(run_pool.mapped(_draw, todo, len(todo) >= DRAWN_APART, fallback="here", what="drawing"))
+    svgs = iter(run_pool.mapped(_draw, todo, len(todo) >= DRAWN_APART, fallback="here",
+                                what="drawing"))
     return [f if isinstance(f.svg, str) else replace(f, svg=next(svgs)) for f in figures]
 
 
@@ -160,7 +162,8 @@ def legend_outside(fig: Figure, ax: Any, ncols: int | None = None) -> None:
         longest = max(len(label) for label in labels)
         ncols = 1 if longest > 34 else 2 if longest > 20 or len(labels) <= 4 else 3
     ncols = max(1, min(ncols, len(labels)))
-    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False, fontsize=FONT_PT)
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False,
+               fontsize=FONT_PT)
     rows = math.ceil(len(labels) / ncols)
     fig.set_figheight(fig.get_figheight() + rows * 1.45 * _min_font_pt(fig) / 72 + 0.05)
 
@@ -171,7 +174,8 @@ def _min_font_pt(fig: Figure) -> float:
 
 
 def write_figures(figures: Sequence[RenderedFigure], out_dir: Path) -> dict[str, Path]:
-    """Each figure as out_dir/figures/<name>.svg; the paths keyed by their name relative to out_dir."""
+    """Each figure as out_dir/figures/<name>.svg; the paths keyed by their name relative to
+    out_dir."""
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for fig in figures:
@@ -197,7 +201,8 @@ def _texts(artist: Artist) -> list[Text]:
     view (the layout and the drawing make them later, of the sizes of the first one)."""
     if isinstance(artist, Axis):
         ticks = [*artist.majorTicks, *artist.minorTicks]  # the first of each, made now if not yet
-        return [artist.label, artist.offsetText, *(t for tick in ticks for t in (tick.label1, tick.label2))]
+        return [artist.label, artist.offsetText, *(t for tick in ticks for t in (tick.label1,
+                                                                                 tick.label2))]
     texts = [artist] if isinstance(artist, Text) else []
     for child in artist.get_children():
         texts += _texts(child)
@@ -266,7 +271,8 @@ class _InView(Locator):
 
     def __call__(self) -> Any:
         locs = np.asarray(self.locator(), dtype=np.float64)
-        transform = self.axis.get_transform()  # compared where the axis is linear (log10 of a log axis)
+        # compared where the axis is linear (log10 of a log axis)
+        transform = self.axis.get_transform()
         lo, hi = sorted(transform.transform(self.axis.get_view_interval()))
         slack = 1e-6 * (hi - lo)  # wider than matplotlib's own test of which ticks it draws
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -283,7 +289,8 @@ class _MinorMarks:
 
     MARKERS = {("x", "out"): TICKDOWN, ("y", "out"): TICKLEFT}
 
-    PLAIN_MINOR = {"gridOn": False, "tick1On": True, "tick2On": False, "label1On": True, "label2On": False}
+    PLAIN_MINOR = {"gridOn": False, "tick1On": True, "tick2On": False, "label1On": True,
+                   "label2On": False}
 
     @staticmethod
     def can_draw(axis: Axis) -> bool:
@@ -295,13 +302,19 @@ class _MinorMarks:
         ax = axis.axes
         first, second = ("bottom", "top") if name == "x" else ("left", "right")
         shared = ax.get_shared_x_axes() if name == "x" else ax.get_shared_y_axes()
-        if not (_MINOR_AS_ONE_ARTIST and axis.get_scale() == "log" and axis.get_visible()
-                and isinstance(axis.get_minor_formatter(), NullFormatter)
-                and (name, mpl.rcParams[f"{name}tick.direction"]) in _MinorMarks.MARKERS
-                and not mpl.rcParams[f"{name}tick.{second}"] and mpl.rcParams[f"{name}tick.minor.{first}"]
-                and mpl.rcParams[f"{name}tick.minor.visible"] is False
-                and axis.get_ticks_position() == first and len(shared.get_siblings(ax)) == 1
-                and getattr(axis, "_minor_tick_kw", None) == _MinorMarks.PLAIN_MINOR):
+        if not (
+            _MINOR_AS_ONE_ARTIST
+            and axis.get_scale() == "log"
+            and axis.get_visible()
+            and isinstance(axis.get_minor_formatter(), NullFormatter)
+            and (name, mpl.rcParams[f"{name}tick.direction"]) in _MinorMarks.MARKERS
+            and not mpl.rcParams[f"{name}tick.{second}"]
+            and mpl.rcParams[f"{name}tick.minor.{first}"]
+            and mpl.rcParams[f"{name}tick.minor.visible"] is False
+            and axis.get_ticks_position() == first
+            and len(shared.get_siblings(ax)) == 1
+            and getattr(axis, "_minor_tick_kw", None) == _MinorMarks.PLAIN_MINOR
+        ):
             return False
         lo, hi = sorted(axis.get_view_interval())
         majors = np.asarray(axis.get_majorticklocs(), dtype=np.float64)
@@ -347,7 +360,12 @@ def _to_svg(fig: Figure, name: str) -> str:
     for text in _texts(fig):
         if text.get_fontsize() < smallest:
             text.set_fontsize(smallest)
-    minor = [_MinorMarks(axis) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) if _MinorMarks.can_draw(axis)]
+    minor = [
+        _MinorMarks(axis)
+        for ax in fig.axes
+        for axis in (ax.xaxis, ax.yaxis)
+        if _MinorMarks.can_draw(axis)
+    ]
     if fig.get_layout_engine() is None:
         _fit_layout(fig)
     for marks in minor:
@@ -387,7 +405,8 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
         ys = np.r_[floor, ys, floor]
         lo_us, hi_us = s.values.min / 1000, s.values.max / 1000
         ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
-                label=f"{s.label}  (n={count_text(s.values.count)}, min {lo_us:.3f}, max {hi_us:.3f} µs)")
+                label=f"{s.label}  (n={count_text(s.values.count)}, min {lo_us:.3f}, max "
+                      f"{hi_us:.3f} µs)")
         if minmax_lines:
             for x in (lo_us, hi_us):
                 ax.axvline(x, color=s.color, linestyle=(0, (4, 3)), linewidth=0.8, alpha=0.9)
@@ -401,14 +420,16 @@ def histogram_svg(series: Sequence[Series], title: str, name: str,
     return _to_svg(fig, name)
 
 
-def over_time_svg(runs: Sequence[tuple[str, str, tuple[np.ndarray, np.ndarray, np.ndarray]]], title: str,
+def over_time_svg(runs: Sequence[tuple[str, str, tuple[np.ndarray, np.ndarray, np.ndarray]]],
+                  title: str,
                   name: str) -> str:
     """Latency against time, one pair of lines per run (label, colour, (s, median, p99)): the median
     solid, p99 dashed, so a reader sees a load's phases and a run's drift."""
     fig, ax = _new_axes(title)
     for label, color, (t, median, p99) in runs:
         ax.plot(t, median / 1000.0, color=color, linewidth=1.1, label=f"{label} median")
-        ax.plot(t, p99 / 1000.0, color=color, linewidth=0.9, linestyle=(0, (4, 2)), label=f"{label} p99")
+        ax.plot(t, p99 / 1000.0, color=color, linewidth=0.9, linestyle=(0, (4, 2)),
+                label=f"{label} p99")
     ax.set_xlabel("time from the run's first record (s)")
     ax.set_ylabel("software latency t_SW (µs)")
     legend_outside(fig, ax)

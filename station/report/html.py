@@ -10,7 +10,16 @@ import jinja2
 from markupsafe import Markup
 
 from station.report.figures import RenderedFigure
-from station.report.page import Callout, Figures, Part, Sentences, Subsection, Verdict, glance, page_sections
+from station.report.page import (
+    Callout,
+    Figures,
+    Part,
+    Sentences,
+    Subsection,
+    Verdict,
+    glance,
+    page_sections,
+)
 from station.report.tables import (
     Cell,
     Table,
@@ -67,7 +76,8 @@ for _name, _type in {"table": Table, "figures": Figures, "sentences": Sentences,
 _ENV.filters["figure_items"] = _items
 
 
-def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure], parts: Sequence[Part]) -> str:
+def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
+                parts: Sequence[Part]) -> str:
     """The page: the header's facts, the findings, every part's sections (page.py orders them), the
     Target appendix."""
     campaign = report.get("campaign") or {}

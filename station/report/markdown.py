@@ -82,8 +82,10 @@ def _fenced(text: str) -> str:
     return f"{fence}\n{text.rstrip()}\n{fence}"
 
 
-def _figure_list(figures: Sequence[RenderedFigure], figure_dir: str, level: int | None = 3) -> list[str]:
-    """Each figure under its title as a heading, or (level None) with its title leading the caption."""
+def _figure_list(figures: Sequence[RenderedFigure], figure_dir: str,
+                 level: int | None = 3) -> list[str]:
+    """Each figure under its title as a heading, or (level None) with its title leading the
+    caption."""
     out = []
     for fig in figures:
         image = f"![{fig.title}]({figure_dir}/{fig.name}.svg)"
@@ -116,9 +118,12 @@ def _blocks(blocks: Sequence[Block], level: int, figure_dir: str) -> list[str]:
                 else:
                     out += [f"> **{text}**" if block.problem else f"> {text}", ""]
             case Callout():
-                out += [f"> **{_prose(block.title)}**", ">", *(f"> - {_prose(item)}" for item in block.items), ""]
+                out += [f"> **{_prose(block.title)}**", ">",
+                        *(f"> - {_prose(item)}" for item in block.items), ""]
             case Subsection():
-                out += [f"{'#' * level} {_prose(block.heading)}", "", *_blocks(block.blocks, level + 1, figure_dir)]
+                out += [f"{'#' * level} {_prose(block.heading)}", "", *_blocks(block.blocks,
+                                                                               level + 1,
+                                                                               figure_dir)]
     return out
 
 
@@ -127,7 +132,8 @@ def _section(section: Section, figure_dir: str) -> list[str]:
     return heading + _blocks(section.blocks, 3, figure_dir)
 
 
-def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure], parts: Sequence[Part],
+def render_markdown(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
+                    parts: Sequence[Part],
                     figure_dir: str = "figures") -> str:
     """The page as Markdown: the header's facts, the findings, every part's sections (page.py
     orders them), the Target appendix."""

@@ -27,7 +27,8 @@ Interval = list[float | None] | None  # [lo, hi]; null where there is none
 # a run's status as its manifest says: sealed complete, incomplete (short of its targets), failed,
 # interrupted (Ctrl-C / SIGTERM), or still running (the station was killed before it sealed the run)
 RunStatus = Annotated[Literal["complete", "incomplete", "failed", "interrupted", "running"], Field(
-    description="whether the run finished (running: the station was killed before it sealed the run)")]
+    description="whether the run finished (running: the station was killed before it sealed the "
+                "run)")]
 
 
 class Closed(BaseModel):
@@ -63,20 +64,23 @@ class Stats(Closed):
     mean_ns: Float = Field(None, description="arithmetic mean")
     std_ns: Float = Field(None, description="standard deviation (jitter)")
     percentiles_ns: dict[str, Float] = Field(
-        default_factory=dict, description="`p50`, `p99`, `p99.99`, `p99.999` (other `pNN` keys are rendered too); "
-        "a percentile from fewer than 10 expected samples above it is shown with †")
+        default_factory=dict, description="`p50`, `p99`, `p99.99`, `p99.999` (other `pNN` keys are "
+        "rendered too); a percentile from fewer than 10 expected samples above it is shown with †")
 
 
 class Finding(Open):
-    """FINDING: one sentence of the campaign's answer. Open-ended: each finding kind adds the numbers
-    it is made of (`load`, `interface`, `values`, `max_us`, …; see its kind's section)."""
+    """FINDING: one sentence of the campaign's answer. Open-ended: each finding kind adds the
+    numbers it is made of (`load`, `interface`, `values`, `max_us`, …; see its kind's section)."""
 
-    kind: str = Field(description="what the finding is about (`faster`, `t_rw`, `cyclictest_max`, `ranking`, …)")
+    kind: str = Field(description="what the finding is about (`faster`, `t_rw`, `cyclictest_max`, "
+                                  "`ranking`, …)")
     text: str = Field(description="one sentence or a few, shown as written")
-    headline: str | None = Field(None, description="one short sentence for the first page (absent: `text` is "
-                                 "shown as its headline)")
-    figure: str | None = Field(None, description="the number that backs the headline, bold on the page")
-    see: str | None = Field(None, description="the id on the HTML page of the table or figures behind it")
+    headline: str | None = Field(None, description="one short sentence for the first page (absent: "
+                                 "`text` is shown as its headline)")
+    figure: str | None = Field(None,
+                               description="the number that backs the headline, bold on the page")
+    see: str | None = Field(None,
+                            description="the id on the HTML page of the table or figures behind it")
 
 
 class CampaignFacts(Closed):
@@ -88,28 +92,35 @@ class CampaignFacts(Closed):
     created_utc: str | None = Field(None, description="ISO 8601 time the campaign started, UTC")
     station_version: str | None = Field(None, description="irq-station version that ran it")
     target: dict[str, Any] = Field(
-        default_factory=dict, description="the target: `kind` (`twin`, `ssh`, `vm`, `local`), `host`, `audit` "
-        "(free-form facts read on it: `uname`, `cmdline`, `interrupts_excerpt`, …)")
+        default_factory=dict, description="the target: `kind` (`twin`, `ssh`, `vm`, `local`), "
+        "`host`, `audit` (free-form facts read on it: `uname`, `cmdline`, `interrupts_excerpt`, …)")
     targets: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="target name → its description, when the campaign measures several")
-    scope: dict[str, Any] | None = Field(None, description="`idn` (`*IDN?` answer), `resource` (VISA resource); "
-                                         "null without an oscilloscope")
-    generator: dict[str, Any] | None = Field(None, description="the signal generator as for `scope`; null without one")
+        default_factory=dict,
+        description="target name → its description, when the campaign measures several")
+    scope: dict[str, Any] | None = Field(None, description="`idn` (`*IDN?` answer), `resource` "
+                                         "(VISA resource); null without an oscilloscope")
+    generator: dict[str, Any] | None = Field(None,
+                                             description="the signal generator as for `scope`; "
+                                                         "null without one")
     twin: dict[str, Any] | None = Field(
-        None, description="`preset` (the event model as played), `overrides` (what `bench.twin.overrides` "
-        "changed), `ground_truth` (what the twin injected); null on a real bench")
+        None, description="`preset` (the event model as played), `overrides` (what "
+        "`bench.twin.overrides` changed), `ground_truth` (what the twin injected); null on a real "
+        "bench")
 
 
 class ReportCore(Closed):
     """report.json's top level: the envelope; each registered kind adds its part beside it."""
 
-    schema_version: int = Field(description=f"{SCHEMA_VERSION} for this document; bumped on any incompatible "
-                                "change (readers still take 1)")
+    schema_version: int = Field(description=f"{SCHEMA_VERSION} for this document; bumped on any "
+                                "incompatible change (readers still take 1)")
     campaign: CampaignFacts = Field(description="what was measured, where, with what")
-    runs: list[Any] = Field(default_factory=list, description="the module kind's runs (empty without them)")
-    notes: list[str] = Field(description="warnings worth reading first (losses, incomplete runs, few samples)")
-    findings: list[Finding] = Field(description="the campaign's answer, one short sentence each: the module "
-                                    "runs', then each section's that carries headlines; `[]` without any")
+    runs: list[Any] = Field(default_factory=list,
+                            description="the module kind's runs (empty without them)")
+    notes: list[str] = Field(description="warnings worth reading first (losses, incomplete runs, "
+                                         "few samples)")
+    findings: list[Finding] = Field(description="the campaign's answer, one short sentence each: "
+                                    "the module runs', then each section's that carries headlines; "
+                                    "`[]` without any")
 
 
 _MODELS: dict[int, type[ReportCore]] = {}
@@ -167,5 +178,5 @@ def validate_report(report: Mapping[str, Any]) -> BaseModel:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
                              for e in exc.errors()[:20])
-        raise ReportSchemaError(f"the report does not fit report.json's schema ({exc.error_count()} "
-                                f"problem(s)): {problems}") from None
+        raise ReportSchemaError("the report does not fit report.json's schema "
+                                f"({exc.error_count()} problem(s)): {problems}") from None

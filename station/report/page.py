@@ -101,7 +101,8 @@ class KindPage:
     when the kind has runs in the report."""
 
     sections: Part
-    figures: Callable[[Mapping[str, Any], Mapping[str, Any]], list[RenderedFigure]] = lambda report, samples: []
+    figures: Callable[[Mapping[str, Any], Mapping[str, Any]],
+                      list[RenderedFigure]] = lambda report, samples: []
     # (file name, its rows; None: no such file for this report)
     csv: tuple[tuple[str, Callable[[Mapping[str, Any]], Rows | None]], ...] = ()
 
@@ -138,5 +139,7 @@ def page_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
             *(s for sections in built for s in sections if s.band == "figures")]
     ids = [s.id for s in page]
     if len(set(ids)) < len(ids):  # the nav and the findings' links need one target each
-        raise ValueError(f"two sections share an id: {sorted({i for i in ids if ids.count(i) > 1})}")
+        raise ValueError(
+            f"two sections share an id: {sorted({i for i in ids if ids.count(i) > 1})}"
+        )
     return page

@@ -31,9 +31,11 @@ _BLOCK = re.compile(r"<!-- generated: (\w+) -->\n.*?<!-- end generated -->", re.
 
 
 def documented_model() -> type[ReportCore]:
-    """report.json's model with the station's own kinds (a plug-in's or a test's kind documents itself)."""
+    """report.json's model with the station's own kinds (a plug-in's or a test's kind documents
+    itself)."""
     return build_report_model([k for k in kind_registry.kinds().values()
-                               if isinstance(k.report_model, str) and k.report_model.startswith("station.")])
+                               if isinstance(k.report_model,
+                                             str) and k.report_model.startswith("station.")])
 
 
 def _models(root: type[BaseModel]) -> list[type[BaseModel]]:
@@ -55,7 +57,8 @@ def _models(root: type[BaseModel]) -> list[type[BaseModel]]:
 
 
 def _type(annotation: Any) -> str:
-    """A field's type in the doc's words: `str`, `list of Stats`, `object str → int`, `… \\| null`."""
+    """A field's type in the doc's words: `str`, `list of Stats`, `object str → int`,
+    `… \\| null`."""
     if annotation is type(None):
         return "null"
     if annotation is Any:
@@ -89,7 +92,8 @@ def model_table(model: type[BaseModel]) -> str:
 
 
 def tables(root: type[BaseModel] | None = None) -> dict[str, str]:
-    """Every model's table by the model's name, the top level first (default: the documented model)."""
+    """Every model's table by the model's name, the top level first (default: the documented
+    model)."""
     return {m.__name__: model_table(m) for m in _models(root or documented_model())}
 
 
@@ -115,10 +119,12 @@ def render_doc(text: str, generated: dict[str, str] | None = None) -> str:
     unknown = sorted(set(named) - set(generated))
     missing = [n for n in generated if n not in named]
     if unknown or missing:
-        raise ValueError(f"schema doc markers: unknown models {unknown}, models without a block {missing}")
+        raise ValueError(f"schema doc markers: unknown models {unknown}, models without a block "
+                         f"{missing}")
     return _BLOCK.sub(lambda m: f"{BEGIN.format(name=m[1])}\n\n{generated[m[1]]}\n\n{END}", text)
 
 
 def markdown() -> str:
-    """Every registered kind's tables, one after the other (`station schema --report --markdown`)."""
+    """Every registered kind's tables, one after the other
+    (`station schema --report --markdown`)."""
     return "\n\n".join(tables(report_model()).values()) + "\n"

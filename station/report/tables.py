@@ -33,7 +33,8 @@ class Cell:
     mark: str = ""  # short marker after the text in every format: "▲", a footnote "[1]"
     flags: tuple[str, ...] = ()  # why the cell is highlighted: "problem", "over-deadline"
     title: str | None = None  # the full explanation, a tooltip in HTML
-    badges: tuple[tuple[str, str], ...] = ()  # (kind, text) labels after the text: kernel, emulation
+    # (kind, text) labels after the text: kernel, emulation
+    badges: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ def campaign_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     target = campaign.get("target") or {}
     scope = campaign.get("scope") or None
     twin = campaign.get("twin") or None
-    targets = {n: d for n, d in (campaign.get("targets") or {}).items() if n}  # "": a single unnamed target
+    # "": a single unnamed target
+    targets = {n: d for n, d in (campaign.get("targets") or {}).items() if n}
     facts = [
         ("Created (UTC)", campaign.get("created_utc")),
         ("Station version", campaign.get("station_version")),
@@ -74,7 +76,8 @@ def campaign_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
                   if scope else "none"))
     generator = campaign.get("generator")
     if generator:
-        facts.append(("Generator", f"{generator.get('idn', MISSING)} at {generator.get('resource', MISSING)}"))
+        facts.append(("Generator",
+                      f"{generator.get('idn', MISSING)} at {generator.get('resource', MISSING)}"))
     if twin:
         facts.append(_twin_fact(twin))
     facts.append(("Schema", f"report.json schema_version {report.get('schema_version', MISSING)}"
@@ -91,9 +94,14 @@ def _twin_fact(twin: Mapping[str, Any]) -> tuple[str, str]:
     if not name:
         return ("Twin preset", MISSING)
     text = f"{name} (station/twin/presets/{name}.yaml)"
-    changed = [f"{interface_label(str(i))} {k}" for i, params in _overrides(twin).items() for k in params]
+    changed = [f"{interface_label(str(i))} {k}"
+               for i, params in _overrides(twin).items() for k in params]
     if changed:
-        text += "; overridden by the campaign: " + ", ".join(changed) + " (see Twin preset under Target)"
+        text += (
+            "; overridden by the campaign: "
+            + ", ".join(changed)
+            + " (see Twin preset under Target)"
+        )
     return ("Twin preset", text)
 
 
@@ -112,7 +120,8 @@ TWIN_PARAMETERS = {
     "sw_std": ("software latency t_SW: standard deviation", "µs"),
     "t_rw": ("bus read/write time t_rw", "µs"),
     "t_rw_jitter": ("t_rw jitter (standard deviation per access)", "µs"),
-    "tail_fraction": ("IRQ-side late events, seen by software and scope (fraction of events)", "fraction"),
+    "tail_fraction": ("IRQ-side late events, seen by software and scope (fraction of events)",
+                      "fraction"),
     "tail_scale": ("their extra delay (exponential scale)", "µs"),
     "outlier_fraction": ("software-side delays between timestamp and write (fraction of events)",
                          "fraction"),
@@ -145,7 +154,8 @@ def twin_preset_table(report: Mapping[str, Any]) -> Table | None:
         return None
     interfaces = ordered(preset["interfaces"], ("lpt", "pcie"))
     overrides = _overrides(twin)
-    params = ordered((k for i in interfaces for k in preset["interfaces"][i] or {}), TWIN_PARAMETERS)
+    params = ordered((k for i in interfaces for k in preset["interfaces"][i] or {}),
+                     TWIN_PARAMETERS)
     rows = []
     for key in params:
         meaning, unit = TWIN_PARAMETERS.get(key, ("", ""))
@@ -153,20 +163,26 @@ def twin_preset_table(report: Mapping[str, Any]) -> Table | None:
         for iface in interfaces:
             value = (preset["interfaces"][iface] or {}).get(key)
             overridden = key in overrides.get(iface, {})
-            row.append(Cell(_twin_value(value, unit), numeric=True, mark="◆" if overridden else "",
-                            flags=("override",) if overridden else (),
-                            title="set by the campaign (bench.twin.overrides)" if overridden else None))
+            row.append(
+                Cell(
+                    _twin_value(value, unit), numeric=True, mark="◆" if overridden else "",
+                    flags=("override",) if overridden else (),
+                    title="set by the campaign (bench.twin.overrides)" if overridden else None
+                )
+            )
         rows.append(row)
     notes = ["Times in µs (the preset file holds ns), fractions of all events, the clock in MHz."]
     if overrides:
         notes.append("◆ set by the campaign's bench.twin.overrides, replacing the preset's value: "
-                     + "; ".join(f"{interface_label(i)} {k} = {_twin_value(v, TWIN_PARAMETERS.get(k, ('', ''))[1])}"
+                     + "; ".join(f"{interface_label(i)} {k} = "
+                                 f"{_twin_value(v, TWIN_PARAMETERS.get(k, ('', ''))[1])}"
                                  for i, p in overrides.items() for k, v in p.items()) + ".")
     if is_number(preset.get("calibration_samples")):
-        notes.append(f"Calibrated to {count_text(preset['calibration_samples'])} samples per interface: "
-                     "its minimum is that sample count's minimum.")
+        notes.append(f"Calibrated to {count_text(preset['calibration_samples'])} samples per "
+                     "interface: its minimum is that sample count's minimum.")
     return Table("twin_preset", f"Twin preset {preset.get('name') or ''}".strip(),
-                 ["Parameter", "Meaning", "Unit", *(interface_label(i) for i in interfaces)], rows, notes)
+                 ["Parameter", "Meaning", "Unit", *(interface_label(i) for i in interfaces)], rows,
+                 notes)
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,12 @@ class _Open(BaseModel):
 class RunCell(_Closed):
     """Which cell of the campaign's matrix the run measured."""
 
-    interface: str | None = Field(None, description="the module kind's interface (`lpt`, `pcie`); null otherwise")
-    variant: str | None = Field(None, description="the module's handler variant, or a gpio/avrsim run's case")
+    interface: str | None = Field(None,
+                                  description="the module kind's interface (`lpt`, `pcie`); null "
+                                              "otherwise")
+    variant: str | None = Field(None,
+                                description="the module's handler variant, or a gpio/avrsim run's "
+                                            "case")
     load: str = Field(description="the load set's name")
     repetition: int = Field(description="repetition index, from 0")
     target: str | None = Field(None, description="the target's name (null with a single target)")
@@ -56,7 +60,8 @@ class KernelLog(_Closed):
     """The target's kernel log during the run."""
 
     new_lines: list[str] = Field(default_factory=list, description="lines the run added")
-    trouble: list[str] = Field(default_factory=list, description="those that say something went wrong")
+    trouble: list[str] = Field(default_factory=list,
+                               description="those that say something went wrong")
 
 
 class CampaignRecord(_Open):
@@ -70,7 +75,8 @@ class Manifest(_Open):
     """manifest.json: what the run is (its cell, the campaign, the target's audit, the versions) and
     how it ended (status, counts, checksums). A kind's own keys follow at the top level."""
 
-    manifest_version: int = Field(MANIFEST_VERSION, description="this document's version (absent: 1)")
+    manifest_version: int = Field(MANIFEST_VERSION,
+                                  description="this document's version (absent: 1)")
     run_id: str = Field(description="the run's id, its directory's name")
     kind: str = Field("module", description="the run kind that measured it (absent: module)")
     status: RunState = Field(description="how the run ended (abandoned: the station was killed)")
@@ -78,19 +84,27 @@ class Manifest(_Open):
     started_utc: str | None = Field(None, description="when the run opened (ISO 8601)")
     ended_utc: str | None = Field(None, description="when it was sealed")
     order: int = Field(0, description="its place in the campaign file's order")
-    config_hash: str | None = Field(None, description="hash of the settings that shape the measurement")
+    config_hash: str | None = Field(None,
+                                    description="hash of the settings that shape the measurement")
     run: RunCell | None = Field(None, description="the matrix cell")
-    loads: list[dict[str, Any]] = Field(default_factory=list, description="the load set's loads as configured")
+    loads: list[dict[str, Any]] = Field(default_factory=list,
+                                        description="the load set's loads as configured")
     campaign: CampaignRecord | None = Field(None, description="the campaign file as validated")
-    audit: dict[str, str] = Field(default_factory=dict, description="the target's audit (uname, cmdline, …)")
-    versions: dict[str, str] = Field(default_factory=dict, description="the station's and its libraries'")
-    spoilers: Spoilers | None = Field(None, description="what spoils the figures (null: not judged)")
+    audit: dict[str, str] = Field(default_factory=dict,
+                                  description="the target's audit (uname, cmdline, …)")
+    versions: dict[str, str] = Field(default_factory=dict,
+                                     description="the station's and its libraries'")
+    spoilers: Spoilers | None = Field(None,
+                                      description="what spoils the figures (null: not judged)")
     kernel_log: KernelLog | None = Field(None, description="the kernel log's new lines")
     duration_s: float | None = Field(None, description="how long the measurement ran")
     counts: dict[str, int] = Field(default_factory=dict, description="rows each sealed table holds")
-    checksums_sha256: dict[str, str] = Field(default_factory=dict, description="the raw files' SHA-256")
-    seal_error: str | None = Field(None, description="why the seal's conversions failed (raw files kept)")
-    imported: dict[str, Any] | None = Field(None, description="an imported run: its sources and warnings")
+    checksums_sha256: dict[str, str] = Field(default_factory=dict,
+                                             description="the raw files' SHA-256")
+    seal_error: str | None = Field(None,
+                                   description="why the seal's conversions failed (raw files kept)")
+    imported: dict[str, Any] | None = Field(None,
+                                            description="an imported run: its sources and warnings")
 
     def section(self, name: str) -> dict[str, Any]:
         """A kind's top-level key as written, {} when absent or null."""
@@ -133,9 +147,11 @@ def read_manifest(run_dir: Path) -> Manifest:
     path = run_dir / MANIFEST
     data = read_manifest_json(run_dir)
     version = data.get("manifest_version", 1)
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MANIFEST_VERSION:
-        raise ManifestError(f"{path}: manifest version {version!r}, this station reads 1 to {MANIFEST_VERSION}: "
-                            "a newer irq-station wrote it (upgrade to read it), or it is no manifest")
+    if isinstance(version, bool) or not isinstance(version,
+                                                   int) or not 1 <= version <= MANIFEST_VERSION:
+        raise ManifestError(f"{path}: manifest version {version!r}, this station reads 1 to "
+                            f"{MANIFEST_VERSION}: a newer irq-station wrote it (upgrade to read "
+                            "it), or it is no manifest")
     data.setdefault("run_id", run_dir.name)
     try:
         return Manifest.model_validate(data)
@@ -147,10 +163,13 @@ def read_manifest(run_dir: Path) -> Manifest:
 def manifest_model(kind: str, section: type[BaseModel] | None) -> type[BaseModel]:
     """The closed model of one kind's manifests: the core's fields, `kind` fixed, and the kind's
     own top-level keys from its model (None: the kind declares none, its keys are open)."""
-    fields: dict[str, Any] = {name: (info.annotation, info) for name, info in Manifest.model_fields.items()}
-    fields["kind"] = (Literal[kind], Field(description="the run kind that measured it"))  # type: ignore[valid-type]
+    fields: dict[str, Any] = {name: (info.annotation, info)
+                              for name, info in Manifest.model_fields.items()}
+    kind_type = Literal[kind]  # type: ignore[valid-type]
+    fields["kind"] = (kind_type, Field(description="the run kind that measured it"))
     if section is not None:
         fields |= {name: (info.annotation, info) for name, info in section.model_fields.items()}
     config = ConfigDict(extra="forbid" if section is not None else "allow")
     name = "".join(part.capitalize() for part in kind.split("_")) + "Manifest"
-    return create_model(name, __config__=config, __doc__=Manifest.__doc__, __module__=__name__, **fields)
+    return create_model(name, __config__=config, __doc__=Manifest.__doc__, __module__=__name__,
+                        **fields)

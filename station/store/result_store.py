@@ -20,7 +20,8 @@ from station import kind_registry
 from station.parsers.records import Flag
 from station.store.run_store import META_SCHEMA_VERSION, META_TABLE, list_runs
 
-#: The schema versions this reader understands (station/store/run_store.py's SCHEMA_VERSION and older ones).
+#: The schema versions this reader understands (station/store/run_store.py's SCHEMA_VERSION and
+#older ones).
 READABLE_VERSIONS = frozenset({"1"})
 
 
@@ -51,14 +52,18 @@ def parse_file_metadata(meta: Mapping[bytes, bytes] | None, path: Path | str) ->
     meta = meta or {}
     raw_version, raw_table = meta.get(META_SCHEMA_VERSION), meta.get(META_TABLE)
     if raw_version is None:
-        raise ResultStoreError(f"{path}: no {META_SCHEMA_VERSION.decode()} in its metadata: not written by "
-                               "irq-station's result store (a station older than the store, or another program)")
-    version, table = _text(raw_version, path, META_SCHEMA_VERSION), _text(raw_table or b"", path, META_TABLE)
+        raise ResultStoreError(f"{path}: no {META_SCHEMA_VERSION.decode()} in its metadata: not "
+                               "written by irq-station's result store (a station older than the "
+                               "store, or another program)")
+    version, table = _text(raw_version, path, META_SCHEMA_VERSION), _text(raw_table or b"", path,
+                                                                          META_TABLE)
     if version not in READABLE_VERSIONS:
-        raise ResultStoreError(f"{path}: result-store schema version {version!r}; this station reads "
-                               f"version(s) {', '.join(sorted(READABLE_VERSIONS))} (a newer station wrote it?)")
+        raise ResultStoreError(f"{path}: result-store schema version {version!r}; this station "
+                               f"reads version(s) {', '.join(sorted(READABLE_VERSIONS))} (a newer "
+                               "station wrote it?)")
     if table not in tables():
-        raise ResultStoreError(f"{path}: {META_TABLE.decode()} is {table!r}, not one of {', '.join(tables())}")
+        raise ResultStoreError(f"{path}: {META_TABLE.decode()} is {table!r}, not one of "
+                               f"{', '.join(tables())}")
     return FileSchema(version, table)
 
 
@@ -69,7 +74,8 @@ def _text(raw: bytes, path: Path | str, key: bytes) -> str:
         text = None
     if text is None or len(text) > _MAX_META_TEXT or not text.isprintable():
         shown = raw[:_MAX_META_TEXT]
-        raise ResultStoreError(f"{path}: {key.decode()} is not a short text ({shown!r}): a damaged or foreign file")
+        raise ResultStoreError(f"{path}: {key.decode()} is not a short text ({shown!r}): a damaged "
+                               "or foreign file")
     return text
 
 
@@ -109,19 +115,22 @@ class ResultStore:
     Only the latest attempt of each run is read (as the report does); every file's schema
     version is checked when its table is first asked for."""
 
-    def __init__(self, dirs: Iterable[Path | str], connection: duckdb.DuckDBPyConnection | None = None) -> None:
+    def __init__(self, dirs: Iterable[Path | str],
+                 connection: duckdb.DuckDBPyConnection | None = None) -> None:
         self.dirs = campaign_dirs(dirs)
         self.con = connection if connection is not None else duckdb.connect()
 
     def files(self, table: str) -> list[Path]:
         if table not in tables():
-            raise ResultStoreError(f"no table {table!r} in the result store (tables: {', '.join(tables())})")
+            raise ResultStoreError(f"no table {table!r} in the result store (tables: "
+                                   f"{', '.join(tables())})")
         found = [run / f"{table}.parquet" for d in self.dirs for run in list_runs(d)]
         found = [f for f in found if f.exists()]
         for f in found:
             schema = file_schema(f)
             if schema.table != table:
-                raise ResultStoreError(f"{f}: its metadata says table {schema.table!r}, its name {table!r}")
+                raise ResultStoreError(f"{f}: its metadata says table {schema.table!r}, its name "
+                                       f"{table!r}")
         return found
 
     def relation(self, table: str) -> duckdb.DuckDBPyRelation | None:
@@ -135,7 +144,8 @@ class ResultStore:
     def register(self) -> list[str]:
         """Each table that has files as a view of that name on the connection, for plain SQL
         (``store.con.sql("select … from sw")``), and ``sw_own``: the records of `sw` that are
-        module latencies (stray IRQs left out, as every report does); returns the names registered."""
+        module latencies (stray IRQs left out, as every report does); returns the names
+        registered."""
         names = []
         for table in tables():
             rel = self.relation(table)

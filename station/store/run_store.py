@@ -146,7 +146,9 @@ class RunStore:
         try:
             (self.dir / RESERVE_FILE).write_bytes(b"\0" * RESERVE_BYTES)
         except OSError as exc:
-            raise StoreError(f"cannot write {self.dir / RESERVE_FILE}: {exc.strerror or exc}") from None
+            raise StoreError(
+                f"cannot write {self.dir / RESERVE_FILE}: {exc.strerror or exc}"
+            ) from None
 
     def _keep_earlier_attempt(self) -> None:
         """An earlier attempt that did not complete: keep it, never overwrite data. One the
@@ -161,7 +163,9 @@ class RunStore:
             data = read_manifest_json(kept)
             if data.get("status") == STATUS_RUNNING:
                 data["status"] = STATUS_ABANDONED
-                data["error"] = data.get("error") or "the station stopped without sealing this attempt"
+                data["error"] = (
+                    data.get("error") or "the station stopped without sealing this attempt"
+                )
                 _write_json(path, data)
 
     def appender(self, name: str, header: str | None = None) -> Appender:
@@ -179,7 +183,8 @@ class RunStore:
         for f in self._files.values():
             f.close()
 
-    def seal(self, status: str, extra: dict[str, Any], conversions: Sequence[Conversion] = ()) -> None:
+    def seal(self, status: str, extra: dict[str, Any],
+             conversions: Sequence[Conversion] = ()) -> None:
         """Close the raw files, record the outcome, then convert to Parquet with counts and
         checksums. Never raises: a failed conversion (a full disk, say) is recorded and the
         raw files, which hold everything, stay as they are."""
@@ -195,7 +200,9 @@ class RunStore:
             for convert in conversions:
                 counts |= convert(self.dir)
             self.manifest["counts"] = counts
-            self.manifest["checksums_sha256"] = {name: sha256(self.dir / name) for name in self._files}
+            self.manifest["checksums_sha256"] = {
+                name: sha256(self.dir / name) for name in self._files
+            }
             self.write_manifest()
         except Exception as exc:  # noqa: BLE001 - the run's data must survive its own bookkeeping
             self.manifest["seal_error"] = f"{type(exc).__name__}: {exc}"
@@ -215,7 +222,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-# ---- the result store: what every run's Parquet file carries --------------------------------------
+# ---- the result store: what every run's Parquet file carries
+# --------------------------------------
 #: Bumped on any change a reader must know of (a renamed or retyped column, a new meaning);
 #: station/store/result_store.py lists the versions it reads.
 SCHEMA_VERSION = "1"
@@ -251,7 +259,9 @@ def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
     kind = pa.dictionary(pa.int8(), type_)
     if value is None:
         return pa.nulls(n, kind)
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int8)), pa.array([value], type=type_))
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n, dtype=np.int8)), pa.array([value], type=type_)
+    )
 
 
 def with_identity(table: pa.Table, identity: dict[str, Any], name: str) -> pa.Table:
@@ -259,7 +269,8 @@ def with_identity(table: pa.Table, identity: dict[str, Any], name: str) -> pa.Ta
     metadata (the pandas metadata, if any, kept)."""
     clash = [c for c in IDENTITY_COLUMNS if c in table.column_names]
     if clash:
-        raise ValueError(f"{name}: data columns {clash} would be hidden by the run's identity columns")
+        raise ValueError(f"{name}: data columns {clash} would be hidden by the run's identity "
+                         "columns")
     for column, type_ in IDENTITY_COLUMNS.items():
         table = table.append_column(column, _constant(identity.get(column), type_, table.num_rows))
     meta = dict(table.schema.metadata or {})
@@ -277,7 +288,8 @@ def write_parquet(frame: pd.DataFrame, path: Path, identity: dict[str, Any] | No
     conversions) as described at IDENTITY_COLUMNS."""
     if identity is None:
         identity = run_identity(path.parent) if (path.parent / MANIFEST).exists() else {}
-    data = with_identity(pa.Table.from_pandas(frame, preserve_index=False), identity, table or path.stem)
+    data = with_identity(pa.Table.from_pandas(frame, preserve_index=False), identity,
+                         table or path.stem)
     tmp = path.with_name(path.name + ".tmp")
     try:
         pq.write_table(data, tmp)
@@ -288,8 +300,10 @@ def write_parquet(frame: pd.DataFrame, path: Path, identity: dict[str, Any] | No
         raise
 
 
-def sealed_or_streamed(run_dir: Path, table: str, streamed: str,
-                       read_sealed: Callable[[Path], pd.DataFrame] = pd.read_parquet) -> pd.DataFrame | None:
+def sealed_or_streamed(
+    run_dir: Path, table: str, streamed: str,
+    read_sealed: Callable[[Path], pd.DataFrame] = pd.read_parquet
+) -> pd.DataFrame | None:
     """A run's table: `<table>.parquet` once the run was sealed (read by `read_sealed`), else the
     CSV that streamed it (a run cut before its seal: up to its last complete line); None when
     neither is there."""

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 # imported on first use: a submodule that needs none of them (the config's governor names, read by
 # every command) does not pay for the SSH stack
-_WHERE = {"Host": "hosts", "Target": "hosts", "endpoint_from_settings": "hosts", "load_host": "hosts",
-          "AuthenticationRefused": "ssh", "SSHEndpoint": "ssh", "TargetConnection": "ssh", "TargetError": "errors"}
+_WHERE = {"Host": "hosts", "Target": "hosts", "endpoint_from_settings": "hosts",
+          "load_host": "hosts",
+          "AuthenticationRefused": "ssh", "SSHEndpoint": "ssh", "TargetConnection": "ssh",
+          "TargetError": "errors"}
 
 __all__ = [
     "AuthenticationRefused", "Host", "SSHEndpoint", "Target", "TargetConnection", "TargetError",
@@ -25,5 +27,6 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, {name: f"station.target.{module}" for name, module in _WHERE.items()},
+__getattr__, __dir__ = lazy_exports(__name__, {name: f"station.target.{module}"
+                                               for name, module in _WHERE.items()},
                                     globals())

@@ -23,8 +23,9 @@ AUDIT_COMMANDS = {
 
 
 async def audit(conn: TargetConnection) -> dict[str, str]:
-    # One command at a time: the guest's dropbear refused a fifth concurrent session ("Session request
-    # failed"), and a target's SSH server may allow fewer sessions per connection than OpenSSH's 10.
+    # One command at a time: the guest's dropbear refused a fifth concurrent session ("Session
+    # request failed"), and a target's SSH server may allow fewer sessions per connection than
+    # OpenSSH's 10.
     facts = {}
     for key, command in AUDIT_COMMANDS.items():
         result = await conn.run(command, check=False)
@@ -32,7 +33,8 @@ async def audit(conn: TargetConnection) -> dict[str, str]:
             facts[key] = (result.stdout or "").strip()
         else:
             facts[key] = f"unavailable: {(result.stderr or '').strip()}"
-    facts["virtual_machine"] = virtualization.judge(await read_facts(conn, virtualization.FACTS)).text()
+    facts["virtual_machine"] = virtualization.judge(await read_facts(conn,
+                                                                     virtualization.FACTS)).text()
     return facts
 
 
@@ -42,7 +44,8 @@ def irq_total(interrupts: str, irq: int | str) -> int | None:
         head, _, rest = line.partition(":")
         fields = rest.split()
         counts = [int(f) for f in fields if f.isdigit()]
-        if head.strip() == str(irq) or (isinstance(irq, str) and re.search(rf"\b{re.escape(irq)}\b", rest)):
+        if head.strip() == str(irq) or (isinstance(irq, str) and re.search(rf"\b{re.escape(irq)}\b",
+                                                                           rest)):
             return sum(counts)
     return None
 

@@ -21,11 +21,15 @@ SAVED = "governors.saved"  # in the work dir: what a run found, for a cleanup af
 async def governor_files(conn: TargetConnection) -> list[str]:
     """Each cpufreq policy's scaling_governor file; TargetError if the target has no cpufreq."""
     listed = await conn.run(f"ls {CPUFREQ_DIR}", check=False)
-    policies = [p for p in (listed.stdout or "").split() if p.startswith("policy") and p[6:].isdigit()]
+    policies = [
+        p for p in (listed.stdout or "").split() if p.startswith("policy") and p[6:].isdigit()
+    ]
     if listed.exit_status != 0 or not policies:
-        raise TargetError(f"{conn.endpoint.where}: no cpufreq policies under {CPUFREQ_DIR} (the kernel has no "
-                          "CPU frequency scaling, or it is not exposed): a case cannot set a governor here")
-    return [f"{CPUFREQ_DIR}/{p}/scaling_governor" for p in sorted(policies, key=lambda p: int(p[6:]))]
+        raise TargetError(f"{conn.endpoint.where}: no cpufreq policies under {CPUFREQ_DIR} (the "
+                          "kernel has no CPU frequency scaling, or it is not exposed): a case "
+                          "cannot set a governor here")
+    return [f"{CPUFREQ_DIR}/{p}/scaling_governor" for p in sorted(policies,
+                                                                  key=lambda p: int(p[6:]))]
 
 
 async def read_governors(conn: TargetConnection) -> dict[str, str]:
@@ -34,7 +38,8 @@ async def read_governors(conn: TargetConnection) -> dict[str, str]:
     for path in await governor_files(conn):
         got = await conn.run(f"cat {shlex.quote(path)}", check=False)
         if got.exit_status != 0 or not (got.stdout or "").strip():
-            raise TargetError(f"{conn.endpoint.where}: cannot read {path}: {(got.stderr or '').strip()}")
+            raise TargetError(f"{conn.endpoint.where}: cannot read {path}: "
+                              f"{(got.stderr or '').strip()}")
         found[path] = (got.stdout or "").strip()
     return found
 
@@ -45,10 +50,12 @@ async def write_governors(conn: TargetConnection, governors: dict[str, str]) -> 
         await conn.upload(f"{governor}\n".encode(), path, privileged=True)
         now = ((await conn.run(f"cat {shlex.quote(path)}", check=False)).stdout or "").strip()
         if now != governor:
-            known = await conn.run(f"cat {shlex.quote(path.rsplit('/', 1)[0] + '/scaling_available_governors')}",
-                                   check=False)
-            raise TargetError(f"{conn.endpoint.where}: {path} reads {now!r} after writing {governor!r} (available: "
-                              f"{(known.stdout or '?').strip()})")
+            known = await conn.run(
+                f"cat {shlex.quote(path.rsplit('/', 1)[0] + '/scaling_available_governors')}",
+                check=False,
+            )
+            raise TargetError(f"{conn.endpoint.where}: {path} reads {now!r} after writing "
+                              f"{governor!r} (available: {(known.stdout or '?').strip()})")
 
 
 def saved_path(work_dir: str) -> str:
@@ -59,7 +66,8 @@ async def save_governors(conn: TargetConnection, work_dir: str, governors: dict[
     """Leave the governors found on the target where `station cleanup` finds them: a run killed
     before it puts them back (SIGKILL, a power cut of this machine) must not change the target."""
     await conn.run(f"mkdir -p {shlex.quote(work_dir)}")
-    await conn.upload("".join(f"{path} {gov}\n" for path, gov in governors.items()).encode(), saved_path(work_dir))
+    await conn.upload("".join(f"{path} {gov}\n" for path, gov in governors.items()).encode(),
+                      saved_path(work_dir))
 
 
 async def forget_saved(conn: TargetConnection, work_dir: str) -> None:

@@ -20,8 +20,8 @@ from station.target.ssh import AuthenticationRefused, SSHEndpoint, TargetConnect
 
 def endpoint_from_settings(s: TargetSettings | LoadHost) -> SSHEndpoint:
     return SSHEndpoint(
-        s.host, s.port, s.user, s.identity_file, s.known_hosts, s.connect_timeout, sudo=getattr(s, "sudo", False),
-        reconnect_for=s.reconnect_for,
+        s.host, s.port, s.user, s.identity_file, s.known_hosts, s.connect_timeout,
+        sudo=getattr(s, "sudo", False), reconnect_for=s.reconnect_for
     )
 
 
@@ -34,7 +34,8 @@ class Host:
         self.name = name
         self.conn: TargetConnection | None = None
         self.active = False
-        self.cleanup_gave_up = False  # the last cleanup found the host unreachable for reconnect_for
+        # the last cleanup found the host unreachable for reconnect_for
+        self.cleanup_gave_up = False
 
     async def activate(self, connect: bool = True) -> None:
         """Ready for work; connect now (so a wrong address fails at set-up), or at first use."""
@@ -52,7 +53,8 @@ class Host:
     async def live_connection(self) -> TargetConnection:
         """The session, re-opened if it dropped (teardown must still reach the host)."""
         if not self.active:
-            raise TargetError(f"{self.name} is not active: the bench has not set it up (or has torn it down)")
+            raise TargetError(f"{self.name} is not active: the bench has not set it up (or has "
+                              "torn it down)")
         if self.conn is None or self.conn.is_closed:
             self.conn = await TargetConnection.open(self.endpoint)
         return self.conn
@@ -84,7 +86,8 @@ class Host:
                 unloaded += done_unloaded
                 if not errors:
                     self.cleanup_gave_up = False
-                    return {"modules_unloaded": sorted(set(unloaded)), "loads_stopped": sorted(set(stopped))}
+                    return {"modules_unloaded": sorted(set(unloaded)),
+                            "loads_stopped": sorted(set(stopped))}
                 problem = "; ".join(errors)
             except AuthenticationRefused:
                 raise
@@ -98,7 +101,8 @@ class Host:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 8.0)
 
-    async def not_answering(self, timeout: float | None = None, within_s: float | None = None) -> str | None:
+    async def not_answering(self, timeout: float | None = None,
+                            within_s: float | None = None) -> str | None:
         """None if the host answers a trivial command (each try bounded by `timeout`: 10 s, or the
         endpoint's connect_timeout if longer) within `within_s` (its reconnect_for); else why not
         (for 'is the bench lost?'). A host that just failed a run may still be busy with its loads
@@ -163,7 +167,8 @@ class Target(Host):
         stopped = await proc_ctl.kill_recorded(conn, self.work_dir)
         unloaded, errors = await modules.unload_ours(conn)
         name = irqtrace.instance_name(self.work_dir)
-        if await irqtrace.remove_instance(conn, name):  # the station's trace instance (detector, traced module run)
+        # the station's trace instance (detector, traced module run)
+        if await irqtrace.remove_instance(conn, name):
             stopped.append(f"tracefs instance {name}")
         # a killed rtla's tracer (osnoise, timerlat)
         stopped += [f"tracefs instance {name}" for name in await rtla.remove_leftover(conn)]

@@ -20,16 +20,18 @@ TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 EVENTS = ("irq", "irq_vectors", "nmi/nmi_handler", "sched/sched_switch")
 # a traced module run (docs/decomposition.md): also who woke whom, every hrtimer callback (the
 # module's own timer among them) and, where the kernel has them, the IRQ-off regions
-MODULE_EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit",
+MODULE_EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry",
+                 "irq/softirq_exit",
                  "irq_vectors", "nmi/nmi_handler", "sched/sched_switch", "sched/sched_wakeup",
                  "timer/hrtimer_expire_entry", "timer/hrtimer_expire_exit",
                  "preemptirq/irq_disable", "preemptirq/irq_enable")
 
 # the tracefs root, mounting it where the kernel has it but nobody mounted it (an initramfs)
 _FIND_ROOT = (
-    "for d in " + " ".join(TRACEFS_DIRS) + "; do [ -d \"$d/instances\" ] && { echo \"$d\"; exit 0; }; done; "
-    "mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null && [ -d /sys/kernel/tracing/instances ] "
-    "&& { echo /sys/kernel/tracing; exit 0; }; exit 1"
+    "for d in " + " ".join(TRACEFS_DIRS) + "; do [ -d \"$d/instances\" ] && { echo \"$d\"; exit 0; "
+                                           "}; done; mount -t tracefs nodev /sys/kernel/tracing "
+                                           "2>/dev/null && [ -d /sys/kernel/tracing/instances ] && "
+                                           "{ echo /sys/kernel/tracing; exit 0; }; exit 1"
 )
 
 
@@ -68,19 +70,22 @@ class TraceSession:
         events the kernel had (nmi is x86 only, say)."""
         i, cpu = shlex.quote(self.path), self.cpu
         enable = " ".join(
-            f"if [ -e {i}/events/{e}/enable ]; then echo 1 > {i}/events/{e}/enable && echo {e}; fi" + ";"
+            f"if [ -e {i}/events/{e}/enable ]; then echo 1 > {i}/events/{e}/enable && echo {e}; "
+            "fi" + ";"
             for e in self.events
         )
         script = (
-            f"{_remove_script(self.path)}; mkdir {i} && echo 0 > {i}/tracing_on && echo mono > {i}/trace_clock && "
-            f"echo {cpumask(cpu)} > {i}/tracing_cpumask && echo 8 > {i}/buffer_size_kb && "
-            f"echo {self.buffer_kb} > {i}/per_cpu/cpu{cpu}/buffer_size_kb && {{ {enable} }}"
+            f"{_remove_script(self.path)}; mkdir {i} && echo 0 > {i}/tracing_on && echo mono > "
+            f"{i}/trace_clock && echo {cpumask(cpu)} > {i}/tracing_cpumask && echo 8 > "
+            f"{i}/buffer_size_kb && echo {self.buffer_kb} > {i}/per_cpu/cpu{cpu}/buffer_size_kb && "
+            f"{{ {enable} }}"
             + (f" && echo 1 > {i}/tracing_on" if record else "")
         )
         got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
         if got.exit_status != 0:
             await self.remove(conn)
-            raise TargetError(f"tracefs instance {self.path}: {(got.stderr or got.stdout or '').strip()[-300:]}")
+            raise TargetError(f"tracefs instance {self.path}: "
+                              f"{(got.stderr or got.stdout or '').strip()[-300:]}")
         enabled = (got.stdout or "").split()
         if not any(e.split("/")[0] == "irq" for e in enabled):
             await self.remove(conn)
@@ -90,7 +95,8 @@ class TraceSession:
     async def read(self, conn: TargetConnection) -> tuple[str, str]:
         """(the CPU's trace, its stats: overruns and dropped events), tracing stopped first."""
         i = shlex.quote(self.path)
-        await conn.run(f"sh -c {shlex.quote(f'echo 0 > {i}/tracing_on')}", check=False, privileged=True)
+        await conn.run(f"sh -c {shlex.quote(f'echo 0 > {i}/tracing_on')}", check=False,
+                       privileged=True)
         trace = await conn.run(f"cat {i}/per_cpu/cpu{self.cpu}/trace", check=False, privileged=True)
         stats = await conn.run(f"cat {i}/per_cpu/cpu{self.cpu}/stats", check=False, privileged=True)
         if trace.exit_status != 0:
@@ -107,31 +113,39 @@ class TraceSession:
                       f"echo 0 > {i}/options/raw; exit $s")
         raw = await conn.run(f"sh -c {shlex.quote(raw_script)}", check=False, privileged=True)
         systems = sorted({e.split("/")[0] for e in self.events})
-        ids_script = f"cd {i}/events && grep -H . {' '.join(f'{s}/*/id' for s in systems)} 2>/dev/null; true"
+        ids_script = (
+            f"cd {i}/events && grep -H . {' '.join(f'{s}/*/id' for s in systems)} 2>/dev/null; true"
+        )
         ids = await conn.run(f"sh -c {shlex.quote(ids_script)}", check=False, privileged=True)
-        return TraceDump(text, (raw.stdout or "") if raw.exit_status == 0 else "", ids.stdout or "", stats)
+        return TraceDump(text, (raw.stdout or "") if raw.exit_status == 0 else "", ids.stdout or "",
+                         stats)
 
     async def remove(self, conn: TargetConnection) -> None:
         await remove_instance(conn, self.name, self.root)
 
     async def record(self, conn: TargetConnection) -> None:
         """Start recording (its events enabled by `open`: switching tracing_on patches nothing)."""
-        got = await conn.run(f"sh -c {shlex.quote(f'echo 1 > {shlex.quote(self.path)}/tracing_on')}", check=False,
-                             privileged=True)
+        got = await conn.run(
+            f"sh -c {shlex.quote(f'echo 1 > {shlex.quote(self.path)}/tracing_on')}", check=False,
+            privileged=True
+        )
         if got.exit_status != 0:
-            raise TargetError(f"tracefs instance {self.path}: {(got.stderr or got.stdout or '').strip()[-300:]}")
+            raise TargetError(f"tracefs instance {self.path}: "
+                              f"{(got.stderr or got.stdout or '').strip()[-300:]}")
 
     def toggle_command(self, block_s: float) -> str:
         """A shell loop that alternates recorded and unrecorded blocks of block_s (the tracing-cost
         reference, docs/decomposition.md) by switching the instance's recording (tracing_on), each
-        switch marked in the trace itself (trace_marker: `untracing` before it stops, `traced` once it
-        records again), so the blocks are on the trace's clock. Not the events' enable files: turning
-        a tracepoint on or off patches kernel text on every CPU, which every block would repeat (and
-        which froze the emulated guest). Run it on the traced CPU: tracing_cpumask keeps its marks only."""
+        switch marked in the trace itself (trace_marker: `untracing` before it stops, `traced` once
+        it records again), so the blocks are on the trace's clock. Not the events' enable files:
+        turning a tracepoint on or off patches kernel text on every CPU, which every block would
+        repeat (and which froze the emulated guest). Run it on the traced CPU: tracing_cpumask keeps
+        its marks only."""
         i = shlex.quote(self.path)
         mark = f"echo {MARKER}{{}} > {i}/trace_marker"
-        return (f"{mark.format('traced')}; while :; do sleep {block_s:g}; {mark.format('untracing')}; "
-                f"echo 0 > {i}/tracing_on; sleep {block_s:g}; echo 1 > {i}/tracing_on; {mark.format('traced')}; done")
+        return (f"{mark.format('traced')}; while :; do sleep {block_s:g}; "
+                f"{mark.format('untracing')}; echo 0 > {i}/tracing_on; sleep {block_s:g}; echo 1 > "
+                f"{i}/tracing_on; {mark.format('traced')}; done")
 
 
 @dataclass(frozen=True)

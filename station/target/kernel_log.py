@@ -9,7 +9,8 @@ from station.target.ssh import TargetConnection
 
 TROUBLE = re.compile(
     r"Oops|BUG:|WARNING:|Call Trace|general protection fault|soft lockup|hard LOCKUP|"
-    r"list_(add|del) corruption|scheduling while atomic|sleeping function called from invalid context"
+    r"list_(add|del) corruption|scheduling while atomic|sleeping function called from invalid "
+    r"context"
 )
 
 
@@ -19,7 +20,8 @@ async def snapshot(conn: TargetConnection) -> list[str]:
 
 
 def new_lines(before: list[str], after: list[str]) -> list[str]:
-    """Lines of `after` that follow the last line `before` ended with (the ring may have wrapped)."""
+    """Lines of `after` that follow the last line `before` ended with (the ring may have
+    wrapped)."""
     if not before:
         return after
     last = before[-1]

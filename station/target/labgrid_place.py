@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_COORDINATOR = "127.0.0.1:20408"  # labgrid's own default
-CLAIMS_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "irq-station" / "labgrid"
+CLAIMS_DIR = Path(os.environ.get("XDG_STATE_HOME",
+                                 Path.home() / ".local" / "state")) / "irq-station" / "labgrid"
 
 
 class PlaceError(Exception):
-    """The place cannot be used: not there, held by someone else, missing a resource, or labgrid is absent."""
+    """The place cannot be used: not there, held by someone else, missing a resource, or labgrid is
+    absent."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class PlaceResources:
     acquired_by_station: bool
     ssh: SshService
     visa: dict[str, str] = field(default_factory=dict)  # PyVISADevice name -> VISA resource string
-    resources: list[str] = field(default_factory=list)  # exporter/group/class/name of every acquired resource
+    # exporter/group/class/name of every acquired resource
+    resources: list[str] = field(default_factory=list)
 
     def describe(self) -> dict[str, Any]:
         return {**asdict(self), "ssh": asdict(self.ssh)}
@@ -53,12 +56,13 @@ class PlaceResources:
         """`labgrid:NAME` (or `labgrid:` for the only one) as a VISA resource string."""
         name = wanted.partition(":")[2]
         if not self.visa:
-            raise PlaceError(f"place {self.place} has no PyVISADevice (resources: {', '.join(self.resources)})")
+            raise PlaceError(f"place {self.place} has no PyVISADevice (resources: "
+                             f"{', '.join(self.resources)})")
         if not name:
             if len(self.visa) > 1:
                 names = sorted(self.visa)
-                raise PlaceError(f"place {self.place} has several PyVISADevice resources ({', '.join(names)}): "
-                                 f"name one, e.g. labgrid:{names[0]}")
+                raise PlaceError(f"place {self.place} has several PyVISADevice resources "
+                                 f"({', '.join(names)}): name one, e.g. labgrid:{names[0]}")
             return next(iter(self.visa.values()))
         if name not in self.visa:
             raise PlaceError(f"place {self.place} has no PyVISADevice named {name!r} "
@@ -85,14 +89,17 @@ def _labgrid() -> Any:
     try:
         from labgrid.remote import client
     except ImportError as exc:
-        raise PlaceError(f"a labgrid target needs labgrid ({exc}): pip install 'labgrid>=24'") from None
+        raise PlaceError(
+            f"a labgrid target needs labgrid ({exc}): pip install 'labgrid>=24'"
+        ) from None
     return client
 
 
 class PlaceSession:
     """One client session with the coordinator, on the caller's event loop."""
 
-    def __init__(self, coordinator: str | None, place: str, ssh_resource: str | None = None) -> None:
+    def __init__(self, coordinator: str | None, place: str,
+                 ssh_resource: str | None = None) -> None:
         self.coordinator = coordinator_address(coordinator)
         self.place = place
         self.ssh_resource = ssh_resource
@@ -104,14 +111,17 @@ class PlaceSession:
 
         client = _labgrid()
         args = argparse.Namespace(place=self.place, allow_unmatched=False, kick=False)
-        self._session = client.ClientSession(self.coordinator, asyncio.get_running_loop(), args=args)
+        self._session = client.ClientSession(self.coordinator, asyncio.get_running_loop(),
+                                             args=args)
         try:
             with contextlib.redirect_stdout(self._out):
                 await asyncio.wait_for(self._session.start(), 15)
         except Exception as exc:  # noqa: BLE001 - grpc's errors say little: say where
             await self._close()
             why = str(exc) or type(exc).__name__
-            raise PlaceError(f"labgrid coordinator {self.coordinator} does not answer: {why}") from None
+            raise PlaceError(
+                f"labgrid coordinator {self.coordinator} does not answer: {why}"
+            ) from None
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -134,32 +144,38 @@ class PlaceSession:
         place = self._session.places.get(self.place)
         if place is None:
             known = ", ".join(sorted(self._session.places)) or "none"
-            raise PlaceError(f"labgrid coordinator {self.coordinator} has no place {self.place!r} (places: {known})")
+            raise PlaceError(f"labgrid coordinator {self.coordinator} has no place {self.place!r} "
+                             f"(places: {known})")
         return place
 
     def holder(self) -> str | None:
         return self.place_state().acquired
 
     async def claim(self, campaign: str) -> PlaceResources:
-        """Acquire the place, or take it as the user acquired it; refuse one held by someone else."""
+        """Acquire the place, or take it as the user acquired it; refuse one held by someone
+        else."""
         client = _labgrid()
         place = self.place_state()
         ours = False
         if place.acquired and place.acquired != self.me:
-            raise PlaceError(f"place {self.place} is acquired by {place.acquired} (labgrid coordinator "
-                             f"{self.coordinator}); nothing was measured. Ask them to release it, or wait")
+            raise PlaceError(f"place {self.place} is acquired by {place.acquired} (labgrid "
+                             f"coordinator {self.coordinator}); nothing was measured. Ask them to "
+                             "release it, or wait")
         claim = read_claim(self.coordinator, self.place)
-        if place.acquired and claim is not None:  # a station acquired it: a running one, or a killed one
+        # a station acquired it: a running one, or a killed one
+        if place.acquired and claim is not None:
             if claim_is_live(claim):
-                raise PlaceError(f"place {self.place} is in use by another station run (pid {claim['pid']}, "
-                                 f"campaign {claim.get('campaign')!r}); nothing was measured")
+                raise PlaceError(f"place {self.place} is in use by another station run (pid "
+                                 f"{claim['pid']}, campaign {claim.get('campaign')!r}); nothing "
+                                 "was measured")
             if claim_matches(claim, place):
                 ours = True  # a killed station's acquisition: this one releases it
                 write_claim(self.coordinator, self.place, campaign, self.me, place.changed)
             else:  # released and acquired again since, by you: yours, and the claim is stale
                 drop_claim(self.coordinator, self.place)
         if not place.acquired:
-            # the claim first: an acquisition the station makes is never unrecorded, whatever stops it
+            # the claim first: an acquisition the station makes is never unrecorded, whatever stops
+            # it
             write_claim(self.coordinator, self.place, campaign, self.me, None)
             try:
                 with contextlib.redirect_stdout(self._out):
@@ -187,40 +203,48 @@ class PlaceSession:
             paths.append("/".join(path))
             entry = self._session.resources.get(exporter, {}).get(group, {}).get(name)
             if entry is None:
-                raise PlaceError(f"place {self.place}: resource {'/'.join(path)} is gone (its exporter stopped?)")
+                raise PlaceError(f"place {self.place}: resource {'/'.join(path)} is gone (its "
+                                 "exporter stopped?)")
             match = place.getmatch(path)
             shown = (match.rename if match is not None and match.rename else None) or name
             if cls == "NetworkService":
                 services[shown] = entry.params
             elif cls in ("PyVISADevice", "NetworkPyVISADevice"):
                 visa[shown] = visa_string(entry.params)
-        return PlaceResources(self.place, self.coordinator, place.acquired or self.me, acquired_by_station,
+        return PlaceResources(self.place, self.coordinator, place.acquired or self.me,
+                              acquired_by_station,
                               self._service(services), visa, paths)
 
     def _service(self, services: dict[str, dict[str, Any]]) -> SshService:
         if self.ssh_resource is not None:
             if self.ssh_resource not in services:
-                raise PlaceError(f"place {self.place} has no NetworkService named {self.ssh_resource!r} "
-                                 f"(it has: {', '.join(sorted(services)) or 'none'})")
+                raise PlaceError(f"place {self.place} has no NetworkService named "
+                                 f"{self.ssh_resource!r} (it has: "
+                                 f"{', '.join(sorted(services)) or 'none'})")
             params = services[self.ssh_resource]
         elif len(services) == 1:
             params = next(iter(services.values()))
         elif not services:
-            raise PlaceError(f"place {self.place} has no NetworkService: the station reaches the target over SSH")
+            raise PlaceError(f"place {self.place} has no NetworkService: the station reaches the "
+                             "target over SSH")
         else:
-            raise PlaceError(f"place {self.place} has several NetworkService resources ({', '.join(sorted(services))})"
-                             ": name the target's with ssh_resource")
+            raise PlaceError(f"place {self.place} has several NetworkService resources "
+                             f"({', '.join(sorted(services))}): name the target's with "
+                             "ssh_resource")
         if (params.get("extra") or {}).get("proxy_required"):
-            raise PlaceError(f"place {self.place}: its NetworkService is reachable only through the exporter "
-                             "(labgrid's proxy): not supported by the station yet; export an address it can reach")
+            raise PlaceError(f"place {self.place}: its NetworkService is reachable only through "
+                             "the exporter (labgrid's proxy): not supported by the station yet; "
+                             "export an address it can reach")
         try:
-            return SshService(str(params["address"]), int(params.get("port") or 22), str(params["username"]))
+            return SshService(str(params["address"]), int(params.get("port") or 22),
+                              str(params["username"]))
         except (KeyError, ValueError, TypeError):
-            raise PlaceError(f"place {self.place}: a NetworkService without a usable address, port and username: "
-                             f"{params}") from None
+            raise PlaceError(f"place {self.place}: a NetworkService without a usable address, port "
+                             f"and username: {params}") from None
 
     async def release(self) -> None:
-        """Release the place (only ever called for a place the station acquired) and drop its claim."""
+        """Release the place (only ever called for a place the station acquired) and drop its
+        claim."""
         client = _labgrid()
         try:
             with contextlib.redirect_stdout(self._out):
@@ -230,18 +254,21 @@ class PlaceSession:
         drop_claim(self.coordinator, self.place)
 
 
-# ---- claims: what the station acquired, for `station cleanup` after a kill --------------------------
+# ---- claims: what the station acquired, for `station cleanup` after a kill
+# --------------------------
 def _claim_path(coordinator: str, place: str) -> Path:
     key = hashlib.sha256(f"{coordinator}\0{place}".encode()).hexdigest()[:16]
     return CLAIMS_DIR / f"{place}-{key}.json"
 
 
-def write_claim(coordinator: str, place: str, campaign: str, holder: str, changed: float | None) -> None:
+def write_claim(coordinator: str, place: str, campaign: str, holder: str,
+                changed: float | None) -> None:
     """`changed`: the place's change time once the station acquired it (None: acquiring)."""
     path = _claim_path(coordinator, place)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"coordinator": coordinator, "place": place, "campaign": campaign, "holder": holder,
+    tmp.write_text(json.dumps({"coordinator": coordinator, "place": place, "campaign": campaign,
+                               "holder": holder,
                                "pid": os.getpid(), "acquired_at": time.time(), "changed": changed}))
     tmp.replace(path)
 
@@ -266,7 +293,8 @@ def drop_claim(coordinator: str, place: str) -> None:
 
 
 def claim_is_live(claim: dict[str, Any]) -> bool:
-    """Whether the station process that wrote the claim still runs (then cleanup leaves its place)."""
+    """Whether the station process that wrote the claim still runs (then cleanup leaves its
+    place)."""
     pid = claim.get("pid")
     if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
         return False
@@ -285,7 +313,9 @@ class PlaceCleanup:
     user acquired stays theirs."""
 
     def __init__(self, coordinator: str | None, place: str, ssh_resource: str | None) -> None:
-        self.coordinator, self.place, self.ssh_resource = coordinator_address(coordinator), place, ssh_resource
+        self.coordinator, self.place, self.ssh_resource = (
+            coordinator_address(coordinator), place, ssh_resource
+        )
         self.release = False
         self.holder: str | None = None
 
@@ -296,11 +326,11 @@ class PlaceCleanup:
             async with PlaceSession(self.coordinator, self.place, self.ssh_resource) as session:
                 holder, claim = session.holder(), read_claim(self.coordinator, self.place)
                 if holder is not None and holder != session.me:
-                    raise PlaceError(f"place {self.place} is acquired by {holder}: its target is theirs now, "
-                                     "nothing was cleaned there")
+                    raise PlaceError(f"place {self.place} is acquired by {holder}: its target is "
+                                     "theirs now, nothing was cleaned there")
                 if claim is not None and claim_is_live(claim):
-                    raise PlaceError(f"place {self.place} is in use by a running station (pid {claim['pid']}): "
-                                     "stop it first (it cleans up itself)")
+                    raise PlaceError(f"place {self.place} is in use by a running station (pid "
+                                     f"{claim['pid']}): stop it first (it cleans up itself)")
                 if holder is None:
                     found = await session.claim("station cleanup")
                 else:
@@ -309,11 +339,13 @@ class PlaceCleanup:
                 self.release, self.holder = found.acquired_by_station, found.holder
         except PlaceError as exc:
             raise TargetError(f"labgrid: {exc}") from None
-        return settings.model_copy(update={"kind": "ssh", "host": found.ssh.address, "port": found.ssh.port,
+        return settings.model_copy(update={"kind": "ssh", "host": found.ssh.address,
+                                           "port": found.ssh.port,
                                            "user": found.ssh.username})
 
     async def finish(self, clean: bool) -> str:
-        """Release what a station acquired, once its target is clean; say what became of the place."""
+        """Release what a station acquired, once its target is clean; say what became of the
+        place."""
         from station.target.ssh import TargetError
 
         if not self.release:

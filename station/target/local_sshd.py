@@ -40,12 +40,14 @@ class LocalEndpoint:
     def target_yaml(self, **extra: str) -> str:
         """The same endpoint as a `kind: ssh` campaign entry (flow style)."""
         fields = {"kind": "ssh", "host": self.host, "port": str(self.port), "user": self.user,
-                  "identity_file": f"'{self.identity_file}'", "known_hosts": f"'{self.known_hosts}'", **extra}
+                  "identity_file": f"'{self.identity_file}'",
+                  "known_hosts": f"'{self.known_hosts}'", **extra}
         return "{" + ", ".join(f"{k}: {v}" for k, v in fields.items()) + "}"
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 free now (the helper that binds it next may still lose it to a race)."""
+    """A TCP port on 127.0.0.1 free now (the helper that binds it next may still lose it to a
+    race)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -76,7 +78,8 @@ class LocalSshd:
     def start(self) -> LocalEndpoint:
         if not os.access(SSHD, os.X_OK):
             raise LocalSshdError(f"{SSHD} is missing: a local target needs OpenSSH's server "
-                                 "(apt-get install openssh-server; its system service need not run)")
+                                 "(apt-get install openssh-server; its system service need not "
+                                 "run)")
         self.state.mkdir(parents=True, exist_ok=True)
         self.state.chmod(0o700)
         port = free_port()
@@ -84,27 +87,33 @@ class LocalSshd:
         root = os.geteuid() == 0
         config = self.state / "sshd_config"
         config.write_text(
-            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {self.state / 'sshd.pid'}\n"
-            f"AuthorizedKeysFile {self.state / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-            "AcceptEnv none\nSubsystem sftp internal-sftp\nLogLevel ERROR\n" + self.extra_config
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile "
+            f"{self.state / 'sshd.pid'}\nAuthorizedKeysFile "
+            f"{self.state / 'authorized_keys'}\nPermitRootLogin "
+            "prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication "
+            "no\nUsePAM no\nStrictModes no\nAcceptEnv none\nSubsystem sftp "
+            "internal-sftp\nLogLevel ERROR\n" + self.extra_config
         )
         if root:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
         log = self.state / "sshd.log"
         with open(log, "wb") as err:
-            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
-                                         stderr=err, start_new_session=True, preexec_fn=die_with_parent)
+            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)],
+                                         stdout=subprocess.DEVNULL,
+                                         stderr=err, start_new_session=True,
+                                         preexec_fn=die_with_parent)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.proc.poll() is not None:
-                raise LocalSshdError(f"sshd exited at once: {log.read_text(errors='replace')[-2000:].strip()}")
+                raise LocalSshdError("sshd exited at once: "
+                                     f"{log.read_text(errors='replace')[-2000:].strip()}")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
             if time.monotonic() > deadline:
                 self.stop()
-                raise LocalSshdError(f"sshd did not listen on 127.0.0.1:{port} within {START_TIMEOUT_S:g} s")
+                raise LocalSshdError(f"sshd did not listen on 127.0.0.1:{port} within "
+                                     f"{START_TIMEOUT_S:g} s")
             time.sleep(0.05)
         user = "root" if root else getpass.getuser()
         return LocalEndpoint("127.0.0.1", port, user, str(self.state / "client_ed25519"),
@@ -126,8 +135,10 @@ def serve_locally(settings: TargetSettings, sshd: LocalSshd) -> TargetSettings:
     """A `kind: local` target as the `kind: ssh` target it is reached as, through a
     throw-away sshd started now (the caller stops it, on failure too)."""
     ep = sshd.start()
-    return settings.model_copy(update={"kind": "ssh", "host": ep.host, "port": ep.port, "user": ep.user,
-                                       "identity_file": ep.identity_file, "known_hosts": ep.known_hosts})
+    return settings.model_copy(update={"kind": "ssh", "host": ep.host, "port": ep.port,
+                                       "user": ep.user,
+                                       "identity_file": ep.identity_file,
+                                       "known_hosts": ep.known_hosts})
 
 
 def new_local_sshd() -> LocalSshd:

@@ -1,4 +1,5 @@
-"""The latency modules on the target: parameters, insmod and rmmod (their names: common/module_names.py)."""
+"""The latency modules on the target: parameters, insmod and rmmod (their names:
+common/module_names.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from station.target import kernel_log
 from station.target.ssh import TargetConnection, TargetError
 
 # ours to unload wherever they are found: the latency modules, the GPIO responder and the test-only
-# gap injector and GPIO chip (target_modules/linux/irqgap_inject.c, gpio_testchip.c), which a load may
-# have left behind. unload_ours() goes in sorted order: gpio_responder before gpio_testchip, whose
-# lines it holds (the chip cannot go while they are requested)
+# gap injector and GPIO chip (target_modules/linux/irqgap_inject.c, gpio_testchip.c), which a load
+# may have left behind. unload_ours() goes in sorted order: gpio_responder before gpio_testchip,
+# whose lines it holds (the chip cannot go while they are requested)
 ALL_STEMS = frozenset({*MODULE_STEMS.values(), "irqgap_inject", "gpio_responder", "gpio_testchip"})
 
 
@@ -53,7 +54,8 @@ async def loaded_modules(conn: TargetConnection) -> set[str]:
     if result.exit_status != 0:
         if "No such file" in (result.stderr or ""):
             return set()
-        raise TargetError(f"{conn.endpoint.where}: cannot read /proc/modules: {(result.stderr or '').strip()}")
+        raise TargetError(f"{conn.endpoint.where}: cannot read /proc/modules: "
+                          f"{(result.stderr or '').strip()}")
     return {line.split()[0] for line in (result.stdout or "").splitlines() if line.strip()}
 
 
@@ -74,9 +76,11 @@ async def rmmod(conn: TargetConnection, stem: str, attempts: int = 10) -> None:
         result = await conn.run(f"rmmod {shlex.quote(stem)}", check=False, privileged=True)
         if result.exit_status == 0:
             return
-        busy = any(w in (result.stderr or "") for w in ("in use", "temporarily unavailable", "busy"))
+        busy = any(w in (result.stderr or "") for w in ("in use", "temporarily unavailable",
+                                                        "busy"))
         if not busy or attempt == attempts - 1:
-            raise TargetError(f"{conn.endpoint.where}: `rmmod {stem}` failed: {(result.stderr or '').strip()}")
+            raise TargetError(f"{conn.endpoint.where}: `rmmod {stem}` failed: "
+                              f"{(result.stderr or '').strip()}")
         await asyncio.sleep(0.3)
 
 
@@ -102,7 +106,8 @@ def vermagic(ko: bytes) -> str | None:
     return ko[start + len("vermagic=") : end].decode(errors="replace")
 
 
-async def upload_modules(conn: TargetConnection, local_dir: Path, stems: set[str], module_dir: str) -> list[str]:
+async def upload_modules(conn: TargetConnection, local_dir: Path, stems: set[str],
+                         module_dir: str) -> list[str]:
     """Copy prebuilt modules to the target after checking they were built for its kernel."""
     release = (await conn.run("uname -r")).stdout.strip()
     await conn.run(f"mkdir -p {shlex.quote(module_dir)}")
@@ -110,13 +115,15 @@ async def upload_modules(conn: TargetConnection, local_dir: Path, stems: set[str
     for stem in sorted(stems):
         path = local_dir / f"{stem}.ko"
         if not path.exists():
-            raise TargetError(f"{path} does not exist (bench.target.upload_modules); build it for {release}")
+            raise TargetError(f"{path} does not exist (bench.target.upload_modules); build it for "
+                              f"{release}")
         data = path.read_bytes()
         magic = vermagic(data)
         if magic is None or magic.split()[0] != release:
             raise TargetError(
                 f"{path} was built for kernel {magic.split()[0] if magic else '(no vermagic)'}, "
-                f"but {conn.endpoint.where} runs {release}: rebuild it against that kernel's headers"
+                f"but {conn.endpoint.where} runs {release}: rebuild it against that kernel's "
+                "headers"
             )
         await conn.upload(data, f"{module_dir.rstrip('/')}/{stem}.ko")
         uploaded.append(stem)

@@ -47,21 +47,32 @@ def wrap(command: str, pidfile: str, max_seconds: int, log: str | None = None) -
     the session drops or the station is killed."""
     body = command if _is_simple(command) else f"sh -c {shlex.quote(command)}"
     redirect = f" > {shlex.quote(log)} 2>&1" if log else ""
-    script = f"echo $$ > {shlex.quote(pidfile)}; echo $$; exec timeout -s KILL {max_seconds} {body}{redirect}"
+    script = (
+        f"echo $$ > {shlex.quote(pidfile)}; echo $$; exec timeout -s KILL {max_seconds} "
+        f"{body}{redirect}"
+    )
     # `setsid` forks (and its parent exits at once) when it leads a process group, as the
     # command of an SSH session does; run as a background job it is no group leader, so it
     # makes the new session in place, and `wait` keeps the channel open until the job ends
-    return f"setsid env {shlex.quote(f'{TAG_VARIABLE}={pidfile}')} sh -c {shlex.quote(script)} & wait $!"
+    return (
+        f"setsid env {shlex.quote(f'{TAG_VARIABLE}={pidfile}')} sh -c {shlex.quote(script)} & "
+        "wait $!"
+    )
 
 
 def _is_simple(command: str) -> bool:
     """A plain program with arguments needs no extra shell."""
     first = command.split(maxsplit=1)[0] if command.split() else ""
-    return not any(ch in command for ch in ";|&<>$`(){}*?[]~'\"\\") and "\n" not in command and "=" not in first
+    return (
+        not any(ch in command for ch in ";|&<>$`(){}*?[]~'\"\\")
+        and "\n" not in command
+        and "=" not in first
+    )
 
 
 async def start_load(
-    conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int, binary: bool = False,
+    conn: TargetConnection, name: str, command: str, work_dir: str, max_seconds: int,
+    binary: bool = False,
     privileged: bool = False, finite: bool = False, to_log: bool = False, role: str = "load",
 ) -> TrackedProcess:
     """Start a tracked process; with binary=True its stdout (after the pid line) is raw bytes;
@@ -69,7 +80,8 @@ async def start_load(
     (a probe with a duration), so ending at once with status 0 is no error; to_log: its output
     goes to <work_dir>/logs/<name>.log on the host, not through the SSH channel (loads)."""
     dirs = [f"{work_dir}/loads", *([f"{work_dir}/logs"] if to_log else [])]
-    await conn.run(shlex.join(["mkdir", "-p", *dirs]))  # one round trip: each costs a shell on the target
+    # one round trip: each costs a shell on the target
+    await conn.run(shlex.join(["mkdir", "-p", *dirs]))
     pidfile = pidfile_path(work_dir, name)
     log = f"{work_dir}/logs/{name}.log" if to_log else None
     # a pid file left by a crash names a process nobody else will stop: stop it first
@@ -91,7 +103,8 @@ async def start_load(
         if privileged:
             conn.explain_sudo_refusal(wrapped, err)
         raise TargetError(
-            f"{conn.endpoint.where}: {role} {name!r} did not start: {err or 'no pid reported'} (command: {command})"
+            f"{conn.endpoint.where}: {role} {name!r} did not start: {err or 'no pid reported'} "
+            f"(command: {command})"
         ) from None
     # a load that dies at once (missing program, bad arguments) is an error, not a quiet run
     with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
@@ -107,11 +120,13 @@ async def start_load(
             err = _text(await process.stdout.read())
         if err:
             out = err.strip().splitlines()
-            err = " | ".join(line for line in out if "error" in line.lower() or "fail" in line.lower())[-500:]
+            err = " | ".join(
+                line for line in out if "error" in line.lower() or "fail" in line.lower()
+            )[-500:]
             err = err or " | ".join(out[-3:])[-500:]
         raise TargetError(
-            f"{conn.endpoint.where}: {role} {name!r} exited at once with status {process.exit_status}: "
-            f"{err or '(no message)'}"
+            f"{conn.endpoint.where}: {role} {name!r} exited at once with status "
+            f"{process.exit_status}: {err or '(no message)'}"
         )
     return TrackedProcess(name, pid, pidfile, conn, process)
 
@@ -132,7 +147,8 @@ async def stop_load(load: TrackedProcess, grace_s: float = 0.2) -> None:
 KILL_WAIT_S = 10.0  # how long a killed group may take to be gone before the station moves on
 
 
-async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2, first: str = "TERM") -> None:
+async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2,
+                     first: str = "TERM") -> None:
     """TERM (or INT, for a program that cleans up only on that, like rtla), then (after
     grace_s, or as soon as the group is gone) KILL, the process group a tracked process leads."""
     if pid <= 1:  # `kill -TERM -1` would signal every process the user may signal
@@ -145,13 +161,15 @@ async def kill_group(conn: TargetConnection, pid: int, grace_s: float = 0.2, fir
     while waited < grace_s:
         await asyncio.sleep(0.2)
         waited += 0.2
-        if waited < grace_s and (await conn.run(f"kill -0 -{pid}", check=False, privileged=True)).exit_status:
+        if waited < grace_s and (await conn.run(f"kill -0 -{pid}", check=False,
+                                                privileged=True)).exit_status:
             return  # the whole group has ended
     await conn.run(f"kill -KILL -{pid}", check=False, privileged=True)
     # a process inside a system call (a write to tracefs in an emulated guest takes a while) dies
     # when the call returns: wait for the group to be gone, so that "stopped" means gone
     waited = 0.0
-    while waited < KILL_WAIT_S and (await conn.run(f"kill -0 -{pid}", check=False, privileged=True)).exit_status == 0:
+    while waited < KILL_WAIT_S and (await conn.run(f"kill -0 -{pid}", check=False,
+                                                   privileged=True)).exit_status == 0:
         await asyncio.sleep(0.1)
         waited += 0.1
 
@@ -163,7 +181,9 @@ async def is_ours(conn: TargetConnection, pid: int, pidfile: str) -> bool:
     if pid <= 1:
         return False
     result = await conn.run(f"cat /proc/{pid}/environ", check=False, privileged=True)
-    return result.exit_status == 0 and f"{TAG_VARIABLE}={pidfile}" in (result.stdout or "").split("\0")
+    return result.exit_status == 0 and f"{TAG_VARIABLE}={pidfile}" in (result.stdout or "").split(
+        "\0"
+    )
 
 
 def parse_pid(text: str) -> int | None:
@@ -176,7 +196,11 @@ async def kill_recorded(conn: TargetConnection, work_dir: str) -> list[str]:
     listing = await conn.run(f"ls {shlex.quote(work_dir + '/loads')}", check=False)
     if listing.exit_status != 0:
         return []
-    names = [entry.removesuffix(".pid") for entry in (listing.stdout or "").split() if entry.endswith(".pid")]
+    names = [
+        entry.removesuffix(".pid")
+        for entry in (listing.stdout or "").split()
+        if entry.endswith(".pid")
+    ]
     for name in names:
         await kill_pidfile(conn, pidfile_path(work_dir, name))
     return names

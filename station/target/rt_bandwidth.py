@@ -53,13 +53,14 @@ class Guard:
         stop, period = duration_us(self.stop_ns / 1e3), duration_us(self.period_ns / 1e3)
         if self.mechanism == "rt-throttling":
             runtime_us = (self.period_ns - self.stop_ns) // 1000
-            return (f"sched_rt_runtime_us {runtime_us} of sched_rt_period_us {self.period_ns // 1000} stops a "
-                    f"SCHED_FIFO loop that never sleeps for up to {stop} every {period}")
+            return (f"sched_rt_runtime_us {runtime_us} of sched_rt_period_us "
+                    f"{self.period_ns // 1000} stops a SCHED_FIFO loop that never sleeps for up to "
+                    f"{stop} every {period}")
         where = f"cpu{cpu}" if cpu is not None else "cpuN"
         files = f"{FAIR_SERVER_DIR}/{where}/runtime and period"
         source = files if self.read else f"the kernel's default: {files} were not readable"
-        return (f"the kernel's fair deadline server gives CFS tasks up to {stop} of every {period} ({source}) "
-                "ahead of a SCHED_FIFO loop that starves them")
+        return (f"the kernel's fair deadline server gives CFS tasks up to {stop} of every {period} "
+                f"({source}) ahead of a SCHED_FIFO loop that starves them")
 
     def advice(self, cpu: int | None = None) -> str:
         """How to measure without it."""
@@ -101,10 +102,13 @@ def guards(facts: dict[str, str]) -> list[Guard]:
     if (not fair or rt_group) and runtime is not None and period and runtime < period:
         out.append(Guard("rt-throttling", (period - runtime) * 1000, period * 1000))
     if fair:
-        f_runtime, f_period = _whole(facts.get("fair_server_runtime_ns")), _whole(facts.get("fair_server_period_ns"))
+        f_runtime, f_period = (
+            _whole(facts.get("fair_server_runtime_ns")), _whole(facts.get("fair_server_period_ns"))
+        )
         if f_runtime is not None and f_period:
             if 0 < f_runtime < f_period:
                 out.append(Guard("fair-server", f_runtime, f_period))
         else:
-            out.append(Guard("fair-server", DEFAULT_FAIR_RUNTIME_NS, DEFAULT_FAIR_PERIOD_NS, read=False))
+            out.append(Guard("fair-server", DEFAULT_FAIR_RUNTIME_NS, DEFAULT_FAIR_PERIOD_NS,
+                             read=False))
     return out

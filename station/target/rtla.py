@@ -26,18 +26,22 @@ async def unavailable(conn: TargetConnection, tracer: str) -> str | None:
     tracers = " ".join(f"{d}/available_tracers" for d in TRACEFS_DIRS)
     got = await conn.run(f"cat {tracers} 2>/dev/null", check=False, privileged=True)
     if tracer not in (got.stdout or "").split():
-        return (f"this kernel has no {tracer} tracer ({TRACER_CONFIG[tracer]}; Debian's PREEMPT_RT kernel "
-                "has it)")
+        return (f"this kernel has no {tracer} tracer ({TRACER_CONFIG[tracer]}; Debian's PREEMPT_RT "
+                "kernel has it)")
     return None
 
 
 def arguments(cpu: int, duration_s: int, threshold_us: int) -> list[str]:
     """`rtla osnoise top` on one CPU: its summary, noise above threshold_us counted."""
-    return ["osnoise", "top", "-q", "-c", str(cpu), "-d", f"{duration_s}s", "-T", str(max(1, threshold_us))]
+    return [
+        "osnoise", "top", "-q", "-c", str(cpu), "-d", f"{duration_s}s", "-T",
+        str(max(1, threshold_us))
+    ]
 
 
 def timerlat_arguments(cpus: str | None, duration_s: int, period_us: int, priority: int | None,
-                       entries: int, stop_us: int | None = None, trace_path: str | None = None) -> list[str]:
+                       entries: int, stop_us: int | None = None,
+                       trace_path: str | None = None) -> list[str]:
     """`rtla timerlat hist`: per CPU (a CPU list, None: every CPU) the timer IRQ's and the
     timerlat thread's latency, 1 µs buckets up to `entries`, at SCHED_FIFO `priority` (None:
     rtla's default), for duration_s seconds; with stop_us, rtla's auto mode (-a: stop at the first
@@ -61,9 +65,15 @@ def timerlat_arguments(cpus: str | None, duration_s: int, period_us: int, priori
 async def remove_leftover(conn: TargetConnection) -> list[str]:
     """rtla killed (not interrupted) leaves its instance, with its tracer running on its CPUs;
     removed when no rtla runs. The instances found."""
-    dirs = " ".join(shlex.quote(f"{d}/instances/{name}") for d in TRACEFS_DIRS for name in INSTANCES)
-    script = (f"pgrep -x {PROGRAM} >/dev/null 2>&1 && exit 0; for i in {dirs}; do "
-              "if [ -d \"$i\" ]; then echo \"found ${i##*/}\"; echo nop > \"$i/current_tracer\"; rmdir \"$i\"; "
+    dirs = " ".join(
+        shlex.quote(f"{d}/instances/{name}") for d in TRACEFS_DIRS for name in INSTANCES
+    )
+    script = (f"pgrep -x {PROGRAM} >/dev/null 2>&1 && exit 0; for i in {dirs}; do if [ -d \"$i\" "
+              "]; then echo \"found ${i##*/}\"; echo nop > \"$i/current_tracer\"; rmdir \"$i\"; "
               "fi; done; true")
     got = await conn.run(f"sh -c {shlex.quote(script)}", check=False, privileged=True)
-    return [line.split(" ", 1)[1] for line in (got.stdout or "").splitlines() if line.startswith("found ")]
+    return [
+        line.split(" ", 1)[1]
+        for line in (got.stdout or "").splitlines()
+        if line.startswith("found ")
+    ]

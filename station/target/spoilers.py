@@ -3,9 +3,9 @@ ran into. SMT siblings online (seed 003: hyper-threading made its figures "compl
 frequency governor other than performance (seed 002: ondemand made an idle Pi slower than a
 loaded one), a CPU the scheduler is free to use (not isolated), RT throttling (a SCHED_FIFO
 loop stopped for the rest of each period) or, from Linux 6.12, the fair deadline server (CFS tasks
-on the CPU run ahead of it for their runtime of each period), a device under test that shares its IRQ line
-(seed 000: the handler of another device runs first), and a target that is a virtual machine
-(station/target/virtualization.py)."""
+on the CPU run ahead of it for their runtime of each period), a device under test that shares its
+IRQ line (seed 000: the handler of another device runs first), and a target that is a virtual
+machine (station/target/virtualization.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,12 @@ def cpu_list(text: str) -> list[int]:
         if not part:
             continue
         lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()) or int(hi or lo) < int(lo) or int(hi or lo) > 65535:
+        if (
+            not lo.isdigit()
+            or (hi and not hi.isdigit())
+            or int(hi or lo) < int(lo)
+            or int(hi or lo) > 65535
+        ):
             return []
         cpus.extend(range(int(lo), int(hi or lo) + 1))
     return cpus
@@ -64,16 +69,19 @@ def flags(facts: dict[str, str], cpu: int | None, device_actions: list[str] | No
     if cpu is not None:
         siblings = [c for c in cpu_list(facts.get("siblings", "")) if c != cpu and c in online]
         if siblings:
-            out.append(f"SMT: CPU {cpu} shares its core with CPU {', '.join(map(str, siblings))}, online "
-                       "(seed 003: hyper-threading spoils the figures; take the sibling offline)")
+            out.append(f"SMT: CPU {cpu} shares its core with CPU {', '.join(map(str, siblings))}, "
+                       "online (seed 003: hyper-threading spoils the figures; take the sibling "
+                       "offline)")
         governor = facts.get("governor", "")
         if governor and governor != "performance":
-            out.append(f"governor: CPU {cpu} runs the {governor} frequency governor, not performance "
-                       "(seed 002: ondemand made an idle board slower than a loaded one)")
-        isolated = set(cpu_list(facts.get("isolated", ""))) | set(cpu_list(facts.get("nohz_full", "")))
+            out.append(f"governor: CPU {cpu} runs the {governor} frequency governor, not "
+                       "performance (seed 002: ondemand made an idle board slower than a loaded "
+                       "one)")
+        isolated = set(cpu_list(facts.get("isolated", ""))) | set(cpu_list(facts.get("nohz_full",
+                                                                                     "")))
         if cpu not in isolated:
-            out.append(f"isolation: CPU {cpu} is not isolated (isolcpus=, nohz_full=): the scheduler may run "
-                       "other tasks and timers there")
+            out.append(f"isolation: CPU {cpu} is not isolated (isolcpus=, nohz_full=): the "
+                       "scheduler may run other tasks and timers there")
     elif facts.get("smt_active") == "1":
         out.append("SMT: hyper-threading is active on this target (seed 003)")
     for guard in rt_bandwidth.guards(facts):
@@ -85,9 +93,12 @@ def flags(facts: dict[str, str], cpu: int | None, device_actions: list[str] | No
     return out
 
 
-async def check(conn: TargetConnection, cpu: int | None, device_row: int | str | None = None) -> dict[str, Any]:
-    """{"cpu", "facts", "flags", "virtual_machine"} for the run's measured CPU (None: not pinned)."""
-    facts = await read_facts(conn, {k: cmd.format(cpu=cpu if cpu is not None else 0) for k, cmd in _FACTS.items()})
+async def check(conn: TargetConnection, cpu: int | None,
+                device_row: int | str | None = None) -> dict[str, Any]:
+    """{"cpu", "facts", "flags", "virtual_machine"} for the run's measured CPU (None: not
+    pinned)."""
+    facts = await read_facts(conn, {k: cmd.format(cpu=cpu if cpu is not None else 0)
+                                    for k, cmd in _FACTS.items()})
     actions = None
     if device_row is not None:
         interrupts = await conn.run("cat /proc/interrupts", check=False)

@@ -51,7 +51,8 @@ class SSHEndpoint:
     identity_file: str | None = None
     known_hosts: str | None = None
     connect_timeout: float = 10.0
-    sudo: bool = False  # privileged commands (insmod, rmmod, the stream reader, kill) through `sudo -n`
+    # privileged commands (insmod, rmmod, the stream reader, kill) through `sudo -n`
+    sudo: bool = False
     # how long a run's teardown keeps reconnecting to clean this host up, and a host that failed a
     # run may take to answer again before it is called lost
     reconnect_for: float = 60.0
@@ -86,7 +87,8 @@ class TargetConnection:
 
     @classmethod
     async def open(cls, ep: SSHEndpoint) -> TargetConnection:
-        options: dict = {"connect_timeout": ep.connect_timeout, "keepalive_interval": 5, "keepalive_count_max": 3}
+        options: dict = {"connect_timeout": ep.connect_timeout, "keepalive_interval": 5,
+                         "keepalive_count_max": 3}
         if ep.user:
             options["username"] = ep.user
         if ep.known_hosts:
@@ -94,7 +96,8 @@ class TargetConnection:
         if ep.identity_file:
             key = Path(os.path.expanduser(ep.identity_file))
             if not key.exists():
-                raise AuthenticationRefused(f"identity file {key} does not exist (bench.target.identity_file)")
+                raise AuthenticationRefused(f"identity file {key} does not exist "
+                                            "(bench.target.identity_file)")
             options["client_keys"] = [str(key)]
         try:
             conn = await asyncssh.connect(ep.host, ep.port or (), **options)
@@ -103,25 +106,32 @@ class TargetConnection:
                 file = ep.known_hosts or "~/.ssh/known_hosts"
                 name = ep.host if not ep.port or ep.port == 22 else f"[{ep.host}]:{ep.port}"
                 raise AuthenticationRefused(
-                    f"the host key of {ep.where} has CHANGED since it was recorded in {file}: someone may be "
-                    "intercepting the connection (man-in-the-middle), or the target was reinstalled. The station "
-                    f"refuses to connect. Only if you know why it changed: ssh-keygen -R '{name}' -f {file}, "
-                    "then add the new key after checking its fingerprint on the target's console"
+                    f"the host key of {ep.where} has CHANGED since it was recorded in {file}: "
+                    "someone may be intercepting the connection (man-in-the-middle), or the "
+                    "target was reinstalled. The station refuses to connect. Only if you know why "
+                    f"it changed: ssh-keygen -R '{name}' -f {file}, then add the new key after "
+                    "checking its fingerprint on the target's console"
                 ) from None
             raise AuthenticationRefused(
                 f"host key of {ep.where} is not trusted ({exc.reason}); add it to "
-                f"{ep.known_hosts or '~/.ssh/known_hosts'} (ssh-keyscan -p {ep.port or 22} {ep.host}, after "
-                "checking its fingerprint) — the station never skips host key checks"
+                f"{ep.known_hosts or '~/.ssh/known_hosts'} (ssh-keyscan -p {ep.port or 22} "
+                f"{ep.host}, after checking its fingerprint) — the station never skips host key "
+                "checks"
             ) from None
         except (asyncssh.KeyImportError, ValueError) as exc:
             files = ", ".join(f for f in (ep.identity_file, ep.known_hosts) if f)
-            raise AuthenticationRefused(f"cannot read the key files for {ep.where} ({files}): {exc}") from None
+            raise AuthenticationRefused(
+                f"cannot read the key files for {ep.where} ({files}): {exc}"
+            ) from None
         except asyncssh.PermissionDenied:
             raise AuthenticationRefused(
-                f"{ep.where} refused our key (identity_file: {ep.identity_file or 'agent/default keys'})"
+                f"{ep.where} refused our key (identity_file: "
+                f"{ep.identity_file or 'agent/default keys'})"
             ) from None
         except TimeoutError:
-            raise TargetError(f"no answer from {ep.where} within {ep.connect_timeout:g} s") from None
+            raise TargetError(
+                f"no answer from {ep.where} within {ep.connect_timeout:g} s"
+            ) from None
         except OSError as exc:
             raise TargetError(f"cannot reach {ep.where}: {exc.strerror or exc}") from None
         except asyncssh.Error as exc:
@@ -141,7 +151,8 @@ class TargetConnection:
         return True
 
     def privileged(self, command: str) -> str:
-        """The command as root: through `sudo -n` (never a password prompt) when the bench says so."""
+        """The command as root: through `sudo -n` (never a password prompt) when the bench says
+        so."""
         return f"sudo -n {command}" if self.endpoint.sudo else command
 
     async def run(
@@ -153,12 +164,15 @@ class TargetConnection:
             async with asyncio.timeout(timeout):  # not wait_for: it can swallow Ctrl-C on 3.11
                 # errors="replace": a stray non-UTF-8 byte (a Latin-1 environment, a corrupt pid
                 # file) must not make asyncssh drop the whole connection mid-cleanup
-                result = await self._session(lambda: self._conn.run(command, check=False, errors="replace"),
+                result = await self._session(lambda: self._conn.run(command, check=False,
+                                                                    errors="replace"),
                                              exec_refusal_retried=True)
         except TimeoutError:
-            raise TargetError(f"{self.endpoint.where}: `{command}` did not finish within {timeout:g} s") from None
+            raise TargetError(f"{self.endpoint.where}: `{command}` did not finish within "
+                              f"{timeout:g} s") from None
         except asyncssh.ChannelOpenError as exc:
-            raise TargetError(self._refusal(f"running `{command}`", exc, exec_refusal_retried=True)) from None
+            raise TargetError(self._refusal(f"running `{command}`", exc,
+                                            exec_refusal_retried=True)) from None
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: lost the SSH session running `{command}`: "
                               f"{getattr(exc, 'reason', None) or exc}") from None
@@ -173,36 +187,45 @@ class TargetConnection:
         text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
         if any(words in text for words in SUDO_PASSWORD_WORDS):
             raise AuthenticationRefused(
-                f"{self.endpoint.where}: `{command}` needs root, and sudo asks {self.endpoint.user or 'this user'} "
-                "for a password; the station never types one. Allow the station's commands without a password "
-                "(a sudoers NOPASSWD rule for insmod, rmmod, kill, cat, dmesg) or log in as root"
+                f"{self.endpoint.where}: `{command}` needs root, and sudo asks "
+                f"{self.endpoint.user or 'this user'} for a password; the station never types one. "
+                "Allow the station's commands without a password (a sudoers NOPASSWD rule for "
+                "insmod, rmmod, kill, cat, dmesg) or log in as root"
             )
 
     async def upload(self, data: bytes, remote_path: str, privileged: bool = False) -> None:
         """Write a file on the target through `cat >` (works on any shell, no SFTP needed);
         `privileged`: as root, through `sudo -n tee` where the bench logs in as a user."""
         q = shlex.quote(remote_path)
-        command = f"sudo -n tee {q} >/dev/null" if privileged and self.endpoint.sudo else f"cat > {q}"
+        command = (
+            f"sudo -n tee {q} >/dev/null" if privileged and self.endpoint.sudo else f"cat > {q}"
+        )
         try:
             async with asyncio.timeout(60):
-                result = await self._session(lambda: self._conn.run(command, input=data, encoding=None))
+                result = await self._session(lambda: self._conn.run(command, input=data,
+                                                                    encoding=None))
         except asyncssh.ChannelOpenError as exc:
             raise TargetError(self._refusal(f"uploading {remote_path}", exc)) from None
         except (TimeoutError, asyncssh.Error, OSError) as exc:
-            raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {exc}") from None
+            raise TargetError(
+                f"{self.endpoint.where}: uploading {remote_path} failed: {exc}"
+            ) from None
         if result.exit_status != 0:
             err = (result.stderr or b"").decode(errors="replace").strip()
             raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {err}")
 
     async def start(self, command: str, binary: bool = False) -> asyncssh.SSHClientProcess:
         try:
-            return await self._session(lambda: self._conn.create_process(command, encoding=None if binary else "utf-8"))
+            return await self._session(
+                lambda: self._conn.create_process(command, encoding=None if binary else "utf-8")
+            )
         except asyncssh.ChannelOpenError as exc:
             raise TargetError(self._refusal(f"starting `{command}`", exc)) from None
         except (asyncssh.Error, OSError) as exc:
             raise TargetError(f"{self.endpoint.where}: cannot start `{command}`: {exc}") from None
 
-    async def _session(self, open_session: Callable[[], Awaitable[T]], exec_refusal_retried: bool = False) -> T:
+    async def _session(self, open_session: Callable[[], Awaitable[T]],
+                       exec_refusal_retried: bool = False) -> T:
         """A new session on this connection, asked for again while sshd refuses one (SESSION_TRIES;
         which refusals: OPEN_REFUSED's comment)."""
         delay = SESSION_RETRY_FIRST_S
@@ -219,18 +242,22 @@ class TargetConnection:
     def _retried(self, exc: asyncssh.ChannelOpenError, exec_refusal_retried: bool) -> bool:
         if self.is_closed:  # the connection is gone, not one session refused
             return False
-        return exc.code in OPEN_REFUSED or (exec_refusal_retried and exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED)
+        return exc.code in OPEN_REFUSED or (
+            exec_refusal_retried and exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED
+        )
 
-    def _refusal(self, what: str, exc: asyncssh.ChannelOpenError, exec_refusal_retried: bool = False) -> str:
+    def _refusal(self, what: str, exc: asyncssh.ChannelOpenError,
+                 exec_refusal_retried: bool = False) -> str:
         """Why a session `what` needed did not open, in words a person can act on."""
         where = self.endpoint.where
         if self.is_closed:
             return f"{where}: lost the SSH session {what}: {exc.reason}"
         if self._retried(exc, exec_refusal_retried):
-            return (f"{where}: sshd refused a session {what} {SESSION_TRIES} times ({exc.reason}): is the target "
-                    "out of processes or memory, or its MaxSessions too low?")
-        return (f"{where}: sshd refused a session {what} ({exc.reason}; not asked again): is the target out of "
-                "processes or memory, or does the ssh configuration ask for a PTY or X11?")
+            return (f"{where}: sshd refused a session {what} {SESSION_TRIES} times ({exc.reason}): "
+                    "is the target out of processes or memory, or its MaxSessions too low?")
+        return (f"{where}: sshd refused a session {what} ({exc.reason}; not asked again): is the "
+                "target out of processes or memory, or does the ssh configuration ask for a PTY "
+                "or X11?")
 
     def abort(self) -> None:
         self._conn.abort()

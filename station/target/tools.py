@@ -24,7 +24,8 @@ class Tool:
     packages: str = "gcc and libc6-dev"  # what building it here needs (Debian)
 
     def source(self) -> Path:
-        from station.vm.latency_modules import module_sources  # the packaged target_modules/, or the checkout's
+        # the packaged target_modules/, or the checkout's
+        from station.vm.latency_modules import module_sources
 
         return module_sources() / "tools" / f"{self.program}.c"
 
@@ -45,7 +46,8 @@ class Tool:
             return out
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")  # two stations may build at once
-        res = subprocess.run(["gcc", *CFLAGS, "-static", "-o", str(tmp), str(self.source()), *self.link_flags()],
+        res = subprocess.run(["gcc", *CFLAGS, "-static", "-o", str(tmp), str(self.source()),
+                              *self.link_flags()],
                              capture_output=True, text=True, check=False)
         if res.returncode != 0:
             tmp.unlink(missing_ok=True)
@@ -68,8 +70,9 @@ class Tool:
             return remote
         # another architecture: its own compiler, or nothing
         if (await conn.run("command -v cc", check=False)).exit_status != 0:
-            raise TargetError(f"{conn.endpoint.where} is {arch or 'of an unknown architecture'} (this machine: "
-                              f"{platform.machine()}) and has no cc to build {self.program}: install gcc there")
+            raise TargetError(f"{conn.endpoint.where} is {arch or 'of an unknown architecture'} "
+                              f"(this machine: {platform.machine()}) and has no cc to build "
+                              f"{self.program}: install gcc there")
         await conn.upload(self.source().read_bytes(), remote + ".c")
         links = " ".join(self.link_flags())
         built = await conn.run(f"cc {' '.join(CFLAGS)} -o {q} {q}.c {links}".rstrip(), check=False)

@@ -26,8 +26,10 @@ FACTS = {
 }
 
 # words in the DMI vendor or product that only virtual hardware reports
-_DMI_VIRTUAL = ("qemu", "kvm", "vmware", "virtualbox", "innotek", "xen", "bochs", "bhyve", "parallels",
-                "openstack", "amazon ec2", "google compute engine", "virtual machine", "cloud hypervisor")
+_DMI_VIRTUAL = ("qemu", "kvm", "vmware", "virtualbox", "innotek", "xen", "bochs", "bhyve",
+                "parallels",
+                "openstack", "amazon ec2", "google compute engine", "virtual machine",
+                "cloud hypervisor")
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class Verdict:
         """Back from text() (as the target audit keeps it)."""
         word, _, rest = str(text or "").partition(" ")
         virtual = {"yes": True, "no": False}.get(word)
-        return cls(virtual, rest.strip().removeprefix("(").removesuffix(")") if virtual is not None else "")
+        return cls(virtual,
+                   rest.strip().removeprefix("(").removesuffix(")") if virtual is not None else "")
 
 
 def judge(facts: dict[str, str]) -> Verdict:
@@ -62,7 +65,11 @@ def judge(facts: dict[str, str]) -> Verdict:
     # DMI names the vendor, not whether this is a guest (an EC2 *.metal host says Amazon EC2):
     # it counts only where neither systemd nor an x86 CPU without the flag says bare metal
     bare = detected == "none" or (flag == "0" and x86.isdigit() and int(x86) > 0)
-    if not bare and ".metal" not in dmi.lower() and any(word in dmi.lower() for word in _DMI_VIRTUAL):
+    if (
+        not bare
+        and ".metal" not in dmi.lower()
+        and any(word in dmi.lower() for word in _DMI_VIRTUAL)
+    ):
         found.append(f"firmware: {dmi[:60]}")
     hv_type = facts.get("hypervisor_type", "").strip()
     if hv_type and hv_type.isalnum():
@@ -82,5 +89,6 @@ def spoiler(verdict: Verdict) -> str | None:
     """The spoiler sentence for a virtual machine, or None."""
     if not verdict.virtual:
         return None
-    return (f"virtual machine: this target is a guest ({verdict.evidence}); its latencies include the "
-            "hypervisor's (the host can deschedule a vCPU at any moment): not bare-metal figures")
+    return (f"virtual machine: this target is a guest ({verdict.evidence}); its latencies include "
+            "the hypervisor's (the host can deschedule a vCPU at any moment): not bare-metal "
+            "figures")

@@ -1,4 +1,5 @@
-"""The twin as a Raspberry Pi answering GPIO edges (seed 002): what delays the answer, and by how much.
+"""The twin as a Raspberry Pi answering GPIO edges (seed 002): what delays the answer, and by how
+much.
 
 A response delay is built from the mechanisms the seed found, each a term of its own so the
 twin's truth says why one case is slower than another:
@@ -38,7 +39,8 @@ IDLE_EXIT_US = 3.0  # WFI wake-up
 # (name, period in ns, handler length in µs at the full clock)
 PERIODIC_IRQS = (("dwc_otg SOF", 125_000, 2.5), ("timer tick", 10_000_000, 12.0))
 LOAD_SLOWDOWN = 1.10  # caches and memory bus shared with the load
-CONTENTION_OTHER_US = 25.0  # mean wait for a SCHED_OTHER task to be preempted by the woken responder
+# mean wait for a SCHED_OTHER task to be preempted by the woken responder
+CONTENTION_OTHER_US = 25.0
 CONTENTION_FIFO_US = 1.5  # a SCHED_FIFO (or IRQ-thread) responder preempts at once
 SPREAD = 0.06  # lognormal sigma of every term: caches, bus arbitration, branch history
 
@@ -57,14 +59,21 @@ class ResponderPath:
 
 
 RESPONDERS: dict[str, ResponderPath] = {
-    "kernel": ResponderPath(2.0, 0.4, False, "gpio_responder.ko sets the output in the hard interrupt handler"),
-    "kernel-threaded": ResponderPath(7.0, 0.4, True, "gpio_responder.ko threaded: the IRQ thread is woken first"),
-    "chardev": ResponderPath(30.0, 6.0, True, "a task woken from the GPIO character device, an ioctl to set"),
-    "sysfs": ResponderPath(40.0, 60.0, True, "poll() on sysfs value wakes the task; the write is open/write/close "
+    "kernel": ResponderPath(2.0, 0.4, False,
+                            "gpio_responder.ko sets the output in the hard interrupt handler"),
+    "kernel-threaded": ResponderPath(7.0, 0.4, True,
+                                     "gpio_responder.ko threaded: the IRQ thread is woken first"),
+    "chardev": ResponderPath(30.0, 6.0, True,
+                             "a task woken from the GPIO character device, an ioctl to set"),
+    "sysfs": ResponderPath(40.0, 60.0, True,
+                           "poll() on sysfs value wakes the task; the write is open/write/close "
                            "of another sysfs file, system calls through the GPIO driver"),
-    "sysfs-mmap": ResponderPath(40.0, 0.3, True, "poll() on sysfs wakes the task; the output is one store to the "
-                                "mmap'd GPIO register (the seed's C program with RPi.GPIO's register code)"),
-    "python-mmap": ResponderPath(40.0, 36.0, True, "RPi.GPIO from Python: the same wake-up, then the interpreter "
+    "sysfs-mmap": ResponderPath(40.0, 0.3, True,
+                                "poll() on sysfs wakes the task; the output is one store to the "
+                                "mmap'd GPIO register (the seed's C program with RPi.GPIO's "
+                                "register code)"),
+    "python-mmap": ResponderPath(40.0, 36.0, True,
+                                 "RPi.GPIO from Python: the same wake-up, then the interpreter "
                                  "runs the callback before its register store"),
 }
 
@@ -90,11 +99,14 @@ def _uniforms(lead_ns: np.ndarray, salt: int, count: int) -> np.ndarray:
     """`count` uniform (0, 1) draws per edge, fixed by its time: the past never changes."""
     from instruments.sim.source import unit_hash
 
-    return np.stack([np.clip(unit_hash(lead_ns, salt * 1000 + i), 1e-12, 1 - 1e-12) for i in range(count)])
+    return np.stack([np.clip(unit_hash(lead_ns, salt * 1000 + i), 1e-12,
+                             1 - 1e-12) for i in range(count)])
 
 
-def response_delays_ns(lead_ns: np.ndarray, state: BoardState, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(delay, collision wait) in ns of the answer to edges at `lead_ns` in `state` (NaN: no answer).
+def response_delays_ns(lead_ns: np.ndarray, state: BoardState, seed: int = 0) -> tuple[np.ndarray,
+                                                                                       np.ndarray]:
+    """(delay, collision wait) in ns of the answer to edges at `lead_ns` in `state` (NaN: no
+    answer).
 
     The collision wait is the part spent behind a periodic interrupt's handler (0 for most edges).
     """
@@ -114,7 +126,11 @@ def response_delays_ns(lead_ns: np.ndarray, state: BoardState, seed: int = 0) ->
     if not state.loaded:
         delay_us = delay_us + IDLE_EXIT_US * spread(2)
     elif path.task:
-        mean = CONTENTION_FIFO_US if (state.fifo or state.responder == "kernel-threaded") else CONTENTION_OTHER_US
+        mean = (
+            CONTENTION_FIFO_US
+            if (state.fifo or state.responder == "kernel-threaded")
+            else CONTENTION_OTHER_US
+        )
         delay_us = delay_us - mean * np.log(u[3])  # exponential: how long the running task has left
     wait_us = collisions(lead, state).wait_ns / 1000.0
     return (delay_us + wait_us) * 1000.0, wait_us * 1000.0
@@ -154,7 +170,8 @@ def describe() -> dict[str, object]:
     return {
         "clock_mhz": {"max": F_MAX_MHZ, "min": F_MIN_MHZ},
         "idle_exit_us": IDLE_EXIT_US,
-        "periodic_irqs": [{"name": n, "period_us": p / 1000, "handler_us": h} for n, p, h in PERIODIC_IRQS],
+        "periodic_irqs": [{"name": n, "period_us": p / 1000, "handler_us": h} for n, p,
+                          h in PERIODIC_IRQS],
         "load_slowdown": LOAD_SLOWDOWN,
         "contention_us": {"sched_other": CONTENTION_OTHER_US, "sched_fifo": CONTENTION_FIFO_US},
         "responders": {name: asdict(path) for name, path in RESPONDERS.items()},
@@ -181,7 +198,8 @@ class BoardLog:
         self.times: list[int] = [0]
         self.states: list[tuple[Responding | None, str, bool]] = [(None, governor, False)]
 
-    def record(self, now_ns: int, responding: Responding | None, governor: str, loaded: bool) -> None:
+    def record(self, now_ns: int, responding: Responding | None, governor: str,
+               loaded: bool) -> None:
         state = (responding, governor, loaded)
         if state != self.states[-1]:
             self.times.append(now_ns)
@@ -202,7 +220,8 @@ class BoardLog:
 class BoardResponse:
     """The output line of the twin board: its answers to the stimulus (an EdgeSource)."""
 
-    def __init__(self, stimulus, log: BoardLog, seed: int = 0) -> None:  # noqa: ANN001 - an EdgeSource
+    # an EdgeSource
+    def __init__(self, stimulus, log: BoardLog, seed: int = 0) -> None:  # noqa: ANN001
         self.stimulus = stimulus
         self.log = log
         self.seed = seed
@@ -217,7 +236,8 @@ class BoardResponse:
         for i in np.unique(index):
             responding, governor, loaded = self.log.states[i]
             if responding is not None:
-                yield index == i, responding, BoardState(responding.responder, governor, loaded, responding.fifo)
+                yield index == i, responding, BoardState(responding.responder, governor, loaded,
+                                                         responding.fifo)
 
     def answers(self, edge_ns: np.ndarray, rising: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(answer time, collision wait) of each stimulus edge, NaN where nothing answers it."""
@@ -232,8 +252,8 @@ class BoardResponse:
         return answer, wait
 
     def truth(self, t0_ns: int, t1_ns: int) -> dict[str, np.ndarray]:
-        """What the board did with each stimulus edge in [t0_ns, t1_ns) (the twin's clock): its time,
-        direction, answer (NaN: none), the periodic handler it waited behind, and the board's
+        """What the board did with each stimulus edge in [t0_ns, t1_ns) (the twin's clock): its
+        time, direction, answer (NaN: none), the periodic handler it waited behind, and the board's
         state then."""
         pulses = np.asarray(self.stimulus.edges(t0_ns, t1_ns), dtype=np.int64).reshape(-1, 2)
         times = pulses.reshape(-1)
@@ -249,10 +269,13 @@ class BoardResponse:
         for mine, _, state in self._responding(times):
             c = collisions(times[mine], state)
             irq[mine], start[mine], length[mine] = c.irq, c.handler_start_ns, c.handler_ns
-        return {"edge_ns": times, "rising": rising, "answer_ns": answer, "wait_ns": wait, "irq": irq,
-                "irq_name": np.array([PERIODIC_IRQS[k][0] if k >= 0 else "" for k in irq], dtype=object),
+        return {"edge_ns": times, "rising": rising, "answer_ns": answer, "wait_ns": wait,
+                "irq": irq,
+                "irq_name": np.array([PERIODIC_IRQS[k][0] if k >= 0 else "" for k in irq],
+                                     dtype=object),
                 "handler_start_ns": start, "handler_ns": length,
-                "responder": np.array([r.responder if r else "" for r, _, _ in states], dtype=object),
+                "responder": np.array([r.responder if r else "" for r, _, _ in states],
+                                      dtype=object),
                 "governor": np.array([g for _, g, _ in states], dtype=object),
                 "loaded": np.array([ld for _, _, ld in states], dtype=bool)}
 

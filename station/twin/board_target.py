@@ -19,7 +19,8 @@ RESPONDER_MODULE = "gpio_responder"
 RESPONDER_PROGRAM = "gpio_responder_user"
 GOVERNOR_DIR = "/sys/devices/system/cpu/cpufreq/policy0"
 GOVERNOR_FILE = f"{GOVERNOR_DIR}/scaling_governor"
-AVAILABLE_GOVERNORS = ("conservative", "ondemand", "userspace", "powersave", "performance", "schedutil")
+AVAILABLE_GOVERNORS = ("conservative", "ondemand", "userspace", "powersave", "performance",
+                       "schedutil")
 CHIP_LABEL = "pinctrl-bcm2835"
 LINES = 54  # a BCM2835's GPIO lines
 MODULE_PARAMS = {"chip", "in", "out", "gpio_in", "gpio_out", "edge", "mode", "threaded"}
@@ -31,10 +32,12 @@ PI_RELEASE = "6.1.21+"
 PI_VERSION = "#1642 Mon Apr  3 17:19:14 BST 2023"
 PI_MACHINE = "armv6l"
 PI_CPUS = 1
-PI_CMDLINE = ("coherent_pool=1M 8250.nr_uarts=0 snd_bcm2835.enable_headphones=0 bcm2708_fb.fbwidth=656 "
-              "bcm2708_fb.fbheight=416 bcm2708_fb.fbswap=1 vc_mem.mem_base=0x1ec00000 vc_mem.mem_size=0x20000000 "
-              "console=ttyS0,115200 console=tty1 root=PARTUUID=4e639091-02 rootfstype=ext4 fsck.repair=yes rootwait")
-PI_MODULES = ("brcmfmac", "brcmutil", "cfg80211", "rfkill", "snd_bcm2835", "bcm2835_v4l2", "bcm2835_codec",
+PI_CMDLINE = ("coherent_pool=1M 8250.nr_uarts=0 snd_bcm2835.enable_headphones=0 "
+              "bcm2708_fb.fbwidth=656 bcm2708_fb.fbheight=416 bcm2708_fb.fbswap=1 "
+              "vc_mem.mem_base=0x1ec00000 vc_mem.mem_size=0x20000000 console=ttyS0,115200 "
+              "console=tty1 root=PARTUUID=4e639091-02 rootfstype=ext4 fsck.repair=yes rootwait")
+PI_MODULES = ("brcmfmac", "brcmutil", "cfg80211", "rfkill", "snd_bcm2835", "bcm2835_v4l2",
+              "bcm2835_codec",
               "vc_sm_cma", "i2c_bcm2835", "uio_pdrv_genirq")
 PI_INTERRUPTS = (  # (irq, controller, hwirq and trigger, name): a BCM2835's; dwc_otg is the USB
     # controller whose 125 µs microframe interrupt the response model charges
@@ -79,7 +82,8 @@ def module_responding(params: dict[str, str]) -> Responding:
     edge = params.get("edge", "both")
     mode = params.get("mode", "echo")
     if edge not in ("rising", "falling", "both") or mode not in ("echo", "toggle"):
-        raise BoardError(f"edge={edge!r} mode={mode!r}: edge is rising|falling|both, mode echo|toggle")
+        raise BoardError(f"edge={edge!r} mode={mode!r}: edge is rising|falling|both, mode "
+                         "echo|toggle")
     threaded = params.get("threaded", "0") in ("1", "Y", "y")
     return Responding("kernel-threaded" if threaded else "kernel", mode, edge)
 
@@ -109,11 +113,13 @@ def program_responding(argv: list[str]) -> Responding:
         raise BoardError(f"{RESPONDER_PROGRAM}: --in and --out name the same line ({lines[0]})")
     if not 0 <= args.priority <= 99:
         raise BoardError(f"{RESPONDER_PROGRAM}: --priority {args.priority}: expected 1..99")
-    return Responding("sysfs" if args.sysfs else "chardev", args.mode, args.edge, fifo=args.priority > 0)
+    return Responding("sysfs" if args.sysfs else "chardev", args.mode, args.edge,
+                      fifo=args.priority > 0)
 
 
 def seed_program_responding(name: str, argv: list[str]) -> Responding:
-    """The seed's own Raspberry Pi programs, which the twin plays by name (no real counterpart ships)."""
+    """The seed's own Raspberry Pi programs, which the twin plays by name (no real counterpart
+    ships)."""
     edge = argv[argv.index("--edge") + 1] if "--edge" in argv[:-1] else "rising"
     return Responding(name, "toggle", edge if edge in ("rising", "falling", "both") else "rising")
 
@@ -176,15 +182,20 @@ class BoardTarget:
         """The board's own files as `cat` shows them: its kernel, command line, interrupts,
         modules and cpufreq (the generic twin's RTAI box files never show through)."""
         cols = "".join(f"{f'CPU{i}':>11}" for i in range(PI_CPUS))
-        rows = [cols] + [f"{irq:>3}:" + "".join(f"{(i + 1) * 1000 + irq:>11}" for i in range(PI_CPUS))
-                         + f"  {ctl:<9} {hw:<12} {name}" for irq, ctl, hw, name in PI_INTERRUPTS]
+        rows = [cols] + [
+            f"{irq:>3}:"
+            + "".join(f"{(i + 1) * 1000 + irq:>11}" for i in range(PI_CPUS))
+            + f"  {ctl:<9} {hw:<12} {name}"
+            for irq, ctl, hw, name in PI_INTERRUPTS
+        ]
         # (the responder's GPIO line is not listed: the twin does not count its edges)
         return {
             GOVERNOR_FILE: self.governor + "\n",
             "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": self.governor + "\n",
             f"{GOVERNOR_DIR}/scaling_available_governors": " ".join(AVAILABLE_GOVERNORS) + "\n",
-            "/proc/version": f"Linux version {PI_RELEASE} (dom@buildbot) (arm-linux-gnueabihf-gcc-8 (Ubuntu/Linaro "
-                             f"8.4.0-3ubuntu1) 8.4.0, GNU ld (GNU Binutils for Ubuntu) 2.34) {PI_VERSION}\n",
+            "/proc/version": f"Linux version {PI_RELEASE} (dom@buildbot) "
+                             "(arm-linux-gnueabihf-gcc-8 (Ubuntu/Linaro 8.4.0-3ubuntu1) 8.4.0, "
+                             f"GNU ld (GNU Binutils for Ubuntu) 2.34) {PI_VERSION}\n",
             "/proc/cmdline": PI_CMDLINE + "\n",
             "/proc/interrupts": "\n".join(rows) + "\n",
             "/sys/devices/system/cpu/online": (f"0-{PI_CPUS - 1}" if PI_CPUS > 1 else "0") + "\n",

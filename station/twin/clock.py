@@ -50,7 +50,11 @@ class DriftingClock:
 
     def from_host(self, host_ns: np.ndarray | int) -> np.ndarray | int:
         """This clock's reading at host time `host_ns` (ns, int64)."""
-        out = np.asarray(host_ns, np.int64) + self.offset_ns + np.round(self.gain_ns(host_ns)).astype(np.int64)
+        out = (
+            np.asarray(host_ns, np.int64)
+            + self.offset_ns
+            + np.round(self.gain_ns(host_ns)).astype(np.int64)
+        )
         return int(out) if out.ndim == 0 else out
 
     def to_host(self, clock_ns: np.ndarray | int) -> np.ndarray | int:
@@ -71,7 +75,8 @@ class ScopeView:
     """What the twin's scope sees of the target's pin: the target's edges (on the target's clock)
     placed on the scope's own timebase (the host's clock running `timebase_ppm` off)."""
 
-    def __init__(self, source, target_clock: DriftingClock, scope_clock: DriftingClock) -> None:  # noqa: ANN001
+    def __init__(self, source, target_clock: DriftingClock,
+                 scope_clock: DriftingClock) -> None:  # noqa: ANN001
         self.source = source  # an EdgeSource on the target's clock (instruments/sim/source.py)
         self.target_clock = target_clock
         self.scope_clock = scope_clock

@@ -151,7 +151,8 @@ def cycle_at(t_ns: T, clock_hz: int) -> T:
 def width_cycles(t_write_ns: T, t_clear_ns: T, clock_hz: int) -> T:
     """WIDTH the hardware reports for a SEND at t_write_ns cleared at t_clear_ns: the
     difference of the two counter samples modulo 2^32, as the 32-bit timestamps wrap."""
-    return (cycle_at(t_clear_ns, clock_hz) - cycle_at(t_write_ns, clock_hz)) & MASK32  # type: ignore[operator,return-value]
+    start, end = cycle_at(t_write_ns, clock_hz), cycle_at(t_clear_ns, clock_hz)
+    return (end - start) & MASK32  # type: ignore[operator,return-value]
 
 
 def cycles_to_ns(cycles: T, clock_hz: int) -> T:

@@ -62,7 +62,8 @@ import yaml
 from station.common.lazy_import import lazy_module
 from station.twin import echoer
 
-stats = lazy_module("scipy.stats")  # only the twin's start-up fits its preset (config imports this module)
+# only the twin's start-up fits its preset (config imports this module)
+stats = lazy_module("scipy.stats")
 optimize = lazy_module("scipy.optimize")
 signal = lazy_module("scipy.signal")
 
@@ -136,7 +137,8 @@ def normalised_phases(phases: tuple[LoadPhase, ...]) -> tuple[LoadPhase, ...]:
     if np.any(sp <= 0):
         raise ValueError("load_phases: every spread must be positive")
     sp = sp / math.sqrt(float(np.dot(w, sp * sp)))
-    return tuple(replace(ph, shift=float(a), spread=float(b)) for ph, a, b in zip(phases, z, sp, strict=True))
+    return tuple(replace(ph, shift=float(a), spread=float(b)) for ph, a, b in zip(phases, z, sp,
+                                                                                  strict=True))
 
 
 # the parameters that are [low, high] ranges in ns; every other one is a number
@@ -169,7 +171,8 @@ class Preset:
         ifaces = dict(self.interfaces)
         for iface, values in overrides.items():
             if iface not in ifaces:
-                raise ValueError(f"twin override for unknown interface {iface!r} (have: {', '.join(ifaces)})")
+                raise ValueError(f"twin override for unknown interface {iface!r} (have: "
+                                 f"{', '.join(ifaces)})")
             unknown = set(values) - known
             if unknown:
                 raise ValueError(
@@ -198,7 +201,8 @@ def load_preset(name: str) -> Preset:
     ifaces = {}
     for iface, values in raw["interfaces"].items():
         ifaces[iface] = InterfaceParams(**{k: _param(k, v) for k, v in values.items()})
-    phases = tuple(LoadPhase(str(ph["name"]), float(ph["seconds"]), float(ph["shift"]), float(ph["spread"]))
+    phases = tuple(LoadPhase(str(ph["name"]), float(ph["seconds"]), float(ph["shift"]),
+                             float(ph["spread"]))
                    for ph in raw.get("load_phases") or [])
     return Preset(name, raw.get("description", ""), int(raw["calibration_samples"]), ifaces,
                   normalised_phases(phases))
@@ -228,14 +232,16 @@ def structured_variance(p: InterfaceParams, loaded: bool) -> float:
     return p.carryover_std**2 + (p.phase_shift_std**2 if loaded else 0.0)
 
 
-def latency_shape(p: InterfaceParams, calibration_samples: int, spread: float = 1.0) -> LatencyShape:
+def latency_shape(p: InterfaceParams, calibration_samples: int,
+                  spread: float = 1.0) -> LatencyShape:
     """IRQ latency L = floor + Gamma(shape, scale), so that t_SW = t_rw + L has the
     preset's mean and std and its minimum over the calibration sample count; the time
     structure's variance (loaded: spread 1) comes out of the gamma's."""
     left = (spread * p.sw_std) ** 2 - structured_variance(p, loaded=spread == 1.0)
     if left <= (0.1 * spread * p.sw_std) ** 2:
-        raise ValueError(f"phase_shift_std and carryover_std leave the gamma part of sw_std ({p.sw_std:g} ns, "
-                         f"spread {spread:g}) less than a tenth: make them smaller")
+        raise ValueError("phase_shift_std and carryover_std leave the gamma part of sw_std "
+                         f"({p.sw_std:g} ns, spread {spread:g}) less than a tenth: make them "
+                         "smaller")
     ratio = (p.sw_mean - p.sw_min) / p.sw_std
     k = _gamma_shape(ratio, 1.0 / calibration_samples)
     scale = math.sqrt(left) / np.sqrt(k)
@@ -277,9 +283,11 @@ class EventChunk:
         return self.ts + self.sw
 
     def seq_of_events(self, lo: int, hi: int) -> np.ndarray:
-        """The sequence numbers of events first+lo .. first+hi-1: each after the strays before it."""
+        """The sequence numbers of events first+lo .. first+hi-1: each after the strays before
+        it."""
         events = np.arange(self.first + lo, self.first + hi)
-        return events + self.strays_earlier + np.searchsorted(self.stray_before, events, side="right")
+        return events + self.strays_earlier + np.searchsorted(self.stray_before, events,
+                                                              side="right")
 
     def seq_of_strays(self) -> np.ndarray:
         return self.stray_before + self.strays_earlier + np.arange(len(self.stray_before))
@@ -323,18 +331,24 @@ class ModuleSession:
         self._seed = int.from_bytes(hashlib.sha256(seed_material.encode()).digest()[:8], "little")
         self._chunks: dict[int, EventChunk] = {}
         self.keep_truth = keep_truth
-        self.generated: list[EventChunk] = []  # every chunk, for ground truth (only when asked: it grows)
+        # every chunk, for ground truth (only when asked: it grows)
+        self.generated: list[EventChunk] = []
         self._stray_cumulative = [0]  # strays before chunk i
         self.phases = phases if params.phase_shift_std > 0 else ()
         structure = np.random.default_rng([self._seed, 7])
-        self.run_offset_ns = int(round(structure.normal(0.0, params.run_offset_std))) if params.run_offset_std else 0
+        self.run_offset_ns = (
+            int(round(structure.normal(0.0, params.run_offset_std))) if params.run_offset_std else 0
+        )
         mean_cycle = sum(ph.seconds for ph in self.phases) * params.phase_cycle_scale * 1e9
         # the load's loop was somewhere in its cycle when the module came: a uniform start
-        self._phase_edges = [t_load_ns - int(structure.uniform(0.0, mean_cycle))] if self.phases else []
+        self._phase_edges = [t_load_ns - int(structure.uniform(0.0,
+                                                               mean_cycle))] if self.phases else []
         self._phase_of_edge: list[int] = []
         self._drift_phase = float(np.random.default_rng([drift_seed, 8]).uniform(0.0, 2 * math.pi))
         tau_ns = params.carryover_ms * 1e6
-        self._phi = math.exp(-period_ns / tau_ns) if params.carryover_std > 0 and tau_ns > 0 else 0.0
+        self._phi = (
+            math.exp(-period_ns / tau_ns) if params.carryover_std > 0 and tau_ns > 0 else 0.0
+        )
         # chunks of innovations before a chunk that still weigh more than 1e-6 of its first event
         self._lookback = (min(64, math.ceil(math.log(1e-6) / (CHUNK_EVENTS * math.log(self._phi))))
                           if 0 < self._phi < 1 else 0)
@@ -406,8 +420,9 @@ class ModuleSession:
         mean = np.array([ph.seconds for ph in self.phases]) * self.params.phase_cycle_scale * 1e9
         while edges[-1] <= int(ts[-1]):
             cycle = len(owner) // len(self.phases)
-            jitter = np.random.default_rng([self._seed, cycle, 6]).lognormal(0.0, self.params.phase_jitter,
-                                                                              len(self.phases))
+            jitter = np.random.default_rng([self._seed, cycle, 6]).lognormal(
+                0.0, self.params.phase_jitter, len(self.phases)
+            )
             for k, d in enumerate(np.maximum(mean * jitter, 1.0).astype(np.int64)):
                 owner.append(k)
                 edges.append(edges[-1] + int(d))
@@ -421,7 +436,8 @@ class ModuleSession:
         if self._phi <= 0:
             return np.zeros(n)
         sigma = p.carryover_std * math.sqrt(1.0 - self._phi**2)
-        shocks = np.concatenate([np.random.default_rng([self._seed, j + 2**20, 5]).normal(0.0, sigma, n)
+        shocks = np.concatenate([np.random.default_rng([self._seed, j + 2**20, 5]).normal(0.0,
+                                                                                          sigma, n)
                                  for j in range(index - self._lookback, index + 1)])
         return signal.lfilter([1.0], [1.0, -self._phi], shocks)[-n:]
 
@@ -430,8 +446,8 @@ class ModuleSession:
         if p.drift_std <= 0 or p.drift_period_s <= 0:
             return np.zeros(len(ts))
         angle = 2 * math.pi * ts.astype(np.float64) / (p.drift_period_s * 1e9) + self._drift_phase
-        # whole ns, so the drift the truth logs is exactly what each latency carries (a run measured at
-        # another time differs from itself by that column alone)
+        # whole ns, so the drift the truth logs is exactly what each latency carries (a run measured
+        # at another time differs from itself by that column alone)
         return np.round(p.drift_std * math.sqrt(2.0) * np.sin(angle))
 
     def stray_count(self, index: int) -> int:
@@ -448,7 +464,8 @@ class ModuleSession:
             known.append(known[-1] + self.stray_count(len(known) - 1))
         return known[index]
 
-    def _strays(self, index: int, ts: np.ndarray, entry: np.ndarray, shape: LatencyShape) -> dict[str, Any]:
+    def _strays(self, index: int, ts: np.ndarray, entry: np.ndarray,
+                shape: LatencyShape) -> dict[str, Any]:
         """Chunk `index`'s stray IRQs, between its first and last handler: a uniform arrival, its
         handler L later (or right after the event then pending), the last write before it."""
         count = self.stray_count(index)
@@ -463,7 +480,8 @@ class ModuleSession:
         last_write = np.searchsorted(ts, handler, side="right") - 1
         pending = handler <= entry[last_write]
         handler[pending] = entry[last_write[pending]] + 1
-        handler = np.minimum(np.sort(handler), entry[-1] - 1)  # the chunk's last record stays an event's
+        # the chunk's last record stays an event's
+        handler = np.minimum(np.sort(handler), entry[-1] - 1)
         last_write = np.searchsorted(ts, handler, side="right") - 1
         return {
             "stray_handler": handler,
@@ -476,7 +494,8 @@ class ModuleSession:
     def _first(index: int) -> int:
         return index * CHUNK_EVENTS
 
-    def _rare(self, index: int, stream: int, fraction: float, delay: tuple[float, float]) -> np.ndarray:
+    def _rare(self, index: int, stream: int, fraction: float, delay: tuple[float,
+                                                                           float]) -> np.ndarray:
         """A rare delay (int64 ns, 0 for most events) from a generator of its own: the main
         stream's draws stay those of a model without this kind, whatever its fraction."""
         n = CHUNK_EVENTS
@@ -519,10 +538,13 @@ class ModuleSession:
         }
         n = sum(len(c.stray_handler) for c in chunks)
         if n:  # stray IRQs' rows: their record (sw_ns: the latency it holds), no event (NaN, -1)
-            strays = {"seq": np.concatenate([c.seq_of_strays() for c in chunks]), "event": np.full(n, -1),
-                      "t_write_ns": cat("stray_t_write"), "sw_ns": cat("stray_handler") - cat("stray_t_write"),
+            strays = {"seq": np.concatenate([c.seq_of_strays() for c in chunks]),
+                      "event": np.full(n, -1),
+                      "t_write_ns": cat("stray_t_write"),
+                      "sw_ns": cat("stray_handler") - cat("stray_t_write"),
                       "loaded": np.zeros(n, bool), "stray": np.ones(n, bool)}
-            table = {name: np.concatenate([col, strays.get(name, np.full(n, np.nan))]) for name, col in table.items()}
+            table = {name: np.concatenate([col, strays.get(name, np.full(n, np.nan))])
+                     for name, col in table.items()}
             order = np.argsort(table["seq"], kind="stable")
             table = {name: col[order] for name, col in table.items()}
         return table

@@ -24,9 +24,11 @@ MODULE_FILES = {
                          "include/lpt_regs.h", "include/irqs_record.h"),
     "rtai_pcie_latency": ("rtai/rtai_pcie_latency.c", "rtai/rtai_common.h", "include/irqs_params.h",
                           "include/irqs_record.h"),
-    "lpt_latency": ("linux/lpt_main.c", "linux/irqs_params.c", "include/irqs_params.h", "include/lpt_regs.h",
+    "lpt_latency": ("linux/lpt_main.c", "linux/irqs_params.c", "include/irqs_params.h",
+                    "include/lpt_regs.h",
                     "include/irqs_record.h"),
-    "pcie_latency": ("linux/pcie_main.c", "linux/irqs_params.c", "include/irqs_params.h", "include/irqs_record.h"),
+    "pcie_latency": ("linux/pcie_main.c", "linux/irqs_params.c", "include/irqs_params.h",
+                     "include/irqs_record.h"),
 }
 
 _PARAM_TYPED = re.compile(r"\bmodule_param\(\s*(\w+)\s*,\s*(\w+)\s*,")
@@ -34,9 +36,13 @@ _PARAM_NAMED = re.compile(r"\bmodule_param_named\(\s*(\w+)\s*,\s*\w+\s*,\s*(\w+)
 _PARAM_CB = re.compile(r"\bmodule_param_cb\(\s*(\w+)\s*,")
 _DEFINE = re.compile(r"^#define\s+([A-Z_][A-Z0-9_]*)\s+(.+?)\s*(?:/\*.*)?$", re.M)
 _IF = re.compile(r"\bif\s*\(")
-_RANGE = re.compile(r"^\s*(?:!(?P<nz>\w+)|(?P<x>\w+)\s*<\s*(?P<lo>[^|]+?))\s*\|\|\s*(?P<y>\w+)\s*(?P<op>>=?)\s*"
-                    r"(?P<hi>[^|]+?)\s*(?:\|\||$)", re.S)
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.LShift: operator.lshift,
+_RANGE = re.compile(
+    r"^\s*(?:!(?P<nz>\w+)|(?P<x>\w+)\s*<\s*(?P<lo>[^|]+?))\s*\|\|\s*(?P<y>\w+)\s*(?P<op>>=?)\s*"
+    r"(?P<hi>[^|]+?)\s*(?:\|\||$)",
+    re.S,
+)
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.LShift: operator.lshift,
         ast.RShift: operator.rshift, ast.FloorDiv: operator.floordiv, ast.USub: operator.neg}
 
 
@@ -67,7 +73,9 @@ class ModuleRules:
                     return f"{key}={value!r} is not a number"
                 if rule.kind.startswith("u") and v < 0:
                     return f"{key}={v} is not an unsigned number"
-                if (rule.low is not None and v < rule.low) or (rule.high is not None and v > rule.high):
+                if (rule.low is not None and v < rule.low) or (
+                    rule.high is not None and v > rule.high
+                ):
                     return f"{key}={v} invalid: accepted {_bound(rule.low)}..{_bound(rule.high)}"
                 if rule.power_of_two and (v <= 0 or v & (v - 1)):
                     return f"{key}={v} invalid: a power of two"
@@ -167,7 +175,8 @@ def parse_rules(texts: list[str]) -> ModuleRules:
                 high -= 1
             ranges.setdefault(name, (low, high))
         pow2.update(re.findall(r"!\s*is_power_of_2\(\s*(\w+)\s*\)", t))
-    return ModuleRules({name: ParamRule(kind, *ranges.get(name, (None, None)), power_of_two=name in pow2)
+    return ModuleRules({name: ParamRule(kind, *ranges.get(name, (None, None)),
+                                        power_of_two=name in pow2)
                         for name, kind in kinds.items()})
 
 
@@ -180,6 +189,7 @@ def sources() -> Path:
 
 @cache
 def module_rules(stem: str, root: Path | None = None) -> ModuleRules:
-    """The parameter rules of module `stem`, read from the sources under `root` (the shipped ones)."""
+    """The parameter rules of module `stem`, read from the sources under `root` (the shipped
+    ones)."""
     root = root or sources()
     return parse_rules([(root / rel).read_text() for rel in MODULE_FILES[stem]])

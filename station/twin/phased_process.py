@@ -47,7 +47,10 @@ class PhasedProcess:
 
     def quantile(self, p: float) -> float:
         """The long-run p-quantile, µs (bisection on the mixture's CDF)."""
-        lo, hi = min(self.medians_us) * math.exp(-8 * self.sigma), max(self.medians_us) * math.exp(8 * self.sigma)
+        lo, hi = (
+            min(self.medians_us) * math.exp(-8 * self.sigma),
+            max(self.medians_us) * math.exp(8 * self.sigma),
+        )
         for _ in range(200):
             mid = math.sqrt(lo * hi)
             lo, hi = (mid, hi) if self.cdf(mid) < p else (lo, mid)
@@ -60,7 +63,8 @@ class PhasedProcess:
         phase = int(rng.choice(k, p=self.shares))
         at = -int(rng.uniform(0, self.durations[phase]))  # already this far into the first phase
         while at < n:
-            length = max(1, round(self.durations[phase] * math.exp(self.jitter * rng.standard_normal()
+            length = max(1,
+                         round(self.durations[phase] * math.exp(self.jitter * rng.standard_normal()
                                                                   - self.jitter**2 / 2)))
             levels[max(at, 0):max(at + length, 0)] = math.log(self.medians_us[phase])
             at += length

@@ -16,7 +16,8 @@ from station.twin.board_target import BoardError
 if TYPE_CHECKING:
     from station.twin.board_target import BoardTarget
 
-KNOWN_LOAD_PROGRAMS = {"hping3", "stress-ng", "stress", "hackbench", "stressapptest", "sh", "dd", "cyclictest"}
+KNOWN_LOAD_PROGRAMS = {"hping3", "stress-ng", "stress", "hackbench", "stressapptest", "sh", "dd",
+                       "cyclictest"}
 
 
 @dataclass
@@ -98,7 +99,8 @@ class ProcessTable:
             while args and "=" in args[0] and not args[0].startswith("-"):
                 environ.append(args.pop(0))
         if len(args) != 3 or args[:2] != ["sh", "-c"]:
-            return command_error("setsid: the twin runs only: setsid sh -c 'echo $$ > PIDFILE; exec timeout ...'")
+            return command_error("setsid: the twin runs only: setsid sh -c 'echo $$ > PIDFILE; "
+                                 "exec timeout ...'")
         script = args[2]
         head, sep, rest = script.partition("; exec ")
         pidfile, echo_pid = None, False
@@ -113,7 +115,8 @@ class ProcessTable:
             else:
                 return command_error(f"sh: twin cannot run: {statement}", 2)
         argv = shlex.split(rest)
-        if len(argv) >= 3 and argv[-3] == ">" and argv[-1] == "2>&1":  # output to a log file on the host
+        # output to a log file on the host
+        if len(argv) >= 3 and argv[-3] == ">" and argv[-1] == "2>&1":
             self.files[argv[-2]] = b""
             argv = argv[:-3]
         exec_argv = list(argv)
@@ -133,15 +136,18 @@ class ProcessTable:
                 return command_error(f"cat: {' '.join(argv[1:])}: No such file or directory", 1)
         elif self.board is not None and self.board.is_responder(argv):
             if argv[0] not in self.files and "/" in argv[0]:  # the seed's programs go by name
-                return command_error(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
+                return command_error(f"timeout: failed to run command '{argv[0]}': No such file or "
+                                     "directory", 127)
         elif argv[0] not in KNOWN_LOAD_PROGRAMS:
-            return command_error(f"timeout: failed to run command '{argv[0]}': No such file or directory", 127)
+            return command_error(f"timeout: failed to run command '{argv[0]}': No such file or "
+                                 "directory", 127)
         if argv[0] == "hping3" and len([a for a in argv[1:] if not a.startswith("-")]) == 0:
             return command_error("hping3: missing target host", 1)
         pid = self._next_pid
         self._next_pid += 7
         responder = self.board is not None and self.board.is_responder(argv)
-        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, responder, stream_of is not None,
+        proc = LoadProcess(pid, argv[0], " ".join(argv), pidfile, deadline, echo_pid, responder,
+                           stream_of is not None,
                            exec_argv, environ)
         if responder:
             assert self.board is not None
@@ -160,7 +166,9 @@ class ProcessTable:
 
     def _cmd_ps(self, args: list[str]) -> CommandResult:
         self._reap()
-        rows = ["  PID CMD"] + [f"{p.pid:>5} {p.cmdline}" for p in self.loads.values() if p.status is None]
+        rows = ["  PID CMD"] + [
+            f"{p.pid:>5} {p.cmdline}" for p in self.loads.values() if p.status is None
+        ]
         return CommandResult(("\n".join(rows) + "\n").encode())
 
     def _end(self, proc: LoadProcess, status: int) -> None:

@@ -14,7 +14,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from station.twin.clock import DEFAULT_DRIFT_PPM, DEFAULT_SCOPE_TIMEBASE_PPM, DriftingClock, ScopeView, Slew
+from station.twin.clock import (
+    DEFAULT_DRIFT_PPM,
+    DEFAULT_SCOPE_TIMEBASE_PPM,
+    DriftingClock,
+    ScopeView,
+    Slew,
+)
 from station.twin.model import load_preset
 from station.twin.ssh_server import TwinSSHServer, write_client_key
 from station.twin.target import EmulatedTarget
@@ -67,8 +73,10 @@ class Twin:
             self.preset = self.preset.independent()
         self.board = board
         self.seed = seed
-        self.target = EmulatedTarget(self.preset, seed, hostname="pi-twin" if board else "rtai-twin",
-                                     board=board is not None, drift_ppm=target_drift_ppm, slews=target_slews)
+        self.target = EmulatedTarget(self.preset, seed,
+                                     hostname="pi-twin" if board else "rtai-twin",
+                                     board=board is not None, drift_ppm=target_drift_ppm,
+                                     slews=target_slews)
         self.scope_clock = DriftingClock(scope_timebase_ppm)
         self.target.truth_dir = truth_dir
         self.target.scope_clock = self.scope_clock
@@ -80,7 +88,8 @@ class Twin:
         self._generator: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._response: Any = None  # the board's output line (a gpio campaign)
-        self._board_run: tuple[Path, int] | None = None  # its truth file, the scope's acquisitions before it
+        # its truth file, the scope's acquisitions before it
+        self._board_run: tuple[Path, int] | None = None
         self._thread: threading.Thread | None = None
 
     async def start_async(self) -> TwinEndpoints:
@@ -92,12 +101,14 @@ class Twin:
         known_hosts.write_text(self._ssh.known_hosts_line())
         scope_resource = generator_resource = ""
         # the scope watches the target's pin on its own timebase
-        source, options = ScopeView(self.target, self.target.clock, self.scope_clock), dict(self.scope_options)
+        source, options = ScopeView(self.target, self.target.clock,
+                                    self.scope_clock), dict(self.scope_options)
         if self.board is not None:
             from instruments.sim.funcgen import SimGeneratorServer
             from station.twin.board import BoardResponse
 
-            self._generator = SimGeneratorServer(host="127.0.0.1", port=0, seed=self.seed, clock=self.target.now_ns)
+            self._generator = SimGeneratorServer(host="127.0.0.1", port=0, seed=self.seed,
+                                                 clock=self.target.now_ns)
             await self._generator.start()
             generator_resource = self._generator.resource
             assert self.target.board is not None
@@ -165,7 +176,8 @@ class Twin:
         return self.endpoints
 
     def call(self, fn, *args):  # noqa: ANN001 - run a plain function on the twin's loop
-        """Run fn on the twin's thread (its state is not thread-safe); its exception is raised here."""
+        """Run fn on the twin's thread (its state is not thread-safe); its exception is raised
+        here."""
         assert self._loop is not None
 
         async def run():  # noqa: ANN202
@@ -190,12 +202,14 @@ class Twin:
         self.call(setattr, self.target, "run_key_next", run_id)
         self.set_truth_path(truth_path)
         if self._response is not None and self._scope is not None:
-            self._board_run = None if truth_path is None else (truth_path, len(self._scope.acquisitions))
+            self._board_run = None if truth_path is None else (truth_path,
+                                                               len(self._scope.acquisitions))
 
     def end_run(self) -> None:
         """A gpio run's truth, what the board did with every stimulus edge the scope recorded in it:
         per acquisition since begin_run (its number in the run, from 0, and where the scope put its
-        trigger on the twin's clock), each edge, its answer and the periodic handler it waited behind."""
+        trigger on the twin's clock), each edge, its answer and the periodic handler it waited
+        behind."""
         if self._board_run is None:
             return
         path, before = self._board_run
@@ -209,7 +223,8 @@ class Twin:
         for n, acq in enumerate(self._scope.acquisitions[before:]):
             first, end = acq.first_sample_ns, acq.first_sample_ns + acq.dt_ns * acq.record_length
             rows = self._response.truth(int(math.floor(first)), int(math.ceil(end)))
-            parts.append(pd.DataFrame({"acquisition": n, "trigger_ns": acq.trigger_ns, "record_start_ns": first,
+            parts.append(pd.DataFrame({"acquisition": n, "trigger_ns": acq.trigger_ns,
+                                       "record_start_ns": first,
                                        "record_end_ns": end, **rows}))
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
             columns=["acquisition", "trigger_ns", "edge_ns"])

@@ -23,7 +23,8 @@ class _Server(asyncssh.SSHServer):
 
 
 class TwinSSHServer:
-    def __init__(self, target: EmulatedTarget, authorized_public_key: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, target: EmulatedTarget, authorized_public_key: str,
+                 host: str = "127.0.0.1") -> None:
         self.target = target
         self.host = host
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
@@ -71,7 +72,8 @@ class TwinSSHServer:
         if (len(words) == 3 and words[:2] == ["cat", ">"]) or (len(words) == 3 and words[0] == "tee"
                                                                and words[2] == ">/dev/null"):
             # the station's file upload (as root through sudo: tee): stdin to a file
-            self.target.write_file(words[2] if words[0] == "cat" else words[1], await process.stdin.read())
+            self.target.write_file(words[2] if words[0] == "cat" else words[1],
+                                   await process.stdin.read())
             return 0
         result = self.target.run(command)
         if isinstance(result, CommandResult):
@@ -87,7 +89,8 @@ class TwinSSHServer:
                 assert isinstance(mod, LoadedModule)
                 if tracked is not None and tracked.echo_pid:
                     process.stdout.write(f"{tracked.pid}\n".encode())
-                return await self.target.serve_stream(mod, process.stdout, process.stdout.drain, closed, tracked)
+                return await self.target.serve_stream(mod, process.stdout, process.stdout.drain,
+                                                      closed, tracked)
             assert isinstance(obj, LoadProcess)
             if obj.echo_pid:
                 process.stdout.write(f"{obj.pid}\n".encode())
@@ -112,7 +115,8 @@ class TwinSSHServer:
 
     async def _interactive(self, process: asyncssh.SSHServerProcess) -> None:
         """A minimal prompt for people who ssh into the twin by hand."""
-        process.stdout.write(b"irq-station twin (emulated RTAI target). Commands: uname, lsmod, insmod, rmmod, "
+        process.stdout.write(b"irq-station twin (emulated RTAI target). Commands: uname, lsmod, "
+                             b"insmod, rmmod, "
                              b"cat, ls, ps, kill, exit\n")
         while True:
             process.stdout.write(b"# ")
@@ -125,7 +129,8 @@ class TwinSSHServer:
                 process.stdout.write(result.stdout.replace(b"\n", b"\r\n"))
                 process.stdout.write(result.stderr.replace(b"\n", b"\r\n"))
             else:
-                process.stdout.write(b"(streaming commands need a non-interactive ssh: ssh twin 'cat /dev/rtf0')\r\n")
+                process.stdout.write(b"(streaming commands need a non-interactive ssh: ssh twin "
+                                     b"'cat /dev/rtf0')\r\n")
 
 
 def write_client_key(path: Path) -> str:

@@ -41,7 +41,8 @@ from station.twin.processes import CommandResult, LoadProcess, ProcessTable, com
 
 MODULE_DIR = "/opt/irq-station/modules"
 # module file stem -> (interface, family): the station's own table, so the two never drift
-MODULES = {stem: (interface, family) for (family, interface), stem in module_names.MODULE_STEMS.items()}
+MODULES = {stem: (interface, family) for (family, interface),
+           stem in module_names.MODULE_STEMS.items()}
 RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
 # the RTAI box's own files, which the Raspberry Pi board does not have
 PC_ONLY_FILES = frozenset({"/proc/version", "/proc/cmdline", "/proc/interrupts", "/proc/rtai/hal"})
@@ -54,7 +55,8 @@ class Output(Protocol):
 
 
 def _numbered(seq: np.ndarray, mod: LoadedModule) -> np.ndarray:
-    """The numbers the module writes: its events' own, from 0 again every restart_every (a fault)."""
+    """The numbers the module writes: its events' own, from 0 again every restart_every (a
+    fault)."""
     every = int(mod.session.params.restart_every)
     return seq % every if every > 0 else seq
 
@@ -99,17 +101,22 @@ class EmulatedTarget(ProcessTable):
         self._next_pid = 4242
         self._insmod_count = 0
         # its CLOCK_MONOTONIC: "up" for an hour, running off the host's (station/twin/clock.py)
-        self.clock = DriftingClock(drift_ppm, slews, offset_ns=3_600_000_000_000 - time.monotonic_ns())
+        self.clock = DriftingClock(drift_ppm, slews,
+                                   offset_ns=3_600_000_000_000 - time.monotonic_ns())
         self.irq_counts = {7: 0, 31: 0}
         self.truth_path_next: Path | None = None
         # the identity of the next run (campaign seed + run id): its random streams follow it, not
-        # the order modules happen to be loaded in, so a resumed campaign equals an uninterrupted one
+        # the order modules happen to be loaded in, so a resumed campaign equals an uninterrupted
+        # one
         self.run_key_next: str | None = None
         self.sudo_needs_password = False  # a test's knob: sudo -n refuses as without NOPASSWD
-        self.command_log: list[str] = []  # every command line received, for tests and by-hand debugging
-        self.sudo_commands: list[str] = []  # what ran through `sudo -n` (the station's privileged calls)
+        # every command line received, for tests and by-hand debugging
+        self.command_log: list[str] = []
+        # what ran through `sudo -n` (the station's privileged calls)
+        self.sudo_commands: list[str] = []
         self.truth_dir: Path | None = None
-        self.scope_clock: DriftingClock | None = None  # the twin scope's timebase, for the truth's rise_scope_ns
+        # the twin scope's timebase, for the truth's rise_scope_ns
+        self.scope_clock: DriftingClock | None = None
         for stem in MODULES:
             self.files[f"{MODULE_DIR}/{stem}.ko"] = b"\x7fELF twin module"
         # a gpio campaign's twin: a board answering GPIO edges (station/twin/board_target.py)
@@ -154,13 +161,15 @@ class EmulatedTarget(ProcessTable):
             return None  # a Raspberry Pi has no RTAI, parport or DE4 board
         ncpu = os.cpu_count() or 2
         table = {
-            "/proc/version": f"Linux version 3.4.55-rtai (twin@{self.hostname}) (gcc 4.9) #1 SMP PREEMPT\n",
+            "/proc/version": f"Linux version 3.4.55-rtai (twin@{self.hostname}) (gcc 4.9) #1 SMP "
+                             "PREEMPT\n",
             "/proc/cmdline": "BOOT_IMAGE=/vmlinuz-3.4.55-rtai root=/dev/sda1 ro quiet isolcpus=1 "
             "idle=poll intel_idle.max_cstate=0\n",
             "/proc/rtai/hal": "RTAI 3.9 (rtai_3.9.265.gd99c55e) [twin]\n",
             "/sys/devices/system/cpu/smt/active": "0\n",
             "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "performance\n",
-            "/proc/loadavg": f"{1.9 if self.loads_running() else 0.05:.2f} 0.80 0.40 1/120 {self._next_pid}\n",
+            "/proc/loadavg": f"{1.9 if self.loads_running() else 0.05:.2f} 0.80 0.40 1/120 "
+                             f"{self._next_pid}\n",
         }
         if path == "/proc/modules":
             names = [*self._module_names(), *self._base_modules()]
@@ -168,7 +177,9 @@ class EmulatedTarget(ProcessTable):
         if path == "/proc/interrupts":
             cols = "".join(f"       CPU{i}" for i in range(ncpu))
             lines = [cols]
-            lines.append("  0:" + "".join(f"{50 + i:>11}" for i in range(ncpu)) + "   IO-APIC   2-edge      timer")
+            lines.append("  0:" + "".join(f"{50 + i:>11}" for i in range(ncpu)) + "   IO-APIC   "
+                                                                                  "2-edge      "
+                                                                                  "timer")
             lines.append(
                 "  7:" + f"{self.irq_counts[7]:>11}" + "".join(f"{0:>11}" for _ in range(ncpu - 1))
                 + "   IO-APIC   7-edge      parport0"
@@ -179,7 +190,12 @@ class EmulatedTarget(ProcessTable):
             )
             return ("\n".join(lines) + "\n").encode()
         parts = path.split("/")
-        if len(parts) == 4 and parts[1] == "proc" and parts[2].isdigit() and parts[3] in ("cmdline", "environ"):
+        if (
+            len(parts) == 4
+            and parts[1] == "proc"
+            and parts[2].isdigit()
+            and parts[3] in ("cmdline", "environ")
+        ):
             self._reap()
             proc = self.loads.get(int(parts[2]))
             if proc is not None and proc.status is None:
@@ -224,8 +240,10 @@ class EmulatedTarget(ProcessTable):
                 continue
             result = self._simple(shlex.join(part))
             if not isinstance(result, CommandResult):
-                return command_error("sh: the twin runs streams and loads only as a command of their own", 2)
-            out = CommandResult(out.stdout + result.stdout, out.stderr + result.stderr, result.status)
+                return command_error("sh: the twin runs streams and loads only as a command of "
+                                     "their own", 2)
+            out = CommandResult(out.stdout + result.stdout, out.stderr + result.stderr,
+                                result.status)
         return out
 
     def _simple(self, command: str) -> CommandResult | tuple[str, object]:
@@ -267,12 +285,15 @@ class EmulatedTarget(ProcessTable):
         return CommandResult(f"{self.hostname}\n".encode())
 
     def _cmd_nproc(self, args: list[str]) -> CommandResult:
-        return CommandResult(f"{PI_CPUS if self.board is not None else os.cpu_count() or 2}\n".encode())
+        return CommandResult(
+            f"{PI_CPUS if self.board is not None else os.cpu_count() or 2}\n".encode()
+        )
 
     def _cmd_command(self, args: list[str]) -> CommandResult:
         """`command -v NAME`: the board has a compiler (Raspberry Pi OS ships gcc); the RTAI box
         is reached with the station's programs as they are."""
-        if len(args) == 2 and args[0] == "-v" and self.board is not None and args[1] in ("cc", "gcc"):
+        if len(args) == 2 and args[0] == "-v" and self.board is not None and args[1] in ("cc",
+                                                                                         "gcc"):
             return CommandResult(f"/usr/bin/{args[1]}\n".encode())
         return CommandResult(status=1)
 
@@ -287,7 +308,9 @@ class EmulatedTarget(ProcessTable):
         if not sources or missing:
             what = missing[0] if missing else "no input files"
             return command_error(f"cc: error: {what}: No such file or directory", 1)
-        self.files[out] = b"\x7fELF twin-built " + hashlib.sha256(self.files[sources[0]]).hexdigest().encode()
+        self.files[out] = (
+            b"\x7fELF twin-built " + hashlib.sha256(self.files[sources[0]]).hexdigest().encode()
+        )
         return CommandResult()
 
     def _cmd_cat(self, args: list[str]) -> CommandResult | tuple[str, object]:
@@ -315,7 +338,8 @@ class EmulatedTarget(ProcessTable):
             if p not in self.dirs:
                 return command_error(f"ls: cannot access '{p}': No such file or directory", 2)
             prefix = p + "/"
-            names = {f[len(prefix):].split("/")[0] for f in [*self.files, *self.dirs] if f.startswith(prefix)}
+            names = {f[len(prefix):].split("/")[0] for f in [*self.files,
+                                                             *self.dirs] if f.startswith(prefix)}
             out.extend(sorted(n for n in names if n))
         return CommandResult(("\n".join(out) + "\n").encode() if out else b"")
 
@@ -352,9 +376,11 @@ class EmulatedTarget(ProcessTable):
         if self.board is not None and stem == RESPONDER_MODULE and path in self.files:
             return self._insmod_responder(path, args[1:])
         if path not in self.files or stem not in MODULES:
-            return command_error(f"insmod: ERROR: could not load module {path}: No such file or directory")
+            return command_error(f"insmod: ERROR: could not load module {path}: No such file or "
+                                 "directory")
         if not self.files[path].startswith(b"\x7fELF"):
-            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid module format")
+            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid module "
+                                 "format")
         if stem in self.modules:
             return command_error(f"insmod: ERROR: could not insert module {path}: File exists")
         interface, family = MODULES[stem]
@@ -372,7 +398,8 @@ class EmulatedTarget(ProcessTable):
         bad = rules.check(params) or self._check_params(params)
         if bad:
             self.files["/var/log/dmesg-last"] = f"{stem}: {bad}\n".encode()
-            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
+            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid "
+                                 "parameters")
         period_us = kernel_int(params.get("period_us", "100"))
         check = params.get("check", "1") in ("1", "Y", "y")
         fmt = params.get("format", "v1")
@@ -418,7 +445,10 @@ class EmulatedTarget(ProcessTable):
         the kernel's nr_cpu_ids), the format's words, a bool's."""
         cpus = os.cpu_count() or 2
         if "cpu" in params and kernel_int(params["cpu"]) >= cpus:
-            return f"cpu={params['cpu']} invalid: accepted -1 (no pinning) or an online CPU in 0..{cpus - 1}"
+            return (
+                f"cpu={params['cpu']} invalid: accepted -1 (no pinning) or an online CPU in "
+                f"0..{cpus - 1}"
+            )
         if params.get("format", "v1") not in ("v1", "legacy"):
             return f"format={params['format']!r}: use v1 or legacy"
         if params.get("check", "1") not in ("0", "1", "Y", "N", "y", "n"):
@@ -430,7 +460,11 @@ class EmulatedTarget(ProcessTable):
             name = Path(name).name.removesuffix(".ko")
             if name in RTAI_BASE_MODULES:
                 return command_error(f"rmmod: ERROR: Module {name} is in use")
-            if self.board is not None and name == RESPONDER_MODULE and self.board.module is not None:
+            if (
+                self.board is not None
+                and name == RESPONDER_MODULE
+                and self.board.module is not None
+            ):
                 self.board.unload_module()
                 continue
             mod = self.modules.get(name)
@@ -447,7 +481,9 @@ class EmulatedTarget(ProcessTable):
 
     # ---- process and stream plumbing -------------------------------------------------
     def _module_names(self) -> list[str]:
-        board_module = [RESPONDER_MODULE] if self.board is not None and self.board.module is not None else []
+        board_module = (
+            [RESPONDER_MODULE] if self.board is not None and self.board.module is not None else []
+        )
         return [*self.modules, *board_module]
 
     def _insmod_responder(self, path: str, kv: list[str]) -> CommandResult:
@@ -459,7 +495,8 @@ class EmulatedTarget(ProcessTable):
             self.board.load_module(params)
         except BoardError as exc:
             self.files["/var/log/dmesg-last"] = f"{RESPONDER_MODULE}: {exc}\n".encode()
-            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid parameters")
+            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid "
+                                 "parameters")
         return CommandResult()
 
     # the station's tool upload: test -x, chmod, mv
@@ -479,7 +516,8 @@ class EmulatedTarget(ProcessTable):
     def _cmd_mv(self, args: list[str]) -> CommandResult:
         paths = [a for a in args if not a.startswith("-")]
         if len(paths) != 2 or paths[0] not in self.files:
-            return command_error(f"mv: cannot stat '{paths[0] if paths else ''}': No such file or directory")
+            return command_error(f"mv: cannot stat '{paths[0] if paths else ''}': No such file or "
+                                 "directory")
         self.files[paths[1]] = self.files.pop(paths[0])
         return CommandResult()
 
@@ -492,11 +530,14 @@ class EmulatedTarget(ProcessTable):
         if not table:
             return
         mod.truth_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.scope_clock is not None:  # each rise where the scope's timebase puts it (drift, slews)
+        # each rise where the scope's timebase puts it (drift, slews)
+        if self.scope_clock is not None:
             rise = np.asarray(table["rise_ns"], np.float64)
             known = ~np.isnan(rise)
             on_scope = np.full(len(rise), np.nan)
-            on_scope[known] = self.scope_clock.from_host(self.clock.to_host(rise[known].astype(np.int64)))
+            on_scope[known] = self.scope_clock.from_host(
+                self.clock.to_host(rise[known].astype(np.int64))
+            )
             table["rise_scope_ns"] = on_scope
         df = pd.DataFrame(table)
         df.attrs = {}
@@ -504,8 +545,8 @@ class EmulatedTarget(ProcessTable):
 
     def records_between(self, mod: LoadedModule, first: int, last: int) -> bytes:
         """Encode events first..last inclusive as the module would write them, each after the stray
-        IRQs whose handlers ran before its own (v1: NOT_OURS records; legacy: dropped, as the modules
-        drop them, their sequence numbers unseen)."""
+        IRQs whose handlers ran before its own (v1: NOT_OURS records; legacy: dropped, as the
+        modules drop them, their sequence numbers unseen)."""
         loaded = self.loads_running()
         out = []
         iface = records.Interface.LPT if mod.interface == "lpt" else records.Interface.PCIE
@@ -517,7 +558,8 @@ class EmulatedTarget(ProcessTable):
                 continue
             sl = slice(lo, hi)
             strays = (c.stray_before >= c.first + lo) & (c.stray_before < c.first + hi)
-            self.irq_counts[mod.irq] = self.irq_counts.get(mod.irq, 0) + (hi - lo) + int(strays.sum())
+            self.irq_counts[mod.irq] = self.irq_counts.get(mod.irq,
+                                                           0) + (hi - lo) + int(strays.sum())
             if mod.fmt == "legacy":
                 out.append(records.encode_legacy(c.sw[sl]))
                 continue
@@ -529,7 +571,8 @@ class EmulatedTarget(ProcessTable):
                 width = board_width_ns(c.rise[sl], c.fall[sl], clock)
             seq = c.seq_of_events(lo, hi)
             if not strays.any():
-                out.append(records.encode_v1(_numbered(seq, mod), c.ts[sl], c.sw[sl], flags, width, mod.dropped))
+                out.append(records.encode_v1(_numbered(seq, mod), c.ts[sl], c.sw[sl], flags, width,
+                                             mod.dropped))
                 continue
             stray_flags = records.pack_flags(iface, mod.session.check, records.Flag.NOT_OURS)
             n, m = hi - lo, int(strays.sum())
@@ -539,7 +582,8 @@ class EmulatedTarget(ProcessTable):
             latency = np.concatenate([c.sw[sl], c.stray_handler[strays] - c.stray_t_write[strays]])
             all_flags = np.concatenate([np.full(n, int(flags)), np.full(m, int(stray_flags))])
             all_width = np.concatenate([np.broadcast_to(width, n), np.zeros(m, np.int64)])
-            out.append(records.encode_v1(_numbered(merged_seq[order], mod), t_write[order], latency[order],
+            out.append(records.encode_v1(_numbered(merged_seq[order], mod), t_write[order],
+                                         latency[order],
                                          all_flags[order], all_width[order], mod.dropped))
         return b"".join(out)
 

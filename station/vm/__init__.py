@@ -1,7 +1,7 @@
 """The VM target: Debian's kernel under QEMU, reached over real SSH, with our modules built for it.
 
-    image = build_image()                      # cached in default_vm_dir(); rebuilt when inputs change
-    with VirtualMachine(image, ssh_port=10022) as vm:
+    image = build_image()                      # cached in default_vm_dir(); rebuilt when inputs
+    change with VirtualMachine(image, ssh_port=10022) as vm:
         ...                                    # ssh root@127.0.0.1 -p 10022 -i image.identity_file
 """
 

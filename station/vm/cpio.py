@@ -1,7 +1,8 @@
 """A cpio "newc" archive writer: the format the kernel unpacks as initramfs.
 
 Written here rather than with the cpio tool so that every entry is owned by root and device nodes
-exist without building as root or calling mknod; mtimes are 0 so the same inputs give the same bytes.
+exist without building as root or calling mknod; mtimes are 0 so the same inputs give the same
+bytes.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ class Tree:
         self.entries[path] = Entry(stat.S_IFREG | perm, data)
 
     def copy(self, path: str, source: Path, perm: int | None = None) -> None:
-        """source's bytes (symlinks followed) at path, keeping its permissions unless perm is given."""
+        """source's bytes (symlinks followed) at path, keeping its permissions unless perm is
+        given."""
         real = source.resolve()
-        self.file(path, real.read_bytes(), perm if perm is not None else stat.S_IMODE(real.stat().st_mode))
+        self.file(path, real.read_bytes(),
+                  perm if perm is not None else stat.S_IMODE(real.stat().st_mode))
 
     def symlink(self, path: str, target: str) -> None:
         self._parents(path)

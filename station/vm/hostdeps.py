@@ -9,12 +9,14 @@ from pathlib import Path
 
 from station.vm.errors import VmError
 
-CI_DEPS = Path(__file__).with_name("ci-deps.sh")  # installs HOST_PACKAGES; shipped beside this module
+# installs HOST_PACKAGES; shipped beside this module
+CI_DEPS = Path(__file__).with_name("ci-deps.sh")
 
 # package -> why; the image is assembled from these and from the downloaded linux-image deb only.
 HOST_PACKAGES: dict[str, str] = {
     "qemu-system-x86": "runs the VM",
-    "linux-headers-amd64": "the kernel the modules are built for (its release picks the linux-image)",
+    "linux-headers-amd64": "the kernel the modules are built for (its release picks the "
+                           "linux-image)",
     "linux-headers-rt-amd64": 'the PREEMPT_RT kernel the modules are built for (kernel="rt")',
     "busybox-static": "the guest's shell and tools",
     "dropbear-bin": "the guest's SSH server and host key generator",
@@ -28,15 +30,21 @@ HOST_PACKAGES: dict[str, str] = {
     "stressapptest": "a memory, disk and network load in the guest",
     "stress-ng": "CPU and other loads in the guest",
     "procps": "pgrep and pkill in the guest (busybox-static has neither)",
-    "rtla": "rtla osnoise/hwnoise in the guest, beside the interruption detector (the RT kernel has the tracers)",
+    "rtla": "rtla osnoise/hwnoise in the guest, beside the interruption detector (the RT kernel "
+            "has the tracers)",
 }
-# packages needed only by one kernel flavour (build_image(kernel=...)); the others every flavour needs
+# packages needed only by one kernel flavour (build_image(kernel=...)); the others every flavour
+# needs
 FLAVOUR_PACKAGES: dict[str, str] = {"linux-headers-rt-amd64": "rt"}
 
 
 def host_packages(kernel: str | None = None) -> dict[str, str]:
     """HOST_PACKAGES a build of that kernel flavour needs (all of them for None)."""
-    return {p: why for p, why in HOST_PACKAGES.items() if kernel is None or FLAVOUR_PACKAGES.get(p, kernel) == kernel}
+    return {
+        p: why
+        for p, why in HOST_PACKAGES.items()
+        if kernel is None or FLAVOUR_PACKAGES.get(p, kernel) == kernel
+    }
 
 
 def missing_host_packages(packages: dict[str, str] | None = None) -> list[str]:
@@ -53,7 +61,8 @@ def missing_host_packages(packages: dict[str, str] | None = None) -> list[str]:
 
 
 def ensure_host_packages(log: Callable[[str], None] = print, kernel: str | None = None) -> None:
-    """Install what a build of kernel (None: any flavour) lacks with apt-get (as root); else say what to install."""
+    """Install what a build of kernel (None: any flavour) lacks with apt-get (as root); else say
+    what to install."""
     wanted = host_packages(kernel)
     missing = missing_host_packages(wanted)
     if not missing:
@@ -61,8 +70,8 @@ def ensure_host_packages(log: Callable[[str], None] = print, kernel: str | None 
     if os.geteuid() != 0:
         why = "; ".join(f"{p}: {HOST_PACKAGES[p]}" for p in missing)
         raise VmError(
-            f"missing host packages ({why}). Install them as root: "
-            f"apt-get install --no-install-recommends {' '.join(missing)}  (or, as root: sh {CI_DEPS})"
+            f"missing host packages ({why}). Install them as root: apt-get install "
+            f"--no-install-recommends {' '.join(missing)}  (or, as root: sh {CI_DEPS})"
         )
     log(f"vm: installing {' '.join(missing)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")

@@ -1,4 +1,5 @@
-"""The VM image: kernel, initramfs, modules and keys in one cache directory, rebuilt only when an input changes."""
+"""The VM image: kernel, initramfs, modules and keys in one cache directory, rebuilt only when an
+input changes."""
 
 from __future__ import annotations
 
@@ -31,14 +32,15 @@ class VmImage:
 
     @classmethod
     def open(cls, vm_dir: Path | None = None, kernel: str = "regular") -> VmImage:
-        """A complete image of that kernel flavour already built under vm_dir (as build_image puts it;
-        no checks that its inputs are current)."""
+        """A complete image of that kernel flavour already built under vm_dir (as build_image puts
+        it; no checks that its inputs are current)."""
         kernel_mod.check_flavour(kernel)
         image = cls(image_dir(vm_dir, kernel))
         manifest = image.read_manifest()
         if not manifest.get("complete"):
             raise VmError(
-                f"no complete VM image in {image.dir}: build it first (build_image(kernel={kernel!r}) / station vm up)"
+                f"no complete VM image in {image.dir}: build it first "
+                f"(build_image(kernel={kernel!r}) / station vm up)"
             )
         if image.flavour != kernel:
             raise VmError(f"{image.dir} holds a {image.flavour!r} image, not {kernel!r}")
@@ -66,8 +68,10 @@ class VmImage:
 
     @property
     def flavour(self) -> str:
-        """The kernel flavour: "regular" (Debian's generic kernel) or "rt" (Debian's PREEMPT_RT build)."""
-        return self.read_manifest().get("kernel_flavour", "regular")  # images built before flavours: regular
+        """The kernel flavour: "regular" (Debian's generic kernel) or "rt" (Debian's PREEMPT_RT
+        build)."""
+        # images built before flavours: regular
+        return self.read_manifest().get("kernel_flavour", "regular")
 
     @property
     def preempt_rt(self) -> bool:
@@ -148,7 +152,8 @@ def _build_kernel(vm_dir: Path, deb: Path, release: str, version: str, log: Log)
     except VmError as exc:
         shutil.copy2(img.bzimage, out / "bzImage")
         kernel_file, compression = "bzImage", None
-        log(f"vm: could not extract vmlinux ({exc}); booting the bzImage (slower: decompresses in the guest)")
+        log(f"vm: could not extract vmlinux ({exc}); booting the bzImage (slower: decompresses in "
+            "the guest)")
     nic = []
     for ko in _nic_load_order(img, NIC_DRIVER):
         dest = out / "nic" / ko.name
@@ -165,11 +170,12 @@ def _build_kernel(vm_dir: Path, deb: Path, release: str, version: str, log: Log)
 def build_image(
     vm_dir: Path | None = None, force: bool = False, log: Log = print, *, kernel: str = "regular"
 ) -> VmImage:
-    """Build (or reuse) the image of a kernel flavour: Debian's kernel matching the installed headers
-    ("regular"), or Debian's PREEMPT_RT build of the same version ("rt"), our modules built for it, and
-    an initramfs with busybox, dropbear, the NIC driver and the load/probe tools (cyclictest, hackbench,
-    stressapptest, stress-ng). vm_dir is the cache root: the regular image lives in it, the rt image in
-    <vm_dir>/rt, so both coexist. Idempotent: a part is rebuilt only when its inputs changed (or force)."""
+    """Build (or reuse) the image of a kernel flavour: Debian's kernel matching the installed
+    headers ("regular"), or Debian's PREEMPT_RT build of the same version ("rt"), our modules built
+    for it, and an initramfs with busybox, dropbear, the NIC driver and the load/probe tools
+    (cyclictest, hackbench, stressapptest, stress-ng). vm_dir is the cache root: the regular image
+    lives in it, the rt image in <vm_dir>/rt, so both coexist. Idempotent: a part is rebuilt only
+    when its inputs changed (or force)."""
     kernel_mod.check_flavour(kernel)
     vm_dir = image_dir(vm_dir, kernel).resolve()
     vm_dir.mkdir(parents=True, exist_ok=True)
@@ -179,8 +185,8 @@ def build_image(
         old = image.read_manifest()
         if old and old.get("kernel_flavour", "regular") != kernel:
             raise VmError(
-                f"{vm_dir} holds the {old.get('kernel_flavour', 'regular')!r} image, not {kernel!r}: pass the cache "
-                "root as vm_dir (the rt image lives in <vm_dir>/rt)"
+                f"{vm_dir} holds the {old.get('kernel_flavour', 'regular')!r} image, not "
+                f"{kernel!r}: pass the cache root as vm_dir (the rt image lives in <vm_dir>/rt)"
             )
         old = {} if force else old
         inputs = dict(old.get("inputs", {}))
@@ -194,7 +200,8 @@ def build_image(
             (vm_dir / "host_key.pub.tmp").write_text(host_pub + "\n")
             (vm_dir / "host_key.pub.tmp").replace(pub)
 
-        release, version, deb = kernel_mod.download_linux_image(vm_dir / "debs", log, flavour=kernel)
+        release, version, deb = kernel_mod.download_linux_image(vm_dir / "debs", log,
+                                                                flavour=kernel)
         key = _digest(release, version, _recipe(kernel_mod), NIC_DRIVER)
         kernel_ok = (vm_dir / "kernel" / old.get("kernel_file", "vmlinux")).is_file()
         if inputs.get("kernel") != key or not kernel_ok:
@@ -211,7 +218,9 @@ def build_image(
         key = _digest(src_hash, release, version, _recipe(latency_modules))
         modules_ok = all((image.modules_dir / m).is_file() for m in latency_modules.MODULES)
         if inputs.get("modules") != key or not modules_ok:
-            log(f"vm: building {', '.join(latency_modules.MODULES)} from {src} against {kdir} (W=1)")
+            log(
+                f"vm: building {', '.join(latency_modules.MODULES)} from {src} against {kdir} (W=1)"
+            )
             _write_manifest(vm_dir, manifest)
             latency_modules.build(kdir, vm_dir / "build", image.modules_dir, src)
             inputs["modules"] = key

@@ -1,8 +1,9 @@
-"""The guest's root filesystem, an initramfs: busybox, dropbear, the NIC driver, our modules, the load and
-probe tools (cyclictest, hackbench, stressapptest, stress-ng, pgrep/pkill, chrt), /init.
+"""The guest's root filesystem, an initramfs: busybox, dropbear, the NIC driver, our modules, the
+load and probe tools (cyclictest, hackbench, stressapptest, stress-ng, pgrep/pkill, chrt), /init.
 
 Everything comes from installed Debian packages (HOST_SOURCES) and from the unpacked linux-image;
-nothing is downloaded here. Dynamically linked binaries bring the libraries ldd finds for them on this host.
+nothing is downloaded here. Dynamically linked binaries bring the libraries ldd finds for them on
+this host.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from station.vm.errors import VmError
 
 BUSYBOX = Path("/bin/busybox")
 DROPBEAR = Path("/usr/sbin/dropbear")
-SFTP_SERVER = Path("/usr/lib/openssh/sftp-server")  # optional: lets SFTP clients (asyncssh, scp -s) in
-# the guest's load and probe tools: binary -> the Debian package it comes from (hostdeps installs them)
+# optional: lets SFTP clients (asyncssh, scp -s) in
+SFTP_SERVER = Path("/usr/lib/openssh/sftp-server")
+# the guest's load and probe tools: binary -> the Debian package it comes from (hostdeps installs
+# them)
 GUEST_TOOLS: dict[str, str] = {
     "/usr/bin/cyclictest": "rt-tests",
     "/usr/bin/hackbench": "rt-tests",
@@ -26,12 +29,15 @@ GUEST_TOOLS: dict[str, str] = {
     "/usr/bin/pgrep": "procps",  # busybox-static has no pgrep/pkill
     "/usr/bin/pkill": "procps",
     "/usr/bin/chrt": "util-linux",  # essential in Debian; busybox has taskset but no chrt
-    "/usr/bin/rtla": "rtla",  # osnoise/hwnoise: the kernel's own noise tracers (the RT kernel has them)
+    # osnoise/hwnoise: the kernel's own noise tracers (the RT kernel has them)
+    "/usr/bin/rtla": "rtla",
 }
-# glibc dlopen()s libgcc_s for pthread_cancel/pthread_exit unwinding: ldd does not list it for C programs
+# glibc dlopen()s libgcc_s for pthread_cancel/pthread_exit unwinding: ldd does not list it for C
+# programs
 DLOPENED = ("libgcc_s.so.1",)
 # the packages whose files the initramfs copies: their versions are inputs of its cache key
-HOST_SOURCES = ("busybox-static", "dropbear-bin", "openssh-sftp-server", *dict.fromkeys(GUEST_TOOLS.values()), "libc6")
+HOST_SOURCES = ("busybox-static", "dropbear-bin", "openssh-sftp-server",
+                *dict.fromkeys(GUEST_TOOLS.values()), "libc6")
 GUEST_MODULES = "opt/irq-station/modules"
 HOST_KEY = "etc/dropbear/dropbear_ed25519_host_key"
 INIT_MARKER = "irq-station-vm: /init at"
@@ -108,7 +114,8 @@ def _add_tools(tree: Tree) -> None:
         binary = Path(path)
         if not binary.is_file():
             raise VmError(f"{binary} is missing: apt-get install --no-install-recommends {package}")
-        libdirs.update(lib.parent for lib in _add_binary(tree, binary) if lib.name.startswith("libc.so"))
+        libdirs.update(lib.parent for lib in _add_binary(tree,
+                                                         binary) if lib.name.startswith("libc.so"))
     for name in DLOPENED:
         lib = next((d / name for d in sorted(libdirs) if (d / name).is_file()), None)
         if lib is None:
@@ -153,8 +160,10 @@ def build(
     tree.file("etc/shells", b"/bin/sh\n")
     tree.file("etc/inittab", INITTAB.encode())
     tree.file("etc/hostname", b"irq-vm\n")
-    # glibc's built-in files backend resolves localhost (stressapptest -n, stress-ng's socket stressors)
-    tree.file("etc/hosts", b"127.0.0.1 localhost irq-vm\n::1 localhost ip6-localhost ip6-loopback\n")
+    # glibc's built-in files backend resolves localhost (stressapptest -n, stress-ng's socket
+    # stressors)
+    tree.file("etc/hosts",
+              b"127.0.0.1 localhost irq-vm\n::1 localhost ip6-localhost ip6-loopback\n")
     tree.file("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files\n")
     tree.dir("root", 0o700)
     tree.dir("root/.ssh", 0o700)

@@ -1,11 +1,14 @@
-"""The guest kernel: Debian's linux-image matching the installed headers, unpacked, made bootable fast.
+"""The guest kernel: Debian's linux-image matching the installed headers, unpacked, made bootable
+fast.
 
-The modules are built against /usr/src/linux-headers-<release>; the kernel checks vermagic at insmod, so
-the guest must run exactly that release. Only Debian's archive is used (apt-get download).
+The modules are built against /usr/src/linux-headers-<release>; the kernel checks vermagic at
+insmod, so the guest must run exactly that release. Only Debian's archive is used (apt-get
+download).
 
-Two flavours of the same Debian kernel version: "regular" (linux-image-<abi>-amd64, the release of the
-newest installed linux-headers-*-amd64) and "rt" (linux-image-<abi>-rt-amd64, PREEMPT_RT, built by Debian
-from the same source package and version), so regular and RT runs differ in the kernel build only.
+Two flavours of the same Debian kernel version: "regular" (linux-image-<abi>-amd64, the release of
+the newest installed linux-headers-*-amd64) and "rt" (linux-image-<abi>-rt-amd64, PREEMPT_RT, built
+by Debian from the same source package and version), so regular and RT runs differ in the kernel
+build only.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ _OTHER_SUFFIXES = {"-rt-amd64": "rt", "-cloud-amd64": "cloud"}
 
 
 def release_flavour(release: str) -> str | None:
-    """The flavour of a release: 6.1.0-56-amd64 is "regular", 6.1.0-56-rt-amd64 "rt"; None if not amd64."""
+    """The flavour of a release: 6.1.0-56-amd64 is "regular", 6.1.0-56-rt-amd64 "rt"; None if not
+    amd64."""
     for suffix, flavour in _OTHER_SUFFIXES.items():
         if release.endswith(suffix):
             return flavour
@@ -38,7 +42,8 @@ def release_flavour(release: str) -> str | None:
 
 
 def flavour_release(release: str, flavour: str) -> str:
-    """The release of flavour built from the same Debian kernel as release: 6.1.0-56-amd64 -> 6.1.0-56-rt-amd64."""
+    """The release of flavour built from the same Debian kernel as release: 6.1.0-56-amd64 ->
+    6.1.0-56-rt-amd64."""
     check_flavour(flavour)
     if release_flavour(release) != "regular":
         raise VmError(f"{release} is not a regular Debian amd64 kernel release")
@@ -103,7 +108,8 @@ def _apt_download(package: str, version: str, dest: Path) -> Path | None:
         # apt drops to _apt for downloads; let it write here instead of warning about sandboxing
         shutil.chown(dest, user="_apt")
     res = subprocess.run(
-        ["apt-get", "download", "-q", f"{package}={version}"], cwd=dest, capture_output=True, text=True, check=False
+        ["apt-get", "download", "-q", f"{package}={version}"], cwd=dest, capture_output=True,
+        text=True, check=False
     )
     debs = sorted(dest.glob(f"{package}_*.deb"))
     return debs[-1] if res.returncode == 0 and debs else None
@@ -121,7 +127,9 @@ def _user_exists(name: str) -> bool:
 
 def _meta_headers(flavour: str) -> list[str]:
     """The metapackages that follow the archive's current kernel: the regular one, and flavour's."""
-    return ["linux-headers-amd64"] + ([] if flavour == "regular" else [f"linux-headers-{flavour}-amd64"])
+    return ["linux-headers-amd64"] + (
+        [] if flavour == "regular" else [f"linux-headers-{flavour}-amd64"]
+    )
 
 
 def _apt(cmds: list[list[str]]) -> None:
@@ -137,18 +145,20 @@ def _upgrade_headers(log: Log, flavour: str = "regular") -> None:
     meta = " ".join(_meta_headers(flavour))
     if os.geteuid() != 0:
         raise VmError(
-            "Debian's archive no longer has the linux-image for the installed headers; as root run: "
-            f"apt-get update && apt-get install {meta}  (headers and image must match: vermagic)"
+            "Debian's archive no longer has the linux-image for the installed headers; as root "
+            f"run: apt-get update && apt-get install {meta}  (headers and image must match: "
+            "vermagic)"
         )
     log(f"vm: archive moved on; upgrading {meta} so headers and image match")
     _apt([["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *_meta_headers(flavour)]])
 
 
 def ensure_headers(release: str, version: str, log: Log) -> Path:
-    """/usr/src/linux-headers-<release> at exactly version (the image's), installed with apt-get when root.
+    """/usr/src/linux-headers-<release> at exactly version (the image's), installed with apt-get
+    when root.
 
-    The regular headers are there by construction (their release picks the image); the RT headers of the
-    same Debian version are installed here, or the VmError says exactly what to install.
+    The regular headers are there by construction (their release picks the image); the RT headers of
+    the same Debian version are installed here, or the VmError says exactly what to install.
     """
     pkg = f"linux-headers-{release}"
     kdir = headers_dir(release)
@@ -168,18 +178,25 @@ def ensure_headers(release: str, version: str, log: Log) -> Path:
         _apt([install])
     except VmError:
         try:
-            _apt([["apt-get", "update", "-q"], install])  # the package lists may predate the version
+            # the package lists may predate the version
+            _apt([["apt-get", "update", "-q"], install])
         except VmError as exc:
-            raise VmError(f"cannot install {want} (needed to build the modules for {release}): {exc}") from None
+            raise VmError(f"cannot install {want} (needed to build the modules for {release}): "
+                          f"{exc}") from None
     if package_version(pkg) != version or not (kdir / "Makefile").is_file():
-        raise VmError(f"apt-get install {want} finished but {kdir} is not there: install it by hand")
+        raise VmError(
+            f"apt-get install {want} finished but {kdir} is not there: install it by hand"
+        )
     return kdir
 
 
-def download_linux_image(debs_dir: Path, log: Log, flavour: str = "regular") -> tuple[str, str, Path]:
-    """(release, version, deb) of the linux-image of flavour matching the newest installed regular headers.
+def download_linux_image(debs_dir: Path, log: Log, flavour: str = "regular") -> tuple[str, str,
+                                                                                      Path]:
+    """(release, version, deb) of the linux-image of flavour matching the newest installed regular
+    headers.
 
-    For "rt" that is linux-image-<abi>-rt-amd64 of the same Debian version as linux-headers-<abi>-amd64.
+    For "rt" that is linux-image-<abi>-rt-amd64 of the same Debian version as
+    linux-headers-<abi>-amd64.
     """
     check_flavour(flavour)
     for attempt in (1, 2):
@@ -188,7 +205,8 @@ def download_linux_image(debs_dir: Path, log: Log, flavour: str = "regular") -> 
             raise VmError("no /usr/src/linux-headers-*-amd64: install linux-headers-amd64")
         version = package_version(f"linux-headers-{releases[-1]}")
         if version is None:
-            raise VmError(f"linux-headers-{releases[-1]} is in /usr/src but dpkg does not list it as installed")
+            raise VmError(f"linux-headers-{releases[-1]} is in /usr/src but dpkg does not list it "
+                          "as installed")
         release = flavour_release(releases[-1], flavour)
         cached = debs_dir / f"linux-image-{release}_{version}_amd64.deb"
         if cached.is_file():
@@ -201,7 +219,8 @@ def download_linux_image(debs_dir: Path, log: Log, flavour: str = "regular") -> 
                 return release, version, cached
         if attempt == 1:
             _upgrade_headers(log, flavour)
-    raise VmError(f"apt-get download linux-image-{release}={version} failed even after upgrading the headers")
+    raise VmError(f"apt-get download linux-image-{release}={version} failed even after upgrading "
+                  "the headers")
 
 
 def unpack(deb: Path, release: str, version: str, root: Path) -> LinuxImage:
@@ -241,10 +260,12 @@ def extract_vmlinux(bzimage: Path, out: Path) -> str:
     if kind == "xz":
         elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(payload)
     elif kind in ("zstd", "gzip"):
-        # payload_length covers the 4-byte size the kernel build appends; zstd rejects it as a bad frame
+        # payload_length covers the 4-byte size the kernel build appends; zstd rejects it as a bad
+        # frame
         res = subprocess.run([kind, "-dc"], input=payload[:-4], capture_output=True, check=False)
         if not res.stdout:
-            raise VmError(f"{kind} -dc could not unpack the kernel: {res.stderr.decode(errors='replace')}")
+            raise VmError(f"{kind} -dc could not unpack the kernel: "
+                          f"{res.stderr.decode(errors='replace')}")
         elf = res.stdout
     else:
         raise VmError(f"unknown kernel compression (payload starts {payload[:6].hex()})")

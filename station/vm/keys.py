@@ -24,15 +24,18 @@ def ensure_client_key(path: Path) -> str:
 
 
 def ensure_host_key(path: Path) -> str:
-    """A dropbear ed25519 host key at path, created once (no entropy wait at boot); returns its public line."""
+    """A dropbear ed25519 host key at path, created once (no entropy wait at boot); returns its
+    public line."""
     if not path.is_file():
         tmp = path.with_suffix(".tmp")
         tmp.unlink(missing_ok=True)
-        res = subprocess.run(["dropbearkey", "-t", "ed25519", "-f", str(tmp)], capture_output=True, text=True)
+        res = subprocess.run(["dropbearkey", "-t", "ed25519", "-f", str(tmp)], capture_output=True,
+                             text=True)
         if res.returncode != 0:
             raise VmError(f"dropbearkey failed: {res.stderr.strip()}")
         tmp.replace(path)
-    res = subprocess.run(["dropbearkey", "-y", "-f", str(path)], capture_output=True, text=True, check=False)
+    res = subprocess.run(["dropbearkey", "-y", "-f", str(path)], capture_output=True, text=True,
+                         check=False)
     line = next((ln for ln in res.stdout.splitlines() if ln.startswith("ssh-")), None)
     if line is None:
         raise VmError(f"dropbearkey -y -f {path} printed no public key: {res.stderr.strip()}")

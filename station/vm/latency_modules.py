@@ -16,27 +16,31 @@ from pathlib import Path
 
 from station.vm.errors import VmError
 
-PACKAGED_DIR = "_target_modules"  # in the station package; pyproject.toml's package-dir puts it there
+# in the station package; pyproject.toml's package-dir puts it there
+PACKAGED_DIR = "_target_modules"
 CHECKOUT_MODULES = Path(__file__).resolve().parents[2] / "target_modules"
 # irqgap_inject and gpio_testchip: test only
-MODULES = ("lpt_latency.ko", "pcie_latency.ko", "irqgap_inject.ko", "gpio_responder.ko", "gpio_testchip.ko")
+MODULES = ("lpt_latency.ko", "pcie_latency.ko", "irqgap_inject.ko", "gpio_responder.ko",
+           "gpio_testchip.ko")
 # build products and the user-space tool: not inputs (pyproject.toml's exclude-package-data
 # keeps them out of the wheel too); nor are hidden files (.gitignore, kbuild's .*.cmd)
-_IGNORE = ("*.o", "*.ko", "*.mod", "*.mod.c", "Module.symvers", "modules.order", "irqs-dump", "irqgap", "irqgap-static",
+_IGNORE = ("*.o", "*.ko", "*.mod", "*.mod.c", "Module.symvers", "modules.order", "irqs-dump",
+           "irqgap", "irqgap-static",
            "gpio_responder_user", "gpio_responder_user-static")
 
 
 def module_sources() -> Path:
     """The module source tree: the installed package's copy, else the checkout's target_modules/."""
     packaged = resources.files("station") / PACKAGED_DIR
-    candidates = [packaged] if isinstance(packaged, Path) else []  # a zipped install has no tree make can use
+    # a zipped install has no tree make can use
+    candidates = [packaged] if isinstance(packaged, Path) else []
     candidates.append(CHECKOUT_MODULES)
     for src in candidates:
         if (src / "Makefile").is_file():
             return src
     raise VmError(
-        f"no kernel module sources at {packaged} (installed package) or {CHECKOUT_MODULES} (checkout): "
-        "reinstall irq-station (its wheel ships them) or run from a checkout"
+        f"no kernel module sources at {packaged} (installed package) or {CHECKOUT_MODULES} "
+        "(checkout): reinstall irq-station (its wheel ships them) or run from a checkout"
     )
 
 
@@ -61,7 +65,8 @@ def sources_hash(src: Path | None = None) -> str:
 
 
 def prepare_tree(build_dir: Path, src: Path | None = None) -> Path:
-    """A fresh copy of the sources (exactly the files sources_hash() hashes) in build_dir/target_modules."""
+    """A fresh copy of the sources (exactly the files sources_hash() hashes) in
+    build_dir/target_modules."""
     src = src or module_sources()
     if not (src / "Makefile").is_file():
         raise VmError(f"no kernel module sources at {src}")
@@ -76,10 +81,12 @@ def prepare_tree(build_dir: Path, src: Path | None = None) -> Path:
 
 
 def build(kdir: Path, build_dir: Path, out_dir: Path, src: Path | None = None) -> list[Path]:
-    """make W=1 in a copy under build_dir (the sources stay clean); the .ko files land in out_dir."""
+    """make W=1 in a copy under build_dir (the sources stay clean); the .ko files land in
+    out_dir."""
     tree = prepare_tree(build_dir, src)
     res = subprocess.run(
-        ["make", "-C", str(tree), f"KDIR={kdir}", "W=1"], capture_output=True, text=True, check=False
+        ["make", "-C", str(tree), f"KDIR={kdir}", "W=1"], capture_output=True, text=True,
+        check=False
     )
     if res.returncode != 0:
         raise VmError(f"module build against {kdir} failed:\n{(res.stdout + res.stderr)[-3000:]}")

@@ -31,9 +31,11 @@ T = TypeVar("T")
 HOST = "127.0.0.1"
 STATE_FILE = "vm.json"
 # loglevel=5: the console log holds warnings and worse (a soft lockup's backtrace is a warning), not
-# boot chatter; all-CPU backtraces: a lockup shows what every vCPU was doing; panic=-1 + -no-reboot: a
-# panic ends QEMU instead of hanging; trust_cpu: no wait for entropy.
-KERNEL_CMDLINE = "console=ttyS0 loglevel=5 softlockup_all_cpu_backtrace=1 random.trust_cpu=on panic=-1"
+# boot chatter; all-CPU backtraces: a lockup shows what every vCPU was doing; panic=-1 + -no-reboot:
+# a panic ends QEMU instead of hanging; trust_cpu: no wait for entropy.
+KERNEL_CMDLINE = (
+    "console=ttyS0 loglevel=5 softlockup_all_cpu_backtrace=1 random.trust_cpu=on panic=-1"
+)
 # room for `stressapptest -M 256` beside the initramfs (held in RAM) and the loads
 MEMORY_MIB = 1024
 # cyclictest -t -a runs a thread per CPU; two vCPUs cost little boot time under TCG (docs/vm.md)
@@ -46,7 +48,8 @@ TCG_THREADS = "single"
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run coro to completion from sync code, also when the caller is itself inside an event loop."""
+    """Run coro to completion from sync code, also when the caller is itself inside an event
+    loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -85,8 +88,9 @@ class VirtualMachine:
         # a campaign's VM must not outlive a station killed with SIGKILL (nobody would find it)
         self.die_with_caller = die_with_caller
         self.ssh_port = ssh_port
-        # default: the image's own directory, where `station vm down` looks (from_state(default_vm_dir()));
-        # absolute: the path is how a later process recognises our QEMU among others (is_running)
+        # default: the image's own directory, where `station vm down` looks
+        # (from_state(default_vm_dir())); absolute: the path is how a later process recognises our
+        # QEMU among others (is_running)
         self.state_dir = Path(state_dir or image.dir).resolve()
         self.timings: dict[str, float] = {}
         self._proc: subprocess.Popen[bytes] | None = None
@@ -132,7 +136,8 @@ class VirtualMachine:
             "-initrd", str(self.image.initrd_path),
             "-append", KERNEL_CMDLINE,
             "-netdev", f"user,id=n0,hostfwd=tcp:{HOST}:{self.ssh_port}-:22",
-            # autonegotiation off: the emulated link is up at once instead of ~2.5 s after `ip link set up`
+            # autonegotiation off: the emulated link is up at once instead of ~2.5 s after
+            # `ip link set up`
             "-device", "e1000,netdev=n0,autonegotiation=off",
             # the PCIe module's emulated target (1234:11e8)
             "-device", "edu",
@@ -143,7 +148,8 @@ class VirtualMachine:
         ]  # fmt: skip
 
     def ssh_command(self, *remote: str) -> list[str]:
-        """OpenSSH client command line for this VM (key and pinned host key), e.g. for `station vm ssh`."""
+        """OpenSSH client command line for this VM (key and pinned host key), e.g. for
+        `station vm ssh`."""
         return [
             "ssh",
             "-i", str(self.image.identity_file),
@@ -160,7 +166,8 @@ class VirtualMachine:
         if self._pid is None:
             return False
         if self._proc is not None:
-            # our child: its exit status is the truth (right after fork, /proc shows our own cmdline)
+            # our child: its exit status is the truth (right after fork, /proc shows our own
+            # cmdline)
             return self._proc.poll() is None
         state = _pid_state(self._pid)
         if state in (None, "Z", "X"):
@@ -195,12 +202,15 @@ class VirtualMachine:
 
     @classmethod
     def from_state(cls, state_dir: Path) -> VirtualMachine:
-        """The VM another process started with this state_dir (it may have stopped since: is_running())."""
+        """The VM another process started with this state_dir (it may have stopped since:
+        is_running())."""
         path = Path(state_dir) / STATE_FILE
         try:
             state = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise VmError(f"no VM state in {state_dir} ({exc.__class__.__name__}: {path})") from None
+            raise VmError(
+                f"no VM state in {state_dir} ({exc.__class__.__name__}: {path})"
+            ) from None
         vm = cls(
             VmImage(Path(state["image_dir"])),
             ssh_port=int(state["ssh_port"]),
@@ -214,7 +224,8 @@ class VirtualMachine:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout_s: float = 180) -> None:
-        """Boot in the background and return once SSH answers with our key and the pinned host key."""
+        """Boot in the background and return once SSH answers with our key and the pinned host
+        key."""
         _run(self.start_async(timeout_s))
 
     async def start_async(self, timeout_s: float = 180) -> None:
@@ -224,8 +235,8 @@ class VirtualMachine:
                 other = VirtualMachine.from_state(self.state_dir)
                 if other.is_running():
                     raise VmError(
-                        f"a VM is already running from {self.state_dir} (pid {other.pid}, port {other.ssh_port}); "
-                        "stop it first (station vm down)"
+                        f"a VM is already running from {self.state_dir} (pid {other.pid}, port "
+                        f"{other.ssh_port}); stop it first (station vm down)"
                     )
         if self.is_running():
             return
@@ -248,7 +259,9 @@ class VirtualMachine:
                     preexec_fn=die_with_parent if self.die_with_caller else None,
                 )
             except FileNotFoundError:
-                raise VmError("qemu-system-x86_64 not found (apt-get install qemu-system-x86)") from None
+                raise VmError(
+                    "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+                ) from None
         self._pid = self._proc.pid
         self._write_state()
         try:
@@ -265,11 +278,15 @@ class VirtualMachine:
             try:
                 s.bind((HOST, self.ssh_port))
             except OSError as exc:
-                raise VmError(f"{HOST}:{self.ssh_port} is in use ({exc.strerror}): choose another ssh_port") from None
+                raise VmError(f"{HOST}:{self.ssh_port} is in use ({exc.strerror}): choose another "
+                              "ssh_port") from None
 
     def _why_not(self, what: str) -> str:
         qemu = self.qemu_log.read_text(errors="replace").strip() if self.qemu_log.exists() else ""
-        return f"{what}\nqemu: {qemu[-1500:] or '(nothing)'}\nconsole ({self.console_log}):\n{self.console_tail()}"
+        return (
+            f"{what}\nqemu: {qemu[-1500:] or '(nothing)'}\nconsole "
+            f"({self.console_log}):\n{self.console_tail()}"
+        )
 
     def console_tail(self, lines: int = 25) -> str:
         try:
@@ -292,11 +309,14 @@ class VirtualMachine:
                     self.timings["boot_to_init_s"] = round(now - t0, 2)
                     self.timings["guest_uptime_at_init_s"] = float(m.group(1))
             if now > deadline:
-                raise VmError(self._why_not(f"SSH on {HOST}:{self.ssh_port} did not answer within {timeout_s:g} s"))
-            # before dropbear runs, a connect hangs in slirp's SYN retries instead of failing: wait for it
+                raise VmError(self._why_not(f"SSH on {HOST}:{self.ssh_port} did not answer within "
+                                            f"{timeout_s:g} s"))
+            # before dropbear runs, a connect hangs in slirp's SYN retries instead of failing: wait
+            # for it
             if SSHD_MARKER in self.console_log.read_text(errors="replace"):
                 attempts += 1
-                # short first tries (a handshake takes well under a second), longer ones on a slow host
+                # short first tries (a handshake takes well under a second), longer ones on a slow
+                # host
                 if await self._ssh_answers(min(2.0 * attempts, 10.0, deadline - now)):
                     self.timings["to_ssh_s"] = round(time.monotonic() - t0, 2)
                     self.timings["ssh_attempts"] = attempts
@@ -314,18 +334,23 @@ class VirtualMachine:
         }
 
     async def _ssh_answers(self, timeout: float) -> bool:
-        # hostfwd accepts TCP before the guest listens: only a completed, authenticated handshake counts
+        # hostfwd accepts TCP before the guest listens: only a completed, authenticated handshake
+        # counts
         try:
-            async with asyncssh.connect(**self.connect_options(), connect_timeout=max(timeout, 0.5)) as conn:
+            async with asyncssh.connect(**self.connect_options(), connect_timeout=max(timeout,
+                                                                                      0.5)) as conn:
                 await conn.run("true", check=True)
             return True
         except asyncssh.HostKeyNotVerifiable as exc:
-            raise VmError(f"the VM's host key does not match {self.known_hosts_file}: {exc.reason}") from None
+            raise VmError(
+                f"the VM's host key does not match {self.known_hosts_file}: {exc.reason}"
+            ) from None
         except (OSError, TimeoutError, asyncssh.Error):
             return False
 
     def stop(self, timeout_s: float = 30) -> None:
-        """`poweroff -f` over SSH, wait for QEMU to exit, kill it if it does not. Safe to call twice."""
+        """`poweroff -f` over SSH, wait for QEMU to exit, kill it if it does not. Safe to call
+        twice."""
         if self.is_running():
             _run(self._poweroff())
             if not self._wait_exit(timeout_s):

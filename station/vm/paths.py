@@ -16,7 +16,8 @@ def default_vm_dir() -> Path:
 
 
 def image_dir(vm_dir: Path | None = None, kernel: str = "regular") -> Path:
-    """Where the image of a kernel flavour lives: the regular one in vm_dir itself (as before flavours
-    existed), every other flavour in its own subdirectory (<vm_dir>/rt), so the images coexist."""
+    """Where the image of a kernel flavour lives: the regular one in vm_dir itself (as before
+    flavours existed), every other flavour in its own subdirectory (<vm_dir>/rt), so the images
+    coexist."""
     root = Path(vm_dir or default_vm_dir())
     return root if kernel == "regular" else root / kernel

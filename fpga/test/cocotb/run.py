@@ -39,7 +39,8 @@ def results(xml_path: Path) -> tuple[list[str], list[str]]:
 
 
 def run(verilog: Path, build_dir: Path, clock_hz: int = DEFAULT_CLOCK_HZ, seed: int | None = None,
-        random_ops: int | None = None, testcase: list[str] | None = None) -> tuple[list[str], list[str]]:
+        random_ops: int | None = None, testcase: list[str] | None = None) -> tuple[list[str],
+                                                                                   list[str]]:
     from cocotb_tools.runner import get_runner
 
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -47,7 +48,8 @@ def run(verilog: Path, build_dir: Path, clock_hz: int = DEFAULT_CLOCK_HZ, seed: 
         sys.path.insert(0, str(HERE))  # the runner hands sys.path to the simulator's Python
     runner = get_runner("icarus")
     runner.build(sources=[verilog], hdl_toplevel=TOPLEVEL, build_dir=build_dir, always=True,
-                 parameters={"clockHz": clock_hz}, timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
+                 parameters={"clockHz": clock_hz}, timescale=("1ns", "1ps"),
+                 log_file=build_dir / "build.log")
     env = {"ECHOER_CLOCK_HZ": str(clock_hz)}
     if random_ops is not None:
         env["ECHOER_RANDOM_OPS"] = str(random_ops)
@@ -57,7 +59,8 @@ def run(verilog: Path, build_dir: Path, clock_hz: int = DEFAULT_CLOCK_HZ, seed: 
     # the verdict here comes from the results file, test by test.
     os.environ.pop("PYTEST_CURRENT_TEST", None)
     try:
-        runner.test(test_module="tb_echoer", hdl_toplevel=TOPLEVEL, build_dir=build_dir, test_dir=build_dir,
+        runner.test(test_module="tb_echoer", hdl_toplevel=TOPLEVEL, build_dir=build_dir,
+                    test_dir=build_dir,
                     results_xml=str(xml), extra_env=env, seed=seed, testcase=testcase,
                     log_file=build_dir / "sim.log")
     except SystemExit as exc:  # the simulator itself failed; it may still have left results
@@ -72,9 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verilog", type=Path, default=FPGA / "verilog" / f"{TOPLEVEL}.v")
     ap.add_argument("--build-dir", type=Path, default=FPGA / "build" / "cocotb")
     ap.add_argument("--clock-hz", type=int, default=DEFAULT_CLOCK_HZ)
-    ap.add_argument("--seed", type=int, default=None, help="random seed (default: cocotb picks and prints one)")
-    ap.add_argument("--random-ops", type=int, default=None, help="transfers in the random-traffic test")
-    ap.add_argument("--testcase", action="append", default=None, help="run only this cocotb test (repeatable)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="random seed (default: cocotb picks and prints one)")
+    ap.add_argument("--random-ops", type=int, default=None,
+                    help="transfers in the random-traffic test")
+    ap.add_argument("--testcase", action="append", default=None,
+                    help="run only this cocotb test (repeatable)")
     args = ap.parse_args(argv)
     passed, failed = run(args.verilog.resolve(), args.build_dir.resolve(), args.clock_hz, args.seed,
                          args.random_ops, args.testcase)

@@ -42,7 +42,9 @@ VERSION = (MAP["version"]["major"] << 16) | MAP["version"]["minor"]
 ADDR_WORDS = 1 << MAP["address_width"]
 READABLE = {REG[r["name"]] for r in MAP["registers"] if r["access"] != "wo"}
 UNLISTED = [a for a in range(ADDR_WORDS) if a not in REG.values()]
-STATUS_IRQ = next(f for r in MAP["registers"] if r["name"] == "STATUS" for f in r["fields"] if f["name"] == "IRQ")
+STATUS_IRQ = next(
+    f for r in MAP["registers"] if r["name"] == "STATUS" for f in r["fields"] if f["name"] == "IRQ"
+)
 STATUS_IRQ_MASK = 1 << STATUS_IRQ["bits"][1]
 
 _TCL = (FPGA / "irq_echoer_hw.tcl").read_text()
@@ -52,7 +54,9 @@ MAX_READ_WAIT = 32
 
 CLOCK_HZ = int(os.environ.get("ECHOER_CLOCK_HZ", MAP["clock_hz_default"]))
 PERIOD_PS = 10**12 // CLOCK_HZ
-assert PERIOD_PS * CLOCK_HZ == 10**12, f"ECHOER_CLOCK_HZ={CLOCK_HZ}: the period must be a whole number of ps"
+assert PERIOD_PS * CLOCK_HZ == 10**12, (
+    f"ECHOER_CLOCK_HZ={CLOCK_HZ}: the period must be a whole number of ps"
+)
 
 M32 = (1 << 32) - 1
 M64 = (1 << 64) - 1
@@ -171,7 +175,8 @@ class ProtocolChecker:
 
     def finish(self, s: Sample | None) -> None:
         if self.outstanding and s is not None:
-            self.fail(s, f"reads accepted at edges {list(self.outstanding)} never got readdatavalid")
+            self.fail(s,
+                      f"reads accepted at edges {list(self.outstanding)} never got readdatavalid")
             self.outstanding.clear()
 
 
@@ -264,7 +269,8 @@ class Harness:
         self.reset_left = 0
         self.e0: int | None = None  # first edge with reset released: the DUT's cycle 0
         self.deposit: int | None = None
-        self.pulses: list[tuple[int, int]] = []  # (rise, fall) of irqflagtap, ps after t0, as a scope sees it
+        # (rise, fall) of irqflagtap, ps after t0, as a scope sees it
+        self.pulses: list[tuple[int, int]] = []
         self.t0 = 0  # simulated time of rising edge 0 (tests share one simulation)
 
     @classmethod
@@ -321,8 +327,10 @@ class Harness:
     def _sample(self) -> Sample:
         d = self.dut
         edge = (_now_ps() - self.t0) // PERIOD_PS + 1
-        return Sample(edge, _level(d.RST_N), _level(d.avs_read), _level(d.avs_write), _level(d.avs_address),
-                      _level(d.avs_writedata), _level(d.avs_waitrequest), _level(d.avs_readdatavalid),
+        return Sample(edge, _level(d.RST_N), _level(d.avs_read), _level(d.avs_write),
+                      _level(d.avs_address),
+                      _level(d.avs_writedata), _level(d.avs_waitrequest),
+                      _level(d.avs_readdatavalid),
                       _level(d.avs_readdata), _level(d.ins_irq), _level(d.coe_irqflagtap))
 
     def _observe(self, s: Sample) -> None:
@@ -384,7 +392,9 @@ class Harness:
         while not all(op.done for op in ops):
             await RisingEdge(self.dut.CLK)
             waited += 1
-            assert waited < limit, f"transfers not completed after {limit} cycles: {[o for o in ops if not o.done]}"
+            assert waited < limit, (
+                f"transfers not completed after {limit} cycles: {[o for o in ops if not o.done]}"
+            )
         return list(ops)
 
     async def read(self, name_or_addr, gap: int = 0) -> int:
@@ -411,7 +421,8 @@ class Harness:
             await RisingEdge(self.dut.CLK)
 
     def deposit_counter(self, value: int) -> None:
-        """Set the DUT's 64-bit cycle counter (its register core_cycles) at the next falling edge."""
+        """Set the DUT's 64-bit cycle counter (its register core_cycles) at the next falling
+        edge."""
         self.deposit = value & M64
 
     def level(self, what: str, first: int, last: int) -> list[int]:
@@ -423,7 +434,9 @@ class Harness:
         assert not self.queue and self.current is None, "transfers left unissued"
         self.checker.finish(self.last)
         assert not self.checker.violations, "\n".join(self.checker.violations[:20])
-        assert not self.mismatches, "DUT differs from the register map's model:\n" + "\n".join(self.mismatches[:20])
+        assert not self.mismatches, "DUT differs from the register map's model:\n" + "\n".join(
+            self.mismatches[:20]
+        )
 
 
 def check_latency(ops: list[Op]) -> None:
@@ -431,8 +444,8 @@ def check_latency(ops: list[Op]) -> None:
     for op in ops:
         if not op.write and not op.abandoned:
             assert op.responded == op.accepted + 1, (
-                f"read of word {op.address:#x} accepted at edge {op.accepted} answered at edge {op.responded}, "
-                "not one cycle later")
+                f"read of word {op.address:#x} accepted at edge {op.accepted} answered at edge "
+                f"{op.responded}, not one cycle later")
 
 
 # ======================================================================================
@@ -447,7 +460,9 @@ async def reset_values_and_identity(dut):
     tb = await Harness.start(dut)
     e0 = tb.e0
     # waitrequest high in every reset cycle and in the first cycle after it, low from then on
-    assert all(tb.samples[e].waitrequest == 1 for e in range(e0 - 3, e0 + 1)), tb.level("waitrequest", e0 - 3, e0)
+    assert all(tb.samples[e].waitrequest == 1 for e in range(e0 - 3,
+                                                             e0 + 1)), tb.level("waitrequest",
+                                                                                e0 - 3, e0)
     # a read presented from the first edge of a reset on: the master holds it through reset and
     # waitrequest, and it is accepted in the first cycle waitrequest is low
     op = rd("VERSION")
@@ -455,13 +470,17 @@ async def reset_values_and_identity(dut):
     tb.issue(op)
     await tb.wait_reset_done()
     await tb.wait_done(op)
-    assert op.accepted == tb.e0 + 1, f"held read accepted at edge {op.accepted}, first free edge is {tb.e0 + 1}"
+    assert op.accepted == tb.e0 + 1, (
+        f"held read accepted at edge {op.accepted}, first free edge is {tb.e0 + 1}"
+    )
     assert op.rdata == VERSION
     assert all(tb.samples[e].readdatavalid == 0 for e in range(tb.e0 - 3, tb.e0 + 2))
 
-    values = await tb.regs("RECV", "STATUS", "VERSION", "CLOCK_HZ", "CYCLES_HI", "T_WRITE", "T_CLEAR", "WIDTH",
+    values = await tb.regs("RECV", "STATUS", "VERSION", "CLOCK_HZ", "CYCLES_HI", "T_WRITE",
+                           "T_CLEAR", "WIDTH",
                            "EVENTS")
-    assert values == {"RECV": 0, "STATUS": 0, "VERSION": VERSION, "CLOCK_HZ": CLOCK_HZ, "CYCLES_HI": 0,
+    assert values == {"RECV": 0, "STATUS": 0, "VERSION": VERSION, "CLOCK_HZ": CLOCK_HZ,
+                      "CYCLES_HI": 0,
                       "T_WRITE": 0, "T_CLEAR": 0, "WIDTH": 0, "EVENTS": 0}, values
     assert CONST["VERSION_MAJOR_TIMESTAMPS"] <= VERSION >> 16
     # SEND reads as OTHER_VALUE, and so does every offset the map does not list
@@ -492,25 +511,38 @@ async def event_cycle_exact(dut):
     c = recv.accepted
     await tb.wait_edges(3)
 
-    assert tb.samples[w].irq == 0 and tb.samples[w].tap == 0, "irq high before the SEND was accepted"
+    assert tb.samples[w].irq == 0 and tb.samples[w].tap == 0, (
+        "irq high before the SEND was accepted"
+    )
     assert tb.level("irq", w + 1, c) == [1] * (c - w), f"irq not high from edge {w + 1} through {c}"
-    assert tb.level("tap", w + 1, c) == [1] * (c - w), f"irqflagtap not high from edge {w + 1} through {c}"
-    assert tb.samples[c + 1].irq == 0 and tb.samples[c + 1].tap == 0, "the clearing read did not drop irq/irqflagtap"
+    assert tb.level("tap", w + 1,
+                    c) == [1] * (c - w), f"irqflagtap not high from edge {w + 1} through {c}"
+    assert tb.samples[c + 1].irq == 0 and tb.samples[c + 1].tap == 0, (
+        "the clearing read did not drop irq/irqflagtap"
+    )
     assert tb.level("tap", c + 1, c + 3) == [0, 0, 0]
     assert recv.rdata == value, f"RECV returned {recv.rdata:#x}, SEND wrote {value:#x}"
     assert recv.responded == c + 1 and tb.samples[c + 1].readdatavalid == 1
-    assert [tb.samples[e].readdatavalid for e in (c, c + 2)] == [0, 0], "readdatavalid is not a one-cycle pulse"
+    assert [tb.samples[e].readdatavalid for e in (c, c + 2)] == [0, 0], (
+        "readdatavalid is not a one-cycle pulse"
+    )
 
     regs = await tb.regs("T_WRITE", "T_CLEAR", "WIDTH", "EVENTS", "STATUS")
-    assert regs["T_WRITE"] == tb.cyc(w), f"T_WRITE {regs['T_WRITE']} != cycle {tb.cyc(w)} of the SEND"
-    assert regs["T_CLEAR"] == tb.cyc(c), f"T_CLEAR {regs['T_CLEAR']} != cycle {tb.cyc(c)} of the RECV"
+    assert regs["T_WRITE"] == tb.cyc(w), (
+        f"T_WRITE {regs['T_WRITE']} != cycle {tb.cyc(w)} of the SEND"
+    )
+    assert regs["T_CLEAR"] == tb.cyc(c), (
+        f"T_CLEAR {regs['T_CLEAR']} != cycle {tb.cyc(c)} of the RECV"
+    )
     assert regs["WIDTH"] == c - w, f"WIDTH {regs['WIDTH']} != {c - w} cycles between SEND and RECV"
     assert regs["EVENTS"] == 1 and regs["STATUS"] == 0, regs
     # the scope's view: one pulse, exactly WIDTH clock periods long in simulated time
     assert len(tb.pulses) == 1, tb.pulses
     rise, fall = tb.pulses[0]
     assert fall - rise == regs["WIDTH"] * PERIOD_PS, (rise, fall, regs["WIDTH"])
-    assert rise == w * PERIOD_PS and fall == c * PERIOD_PS, "irqflagtap does not switch at the accepting edges"
+    assert rise == w * PERIOD_PS and fall == c * PERIOD_PS, (
+        "irqflagtap does not switch at the accepting edges"
+    )
 
     # RECV with nothing pending: the stored value, nothing else changes
     before = await tb.regs("T_CLEAR", "WIDTH", "EVENTS")
@@ -530,7 +562,8 @@ async def status_read_does_not_clear(dut):
     statuses = await tb.run(rd("STATUS", gap=3), rd("STATUS"), rd("STATUS", gap=2), rd("STATUS"))
     assert [o.rdata for o in statuses] == [STATUS_IRQ_MASK] * 4, [o.rdata for o in statuses]
     last = statuses[-1].accepted
-    assert tb.level("irq", send.accepted + 1, last + 1) == [1] * (last + 1 - send.accepted), "STATUS cleared the IRQ"
+    assert tb.level("irq", send.accepted + 1,
+                    last + 1) == [1] * (last + 1 - send.accepted), "STATUS cleared the IRQ"
     assert not tb.pulses, "irqflagtap fell on a STATUS read"
     (recv,) = await tb.run(rd("RECV", gap=1))
     assert recv.rdata == 0x1234
@@ -551,21 +584,25 @@ async def back_to_back_and_pipelined(dut):
     EVENTS counts both), reads pipelined two deep, a one-cycle pulse, a SEND right after the
     clearing read."""
     tb = await Harness.start(dut)
-    ops = await tb.run(wr("SEND", 1), wr("SEND", 2), wr("SEND", 3), rd("STATUS"), rd("EVENTS"), rd("T_WRITE"),
+    ops = await tb.run(wr("SEND", 1), wr("SEND", 2), wr("SEND", 3), rd("STATUS"), rd("EVENTS"),
+                       rd("T_WRITE"),
                        rd("RECV"), rd("T_CLEAR"), rd("WIDTH"), rd("STATUS"), rd("EVENTS"))
     edges = [o.accepted for o in ops]
-    assert edges == list(range(edges[0], edges[0] + len(ops))), f"slave stalled a back-to-back burst: {edges}"
+    assert edges == list(range(edges[0],
+                               edges[0] + len(ops))), f"slave stalled a back-to-back burst: {edges}"
     check_latency(ops)
     w, c = ops[0].accepted, ops[6].accepted
     got = [o.rdata for o in ops[3:]]
     assert got == [STATUS_IRQ_MASK, 3, tb.cyc(w), 3, tb.cyc(c), c - w, 0, 3], got
     assert tb.level("irq", w + 1, c) == [1] * (c - w)
     assert tb.samples[c + 1].irq == 0
-    # readdatavalid on every one of the eight consecutive response cycles, two reads in flight each time
+    # readdatavalid on every one of the eight consecutive response cycles, two reads in flight each
+    # time
     assert tb.level("readdatavalid", ops[3].accepted + 1, ops[-1].accepted + 1) == [1] * 8
 
     # one-cycle pulse: RECV on the edge after SEND, then a new SEND on the very next edge
-    ops = await tb.run(wr("SEND", 0xA), rd("RECV"), wr("SEND", 0xB), rd("T_WRITE"), rd("WIDTH"), rd("RECV", gap=3),
+    ops = await tb.run(wr("SEND", 0xA), rd("RECV"), wr("SEND", 0xB), rd("T_WRITE"), rd("WIDTH"),
+                       rd("RECV", gap=3),
                        rd("WIDTH"), rd("EVENTS"), rd("T_CLEAR"))
     w1, c1, w2, c2 = (ops[i].accepted for i in (0, 1, 2, 5))
     assert (c1, w2) == (w1 + 1, w1 + 2)
@@ -585,7 +622,8 @@ async def ignored_writes(dut):
     tb = await Harness.start(dut)
     await tb.write("SEND", 0x55)
     (recv,) = await tb.run(rd("RECV", gap=2))
-    names = ["RECV", "STATUS", "VERSION", "CLOCK_HZ", "CYCLES_HI", "T_WRITE", "T_CLEAR", "WIDTH", "EVENTS"]
+    names = ["RECV", "STATUS", "VERSION", "CLOCK_HZ", "CYCLES_HI", "T_WRITE", "T_CLEAR", "WIDTH",
+             "EVENTS"]
     before = await tb.regs(*names)
     ops = await tb.run(*(wr(a, 0xFFFFFFFF - a, gap=a % 2) for a in range(1, ADDR_WORDS)))
     after = await tb.regs(*names)
@@ -608,16 +646,21 @@ async def reset_mid_operation(dut):
     while status.accepted is None:
         await RisingEdge(dut.CLK)
     tb.reset_left = 4  # reset from the next falling edge, with the STATUS answer in flight
-    held = wr("SEND", 0xBEEF)  # presented from the first reset edge on: held until waitrequest falls
+    # presented from the first reset edge on: held until waitrequest falls
+    held = wr("SEND", 0xBEEF)
     tb.issue(held)
     await tb.wait_reset_done()
     r = tb.e0 - 4  # first edge that sampled reset
     assert tb.samples[r].readdatavalid == 1 and tb.samples[r].readdata == STATUS_IRQ_MASK
-    assert tb.samples[r].irq == 1 and tb.samples[r + 1].irq == 0, "reset did not clear the IRQ at its first edge"
+    assert tb.samples[r].irq == 1 and tb.samples[r + 1].irq == 0, (
+        "reset did not clear the IRQ at its first edge"
+    )
     assert tb.level("waitrequest", r + 1, tb.e0) == [1] * 4
     await tb.wait_done(held)
     await tb.wait_edges(1)
-    assert held.accepted == tb.e0 + 1, f"the SEND held over reset was accepted at {held.accepted}, not {tb.e0 + 1}"
+    assert held.accepted == tb.e0 + 1, (
+        f"the SEND held over reset was accepted at {held.accepted}, not {tb.e0 + 1}"
+    )
     assert tb.samples[held.accepted].irq == 0 and tb.samples[held.accepted + 1].irq == 1
     regs = await tb.regs("RECV", "T_WRITE", "T_CLEAR", "WIDTH", "EVENTS", "CYCLES_LO", "CYCLES_HI")
     assert regs["RECV"] == 0xBEEF
@@ -630,8 +673,10 @@ async def reset_mid_operation(dut):
     # a reset with only the counter running: every register back to 0
     await tb.wait_edges(5)
     await tb.reset(cycles=1)
-    regs = await tb.regs("RECV", "STATUS", "T_WRITE", "T_CLEAR", "WIDTH", "EVENTS", "CYCLES_HI", "VERSION", "CLOCK_HZ")
-    assert regs == {"RECV": 0, "STATUS": 0, "T_WRITE": 0, "T_CLEAR": 0, "WIDTH": 0, "EVENTS": 0, "CYCLES_HI": 0,
+    regs = await tb.regs("RECV", "STATUS", "T_WRITE", "T_CLEAR", "WIDTH", "EVENTS", "CYCLES_HI",
+                         "VERSION", "CLOCK_HZ")
+    assert regs == {"RECV": 0, "STATUS": 0, "T_WRITE": 0, "T_CLEAR": 0, "WIDTH": 0, "EVENTS": 0,
+                    "CYCLES_HI": 0,
                     "VERSION": VERSION, "CLOCK_HZ": CLOCK_HZ}, regs
     await tb.finish()
 
@@ -701,6 +746,7 @@ async def random_traffic_against_model(dut):
         done += len(batch)
         if tb.mismatches or tb.checker.violations:
             break
-    tb.log.info("random traffic: %d transfers, %d reads, %d pulses, %d resets", done, tb.checker.reads,
+    tb.log.info("random traffic: %d transfers, %d reads, %d pulses, %d resets", done,
+                tb.checker.reads,
                 len(tb.pulses), resets)
     await tb.finish()

@@ -69,15 +69,19 @@ passed (the extrapolation distance aside): a deadline probability from the fit n
 Inputs with NaN/inf raise ValueError.
 
 Its modules: constants.py, sample.py (the whole array or its TailSample), fit.py (the GPD fits and
-their checks), quantities.py (the quantile and the deadline probability), estimate.py (the pipeline);
-this package's face re-exports what the station, the tests and the benchmarks use.
+their checks), quantities.py (the quantile and the deadline probability), estimate.py (the
+pipeline); this package's face re-exports what the station, the tests and the benchmarks use.
 """
 
 from __future__ import annotations
 
 from station.analysis.worst_case.constants import EXCEEDANCE, LEVEL, MIN_SAMPLES, TAIL_CAP, optimize
 from station.analysis.worst_case.estimate import _jitter, distribution_free_bound, worst_case
-from station.analysis.worst_case.quantities import _empirical_deadline, binomial_interval, supported_exceedance
+from station.analysis.worst_case.quantities import (
+    _empirical_deadline,
+    binomial_interval,
+    supported_exceedance,
+)
 from station.analysis.worst_case.sample import TailSample, _ArrayInput
 
 __all__ = [

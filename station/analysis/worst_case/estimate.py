@@ -23,7 +23,14 @@ from station.analysis.worst_case.constants import (
     MIN_SAMPLES,
     RELIABLE_EXCEEDANCES,
 )
-from station.analysis.worst_case.fit import _Fit, _fit_gpd, _gof, _independence, _safe_mean, _stability
+from station.analysis.worst_case.fit import (
+    _Fit,
+    _fit_gpd,
+    _gof,
+    _independence,
+    _safe_mean,
+    _stability,
+)
 from station.analysis.worst_case.quantities import (
     _deadline_block,
     _empirical_deadline,
@@ -48,11 +55,14 @@ def worst_case(
         raise ValueError(f"exceedance must be a probability in (0, 1), got {exceedance!r}")
     if deadline_ns is not None and not math.isfinite(float(deadline_ns)):
         raise ValueError(f"deadline_ns must be finite, got {deadline_ns!r}")
-    sample = _TailInput.of(samples_ns) if isinstance(samples_ns, TailSample) else _ArrayInput.of(samples_ns)
+    sample = _TailInput.of(samples_ns) if isinstance(samples_ns,
+                                                     TailSample) else _ArrayInput.of(samples_ns)
     # Values near the float limit (garbage, not latencies) overflow on the way; every such result is
-    # a non-finite number that _clean turns into None, and the check below refuses to call it reliable.
+    # a non-finite number that _clean turns into None, and the check below refuses to call it
+    # reliable.
     with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-        estimate = _estimate(sample, float(exceedance), None if deadline_ns is None else float(deadline_ns), int(seed))
+        estimate = _estimate(sample, float(exceedance),
+                             None if deadline_ns is None else float(deadline_ns), int(seed))
     result = _clean(estimate)
     q = result["quantile_ns"]
     if result["reliable"] and (q is None or None in (q["estimate"], q["ci_low"], q["ci_high"])):
@@ -67,7 +77,8 @@ def worst_case(
 # --------------------------------------------------------------------------- the pipeline
 
 
-def _empty_result(x: _Sample, exceedance: float, deadline_ns: float | None, reasons: list[str]) -> dict:
+def _empty_result(x: _Sample, exceedance: float, deadline_ns: float | None,
+                  reasons: list[str]) -> dict:
     n = x.count
     deadline = None
     if deadline_ns is not None and n:
@@ -100,18 +111,19 @@ def _empty_result(x: _Sample, exceedance: float, deadline_ns: float | None, reas
 
 _METHOD = (
     "Peaks over threshold: a generalised Pareto distribution fitted by maximum likelihood to the "
-    "excesses over the lowest candidate threshold with a stable shape and an accepted Anderson-Darling "
-    "test (ties broken by a uniform jitter within the quantum: {quantum}). Where the sample resolves the "
-    "per-event probability (10 events expected beyond it) the latency it gives, and any deadline's "
-    "probability, are the empirical ones with exact 95 % intervals (order statistics, Clopper-Pearson), "
-    "the fit's figures beside them; further out only the fit speaks, with a 95 % profile-likelihood "
-    "interval that includes the uncertainty of the exceedance rate, and it is marked unsupported."
+    "excesses over the lowest candidate threshold with a stable shape and an accepted "
+    "Anderson-Darling test (ties broken by a uniform jitter within the quantum: {quantum}). Where "
+    "the sample resolves the per-event probability (10 events expected beyond it) the latency it "
+    "gives, and any deadline's probability, are the empirical ones with exact 95 % intervals "
+    "(order statistics, Clopper-Pearson), the fit's figures beside them; further out only the fit "
+    "speaks, with a 95 % profile-likelihood interval that includes the uncertainty of the "
+    "exceedance rate, and it is marked unsupported."
 )
 
 
 _KEPT_NOTE = (
-    " The tail sample keeps only the largest {kept} of the {top} values in the top 10 %: the threshold "
-    "diagnostics start at the first candidate with fewer excesses than that."
+    " The tail sample keeps only the largest {kept} of the {top} values in the top 10 %: the "
+    "threshold diagnostics start at the first candidate with fewer excesses than that."
 )
 
 
@@ -119,23 +131,26 @@ def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dic
     n = x.count
     if n < MIN_SAMPLES:
         what = "no samples" if n == 0 else f"only {n} samples"
-        return _empty_result(x, p, deadline_ns, [f"{what}: at least {MIN_SAMPLES} are needed for a tail fit"])
+        return _empty_result(x, p, deadline_ns,
+                             [f"{what}: at least {MIN_SAMPLES} are needed for a tail fit"])
     rng = np.random.default_rng(seed)  # the GOF bootstrap and the independence simulation only
 
-    # The top 10 % (with every value tied to its lower edge, so the jitter spreads ties fairly). A tail
-    # sample may hold fewer (its cap binds): then the top is what it kept, and the quantum and the
-    # distinct values still come from the whole sample's distribution, as with an array.
+    # The top 10 % (with every value tied to its lower edge, so the jitter spreads ties fairly). A
+    # tail sample may hold fewer (its cap binds): then the top is what it kept, and the quantum and
+    # the distinct values still come from the whole sample's distribution, as with an array.
     k_top = int(math.floor(n * _BASE_TAILS[0]))
     edge = float(x.order_statistics([n - k_top])[0])
     raw, idx, distinct_top, size_top = x.top(edge)
     if distinct_top.size < MIN_DISTINCT_TOP:
         return _empty_result(
             x, p, deadline_ns,
-            [f"only {distinct_top.size} distinct value(s) in the top 10 % of the sample: no tail to fit"],
+            [f"only {distinct_top.size} distinct value(s) in the top 10 % of the sample: no tail "
+             "to fit"],
         )
     if raw.size <= MIN_EXCEEDANCES:  # only a tail sample with a tiny cap gets here
         return _empty_result(
-            x, p, deadline_ns, [f"the tail sample keeps only {raw.size} values: too few for a tail fit"],
+            x, p, deadline_ns,
+            [f"the tail sample keeps only {raw.size} values: too few for a tail fit"],
         )
     quantum = _quantum(size_top, distinct_top)
     vals = raw + _jitter(idx, seed, quantum) if quantum > 0 else raw
@@ -168,7 +183,8 @@ def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dic
                 lo, hi = fit.shape_ci()
                 row.update(shape=fit.xi, shape_ci_low=lo, shape_ci_high=hi, scale_ns=fit.sigma)
     if not fits:
-        result = _empty_result(x, p, deadline_ns, ["no candidate threshold could be fitted (values too extreme?)"])
+        result = _empty_result(x, p, deadline_ns,
+                               ["no candidate threshold could be fitted (values too extreme?)"])
         result["threshold_diagnostics"] = diagnostics
         return result
 
@@ -180,7 +196,9 @@ def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dic
     # the pool: at most √n excesses (or the fewest on offer), and at least RELIABLE_EXCEEDANCES
     # unless the sample offers nothing better; ascending thresholds, the stable ones first
     eligible = max(_eligible_exceedances(n), min(f.k for f in fits))
-    floor = RELIABLE_EXCEEDANCES if any(RELIABLE_EXCEEDANCES <= f.k <= eligible for f in fits) else 0
+    floor = (
+        RELIABLE_EXCEEDANCES if any(RELIABLE_EXCEEDANCES <= f.k <= eligible for f in fits) else 0
+    )
     pool = [(f, ok) for f, ok in zip(fits, stable, strict=True) if floor <= f.k <= eligible]
     order = [f for f, ok in pool if ok] or [pool[-1][0]]
     chosen, gof = order[0], None
@@ -200,7 +218,8 @@ def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dic
     independence = _independence(np.sort(positions), n, rng)
 
     if fit.k < RELIABLE_EXCEEDANCES:
-        reasons.append(f"only {fit.k} exceedances of the threshold: at least {RELIABLE_EXCEEDANCES} are needed")
+        reasons.append(f"only {fit.k} exceedances of the threshold: at least "
+                       f"{RELIABLE_EXCEEDANCES} are needed")
     if not gof["passed"]:
         reasons.append(
             f"the excesses over the threshold do not follow a generalised Pareto distribution "
@@ -208,8 +227,9 @@ def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dic
         )
     if not independence["passed"]:
         reasons.append(
-            f"large latencies come in clusters (extremal index {independence['extremal_index']:.2f}, "
-            f"p = {independence['p_value']:.3g}): independence fails, the intervals would be too narrow"
+            "large latencies come in clusters (extremal index "
+            f"{independence['extremal_index']:.2f}, p = {independence['p_value']:.3g}): "
+            "independence fails, the intervals would be too narrow"
         )
     if quantum > 0 and distinct_exc < MIN_DISTINCT_EXCEEDANCES:
         reasons.append(
@@ -218,18 +238,19 @@ def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dic
         )
     if fit.xi >= HEAVY_SHAPE:
         reasons.append(
-            f"the tail is so heavy (shape {fit.xi:.2f} ≥ {HEAVY_SHAPE}, infinite variance) that the extrapolated "
-            "worst case is unbounded in practice"
+            f"the tail is so heavy (shape {fit.xi:.2f} ≥ {HEAVY_SHAPE}, infinite variance) that "
+            "the extrapolated worst case is unbounded in practice"
         )
     if fit.xi <= IRREGULAR_SHAPE:
         reasons.append(
-            f"the shape {fit.xi:.2f} is ≤ {IRREGULAR_SHAPE}: a nearly hard upper limit, where the likelihood "
-            "intervals lose their usual guarantees"
+            f"the shape {fit.xi:.2f} is ≤ {IRREGULAR_SHAPE}: a nearly hard upper limit, where the "
+            "likelihood intervals lose their usual guarantees"
         )
 
     quantile = _quantile_block(fit, p, x)
     if quantile["estimate"] is None or quantile["ci_low"] is None or quantile["ci_high"] is None:
-        reasons.append("the interval of the extrapolated quantile is unbounded: the data cannot bound the worst case")
+        reasons.append("the interval of the extrapolated quantile is unbounded: the data cannot "
+                       "bound the worst case")
     deadline = None
     if deadline_ns is not None:
         deadline = _deadline_block(fit, deadline_ns, x)
@@ -252,8 +273,10 @@ def _estimate(x: _Sample, p: float, deadline_ns: float | None, seed: int) -> dic
         "exceedance_rate": fit.k / n,
         "distinct_exceedance_values": distinct_exc,
         "threshold_diagnostics": diagnostics,
-        "shape": dict(zip(("estimate", "ci_low", "ci_high"), (fit.xi, *fit.shape_ci()), strict=True)),
-        "scale": dict(zip(("estimate", "ci_low", "ci_high"), (fit.sigma, *fit.scale_ci()), strict=True)),
+        "shape": dict(zip(("estimate", "ci_low", "ci_high"), (fit.xi, *fit.shape_ci()),
+                          strict=True)),
+        "scale": dict(zip(("estimate", "ci_low", "ci_high"), (fit.sigma, *fit.scale_ci()),
+                          strict=True)),
         "quantile_ns": quantile,
         "gof": gof,
         "independence": independence,
@@ -284,15 +307,22 @@ def distribution_free_bound(x: _Sample, level: float = LEVEL) -> dict | None:
     n_eff, how = float(n), ""
     if n > BOUND_TOP and hasattr(x, "top"):  # a sample in event order (a Distribution has none)
         _, positions, _, total = x.top(float(x.order_statistics([n - BOUND_TOP + 1])[0]))
-        # ties that make the top more than twice as many values are no few distinct events: no estimate
+        # ties that make the top more than twice as many values are no few distinct events: no
+        # estimate
         if total <= 2 * BOUND_TOP and positions.size == total:
             theta = dependence.extremal_index(positions, n)
-            n_eff, how = n * theta, (f"extremal index {theta:.2f} of the {total} largest values, blocks of "
-                                     f"{dependence.FINE_EVENTS} events")
+            n_eff, how = n * theta, (f"extremal index {theta:.2f} of the {total} largest values, "
+                                     f"blocks of {dependence.FINE_EVENTS} events")
     p = -math.expm1(math.log1p(-level) / max(n_eff, 1.0))
-    return {"exceedance": p, "bound_ns": x.max, "level": level, "one_in": 1.0 / p, "effective_n": n_eff,
-            "method": "distribution-free: the sample maximum as an upper confidence bound"
-                      + (f", events counted by clusters of the largest values ({how})" if how else "")}
+    return {
+        "exceedance": p,
+        "bound_ns": x.max,
+        "level": level,
+        "one_in": 1.0 / p,
+        "effective_n": n_eff,
+        "method": "distribution-free: the sample maximum as an upper confidence bound"
+        + (f", events counted by clusters of the largest values ({how})" if how else ""),
+    }
 
 
 def _quantum(size: int, distinct: np.ndarray) -> float:
@@ -334,7 +364,8 @@ def _jitter(positions: np.ndarray, seed: int, quantum: float) -> np.ndarray:
 
 def _candidates(n: int, top: int) -> list[tuple[float, int]]:
     tails = list(_BASE_TAILS)
-    while n * tails[-1] >= 2 * MIN_EXCEEDANCES:  # above 0.995, steps of √2 in the number of excesses
+    # above 0.995, steps of √2 in the number of excesses
+    while n * tails[-1] >= 2 * MIN_EXCEEDANCES:
         tails.append(tails[-1] / math.sqrt(2))
     out: list[tuple[float, int]] = []
     for tail in tails:

@@ -87,7 +87,8 @@ def _fit_gpd(y_ns: np.ndarray, n: int, u: float, quantile: float) -> _Fit | None
     y = y_ns / unit
     ymax = float(y.max())
     lo = -1.0 / ymax
-    thetas = np.concatenate([lo * (1 - np.geomspace(1e-9, 1.0, 40)[:-1]), np.geomspace(1e-4, 1e3, 50)])
+    thetas = np.concatenate([lo * (1 - np.geomspace(1e-9, 1.0, 40)[:-1]), np.geomspace(1e-4, 1e3,
+                                                                                       50)])
     vals = np.array([_gpd_profile(t, y)[0] for t in thetas])
     if not np.isfinite(vals).any():
         return None
@@ -142,7 +143,8 @@ def _fit_many_rows(y: np.ndarray, theta0: float, iterations: int) -> tuple[np.nd
         _, m0, m1, m2 = parts(th)
         grad = -m1 / m0 + 1.0 / th - m1
         hess = m2 / m0 + (m1 / m0) ** 2 - 1.0 / th**2 + m2
-        step = np.where(hess < 0, -grad / hess, np.sign(grad) * 0.1 * np.abs(th) + 1e-3 * np.sign(grad))
+        step = np.where(hess < 0, -grad / hess,
+                        np.sign(grad) * 0.1 * np.abs(th) + 1e-3 * np.sign(grad))
         new = th + step
         # stay strictly inside the support (1 + θ y > 0), halving towards the boundary
         new = np.where(new <= lower, (th + lower) / 2, new)
@@ -168,13 +170,15 @@ def _stability(fits: list[_Fit]) -> list[bool]:
     the threshold to the top, where the estimates are worst."""
     out = []
     for j, f in enumerate(fits):
-        others = [g for g in fits[j + 1:] if g.k >= max(RELIABLE_EXCEEDANCES, f.k / STABILITY_WINDOW)]
+        others = [g for g in fits[j + 1:] if g.k >= max(RELIABLE_EXCEEDANCES,
+                                                        f.k / STABILITY_WINDOW)]
         if not others:
             out.append(True)
             continue
         z = norm_isf(STABILITY_ALPHA / (2 * len(others)))
         c = (1 + max(f.xi, IRREGULAR_SHAPE)) ** 2
-        out.append(all(abs(g.xi - f.xi) <= z * math.sqrt(max(c / g.k - c / f.k, 1e-12)) for g in others))
+        out.append(all(abs(g.xi - f.xi) <= z * math.sqrt(max(c / g.k - c / f.k,
+                                                             1e-12)) for g in others))
     return out
 
 
@@ -197,7 +201,8 @@ def _gpd_logcdf_parts(
     return log_cdf, np.maximum(log_sf, -700.0)
 
 
-def _anderson_darling(y_sorted: np.ndarray, xi: np.ndarray | float, sigma: np.ndarray | float) -> np.ndarray:
+def _anderson_darling(y_sorted: np.ndarray, xi: np.ndarray | float,
+                      sigma: np.ndarray | float) -> np.ndarray:
     """A² of each row of y_sorted (ascending) against GPD(σ, ξ) of that row."""
     k = y_sorted.shape[-1]
     log_cdf, log_sf = _gpd_logcdf_parts(y_sorted, xi, sigma)
@@ -321,7 +326,8 @@ class _Profile:
         for x0 in (self.start, np.array([max(self.fit.xi, -0.999), 0.0])):
             res = optimize.minimize(
                 nll, x0, method="Nelder-Mead", bounds=[(-0.999, 5.0), (-10.0, 10.0)],
-                options={"xatol": 1e-4, "fatol": 1e-4, "maxiter": 400, "initial_simplex": self._simplex(x0)},
+                options={"xatol": 1e-4, "fatol": 1e-4, "maxiter": 400,
+                         "initial_simplex": self._simplex(x0)},
             )
             if res.fun < best:
                 best_v, best = res.x, float(res.fun)
@@ -350,7 +356,8 @@ class _Profile:
                     lo, hi = (v, prev) if direction < 0 else (prev, v)
                     try:
                         root = optimize.brentq(lambda s: max(h(s), -1e6), lo, hi, xtol=1e-3)
-                    except ValueError:  # the optimiser's warm start changed a sign: keep the outer point
+                    # the optimiser's warm start changed a sign: keep the outer point
+                    except ValueError:
                         root = v
                     break
                 prev, step = v, step * 2

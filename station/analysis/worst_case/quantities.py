@@ -34,7 +34,8 @@ def _fitted_quantile(fit: _Fit, p: float) -> dict:
     q_hat = fit.sigma_u * g
     log_q0 = math.log(q_hat)
     log_p = math.log(p)
-    lo, hi = prof.interval(lambda v: prof.at(math.exp(v), log_p) - prof.cutoff, log_q0, max_span=math.log(1e6))
+    lo, hi = prof.interval(lambda v: prof.at(math.exp(v), log_p) - prof.cutoff, log_q0,
+                           max_span=math.log(1e6))
     unit = fit.unit
     return {
         "exceedance": p,
@@ -64,17 +65,18 @@ def _empirical_quantile(x: _Sample, p: float) -> dict:
 
 
 def binomial_interval(c: float, n: float, level: float = LEVEL) -> tuple[float, float]:
-    """Clopper–Pearson interval of a probability seen c times in n trials (exact, conservative); c and
-    n may be effective (fractional) counts."""
+    """Clopper–Pearson interval of a probability seen c times in n trials (exact, conservative); c
+    and n may be effective (fractional) counts."""
     lo = 0.0 if c == 0 else float(stats.beta.ppf((1 - level) / 2, c, n - c + 1))
     hi = 1.0 if c == n else float(stats.beta.ppf(1 - (1 - level) / 2, c + 1, n - c))
     return lo, hi
 
 
 def _empirical_deadline(x: _Sample, deadline_ns: float) -> dict:
-    """The observed fraction beyond the deadline with its Clopper–Pearson interval over the effective
-    number of events (dependence.exceedance_effective_n: exceedances that come together count as
-    fewer chances); where not every exceedance is at hand (a deadline below the kept tail), n."""
+    """The observed fraction beyond the deadline with its Clopper–Pearson interval over the
+    effective number of events (dependence.exceedance_effective_n: exceedances that come together
+    count as fewer chances); where not every exceedance is at hand (a deadline below the kept tail),
+    n."""
     n = x.count
     c = x.count_above(deadline_ns)
     n_eff, how = float(n), "independent: a deadline below the top tenth of the sample is no tail"
@@ -99,9 +101,10 @@ def _empirical_deadline(x: _Sample, deadline_ns: float) -> dict:
 
 
 def _deadline_block(fit: _Fit, deadline_ns: float, x: _Sample) -> dict:
-    """The observed fraction with its exact (Clopper-Pearson) interval, always: it holds at its level
-    for any distribution, where the fit's interval did not even inside the data. Above the threshold
-    the fit's figure goes beside it, with a note where it is further out than a fit is trusted."""
+    """The observed fraction with its exact (Clopper-Pearson) interval, always: it holds at its
+    level for any distribution, where the fit's interval did not even inside the data. Above the
+    threshold the fit's figure goes beside it, with a note where it is further out than a fit is
+    trusted."""
     block = _empirical_deadline(x, deadline_ns)
     if deadline_ns <= fit.u:
         return block
@@ -110,7 +113,8 @@ def _deadline_block(fit: _Fit, deadline_ns: float, x: _Sample) -> dict:
     block["fit"] = fitted
     if fitted["p_exceed"] < supported_exceedance(x.count):
         block["note"] = (_too_far(fitted["p_exceed"], x.count) if fitted["p_exceed"] > 0
-                         else "the fit puts the deadline beyond the tail's end point, which the sample cannot show")
+                         else "the fit puts the deadline beyond the tail's end point, which the "
+                              "sample cannot show")
     return block
 
 
@@ -147,7 +151,8 @@ def _fitted_deadline(fit: _Fit, deadline_ns: float) -> dict:
 
 
 def supported_exceedance(n: int) -> float:
-    """The smallest per-event probability a fit to n events is trusted at (MIN_EXPECTED_BEYOND / n)."""
+    """The smallest per-event probability a fit to n events is trusted at (MIN_EXPECTED_BEYOND /
+    n)."""
     return MIN_EXPECTED_BEYOND / n
 
 
@@ -155,6 +160,7 @@ def _too_far(p: float, n: int) -> str:
     decades = math.log10(1.0 / (p * n))
     needed = math.ceil(MIN_EXPECTED_BEYOND / p)
     where = f"{decades:.1f} decades beyond" if decades > 0 else "at"
-    return (f"{p:g} per event is {where} the 1 in {n:,} this sample resolves; a tail fit is trusted only "
-            f"where {MIN_EXPECTED_BEYOND:g} events are expected beyond it ({needed:,} events for {p:g}): on "
-            "the twin's latency models its interval held the true quantile ever less often past that")
+    return (f"{p:g} per event is {where} the 1 in {n:,} this sample resolves; a tail fit is "
+            f"trusted only where {MIN_EXPECTED_BEYOND:g} events are expected beyond it ({needed:,} "
+            f"events for {p:g}): on the twin's latency models its interval held the true quantile "
+            "ever less often past that")

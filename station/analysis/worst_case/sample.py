@@ -45,7 +45,8 @@ class TailSample:
             raise ValueError(f"cap must be at least 1, got {cap}")
         if not distribution.count:
             return math.inf
-        at_least = np.cumsum(distribution.counts[-cap:][::-1])  # samples ≥ each value, from the top down
+        # samples ≥ each value, from the top down
+        at_least = np.cumsum(distribution.counts[-cap:][::-1])
         j = min(int(np.searchsorted(at_least, cap, side="left")), at_least.size - 1)
         if at_least[j] > 2 * cap and j > 0:
             j -= 1
@@ -62,7 +63,8 @@ class TailSample:
         return cls(distribution, a[positions], positions)
 
     @classmethod
-    def pooled(cls, parts: Sequence[TailSample], lengths: Sequence[int], cap: int = TAIL_CAP) -> TailSample:
+    def pooled(cls, parts: Sequence[TailSample], lengths: Sequence[int],
+               cap: int = TAIL_CAP) -> TailSample:
         """Samples put one after another (run order): positions of part i shifted by the sum of the
         earlier parts' lengths; the kept top is cut back to the pooled sample's own cap edge."""
         parts, lengths = list(parts), [int(v) for v in lengths]
@@ -70,15 +72,18 @@ class TailSample:
             raise ValueError(f"{len(parts)} parts but {len(lengths)} lengths")
         for i, (part, length) in enumerate(zip(parts, lengths, strict=True)):
             if part.distribution.count != length:
-                raise ValueError(f"part {i}: length {length} but its distribution counts {part.distribution.count}")
+                raise ValueError(f"part {i}: length {length} but its distribution counts "
+                                 f"{part.distribution.count}")
         distribution = Distribution.pooled([p.distribution for p in parts])
         if not parts:
             return cls(distribution, np.empty(0, np.int64), np.empty(0, np.int64))
         offsets = np.cumsum([0, *lengths[:-1]], dtype=np.int64)
         values = np.concatenate([p.values for p in parts])
-        positions = np.concatenate([p.positions + off for p, off in zip(parts, offsets, strict=True)])
-        # Each part holds all of its values ≥ its own edge, so the pooled top is complete only above every
-        # value a part left out (that binds only when a part moved its edge over ties the pool spreads out).
+        positions = np.concatenate([p.positions + off for p, off in zip(parts, offsets,
+                                                                        strict=True)])
+        # Each part holds all of its values ≥ its own edge, so the pooled top is complete only above
+        # every value a part left out (that binds only when a part moved its edge over ties the pool
+        # spreads out).
         edge = cls.edge_for(distribution, cap)
         left_out = max(p._largest_left_out() for p in parts)
         if edge <= left_out:
@@ -110,7 +115,8 @@ class TailSample:
 
 
 class _Sample(Protocol):
-    """What the estimate asks of the whole sample (floats): ``Distribution``'s answers, and its top."""
+    """What the estimate asks of the whole sample (floats): ``Distribution``'s answers, and its
+    top."""
 
     @property
     def count(self) -> int: ...
@@ -139,8 +145,8 @@ class _ArrayInput:
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
             raise ValueError(
-                f"samples_ns contains {int(bad.sum())} NaN or infinite value(s) (first at index {first}): "
-                "remove lost or invalid events before estimating a worst case"
+                f"samples_ns contains {int(bad.sum())} NaN or infinite value(s) (first at index "
+                f"{first}): remove lost or invalid events before estimating a worst case"
             )
         return cls(x)
 
@@ -177,17 +183,21 @@ class _TailInput:
         values = tail.values.astype(np.float64)
         if not (np.isfinite(dist.values).all() and np.isfinite(values).all()):
             raise ValueError(
-                "the tail sample contains NaN or infinite value(s): remove lost or invalid events before "
-                "estimating a worst case"
+                "the tail sample contains NaN or infinite value(s): remove lost or invalid events "
+                "before estimating a worst case"
             )
-        order = np.argsort(tail.positions, kind="stable")  # event order, as the array path sees its top
+        # event order, as the array path sees its top
+        order = np.argsort(tail.positions, kind="stable")
         values, positions = values[order], tail.positions[order]
         n = dist.count
-        if positions.size and (positions[0] < 0 or positions[-1] >= n or (np.diff(positions) == 0).any()):
-            raise ValueError(f"tail sample positions must be distinct and within the sample's {n} events")
+        if positions.size and (
+            positions[0] < 0 or positions[-1] >= n or (np.diff(positions) == 0).any()
+        ):
+            raise ValueError(f"tail sample positions must be distinct and within the sample's {n} "
+                             "events")
         if values.size and _count_at_least(dist, float(values.min())) != values.size:
-            # int64 values past 2**53 compared with a float edge: a rounded edge may hold only some of
-            # the values that round to it; the kept values above it are still complete
+            # int64 values past 2**53 compared with a float edge: a rounded edge may hold only some
+            # of the values that round to it; the kept values above it are still complete
             above = values > values.min()
             values, positions = values[above], positions[above]
             if values.size and _count_at_least(dist, float(values.min())) != values.size:

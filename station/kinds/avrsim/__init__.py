@@ -1,8 +1,8 @@
-"""The avrsim kind (seed 002's Arduino, simulated): an ATmega328P under simavr answers jittered edges
-on its INT0 pin, the bare avr-libc responder or the seed's sketch on the real Arduino core, timer0's
-overflow interrupt on or masked; one run per case, load and repetition. The harness logs what a
-scope would see (each edge, each output change) and what no scope sees (each interrupt handler
-run), so every slow answer is tied to the handler that held it up."""
+"""The avrsim kind (seed 002's Arduino, simulated): an ATmega328P under simavr answers jittered
+edges on its INT0 pin, the bare avr-libc responder or the seed's sketch on the real Arduino core,
+timer0's overflow interrupt on or masked; one run per case, load and repetition. The harness logs
+what a scope would see (each edge, each output change) and what no scope sees (each interrupt
+handler run), so every slow answer is tied to the handler that held it up."""
 
 from __future__ import annotations
 
@@ -21,21 +21,24 @@ def _settings(campaign: Campaign) -> AvrsimSettings:
 def _check(campaign: Campaign) -> None:
     m = campaign.matrix
     if m.samples is None:
-        raise LocatedError(("matrix", "samples"), "an avrsim run applies a number of edges: give matrix.samples")
+        raise LocatedError(("matrix", "samples"),
+                           "an avrsim run applies a number of edges: give matrix.samples")
     if m.duration is not None:
-        raise LocatedError(("matrix", "duration"), "the simulated clock is not the wall clock: an avrsim run ends "
+        raise LocatedError(("matrix", "duration"),
+                           "the simulated clock is not the wall clock: an avrsim run ends "
                            "after matrix.samples edges (max_duration still bounds it)")
     for name, t in campaign.bench.named_targets().items():
         if t.kind != "local":
             where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
-            raise LocatedError(where, "the simulated microcontroller runs on the station's own machine, where its "
-                               "firmware is built: use kind local (a real Uno is a gpio campaign's external "
-                               "responder)")
+            raise LocatedError(where, "the simulated microcontroller runs on the station's own "
+                               "machine, where its firmware is built: use kind local (a real Uno "
+                               "is a gpio campaign's external responder)")
     for load in m.loads:
         if campaign.loads.get(load):
-            raise LocatedError(("matrix", "loads"), f"load set {load!r} starts programs, but a simulated CPU counts "
-                               "its own cycles: the host's load changes nothing it measures (use a load set "
-                               "without programs)")
+            raise LocatedError(("matrix", "loads"),
+                               f"load set {load!r} starts programs, but a simulated CPU counts its "
+                               "own cycles: the host's load changes nothing it measures (use a "
+                               "load set without programs)")
 
 
 _cells = case_cells("avrsim")
@@ -44,8 +47,8 @@ _cells = case_cells("avrsim")
 KIND = Kind(
     name="avrsim",
     store_tables=("avrsim_edges", "avrsim_handlers"),
-    summary="an ATmega328P under simavr answering jittered edges (the bare responder or the seed's Arduino "
-    "sketch, timer0 on or masked); options under avrsim:",
+    summary="an ATmega328P under simavr answering jittered edges (the bare responder or the seed's "
+    "Arduino sketch, timer0 on or masked); options under avrsim:",
     settings=AvrsimSettings,
     settings_required=True,
     cells=_cells,

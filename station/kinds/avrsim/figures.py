@@ -26,7 +26,8 @@ FLOOR = 0.5  # empty bins sit below the count axis
 
 
 def _pooled(runs: list[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    """Every run's (cycles, counts) summed: cycles ascending, one entry per cycle from first to last."""
+    """Every run's (cycles, counts) summed: cycles ascending, one entry per cycle from first to
+    last."""
     total: Counter[int] = Counter()
     for r in runs:
         h = r["histogram"]
@@ -51,14 +52,19 @@ def histogram_svg(cases: list[tuple[str, list[Mapping[str, Any]]]], seed: Mappin
         top = max(top, float(counts.max()))
         lo, hi = cycles[0] * 1e6 / freq, cycles[-1] * 1e6 / freq
         xs, ys = np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR]
-        label = f"{case}, timer0 {runs[0]['timer0']}  (n={count_text(int(counts.sum()))}, {lo:.4f}–{hi:.4f} µs)"
+        label = (
+            f"{case}, timer0 {runs[0]['timer0']}  (n={count_text(int(counts.sum()))}, "
+            f"{lo:.4f}–{hi:.4f} µs)"
+        )
         if runs[0]["timer0"] == "masked":  # filled: the enabled case's bulk lies on the same cycles
-            ax.fill_between(xs, FLOOR, ys, color=color, alpha=0.45, linewidth=0, gid=f"{name}-curve-{i}", label=label)
+            ax.fill_between(xs, FLOOR, ys, color=color, alpha=0.45, linewidth=0,
+                            gid=f"{name}-curve-{i}", label=label)
         else:
             ax.plot(xs, ys, color=color, linewidth=1.1, gid=f"{name}-curve-{i}", label=label)
     if seed:
         lo, hi = seed["masked_us"]
-        ax.axvspan(lo, hi, color="#999999", alpha=0.25, linewidth=0, label=f"the seed's Uno, timer0 masked "
+        ax.axvspan(lo, hi, color="#999999", alpha=0.25, linewidth=0,
+                   label=f"the seed's Uno, timer0 masked "
                    f"({lo:.4f}–{hi:.4f} µs)")
     ax.set_yscale("log")
     ax.set_ylim(0.7, top * 2.5)
@@ -68,7 +74,9 @@ def histogram_svg(cases: list[tuple[str, list[Mapping[str, Any]]]], seed: Mappin
     return _to_svg(fig, name)
 
 
-def build_avrsim_figures(report: Mapping[str, Any], samples: Mapping[str, Any] | None = None) -> list[RenderedFigure]:
+def build_avrsim_figures(
+    report: Mapping[str, Any], samples: Mapping[str, Any] | None = None
+) -> list[RenderedFigure]:
     """One histogram per firmware with answered edges. ``samples`` is not used."""
     section = report.get("avrsim") or {}
     runs = [r for r in section.get("runs") or [] if r.get("histogram") and r["histogram"]["cycles"]]
@@ -78,15 +86,34 @@ def build_avrsim_figures(report: Mapping[str, Any], samples: Mapping[str, Any] |
     firmwares.sort(key=lambda f: f != "sketch")
     for firmware in firmwares:
         mine = [r for r in runs if r["firmware"] == firmware]
-        cases = [(case, [r for r in mine if r["case"] == case]) for case in ordered(str(r["case"]) for r in mine)]
+        cases = [
+            (case, [r for r in mine if r["case"] == case])
+            for case in ordered(str(r["case"]) for r in mine)
+        ]
         name = f"{KIND}-{firmware}"
-        what = "the seed's sketch on the Arduino core" if firmware == "sketch" else "the bare avr-libc responder"
+        what = (
+            "the seed's sketch on the Arduino core"
+            if firmware == "sketch"
+            else "the bare avr-libc responder"
+        )
         title = f"Simulated response delay: {what}"
-        caption = ("Delay from each edge to the output's change, simulated cycle by cycle (simavr), every run of a "
-                   "case pooled, one bin per CPU cycle. The timer0-on curve's far steps are the edges that waited "
-                   "for timer0's handler" + ("; the grey band is the seed's Uno with timer0 masked, measured with "
+        caption = ("Delay from each edge to the output's change, simulated cycle by cycle "
+                   "(simavr), every run of a "
+                   "case pooled, one bin per CPU cycle. The timer0-on curve's far steps are the "
+                   "edges that waited "
+                   "for timer0's handler" + ("; the grey band is the seed's Uno with timer0 "
+                                             "masked, measured with "
                                              "a scope." if firmware == "sketch" else "."))
-        figures.append(RenderedFigure(name, KIND, title, caption,
-                                      histogram_svg(cases, section.get("seed") if firmware == "sketch" else None,
-                                                    title, name), glance=firmware == firmwares[0]))
+        figures.append(
+            RenderedFigure(
+                name,
+                KIND,
+                title,
+                caption,
+                histogram_svg(
+                    cases, section.get("seed") if firmware == "sketch" else None, title, name
+                ),
+                glance=firmware == firmwares[0],
+            )
+        )
     return figures

@@ -10,5 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 class AvrsimManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    avrsim: dict[str, Any] = Field(description="the case, the clock, the seed and the harness's arguments")
-    firmware: dict[str, str] | None = Field(None, description="the firmware run: its ELF, SHA-256, harness")
+    avrsim: dict[str,
+                 Any] = Field(description="the case, the clock, the seed and the harness's "
+                                          "arguments")
+    firmware: dict[str, str] | None = Field(None,
+                                            description="the firmware run: its ELF, SHA-256, "
+                                                        "harness")

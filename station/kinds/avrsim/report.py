@@ -18,9 +18,11 @@ def sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> li
     if table is None:
         return []
     found = (report.get("avrsim") or {}).get("findings") or []
-    blocks: list[Block] = [Sentences([Sentence(f["text"], f["kind"]) for f in found])] if found else []
+    blocks: list[Block] = [Sentences([Sentence(f["text"],
+                                               f["kind"]) for f in found])] if found else []
     blocks.append(table)
-    out = [Section("avrsim", "Simulated microcontroller response", blocks, "summary", "Microcontroller",
+    out = [Section("avrsim", "Simulated microcontroller response", blocks, "summary",
+                   "Microcontroller",
                    "Simulated delays are in µs at 16 MHz; avrsim.csv holds one row per run.")]
     plots = [f for f in figures if f.kind == KIND]
     if plots:
@@ -30,10 +32,13 @@ def sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> li
 
 
 #: Columns of avrsim.csv: one row per run.
-COLUMNS = ["run_id", "target", "case", "load", "repetition", "status", "firmware", "timer0", "seed", "sha256",
-           "clock_hz", "stimuli", "answered", "missed", "min_cycles", "p50_cycles", "max_cycles", "min_us", "p50_us",
+COLUMNS = ["run_id", "target", "case", "load", "repetition", "status", "firmware", "timer0", "seed",
+           "sha256",
+           "clock_hz", "stimuli", "answered", "missed", "min_cycles", "p50_cycles", "max_cycles",
+           "min_us", "p50_us",
            "mean_us", "max_us", "spread_us", "timer0_runs", "timer0_rate_hz", "timer0_mean_cycles",
-           "outlier_threshold_cycles", "outlier_count", "outlier_fraction", "outlier_expected_fraction",
+           "outlier_threshold_cycles", "outlier_count", "outlier_fraction",
+           "outlier_expected_fraction",
            "outlier_as_predicted", "outlier_unexplained"]
 
 
@@ -46,9 +51,11 @@ def rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
                **{f"{k}_cycles": c.get(k) for k in ("min", "p50", "max")},
                **{f"{k}_us": d.get(k) for k in ("min", "p50", "mean", "max", "spread")},
                "timer0_runs": t0.get("runs"), "timer0_rate_hz": t0.get("rate_hz"),
-               "timer0_mean_cycles": t0.get("mean_cycles"), "outlier_threshold_cycles": o.get("threshold_cycles"),
+               "timer0_mean_cycles": t0.get("mean_cycles"),
+               "outlier_threshold_cycles": o.get("threshold_cycles"),
                "outlier_count": o.get("count"), "outlier_fraction": o.get("fraction"),
-               "outlier_expected_fraction": o.get("expected_fraction"), "outlier_as_predicted": o.get("as_predicted"),
+               "outlier_expected_fraction": o.get("expected_fraction"),
+               "outlier_as_predicted": o.get("as_predicted"),
                "outlier_unexplained": o.get("unexplained")}
         out.append({k: csv_bool(to_jsonable(row.get(k))) for k in COLUMNS})
     return list(COLUMNS), out

@@ -4,9 +4,9 @@ stopped on every exit path, found by `station cleanup`). Before the first run th
 every case is built into the campaign's `firmware/` directory, where it stays beside the results:
 the ELF measured (its SHA-256 is in each manifest) and its disassembly (.lst).
 
-The harness's stdout (station/kinds/avrsim/simulator.py: one line per edge, output change and handler run) is
-kept byte for byte in harness.log and turned into avrsim_edges.parquet and avrsim_handlers.parquet
-(result-store tables) at the end."""
+The harness's stdout (station/kinds/avrsim/simulator.py: one line per edge, output change and
+handler run) is kept byte for byte in harness.log and turned into avrsim_edges.parquet and
+avrsim_handlers.parquet (result-store tables) at the end."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ class AvrsimRun(ProbeRun):
     stderr_file = "harness.err"
     stop_grace_s = 1.0  # the harness prints as it goes: nothing to wait for on SIGTERM
     outputs = {
-        "harness.log": "the simavr harness's stdout: every edge, output change and handler run, in CPU cycles "
+        "harness.log": "the simavr harness's stdout: every edge, output change and handler run, in "
+                       "CPU cycles "
         "(→ avrsim_edges.parquet, avrsim_handlers.parquet)",
         "harness.err": "the harness's stderr",
     }
@@ -58,8 +59,11 @@ class AvrsimRun(ProbeRun):
         # each run its own edges: the campaign's seed plus the run's place in the campaign
         cases = list(settings.cases)
         m = ctx.campaign.matrix
-        self.seed = settings.seed + (ctx.spec.repetition * len(m.loads) + m.loads.index(ctx.spec.load)) * len(
-            cases) + cases.index(self.case_name)
+        self.seed = (
+            settings.seed
+            + (ctx.spec.repetition * len(m.loads) + m.loads.index(ctx.spec.load)) * len(cases)
+            + cases.index(self.case_name)
+        )
         self.build_dir = ctx.store.dir.parent.parent / FIRMWARE_DIR
         self.elf: Path | None = None
         self.harness: Path | None = None
@@ -68,7 +72,8 @@ class AvrsimRun(ProbeRun):
 
     def harness_arguments(self) -> list[str]:
         s = self.settings
-        return ["-n", str(self.ctx.campaign.matrix.samples), "-p", str(cycles(s.period)), "-j", str(cycles(s.jitter)),
+        return ["-n", str(self.ctx.campaign.matrix.samples), "-p", str(cycles(s.period)), "-j",
+                str(cycles(s.jitter)),
                 "-w", str(cycles(s.width)), "-s", str(self.seed), "-f", str(CLOCK_HZ)]
 
     def planned_seconds(self) -> float:
@@ -77,8 +82,10 @@ class AvrsimRun(ProbeRun):
     def manifest(self) -> dict[str, Any]:
         s = self.settings
         return {"avrsim": {
-            "case": self.case_name, **self.case.model_dump(), "clock_hz": CLOCK_HZ, "seed": self.seed,
-            "period_cycles": cycles(s.period), "jitter_cycles": cycles(s.jitter), "width_cycles": cycles(s.width),
+            "case": self.case_name, **self.case.model_dump(), "clock_hz": CLOCK_HZ,
+            "seed": self.seed,
+            "period_cycles": cycles(s.period), "jitter_cycles": cycles(s.jitter),
+            "width_cycles": cycles(s.width),
             "arguments": self.harness_arguments(), "firmware_dir": FIRMWARE_DIR,
         }}
 
@@ -98,7 +105,8 @@ class AvrsimRun(ProbeRun):
     def seal_extra(self) -> dict[str, Any]:
         if self.elf is None:
             return {}
-        return {"firmware": {"elf": str(self.elf.relative_to(self.build_dir.parent)), "sha256": _sha256(self.elf),
+        return {"firmware": {"elf": str(self.elf.relative_to(self.build_dir.parent)),
+                             "sha256": _sha256(self.elf),
                              "harness": str(self.harness)}}
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
@@ -119,11 +127,13 @@ class AvrsimRun(ProbeRun):
             out = avr_sim.parse((run_dir / "harness.log").read_text())
             pairs = avr_sim.pair(out)
             write_parquet(pd.DataFrame({"stim_cycle": [p.stim for p in pairs],
-                                        "resp_cycle": pd.array([p.resp for p in pairs], dtype="Int64")}),
+                                        "resp_cycle": pd.array([p.resp for p in pairs],
+                                                               dtype="Int64")}),
                           run_dir / "avrsim_edges.parquet")
             write_parquet(pd.DataFrame({"vector": [r.vector for r in out.isrs],
                                         "entry_cycle": [r.entry for r in out.isrs],
-                                        "exit_cycle": [r.exit for r in out.isrs]}), run_dir / "avrsim_handlers.parquet")
+                                        "exit_cycle": [r.exit for r in out.isrs]}),
+                                        run_dir / "avrsim_handlers.parquet")
             return {"edges": len(pairs), "handler_runs": len(out.isrs)}
 
         return [tables]

@@ -1,4 +1,5 @@
-"""The simulated microcontroller's options: the campaign's avrsim: section (its cases and stimulus)."""
+"""The simulated microcontroller's options: the campaign's avrsim: section (its cases and
+stimulus)."""
 
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ class AvrCase(Strict):
     """One firmware build answering the edges: a column of the seed's comparison."""
 
     firmware: Literal[FIRMWARES] = Field(  # type: ignore[valid-type]
-        description="responder: the bare avr-libc responder (target_modules/avr/responder.c, INT0 toggles PD7); "
-        "sketch: the seed's sketch on Debian's Arduino core (target_modules/avr/sketch/responder_sketch.ino: "
-        "attachInterrupt on pin 2, digitalWrite of pin 7)"
+        description="responder: the bare avr-libc responder (target_modules/avr/responder.c, INT0 "
+        "toggles PD7); sketch: the seed's sketch on Debian's Arduino core "
+        "(target_modules/avr/sketch/responder_sketch.ino: attachInterrupt on pin 2, digitalWrite "
+        "of pin 7)"
     )
     timer0: Literal["enabled", "masked"] = Field(
-        "enabled", description="enabled: timer0's overflow interrupt runs as the Arduino core sets it up "
-        "(976.5625 Hz), and delays an edge that arrives while its handler runs; masked: TOIE0 cleared, as the "
-        "seed's figure was taken"
+        "enabled",
+        description="enabled: timer0's overflow interrupt runs as the Arduino core sets it up "
+        "(976.5625 Hz), and delays an edge that arrives while its handler runs; masked: TOIE0 "
+        "cleared, as the seed's figure was taken"
     )
 
 
@@ -43,20 +46,26 @@ class AvrsimSettings(Strict):
     after matrix.samples edges. The simulation runs on the station's own machine (bench.target.kind:
     local), where the firmware is built (gcc-avr, avr-libc, libsimavr-dev, arduino-core-avr)."""
 
-    cases: dict[Name, AvrCase] = Field(min_length=1, max_length=16, description="the builds to compare, by name")
-    period: Seconds(AVR_PERIOD_RANGE) = Field(125e-6, description="least time between two rising edges")
+    cases: dict[Name, AvrCase] = Field(min_length=1, max_length=16,
+                                       description="the builds to compare, by name")
+    period: Seconds(AVR_PERIOD_RANGE) = Field(125e-6,
+                                              description="least time between two rising edges")
     jitter: Seconds(AVR_JITTER_RANGE) = Field(
-        125e-6, description="each gap is period + uniform[0, jitter): at least a few cycles (well over timer0's "
-        "phase), so the edges do not lock to timer0's overflow"
+        125e-6, description="each gap is period + uniform[0, jitter): at least a few cycles (well "
+        "over timer0's phase), so the edges do not lock to timer0's overflow"
     )
     width: Seconds(AVR_WIDTH_RANGE) = Field(6.25e-6, description="the input pulse's width")
-    seed: Int = Field(1, ge=0, le=2**32 - 1, description="the edges' random seed (each run adds its ordinal)")
+    seed: Int = Field(1, ge=0, le=2**32 - 1,
+                      description="the edges' random seed (each run adds its ordinal)")
 
     @model_validator(mode="after")
     def _cycles_fit(self) -> AvrsimSettings:
         if cycles(self.width) >= cycles(self.period):
-            raise LocatedError(("width",), f"{self.width:g} s does not fit in the period ({self.period:g} s)")
+            raise LocatedError(("width",),
+                               f"{self.width:g} s does not fit in the period ({self.period:g} s)")
         if self.jitter and cycles(self.jitter) < 16:
-            raise LocatedError(("jitter",), f"{self.jitter:g} s is under 16 cycles (1 us): the edges would sample "
-                               "timer0's overflow at a few fixed phases (0 turns the jitter off)")
+            raise LocatedError(("jitter",),
+                               f"{self.jitter:g} s is under 16 cycles (1 us): the edges would "
+                               "sample timer0's overflow at a few fixed phases (0 turns the "
+                               "jitter off)")
         return self

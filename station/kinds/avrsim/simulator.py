@@ -6,8 +6,8 @@ handler (unless built masked) blocks INT0 while it runs. The harness (target_mod
 simavr_harness.c) applies jittered edges in simavr and prints, one event per line::
 
     avrsim 1                                   magic and format version (first line)
-    config key=value ...                       mcu, freq, stimuli, period, jitter, width, seed, input, output
-    stim <cycle>                               rising edge on the input
+    config key=value ...                       mcu, freq, stimuli, period, jitter, width, seed,
+    input, output stim <cycle>                               rising edge on the input
     resp <cycle> <0|1>                         the output changed
     isr <vector> <entry> <exit>                one run of a logged handler (exit: after its RETI)
     end stims=<n> resps=<n> isrs=<n> cycles=<c>
@@ -55,17 +55,21 @@ MAGIC = "avrsim"
 INT0_VECTOR = 1  # ATmega328P vector numbers (avr-libc INT0_vect_num, TIMER0_OVF_vect_num)
 TIMER0_OVF_VECTOR = 16
 TIMER0_OVERFLOW_CYCLES = 64 * 256  # prescaler 64, 8-bit counter: 976.5625 Hz at 16 MHz
-ENTRY_CYCLES_HW = 4  # interrupt entry on a real AVR (push PC, clear I), which simavr 1.6 does not charge
-AFTER_RETI_CYCLES_SIM = 4  # simavr 1.6 runs two instructions after RETI before a pending interrupt: 2 rjmp
+# interrupt entry on a real AVR (push PC, clear I), which simavr 1.6 does not charge
+ENTRY_CYCLES_HW = 4
+# simavr 1.6 runs two instructions after RETI before a pending interrupt: 2 rjmp
+AFTER_RETI_CYCLES_SIM = 4
 APT_PACKAGES = ("gcc-avr", "binutils-avr", "avr-libc", "libsimavr-dev", "pkg-config", "make", "gcc")
-SKETCH_APT_PACKAGES = (*APT_PACKAGES, "arduino-core-avr")  # the seed's sketch on the real Arduino core
+# the seed's sketch on the real Arduino core
+SKETCH_APT_PACKAGES = (*APT_PACKAGES, "arduino-core-avr")
 # The Arduino core's main loop with an empty loop() (main.cpp: `call loop`, `ret`, `sbiw`, `breq`):
 # the two instructions simavr runs after RETI cost 4 (sbiw + breq) to 8 (call + ret) cycles.
 CORE_AFTER_RETI_CYCLES_SIM = (4, 8)
 
 _UINT = re.compile(r"(0|[1-9][0-9]*)")
 _CONFIG_KEY = re.compile(r"[a-z_]+")
-_CONFIG_REQUIRED = ("mcu", "freq", "stimuli", "period", "jitter", "width", "seed", "input", "output")
+_CONFIG_REQUIRED = ("mcu", "freq", "stimuli", "period", "jitter", "width", "seed", "input",
+                    "output")
 _END_KEYS = ("stims", "resps", "isrs", "cycles")
 
 
@@ -108,7 +112,8 @@ class AvrSimOutput:
 
 def _uint(tok: str, what: str, lineno: int, line: str) -> int:
     if not _UINT.fullmatch(tok):
-        raise AvrSimOutputError(f"line {lineno}: {what} {tok!r} is not an unsigned integer: {line!r}")
+        raise AvrSimOutputError(f"line {lineno}: {what} {tok!r} is not an unsigned integer: "
+                                f"{line!r}")
     return int(tok)
 
 
@@ -118,7 +123,8 @@ def parse(text: str) -> AvrSimOutput:
     if lines and lines[-1] == "":
         lines.pop()
     else:
-        raise AvrSimOutputError(f"line {len(lines)}: output does not end with a newline (truncated?)")
+        raise AvrSimOutputError(f"line {len(lines)}: output does not end with a newline "
+                                "(truncated?)")
     version: int | None = None
     config: dict[str, str] | None = None
     stims: list[int] = []
@@ -133,10 +139,13 @@ def parse(text: str) -> AvrSimOutput:
             raise AvrSimOutputError(f"line {lineno}: text after the end line: {line!r}")
         if lineno == 1:
             if len(toks) != 2 or toks[0] != MAGIC:
-                raise AvrSimOutputError(f"line 1: expected '{MAGIC} {FORMAT_VERSION}', got {line!r}")
+                raise AvrSimOutputError(
+                    f"line 1: expected '{MAGIC} {FORMAT_VERSION}', got {line!r}"
+                )
             version = _uint(toks[1], "version", lineno, line)
             if version != FORMAT_VERSION:
-                raise AvrSimOutputError(f"line 1: format version {version}, this parser reads {FORMAT_VERSION}")
+                raise AvrSimOutputError(f"line 1: format version {version}, this parser reads "
+                                        f"{FORMAT_VERSION}")
             continue
         if lineno == 2:
             if toks[0] != "config":
@@ -157,7 +166,8 @@ def parse(text: str) -> AvrSimOutput:
         if kind == "stim" and len(toks) == 2:
             cycle = _uint(toks[1], "cycle", lineno, line)
             if cycle < last_cycle:
-                raise AvrSimOutputError(f"line {lineno}: cycle {cycle} goes back in time (last {last_cycle})")
+                raise AvrSimOutputError(f"line {lineno}: cycle {cycle} goes back in time (last "
+                                        f"{last_cycle})")
             last_cycle = cycle
             stims.append(cycle)
         elif kind == "resp" and len(toks) == 3:
@@ -165,7 +175,8 @@ def parse(text: str) -> AvrSimOutput:
             if toks[2] not in ("0", "1"):
                 raise AvrSimOutputError(f"line {lineno}: level {toks[2]!r} is not 0 or 1")
             if cycle < last_cycle:
-                raise AvrSimOutputError(f"line {lineno}: cycle {cycle} goes back in time (last {last_cycle})")
+                raise AvrSimOutputError(f"line {lineno}: cycle {cycle} goes back in time (last "
+                                        f"{last_cycle})")
             last_cycle = cycle
             resps.append((cycle, int(toks[2])))
         elif kind == "isr" and len(toks) == 4:
@@ -194,9 +205,11 @@ def parse(text: str) -> AvrSimOutput:
     got = {"stims": len(stims), "resps": len(resps), "isrs": len(isrs)}
     for key, n in got.items():
         if end[key] != n:
-            raise AvrSimOutputError(f"line {len(lines)}: end says {key}={end[key]}, the output has {n}")
+            raise AvrSimOutputError(f"line {len(lines)}: end says {key}={end[key]}, the output has "
+                                    f"{n}")
     if end["cycles"] < max([last_cycle, *(r.exit for r in isrs)]):
-        raise AvrSimOutputError(f"line {len(lines)}: end cycles={end['cycles']} is before the last event")
+        raise AvrSimOutputError(f"line {len(lines)}: end cycles={end['cycles']} is before the last "
+                                "event")
     return AvrSimOutput(version, config, int(config["freq"]), stims, resps, isrs, end["cycles"])
 
 
@@ -213,7 +226,8 @@ class Build:
 
 
 def sources() -> Path:
-    """target_modules/avr: the installed package's copy (station/_target_modules/avr), else the checkout's."""
+    """target_modules/avr: the installed package's copy (station/_target_modules/avr), else the
+    checkout's."""
     packaged = resources.files("station") / "_target_modules" / "avr"
     checkout = Path(__file__).resolve().parents[3] / "target_modules" / "avr"
     for src in ([packaged] if isinstance(packaged, Path) else []) + [checkout]:
@@ -227,14 +241,17 @@ def default_build_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "irq-station" / "avr"
 
 
-def _make(build_dir: Path | None, targets: tuple[str, ...], what: str, packages: tuple[str, ...]) -> Path:
+def _make(
+    build_dir: Path | None, targets: tuple[str, ...], what: str, packages: tuple[str, ...]
+) -> Path:
     """`make` of target_modules/avr into build_dir (rebuilding only what changed)."""
     build_dir = (build_dir or default_build_dir()).resolve()
     make = shutil.which("make")
     if not make:
         raise AvrSimError(f"make is not installed (apt-get install {' '.join(packages)})")
     res = subprocess.run(
-        [make, "-C", str(sources()), f"BUILD={build_dir}", *targets], capture_output=True, text=True, timeout=300
+        [make, "-C", str(sources()), f"BUILD={build_dir}", *targets], capture_output=True,
+        text=True, timeout=300
     )
     if res.returncode != 0:
         raise AvrSimError(f"building {what} failed ({res.returncode}):\n{res.stderr.strip()}")
@@ -248,9 +265,9 @@ def build(build_dir: Path | None = None) -> Build:
 
 
 def build_sketch(build_dir: Path | None = None) -> Build:
-    """The seed's sketch (target_modules/avr/sketch/responder_sketch.ino) built on Debian's Arduino core,
-    both variants, and the harness: `elf` keeps the core's timer0 overflow interrupt, `masked_elf`
-    clears it in setup()."""
+    """The seed's sketch (target_modules/avr/sketch/responder_sketch.ino) built on Debian's Arduino
+    core, both variants, and the harness: `elf` keeps the core's timer0 overflow interrupt,
+    `masked_elf` clears it in setup()."""
     d = _make(build_dir, ("sketch", "harness"), "the Arduino sketch", SKETCH_APT_PACKAGES)
     return Build(d / "sketch.elf", d / "sketch-masked.elf", d / "simavr_harness")
 
@@ -297,7 +314,11 @@ def pair(out: AvrSimOutput) -> list[Response]:
     for i, stim in enumerate(out.stims):
         j = bisect_right(resp_cycles, stim)
         nxt = out.stims[i + 1] if i + 1 < len(out.stims) else math.inf
-        paired.append(Response(stim, resp_cycles[j] if j < len(resp_cycles) and resp_cycles[j] < nxt else None))
+        paired.append(
+            Response(
+                stim, resp_cycles[j] if j < len(resp_cycles) and resp_cycles[j] < nxt else None
+            )
+        )
     return paired
 
 
@@ -331,7 +352,8 @@ def isr_window(out: AvrSimOutput, vector: int = TIMER0_OVF_VECTOR) -> IsrWindow:
     lengths = [r.cycles for r in runs]
     span = runs[-1].entry - runs[0].entry
     rate = (len(runs) - 1) * out.freq_hz / span if len(runs) > 1 and span > 0 else math.nan
-    return IsrWindow(vector, len(runs), rate, sum(lengths) / len(lengths), min(lengths), max(lengths), out.freq_hz)
+    return IsrWindow(vector, len(runs), rate, sum(lengths) / len(lengths), min(lengths),
+                     max(lengths), out.freq_hz)
 
 
 @dataclass(frozen=True)
@@ -340,7 +362,8 @@ class Outlier:
     delay: int  # cycles
     extra: int  # cycles above the fastest response
     isr: IsrRun | None  # the handler run it arrived in (None: unexplained)
-    blocked: int | None  # cycles of that run's lock-out (rest of handler + after RETI) left at arrival
+    # cycles of that run's lock-out (rest of handler + after RETI) left at arrival
+    blocked: int | None
 
 
 @dataclass(frozen=True)
@@ -384,7 +407,8 @@ class Analysis:
         return [o for o in self.outliers if o.isr is None]
 
 
-def _arrived_in(runs: list[IsrRun], entries: list[int], stim: int, after_reti: int) -> IsrRun | None:
+def _arrived_in(runs: list[IsrRun], entries: list[int], stim: int,
+                after_reti: int) -> IsrRun | None:
     """The run whose lock-out (entry, exit + after_reti] the edge arrived in. Runs do not nest, so
     only the last run that started before the edge can hold it."""
     i = bisect_right(entries, stim - 1) - 1

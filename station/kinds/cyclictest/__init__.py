@@ -11,19 +11,23 @@ from station.kinds.cyclictest.settings import CyclictestSettings
 def _check(campaign: Campaign) -> None:
     m, settings = campaign.matrix, campaign.cyclictest  # type: ignore[attr-defined]
     if m.duration is not None and (m.duration < 1 or m.duration != int(m.duration)):
-        raise LocatedError(("matrix", "duration"), f"cyclictest -D takes whole seconds; {m.duration:g} s is not")
+        raise LocatedError(("matrix", "duration"),
+                           f"cyclictest -D takes whole seconds; {m.duration:g} s is not")
     if settings.slices > 1:
         if m.duration is None or m.samples is not None:
-            raise LocatedError(("cyclictest", "slices"), "slices divide matrix.duration: give duration, not samples")
+            raise LocatedError(("cyclictest", "slices"),
+                               "slices divide matrix.duration: give duration, not samples")
         if m.duration % settings.slices or m.duration < settings.slices:
-            raise LocatedError(("cyclictest", "slices"), f"{settings.slices} slices of {m.duration:g} s are not whole "
+            raise LocatedError(("cyclictest", "slices"),
+                               f"{settings.slices} slices of {m.duration:g} s are not whole "
                                "seconds each (cyclictest -D): make duration a multiple of slices")
     # cyclictest ends at whichever of -D and -l comes first
     needed = min(x for x in (m.duration, m.samples and m.samples * settings.interval) if x)
     if needed > m.max_duration:
-        raise LocatedError(("matrix", "max_duration"), f"a run needs at least {needed:g} s (samples × "
-                           f"cyclictest.interval, or duration) but max_duration is {m.max_duration:g} s: every run "
-                           "would end incomplete")
+        raise LocatedError(("matrix", "max_duration"),
+                           f"a run needs at least {needed:g} s (samples × cyclictest.interval, or "
+                           f"duration) but max_duration is {m.max_duration:g} s: every run would "
+                           "end incomplete")
 
 
 KIND = Kind(

@@ -18,7 +18,12 @@ from station.analysis.campaign import AnalysisInput, KindReport, entry_identity,
 from station.analysis.histogram import Histogram, combine, from_cyclictest
 from station.analysis.samples import RunSamples, ThreadHistogram
 from station.kinds.cyclictest.on_target import SLICE_MARK
-from station.parsers import timerlat
+from station.kinds.cyclictest.timerlat_companion import (
+    timerlat_entry,
+    timerlat_findings,
+    timerlat_notes,
+    timerlat_table,
+)
 from station.parsers.cyclictest import (
     CyclictestOutputError,
     CyclictestReport,
@@ -42,12 +47,14 @@ class RunOutput:
 
     text: HistogramOutput | None
     json: CyclictestReport | None
-    problems: tuple[str, ...] = ()  # an output that could not be read while the other could; a cut last slice
+    # an output that could not be read while the other could; a cut last slice
+    problems: tuple[str, ...] = ()
     slices: tuple[HistogramOutput, ...] = ()
 
     @property
     def threads(self) -> tuple[CyclictestThread, ...]:
-        # JSON first: it has each thread's CPU and an average to two decimals (the text's is truncated)
+        # JSON first: it has each thread's CPU and an average to two decimals (the text's is
+        # truncated)
         source = self.json or self.text
         return source.threads if source is not None else ()
 
@@ -83,7 +90,8 @@ def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
         content = stdout if name == "cyclictest.out" else _read(run_dir / name)
         try:
             parsed[name] = parse(content) if content.strip() else None
-        except CyclictestOutputError as exc:  # a truncated file: the other one may still hold the results
+        # a truncated file: the other one may still hold the results
+        except CyclictestOutputError as exc:
             parsed[name] = None
             problems.append(f"{name}: {exc}")
     out = RunOutput(parsed["cyclictest.out"], parsed["cyclictest.json"], tuple(problems), slices)
@@ -95,8 +103,8 @@ def read_outputs(run_dir: Path, nsecs: bool = False) -> RunOutput:
 def _read_slices(stdout: str, nsecs: bool, problems: list[str]) -> tuple[HistogramOutput, ...]:
     """A sliced run's stdout: the histogram each slice printed, in order. A slice that printed
     nothing (the run stopped between two) is no slice; the last one cut short while it printed (the
-    run stopped then) is left out, said in `problems`, and the slices before it stand; any other that
-    cannot be read is an error with its number (its lines count from its own mark)."""
+    run stopped then) is left out, said in `problems`, and the slices before it stand; any other
+    that cannot be read is an error with its number (its lines count from its own mark)."""
     parts = [p for p in stdout.split(SLICE_MARK)[1:] if p.partition("\n")[2].strip()]
     out = []
     for n, part in enumerate(parts, 1):
@@ -105,17 +113,17 @@ def _read_slices(stdout: str, nsecs: bool, problems: list[str]) -> tuple[Histogr
             out.append(parse_histogram(body, nsecs=nsecs))
         except CyclictestOutputError as exc:
             if n == len(parts) and out:
-                problems.append(f"slice {head.strip()} cannot be read ({exc}): cut short? The run's figures are "
-                                f"those of the {len(out)} slices before it")
+                problems.append(f"slice {head.strip()} cannot be read ({exc}): cut short? The "
+                                f"run's figures are those of the {len(out)} slices before it")
                 break
             raise CyclictestOutputError(f"slice {head.strip()}: {exc}") from None
     return tuple(out)
 
 
 def merge_slices(slices: tuple[HistogramOutput, ...]) -> HistogramOutput:
-    """The whole run from its slices: per thread, buckets and overflows summed, the least minimum and
-    greatest maximum, the average weighted by cycles (truncated where any slice's was); the overflow
-    cycles counted from the run's start."""
+    """The whole run from its slices: per thread, buckets and overflows summed, the least minimum
+    and greatest maximum, the average weighted by cycles (truncated where any slice's was); the
+    overflow cycles counted from the run's start."""
     if not slices:
         raise CyclictestOutputError("cyclictest printed no slice")
     first = slices[0]
@@ -135,21 +143,35 @@ def merge_slices(slices: tuple[HistogramOutput, ...]) -> HistogramOutput:
             where += [done + c for c in (t.overflow_cycles or ())]
             done += t.cycles
         keys = sorted(counts)
-        threads.append(CyclictestThread(
-            index=t0.index, cycles=cycles, unit_ns=t0.unit_ns, has_histogram=all(t.has_histogram for t in parts),
-            min=min((t.min for t in parts if t.min is not None and t.cycles), default=None),
-            max=max((t.max for t in parts if t.max is not None and t.cycles), default=None),
-            avg=(sum(t.avg * t.cycles for t in measured) / sum(t.cycles for t in measured)) if measured else None,
-            avg_truncated=any(t.avg_truncated for t in parts),
-            buckets=np.asarray(keys, np.int64), counts=np.asarray([counts[k] for k in keys], np.int64),
-            overflows=None if any(t.overflows is None for t in parts) else sum(t.overflows for t in parts),
-            overflow_cycles=tuple(where) if all(t.overflow_cycles is not None for t in parts) else None,
-            cpu=t0.cpu, node=t0.node,
-        ))
+        threads.append(
+            CyclictestThread(
+                index=t0.index,
+                cycles=cycles,
+                unit_ns=t0.unit_ns,
+                has_histogram=all(t.has_histogram for t in parts),
+                min=min((t.min for t in parts if t.min is not None and t.cycles), default=None),
+                max=max((t.max for t in parts if t.max is not None and t.cycles), default=None),
+                avg=(sum(t.avg * t.cycles for t in measured) / sum(t.cycles for t in measured))
+                if measured
+                else None,
+                avg_truncated=any(t.avg_truncated for t in parts),
+                buckets=np.asarray(keys, np.int64),
+                counts=np.asarray([counts[k] for k in keys], np.int64),
+                overflows=None
+                if any(t.overflows is None for t in parts)
+                else sum(t.overflows for t in parts),
+                overflow_cycles=tuple(where)
+                if all(t.overflow_cycles is not None for t in parts)
+                else None,
+                cpu=t0.cpu,
+                node=t0.node,
+            )
+        )
     totals = _summed([s.totals for s in slices])
     smis = _summed([s.smis for s in slices])
     ranges = {s.histogram_range for s in slices}
-    return HistogramOutput(threads=tuple(threads), unit_ns=first.unit_ns, histofall=first.histofall, totals=totals,
+    return HistogramOutput(threads=tuple(threads), unit_ns=first.unit_ns, histofall=first.histofall,
+                           totals=totals,
                            histogram_range=ranges.pop() if len(ranges) == 1 else None, smis=smis,
                            dma_latency_us=first.dma_latency_us)
 
@@ -174,8 +196,8 @@ def histogram(out: RunOutput, thread: CyclictestThread) -> Histogram | None:
     h = from_cyclictest(thread, range_us=out.histogram_range)
     printed = out.overflows(thread.index)
     if printed is not None and printed != h.overflows:
-        raise CyclictestOutputError(f"thread {thread.index}: {printed} overflows printed but the JSON's "
-                                    f"cycles and histogram leave {h.overflows}")
+        raise CyclictestOutputError(f"thread {thread.index}: {printed} overflows printed but the "
+                                    f"JSON's cycles and histogram leave {h.overflows}")
     return h
 
 
@@ -184,7 +206,8 @@ def histograms(out: RunOutput) -> list[Histogram | None]:
     return [histogram(out, t) for t in out.threads]
 
 
-def thread_rows(out: RunOutput, hists: list[Histogram | None], with_stats: bool = True) -> list[dict[str, Any]]:
+def thread_rows(out: RunOutput, hists: list[Histogram | None],
+                with_stats: bool = True) -> list[dict[str, Any]]:
     """Per thread: cyclictest's own cycles/min/avg/max (in its unit, µs unless -N), the CPU,
     the overflows and (with_stats) the histogram statistics (ns)."""
     rows = []
@@ -201,10 +224,10 @@ def thread_rows(out: RunOutput, hists: list[Histogram | None], with_stats: bool 
 
 
 #: why a cyclictest histogram's percentiles carry no interval (issue 46)
-NO_TIME_ORDER = ("a histogram keeps no time order, so how much its events depend on each other (a load's "
-                 "phases, carry-over) cannot be seen, and an interval that takes them as independent held "
-                 "the truth in 16–41 % of dependent twin runs (docs/statistics.md); compare runs as units "
-                 "(`station compare`, repetitions ≥ 2)")
+NO_TIME_ORDER = ("a histogram keeps no time order, so how much its events depend on each other (a "
+                 "load's phases, carry-over) cannot be seen, and an interval that takes them as "
+                 "independent held the truth in 16–41 % of dependent twin runs "
+                 "(docs/statistics.md); compare runs as units (`station compare`, repetitions ≥ 2)")
 
 
 def without_event_intervals(stats: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -247,13 +270,15 @@ def histogram_table(out: RunOutput) -> pd.DataFrame:
 
 
 # ---- the campaign --------------------------------------------------------------------------------
-def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict[str, RunSamples],
-                                                                          list[str]]:
+def analyse_runs(
+    run_dirs: list[Path], campaign: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, RunSamples], list[str]]:
     """(report["cyclictest"], samples by run id, notes) for a campaign's cyclictest runs."""
     config = campaign.get("config") or {}
     notes: list[str] = []
     entries, samples = [], {}
-    measured: dict[str, Measured] = {}  # run id -> its threads' histograms and its slices (the deadline view)
+    # run id -> its threads' histograms and its slices (the deadline view)
+    measured: dict[str, Measured] = {}
     for run_dir in run_dirs:
         manifest = read_manifest(run_dir)
         entry, hists, thread_hists = _run_entry(run_dir, manifest, notes)
@@ -262,15 +287,18 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
         entries.append(entry)
         if hists:
             samples[entry["id"]] = RunSamples(np.empty(0, dtype=np.int64), None, tuple(hists))
-    notes += _timerlat_notes(entries)
+    notes += timerlat_notes(entries)
     targets = _target_names(config, entries)
-    cases = list((config.get("matrix") or {}).get("loads") or dict.fromkeys(e["load"] for e in entries))
+    cases = list(
+        (config.get("matrix") or {}).get("loads") or dict.fromkeys(e["load"] for e in entries)
+    )
     deadline = (config.get("cyclictest") or {}).get("deadline")
     if deadline is None and (config.get("report") or {}).get("deadline") is not None:
         deadline = config["report"]["deadline"]
     section = {
         "table": _max_table(entries, targets, cases),
-        **({"timerlat_table": _timerlat_table(entries, targets, cases)} if any("timerlat" in e for e in entries)
+        **({"timerlat_table": timerlat_table(entries, targets,
+                                              cases)} if any("timerlat" in e for e in entries)
            else {}),
         "deadline_view": (_deadline_view(entries, measured, round(deadline * 1e9) / 1000)
                           if deadline is not None else []),
@@ -284,11 +312,13 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
     section["findings"] = findings(section) + timerlat_findings(section)
     for name, f in section["targets"].items():
         if f.get("virtual_machine") and not f.get("emulated"):
-            notes.append(f"Target {name} is a virtual machine ({f['virtual_evidence']}): its latencies include "
-                         "the hypervisor's (the host can deschedule a vCPU at any moment), not bare-metal figures.")
+            notes.append(f"Target {name} is a virtual machine ({f['virtual_evidence']}): its "
+                         "latencies include the hypervisor's (the host can deschedule a vCPU at "
+                         "any moment), not bare-metal figures.")
     if any(f.get("emulated") for f in section["targets"].values()):
-        notes.append("Emulated targets (QEMU/TCG): their latencies are the emulator's, not hardware numbers; "
-                     "compare them with each other (regular vs PREEMPT_RT), never with a board.")
+        notes.append("Emulated targets (QEMU/TCG): their latencies are the emulator's, not "
+                     "hardware numbers; compare them with each other (regular vs PREEMPT_RT), "
+                     "never with a board.")
     return section, samples, notes
 
 
@@ -302,21 +332,23 @@ class Measured:
 
 
 def slice_histograms(out: RunOutput) -> tuple[list[list[Histogram]], str | None]:
-    """Per thread (in out.threads' order), its histogram in each slice, and None; empty lists without
-    slices, or with why, when some slice has no histogram of one of the run's threads (the slices'
-    time order would then be another for that thread than for the others)."""
+    """Per thread (in out.threads' order), its histogram in each slice, and None; empty lists
+    without slices, or with why, when some slice has no histogram of one of the run's threads (the
+    slices' time order would then be another for that thread than for the others)."""
     per_thread: list[list[Histogram]] = [[] for _ in out.threads]
     for n, part in enumerate(out.slices, 1):
         got = {t.index: t for t in part.threads if t.has_histogram}
         if missing := [t.index for t in out.threads if t.index not in got]:
-            return [[] for _ in out.threads], (f"slice {n} of {len(out.slices)} has no histogram of thread(s) "
-                                               f"{', '.join(map(str, missing))}: no interval from the slices")
+            return [[] for _ in out.threads], (f"slice {n} of {len(out.slices)} has no histogram "
+                                               f"of thread(s) {', '.join(map(str, missing))}: no "
+                                               "interval from the slices")
         for i, t in enumerate(out.threads):
             per_thread[i].append(from_cyclictest(got[t.index], range_us=part.histogram_range))
     return per_thread, None
 
 
-def with_slice_intervals(stats: dict[str, Any] | None, parts: list[Histogram]) -> dict[str, Any] | None:
+def with_slice_intervals(stats: dict[str, Any] | None, parts: list[Histogram]) -> dict[str,
+                                                                                       Any] | None:
     """A histogram's statistics with the percentile intervals its slices' time order gives
     (station/analysis/slices.py): `percentile_ci_method` per percentile, `percentile_ci_withheld`
     where some percentile has none."""
@@ -325,8 +357,11 @@ def with_slice_intervals(stats: dict[str, Any] | None, parts: list[Histogram]) -
     if not parts:
         return without_event_intervals(stats)
     got = ct_slices.percentile_intervals(parts)
-    reasons = sorted({e["withheld"] for e in got.values() if e["withheld"] and e["withheld"] != ct_slices.BEYOND})
-    return {**stats, "percentile_ci95_ns": {k: e["ci95_ns"] for k, e in got.items() if e["withheld"] is None},
+    reasons = sorted(
+        {e["withheld"] for e in got.values() if e["withheld"] and e["withheld"] != ct_slices.BEYOND}
+    )
+    return {**stats, "percentile_ci95_ns": {k: e["ci95_ns"]
+                                            for k, e in got.items() if e["withheld"] is None},
             "percentile_ci_method": {k: e["method"] for k, e in got.items() if e["method"]},
             "percentile_ci_withheld": "; ".join(reasons) or None}
 
@@ -336,15 +371,18 @@ def _run_entry(run_dir: Path, manifest: Manifest, notes: list[str]) -> tuple[
     """The run's report entry, its figure curves, and its histograms (empty when unreadable)."""
     ct = manifest.section("cyclictest")
     entry: dict[str, Any] = {
-        **entry_identity(manifest), "target": (manifest.run and manifest.run.target) or SINGLE_TARGET,
+        **entry_identity(manifest),
+        "target": (manifest.run and manifest.run.target) or SINGLE_TARGET,
         "cyclictest_version": ct.get("version"),
         "arguments": manifest.section("probe").get("arguments"), "duration_s": manifest.duration_s,
         "threads": [], "combined": None, "break": ct.get("break"),
     }
     if entry["status"] != "complete":
-        notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+        notes.append(f"Run {entry['id']} is {entry['status']}: "
+                     f"{entry['error'] or 'see its manifest'}")
     if manifest.extra("timerlat") is not None:
-        entry["timerlat"] = timerlat_entry(run_dir, manifest.section("timerlat"), entry["id"], notes)
+        entry["timerlat"] = timerlat_entry(run_dir, manifest.section("timerlat"), entry["id"],
+                                           notes)
     try:
         out = read_outputs(run_dir)
         per_thread = histograms(out)
@@ -366,62 +404,20 @@ def _run_entry(run_dir: Path, manifest: Manifest, notes: list[str]) -> tuple[
     for row, parts in zip(rows, by_slice, strict=True):
         row["stats"] = with_slice_intervals(row["stats"], parts) if parts else row["stats"]
     # each slice's threads together: the all-threads histogram's time order
-    slices = [combine(hs) for hs in zip(*by_slice, strict=True)] if out.slices and not unaligned else []
+    slices = [combine(hs) for hs in zip(*by_slice,
+                                        strict=True)] if out.slices and not unaligned else []
     entry["threads"] = rows
     entry["slices"] = len(out.slices) or None
     entry["combined"] = with_slice_intervals(combine(hists).describe(), slices) if hists else None
-    curves = [ThreadHistogram(_label(t), np.asarray(t.buckets), np.asarray(t.counts), t.max,
-                              int(t.overflows if t.overflows is not None else out.overflows(t.index) or 0))
-              for t in out.threads if t.has_histogram]
+    curves = [
+        ThreadHistogram(
+            _label(t), np.asarray(t.buckets), np.asarray(t.counts), t.max,
+            int(t.overflows if t.overflows is not None else out.overflows(t.index) or 0)
+        )
+        for t in out.threads
+        if t.has_histogram
+    ]
     return entry, curves, Measured(hists, slices)
-
-
-ANALYSIS_CHARS = 4000  # of what rtla printed after its summary (its auto-analysis): the rest stays in timerlat.out
-STOPPED_NOTE = ("rtla stopped at the first latency above cyclictest.timerlat_stop: its figures end at that sample "
-                "(its trace: the run's timerlat_trace.txt; its analysis: timerlat.out)")
-
-
-def _timerlat_notes(entries: list[dict[str, Any]]) -> list[str]:
-    """Each reason the timerlat companion did not run (or failed) once, with the runs it applies to."""
-    runs: dict[str, list[str]] = {}
-    for e in entries:
-        if (e.get("timerlat") or {}).get("note"):
-            runs.setdefault(e["timerlat"]["note"], []).append(e["id"])
-    return [f"Run {ids[0]}: {note}" if len(ids) == 1 else
-            f"Runs {', '.join(ids[:4])}{f' and {len(ids) - 4} more' if len(ids) > 4 else ''}: {note}"
-            for note, ids in runs.items()]
-
-
-def timerlat_entry(run_dir: Path, sealed: Mapping[str, Any], run_id: str, notes: list[str]) -> dict[str, Any]:
-    """The companion rtla timerlat run's figures per CPU (µs), as rtla printed them; its note when
-    it did not run or failed."""
-    entry: dict[str, Any] = {"arguments": sealed.get("arguments"), "note": sealed.get("note"), "cpus": [],
-                             "irq_max_us": None, "thread_max_us": None, "stopped": False, "analysis": None}
-    path = run_dir / "timerlat.out"
-    text = _read(path) if path.is_file() else ""
-    if not text.strip():
-        return entry
-    try:
-        hist = timerlat.parse_hist(text)
-    except timerlat.TimerlatOutputError as exc:
-        notes.append(f"Run {run_id}: rtla timerlat's output cannot be read: {exc}")
-        return entry
-    def us(value: int | None) -> int | float | None:  # rtla's whole µs stay whole
-        return None if value is None else value if hist.unit_ns == 1000 else value * hist.unit_ns / 1000
-
-    def figures(s: timerlat.Summary | None) -> dict[str, Any] | None:
-        if s is None:
-            return None
-        return {"count": s.count, "over": s.over, "min": us(s.min), "avg": us(s.avg), "max": us(s.max)}
-
-    for cpu, kinds in sorted(hist.by_cpu().items()):
-        entry["cpus"].append({"cpu": cpu, "irq": figures(kinds.get("irq")), "thread": figures(kinds.get("thread"))})
-    for kind in ("irq", "thread"):
-        maxima = [c[kind]["max"] for c in entry["cpus"] if c[kind] and c[kind]["max"] is not None]
-        entry[f"{kind}_max_us"] = max(maxima) if maxima else None
-    entry["stopped"] = hist.stopped
-    entry["analysis"] = hist.analysis[:ANALYSIS_CHARS] or None
-    return entry
 
 
 def _label(t: CyclictestThread) -> str:
@@ -443,32 +439,6 @@ def _kernel_words(facts: Mapping[str, Any]) -> str:
     return f" ({what})" if what else ""
 
 
-def timerlat_findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per target with timerlat figures: the kernel's own largest thread latency beside cyclictest's."""
-    tl, table = section.get("timerlat_table") or {}, section.get("table") or {}
-    out = []
-    for target in tl.get("targets") or []:
-        cells = (tl.get("max_us") or {}).get(target) or {}
-        threads = {c: v["thread_max_us"] for c, v in cells.items() if v["thread_max_us"] is not None}
-        if not threads:
-            continue
-        case = max(threads, key=lambda c: threads[c])
-        irq = cells[case]["irq_max_us"]
-        ct = ((table.get("max_latency_us") or {}).get(target) or {}).get(case)
-        out.append({
-            "kind": "timerlat_max", "target": target, "load": case, "thread_max_us": threads[case],
-            "irq_max_us": irq, "cyclictest_max_us": ct,
-            "headline": f"On {target}, rtla timerlat's largest thread latency", "see": "table-timerlat-max",
-            "figure": f"{threads[case]:g} µs under {case}" + (f" (cyclictest: {ct:g} µs)" if ct is not None else ""),
-            "text": f"On {target}, the kernel's timerlat tracer measured its largest thread latency, "
-                    f"{threads[case]:g} µs, under {case}" + (f" (its timer IRQ: {irq:g} µs)" if irq is not None else "")
-                    + (f"; cyclictest's maximum there: {ct:g} µs" if ct is not None else "")
-                    + ". The two ran one after the other under the same load, not at once: each maximum is its own "
-                    "draw.",
-        })
-    return out
-
-
 def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The campaign's answer, first on the page (report["findings"]): per target its largest
     latency in any case, and with a deadline how many cells reached it. A maximum is one draw:
@@ -476,7 +446,8 @@ def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
     table = section.get("table") or {}
     out: list[dict[str, Any]] = []
     for target in table.get("targets") or []:
-        cells = {case: v for case, v in ((table.get("max_latency_us") or {}).get(target) or {}).items()
+        cells = {case: v
+                 for case, v in ((table.get("max_latency_us") or {}).get(target) or {}).items()
                  if v is not None}
         if not cells:
             continue
@@ -484,9 +455,11 @@ def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
         facts = (section.get("targets") or {}).get(target) or {}
         out.append({
             "kind": "cyclictest_max", "target": target, "load": case, "max_us": cells[case],
-            "headline": f"On {target}{_kernel_words(facts)}, the largest latency of {len(cells)} case(s)",
+            "headline": f"On {target}{_kernel_words(facts)}, the largest latency of {len(cells)} "
+                        "case(s)",
             "figure": f"{cells[case]:g} µs under {case}", "see": "table-cyclictest-max",
-            "text": f"On {target}{_kernel_words(facts)}, the largest latency cyclictest measured is "
+            "text": f"On {target}{_kernel_words(facts)}, the largest latency cyclictest measured "
+                    "is "
                     f"{cells[case]:g} µs, under {case}; per case: "
                     + ", ".join(f"{c} {v:g} µs" for c, v in cells.items())
                     + ". A maximum is one draw: it ranks nothing by itself.",
@@ -497,14 +470,18 @@ def findings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
         deadline = f"{section['deadline_us']:g} µs"
         worst = max(view, key=lambda v: v["p_exceed"])
         out.append({
-            "kind": "cyclictest_deadline", "deadline_us": section["deadline_us"], "reached": len(reached),
+            "kind": "cyclictest_deadline", "deadline_us": section["deadline_us"],
+            "reached": len(reached),
             "cells": len(view),
             "headline": f"The {deadline} deadline was reached in",
-            "figure": f"{len(reached)} of {len(view)} target × case cells", "see": "table-cyclictest-deadline",
-            "text": f"The {deadline} deadline was reached in {len(reached)} of {len(view)} target × case cells"
-                    + (f"; most often on {worst['target']} under {worst['load']}: {worst['above']} of "
-                       f"{worst['cycles']} cycles ({worst['p_exceed']:.2g} [{worst['ci_low']:.2g}, "
-                       f"{worst['ci_high']:.2g}] per cycle, 95 %)" if reached else "") + ".",
+            "figure": f"{len(reached)} of {len(view)} target × case cells",
+            "see": "table-cyclictest-deadline",
+            "text": f"The {deadline} deadline was reached in {len(reached)} of {len(view)} target "
+                    "× case cells"
+                    + (f"; most often on {worst['target']} under {worst['load']}: {worst['above']} "
+                       f"of {worst['cycles']} cycles ({worst['p_exceed']:.2g} "
+                       f"[{worst['ci_low']:.2g}, {worst['ci_high']:.2g}] per cycle, 95 "
+                       "%)" if reached else "") + ".",
         })
     return out
 
@@ -530,22 +507,32 @@ def _deadline_view(entries: list[dict[str, Any]], measured: dict[str, Measured],
     for (target, load), runs in cells.items():
         hists = [h for m in runs for h in m.threads]
         cycles = sum(int(h.counts.sum()) + h.overflows for h in hists)
-        above = sum(int(h.counts[h.bucket_us >= deadline_ns // int(h.bucket_ns)].sum()) + h.overflows for h in hists)
+        above = sum(
+            int(h.counts[h.bucket_us >= deadline_ns // int(h.bucket_ns)].sum()) + h.overflows
+            for h in hists
+        )
         if not cycles:
             continue
         if all(m.slices for m in runs):
             got = ct_slices.exceedance([h for m in runs for h in m.slices], deadline_ns)
-            lo, hi, n_eff, method = got["ci_low"], got["ci_high"], float(got["effective_n"]), got["method"]
+            lo, hi, n_eff, method = (
+                got["ci_low"], got["ci_high"], float(got["effective_n"]), got["method"]
+            )
         else:
             (lo, hi), n_eff = binomial_interval(above, cycles), float(cycles)
-            method = "cycles taken as independent (a histogram keeps no time order: cyclictest.slices gives one)"
-        view.append({"target": target, "load": load, "deadline_us": deadline_us, "cycles": cycles, "above": above,
+            method = (
+                "cycles taken as independent (a histogram keeps no time order: "
+                "cyclictest.slices gives one)"
+            )
+        view.append({"target": target, "load": load, "deadline_us": deadline_us, "cycles": cycles,
+                     "above": above,
                      "overflows": sum(h.overflows for h in hists), "p_exceed": above / cycles,
                      "ci_low": lo, "ci_high": hi, "effective_n": n_eff, "method": method})
     return view
 
 
-def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[str]) -> dict[str, Any]:
+def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[str]) -> dict[str,
+                                                                                            Any]:
     """The seed's table: the largest latency any thread of any complete run saw, per cell."""
     table: dict[str, dict[str, int | float | None]] = {t: dict.fromkeys(cases) for t in targets}
     problems: dict[str, dict[str, str]] = {}
@@ -562,34 +549,14 @@ def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[st
     return {"targets": targets, "cases": cases, "max_latency_us": table, "problems": problems}
 
 
-def _timerlat_table(entries: list[dict[str, Any]], targets: list[str], cases: list[str]) -> dict[str, Any]:
-    """rtla timerlat's maxima beside the seed's table: per target × case, the largest IRQ and
-    thread latency of the cell's complete runs (null where timerlat did not measure it)."""
-    table: dict[str, dict[str, dict[str, float | None]]] = {
-        t: {c: {"irq_max_us": None, "thread_max_us": None} for c in cases} for t in targets}
-    notes: dict[str, dict[str, str]] = {}
-    for e in entries:
-        tl = e.get("timerlat")
-        if tl is None:
-            continue
-        cell = table.setdefault(e["target"], {}).setdefault(e["load"], {"irq_max_us": None, "thread_max_us": None})
-        if tl.get("note") or tl.get("stopped"):
-            notes.setdefault(e["target"], {})[e["load"]] = tl.get("note") or STOPPED_NOTE
-        if e["status"] != "complete":
-            continue
-        for key in ("irq_max_us", "thread_max_us"):
-            if tl.get(key) is not None:
-                cell[key] = tl[key] if cell[key] is None else max(cell[key], tl[key])
-    return {"targets": targets, "cases": cases, "max_us": table, "notes": notes}
-
-
 def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
     described = (campaign.get("targets") or {}).get("" if name == SINGLE_TARGET else name) or {}
     audit = described.get("audit") or {}
     uname = str(audit.get("uname") or "")
     words = uname.split()
     if not described:  # never reached: nothing is known of its kernel
-        return {"kind": None, "kernel_release": None, "preempt_rt": None, "emulated": None, "cpus": None,
+        return {"kind": None, "kernel_release": None, "preempt_rt": None, "emulated": None,
+                "cpus": None,
                 "uname": None, "virtual_machine": None, "virtual_evidence": None}
     verdict = Verdict.from_text(audit.get("virtual_machine"))
     if described.get("kind") == "vm":  # the station's own QEMU guest, whatever the guest can read
@@ -609,6 +576,7 @@ def analyse(given: AnalysisInput) -> KindReport:
     campaign = given.campaign
     if given.deadline_given:  # `station report --deadline` wins over cyclictest.deadline too
         config = dict(campaign.get("config") or {})
-        config["cyclictest"] = {**(config.get("cyclictest") or {}), "deadline": (given.deadline_ns or 0) / 1e9}
+        config["cyclictest"] = {**(config.get("cyclictest") or {}),
+                                "deadline": (given.deadline_ns or 0) / 1e9}
         campaign = {**campaign, "config": config}
     return section_report("cyclictest", *analyse_runs(given.run_dirs, campaign))

@@ -17,27 +17,34 @@ from station.analysis.run_level import untested_reason, welch
 from station.compare.analysis import ALPHA, holm, mann_whitney
 from station.compare.part import CampaignInfo, ComparePart
 from station.kinds.cyclictest.analysis import read_outputs
-from station.kinds.cyclictest.compare_tables import cyclictest_rows, cyclictest_table, cyclictest_tests_table
+from station.kinds.cyclictest.compare_tables import (
+    cyclictest_rows,
+    cyclictest_table,
+    cyclictest_tests_table,
+)
 from station.parsers.cyclictest import CyclictestOutputError
 from station.store.result_store import ResultStore
 
-CT_NOTE = ("A maximum is one draw from the tail: two runs of one kernel give different maxima by chance, so the "
-           "table's maxima alone cannot say which is better. The test compares whole distributions (cyclictest's "
-           "histograms, overflows counted as the largest values; where the histogram ranges differ, every value "
-           "at or above the smaller range counts as one tie there, as an overflow of the shorter range may lie "
-           "below an in-range value of the longer). The verdict takes the runs as units (issue 46: every run meets "
-           "its own machine state, and a run's events are not independent): each complete run's median (within "
-           "its 1 µs bucket, overflows above every bucket) is one observation, Welch's t of each column's runs "
-           "against the baseline's (the first campaign's column of the same target, else the first column), "
-           "Holm-adjusted; with one run on a side, or no spread between runs, no test is made. The pooled "
-           "histograms' Mann–Whitney U is kept beside it as a description (events as units).")
+CT_NOTE = ("A maximum is one draw from the tail: two runs of one kernel give different maxima by "
+           "chance, so the table's maxima alone cannot say which is better. The test compares "
+           "whole distributions (cyclictest's histograms, overflows counted as the largest values; "
+           "where the histogram ranges differ, every value at or above the smaller range counts as "
+           "one tie there, as an overflow of the shorter range may lie below an in-range value of "
+           "the longer). The verdict takes the runs as units (issue 46: every run meets its own "
+           "machine state, and a run's events are not independent): each complete run's median "
+           "(within its 1 µs bucket, overflows above every bucket) is one observation, Welch's t "
+           "of each column's runs against the baseline's (the first campaign's column of the same "
+           "target, else the first column), Holm-adjusted; with one run on a side, or no spread "
+           "between runs, no test is made. The pooled histograms' Mann–Whitney U is kept beside it "
+           "as a description (events as units).")
 
 
 def binned_mann_whitney(a: dict[float, int], b: dict[float, int]) -> tuple[float, float]:
     """(two-sided p, P(B > A) + P(B = A)/2) of two samples given as value -> count (cyclictest's
     1 µs buckets: heavy ties, handled by mid-ranks and the tie-corrected variance; no continuity
     correction)."""
-    da, db = (Distribution.weighted(np.asarray(list(c), np.float64), np.asarray(list(c.values()), np.int64))
+    da, db = (Distribution.weighted(np.asarray(list(c), np.float64), np.asarray(list(c.values()),
+                                                                                np.int64))
               for c in (a, b))
     if da.count < 1 or db.count < 1:
         return 1.0, math.nan
@@ -55,9 +62,9 @@ class CtHistogram:
     range_us: float | None
 
     def censored_at(self, edge: float | None) -> dict[float, int]:
-        """The counts with every value at or above `edge` (in range or not) in one group at `edge`: two
-        campaigns with different ranges are comparable only below the smaller one, since an overflow of
-        one may be smaller than an in-range value of the other."""
+        """The counts with every value at or above `edge` (in range or not) in one group at `edge`:
+        two campaigns with different ranges are comparable only below the smaller one, since an
+        overflow of one may be smaller than an in-range value of the other."""
         if edge is None:
             return dict(self.counts)
         out: dict[float, int] = {}
@@ -86,9 +93,17 @@ def _ct_range(run_dir: Path) -> float | None:
 
 def _complete_runs(info: CampaignInfo, target: str, case: str) -> list[Mapping[str, Any]]:
     section = info.report.get("cyclictest") or {}
-    return [r for r in section.get("runs") or [] if r.get("status") == "complete" and str(r.get("load")) == case
-            and (r.get("target") in (None, "") and len((section.get("table") or {}).get("targets") or []) == 1
-                 or str(r.get("target")) == target)]
+    return [
+        r
+        for r in section.get("runs") or []
+        if r.get("status") == "complete"
+        and str(r.get("load")) == case
+        and (
+            r.get("target") in (None, "")
+            and len((section.get("table") or {}).get("targets") or []) == 1
+            or str(r.get("target")) == target
+        )
+    ]
 
 
 def _run_counts(info: CampaignInfo, run: Mapping[str, Any]) -> dict[float, int]:
@@ -121,7 +136,8 @@ def bucket_median(counts: Mapping[float, int]) -> float | None:
     return None
 
 
-def _ct_histogram(info: CampaignInfo, target: str, case: str) -> tuple[CtHistogram, list[float], list[str]]:
+def _ct_histogram(info: CampaignInfo, target: str, case: str) -> tuple[CtHistogram, list[float],
+                                                                       list[str]]:
     """The pooled histogram of a campaign's complete runs of one target and case, each run's median
     (bucket_median), and the runs that have none (their median among the overflows, or no histogram:
     the slowest runs, which a test over the others would leave out)."""
@@ -142,14 +158,22 @@ def _ct_histogram(info: CampaignInfo, target: str, case: str) -> tuple[CtHistogr
     return CtHistogram(pooled, min(ranges) if ranges else None), medians, without
 
 
-def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], cases: list[str]) -> list[dict[str, Any]]:
+def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]],
+              cases: list[str]) -> list[dict[str, Any]]:
     by_label = {i.label: i for i in infos}
     base_label = infos[0].label
     tests = []
     for col in columns:
-        base = next((c for c in columns if c["campaign"] == base_label and c["target"] == col["target"]
-                     and c is not col), None)
-        if base is None and col["campaign"] == base_label:  # the baseline campaign's own other targets
+        base = next(
+            (
+                c
+                for c in columns
+                if c["campaign"] == base_label and c["target"] == col["target"] and c is not col
+            ),
+            None,
+        )
+        # the baseline campaign's own other targets
+        if base is None and col["campaign"] == base_label:
             base = columns[0]
         if base is None or base is col:
             continue
@@ -163,14 +187,17 @@ def _ct_tests(infos: Sequence[CampaignInfo], columns: list[dict[str, Any]], case
             p, greater = binned_mann_whitney(a, b)
             if none_a or none_b:  # a test over the other runs would leave the slowest out: none
                 runs = welch([], [])
-                note = (f"run(s) {', '.join(none_a + none_b)} have no median (beyond the histogram's range, or no "
-                        "histogram): a test of the others would leave the slowest out; none is made")
+                note = (f"run(s) {', '.join(none_a + none_b)} have no median (beyond the "
+                        "histogram's range, or no histogram): a test of the others would leave "
+                        "the slowest out; none is made")
             else:
                 runs = welch(runs_a, runs_b)
                 note = untested_reason(runs, "this column")
             tests.append({"case": case, "column": col["label"], "baseline": base["label"],
-                          "p_value": runs["p_value"], "p_holm": None, "significant": None, "note": note,
-                          "runs": len(runs_b), "runs_baseline": len(runs_a), "run_medians_us": runs_b,
+                          "p_value": runs["p_value"], "p_holm": None, "significant": None,
+                          "note": note,
+                          "runs": len(runs_b), "runs_baseline": len(runs_a),
+                          "run_medians_us": runs_b,
                           "run_medians_baseline_us": runs_a, "run_median_diff_us": runs["diff_ns"],
                           "run_median_diff_ci95_us": runs["ci95_ns"], "events_p_value": p,
                           "prob_greater": greater, "count": int(sum(b.values())),
@@ -194,10 +221,14 @@ def _cyclictest(infos: Sequence[CampaignInfo]) -> dict[str, Any] | None:
         targets = table.get("targets") or []
         for target in targets:
             facts = (section.get("targets") or {}).get(target) or {}
-            columns.append({"label": info.label if len(targets) == 1 else f"{info.label} · {target}",
-                            "campaign": info.label, "target": target,
-                            "kernel_release": facts.get("kernel_release"), "preempt_rt": facts.get("preempt_rt"),
-                            "emulated": facts.get("emulated")})
+            columns.append(
+                {
+                    "label": info.label if len(targets) == 1 else f"{info.label} · {target}",
+                    "campaign": info.label, "target": target,
+                    "kernel_release": facts.get("kernel_release"),
+                    "preempt_rt": facts.get("preempt_rt"), "emulated": facts.get("emulated")
+                }
+            )
             cells.append(((table.get("max_latency_us") or {}).get(target) or {},
                           (table.get("problems") or {}).get(target) or {}))
     if not columns:
@@ -208,8 +239,11 @@ def _cyclictest(infos: Sequence[CampaignInfo]) -> dict[str, Any] | None:
             "tests": _ct_tests(infos, columns, cases), "note": CT_NOTE}
 
 
-def analyse(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any] | None,
-                                                                               dict[tuple, np.ndarray], list[str]]:
+def analyse(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str,
+                                                                                        Any] | None,
+                                                                               dict[tuple,
+                                                                                    np.ndarray],
+                                                                                    list[str]]:
     return _cyclictest(infos), {}, []
 
 
@@ -221,5 +255,6 @@ def _several_targets(report: Mapping[str, Any]) -> bool:
     return len(((report.get("cyclictest") or {}).get("table") or {}).get("targets") or []) > 1
 
 
-COMPARE = ComparePart(analyse, _tables, csv=(("compare-cyclictest.csv", cyclictest_rows),), alone=_several_targets,
+COMPARE = ComparePart(analyse, _tables, csv=(("compare-cyclictest.csv", cyclictest_rows),),
+                      alone=_several_targets,
                       alone_text="one cyclictest campaign of several targets")

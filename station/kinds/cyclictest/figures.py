@@ -21,7 +21,8 @@ from station.common.formatting import count_text, ordered, slug
 from station.report.figures import RenderedFigure, _new_axes, _steps, _to_svg, legend_outside
 
 KIND = "cyclictest"
-MAXIMA_KIND = "cyclictest-maxima"  # the figure that answers the campaign's question, beside the findings
+# the figure that answers the campaign's question, beside the findings
+MAXIMA_KIND = "cyclictest-maxima"
 # Ten distinct colours: threads are unordered categories, one per CPU.
 THREAD_COLORS = tuple(mpl.colors.to_hex(c) for c in mpl.colormaps["tab10"].colors)
 # Zero-count bins are drawn at this height, below the axis: the line drops out of
@@ -53,7 +54,8 @@ def pool_by_label(histograms: Iterable[ThreadHistogram]) -> dict[str, Curve]:
         totals = np.zeros(values.size, dtype=np.int64)
         np.add.at(totals, inverse, counts[keep])
         maxima = [h.max_us for h in hs if h.max_us is not None]
-        pooled[label] = Curve(values, totals, max(maxima) if maxima else None, sum(h.overflows for h in hs))
+        pooled[label] = Curve(values, totals, max(maxima) if maxima else None,
+                              sum(h.overflows for h in hs))
     return pooled
 
 
@@ -69,7 +71,8 @@ def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
     its overflow marker ``<name>-overflow-<i>``): unique in a page holding many figures,
     findable by tests.
     """
-    # a thread whose every cycle overflowed has no bucket to draw, but its legend entry and its marker
+    # a thread whose every cycle overflowed has no bucket to draw, but its legend entry and its
+    # marker
     curves = {label: c for label, c in curves.items() if c.buckets.size or c.overflows}
     fig, ax = _new_axes(title)
     if not curves:
@@ -113,7 +116,9 @@ def latency_plot_svg(curves: Mapping[str, Curve], title: str, name: str) -> str:
     ax.set_ylim(0.7, top * 2.5)
     # From 0 µs, as OSADL's plots: where the body sits is part of the picture.
     ax.set_xlim(min(lo, 0) - 0.5, hi + 0.5 + pad)
-    ax.set_xlabel("latency (µs)" + ("; ▶ a maximum beyond the histogram's range" if overflowed else ""))
+    ax.set_xlabel(
+        "latency (µs)" + ("; ▶ a maximum beyond the histogram's range" if overflowed else "")
+    )
     ax.set_ylabel("samples per 1 µs bin")
     legend_outside(fig, ax)
     return _to_svg(fig, name)
@@ -132,8 +137,9 @@ def _caption(section: Mapping[str, Any], target: str, runs: list[Mapping[str, An
         text += " No complete run: drawn from runs that did not complete."
     overflows = sum(int(t.get("overflows") or 0) for r in runs for t in r.get("threads") or [])
     if overflows:
-        text += (f" {count_text(overflows)} sample{'s' if overflows != 1 else ''} beyond the histogram's "
-                 "range not drawn; ▶ at the range's edge gives such a thread's true max, as the tables do.")
+        text += (f" {count_text(overflows)} sample{'s' if overflows != 1 else ''} beyond the "
+                 "histogram's range not drawn; ▶ at the range's edge gives such a thread's true "
+                 "max, as the tables do.")
     if ((section.get("targets") or {}).get(target) or {}).get("emulated"):
         text += " Emulated target (QEMU/TCG): not hardware numbers."
     return text
@@ -148,16 +154,20 @@ def maxima_svg(section: Mapping[str, Any], name: str) -> str:
     x = np.arange(len(cases))
     for i, target in enumerate(table.get("targets") or []):
         row = (table.get("max_latency_us") or {}).get(target) or {}
-        ys = np.array([row.get(c) if row.get(c) is not None else np.nan for c in cases], dtype=float)
+        ys = np.array([row.get(c) if row.get(c) is not None else np.nan for c in cases],
+                      dtype=float)
         if np.isnan(ys).all():
             continue
         facts = (section.get("targets") or {}).get(target) or {}
         badge = {True: " (PREEMPT_RT)", False: " (regular kernel)"}.get(facts.get("preempt_rt"), "")
         color = THREAD_COLORS[i % len(THREAD_COLORS)]
-        ax.plot(x, ys, marker="o", linewidth=1.0, color=color, label=f"{target}{badge}", gid=f"{name}-target-{i}")
-        for xi, y in zip(x, ys, strict=True):  # a log axis has few labels: each maximum says its value
+        ax.plot(x, ys, marker="o", linewidth=1.0, color=color, label=f"{target}{badge}",
+                gid=f"{name}-target-{i}")
+        # a log axis has few labels: each maximum says its value
+        for xi, y in zip(x, ys, strict=True):
             if not np.isnan(y):
-                ax.annotate(f"{y:g}", (xi, y), xytext=(0, 6), textcoords="offset points", ha="center",
+                ax.annotate(f"{y:g}", (xi, y), xytext=(0, 6), textcoords="offset points",
+                            ha="center",
                             fontsize=8, color=color)
     ax.set_yscale("log")
     shown = [v for row in (table.get("max_latency_us") or {}).values() for v in row.values() if v]
@@ -183,22 +193,26 @@ def build_cyclictest_figures(report: Mapping[str, Any],
     if not runs:
         return []
     table = section.get("table") or {}
-    targets = ordered([str(r.get("target")) for r in runs], [str(t) for t in table.get("targets") or ()])
+    targets = ordered([str(r.get("target")) for r in runs],
+                      [str(t) for t in table.get("targets") or ()])
     cases = ordered([str(r.get("load")) for r in runs], [str(c) for c in table.get("cases") or ()])
     figures = []
     # the figure that backs the findings, shown under them: drawn only where there are findings (a
     # report from before them opens with the table alone, as it did)
-    if section.get("findings") and any(v is not None for row in (table.get("max_latency_us") or {}).values()
-                                       for v in row.values()):
+    if section.get("findings") and any(
+        v is not None for row in (table.get("max_latency_us") or {}).values() for v in row.values()
+    ):
         name = MAXIMA_KIND
         figures.append(RenderedFigure(
             name, MAXIMA_KIND, "Maximum latency per case",
-            "The largest latency of any thread in each target × case's complete runs (the maximum-latency "
-            "table), log axis. A maximum is one draw: it ranks nothing by itself.", maxima_svg(section, name),
+            "The largest latency of any thread in each target × case's complete runs (the "
+            "maximum-latency table), log axis. A maximum is one draw: it ranks nothing by "
+            "itself.", maxima_svg(section, name),
             glance=True))
     for target in targets:
         for case in cases:
-            group = [r for r in runs if (str(r.get("target")), str(r.get("load"))) == (target, case)]
+            group = [r for r in runs if (str(r.get("target")), str(r.get("load"))) == (target,
+                                                                                       case)]
             if not group:
                 continue
             complete = [r for r in group if r.get("status") == "complete"]

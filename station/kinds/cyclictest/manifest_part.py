@@ -11,5 +11,8 @@ class CyclictestManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     probe: dict[str, Any] = Field(description="the tool, its settings and its arguments")
-    cyclictest: dict[str, Any] | None = Field(None, description="its version, exit status and summary")
-    timerlat: dict[str, Any] | None = Field(None, description="rtla timerlat beside it (its arguments, note)")
+    cyclictest: dict[str, Any] | None = Field(None,
+                                              description="its version, exit status and summary")
+    timerlat: dict[str, Any] | None = Field(None,
+                                            description="rtla timerlat beside it (its arguments, "
+                                                        "note)")

@@ -26,7 +26,8 @@ async def installed(conn: TargetConnection) -> Installed:
     """What cyclictest the target has; a clear error if it has none."""
     found = await conn.run(f"command -v {PROGRAM}", check=False)
     if found.exit_status != 0:
-        raise TargetError(f"{conn.endpoint.where}: cyclictest is not installed (Debian: apt-get install rt-tests)")
+        raise TargetError(f"{conn.endpoint.where}: cyclictest is not installed (Debian: apt-get "
+                          "install rt-tests)")
     # --help exits non-zero in some versions: only its text matters
     usage = await conn.run(f"{PROGRAM} --help 2>&1", check=False)
     text = usage.stdout or ""
@@ -36,11 +37,12 @@ async def installed(conn: TargetConnection) -> Installed:
 
 async def check_smi(conn: TargetConnection) -> None:
     """--smi reads MSR 0x34 through the msr driver: say so before cyclictest fails on it."""
-    result = await conn.run("test -e /dev/cpu/0/msr || modprobe msr 2>/dev/null; test -e /dev/cpu/0/msr",
+    result = await conn.run("test -e /dev/cpu/0/msr || modprobe msr 2>/dev/null; test -e "
+                            "/dev/cpu/0/msr",
                             check=False, privileged=True)
     if result.exit_status != 0:
-        raise TargetError(f"{conn.endpoint.where}: cyclictest.smi needs /dev/cpu/0/msr (an x86 CPU and the msr "
-                          "driver: modprobe msr); set smi: false on this target")
+        raise TargetError(f"{conn.endpoint.where}: cyclictest.smi needs /dev/cpu/0/msr (an x86 CPU "
+                          "and the msr driver: modprobe msr); set smi: false on this target")
 
 
 def arguments(s: CyclictestSettings, *, duration_s: float | None, loops: int | None,
@@ -78,17 +80,19 @@ def arguments(s: CyclictestSettings, *, duration_s: float | None, loops: int | N
     return args
 
 
-#: the line the station prints before each slice of a sliced run (cyclictest.slices); the parser splits on it
+#: the line the station prints before each slice of a sliced run (cyclictest.slices); the parser
+#splits on it
 SLICE_MARK = "# irq-station slice"
 
 
 def sliced_command(s: CyclictestSettings, duration_s: float) -> str:
     """cyclictest.slices consecutive invocations of duration_s/slices each, a SLICE_MARK line before
-    each, in one shell: the probe's process group (a TERM reaches the running slice, which prints its
-    histogram, and the loop). A slice that fails ends the loop with its status."""
-    one = shlex.join([PROGRAM, *arguments(s, duration_s=duration_s / s.slices, loops=None, json_path=None)])
-    loop = (f"i=0; while [ $i -lt {s.slices} ]; do i=$((i+1)); echo \"{SLICE_MARK} $i of {s.slices}\"; "
-            f"{one} || exit $?; done")
+    each, in one shell: the probe's process group (a TERM reaches the running slice, which prints
+    its histogram, and the loop). A slice that fails ends the loop with its status."""
+    one = shlex.join([PROGRAM, *arguments(s, duration_s=duration_s / s.slices, loops=None,
+                                          json_path=None)])
+    loop = (f"i=0; while [ $i -lt {s.slices} ]; do i=$((i+1)); echo \"{SLICE_MARK} $i of "
+            f"{s.slices}\"; {one} || exit $?; done")
     return shlex.join(["sh", "-c", loop])
 
 
@@ -101,12 +105,15 @@ def command(s: CyclictestSettings, **kwargs: object) -> str:
 TIMERLAT_COLLECTOR_PRIORITY = 1
 
 
-def timerlat_arguments(s: CyclictestSettings, duration_s: float, trace_path: str | None = None) -> list[str]:
+def timerlat_arguments(s: CyclictestSettings, duration_s: float,
+                       trace_path: str | None = None) -> list[str]:
     """`rtla timerlat hist` as cyclictest's companion: its CPUs (cyclictest's CPU list; every CPU
     otherwise), its period, its SCHED_FIFO priority (rtla's default for policy other) and its
     histogram range in 1 µs buckets, for duration_s rounded up to whole seconds."""
     cpus = s.affinity if not s.smp and s.affinity not in ("all", "none") else None
     priority = s.effective_priority if s.policy in ("fifo", "rr") else None
     stop_us = None if s.timerlat_stop is None else round(s.timerlat_stop * 1e6)
-    return rtla.timerlat_arguments(cpus, max(1, math.ceil(duration_s)), round(s.interval * 1e6), priority,
-                                   max(11, round(s.histogram * 1e6)), stop_us, trace_path if stop_us else None)
+    return rtla.timerlat_arguments(cpus, max(1, math.ceil(duration_s)), round(s.interval * 1e6),
+                                   priority,
+                                   max(11, round(s.histogram * 1e6)), stop_us,
+                                   trace_path if stop_us else None)

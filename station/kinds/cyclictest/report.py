@@ -14,22 +14,28 @@ from station.report.figures import RenderedFigure
 from station.report.page import Block, Figures, KindPage, Section
 
 
-def cyclictest_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:
+def cyclictest_sections(report: Mapping[str, Any],
+                        figures: Sequence[RenderedFigure]) -> list[Section]:
     ct = cyclictest_tables(report)
     if not ct:
         return []
     plots = [f for f in figures if f.kind == KIND]
     answer: list[Block] = [t for t in (ct.max_latency, ct.timerlat, ct.deadline, ct.targets) if t]
-    # the maxima figure is shown under the findings; a report whose findings were left out keeps it here
+    # the maxima figure is shown under the findings; a report whose findings were left out keeps it
+    # here
     maxima = [f for f in figures if f.kind == MAXIMA_KIND]
     if maxima:
         answer.append(Figures(maxima))
-    sections = [Section("max-latency", "cyclictest: maximum latency", answer, "summary", "Maximum latency",
-                        "cyclictest's own numbers are whole µs as it reports them; cyclictest.csv holds them.")]
+    sections = [Section("max-latency", "cyclictest: maximum latency", answer, "summary",
+                        "Maximum latency",
+                        "cyclictest's own numbers are whole µs as it reports them; cyclictest.csv "
+                        "holds them.")]
     if plots:
-        sections.append(Section("latency-plots", "Latency plots", [Figures(plots)], nav="Latency plots"))
+        sections.append(Section("latency-plots", "Latency plots", [Figures(plots)],
+                                nav="Latency plots"))
     if ct.threads:
-        sections.append(Section("threads", "cyclictest runs, per thread", [*ct.threads], nav="Threads"))
+        sections.append(Section("threads", "cyclictest runs, per thread", [*ct.threads],
+                                nav="Threads"))
     return sections
 
 
@@ -66,8 +72,10 @@ def cyclictest_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[str
 
 
 #: Columns of timerlat.csv: one row per companion timerlat run per CPU, rtla's own figures (µs).
-TIMERLAT_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "cpu", "irq_count", "irq_over",
-                        "irq_min_us", "irq_avg_us", "irq_max_us", "thread_count", "thread_over", "thread_min_us",
+TIMERLAT_CSV_COLUMNS = ["run_id", "target", "load", "repetition", "status", "cpu", "irq_count",
+                        "irq_over",
+                        "irq_min_us", "irq_avg_us", "irq_max_us", "thread_count", "thread_over",
+                        "thread_min_us",
                         "thread_avg_us", "thread_max_us", "note"]
 
 

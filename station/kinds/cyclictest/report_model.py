@@ -17,17 +17,28 @@ class CtStats(Stats):
     resolution_ns: Float = Field(None, description="the bucket width (1000)")
     overflows: int | None = Field(None, description="samples beyond the histogram's range")
     range_ns: Float = Field(None, description="the histogram's range")
-    percentile_flags: dict[str, str | None] | None = Field(None, description="`> range` where a percentile is "
+    percentile_flags: dict[str, str | None] | None = Field(None,
+                                                           description="`> range` where a "
+                                                                       "percentile is "
                                                             "beyond the histogram")
-    percentile_ci95_ns: dict[str, Interval] = Field(default_factory=dict, description="`pNN` → [lo, hi] ns; empty "
-                                                    "for cyclictest's histograms (`percentile_ci_withheld`)")
-    percentile_ci_withheld: str | None = Field(None, description="why the percentiles (or some) have no interval: "
-                                               "a histogram keeps no time order, so the events' dependence is "
-                                               "unseen (issue 46), unless the run was sliced (cyclictest.slices) "
-                                               "and has enough slices")
-    percentile_ci_method: dict[str, str] | None = Field(None, description="sliced runs: `pNN` → how its interval "
-                                                        "took the cycles' dependence from the slices (batch means, "
-                                                        "a load cycle's window, the extremal index)")
+    percentile_ci95_ns: dict[str, Interval] = Field(default_factory=dict,
+                                                    description="`pNN` → [lo, hi] ns; empty "
+                                                    "for cyclictest's histograms "
+                                                    "(`percentile_ci_withheld`)")
+    percentile_ci_withheld: str | None = Field(None,
+                                               description="why the percentiles (or some) have no "
+                                               "interval: a histogram keeps no time order, so the "
+                                               "events' dependence is unseen (issue 46), unless "
+                                               "the run was sliced (cyclictest.slices) and has "
+                                               "enough slices")
+    percentile_ci_method: dict[str, str] | None = Field(
+        None,
+        description="sliced runs: `pNN` → how its "
+        "interval "
+        "took the cycles' dependence from the "
+        "slices (batch means, "
+        "a load cycle's window, the extremal index)",
+    )
 
 
 class Thread(Closed):
@@ -62,7 +73,8 @@ class TimerlatCpu(Closed):
 
 
 class TimerlatRun(Closed):
-    """TIMERLAT_RUN: the companion `rtla timerlat hist` run after cyclictest (cyclictest.companion)."""
+    """TIMERLAT_RUN: the companion `rtla timerlat hist` run after cyclictest
+    (cyclictest.companion)."""
 
     arguments: list[str] | None = Field(None, description="rtla's arguments")
     note: str | None = Field(None, description="why it did not run, or how it failed")
@@ -70,8 +82,9 @@ class TimerlatRun(Closed):
     irq_max_us: Number = Field(None, description="the largest IRQ latency of any CPU, µs")
     thread_max_us: Number = Field(None, description="the largest thread latency of any CPU, µs")
     stopped: bool = Field(False, description="a threshold (cyclictest.timerlat_stop) stopped it")
-    analysis: str | None = Field(None, description="what rtla printed after its summary: at a stop, its "
-                                 "auto-analysis of the sample (rtla 6.3+) and where it saved the trace")
+    analysis: str | None = Field(None, description="what rtla printed after its summary: at a "
+                                 "stop, its auto-analysis of the sample (rtla 6.3+) and where it "
+                                 "saved the trace")
 
 
 class CtRun(RunIdentity):
@@ -82,11 +95,14 @@ class CtRun(RunIdentity):
     arguments: list[str] | None = Field(None, description="cyclictest's command-line arguments")
     duration_s: Float = Field(None, description="wall time of the measurement, s")
     threads: list[Thread] = Field(default_factory=list, description="per-thread summary")
-    slices: int | None = Field(None, description="the histograms cyclictest printed one after another "
-                               "(cyclictest.slices); null: one invocation")
+    slices: int | None = Field(None, description="the histograms cyclictest printed one after "
+                               "another (cyclictest.slices); null: one invocation")
     combined: CtStats | None = Field(None, description="all threads' histograms pooled")
-    timerlat: TimerlatRun | None = Field(None, description="the companion timerlat run, with cyclictest.companion")
-    break_: dict[str, Any] | None = Field(None, alias="break", description="`thread`, `value_us` when cyclictest "
+    timerlat: TimerlatRun | None = Field(None,
+                                         description="the companion timerlat run, with "
+                                                     "cyclictest.companion")
+    break_: dict[str, Any] | None = Field(None, alias="break",
+                                          description="`thread`, `value_us` when cyclictest "
                                           "stopped itself (`--breaktrace`)")
 
 
@@ -95,9 +111,13 @@ class Table(Closed):
 
     targets: list[str] = Field(description="row order")
     cases: list[str] = Field(description="column order: the campaign's loads")
-    max_latency_us: dict[str, dict[str, Number]] = Field(description="target → case → the largest latency of the "
-                                                          "cell's complete runs (µs), null when none measured it")
-    problems: dict[str, dict[str, str]] = Field(default_factory=dict, description="target → case → why its runs "
+    max_latency_us: dict[str, dict[str,
+                                   Number]] = Field(description="target → case → the largest "
+                                                                "latency of the "
+                                                          "cell's complete runs (µs), null when "
+                                                          "none measured it")
+    problems: dict[str, dict[str, str]] = Field(default_factory=dict,
+                                                description="target → case → why its runs "
                                                 "did not complete")
 
 
@@ -114,7 +134,8 @@ class TimerlatTable(Closed):
     targets: list[str] = Field(description="row order")
     cases: list[str] = Field(description="column order")
     max_us: dict[str, dict[str, TimerlatCell]] = Field(description="target → case → its maxima")
-    notes: dict[str, dict[str, str]] = Field(default_factory=dict, description="target → case → why timerlat did "
+    notes: dict[str, dict[str, str]] = Field(default_factory=dict,
+                                             description="target → case → why timerlat did "
                                              "not measure it")
 
 
@@ -125,11 +146,14 @@ class Target(Closed):
     kernel_release: str | None = Field(None, description="`uname -r`")
     preempt_rt: bool | None = Field(None, description="a PREEMPT_RT kernel")
     emulated: bool | None = Field(None, description="the CPU is emulated (QEMU/TCG)")
-    virtual_machine: bool | None = Field(None, description="a guest on a hypervisor (null: cannot tell)")
+    virtual_machine: bool | None = Field(None,
+                                         description="a guest on a hypervisor (null: cannot tell)")
     virtual_evidence: str | None = Field(None, description="what said so")
     cpus: int | None = Field(None, description="CPUs online")
     uname: str | None = Field(None, description="`uname -a`")
-    unavailable: str | None = Field(None, description="why the target was unavailable in the last session")
+    unavailable: str | None = Field(
+        None, description="why the target was unavailable in the last session"
+    )
 
 
 class DeadlineCell(Closed):
@@ -144,10 +168,10 @@ class DeadlineCell(Closed):
     p_exceed: Float = Field(description="`above / cycles`")
     ci_low: Float = Field(description="95 % Clopper–Pearson lower bound")
     ci_high: Float = Field(description="95 % Clopper–Pearson upper bound")
-    effective_n: Float = Field(None, description="the independent cycles the interval takes (`cycles` unless "
-                               "every run was sliced)")
-    method: str | None = Field(None, description="how the cycles' dependence was taken: from the runs' slices, or "
-                               "not at all (cycles taken as independent)")
+    effective_n: Float = Field(None, description="the independent cycles the interval takes "
+                               "(`cycles` unless every run was sliced)")
+    method: str | None = Field(None, description="how the cycles' dependence was taken: from the "
+                               "runs' slices, or not at all (cycles taken as independent)")
 
 
 class CyclictestSection(Closed):
@@ -156,10 +180,14 @@ class CyclictestSection(Closed):
     table: Table = Field(description="the maximum-latency table")
     timerlat_table: TimerlatTable | None = Field(None, description="rtla timerlat's maxima, with "
                                                  "cyclictest.companion: timerlat")
-    targets: dict[str, Target] = Field(default_factory=dict, description="name → what each row measured")
+    targets: dict[str, Target] = Field(default_factory=dict,
+                                       description="name → what each row measured")
     runs: list[CtRun] = Field(description="one entry per cyclictest run")
     deadline_us: Number = Field(None, description="a user deadline, µs: cells above it are flagged")
-    deadline_view: list[DeadlineCell] = Field(default_factory=list, description="with a deadline, per target × "
+    deadline_view: list[DeadlineCell] = Field(default_factory=list,
+                                              description="with a deadline, per target × "
                                               "case")
-    findings: list[Finding] = Field(default_factory=list, description="`cyclictest_max` per target and, with a "
-                                    "deadline, `cyclictest_deadline`; also in the report's top-level `findings`")
+    findings: list[Finding] = Field(default_factory=list,
+                                    description="`cyclictest_max` per target and, with a deadline, "
+                                    "`cyclictest_deadline`; also in the report's top-level "
+                                    "`findings`")

@@ -28,10 +28,13 @@ class CyclictestRun(ProbeRun):
     stderr_file = "cyclictest.err"
     stop_grace_s = 5.0  # after SIGTERM cyclictest prints its histogram and writes its JSON
     outputs = {
-        "cyclictest.out": "cyclictest's stdout: the -h histogram and summary lines (→ cyclictest_histogram.parquet)",
+        "cyclictest.out": "cyclictest's stdout: the -h histogram and summary lines (→ "
+                          "cyclictest_histogram.parquet)",
         "cyclictest.err": "cyclictest's stderr",
-        "cyclictest.json": "cyclictest's --json file, as written on the target (rt-tests 2.0 and later)",
-        "timerlat.out": "rtla timerlat hist's histogram and summary, after cyclictest (cyclictest.companion)",
+        "cyclictest.json": "cyclictest's --json file, as written on the target (rt-tests 2.0 and "
+                           "later)",
+        "timerlat.out": "rtla timerlat hist's histogram and summary, after cyclictest "
+                        "(cyclictest.companion)",
         "timerlat.err": "rtla's stderr",
         "timerlat_trace.txt": "the trace rtla saved when it stopped at cyclictest.timerlat_stop",
     }
@@ -53,15 +56,22 @@ class CyclictestRun(ProbeRun):
         return self.duration_s or (self.loops or 0) * self.settings.interval
 
     def _args(self, json_path: str | None) -> list[str]:
-        return ct_target.arguments(self.settings, duration_s=self.duration_s, loops=self.loops, json_path=json_path)
+        return ct_target.arguments(self.settings, duration_s=self.duration_s, loops=self.loops,
+                                   json_path=json_path)
 
     @property
     def sliced(self) -> bool:
         return self.settings.slices > 1 and self.duration_s is not None
 
     def manifest(self) -> dict[str, Any]:
-        args = (ct_target.arguments(self.settings, duration_s=self.duration_s / self.settings.slices, loops=None,
-                                    json_path=None) if self.sliced else self._args(self.json_remote))
+        args = (
+            ct_target.arguments(
+                self.settings, duration_s=self.duration_s / self.settings.slices, loops=None,
+                json_path=None
+            )
+            if self.sliced
+            else self._args(self.json_remote)
+        )
         return {"probe": {"tool": "cyclictest", "settings": self.settings.model_dump(mode="json"),
                           "arguments": args, "slices": self.settings.slices}}
 
@@ -77,7 +87,8 @@ class CyclictestRun(ProbeRun):
         self.installed = await ct_target.installed(conn)
         if self.settings.smi:
             await ct_target.check_smi(conn)
-        if self.settings.companion == "timerlat" and (why := await rtla.unavailable(conn, "timerlat")):
+        if self.settings.companion == "timerlat" and (why := await rtla.unavailable(conn,
+                                                                                    "timerlat")):
             self.timerlat.skip(why)
 
     async def start(self) -> None:
@@ -85,8 +96,10 @@ class CyclictestRun(ProbeRun):
         target = self.ctx.target
         conn = await target.live_connection()
         json_path = self.json_remote if self.installed.has_json else None
-        directory, stale = shlex.quote(self.json_remote.rsplit('/', 1)[0]), shlex.quote(self.json_remote)
-        await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {stale}')}", privileged=True)
+        directory, stale = shlex.quote(self.json_remote.rsplit('/',
+                                                               1)[0]), shlex.quote(self.json_remote)
+        await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {stale}')}",
+                       privileged=True)
         if self.sliced:
             assert self.duration_s is not None
             await self.start_probe(ct_target.sliced_command(self.settings, self.duration_s))
@@ -100,8 +113,11 @@ class CyclictestRun(ProbeRun):
             duration = self.planned_seconds()
             if self.settings.timerlat_stop is not None:  # rtla saves its trace there when it stops
                 conn = await self.ctx.target.live_connection()
-                trace, directory = shlex.quote(self.timerlat_trace_remote), shlex.quote(self._trace_dir())
-                await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {trace}')}", privileged=True)
+                trace, directory = (
+                    shlex.quote(self.timerlat_trace_remote), shlex.quote(self._trace_dir())
+                )
+                await conn.run(f"sh -c {shlex.quote(f'mkdir -p {directory} && rm -f {trace}')}",
+                               privileged=True)
             try:
                 await self.timerlat.run(self._timerlat_args(), duration,
                                         collector_priority=ct_target.TIMERLAT_COLLECTOR_PRIORITY)
@@ -112,7 +128,8 @@ class CyclictestRun(ProbeRun):
         return self.timerlat_trace_remote.rsplit("/", 1)[0]
 
     def _timerlat_args(self) -> list[str]:
-        return ct_target.timerlat_arguments(self.settings, self.planned_seconds(), self.timerlat_trace_remote)
+        return ct_target.timerlat_arguments(self.settings, self.planned_seconds(),
+                                            self.timerlat_trace_remote)
 
     async def _fetch_timerlat_trace(self) -> None:
         """The trace rtla saved at its stop threshold, into the run; never left on the target."""
@@ -134,18 +151,28 @@ class CyclictestRun(ProbeRun):
         assert self.summary is not None
         idle = [t for t in self.summary["threads"] if t["cycles"] == 0]
         if idle:
-            which = ", ".join(f"{t['thread']}" + ("" if t["cpu"] is None else f" (CPU {t['cpu']})") for t in idle)
+            which = ", ".join(
+                f"{t['thread']}" + ("" if t["cpu"] is None else f" (CPU {t['cpu']})") for t in idle
+            )
             return f"cyclictest thread {which} measured nothing: no figure for that CPU"
         if self.loops is not None:
             short = [t for t in self.summary["threads"] if t["cycles"] < self.loops]
             if short and self.duration_s is None:
-                return (f"cyclictest ended after {min(t['cycles'] for t in short)} of {self.loops} loops "
-                        "(stopped from outside?)")
-        if self.duration_s is not None and self.started_at is not None and self.ended_at is not None:
+                return (f"cyclictest ended after {min(t['cycles'] for t in short)} of {self.loops} "
+                        "loops (stopped from outside?)")
+        if (
+            self.duration_s is not None
+            and self.started_at is not None
+            and self.ended_at is not None
+        ):
             ran = self.ended_at - self.started_at
             if ran < self.duration_s - max(1.0, 0.05 * self.duration_s) and (
-                    self.loops is None or all(t["cycles"] < self.loops for t in self.summary["threads"])):
-                return f"cyclictest ended after {ran:.1f} s of {self.duration_s:g} s (stopped from outside?)"
+                self.loops is None or all(t["cycles"] < self.loops for t in self.summary["threads"])
+            ):
+                return (
+                    f"cyclictest ended after {ran:.1f} s of {self.duration_s:g} s (stopped from "
+                    "outside?)"
+                )
         return None
 
     async def after_exit(self) -> None:
@@ -172,11 +199,15 @@ class CyclictestRun(ProbeRun):
             if status == "complete":
                 return "failed", f"cyclictest output: {exc}"
             return status, error
-        if status == "complete" and self.summary["break"] is None and (short := self._ended_early()):
+        if (
+            status == "complete"
+            and self.summary["break"] is None
+            and (short := self._ended_early())
+        ):
             status, error = "incomplete", short
         threads, worst = self.summary["threads"], self.summary["max_us"]
-        self.ctx.sink.message(f"{self.ctx.spec.id}: cyclictest max {worst} µs over {len(threads)} thread(s), "
-                              f"{self.summary['samples']} samples")
+        self.ctx.sink.message(f"{self.ctx.spec.id}: cyclictest max {worst} µs over {len(threads)} "
+                              f"thread(s), {self.summary['samples']} samples")
         # a break trace hit ends the run early by design: a result (summary.break), not a failure
         return status, error
 
@@ -198,7 +229,8 @@ class CyclictestRun(ProbeRun):
         def histogram(run_dir: Path) -> dict[str, int]:
             frame = ct_analysis.histogram_table(ct_analysis.read_outputs(run_dir))
             write_parquet(frame, run_dir / "cyclictest_histogram.parquet")
-            return {"histogram_buckets": len(frame), "cyclictest_samples": int(frame["count"].sum())}
+            return {"histogram_buckets": len(frame),
+                    "cyclictest_samples": int(frame["count"].sum())}
 
         return [histogram]
 

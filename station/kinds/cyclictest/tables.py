@@ -143,23 +143,30 @@ def timerlat_table(section: Mapping[str, Any]) -> Table | None:
         for case in cases:
             cell = (values.get(target) or {}).get(case) or {}
             irq, thread = cell.get("irq_max_us"), cell.get("thread_max_us")
-            text = MISSING if irq is None and thread is None else f"{plain_us(irq)} / {plain_us(thread)}"
+            text = (
+                MISSING
+                if irq is None and thread is None
+                else f"{plain_us(irq)} / {plain_us(thread)}"
+            )
             note = (why.get(target) or {}).get(case)
-            row.append(Cell(text, numeric=True, mark=f"[{number[note]}]" if note else "", title=note))
+            row.append(Cell(text, numeric=True, mark=f"[{number[note]}]" if note else "",
+                            title=note))
         rows.append(row)
     footnotes = []
     for note, cells in where.items():
         by_target: dict[str, list[str]] = {}
         for target, case in cells:
             by_target.setdefault(target, []).append(case)
-        places = "; ".join(f"{t} (every case)" if len(cs) == len(cases) else f"{t} · {', '.join(cs)}"
+        places = "; ".join(f"{t} (every case)" if len(cs) == len(cases) else f"{t} · "
+                                                                             f"{', '.join(cs)}"
                            for t, cs in by_target.items())
         footnotes.append(f"[{number[note]}] {places}: {note}")
-    notes = ["The kernel's own timer latency (rtla timerlat hist, run after cyclictest on the same CPUs, period and "
-             "priority, under the same load): the largest timer IRQ latency / timerlat thread latency of any CPU in "
-             f"the cell's complete runs, µs. The thread's is the one to set beside cyclictest's. {MISSING}: not "
-             "measured.", *footnotes]
-    return Table("timerlat-max", "rtla timerlat maximum latency (µs, IRQ / thread): targets × cases",
+    notes = ["The kernel's own timer latency (rtla timerlat hist, run after cyclictest on the "
+             "same CPUs, period and priority, under the same load): the largest timer IRQ latency "
+             "/ timerlat thread latency of any CPU in the cell's complete runs, µs. The thread's "
+             f"is the one to set beside cyclictest's. {MISSING}: not measured.", *footnotes]
+    return Table("timerlat-max",
+                 "rtla timerlat maximum latency (µs, IRQ / thread): targets × cases",
                  ["Target", *cases], rows, notes, row_headers=True)
 
 
@@ -183,9 +190,9 @@ def targets_table(section: Mapping[str, Any]) -> Table | None:
         ])
     return Table("cyclictest-targets", "Targets", [
         "Target", "Kernel", "Release", "Kind", "CPUs", "Virtual machine", "uname"], rows,
-        ["Virtual machine: emulated — a QEMU/TCG guest whose CPU is emulated in software; yes — a guest "
-         "on a hypervisor (the evidence the target gave), its latencies include the hypervisor's; "
-         f"no — the target shows no sign of one; {MISSING} — it could not tell."],
+        ["Virtual machine: emulated — a QEMU/TCG guest whose CPU is emulated in software; yes — a "
+         "guest on a hypervisor (the evidence the target gave), its latencies include the "
+         f"hypervisor's; no — the target shows no sign of one; {MISSING} — it could not tell."],
         row_headers=True)
 
 
@@ -236,7 +243,8 @@ def _run_notes(runs: Sequence[Mapping[str, Any]]) -> list[str]:
         brk = r.get("break")
         if brk:
             notes.append(f"{r.get('id')}: cyclictest stopped itself (--breaktrace) when thread "
-                         f"{brk.get('thread', MISSING)} measured {plain_us(brk.get('value_us'))} µs.")
+                         f"{brk.get('thread', MISSING)} measured {plain_us(brk.get('value_us'))} "
+                         "µs.")
     by_invocation: dict[str, list[str]] = {}
     for r in runs:
         if r.get("cyclictest_version") or r.get("arguments"):
@@ -321,28 +329,36 @@ def deadline_table(section: Mapping[str, Any]) -> Table | None:
     if not view:
         return None
     deadline = plain_us(view[0].get("deadline_us"))
-    rows = [[Cell(str(v.get("target"))), Cell(str(v.get("load"))), Cell(count_text(v.get("cycles")), numeric=True),
+    rows = [[Cell(str(v.get("target"))), Cell(str(v.get("load"))), Cell(count_text(v.get("cycles")),
+                                                                        numeric=True),
              Cell(count_text(v.get("above")), numeric=True),
-             Cell(f"{v.get('p_exceed', 0):.2g} [{v.get('ci_low', 0):.2g}, {v.get('ci_high', 0):.2g}]", numeric=True,
+             Cell(f"{v.get('p_exceed', 0):.2g} [{v.get('ci_low', 0):.2g}, "
+                  f"{v.get('ci_high', 0):.2g}]", numeric=True,
                   flags=("over-deadline",) if v.get("above") else (), title=v.get("method"))]
             for v in view]
-    sliced = [v for v in view if not str(v.get("method") or INDEPENDENT_CYCLES).startswith(INDEPENDENT_CYCLES)]
-    notes = [f"Cycles whose latency reached the {deadline} µs deadline, over every thread of the complete runs of "
-             "each target × case; 95 % Clopper–Pearson interval. Buckets are whole µs: a cycle in the deadline's "
-             "own bucket counts as reaching it."]
+    sliced = [
+        v
+        for v in view
+        if not str(v.get("method") or INDEPENDENT_CYCLES).startswith(INDEPENDENT_CYCLES)
+    ]
+    notes = [f"Cycles whose latency reached the {deadline} µs deadline, over every thread of the "
+             "complete runs of each target × case; 95 % Clopper–Pearson interval. Buckets are "
+             "whole µs: a cycle in the deadline's own bucket counts as reaching it."]
     if len(sliced) < len(view):
-        notes.append("Where the runs were not sliced the interval takes the cycles as independent: a histogram keeps "
-                     "no time order to see them come in clusters, so under a load's phases it is too narrow "
-                     "(cyclictest.slices gives the time order).")
+        notes.append("Where the runs were not sliced the interval takes the cycles as independent: "
+                     "a histogram keeps no time order to see them come in clusters, so under a "
+                     "load's phases it is too narrow (cyclictest.slices gives the time order).")
     if sliced:
-        notes.append("Where every run was sliced (cyclictest.slices) the interval is over the effective cycles the "
-                     "slices show (batch means of the slices, or the extremal index where the cycles that reached "
-                     "it are few); the cell's tooltip says which.")
+        notes.append("Where every run was sliced (cyclictest.slices) the interval is over the "
+                     "effective cycles the slices show (batch means of the slices, or the extremal "
+                     "index where the cycles that reached it are few); the cell's tooltip says "
+                     "which.")
     if any(v.get("overflows") for v in view):
-        notes.append("Cycles beyond the histogram's range (overflows) count as above the deadline: there the "
-                     "probability is an upper bound.")
+        notes.append("Cycles beyond the histogram's range (overflows) count as above the deadline: "
+                     "there the probability is an upper bound.")
     return Table("cyclictest-deadline", f"Deadline {deadline} µs: how often it was reached",
-                 ["Target", "Case", "Cycles", f"≥ {deadline} µs", "Probability per cycle [95 %]"], rows, notes)
+                 ["Target", "Case", "Cycles", f"≥ {deadline} µs", "Probability per cycle [95 %]"],
+                 rows, notes)
 
 
 def cyclictest_tables(report: Mapping[str, Any]) -> CyclictestTables | None:
@@ -351,4 +367,5 @@ def cyclictest_tables(report: Mapping[str, Any]) -> CyclictestTables | None:
     if not section:
         return None
     return CyclictestTables(max_latency_table(section), targets_table(section),
-                            thread_tables(section), deadline_table(section), timerlat_table(section))
+                            thread_tables(section), deadline_table(section),
+                            timerlat_table(section))

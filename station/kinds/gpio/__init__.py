@@ -18,13 +18,18 @@ def _stimulus(campaign: Campaign) -> GpioSettings:
 
 def _responder_module(campaign: Campaign, target: TargetSettings) -> set[str]:
     """The kernel responder, if a case loads it."""
-    return {"gpio_responder"} if any(c.responder == "kernel" for c in _stimulus(campaign).cases.values()) else set()
+    return (
+        {"gpio_responder"}
+        if any(c.responder == "kernel" for c in _stimulus(campaign).cases.values())
+        else set()
+    )
 
 
 def _board(campaign: Campaign) -> dict[str, int]:
     """The twin as a board answering GPIO edges: the channels the scope and generator see it on."""
     bench = campaign.bench
-    return {"stimulus_channel": bench.scope.channel, "response_channel": _stimulus(campaign).response_channel,
+    return {"stimulus_channel": bench.scope.channel,
+            "response_channel": _stimulus(campaign).response_channel,
             "generator_channel": bench.generator.channel}
 
 
@@ -35,32 +40,41 @@ def _scope_inputs(campaign: Campaign) -> tuple[tuple[int, ...], str]:
 
 
 def _check(campaign: Campaign) -> None:
-    m, gpio, scope, generator = campaign.matrix, _stimulus(campaign), campaign.bench.scope, campaign.bench.generator
+    m, gpio, scope, generator = (
+        campaign.matrix, _stimulus(campaign), campaign.bench.scope, campaign.bench.generator
+    )
     if scope.kind == "none":
-        raise LocatedError(("bench", "scope", "kind"), "a gpio campaign measures with the scope: twin or visa")
+        raise LocatedError(("bench", "scope", "kind"),
+                           "a gpio campaign measures with the scope: twin or visa")
     if scope.channel == gpio.response_channel:
-        raise LocatedError(("gpio", "response_channel"), f"is bench.scope.channel too ({scope.channel}): the "
+        raise LocatedError(("gpio", "response_channel"),
+                           f"is bench.scope.channel too ({scope.channel}): the "
                            "stimulus and the response need a channel each")
     for name, t in campaign.bench.named_targets().items():
         where = ("bench", "targets", name, "kind") if name else ("bench", "target", "kind")
         if t.kind in ("vm", "local"):
-            raise LocatedError(where, f"a {t.kind} target has no GPIO lines a scope can probe: use ssh (a board) "
-                               "or twin")
-        twin_parts = [part for part, kind in (("bench.scope", scope.kind), ("bench.generator", generator.kind))
+            raise LocatedError(where, f"a {t.kind} target has no GPIO lines a scope can probe: use "
+                               "ssh (a board) or twin")
+        twin_parts = [part for part, kind in (("bench.scope", scope.kind), ("bench.generator",
+                                                                            generator.kind))
                       if (kind == "twin") != (t.kind == "twin")]
         if twin_parts:
-            raise LocatedError(where, f"the twin board answers the twin generator under the twin scope: "
-                               f"{' and '.join(twin_parts)} must be twin exactly when the target is")
+            raise LocatedError(where, "the twin board answers the twin generator under the twin "
+                               f"scope: {' and '.join(twin_parts)} must be twin exactly when the "
+                               "target is")
         if t.kind != "twin":
             for case_name, case in gpio.cases.items():
                 if case.responder in TWIN_ONLY_RESPONDERS:
                     raise LocatedError(("gpio", "cases", case_name, "responder"),
-                                       f"{case.responder} is the seed's own program, modelled on the twin only")
+                                       f"{case.responder} is the seed's own program, modelled on "
+                                       "the twin only")
     # a scope sees only part of the stimuli (it is blind while it transfers), so this is a floor
     needed = min(x for x in (m.duration, m.samples and m.samples * gpio.period) if x)
     if needed > m.max_duration:
-        raise LocatedError(("matrix", "max_duration"), f"a run needs at least {needed:g} s (samples × gpio.period, "
-                           f"or duration) but max_duration is {m.max_duration:g} s: every run would end incomplete")
+        raise LocatedError(("matrix", "max_duration"),
+                           f"a run needs at least {needed:g} s (samples × gpio.period, or "
+                           f"duration) but max_duration is {m.max_duration:g} s: every run would "
+                           "end incomplete")
 
 
 _cells = case_cells("gpio")
@@ -69,8 +83,8 @@ _cells = case_cells("gpio")
 KIND = Kind(
     name="gpio",
     store_tables=("delays",),
-    summary="GPIO response timing: a generator's stimulus, a responder's answer, both on the scope; options "
-    "under gpio:",
+    summary="GPIO response timing: a generator's stimulus, a responder's answer, both on the "
+    "scope; options under gpio:",
     settings=GpioSettings,
     settings_required=True,
     cells=_cells,

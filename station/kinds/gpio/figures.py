@@ -43,14 +43,20 @@ LOG_X_RATIO = 20.0  # delays spanning more than this factor get a log delay axis
 
 def histogram_names(loads: Sequence[str]) -> dict[str, str]:
     """load → file stem ``gpio-hist-<load>``; two loads that slug alike get -2, -3 …"""
-    return dict(zip(loads, unique_names(f"{KIND}-hist-{slug(load)}" for load in loads), strict=True))
+    return dict(zip(loads, unique_names(f"{KIND}-hist-{slug(load)}" for load in loads),
+                    strict=True))
 
 
 def _usable_histogram(entry: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
     h = entry.get("histogram") or {}
     edges = np.asarray(h.get("edges_us") or [], dtype=np.float64)
     counts = np.asarray(h.get("counts") or [], dtype=np.float64)
-    if edges.size < 2 or counts.size != edges.size - 1 or not counts.any() or not np.isfinite(edges).all():
+    if (
+        edges.size < 2
+        or counts.size != edges.size - 1
+        or not counts.any()
+        or not np.isfinite(edges).all()
+    ):
         return None
     return edges, counts
 
@@ -100,8 +106,10 @@ def histogram_svg(runs: Sequence[Mapping[str, Any]], labels: Sequence[str], case
         ax.plot(np.r_[xs[0], xs, xs[-1]], np.r_[FLOOR, ys, FLOOR], color=color, linestyle=linestyle,
                 linewidth=1.1, gid=f"{name}-curve-{i}",
                 label=f"{label}  (n={count_text(int(counts.sum()))}, bins {delay_text(width)} µs)")
-    _delay_axis(ax, min(float(e[0]) for _, _, (e, _) in curves), max(float(e[-1]) for _, _, (e, _) in curves),
-                margin=0.15, pad=0.02)
+    _delay_axis(
+        ax, min(float(e[0]) for _, _, (e, _) in curves),
+        max(float(e[-1]) for _, _, (e, _) in curves), margin=0.15, pad=0.02
+    )
     ax.set_yscale("log")
     ax.set_ylim(0.7, top * 2.5)
     ax.set_xlabel("delay from stimulus to response (µs)")
@@ -129,7 +137,8 @@ def distributions_svg(runs: Sequence[Mapping[str, Any]], labels: Sequence[str],
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
-    values = [v for r in runs for v in (r["delay_us"].get(k) for k in ("min", "max")) if is_number(v)]
+    values = [v for r in runs for v in (r["delay_us"].get(k) for k in ("min",
+                                                                       "max")) if is_number(v)]
     if not values:
         ax.text(0.5, 0.5, "no answered stimuli", ha="center", va="center", transform=ax.transAxes)
         return _to_svg(fig, name)
@@ -151,7 +160,8 @@ def distributions_svg(runs: Sequence[Mapping[str, Any]], labels: Sequence[str],
     ax.set_yticks(range(len(runs)), list(reversed(labels)), fontsize=8)
     ax.set_ylim(-0.7, len(runs) - 0.3)
     # two lines: on one, the key ran past the figure's edge at the page's width
-    ax.set_xlabel("delay from stimulus to response (µs)\nline min–max, bar median–p99, ● mean, ▲ p99.9, ✕ max",
+    ax.set_xlabel("delay from stimulus to response (µs)\nline min–max, bar median–p99, ● mean, ▲ "
+                  "p99.9, ✕ max",
                   fontsize=8)
     return _to_svg(fig, name)
 
@@ -183,7 +193,8 @@ def build_gpio_figures(report: Mapping[str, Any],
         name = names[load]
         title = f"Response delay, load {load}"
         figures.append(RenderedFigure(name, KIND, title, _histogram_caption(group),
-                                      histogram_svg(group, _labels(group, False), cases, title, name)))
+                                      histogram_svg(group, _labels(group, False), cases, title,
+                                                    name)))
     title = "Response delay per run: median, tail and worst case"
     caption = ("One row per run: the thin line spans min to max, the bar median to p99; ● mean, "
                "▲ p99.9, ✕ max. A bar far from its ✕ is a tail worth explaining (see the outliers "

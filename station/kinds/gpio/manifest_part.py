@@ -10,5 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class GpioManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gpio: dict[str, Any] = Field(description="the case, the lines, the stimulus and the channels as run")
-    gpio_counts: dict[str, int] | None = Field(None, description="stimuli, answered, missed, … (at the seal)")
+    gpio: dict[str,
+               Any] = Field(description="the case, the lines, the stimulus and the channels as run")
+    gpio_counts: dict[str, int] | None = Field(None,
+                                               description="stimuli, answered, missed, … (at the "
+                                                           "seal)")

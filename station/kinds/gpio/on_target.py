@@ -11,7 +11,8 @@ from station.kinds.gpio.settings import GpioCase, GpioSettings
 from station.target.tools import Tool
 
 RESPONDER_MODULE = "gpio_responder"
-RESPONDER_PROGRAM = Tool("gpio_responder_user", libs=("gpiod",), packages="gcc, libc6-dev and libgpiod-dev")
+RESPONDER_PROGRAM = Tool("gpio_responder_user", libs=("gpiod",),
+                         packages="gcc, libc6-dev and libgpiod-dev")
 STIMULUS_EDGES = {"rise": "rising", "fall": "falling", "either": "both"}
 
 
@@ -25,7 +26,8 @@ def module_params(settings: GpioSettings, case: GpioCase) -> dict[str, str]:
     """gpio_responder.ko's parameters for this case."""
     lines = settings.lines
     return {"chip": lines.chip, "in": str(lines.input), "out": str(lines.output),
-            "edge": responder_edge(settings, case), "mode": case.mode, "threaded": str(int(case.threaded))}
+            "edge": responder_edge(settings, case), "mode": case.mode,
+            "threaded": str(int(case.threaded))}
 
 
 def program_arguments(settings: GpioSettings, case: GpioCase) -> list[str]:

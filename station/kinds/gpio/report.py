@@ -17,20 +17,25 @@ def gpio_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) 
     gt = gpio_tables(report)
     if not gt:
         return []
-    blocks: list[Block] = [Sentences([Sentence(f.text, f.kind) for f in gt.findings])] if gt.findings else []
+    blocks: list[Block] = (
+        [Sentences([Sentence(f.text, f.kind) for f in gt.findings])] if gt.findings else []
+    )
     blocks += [t for t in (gt.runs, gt.outliers, gt.comparisons) if t]
     sections = [Section("gpio", "GPIO response", blocks, "summary", "GPIO response",
-                        "GPIO response delays are in µs as their columns say; gpio.csv holds one row per run.")]
+                        "GPIO response delays are in µs as their columns say; gpio.csv holds one "
+                        "row per run.")]
     plots = [f for f in figures if f.kind == KIND]
     if plots:
-        sections.append(Section("gpio-plots", "GPIO response plots", [Figures(plots)], "summary", "GPIO plots"))
+        sections.append(Section("gpio-plots", "GPIO response plots", [Figures(plots)], "summary",
+                                "GPIO plots"))
     return sections
 
 
 #: Columns of gpio.csv: one row per run, its counts, its delay distribution in µs (as the report's
 #: "gpio" section has it), then its outliers (outlier_*).
 GPIO_RUN_KEYS = ("target", "case", "load", "repetition", "status", "responder", "mode", "threaded",
-                 "priority", "governor", "stimuli", "answered", "missed", "censored", "ambiguous", "unanswering",
+                 "priority", "governor", "stimuli", "answered", "missed", "censored", "ambiguous",
+                 "unanswering",
                  "miss_fraction", "resolution_ns")
 GPIO_CSV_COLUMNS = ["run_id", *GPIO_RUN_KEYS, "min_us", "p50_us", "mean_us", "mean_ci_lo_us",
                     "mean_ci_hi_us", "std_us", "p99_us", "p999_us", "max_us", "spread_us",
@@ -41,7 +46,8 @@ GPIO_DELAY_KEYS = ("min", "p50", "mean", "std", "p99", "p999", "max", "spread")
 GPIO_OUTLIER_KEYS = {"threshold_us": "outlier_threshold_us", "count": "outlier_count",
                      "fraction": "outlier_fraction", "excess_max_us": "outlier_excess_max_us",
                      "period_us": "outlier_period_us", "period_share": "outlier_period_share",
-                     "window_us": "outlier_window_us", "expected_fraction": "outlier_expected_fraction",
+                     "window_us": "outlier_window_us",
+                     "expected_fraction": "outlier_expected_fraction",
                      "explanation": "outlier_explanation"}
 
 

@@ -37,8 +37,9 @@ class InstrumentFailure(MeasurementFailure):
 class GpioRun(Measurement):
     name = "gpio"
     outputs = {
-        "delays.csv": "every stimulus edge the scope saw: its acquisition, time from the trigger, the delay to "
-        "its response (empty: missed) and the host time the acquisition was armed (→ delays.parquet)",
+        "delays.csv": "every stimulus edge the scope saw: its acquisition, time from the trigger, "
+                      "the delay to its response (empty: missed) and the host time the acquisition "
+                      "was armed (→ delays.parquet)",
         "responder.log": "what the user-space responder printed (chardev and sysfs cases)",
     }
 
@@ -62,16 +63,28 @@ class GpioRun(Measurement):
 
     def manifest(self) -> dict[str, Any]:
         g = self.gpio
-        return {"gpio": {
-            "case": self.case_name, **self.case.model_dump(), "lines": g.lines.model_dump(),
-            "period_s": g.period, "jitter": g.jitter, "width_s": g.width, "window_s": self.window_s,
-            "stimulus_edge": g.stimulus_edge, "response_edge": self.response_edge,
-            "stimulus_channel": self.ctx.campaign.bench.scope.channel, "response_channel": g.response_channel,
-            "sample_interval_s": self.ctx.bench.scope.sample_interval_s if self.ctx.bench.scope else None,
-        }}
+        return {
+            "gpio": {
+                "case": self.case_name,
+                **self.case.model_dump(),
+                "lines": g.lines.model_dump(),
+                "period_s": g.period,
+                "jitter": g.jitter,
+                "width_s": g.width,
+                "window_s": self.window_s,
+                "stimulus_edge": g.stimulus_edge,
+                "response_edge": self.response_edge,
+                "stimulus_channel": self.ctx.campaign.bench.scope.channel,
+                "response_channel": g.response_channel,
+                "sample_interval_s": self.ctx.bench.scope.sample_interval_s
+                if self.ctx.bench.scope
+                else None,
+            }
+        }
 
     def open_files(self, store) -> None:  # noqa: ANN001 - RunStore
-        self.delays_csv = store.appender("delays.csv", header="acquisition,stimulus_s,delay_s,armed_host_s\n")
+        self.delays_csv = store.appender("delays.csv",
+                                         header="acquisition,stimulus_s,delay_s,armed_host_s\n")
         self.log = store.appender("responder.log")
 
     async def baseline(self) -> None:
@@ -85,12 +98,16 @@ class GpioRun(Measurement):
         if self.governors_before:
             await governors.save_governors(conn, target.work_dir, self.governors_before)
             self.governor_touched = True
-            await governors.write_governors(conn, dict.fromkeys(self.governors_before, self.case.governor))
+            await governors.write_governors(conn, dict.fromkeys(self.governors_before,
+                                                                self.case.governor))
         responder = self.case.responder
         if responder == "kernel":
-            self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
+            # before the await: insmod can succeed and its reply be lost
+            self.module_maybe_loaded = True
             path = f"{target.settings.module_dir.rstrip('/')}/{gpio_target.RESPONDER_MODULE}.ko"
-            await finish_then_cancel(modules.insmod(conn, path, gpio_target.module_params(self.gpio, self.case)))
+            await finish_then_cancel(
+                modules.insmod(conn, path, gpio_target.module_params(self.gpio, self.case))
+            )
         elif responder != "external":
             if responder in TWIN_ONLY:
                 program = responder
@@ -99,15 +116,18 @@ class GpioRun(Measurement):
             command = shlex.join([program, *gpio_target.program_arguments(self.gpio, self.case)])
             self.responder_started = True
             self.responder = await finish_then_cancel(proc_ctl.start_load(
-                conn, RESPONDER_NAME, command, target.work_dir, self.ctx.max_seconds, privileged=True,
+                conn, RESPONDER_NAME, command, target.work_dir, self.ctx.max_seconds,
+                privileged=True,
                 role="probe",
             ))
             self.responder_reader = asyncio.gather(
-                _copy(self.responder.process.stdout, self.log), _copy(self.responder.process.stderr, self.log))
+                _copy(self.responder.process.stdout, self.log), _copy(self.responder.process.stderr,
+                                                                      self.log))
             self.responder_reader.add_done_callback(lambda t: t.cancelled() or t.exception())
         if self.ctx.bench.generator is not None:
             self.generator_on = True
-            await asyncio.get_running_loop().run_in_executor(None, self.ctx.bench.generator.output, True)
+            await asyncio.get_running_loop().run_in_executor(None, self.ctx.bench.generator.output,
+                                                             True)
 
     async def measure(self) -> None:
         m, progress, scope = self.ctx.campaign.matrix, self.ctx.progress, self.ctx.bench.scope
@@ -121,19 +141,25 @@ class GpioRun(Measurement):
         deadline = progress.started + m.max_duration
         while True:
             now = time.monotonic()
-            if (m.samples and self.stimuli >= m.samples) or (m.duration and now - progress.started >= m.duration):
+            if (m.samples and self.stimuli >= m.samples) or (
+                m.duration and now - progress.started >= m.duration
+            ):
                 return
             if now >= deadline:
                 return  # the verdict says what fell short
             if self.responder is not None and self.responder.process.exit_status is not None:
-                raise MeasurementFailure(f"the responder exited with status {self.responder.process.exit_status}: "
+                raise MeasurementFailure("the responder exited with status "
+                                         f"{self.responder.process.exit_status}: "
                                          f"{self._log_tail()}")
             armed = time.time()
             try:
-                delays = await loop.run_in_executor(None, scope.acquire_delays, self.gpio.response_channel,
-                                                    self.window_s, self.gpio.stimulus_edge, self.response_edge,
+                delays = await loop.run_in_executor(None, scope.acquire_delays,
+                                                    self.gpio.response_channel,
+                                                    self.window_s, self.gpio.stimulus_edge,
+                                                    self.response_edge,
                                                     self.case.mode == "echo")
-            except Exception as exc:  # noqa: BLE001 - any instrument failure ends the run, data kept
+            # any instrument failure ends the run, data kept
+            except Exception as exc:  # noqa: BLE001
                 raise InstrumentFailure(f"scope: {exc}") from None
             n = progress.acquisitions
             self.delays_csv.write("".join(
@@ -151,12 +177,15 @@ class GpioRun(Measurement):
             self.ctx.sink.update(progress)
 
     async def stop(self) -> None:
-        """Generator off (the input goes quiet first), responder stopped, governor put back: each step
-        tried whatever the others did; a lost session is raised (teardown reconnects and calls again)."""
+        """Generator off (the input goes quiet first), responder stopped, governor put back: each
+        step tried whatever the others did; a lost session is raised (teardown reconnects and calls
+        again)."""
         errors: list[str] = []
         if self.generator_on and self.ctx.bench.generator is not None:
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self.ctx.bench.generator.output, False)
+                await asyncio.get_running_loop().run_in_executor(None,
+                                                                 self.ctx.bench.generator.output,
+                                                                 False)
                 self.generator_on = False
             except Exception as exc:  # noqa: BLE001 - the target must still be cleaned
                 errors.append(f"generator output off: {exc}")
@@ -178,8 +207,12 @@ class GpioRun(Measurement):
                 async with asyncio.timeout(2):
                     await self.responder_reader
         elif self.responder_started:  # started but not yet tracked when the run was stopped
-            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir, RESPONDER_NAME))
-        if self.module_maybe_loaded and gpio_target.RESPONDER_MODULE in await modules.loaded_modules(conn):
+            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir,
+                                                                    RESPONDER_NAME))
+        if (
+            self.module_maybe_loaded
+            and gpio_target.RESPONDER_MODULE in await modules.loaded_modules(conn)
+        ):
             await modules.rmmod(conn, gpio_target.RESPONDER_MODULE)
 
     async def _restore_governor(self, conn) -> None:  # noqa: ANN001 - TargetConnection
@@ -191,22 +224,28 @@ class GpioRun(Measurement):
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         m = self.ctx.campaign.matrix
         if status == "complete" and not self.stimuli:
-            return "incomplete", (f"the scope saw no stimulus edge in {self.ctx.progress.acquisitions} acquisitions: "
-                                  f"check the generator, the probe on channel {self.ctx.campaign.bench.scope.channel} "
-                                  "and the threshold")
+            return "incomplete", ("the scope saw no stimulus edge in "
+                                  f"{self.ctx.progress.acquisitions} acquisitions: check the "
+                                  "generator, the probe on channel "
+                                  f"{self.ctx.campaign.bench.scope.channel} and the threshold")
         if status == "complete" and m.samples and self.stimuli < m.samples:
-            return "incomplete", f"max_duration reached with {self.stimuli} of {m.samples} stimuli seen"
+            return (
+                "incomplete",
+                f"max_duration reached with {self.stimuli} of {m.samples} stimuli seen",
+            )
         if status == "complete" and self.stimuli and self.missed == self.stimuli:
-            return "incomplete", (f"no response to any of {self.stimuli} stimuli: check the responder, its lines "
-                                  f"({self.gpio.lines.chip} {self.gpio.lines.input}→{self.gpio.lines.output}) and "
-                                  f"the probe on channel {self.gpio.response_channel}")
+            return "incomplete", (f"no response to any of {self.stimuli} stimuli: check the "
+                                  f"responder, its lines ({self.gpio.lines.chip} "
+                                  f"{self.gpio.lines.input}→{self.gpio.lines.output}) and the "
+                                  f"probe on channel {self.gpio.response_channel}")
         return status, error
 
     def seal_extra(self) -> dict[str, Any]:
         answered = np.concatenate(self.answered) if self.answered else np.empty(0)
         return {"gpio_counts": {
             "stimuli": self.stimuli, "answered": int(len(answered)), "missed": self.missed,
-            "censored": self.censored, "ambiguous": self.ambiguous, "unanswering_responses": self.unanswering,
+            "censored": self.censored, "ambiguous": self.ambiguous,
+            "unanswering_responses": self.unanswering,
             "acquisitions": self.ctx.progress.acquisitions,
         }}
 

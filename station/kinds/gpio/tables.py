@@ -103,9 +103,9 @@ def _missed_cell(entry: Mapping[str, Any]) -> Cell:
     text = count_text(missed) + (f" ({fraction_text(fraction)})" if is_number(fraction) else "")
     title = (f"{count_text(missed)} of {count_text(stimuli)} stimuli had no answer; "
              f"{count_text(entry.get('censored'))} censored (the record ended inside their answer "
-             f"window: neither answered nor missed); {count_text(entry.get('ambiguous'))} ambiguous (two "
-             f"response edges or more in their window); {count_text(entry.get('unanswering'))} response "
-             "edges answered no stimulus")
+             f"window: neither answered nor missed); {count_text(entry.get('ambiguous'))} "
+             "ambiguous (two response edges or more in their window); "
+             f"{count_text(entry.get('unanswering'))} response edges answered no stimulus")
     flagged = is_number(fraction) and fraction >= MISS_FLAG_FRACTION
     return Cell(text, numeric=True, flags=("problem",) if flagged else (), title=title)
 
@@ -123,10 +123,12 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
             why = (f"run {status}" + (f": {r['error']}" if r.get("error") else "")
                    + ("" if delay else "; no stimulus was answered, so no delay was measured"))
             footnotes.append(f"[{len(footnotes) + 1}] {r.get('id')}: {why}.")
-            run_cell = Cell(str(r.get("id")), mark=f"[{len(footnotes)}]", flags=("problem",), title=why)
+            run_cell = Cell(str(r.get("id")), mark=f"[{len(footnotes)}]", flags=("problem",),
+                            title=why)
         percentiles = []
         for key, display_key in PERCENTILES.items():
-            weak = is_number(delay.get(key)) and not percentile_is_reliable(display_key, r.get("answered"))
+            weak = is_number(delay.get(key)) and not percentile_is_reliable(display_key,
+                                                                            r.get("answered"))
             weak_seen |= weak
             percentiles.append(Cell(delay_text(delay.get(key)), numeric=True, weak=weak))
         resolution = r.get("resolution_ns")
@@ -155,7 +157,8 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
         *footnotes,
     ]
     headers = ["Run", *(["Target"] if with_target else []), "Case", "Load", "Governor", "Responder",
-               "Status", "Stimuli", "Missed", "Min (µs)", "Median (µs)", "Mean (µs)", "Mean CI (µs)",
+               "Status", "Stimuli", "Missed", "Min (µs)", "Median (µs)", "Mean (µs)",
+               "Mean CI (µs)",
                "p99 (µs)", "p99.9 (µs)", "Max (µs)", "Spread (µs)", "Resolution (ns)"]
     return Table("gpio-runs", "Response delay per run", headers, rows, notes)
 
@@ -168,19 +171,24 @@ def outliers_table(runs: Sequence[Mapping[str, Any]]) -> Table | None:
             continue
         period = o.get("period_us")
         periodic = is_number(period)
-        rows.append([
-            Cell(str(r.get("id"))),
-            Cell(" · ".join(str(r[k]) for k in ("case", "load") if r.get(k) not in (None, "")) or MISSING),
-            _delay(o.get("threshold_us")),
-            Cell(count_text(o.get("count")), numeric=True),
-            Cell(fraction_text(o.get("fraction")), numeric=True),
-            _delay(o.get("excess_max_us")),
-            Cell(delay_text(period), numeric=True, flags=(PERIOD_FLAG,) if periodic else ()),
-            Cell(fraction_text(o.get("period_share")), numeric=True),
-            _delay(o.get("window_us")),
-            Cell(fraction_text(o.get("expected_fraction")), numeric=True),
-            Cell(str(o.get("explanation") or MISSING), wrap=True),
-        ])
+        rows.append(
+            [
+                Cell(str(r.get("id"))),
+                Cell(
+                    " · ".join(str(r[k]) for k in ("case", "load") if r.get(k) not in (None, ""))
+                    or MISSING
+                ),
+                _delay(o.get("threshold_us")),
+                Cell(count_text(o.get("count")), numeric=True),
+                Cell(fraction_text(o.get("fraction")), numeric=True),
+                _delay(o.get("excess_max_us")),
+                Cell(delay_text(period), numeric=True, flags=(PERIOD_FLAG,) if periodic else ()),
+                Cell(fraction_text(o.get("period_share")), numeric=True),
+                _delay(o.get("window_us")),
+                Cell(fraction_text(o.get("expected_fraction")), numeric=True),
+                Cell(str(o.get("explanation") or MISSING), wrap=True),
+            ]
+        )
     if not rows:
         return None
     notes = [
@@ -214,14 +222,16 @@ def comparisons_table(comparisons: Sequence[Mapping[str, Any]]) -> Table | None:
             Cell("not tested" if significant is None else ("yes" if significant else "no")),
             Cell(p_value_text(c.get("events_p_value")), numeric=True),
         ])
-    note = ("Pairs of conditions (case under load) that differ in one thing. Runs: each side's repetitions. "
-            "Means: the mean of the runs' mean delays. p (runs): Welch's test on the runs' means, Holm-adjusted "
-            "over the pairs tested — two runs never meet the same machine state, so a difference is judged "
-            "against the spread between runs; with one run on a side it is not tested (run-to-run variation "
-            "is not estimated). p (events): Mann–Whitney on the pooled delays, every delay taken as "
-            "independent — whether these runs differ, not whether the conditions do.")
+    note = ("Pairs of conditions (case under load) that differ in one thing. Runs: each side's "
+            "repetitions. Means: the mean of the runs' mean delays. p (runs): Welch's test on the "
+            "runs' means, Holm-adjusted over the pairs tested — two runs never meet the same "
+            "machine state, so a difference is judged against the spread between runs; with one "
+            "run on a side it is not tested (run-to-run variation is not estimated). p (events): "
+            "Mann–Whitney on the pooled delays, every delay taken as independent — whether these "
+            "runs differ, not whether the conditions do.")
     return Table("gpio-comparisons", "Comparisons", [
-        "A", "B", "Differs in", "Runs", "Mean A (µs)", "Mean B (µs)", "Ratio", "p (runs)", "Significant",
+        "A", "B", "Differs in", "Runs", "Mean A (µs)", "Mean B (µs)", "Ratio", "p (runs)",
+        "Significant",
         "p (events)"], rows, [note])
 
 

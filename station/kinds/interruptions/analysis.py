@@ -28,7 +28,8 @@ from station.parsers.irqgap import IrqgapOutputError
 from station.store.manifest import MANIFEST, read_manifest
 from station.target import virtualization
 
-CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "the kernel's throttling", "preempted": "another task",
+CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "the kernel's throttling",
+               "preempted": "another task",
                "smi": "an SMI", "unexplained": "unexplained"}
 
 
@@ -48,22 +49,29 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     if not n:
         return head + ": the CPU was never taken from the loop for longer."
     worst = max(rows, key=lambda r: r["max_us"], default=None)
-    head += f" (worst {duration_us(summary['max_us'])}" + (f", {_cause_words(worst)})" if worst else ")")
+    head += f" (worst {duration_us(summary['max_us'])}" + (
+        f", {_cause_words(worst)})" if worst else ")"
+    )
     by_cause = summary["by_cause"]
     parts = []
     if by_cause.get("interrupt"):
         top = [r for r in rows if r["cause"] == "interrupt"][:3]
-        parts.append(f"{by_cause['interrupt']} interrupts (" + ", ".join(f"{r['source']} {r['count']}" for r in top)
-                     + ")")
+        parts.append(
+            f"{by_cause['interrupt']} interrupts ("
+            + ", ".join(f"{r['source']} {r['count']}" for r in top)
+            + ")"
+        )
     if by_cause.get("throttled"):
         n_thr = by_cause["throttled"]
         worst = max((r["max_us"] for r in rows if r["cause"] == "throttled"), default=None)
         in_blind = summary.get("throttled_blind_spans") or 0
         by = next((_cause_words(r) for r in rows if r["cause"] == "throttled"), "RT throttling")
-        parts.append(f"{n_thr} stop{'s' if n_thr != 1 else ''} by {by}"
-                     + (f" and {in_blind} more while the detector wrote its records" if in_blind else "")
-                     + f" (up to {duration_us(worst)}: "
-                     f"{summary['throttling']}; to measure without it, {summary['throttling_advice']})")
+        parts.append(
+            f"{n_thr} stop{'s' if n_thr != 1 else ''} by {by}"
+            + (f" and {in_blind} more while the detector wrote its records" if in_blind else "")
+            + f" (up to {duration_us(worst)}: "
+            f"{summary['throttling']}; to measure without it, {summary['throttling_advice']})"
+        )
     if by_cause.get("preempted"):
         n_pre = by_cause["preempted"]
         parts.append(f"{n_pre} preemption{'s' if n_pre != 1 else ''} by other tasks")
@@ -80,20 +88,23 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             shape = (f"; among them {c['count']} of about {duration_us(c['median_us'])} every "
                      f"{c['period_ms']:.4g} ms")
         who = {True: "the hypervisor (this target is a virtual machine) or firmware took the CPU",
-               False: "firmware (an SMI the counter does not see) took the CPU: the target shows no sign of "
-                      "a hypervisor"}.get(summary.get("virtual_machine"), "firmware (SMI) or a hypervisor took the CPU")
-        text += (f"; {suspects['count']} not explained by any interrupt ({duration_us(suspects['median_us'])} median"
-                 f"{shape}): {who}")
+               False: "firmware (an SMI the counter does not see) took the CPU: the target shows "
+                      "no sign of "
+                      "a hypervisor"}.get(summary.get("virtual_machine"),
+                                          "firmware (SMI) or a hypervisor took the CPU")
+        text += (f"; {suspects['count']} not explained by any interrupt "
+                 f"({duration_us(suspects['median_us'])} median{shape}): {who}")
     else:
         text += ("; none unexplained: no sign of firmware or SMIs" if summary.get("trace") else
-                 "; none unexplained by the counts (no trace: a short SMI next to a counted interrupt "
-                 "would pass for it)")
+                 "; none unexplained by the counts (no trace: a short SMI next to a counted "
+                 "interrupt would pass for it)")
     if summary.get("uncosted_gaps"):
-        text += (f" ({summary['uncosted_gaps']} of them with interrupts counted on lines whose usual cost no trace "
-                 "or calibration gave: counts alone cannot tell an interrupt from a stall it followed)")
+        text += (f" ({summary['uncosted_gaps']} of them with interrupts counted on lines whose "
+                 "usual cost no trace or calibration gave: counts alone cannot tell an interrupt "
+                 "from a stall it followed)")
     if summary.get("blind_spans"):
-        text += (f"; and {summary['blind_spans']} times the CPU was taken while the detector wrote its "
-                 f"records (up to {duration_us(summary['blind_span_max_us'])}, not attributed)")
+        text += (f"; and {summary['blind_spans']} times the CPU was taken while the detector wrote "
+                 f"its records (up to {duration_us(summary['blind_span_max_us'])}, not attributed)")
     return text + "."
 
 
@@ -119,17 +130,20 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
     sp = periodicity([g.start_ns for g in suspects])
     sd = np.asarray([g.duration_ns for g in suspects], dtype=np.float64) / 1e3
     return {
-        "cpu": out.cpu, "clock": out.clock, "threshold_us": out.threshold_ns / 1e3, "priority": out.priority,
+        "cpu": out.cpu, "clock": out.clock, "threshold_us": out.threshold_ns / 1e3,
+        "priority": out.priority,
         "measured_s": None if measured_s is None else round(measured_s, 3), "gaps": len(gaps),
         "max_us": round(max(durations) / 1e3, 3) if durations else None,
         "lost_ms": round(sum(durations) / 1e6, 3),
         "blind_ms": round(end["blind_ns"] / 1e6, 3) if end.get("blind_ns") is not None else None,
-        # bookkeeping the CPU was taken from: disturbances the detector saw only as lost watching time
-        "blind_spans": len(out.blind), "blind_span_max_us": round(max(d for _, d in out.blind) / 1e3, 3)
-        if out.blind else None,
+        # bookkeeping the CPU was taken from: what the detector saw only as lost watching time
+        "blind_spans": len(out.blind),
+        "blind_span_max_us": round(max(d for _, d in out.blind) / 1e3, 3) if out.blind else None,
         "min_loop_ns": end.get("min_loop_ns"), "iterations": end.get("iterations"),
-        "end_reason": end.get("reason"), "smi_counter": out.smi_available, "smi_reason": out.smi_reason,
-        "trace": run.trace is not None, "trace_lost_events": (run.trace_overrun + run.trace.lost_events)
+        "end_reason": end.get("reason"), "smi_counter": out.smi_available,
+        "smi_reason": out.smi_reason,
+        "trace": run.trace is not None,
+        "trace_lost_events": (run.trace_overrun + run.trace.lost_events)
         if run.trace is not None else None,
         "by_cause": {c: sum(1 for g in gaps if g.cause == c) for c in CAUSES},
         "unexplained": {"count": len(suspects),
@@ -171,7 +185,8 @@ def analyse_run_dir(run_dir: Path) -> tuple[dict[str, Any], list[Attributed]]:
     mark_throttled(gaps, throttling, run.gaps.priority, measured_span_ns(run.gaps), run.gaps.blind)
     summary = summarise(run, gaps)
     summary["calibrated"] = run.calibration is not None
-    summary["line_costs"] = [{"line": line_label(run.gaps, i), "cost_us": round(c.ns / 1e3, 3), "basis": c.basis,
+    summary["line_costs"] = [{"line": line_label(run.gaps, i), "cost_us": round(c.ns / 1e3, 3),
+                              "basis": c.basis,
                               "samples": c.samples} for i, c in sorted(costs.items())]
     summary["uncosted_gaps"] = uncosted(run, gaps, costs)
     summary["throttled_blind_spans"] = throttled_blind_spans(gaps, run.gaps.blind, throttling)
@@ -218,7 +233,8 @@ def gap_table(gaps: list[Attributed]):  # noqa: ANN201 - pandas.DataFrame
     return frame
 
 
-def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict, list[str]]:
+def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[str, Any], dict,
+                                                                          list[str]]:
     """(report["interruptions"], samples by run id, notes) for a campaign's detector runs."""
     notes: list[str] = []
     entries = []
@@ -230,7 +246,8 @@ def analyse_runs(run_dirs: list[Path], campaign: dict[str, Any]) -> tuple[dict[s
             "osnoise_note": manifest.section("interruptions").get("rtla_note"),
         }
         if entry["status"] != "complete":
-            notes.append(f"Run {entry['id']} is {entry['status']}: {entry['error'] or 'see its manifest'}")
+            notes.append(f"Run {entry['id']} is {entry['status']}: "
+                         f"{entry['error'] or 'see its manifest'}")
         try:
             summary, gaps = analyse_run_dir(run_dir)
         except (OSError, IrqgapOutputError, ValueError) as exc:

@@ -29,7 +29,8 @@ CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")
 IDLE = "idle"  # the trace's swapper/N (pid 0)
 EXPLAINED_SHARE = 0.5  # the handlers must account for this much of a gap
 TRACE_MARGIN_NS = 5_000  # the gap's end is read just after it; trace stamps are whole µs
-COST_SAMPLES = 3  # handler runs (or quiet single-line gaps) needed before a line's usual cost is trusted
+# handler runs (or quiet single-line gaps) needed before a line's usual cost is trusted
+COST_SAMPLES = 3
 # a traced handler and the softirqs that follow it are one stretch of interrupt work when the next
 # starts within this of the last one's end (trace stamps are whole µs)
 BURST_JOIN_NS = 5_000
@@ -45,7 +46,8 @@ class Attributed:
     end_ns: int
     duration_ns: int
     cause: str
-    source: str  # the line ("LOC", "24 edu", "softirq TIMER"), "other tasks", "SMI×n", or "" when unexplained
+    # the line ("LOC", "24 edu", "softirq TIMER"), "other tasks", "SMI×n", or "" when unexplained
+    source: str
     counted: str  # the lines whose counts moved, "LOC×1, 24×1"
     traced_ns: int | None  # handler time inside the gap (None: no trace for it)
     ctxsw: int
@@ -98,8 +100,8 @@ def read_outputs(run_dir: Path) -> RunOutputs:
         if stats.is_file():
             overrun = irqtrace.stats_overrun(stats.read_text(errors="replace"))
         if overrun or trace.lost_events:
-            problems.append(f"the trace lost {overrun + trace.lost_events} events: gaps in those stretches "
-                            "are judged by counts")
+            problems.append(f"the trace lost {overrun + trace.lost_events} events: gaps in those "
+                            "stretches are judged by counts")
     return RunOutputs(out, trace, overrun, problems, _read_calibration(run_dir, problems))
 
 
@@ -125,8 +127,10 @@ def line_label(out: IrqgapOutput, idx: int) -> str:
 
 
 def _counted(out: IrqgapOutput, gap: Gap) -> str:
-    parts = [f"{line_label(out, i)}×{n}" for i, n in sorted(gap.irqs.items(), key=lambda kv: -kv[1]) if n > 0]
-    parts += [f"softirq {out.softirq_names.get(i, i)}×{n}" for i, n in gap.softirqs.items() if n > 0]
+    parts = [f"{line_label(out, i)}×{n}" for i, n in sorted(gap.irqs.items(),
+                                                            key=lambda kv: -kv[1]) if n > 0]
+    parts += [f"softirq {out.softirq_names.get(i, i)}×{n}"
+              for i, n in gap.softirqs.items() if n > 0]
     return ", ".join(parts)
 
 
@@ -136,7 +140,8 @@ def _alone_lengths(out: IrqgapOutput) -> dict[str, list[int]]:
     for g in out.gaps:
         moved = {i: n for i, n in g.irqs.items() if n > 0}
         if len(moved) == 1 and next(iter(moved.values())) == 1 and g.ctxsw == 0 and not g.smi:
-            alone.setdefault(out.irq_lines.get(next(iter(moved)), (str(next(iter(moved))), ""))[0], []).append(
+            alone.setdefault(out.irq_lines.get(next(iter(moved)), (str(next(iter(moved))), ""))[0],
+                             []).append(
                 g.duration_ns)
     return alone
 
@@ -215,7 +220,12 @@ class _TraceIndex:
 
     def covers(self, start: int, end: int) -> bool:
         t = self.trace
-        return t.first_ns is not None and t.last_ns is not None and t.first_ns <= start and end <= t.last_ns
+        return (
+            t.first_ns is not None
+            and t.last_ns is not None
+            and t.first_ns <= start
+            and end <= t.last_ns
+        )
 
     def inside(self, start: int, end: int) -> tuple[dict[str, int], dict[str, int], list[str]]:
         """Within [start, end]: (the credited time by kind, "irq" and "task", as unions; the
@@ -300,7 +310,8 @@ def _by_counts(out: IrqgapOutput, g: Gap, costs: dict[int, LineCost]) -> str | N
 def uncosted(run: RunOutputs, gaps: list[Attributed], costs: dict[int, LineCost]) -> int:
     """Gaps judged by counts, left unexplained, in which a line without a usual cost moved: the
     counts alone could not weigh them. `gaps`: attribute's, one per detector gap, in its order."""
-    return sum(1 for g, a in zip(run.gaps.gaps, gaps, strict=True) if a.basis == "counts" and a.cause == "unexplained"
+    return sum(1 for g, a in zip(run.gaps.gaps, gaps,
+                                 strict=True) if a.basis == "counts" and a.cause == "unexplained"
                and any(n > 0 and i not in costs for i, n in g.irqs.items()))
 
 
@@ -332,7 +343,8 @@ def attribute(run: RunOutputs, costs: dict[int, LineCost] | None = None) -> list
             cause, source = "interrupt", line
         if g.smi and cause == "unexplained":  # the counter moved since the last gap or tick
             cause, source = "smi", f"SMI×{g.smi}"
-        result.append(Attributed(start, end, length, cause, source, _counted(out, g), traced, g.ctxsw, g.smi,
+        result.append(Attributed(start, end, length, cause, source, _counted(out, g), traced,
+                                 g.ctxsw, g.smi,
                                  basis, tasks))
     return result
 

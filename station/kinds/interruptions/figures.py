@@ -23,7 +23,8 @@ from station.kinds.interruptions.tables import CAUSE_LABEL, CAUSES, run_anchors
 from station.report.figures import RenderedFigure, _new_axes, _to_svg, legend_outside
 
 KIND = "interruptions"
-CAUSE_COLOR = {"interrupt": "#1f77b4", "throttled": "#ff7f0e", "preempted": "#2ca02c", "smi": "#9467bd",
+CAUSE_COLOR = {"interrupt": "#1f77b4", "throttled": "#ff7f0e", "preempted": "#2ca02c",
+               "smi": "#9467bd",
                "unexplained": "#d62728"}
 # Empty bins sit at this height, below the count axis (as figures.py and cyclictest_figures.py).
 FLOOR = 0.5
@@ -109,14 +110,14 @@ def arrivals_svg(intervals_ms: Sequence[float], period_ms: Any, periodic: bool, 
 def _gaps_caption(entry: Mapping[str, Any]) -> str:
     by = entry.get("by_cause") or {}
     total = entry.get("gaps") or 0
-    text = (f"The run's {count_text(total)} gaps by duration, per cause: log-spaced bins, log axes; dashed: "
-            "the detector's threshold. Interrupts pile up at each handler's usual cost; "
-            "preemptions spread wider.")
+    text = (f"The run's {count_text(total)} gaps by duration, per cause: log-spaced bins, log "
+            "axes; dashed: the detector's threshold. Interrupts pile up at each handler's usual "
+            "cost; preemptions spread wider.")
     suspects = by.get("unexplained") or 0
     if suspects:
-        text += (f" Red: {count_text(suspects)} gap{'s' if suspects != 1 else ''} no interrupt, task or "
-                 "counted SMI explains — a cluster at one duration, apart from the interrupts, "
-                 "is what firmware (an SMI) or a hypervisor leaves.")
+        text += (f" Red: {count_text(suspects)} gap{'s' if suspects != 1 else ''} no interrupt, "
+                 "task or counted SMI explains — a cluster at one duration, apart from the "
+                 "interrupts, is what firmware (an SMI) or a hypervisor leaves.")
     else:
         text += " No unexplained gaps: nothing points at firmware or a hypervisor."
     return text
@@ -125,10 +126,10 @@ def _gaps_caption(entry: Mapping[str, Any]) -> str:
 def _arrivals_caption(entry: Mapping[str, Any], n: int) -> str:
     suspects = entry.get("unexplained") or {}
     period = suspects.get("period_ms")
-    text = (f"Time between consecutive unexplained gaps ({count_text(n)} intervals), log-spaced bins; "
-            "dashed: their median. One narrow peak means they come on a fixed period — a timer "
-            "in firmware (periodic SMIs) or in a hypervisor; a broad spread means they come at "
-            "random.")
+    text = (f"Time between consecutive unexplained gaps ({count_text(n)} intervals), log-spaced "
+            "bins; dashed: their median. One narrow peak means they come on a fixed period — a "
+            "timer in firmware (periodic SMIs) or in a hypervisor; a broad spread means they come "
+            "at random.")
     if suspects.get("periodic") and is_number(period):
         text += f" The analysis finds them periodic, every {plain_us(period)} ms."
     elif is_number(period):

@@ -11,4 +11,6 @@ class InterruptionsManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     probe: dict[str, Any] = Field(description="the detector and its settings")
-    interruptions: dict[str, Any] | None = Field(None, description="its summary, CPU, notes and exit status")
+    interruptions: dict[str, Any] | None = Field(None,
+                                                 description="its summary, CPU, notes and exit "
+                                                             "status")

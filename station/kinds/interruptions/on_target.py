@@ -42,14 +42,15 @@ async def msr_device(conn: TargetConnection, cpu: int, required: bool) -> tuple[
     driver for it, so that it unloads it afterwards) — or a TargetError when smi: on asked for
     it. Whether MSR 0x34 itself reads (Intel only; most hypervisors refuse) the detector says."""
     dev = f"/dev/cpu/{cpu}/msr"
-    got = await conn.run(f"if ! test -e {dev}; then modprobe msr 2>/dev/null && echo loaded; fi; test -r {dev}",
+    got = await conn.run(f"if ! test -e {dev}; then modprobe msr 2>/dev/null && echo loaded; fi; "
+                         f"test -r {dev}",
                          check=False, privileged=True)
     loaded = "loaded" in (got.stdout or "")
     if got.exit_status == 0:
         return dev, loaded
     if required:
-        raise TargetError(f"{conn.endpoint.where}: interruptions.smi needs {dev} (an x86 CPU and the msr driver: "
-                          "modprobe msr); set smi: auto or off on this target")
+        raise TargetError(f"{conn.endpoint.where}: interruptions.smi needs {dev} (an x86 CPU and "
+                          "the msr driver: modprobe msr); set smi: auto or off on this target")
     return None, loaded
 
 
@@ -57,7 +58,8 @@ def arguments(s: InterruptionsSettings, *, cpu: int, duration_s: float, msr: str
               traced: bool = False) -> list[str]:
     # a tick every 250 ms also takes new count baselines: a gap's counts cover at most that
     args = ["--cpu", str(cpu), "--threshold-ns", str(round(s.threshold * 1e9)), "--duration-s",
-            str(int(duration_s)), "--priority", str(s.priority), "--clock", s.clock, "--flush-ms", "250"]
+            str(int(duration_s)), "--priority", str(s.priority), "--clock", s.clock, "--flush-ms",
+            "250"]
     if s.counts is False or (s.counts == "auto" and traced):  # the trace says what ran in each gap
         args.append("--no-counts")
     args += ["--msr-dev", msr] if msr else ["--no-smi"]

@@ -36,9 +36,13 @@ def periodicity(starts_ns: list[int]) -> dict[str, Any]:
         whole = (k >= 1) & (k <= MAX_MISSED + 1)
         period = float(np.median(dt[whole] / k[whole])) if whole.any() else period
     k = np.clip(np.rint(dt / period), 1, MAX_MISSED + 1) if period > 0 else np.ones_like(dt)
-    regular = float(np.mean(np.abs(dt - k * period) <= PERIOD_TOLERANCE * period)) if period > 0 else 0.0
-    return {"period_ms": round(period, 6), "periodic": regular >= PERIODIC_SHARE and len(dt) >= PERIODIC_MIN,
-            "regular_share": round(regular, 4), "inter_arrival_ms": [round(float(x), 6) for x in dt]}
+    regular = (
+        float(np.mean(np.abs(dt - k * period) <= PERIOD_TOLERANCE * period)) if period > 0 else 0.0
+    )
+    return {"period_ms": round(period, 6),
+            "periodic": regular >= PERIODIC_SHARE and len(dt) >= PERIODIC_MIN,
+            "regular_share": round(regular, 4), "inter_arrival_ms": [round(float(x),
+                                                                           6) for x in dt]}
 
 
 def groups(gaps: list[Attributed]) -> list[dict[str, Any]]:
@@ -55,7 +59,8 @@ def groups(gaps: list[Attributed]) -> list[dict[str, Any]]:
             source = ", ".join(n for n, _ in names.most_common(4)) or source
         rows.append({
             "cause": cause, "source": source, "count": len(members),
-            "median_us": round(float(np.median(d)), 3), "p99_us": round(float(np.percentile(d, 99)), 3),
+            "median_us": round(float(np.median(d)), 3), "p99_us": round(float(np.percentile(d, 99)),
+                                                                        3),
             "max_us": round(float(d.max()), 3), "total_ms": round(float(d.sum()) / 1e3, 3),
             "period_ms": p["period_ms"], "periodic": p["periodic"],
             # a line shared by a timer and other work (LOC: the tick and a periodic hold) keeps
@@ -84,8 +89,10 @@ def clusters(gaps: list[Attributed]) -> list[dict[str, Any]]:
             continue
         d = [g.duration_ns / 1e3 for g in fam]
         p = periodicity([g.start_ns for g in fam])
-        rows.append({"count": len(fam), "median_us": round(float(np.median(d)), 3), "min_us": round(min(d), 3),
-                     "max_us": round(max(d), 3), "period_ms": p["period_ms"], "periodic": p["periodic"]})
+        rows.append({"count": len(fam), "median_us": round(float(np.median(d)), 3),
+                     "min_us": round(min(d), 3),
+                     "max_us": round(max(d), 3), "period_ms": p["period_ms"],
+                     "periodic": p["periodic"]})
     return sorted(rows, key=lambda r: (not r["periodic"], -r["count"]))[:MAX_CLUSTERS]
 
 

@@ -30,7 +30,8 @@ def _run(run: RunSection, figures: Sequence[RenderedFigure]) -> Subsection:
     return Subsection(run.anchor, run.heading, blocks, "irq-run")
 
 
-def interruptions_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:
+def interruptions_sections(report: Mapping[str, Any],
+                           figures: Sequence[RenderedFigure]) -> list[Section]:
     it = interruptions_tables(report)
     if not it:
         return []
@@ -38,7 +39,8 @@ def interruptions_sections(report: Mapping[str, Any], figures: Sequence[Rendered
         Section("interruptions", "Interruptions", [it.summary], "summary", "Interruptions",
                 "The interruption detector's numbers are in µs, ms and s as its columns say; "
                 "interruptions.csv holds its gap groups."),
-        Section("interruption-runs", "Interruptions, per run", [_run(run, figures) for run in it.runs],
+        Section("interruption-runs", "Interruptions, per run", [_run(run,
+                                                                     figures) for run in it.runs],
                 nav="Interruptions per run"),
     ]
 
@@ -73,4 +75,5 @@ def interruptions_rows(report: Mapping[str, Any]) -> tuple[list[str], list[dict[
     return list(INTERRUPTIONS_CSV_COLUMNS), rows
 
 
-PAGE = KindPage(interruptions_sections, build_interruptions_figures, (("interruptions.csv", interruptions_rows),))
+PAGE = KindPage(interruptions_sections, build_interruptions_figures, (("interruptions.csv",
+                                                                       interruptions_rows),))

@@ -2,8 +2,8 @@
 spins on one CPU at SCHED_FIFO, records every gap above the threshold with the interrupt,
 softirq, context-switch and SMI counts that moved, and prints them as it goes; a tracefs
 instance of the station's own records how long each interrupt handler ran on that CPU. Both
-are kept byte for byte in the run directory; the attribution (station/kinds/interruptions/attribution.py)
-runs at the end."""
+are kept byte for byte in the run directory; the attribution
+(station/kinds/interruptions/attribution.py) runs at the end."""
 
 from __future__ import annotations
 
@@ -38,14 +38,18 @@ class InterruptionsRun(ProbeRun):
         "irqgap.out": "the detector's output: header, one line per gap with the counts that moved "
                       "(→ interruptions_gaps.parquet)",
         "irqgap.err": "the detector's stderr",
-        "irqtrace.txt": "the kernel's interrupt tracepoints on the measured CPU (tracefs, clock mono), when traced",
+        "irqtrace.txt": "the kernel's interrupt tracepoints on the measured CPU (tracefs, clock "
+                        "mono), when traced",
         "irqtrace.stats": "that trace buffer's statistics (overruns)",
-        "calibration_irqgap.out": "the detector's output in the calibration phase, before the loads "
+        "calibration_irqgap.out": "the detector's output in the calibration phase, before the "
+                                  "loads "
                                   "(interruptions.calibration)",
         "calibration_irqgap.err": "its stderr",
-        "calibration_irqtrace.txt": "the kernel's interrupt tracepoints in the calibration phase, where traced: "
+        "calibration_irqtrace.txt": "the kernel's interrupt tracepoints in the calibration phase, "
+                                    "where traced: "
                                     "each line's usual cost",
-        "rtla.out": "rtla osnoise top's summary on the same CPU, after the detector (interruptions.compare)",
+        "rtla.out": "rtla osnoise top's summary on the same CPU, after the detector "
+                    "(interruptions.compare)",
         "rtla.err": "rtla's stderr",
     }
 
@@ -88,7 +92,11 @@ class InterruptionsRun(ProbeRun):
         if c == "off":
             return None
         if c == "auto":
-            return None if self.settings.trace != "off" and self.tracefs is not None else CALIBRATION_AUTO_S
+            return (
+                None
+                if self.settings.trace != "off" and self.tracefs is not None
+                else CALIBRATION_AUTO_S
+            )
         return float(c)
 
     def measured_cpu(self) -> int | None:
@@ -104,7 +112,9 @@ class InterruptionsRun(ProbeRun):
                               f"(online: {', '.join(map(str, online))})")
         self.binary = await ig_target.ensure(conn, self.ctx.target.work_dir)
         if self.settings.smi != "off":
-            self.msr, self.msr_loaded = await ig_target.msr_device(conn, self.cpu, required=self.settings.smi == "on")
+            self.msr, self.msr_loaded = await ig_target.msr_device(
+                conn, self.cpu, required=self.settings.smi == "on"
+            )
         if self.settings.compare == "osnoise" and (why := await rtla.unavailable(conn, "osnoise")):
             self.rtla.skip(why)
         # a trace instance a crash left behind would hold the buffer and the events
@@ -130,25 +140,33 @@ class InterruptionsRun(ProbeRun):
         how = "traced" if self.tracing is not None else "untraced: costs from its quiet gaps"
         self.ctx.progress.phase = "calibrating"
         self.ctx.sink.update(self.ctx.progress)
-        self.ctx.sink.message(f"{self.ctx.spec.id}: calibration, the detector alone for {seconds:g} s ({how})")
+        self.ctx.sink.message(f"{self.ctx.spec.id}: calibration, the detector alone for "
+                              f"{seconds:g} s ({how})")
         args = ig_target.arguments(self.settings, cpu=self.cpu, duration_s=seconds, msr=self.msr,
                                    traced=self.tracing is not None)
         target = self.ctx.target
         try:
             self.calibrating = await finish_then_cancel(proc_ctl.start_load(
-                conn, CALIBRATION_NAME, shlex.join([self.binary, *args]), target.work_dir, self.ctx.max_seconds,
+                conn, CALIBRATION_NAME, shlex.join([self.binary, *args]), target.work_dir,
+                self.ctx.max_seconds,
                 binary=True, privileged=True, finite=True, role="probe"))
             proc = self.calibrating.process
             async with asyncio.timeout(seconds + EXIT_SLACK_S):
-                await asyncio.gather(copy_stream(proc.stdout, self.cal_out), copy_stream(proc.stderr, self.cal_err))
+                await asyncio.gather(copy_stream(proc.stdout, self.cal_out),
+                                     copy_stream(proc.stderr, self.cal_err))
                 await proc.wait_closed()
-            if proc.exit_status != 0:  # the measured run stands; its untraced gaps lose this evidence
-                self.calibration_note = f"the calibration's detector exited with status {proc.exit_status}"
+            # the measured run stands; its untraced gaps lose this evidence
+            if proc.exit_status != 0:
+                self.calibration_note = (
+                    f"the calibration's detector exited with status {proc.exit_status}"
+                )
             if self.tracing is not None:
                 text, _ = await self.tracing.read(conn)
                 self.cal_trace.write(text, flush=True)
         except TimeoutError:
-            self.calibration_note = f"the calibration's detector did not end within {seconds + EXIT_SLACK_S:g} s"
+            self.calibration_note = (
+                f"the calibration's detector did not end within {seconds + EXIT_SLACK_S:g} s"
+            )
         finally:
             await self._end_calibration(conn)
         if self.calibration_note:
@@ -164,7 +182,8 @@ class InterruptionsRun(ProbeRun):
 
     def _args(self) -> list[str]:
         assert self.cpu is not None
-        return ig_target.arguments(self.settings, cpu=self.cpu, duration_s=self.ctx.campaign.matrix.duration or 0,
+        return ig_target.arguments(self.settings, cpu=self.cpu,
+                                   duration_s=self.ctx.campaign.matrix.duration or 0,
                                    msr=self.msr, traced=self.tracing is not None)
 
     async def start(self) -> None:
@@ -190,7 +209,9 @@ class InterruptionsRun(ProbeRun):
         if why is not None:
             if self.settings.trace == "on":
                 raise TargetError(f"interruptions.trace is on but {why}; set trace: auto or off")
-            self.trace_note = f"not traced ({why}): gaps are judged by counts and each line's usual cost"
+            self.trace_note = (
+                f"not traced ({why}): gaps are judged by counts and each line's usual cost"
+            )
             self.ctx.sink.message(f"{self.ctx.spec.id}: {self.trace_note}")
 
     async def measure(self) -> None:
@@ -203,7 +224,8 @@ class InterruptionsRun(ProbeRun):
         noise tracer beside the detector."""
         assert self.cpu is not None
         duration = int(self.ctx.campaign.matrix.duration or 1)
-        await self.rtla.run(rtla.arguments(self.cpu, duration, round(self.settings.threshold * 1e6)), duration)
+        await self.rtla.run(rtla.arguments(self.cpu, duration,
+                                           round(self.settings.threshold * 1e6)), duration)
 
     async def after_exit(self) -> None:
         """The trace, once the detector has ended: read it, then remove the instance."""
@@ -219,7 +241,8 @@ class InterruptionsRun(ProbeRun):
             self.tracing = None
 
     async def stop(self) -> None:
-        if self.calibrating is not None or self.tracing is not None and self.probe is None:  # stopped calibrating
+        # stopped calibrating
+        if self.calibrating is not None or self.tracing is not None and self.probe is None:
             await self._end_calibration(await self.ctx.target.live_connection())
         await super().stop()
         await self.rtla.stop()
@@ -238,8 +261,14 @@ class InterruptionsRun(ProbeRun):
             if status == "complete":
                 return "failed", f"detector output: {exc}"
             return status, error
-        if status == "complete" and self.settings.smi == "on" and not self.summary.get("smi_counter"):
-            status, error = "incomplete", f"interruptions.smi is on but {self.summary.get('smi_reason')}"
+        if (
+            status == "complete"
+            and self.settings.smi == "on"
+            and not self.summary.get("smi_counter")
+        ):
+            status, error = (
+                "incomplete", f"interruptions.smi is on but {self.summary.get('smi_reason')}"
+            )
         end = self.summary.get("end_reason")
         if status == "complete" and end != "duration":
             why = "it was stopped from outside" if end == "signal" else "its output has no end line"
@@ -254,7 +283,8 @@ class InterruptionsRun(ProbeRun):
         s = dict(self.summary or {})
         s.pop("suspect_inter_arrival_ms", None)
         return {"interruptions": {**s, "cpu": self.cpu, "binary": self.binary, "msr": self.msr,
-                                  "trace_note": self.trace_note, "stopped_by_station": self.stopped_by_station,
+                                  "trace_note": self.trace_note,
+                                  "stopped_by_station": self.stopped_by_station,
                                   "calibration_note": self.calibration_note,
                                   "rtla_note": self.rtla.note, "rtla_status": self.rtla.exit_status,
                                   "exit_status": self.exit_status}}
@@ -262,7 +292,11 @@ class InterruptionsRun(ProbeRun):
     @property
     def conversions(self) -> list:
         def gaps(run_dir: Path) -> dict[str, int]:
-            gaps = self.gaps if self.gaps is not None else ig_analysis.attribute(ig_analysis.read_outputs(run_dir))
+            gaps = (
+                self.gaps
+                if self.gaps is not None
+                else ig_analysis.attribute(ig_analysis.read_outputs(run_dir))
+            )
             frame = ig_analysis.gap_table(gaps)
             write_parquet(frame, run_dir / "interruptions_gaps.parquet")
             return {"gaps": len(frame)}

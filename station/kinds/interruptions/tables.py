@@ -18,18 +18,18 @@ from station.common.formatting import MISSING, count_text, is_number, plain_us, 
 from station.report.tables import Cell, Table
 
 CAUSES = ("interrupt", "throttled", "preempted", "smi", "unexplained")  # the analysis's order
-CAUSE_LABEL = {"interrupt": "interrupt", "throttled": "throttled", "preempted": "preempted", "smi": "SMI",
+CAUSE_LABEL = {"interrupt": "interrupt", "throttled": "throttled", "preempted": "preempted",
+               "smi": "SMI",
                "unexplained": "unexplained"}
 SUSPECT_FLAG = "suspect"  # a cell counting gaps nothing explains: the finding to look at
 CAUSES_NOTE = (
     "Causes: interrupt — the handlers that ran in the gap account for at least half of it; "
     "throttled — the kernel stopped the real-time loop once a period for other work: RT throttling "
-    "(its sched_rt_runtime_us budget ran out; the gap ends where the sched_rt_period_us period gives it "
-    "back) or, from Linux 6.12, the fair deadline server (a starved CFS task on the CPU got its runtime "
-    "of the period); "
-    "preempted — another task ran (the loop's context switches moved); SMI — the CPU's SMI "
-    "counter moved; unexplained — none of these: firmware, an SMI the counter does not see, "
-    "a hypervisor.")
+    "(its sched_rt_runtime_us budget ran out; the gap ends where the sched_rt_period_us period "
+    "gives it back) or, from Linux 6.12, the fair deadline server (a starved CFS task on the CPU "
+    "got its runtime of the period); preempted — another task ran (the loop's context switches "
+    "moved); SMI — the CPU's SMI counter moved; unexplained — none of these: firmware, an SMI the "
+    "counter does not see, a hypervisor.")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class RunSection:
     anchor: str  # HTML id of the run's heading, unique in the page
     heading: str
     conclusion: str | None  # the analysis's one-sentence finding; None: nothing was analysed
-    problem: str | None  # why there is no analysis (its output could not be read), or the run's error
+    # why there is no analysis (its output could not be read), or the run's error
+    problem: str | None
     spoilers: list[str]  # what on the measured CPU may disturb the measurement
     groups: Table | None  # None: no gaps, or no analysis
     families: Table | None = None  # families of unexplained gaps of about one length
@@ -113,27 +114,36 @@ def summary_table(runs: Sequence[Mapping[str, Any]]) -> Table:
         if r.get("trace") and is_number(lost) and lost:
             why = (f"the trace lost {int(lost)} events: gaps in those stretches are judged by "
                    "the interrupt counts alone")
-            trace = Cell("yes", mark=footnote(f"{r.get('id')}: {why}."), flags=("problem",), title=why)
+            trace = Cell("yes", mark=footnote(f"{r.get('id')}: {why}."), flags=("problem",),
+                         title=why)
         smi = r.get("smi_counter")
-        rows.append([
-            *head,
-            Cell(MISSING if r.get("cpu") is None else str(r["cpu"]), numeric=True),
-            Cell(plain_us(r.get("threshold_us")), numeric=True),
-            Cell(plain_us(r.get("measured_s")), numeric=True),
-            Cell(count_text(r.get("gaps")), numeric=True),
-            Cell(plain_us(r.get("max_us")), numeric=True),
-            Cell(_ms(r.get("lost_ms")), numeric=True),
-            Cell(_ms(r.get("blind_ms")), numeric=True),
-            _cause_counts(r),
-            trace,
-            Cell(_yes_no(smi), flags=("problem",) if smi is False else (),
-                 title="no SMI counter: SMIs show up as unexplained gaps" if smi is False else None),
-            spoiler_cell,
-        ])
+        rows.append(
+            [
+                *head,
+                Cell(MISSING if r.get("cpu") is None else str(r["cpu"]), numeric=True),
+                Cell(plain_us(r.get("threshold_us")), numeric=True),
+                Cell(plain_us(r.get("measured_s")), numeric=True),
+                Cell(count_text(r.get("gaps")), numeric=True),
+                Cell(plain_us(r.get("max_us")), numeric=True),
+                Cell(_ms(r.get("lost_ms")), numeric=True),
+                Cell(_ms(r.get("blind_ms")), numeric=True),
+                _cause_counts(r),
+                trace,
+                Cell(
+                    _yes_no(smi),
+                    flags=("problem",) if smi is False else (),
+                    title="no SMI counter: SMIs show up as unexplained gaps"
+                    if smi is False
+                    else None,
+                ),
+                spoiler_cell,
+            ]
+        )
     notes = [
         "Gaps: loop iterations longer than the threshold; Worst: the longest; Time lost: all gaps "
         "together; Blind: the detector's own bookkeeping windows (writing its output), not "
-        f"watched. By cause: interrupt / throttled / preempted / SMI / unexplained. {MISSING}: not known.",
+        f"watched. By cause: interrupt / throttled / preempted / SMI / unexplained. {MISSING}: not "
+        "known.",
         "Trace: the kernel's interrupt tracepoints were recorded, so each handler's time inside a "
         "gap is measured; without them a gap is judged by the interrupt counts and each line's "
         "usual cost. SMI counter: the CPU's SMI count (MSR 0x34) was read after every gap; "
@@ -171,8 +181,8 @@ def groups_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
              "ran, or — for unexplained gaps — nothing. Period: the median time between the "
              "group's gaps (three or more needed); periodic: at least two thirds of them within "
              "10% of it, the mark of a timer (the kernel's, a device's, firmware's); a family: the "
-             "group keeps no period, but its gaps of one length do (count and length given), as when "
-             "a timer shares its line with other work."]
+             "group keeps no period, but its gaps of one length do (count and length given), as "
+             "when a timer shares its line with other work."]
     return Table(f"{anchor}-groups", f"Gaps by cause and source: {entry.get('id')}", [
         "Cause", "Source", "Count", "Median (µs)", "p99 (µs)", "Max (µs)", "Total (ms)",
         "Period (ms)", "Periodic"], rows, notes)
@@ -202,7 +212,8 @@ def families_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
         Cell(plain_us(f.get("median_us")), numeric=True),
         Cell(f"{plain_us(f.get('min_us'))} – {plain_us(f.get('max_us'))}", numeric=True),
         Cell(_ms(f.get("period_ms")), numeric=True),
-        Cell("yes" if f.get("periodic") else "no", flags=(SUSPECT_FLAG,) if f.get("periodic") else ()),
+        Cell("yes" if f.get("periodic") else "no", flags=(SUSPECT_FLAG,
+                                                          ) if f.get("periodic") else ()),
     ] for f in families]
     note = ("Unexplained gaps whose lengths lie within 10% of their neighbours', three or more: "
             "a family that keeps a fixed period (at least six gaps, two thirds of the intervals "
@@ -224,18 +235,22 @@ def comparison_table(entry: Mapping[str, Any], anchor: str) -> Table | None:
         return Cell(count_text(value) if value is not None else MISSING, numeric=True)
 
     rows = [
-        [Cell("irq-station detector (irqgap)"), Cell(f"{entry.get('measured_s', MISSING)}", numeric=True),
+        [Cell("irq-station detector (irqgap)"), Cell(f"{entry.get('measured_s', MISSING)}",
+                                                     numeric=True),
          num(entry.get("gaps")), Cell(plain_us(entry.get("max_us")), numeric=True),
          num((by.get("unexplained") or 0) + (by.get("smi") or 0)), num(by.get("interrupt")),
          num((by.get("preempted") or 0) + (by.get("throttled") or 0)), Cell(MISSING)],
-        [Cell("rtla osnoise (the kernel's tracer)"), Cell(f"{o.get('duration_s', MISSING)}", numeric=True),
+        [Cell("rtla osnoise (the kernel's tracer)"), Cell(f"{o.get('duration_s', MISSING)}",
+                                                          numeric=True),
          num(events), Cell(plain_us(o.get("max_single_us")), numeric=True), num(o.get("hw")),
-         num((o.get("irq") or 0) + (o.get("softirq") or 0)), num(o.get("thread")), num(o.get("nmi"))],
+         num((o.get("irq") or 0) + (o.get("softirq") or 0)), num(o.get("thread")),
+         num(o.get("nmi"))],
     ]
-    note = ("rtla ran after the detector, on the same CPU, as long, under the same loads, with the detector's "
-            "threshold (-T). Not explained: the detector's unexplained gaps and counted SMIs; osnoise's HW noise "
-            "(none of its IRQ, softirq, NMI or thread noise overlapped it). osnoise counts each noise occurrence; "
-            "the detector counts gaps, and several interrupts in one gap make one gap.")
+    note = ("rtla ran after the detector, on the same CPU, as long, under the same loads, with the "
+            "detector's threshold (-T). Not explained: the detector's unexplained gaps and counted "
+            "SMIs; osnoise's HW noise (none of its IRQ, softirq, NMI or thread noise overlapped "
+            "it). osnoise counts each noise occurrence; the detector counts gaps, and several "
+            "interrupts in one gap make one gap.")
     return Table(f"{anchor}-osnoise", f"Side by side with rtla osnoise: {entry.get('id')}",
                  ["Tool", "Ran (s)", "Noise events", "Longest single (µs)", "Not explained",
                   "Interrupts", "Other tasks", "NMI"], rows, [note])
@@ -271,5 +286,6 @@ def interruptions_tables(report: Mapping[str, Any]) -> InterruptionsTables | Non
         return None
     runs = section.get("runs") or []
     return InterruptionsTables(summary_table(runs),
-                               [run_section(r, a) for r, a in zip(runs, run_anchors(runs), strict=True)])
+                               [run_section(r, a) for r, a in zip(runs, run_anchors(runs),
+                                                                  strict=True)])
 

@@ -1,8 +1,8 @@
 """The kernel's guard against real-time starvation, named where it stopped the detector's loop: RT
 throttling (the sched_rt_runtime_us budget ran out; the gap ends on the sched_rt_period_us grid,
-where the budget is given back) or, from Linux 6.12, the fair deadline server (a starved CFS task run
-for its runtime of each period). Gaps judged preempted or unexplained are re-attributed when they
-form such a family."""
+where the budget is given back) or, from Linux 6.12, the fair deadline server (a starved CFS task
+run for its runtime of each period). Gaps judged preempted or unexplained are re-attributed when
+they form such a family."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ class Throttling:
     @property
     def shortest_ns(self) -> float:
         """The shortest a throttled stop can be: the rest, less what higher-priority work took of it
-        (the grid tolerance is about where it ends, not how long it is: a rest under 1 ms is a rest)."""
+        (the grid tolerance is about where it ends, not how long it is: a rest under 1 ms is a
+        rest)."""
         return THROTTLE_MIN_SHARE * self.rest_ns
 
     @property
@@ -110,10 +111,10 @@ def mark_throttled(gaps: list[Attributed], throttling: Throttling | None, priori
     in_blind = _blind_stops([g.end_ns for g in best], blind or [], throttling)
     if len(best) + in_blind < max(THROTTLE_MIN, THROTTLE_COVERAGE * periods):
         return 0
-    # a period in which something else stopped the loop first leaves it budget to spare: its throttle
-    # comes later and is shorter by as much (the rest, less what the others took), so a gap on the
-    # family's grid below `shortest` is that period's throttle when the period's earlier stops
-    # make up the difference (not a short gap: THROTTLE_SHORTENED_SHARE of the rest at least)
+    # a period in which something else stopped the loop first leaves it budget to spare: its
+    # throttle comes later and is shorter by as much (the rest, less what the others took), so a gap
+    # on the family's grid below `shortest` is that period's throttle when the period's earlier
+    # stops make up the difference (not a short gap: THROTTLE_SHORTENED_SHARE of the rest at least)
     family = {id(g) for g in best}
     ends = [g.end_ns for g in best]
     for g in gaps:
@@ -180,10 +181,12 @@ def _blind_stops(ends: list[int], blind: list[tuple[int, int]], throttling: Thro
                if throttling.shortest_ns <= length <= longest and _fits(end, ends, throttling))
 
 
-def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]], throttling: Throttling | None) -> int:
+def throttled_blind_spans(gaps: list[Attributed], blind: list[tuple[int, int]],
+                          throttling: Throttling | None) -> int:
     """How many of the detector's blind spans (bookkeeping the CPU was taken from: (end, length))
     are the kernel's throttling stops: as long as one, ending where the throttled gaps' family
-    would end. A stop that falls while the detector writes its records is seen only as such a span."""
+    would end. A stop that falls while the detector writes its records is seen only as such a
+    span."""
     ends = [g.end_ns for g in gaps if g.cause == "throttled"]
     if throttling is None or not ends:
         return 0

@@ -24,10 +24,12 @@ def _check(campaign: Campaign) -> None:
             raise LocatedError(("matrix", name), f"{name} lists a value twice: {values}")
     needed = max(m.duration or 0.0, (m.samples or 0) * m.period)
     if needed > m.max_duration:
-        raise LocatedError(("matrix", "max_duration"), f"a run needs at least {needed:g} s (samples × period, or "
-                           f"duration) but max_duration is {m.max_duration:g} s: every run would end incomplete")
+        raise LocatedError(("matrix", "max_duration"),
+                           f"a run needs at least {needed:g} s (samples × period, or duration) but "
+                           f"max_duration is {m.max_duration:g} s: every run would end incomplete")
     if m.pulses and campaign.bench.scope.kind == "none":
-        raise LocatedError(("matrix", "pulses"), "asks for scope pulses but bench.scope.kind is none")
+        raise LocatedError(("matrix", "pulses"),
+                           "asks for scope pulses but bench.scope.kind is none")
     settings = getattr(campaign, "module", None)
     if settings is not None and settings.trace:
         _check_traced(campaign)
@@ -36,19 +38,23 @@ def _check(campaign: Campaign) -> None:
 def _check_traced(campaign: Campaign) -> None:
     """A traced run needs Linux to take the IRQ, on one CPU it can trace, with a tracefs to read."""
     if campaign.matrix.cpu < 0:
-        raise LocatedError(("module", "trace"), "needs matrix.cpu: the module's timer and IRQ pinned to the CPU "
+        raise LocatedError(("module", "trace"),
+                           "needs matrix.cpu: the module's timer and IRQ pinned to the CPU "
                            "the station traces (an unpinned IRQ can be taken on any CPU)")
     if campaign.matrix.format != "v1":
-        raise LocatedError(("matrix", "format"), "module.trace needs the v1 records: a legacy record has no "
+        raise LocatedError(("matrix", "format"),
+                           "module.trace needs the v1 records: a legacy record has no "
                            "t_write to place the event in the trace")
     for name, target in campaign.bench.named_targets().items():
         where = ("bench", "targets", name, "family") if name else ("bench", "target", "family")
         if target.kind == "twin":
-            raise LocatedError(("module", "trace"), "the twin has no kernel to trace: trace a mainline or "
+            raise LocatedError(("module", "trace"),
+                               "the twin has no kernel to trace: trace a mainline or "
                                "PREEMPT_RT target (kind: ssh, vm or local)")
         if target.family == "rtai":
-            raise LocatedError(where, "module.trace is on, but on RTAI the IRQ is taken by RTAI before Linux: "
-                               "Linux tracing does not see it (trace a mainline or PREEMPT_RT kernel)")
+            raise LocatedError(where, "module.trace is on, but on RTAI the IRQ is taken by RTAI "
+                               "before Linux: Linux tracing does not see it (trace a mainline or "
+                               "PREEMPT_RT kernel)")
 
 
 def _run_id(spec: RunSpec) -> str:
@@ -62,7 +68,8 @@ KIND = Kind(
     summary="the LPT/PCIe latency module, t_SW and t_HW",
     matrix_fields=ModuleMatrix,
     cells=lambda c: list(itertools.product(c.matrix.interfaces, c.matrix.variants)),
-    describe_cells=lambda c: f"{len(c.matrix.interfaces)} interfaces × {len(c.matrix.variants)} variants",
+    describe_cells=lambda c: f"{len(c.matrix.interfaces)} interfaces × {len(c.matrix.variants)} "
+                             "variants",
     run_id=_run_id,
     check=_check,
     needs=BenchNeeds(scope=True, modules=_latency_modules),

@@ -22,8 +22,10 @@ from station.kinds.module.grouped import group_median, group_slopes
 
 RATIO_OUTLIER_NS = 300.0  # a pulse this far off its acquisition's fitted spacing is left out of it
 RATIO_MIN_SPAN_NS = 1e6  # writes spanning less than this say too little about the clocks' ratio
-MAX_RATIO_OFF = 5e-3  # a ratio further from 1 is no clock's: the fit failed (the twin allows ±3000 ppm)
-MIN_COMPILED = 10_000  # pulses below which numpy's temporaries cost little, and numba is not imported
+# a ratio further from 1 is no clock's: the fit failed (the twin allows ±3000 ppm)
+MAX_RATIO_OFF = 5e-3
+# pulses below which numpy's temporaries cost little, and numba is not imported
+MIN_COMPILED = 10_000
 
 
 def clock_ratios(scope_ns: np.ndarray, target_ns: np.ndarray, owner: np.ndarray) -> np.ndarray:
@@ -31,36 +33,46 @@ def clock_ratios(scope_ns: np.ndarray, target_ns: np.ndarray, owner: np.ndarray)
     acquisition, grouped together in order). 1 where it cannot be told (no write times, fewer than
     3 pulses, a span under RATIO_MIN_SPAN_NS, a slope further than MAX_RATIO_OFF from 1)."""
     if len(owner) >= MIN_COMPILED and _in_order(target_ns, owner) and _compiled.available() is None:
-        return _compiled(np.ascontiguousarray(scope_ns, np.float64), np.ascontiguousarray(target_ns, np.float64),
-                         np.ascontiguousarray(owner, np.int64), RATIO_OUTLIER_NS, RATIO_MIN_SPAN_NS, MAX_RATIO_OFF)
+        return _compiled(
+            np.ascontiguousarray(scope_ns, np.float64), np.ascontiguousarray(target_ns, np.float64),
+            np.ascontiguousarray(owner, np.int64), RATIO_OUTLIER_NS, RATIO_MIN_SPAN_NS,
+            MAX_RATIO_OFF
+        )
     return clock_ratios_numpy(scope_ns, target_ns, owner)
 
 
 def _in_order(target_ns: np.ndarray, owner: np.ndarray) -> bool:
-    """Acquisitions in order and writes increasing within each (a NaN write is not): as pulses come."""
+    """Acquisitions in order and writes increasing within each (a NaN write is not): as pulses
+    come."""
     same = owner[1:] == owner[:-1]
-    return bool((owner[1:] >= owner[:-1]).all() and (~same | (target_ns[1:] >= target_ns[:-1])).all())
+    return bool(
+        (owner[1:] >= owner[:-1]).all() and (~same | (target_ns[1:] >= target_ns[:-1])).all()
+    )
 
 
-def clock_ratios_numpy(scope_ns: np.ndarray, target_ns: np.ndarray, owner: np.ndarray) -> np.ndarray:
+def clock_ratios_numpy(scope_ns: np.ndarray, target_ns: np.ndarray,
+                       owner: np.ndarray) -> np.ndarray:
     ratio = np.ones(len(owner))
     known = np.isfinite(target_ns)
     if not known.any():
         return ratio
     size = owner.max() + 1
     if _in_order(target_ns, owner):
-        o, x, y = owner, target_ns, scope_ns  # as pulses come: in order already (lexsort's, as it is stable)
+        # as pulses come: in order already (lexsort's, as it is stable)
+        o, x, y = owner, target_ns, scope_ns
     else:
         order = np.lexsort((target_ns, owner))
         o, x, y = owner[order], target_ns[order], scope_ns[order]
-    # a missing start (NaN) makes its steps and offsets NaN: such an acquisition's ratio is 1, quietly
+    # a missing start (NaN) makes its steps and offsets NaN: such an acquisition's ratio is 1,
+    # quietly
     with np.errstate(invalid="ignore", divide="ignore"):
         step = (o[1:] == o[:-1]) & np.isfinite(x[1:]) & np.isfinite(x[:-1]) & (x[1:] > x[:-1])
         steps = np.where(step, (y[1:] - y[:-1]) / (x[1:] - x[:-1]), np.inf)
         n_steps = np.bincount(o[1:], weights=step, minlength=size).astype(np.int64)
         slope = group_median(steps, o[1:], n_steps)
         offset = np.where(known, scope_ns - slope[owner] * np.nan_to_num(target_ns), np.inf)
-        centre = group_median(offset, owner, np.bincount(owner, weights=known, minlength=size).astype(np.int64))
+        centre = group_median(offset, owner, np.bincount(owner, weights=known,
+                                                         minlength=size).astype(np.int64))
         resid = np.abs(scope_ns - slope[owner] * np.nan_to_num(target_ns) - centre[owner])
         use = known & (n_steps[owner] > 0) & (resid <= RATIO_OUTLIER_NS)
         slope = group_slopes(scope_ns, target_ns, owner, use)
@@ -102,7 +114,12 @@ def _build() -> Any:
                 nan = False
                 if phase == 0:
                     for p in range(first, e):
-                        if owner[p] == owner[p - 1] and np.isfinite(x[p]) and np.isfinite(x[p - 1]) and x[p] > x[p - 1]:
+                        if (
+                            owner[p] == owner[p - 1]
+                            and np.isfinite(x[p])
+                            and np.isfinite(x[p - 1])
+                            and x[p] > x[p - 1]
+                        ):
                             scratch[m] = (y[p] - y[p - 1]) / (x[p] - x[p - 1])
                             count += 1
                         else:
@@ -164,7 +181,11 @@ def _build() -> Any:
             span = 0.0
             low = np.inf
             for p in range(b, e):
-                use[p - b] = n_steps > 0 and np.isfinite(x[p]) and abs(y[p] - slope * x[p] - centre) <= outlier
+                use[p - b] = (
+                    n_steps > 0
+                    and np.isfinite(x[p])
+                    and abs(y[p] - slope * x[p] - centre) <= outlier
+                )
                 if use[p - b]:
                     n += 1
                     sx += x[p]

@@ -27,14 +27,15 @@ from station.report.figures import BIN_NS
 from station.store.result_store import OWN_RECORDS, ResultStore
 
 QUANTILE_KEY, QUANTILE = "p99.99", 0.9999
-TEST_NAME = ("Welch's t on the runs' medians (the runs as units), two-sided, each campaign against the "
-             "baseline (the first directory)")
+TEST_NAME = ("Welch's t on the runs' medians (the runs as units), two-sided, each campaign against "
+             "the baseline (the first directory)")
 CORRECTION = "Holm–Bonferroni over every test in this comparison"
-TEST_NOTE = ("Each run is one observation of its campaign: two runs never meet the same machine state, and "
-             "events inside a run are not independent (load phases, carry-over), so a test with the events "
-             "as units calls two runs of one condition different. With one run on either side the run-to-run "
-             "variation is not estimated and no test is made (repetitions ≥ 2 each; 3 or more to find a few "
-             "per cent). The events' Mann–Whitney p (events_p_value) and P(B > A) are descriptive only.")
+TEST_NOTE = ("Each run is one observation of its campaign: two runs never meet the same machine "
+             "state, and events inside a run are not independent (load phases, carry-over), so a "
+             "test with the events as units calls two runs of one condition different. With one "
+             "run on either side the run-to-run variation is not estimated and no test is made "
+             "(repetitions ≥ 2 each; 3 or more to find a few per cent). The events' Mann–Whitney p "
+             "(events_p_value) and P(B > A) are descriptive only.")
 # the columns of one module row, in order (also the CSV's)
 SOURCES = {"sw": ("sw", "latency_ns", 1.0), "hw": ("hw", "width_s", 1e9)}  # table, column, to ns
 
@@ -54,16 +55,20 @@ def _module_rows(store: ResultStore, table: str) -> Any:
     return rel
 
 
-def _sql_stats(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple, dict[str, Any]]:
+def _sql_stats(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple, dict[str,
+                                                                                              Any]]:
     """count/min/mean/std/max per (interface, variant, load), computed by DuckDB."""
     rel = _module_rows(store, table)
     if rel is None:
         return {}
-    x = f"CAST({column} AS DOUBLE) * CAST({scale!r} AS DOUBLE)"  # DOUBLE, not DECIMAL, whatever the column
+    # DOUBLE, not DECIMAL, whatever the column
+    x = f"CAST({column} AS DOUBLE) * CAST({scale!r} AS DOUBLE)"
     rows = rel.aggregate(
-        f"interface, variant, load, count({column}) AS n, min({x}), avg({x}), stddev_samp({x}), max({x})",
+        f"interface, variant, load, count({column}) AS n, min({x}), avg({x}), stddev_samp({x}), "
+        f"max({x})",
         "interface, variant, load").fetchall()
-    return {tuple(r[:3]): {"count": int(r[3]), "min_ns": r[4], "mean_ns": r[5], "std_ns": r[6] or 0.0,
+    return {tuple(r[:3]): {"count": int(r[3]), "min_ns": r[4], "mean_ns": r[5],
+                           "std_ns": r[6] or 0.0,
                            "max_ns": r[7]} for r in rows if r[3]}
 
 
@@ -88,22 +93,26 @@ def _quote(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def t_rw_over_repetitions(entries: Sequence[dict[str, Any]], interface: str, load: str) -> dict[str, Any] | None:
+def t_rw_over_repetitions(
+    entries: Sequence[dict[str, Any]], interface: str, load: str
+) -> dict[str, Any] | None:
     """A campaign's t_rw for one interface and load: with one estimate, it; with one per repetition
-    (or target), their mean with an interval from their spread (runs as units: Student's t at k − 1),
-    never the first alone; None without an estimate."""
+    (or target), their mean with an interval from their spread (runs as units: Student's t at k −
+    1), never the first alone; None without an estimate."""
     got = [e for e in entries if e.get("interface") == interface and e.get("load") == load
            and e.get("estimate_ns") is not None]
     if len(got) <= 1:
         return got[0] if got else None
     values = np.array([e["estimate_ns"] for e in got], np.float64)
     half = dependence.t_ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return {"estimate_ns": float(values.mean()), "ci95_ns": [float(values.mean() - half), float(values.mean() + half)],
+    return {"estimate_ns": float(values.mean()), "ci95_ns": [float(values.mean() - half),
+                                                             float(values.mean() + half)],
             "repetitions": len(values)}
 
 
 def _by_key(entries: Sequence[dict[str, Any]], interface: str, load: str) -> dict[str, Any] | None:
-    return next((e for e in entries if e.get("interface") == interface and e.get("load") == load), None)
+    return next((e for e in entries if e.get("interface") == interface and e.get("load") == load),
+                None)
 
 
 def worst_case_1e9_ns(entry: dict[str, Any] | None) -> float | None:
@@ -116,23 +125,27 @@ def worst_case_1e9_ns(entry: dict[str, Any] | None) -> float | None:
 
 def _worst_case_interval(entry: dict[str, Any] | None) -> list[float] | None:
     q = (entry or {}).get("quantile_ns") or {}
-    return [q["ci_low"], q["ci_high"]] if worst_case_1e9_ns(entry) is not None and q.get("ci_high") else None
+    return [q["ci_low"],
+            q["ci_high"]] if worst_case_1e9_ns(entry) is not None and q.get("ci_high") else None
 
 
 WORKERS = 2  # campaigns read at once: DuckDB and numpy leave the GIL, one campaign's small
 # queries keep ~1.2 of 2 cores busy; memory grows by one campaign's distributions per worker
 
 
-def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any],
-                                                                                   dict[tuple, Distribution]]:
+def _module(
+    infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]
+) -> tuple[dict[str, Any], dict[tuple, Distribution]]:
     """The baseline first, then the other campaigns WORKERS at a time: each group's rows and its
     test against the baseline come from its exact distribution, which is then kept only on the
     figures' grid (Distribution.on_grid: the same curves), so memory follows the baseline and the
     number of groups, not the samples of every campaign."""
-    base: dict[tuple, tuple[Distribution, list[float]]] = {}  # the baseline's exact distributions and run medians
+    # the baseline's exact distributions and run medians
+    base: dict[tuple, tuple[Distribution, list[float]]] = {}
     first = _campaign(infos[0], stores[0], infos[0].label, base)
     with ThreadPoolExecutor(WORKERS) as pool:  # each worker on a cursor of its own
-        rest = list(pool.map(lambda pair: _campaign(pair[0], ResultStore(pair[1].dirs, pair[1].con.cursor()),
+        rest = list(pool.map(lambda pair: _campaign(pair[0], ResultStore(pair[1].dirs,
+                                                                         pair[1].con.cursor()),
                                                     infos[0].label, base),
                              zip(infos[1:], stores[1:], strict=True)))
     rows = [r for got in (first, *rest) for r in got[0]]
@@ -143,7 +156,8 @@ def _module(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
         t["p_holm"] = adjusted
         t["significant"] = adjusted < ALPHA
     section = {"rows": rows, "tests": tests,
-               "test": {"name": TEST_NAME, "alpha": ALPHA, "correction": CORRECTION, "count": len(tested),
+               "test": {"name": TEST_NAME, "alpha": ALPHA, "correction": CORRECTION,
+                        "count": len(tested),
                         "note": TEST_NOTE},
                "baseline": infos[0].label}
     return section, samples
@@ -156,7 +170,8 @@ def _campaign(info: CampaignInfo, store: ResultStore, baseline: str,
     fills `base` instead of testing."""
     rows: list[dict[str, Any]] = []
     tests: list[dict[str, Any]] = []
-    samples: dict[tuple, Distribution] = {}  # (campaign label, source, interface, variant, load) -> ns
+    # (campaign label, source, interface, variant, load) -> ns
+    samples: dict[tuple, Distribution] = {}
     comparisons = info.report.get("comparisons") or {}
     for source, (table, column, scale) in SOURCES.items():
         medians = _run_medians(store, table, column, scale)
@@ -171,12 +186,14 @@ def _campaign(info: CampaignInfo, store: ResultStore, baseline: str,
             t_rw = t_rw_over_repetitions(comparisons.get("t_rw") or [], key[0], key[2])
             worst = _by_key(comparisons.get("worst_case") or [], key[0], key[2])
             rows.append({
-                "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source, **agg,
+                "campaign": info.label, **dict(zip(GROUP, key, strict=True)), "source": source,
+                **agg,
                 "mean_ci95_ns": mean_interval(agg["mean_ns"], agg["std_ns"], agg["count"]),
                 "p99_99_ns": float(values.percentiles([QUANTILE * 100])[0]),
                 "p99_99_ci95_ns": quantile_interval(values, QUANTILE),
                 "p99_99_reliable": agg["count"] * (1 - QUANTILE) >= 10,
-                "t_rw_ns": (t_rw or {}).get("estimate_ns"), "t_rw_ci95_ns": (t_rw or {}).get("ci95_ns"),
+                "t_rw_ns": (t_rw or {}).get("estimate_ns"),
+                "t_rw_ci95_ns": (t_rw or {}).get("ci95_ns"),
                 # the tail fit is of the software latencies
                 "worst_case_1e9_ns": worst_case_1e9_ns(worst) if source == "sw" else None,
                 "worst_case_1e9_ci95_ns": _worst_case_interval(worst) if source == "sw" else None,
@@ -184,7 +201,8 @@ def _campaign(info: CampaignInfo, store: ResultStore, baseline: str,
     return rows, tests, samples
 
 
-def _run_medians(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple, list[float]]:
+def _run_medians(store: ResultStore, table: str, column: str, scale: float) -> dict[tuple,
+                                                                                    list[float]]:
     """Each run's median per (interface, variant, load), by DuckDB (exact: numpy's median)."""
     rel = _module_rows(store, table)
     if rel is None:
@@ -199,10 +217,12 @@ def _run_medians(store: ResultStore, table: str, column: str, scale: float) -> d
     return out
 
 
-def _test(base: str, label: str, source: str, key: tuple, baseline: tuple[Distribution, list[float]] | None,
+def _test(base: str, label: str, source: str, key: tuple, baseline: tuple[Distribution,
+                                                                          list[float]] | None,
           other: tuple[Distribution, list[float]]) -> dict[str, Any] | None:
     """One group of a campaign against the baseline's; None when either has under two samples. The
-    verdict is the runs' (Welch on their medians); with one run on a side there is none, said why."""
+    verdict is the runs' (Welch on their medians); with one run on a side there is none, said
+    why."""
     if baseline is None:
         return None
     (a, a_runs), (b, b_runs) = baseline, other
@@ -216,15 +236,27 @@ def _test(base: str, label: str, source: str, key: tuple, baseline: tuple[Distri
     if None not in ci_a and None not in ci_b:
         disjoint = bool(ci_b[0] > ci_a[1] or ci_a[0] > ci_b[1])
     return {
-        "source": source, **dict(zip(GROUP, key, strict=True)), "baseline": base, "campaign": label,
-        "p_value": runs["p_value"], "p_holm": None, "significant": None, "note": note,
-        "runs_baseline": len(a_runs), "runs": len(b_runs),
-        "run_medians_baseline_ns": a_runs, "run_medians_ns": b_runs,
-        "run_median_diff_ns": runs["diff_ns"], "run_median_diff_ci95_ns": runs["ci95_ns"],
-        "u": float(u), "events_p_value": float(p),
+        "source": source,
+        **dict(zip(GROUP, key, strict=True)),
+        "baseline": base,
+        "campaign": label,
+        "p_value": runs["p_value"],
+        "p_holm": None,
+        "significant": None,
+        "note": note,
+        "runs_baseline": len(a_runs),
+        "runs": len(b_runs),
+        "run_medians_baseline_ns": a_runs,
+        "run_medians_ns": b_runs,
+        "run_median_diff_ns": runs["diff_ns"],
+        "run_median_diff_ci95_ns": runs["ci95_ns"],
+        "u": float(u),
+        "events_p_value": float(p),
         "prob_greater": float(u) / (a.count * b.count),  # P(B > A) + P(B = A)/2: the effect size
         "median_diff_ns": float(b.median() - a.median()),
-        "p99_99_diff_ns": float(b.percentiles([QUANTILE * 100])[0] - a.percentiles([QUANTILE * 100])[0]),
+        "p99_99_diff_ns": float(
+            b.percentiles([QUANTILE * 100])[0] - a.percentiles([QUANTILE * 100])[0]
+        ),
         "p99_99_intervals_disjoint": disjoint,
     }
 
@@ -233,13 +265,19 @@ def worst_case_moves(rows: list[dict[str, Any]], baseline: str) -> list[str]:
     """A note for every campaign whose worst case (once in 1e9 events) lies outside the baseline's
     interval or the baseline's outside its own: four orders of magnitude past the samples, such a
     jump is as likely the fit's uncertainty as a change, and a reader must not miss it."""
-    base = {(r["interface"], r["load"]): r for r in rows
-            if r["campaign"] == baseline and r["source"] == "sw" and r.get("worst_case_1e9_ns") is not None}
+    base = {
+        (r["interface"], r["load"]): r
+        for r in rows
+        if r["campaign"] == baseline
+        and r["source"] == "sw"
+        and r.get("worst_case_1e9_ns") is not None
+    }
     out, seen = [], set()
     for r in rows:
         key = (r["interface"], r["load"])
         b = base.get(key)
-        if (r["campaign"] == baseline or r["source"] != "sw" or b is None or (r["campaign"], *key) in seen
+        if (r["campaign"] == baseline or r["source"] != "sw" or b is None or (r["campaign"],
+                                                                              *key) in seen
                 or r.get("worst_case_1e9_ns") is None or not r.get("worst_case_1e9_ci95_ns")
                 or not b.get("worst_case_1e9_ci95_ns")):
             continue
@@ -248,17 +286,28 @@ def worst_case_moves(rows: list[dict[str, Any]], baseline: str) -> list[str]:
         est, best = r["worst_case_1e9_ns"], b["worst_case_1e9_ns"]
         if blo <= est <= bhi and lo <= best <= hi:
             continue
-        out.append(f"{r['campaign']} vs {baseline}, {key[0]} under {key[1]}: the worst case (once in 1e9 events) "
-                   f"moved from {best / 1e3:.4g} µs [{blo / 1e3:.4g}, {bhi / 1e3:.4g}] to {est / 1e3:.4g} µs "
-                   f"[{lo / 1e3:.4g}, {hi / 1e3:.4g}], outside "
-                   + ("each other's intervals" if not (blo <= est <= bhi or lo <= best <= hi) else "one interval")
-                   + ": an extrapolation this far from the samples moves that much by chance too; more samples "
-                     "(or a lower extrapolation) tell a change from the fit's uncertainty.")
+        out.append(
+            f"{r['campaign']} vs {baseline}, {key[0]} under {key[1]}: the worst case (once "
+            f"in 1e9 events) moved from {best / 1e3:.4g} µs [{blo / 1e3:.4g}, "
+            f"{bhi / 1e3:.4g}] to {est / 1e3:.4g} µs [{lo / 1e3:.4g}, {hi / 1e3:.4g}], "
+            "outside "
+            + (
+                "each other's intervals"
+                if not (blo <= est <= bhi or lo <= best <= hi)
+                else "one interval"
+            )
+            + ": an extrapolation this far from the samples moves that much by chance too; more "
+            "samples "
+            "(or a lower extrapolation) tell a change from the fit's uncertainty."
+        )
     return out
 
 
-def analyse(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str, Any] | None,
-                                                                               dict[tuple, Distribution], list[str]]:
+def analyse(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tuple[dict[str,
+                                                                                        Any] | None,
+                                                                               dict[tuple,
+                                                                                    Distribution],
+                                                                                    list[str]]:
     section, samples = _module(infos, stores)
     if not section["rows"]:
         return None, samples, []
@@ -266,4 +315,5 @@ def analyse(infos: Sequence[CampaignInfo], stores: Sequence[ResultStore]) -> tup
 
 
 COMPARE = ComparePart(analyse, module_tables, build_compare_figures,
-                      (("compare.csv", lambda result: (list(COMPARE_CSV_COLUMNS), compare_rows(result))),))
+                      (("compare.csv", lambda result: (list(COMPARE_CSV_COLUMNS),
+                                                       compare_rows(result))),))

@@ -33,12 +33,14 @@ def compare_ccdf_svg(series: list[Series], title: str, name: str) -> str:
     for s in series:
         xs, ys, n = exceedance_steps(s.values, edges)
         smallest = min(smallest, 1.0 / n)
-        ax.plot(xs / 1000.0, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1, label=f"{s.label}  (n={n:,})")
+        ax.plot(xs / 1000.0, ys, color=s.color, linestyle=s.linestyle, linewidth=1.1,
+                label=f"{s.label}  (n={n:,})")
     ax.set_yscale("log")
     ax.set_ylim(smallest / 3, 1.5)
     ax.set_xlabel(f"latency x (µs), {edges[1] - edges[0]:g} ns resolution")
     ax.set_ylabel("P(latency ≥ x)")
-    fig.set_figheight(fig.get_figheight() + 0.25 * ((len(series) + 1) // 2))  # room for the legend rows
+    # room for the legend rows
+    fig.set_figheight(fig.get_figheight() + 0.25 * ((len(series) + 1) // 2))
     fig.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False)
     return _to_svg(fig, name)
 

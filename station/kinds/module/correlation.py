@@ -20,7 +20,8 @@ from station.analysis.streaming import Moments
 Z95 = 1.959963984540054
 
 
-def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.ndarray | None = None,
+def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray,
+          acquisitions: np.ndarray | None = None,
           sw_window_ns: np.ndarray | None = None) -> dict | None:
     """HW − SW mean difference. Scope pulses come in bursts of consecutive events (one
     acquisition each), which drift together under load: their standard error is the
@@ -39,8 +40,9 @@ def shift(sw_ns: np.ndarray | Distribution, hw_ns: np.ndarray, acquisitions: np.
     return shift_of(sw, m_hw, se_hw, float(np.median(hw_ns)), count, span)
 
 
-#: acquisitions a shift's interval needs: fewer, and the pulses of one acquisition (which move together
-#: under a load's phase) would be taken as independent (6 of them held the run's shift in ~half the runs)
+#: acquisitions a shift's interval needs: fewer, and the pulses of one acquisition (which move
+#together : under a load's phase) would be taken as independent (6 of them held the run's shift in
+#~half the runs)
 MIN_ACQUISITIONS = 10
 
 
@@ -53,7 +55,9 @@ def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns:
     acquisitions, leaves the interval out."""
     # the software side: the records of the scope's capture window where known (`span`), else all
     m_sw = span.mean if span is not None else sw.mean()
-    se_sw = span.std(1) / math.sqrt(span.count) if span is not None else sw.std(1) / math.sqrt(sw.count)
+    se_sw = (
+        span.std(1) / math.sqrt(span.count) if span is not None else sw.std(1) / math.sqrt(sw.count)
+    )
     d = hw_mean_ns - m_sw
     se = math.hypot(hw_se_ns, se_sw)
     few = acquisitions is not None and acquisitions < MIN_ACQUISITIONS
@@ -64,12 +68,14 @@ def shift_of(sw: Distribution, hw_mean_ns: float, hw_se_ns: float, hw_median_ns:
         "sw_side": "the scope's capture window" if span is not None else "every record",
         "se_ns": se if stated else None,
         "ci95_ns": [d - Z95 * se, d + Z95 * se] if stated else None,
-        # with too few acquisitions the SE is the plain one (pulses taken as independent): not stated
+        # with too few acquisitions the SE is the plain one (pulses taken as independent): not
+        # stated
         "hw_se_ns": hw_se_ns if math.isfinite(hw_se_ns) and not few else None,
         "hw_minus_sw_median_ns": float(hw_median_ns - sw.median()),
         "ci_withheld": None if stated else (
-            f"{acquisitions} scope acquisitions: at least {MIN_ACQUISITIONS} are needed for an interval that holds "
-            "when an acquisition's pulses move together (more pulses or a shorter record)" if few
+            f"{acquisitions} scope acquisitions: at least {MIN_ACQUISITIONS} are needed for an "
+            "interval that holds when an acquisition's pulses move together (more pulses or a "
+            "shorter record)" if few
             else "too few pulses for a standard error"),
     }
 
@@ -92,15 +98,18 @@ def cluster_mean_se(values: np.ndarray, clusters: np.ndarray | None) -> tuple[fl
 def t_rw(shift_inb: dict, shift_no_inb: dict) -> dict:
     est = shift_inb["hw_minus_sw_mean_ns"] - shift_no_inb["hw_minus_sw_mean_ns"]
     ses = (shift_inb.get("se_ns"), shift_no_inb.get("se_ns"))
-    se = math.hypot(*ses) if None not in ses else None  # a shift without an interval leaves none here
-    why = [f"{name}: {s['ci_withheld']}" for name, s in (("inb", shift_inb), ("no-inb", shift_no_inb))
+    # a shift without an interval leaves none here
+    se = math.hypot(*ses) if None not in ses else None
+    why = [f"{name}: {s['ci_withheld']}" for name, s in (("inb", shift_inb), ("no-inb",
+                                                                              shift_no_inb))
            if s.get("se_ns") is None and s.get("ci_withheld")]
     return {
         "estimate_ns": est,
         "se_ns": se,
         "ci95_ns": [est - Z95 * se, est + Z95 * se] if se is not None else None,
         "ci_withheld": ("; ".join(why) or "a shift has no interval") if se is None else None,
-        "median_estimate_ns": shift_inb["hw_minus_sw_median_ns"] - shift_no_inb["hw_minus_sw_median_ns"],
+        "median_estimate_ns": shift_inb["hw_minus_sw_median_ns"]
+        - shift_no_inb["hw_minus_sw_median_ns"],
     }
 
 
@@ -132,14 +141,17 @@ def paired_t_rw(diff_inb: np.ndarray, diff_no_inb: np.ndarray,
     a, b = np.asarray(diff_inb, np.float64), np.asarray(diff_no_inb, np.float64)
     keep_a = bulk(a) if keep_inb is None else keep_inb
     keep_b = bulk(b) if keep_no_inb is None else keep_no_inb
-    return paired_t_rw_of((*mean_se(a[keep_a]), int((~keep_a).sum())), (*mean_se(b[keep_b]), int((~keep_b).sum())))
+    return paired_t_rw_of((*mean_se(a[keep_a]), int((~keep_a).sum())), (*mean_se(b[keep_b]),
+                                                                        int((~keep_b).sum())))
 
 
 def paired_t_rw_of(inb: tuple[float, float, int], no_inb: tuple[float, float, int]) -> dict:
     """paired_t_rw from each run's (bulk mean, its standard error, events left out)."""
     (m_a, se_a, out_a), (m_b, se_b, out_b) = inb, no_inb
     est, se = m_a - m_b, math.hypot(se_a, se_b)
-    return {"paired_estimate_ns": est, "paired_se_ns": se, "paired_ci95_ns": [est - Z95 * se, est + Z95 * se],
+    return {"paired_estimate_ns": est, "paired_se_ns": se, "paired_ci95_ns": [est - Z95 * se,
+                                                                              est + Z95 * se],
             "paired_excluded": {"inb": out_a, "no_inb": out_b},
-            "paired_method": f"mean of paired HW−SW per run, events beyond {PAIRED_OUTLIER_MADS:g} robust sigmas "
+            "paired_method": f"mean of paired HW−SW per run, events beyond {PAIRED_OUTLIER_MADS:g} "
+                             "robust sigmas "
                              "of the run's median left out (one-sided outliers)"}

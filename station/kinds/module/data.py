@@ -1,7 +1,8 @@
 """A module run's tables (the LPT/PCIe latency module's kind): t_SW records (`sw`), scope pulses
 (`hw`), the twin's truth and the records' arrival times — read whole (`load_run`) or in batches
 (`iter_table`), from the Parquet files once the run is sealed, else from what streamed (sw.raw
-decoded by its record format, hw_pulses.csv). The generic store (store/run_store.py) knows none of these."""
+decoded by its record format, hw_pulses.csv). The generic store (store/run_store.py) knows none of
+these."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def _read_parquet(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
         return pd.read_parquet(path)
     names = set(pq.read_schema(path).names)
     # split_blocks: a block per column, without pandas stacking same-typed columns into a copy
-    return pq.read_table(path, columns=[c for c in columns if c in names]).to_pandas(split_blocks=True)
+    return pq.read_table(path,
+                         columns=[c for c in columns if c in names]).to_pandas(split_blocks=True)
 
 
 def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) -> RunData:
@@ -73,18 +75,23 @@ def load_run(run_dir: Path, columns: Mapping[str, Sequence[str]] | None = None) 
     return RunData(run_dir, manifest, sw, hw, truth, arrivals)
 
 
-def _table(run_dir: Path, table: str, manifest: Manifest, columns: Sequence[str] | None) -> pd.DataFrame:
+def _table(run_dir: Path, table: str, manifest: Manifest,
+           columns: Sequence[str] | None) -> pd.DataFrame:
     """A run's "sw" or "hw" table: its Parquet file once sealed, else what streamed."""
-    if table == "sw" and not (run_dir / "sw.parquet").exists():  # interrupted before seal: what streamed
+    # interrupted before seal: what streamed
+    if table == "sw" and not (run_dir / "sw.parquet").exists():
         fmt = manifest.extra("format", "v1")
         try:
             return records.decode_file(run_dir / "sw.raw", fmt)
-        except records.RecordFormatError:  # the run failed on this very stream; its manifest says why
+        # the run failed on this very stream; its manifest says why
+        except records.RecordFormatError:
             return records.decode(b"", fmt)
     if table == "sw":
         return _read_parquet(run_dir / "sw.parquet", columns)
-    frame = sealed_or_streamed(run_dir, table, "hw_pulses.csv", lambda path: _read_parquet(path, columns))
-    return frame if frame is not None else pd.DataFrame({"acquisition": [], "start_s": [], "width_s": []})
+    frame = sealed_or_streamed(run_dir, table, "hw_pulses.csv", lambda path: _read_parquet(path,
+                                                                                           columns))
+    return frame if frame is not None else pd.DataFrame({"acquisition": [], "start_s": [],
+                                                         "width_s": []})
 
 
 BATCH_ROWS = 1 << 20  # rows per batch when a run's tables are read in pieces
@@ -123,12 +130,15 @@ class RunFiles:
             yield from _raw_batches(raw, columns, rows)
             return
         if path.exists():
-            # pre_buffer (pyarrow's default) keeps every row group read so far: memory would grow with the run
+            # pre_buffer (pyarrow's default) keeps every row group read so far: memory would grow
+            # with the run
             f = pq.ParquetFile(path, pre_buffer=False)
             have = [c for c in columns if c in set(f.schema_arrow.names)]
-            # one thread: the columns' decoding split over threads took half as long again here (2 cores)
+            # one thread: the columns' decoding split over threads took half as long again here (2
+            # cores)
             for batch in f.iter_batches(batch_size=rows, columns=have, use_threads=False):
-                # zero-copy unless a column has nulls (an imported capture's missing start times: NaN)
+                # zero-copy unless a column has nulls (an imported capture's missing start times:
+                # NaN)
                 yield {name: column.to_numpy(zero_copy_only=False)
                        for name, column in zip(batch.schema.names, batch.columns, strict=True)}
             return
@@ -164,14 +174,15 @@ def _raw_twin_of(parquet: Path, columns: Sequence[str]) -> Path | None:
     meta = pq.ParquetFile(parquet)
     if raw.stat().st_size // records.RECORD_SIZE != meta.metadata.num_rows:
         return None
-    if "module_seq" in meta.schema_arrow.names:  # the module's numbers restarted: the seal renumbered them
+    # the module's numbers restarted: the seal renumbered them
+    if "module_seq" in meta.schema_arrow.names:
         return None
     return raw
 
 
 def _raw_batches(raw: Path, columns: Sequence[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
-    """The columns of a v1 stream's records, `rows` at a time, as views of the file mapped a batch at
-    a time: no copy out of the page cache, and memory of a batch whatever the run's length (a
+    """The columns of a v1 stream's records, `rows` at a time, as views of the file mapped a batch
+    at a time: no copy out of the page cache, and memory of a batch whatever the run's length (a
     mapping lives as long as a view of it: callers keep copies, not views; a torn last record is
     left, as the seal did)."""
     total = raw.stat().st_size // records.RECORD_SIZE

@@ -37,9 +37,11 @@ from station.parsers.records import Flag
 from station.store.manifest import read_manifest
 from station.store.run_store import write_parquet
 
-VERSION = 3  # of decomposition.parquet/.json: a run sealed with another is decomposed again on report
+# of decomposition.parquet/.json: a run sealed with another is decomposed again on report
+VERSION = 3
 STAGES = ("delivery", "dispatch")
-STAGE_TEXT = {"delivery": "write → kernel IRQ entry", "dispatch": "kernel IRQ entry → module timestamp"}
+STAGE_TEXT = {"delivery": "write → kernel IRQ entry",
+              "dispatch": "kernel IRQ entry → module timestamp"}
 LOST_LABEL = "(events lost by the trace)"
 _ARG = re.compile(r"(\w+)=(\S+)")
 _NMI = re.compile(r"delta_ns:\s*(\d+)")
@@ -50,9 +52,10 @@ REASON_BEFORE = "before the trace's oldest event (the buffer overflowed, or the 
 REASON_AFTER = "after the trace's last event"
 REASON_LOST = "the trace lost events in its window"
 REASON_OFF_CPU = "taken on another CPU than the traced one (the module flagged it OFF_CPU)"
-REASON_CLOCK = ("clock mismatch: the kernel entry of its IRQ is traced outside its write → timestamp window "
-                "(the trace's clock and the module's disagree)")
-#: a run's clocks agree when at least this share of the events checked have their entry in their window
+REASON_CLOCK = ("clock mismatch: the kernel entry of its IRQ is traced outside its write → "
+                "timestamp window (the trace's clock and the module's disagree)")
+#: a run's clocks agree when at least this share of the events checked have their entry in their
+#window
 CLOCK_AGREE_SHARE = 0.9
 REASON_NO_ENTRY = "no kernel entry of the module's IRQ traced between its write and its timestamp"
 REASON_UNTRACED = "in an unrecorded block (module.trace_overhead's reference)"
@@ -67,7 +70,8 @@ class Timeline:
 
     starts: list[int] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
-    tasks: list[bool] = field(default_factory=list)  # the segment is a task's (nothing traced above it)
+    # the segment is a task's (nothing traced above it)
+    tasks: list[bool] = field(default_factory=list)
     end_ns: int = 0
     nmis: list[tuple[int, int, str]] = field(default_factory=list)
     lost: list[tuple[int, int]] = field(default_factory=list)  # spans where events were lost
@@ -161,7 +165,8 @@ def timeline(trace: tracefs.TraceEvents, own_name: str) -> Timeline:
             # the event's own context says these ended (their exits untraced: enabled late, or lost)
             stack[:] = [c for c in stack if c[0] not in _ENDS[ev.context]]
             tl.mark(ts, *innermost())
-        if not stack:  # the task an event names is the one current (a hard IRQ's: the interrupted one)
+        # the task an event names is the one current (a hard IRQ's: the interrupted one)
+        if not stack:
             base = _task(ev.comm, ev.pid)
             tl.mark(ts, base, True)
         name, args = ev.name, ev.args
@@ -176,16 +181,19 @@ def timeline(trace: tracefs.TraceEvents, own_name: str) -> Timeline:
             pop(ts, "irq", irq, f"IRQ {irq}")
         elif name in ("softirq_entry", "softirq_exit"):
             action = m.group(1) if (m := _SOFTIRQ_ACTION.search(args)) else values.get("vec", "?")
-            (push if name == "softirq_entry" else pop)(ts, "softirq", values.get("vec", "?"), f"softirq {action}")
+            (push if name == "softirq_entry" else pop)(ts, "softirq", values.get("vec", "?"),
+                                                       f"softirq {action}")
         elif name == "hrtimer_expire_entry":
-            push(ts, "hrtimer", values.get("hrtimer", "?"), f"hrtimer {values.get('function', '?')}")
+            push(ts, "hrtimer", values.get("hrtimer", "?"),
+                 f"hrtimer {values.get('function', '?')}")
         elif name == "hrtimer_expire_exit":
             pop(ts, "hrtimer", values.get("hrtimer", "?"), "hrtimer callback")
         elif name in ("irq_disable", "irq_enable"):
             caller = values.get("caller", "?")
             (push if name == "irq_disable" else pop)(ts, "irqoff", "", f"IRQs off ({caller})")
         elif name == "nmi_handler" and (d := _NMI.search(args)):
-            tl.nmis.append((ts - int(d.group(1)), ts, f"NMI {args.split(' ', 1)[0].removeprefix('handler=')}"))
+            tl.nmis.append((ts - int(d.group(1)), ts,
+                            f"NMI {args.split(' ', 1)[0].removeprefix('handler=')}"))
         elif name == "sched_switch" and (s := _SWITCH.search(args)):
             base = _task(s["next"], int(s["next_pid"]))
             if not stack:
@@ -201,7 +209,8 @@ def timeline(trace: tracefs.TraceEvents, own_name: str) -> Timeline:
     return tl
 
 
-def blocks(trace: tracefs.TraceEvents) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+def blocks(trace: tracefs.TraceEvents) -> tuple[list[tuple[int, int]], list[tuple[int,
+                                                                                  int]]] | None:
     """module.trace_overhead's blocks from its marks: (recorded, unrecorded) spans, None without
     marks. A recorded block runs from a `traced` mark to the next `untracing`; an unrecorded one
     from `untracing` to the next `traced` (recording stops just after the first and starts again
@@ -230,17 +239,20 @@ def _within(spans: list[tuple[int, int]], a: int, b: int) -> bool:
     return k >= 0 and spans[k][0] <= a and b <= spans[k][1]
 
 
-def overhead(t_sw: np.ndarray, traced: np.ndarray, untraced: np.ndarray, block_s: float | None) -> dict[str, Any]:
+def overhead(t_sw: np.ndarray, traced: np.ndarray, untraced: np.ndarray,
+             block_s: float | None) -> dict[str, Any]:
     """t_SW in the traced and the untraced blocks, side by side."""
     def stats(ns: np.ndarray) -> dict[str, Any]:
         if not len(ns):
             return {"count": 0, "median_ns": None, "p99_ns": None}
-        return {"count": int(len(ns)), "median_ns": float(np.median(ns)), "p99_ns": float(np.percentile(ns, 99))}
+        return {"count": int(len(ns)), "median_ns": float(np.median(ns)),
+                "p99_ns": float(np.percentile(ns, 99))}
 
     a, b = stats(t_sw[traced]), stats(t_sw[untraced])
     diff = (a["median_ns"] - b["median_ns"]) if a["count"] and b["count"] else None
     p99 = (a["p99_ns"] - b["p99_ns"]) if a["count"] and b["count"] else None
-    return {"block_s": block_s, "traced": a, "untraced": b, "median_added_ns": diff, "p99_added_ns": p99}
+    return {"block_s": block_s, "traced": a, "untraced": b, "median_added_ns": diff,
+            "p99_added_ns": p99}
 
 
 @dataclass
@@ -254,7 +266,8 @@ class Decomposition:
     first_ns: int | None
     last_ns: int | None
     overhead: dict[str, Any] | None = None
-    clock: dict[str, Any] | None = None  # clock_check(): does the trace's clock agree with the module's?
+    # clock_check(): does the trace's clock agree with the module's?
+    clock: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         return {"version": VERSION, "overhead": self.overhead, "clock_check": self.clock,
@@ -273,19 +286,30 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
               block_s: float | None = None) -> Decomposition:
     """Every own record of a run (sw.parquet's columns) against the trace of the measured CPU;
     with module.trace_overhead's marks, the untraced blocks' events are its reference instead."""
-    own = records[(records["flags"].to_numpy() & int(Flag.NOT_OURS)) == 0] if "flags" in records else records
+    own = (
+        records[(records["flags"].to_numpy() & int(Flag.NOT_OURS)) == 0]
+        if "flags" in records
+        else records
+    )
     seqs = own["seq"].to_numpy(np.int64)
     t_write = own["t_write_ns"].to_numpy(np.int64)
     t_sw = own["latency_ns"].to_numpy(np.int64)
-    off_cpu = (own["flags"].to_numpy().astype(np.int64) & int(Flag.OFF_CPU)) != 0 if "flags" in own \
+    off_cpu = (
+        (own["flags"].to_numpy().astype(np.int64) & int(Flag.OFF_CPU)) != 0
+        if "flags" in own
         else np.zeros(len(own), bool)
+    )
     tl = timeline(trace, own_name)
     first = trace.events[0].ts_ns if trace.events else None
     last = trace.events[-1].ts_ns if trace.events else None
     reasons: dict[str, int] = {}
     rows: list[tuple] = []
     spans = blocks(trace)
-    recorded = [e.ts_ns for e in trace.events if e.name != tracefs.MARKER_EVENT] if spans is not None else []
+    recorded = (
+        [e.ts_ns for e in trace.events if e.name != tracefs.MARKER_EVENT]
+        if spans is not None
+        else []
+    )
     in_traced = np.zeros(len(seqs), bool)
     in_untraced = np.zeros(len(seqs), bool)
     # pass 1: why an event cannot be decomposed whatever the entries say; the rest are candidates
@@ -315,7 +339,8 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
     candidate = np.asarray([w is None for w in why_not], bool)
     clock = clock_check(tl.own_entries, t_write[candidate], (t_write + t_sw)[candidate])
     # pass 2: the candidates' entries, once the run's clocks are known to agree
-    for k, (seq, tw, lat) in enumerate(zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(), strict=True)):
+    for k, (seq, tw, lat) in enumerate(zip(seqs.tolist(), t_write.tolist(), t_sw.tolist(),
+                                           strict=True)):
         t_irq = tw + lat
         entry = None
         why = why_not[k]
@@ -323,7 +348,8 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
             why = REASON_CLOCK
         elif why is None:
             entry = _own_entry(tl.own_entries, tw, t_irq)
-            why = None if entry is not None else REASON_CLOCK if _displaced(tl.own_entries, tw, t_irq, clock) \
+            why = None if entry is not None else REASON_CLOCK if _displaced(tl.own_entries, tw,
+                                                                            t_irq, clock) \
                 else REASON_NO_ENTRY
         if why is not None:
             reasons[why] = reasons.get(why, 0) + 1
@@ -335,15 +361,18 @@ def decompose(records: pd.DataFrame, trace: tracefs.TraceEvents, own_name: str, 
         for stage in STAGES:
             label, ns = max(credits[stage].items(), key=lambda kv: kv[1], default=("", 0))
             tops += [label, ns]
-        rows.append((seq, tw, lat, entry - tw, t_irq - entry, *tops, json.dumps(credits, sort_keys=True)))
+        rows.append((seq, tw, lat, entry - tw, t_irq - entry, *tops, json.dumps(credits,
+                                                                                sort_keys=True)))
     frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
     if frame.empty:
-        frame = frame.astype({"seq": "int64", "t_write_ns": "int64", "t_sw_ns": "int64", "delivery_ns": "int64",
+        frame = frame.astype({"seq": "int64", "t_write_ns": "int64", "t_sw_ns": "int64",
+                              "delivery_ns": "int64",
                               "dispatch_ns": "int64", "delivery_culprit_ns": "int64",
                               "dispatch_culprit_ns": "int64", "delivery_culprit": "string",
                               "dispatch_culprit": "string", "credits": "string"})
     cost = overhead(t_sw, in_traced, in_untraced, block_s) if spans is not None else None
-    return Decomposition(frame, reasons, trace.resolution_ns, trace.note, trace.lost_events, overrun, first, last,
+    return Decomposition(frame, reasons, trace.resolution_ns, trace.note, trace.lost_events,
+                         overrun, first, last,
                          cost, clock)
 
 
@@ -403,10 +432,12 @@ def clock_check(entries: list[int], t_write: np.ndarray, t_irq: np.ndarray) -> d
 
 
 # ---- a run directory's files -------------------------------------------------------------
-TRACE_FILES = {"text": "trace.txt", "raw": "trace_raw.txt", "ids": "trace_ids.txt", "stats": "trace.stats"}
+TRACE_FILES = {"text": "trace.txt", "raw": "trace_raw.txt", "ids": "trace_ids.txt",
+               "stats": "trace.stats"}
 
 
-def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str, block_s: float | None = None) -> dict[str, Any]:
+def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str,
+                  block_s: float | None = None) -> dict[str, Any]:
     """decomposition.parquet (per event) and its summary, from the run's trace files."""
     read = {k: (run_dir / f).read_text(errors="replace") if (run_dir / f).exists() else ""
             for k, f in TRACE_FILES.items()}
@@ -420,7 +451,8 @@ def decompose_run(run_dir: Path, records: pd.DataFrame, own_name: str, block_s: 
 
 # ---- the report's view of a run ---------------------------------------------------------------
 LARGEST = 10  # events in the largest-events table, per run
-BANDS = ((0.0, 50.0), (50.0, 90.0), (90.0, 99.0), (99.0, 99.9), (99.9, 100.0))  # t_SW percentile bands
+# t_SW percentile bands
+BANDS = ((0.0, 50.0), (50.0, 90.0), (90.0, 99.0), (99.0, 99.9), (99.9, 100.0))
 CULPRITS = 8  # what ran, per stage, in the credited table
 NAMED_SHARE = 0.1  # a culprit is named for an event when it holds this share of its stage
 
@@ -435,7 +467,11 @@ def _stage_stats(ns: np.ndarray) -> dict[str, float | None]:
 def _named(credits: dict[str, int], stage_ns: int) -> list[tuple[str, int]]:
     """What ran in a stage, largest first: what holds NAMED_SHARE of it (the largest always)."""
     ranked = sorted(credits.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [(label, ns) for i, (label, ns) in enumerate(ranked) if i == 0 or ns >= NAMED_SHARE * stage_ns][:3]
+    return [
+        (label, ns)
+        for i, (label, ns) in enumerate(ranked)
+        if i == 0 or ns >= NAMED_SHARE * stage_ns
+    ][:3]
 
 
 def explain(stages: dict[str, int], credits: dict[str, dict[str, int]], medians: dict[str, float],
@@ -444,32 +480,43 @@ def explain(stages: dict[str, int], credits: dict[str, dict[str, int]], medians:
     grown = max(STAGES, key=lambda s: (stages[s] - medians.get(s, 0.0), s == "delivery"))
     named = _named(credits.get(grown, {}), stages[grown])
     where = f" on CPU {cpu}" if cpu is not None else ""
-    head = f"{stages[grown] / 1e3:.1f} µs in {grown} ({STAGE_TEXT[grown]}; median {medians.get(grown, 0) / 1e3:.1f})"
+    head = (
+        f"{stages[grown] / 1e3:.1f} µs in {grown} ({STAGE_TEXT[grown]}; median "
+        f"{medians.get(grown, 0) / 1e3:.1f})"
+    )
     if not named:
         return head
     label, ns = named[0]
     if label.startswith("nothing traced"):
-        what = (f"{ns / 1e3:.1f} µs before the IRQ reached the kernel with no handler, softirq or NMI traced"
-                f"{where}: firmware, SMI, a hypervisor or IRQs off in untraced code")
+        what = (f"{ns / 1e3:.1f} µs before the IRQ reached the kernel with no handler, softirq or "
+                f"NMI traced{where}: firmware, SMI, a hypervisor or IRQs off in untraced code")
     else:
         what = f"{label} ran {ns / 1e3:.1f} µs"
     more = "".join(f"; {lab} {n / 1e3:.1f} µs" for lab, n in named[1:])
     return f"{head}: {what}{more}"
 
 
-def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> dict[str, Any] | None:
+def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> dict[str,
+                                                                                     Any] | None:
     """report["runs"][i]["decomposition"] of a traced run (None if it was not traced)."""
     summary_file = run_dir / "decomposition.json"
     if not summary_file.exists():
         return None
     summary = json.loads(summary_file.read_text())
-    if summary.get("version") != VERSION and (run_dir / "sw.parquet").exists() and (run_dir / "trace.txt").exists():
+    if (
+        summary.get("version") != VERSION
+        and (run_dir / "sw.parquet").exists()
+        and (run_dir / "trace.txt").exists()
+    ):
         trace = read_manifest(run_dir).section("trace")
         summary = decompose_run(run_dir, pd.read_parquet(run_dir / "sw.parquet"), trace["handler"],
                                 trace.get("overhead_block_s"))
     summary.pop("version", None)
-    frame = pd.read_parquet(run_dir / "decomposition.parquet") if (run_dir / "decomposition.parquet").exists() \
+    frame = (
+        pd.read_parquet(run_dir / "decomposition.parquet")
+        if (run_dir / "decomposition.parquet").exists()
         else pd.DataFrame(columns=list(EVENT_COLUMNS))
+    )
     stages = {s: frame[f"{s}_ns"].to_numpy(np.int64) for s in STAGES}
     t_sw = frame["t_sw_ns"].to_numpy(np.int64)
     medians = {s: float(np.median(v)) if len(v) else 0.0 for s, v in stages.items()}
@@ -490,7 +537,8 @@ def summarise(run_dir: Path, sw_threshold_ns: float | None, cpu: int | None) -> 
     def event(i: int) -> dict[str, Any]:
         row = frame.iloc[i]
         st = {s: int(row[f"{s}_ns"]) for s in STAGES}
-        return {"seq": int(row["seq"]), "t_sw_ns": int(row["t_sw_ns"]), **{f"{s}_ns": st[s] for s in STAGES},
+        return {"seq": int(row["seq"]), "t_sw_ns": int(row["t_sw_ns"]),
+                **{f"{s}_ns": st[s] for s in STAGES},
                 "culprits": [{"stage": s, "label": label, "ns": ns} for s in STAGES
                              for label, ns in _named(credits[i].get(s, {}), st[s])],
                 "explanation": explain(st, credits[i], medians, cpu)}

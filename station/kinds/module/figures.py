@@ -49,7 +49,8 @@ def build_figures(report: Mapping[str, Any],
 
     def group(interface: str, variant: str, load: str, source: str) -> Distribution:
         return Distribution.pooled(getattr(samples[r["id"]], source) for r in runs
-                                   if key(r) == (interface, variant, load) and getattr(samples[r["id"]], source))
+                                   if key(r) == (interface, variant,
+                                                 load) and getattr(samples[r["id"]], source))
 
     def suffix(*parts: str) -> str:
         return slug("-".join(parts))
@@ -74,7 +75,8 @@ def build_figures(report: Mapping[str, Any],
                 f"Software latency, variant {variant}{load_text(load)}",
                 "Software-measured latency per interface, repetitions pooled. Log count axis: "
                 "a single occurrence and none look almost alike. Dashed lines: min and max.",
-                partial(histogram_svg, sw, f"Software latency t_SW, {variant}{load_text(load)}", name,
+                partial(histogram_svg, sw, f"Software latency t_SW, {variant}{load_text(load)}",
+                        name,
                         xlabel="software latency t_SW (µs)"), glance=True))
             tail_series = []
             for i, s in zip(sw_by_interface, sw, strict=True):
@@ -117,7 +119,8 @@ def build_figures(report: Mapping[str, Any],
             "Software latency and scope pulse width of the same events."
             if len(series) == 2 else "Software latency only: no scope data for this run.",
             partial(histogram_svg, series, title, name, xlabel=_what(series) + " (µs)")))
-    return overview + tails + scope + _over_time(runs, samples, interfaces) + per_run + stage_band_figures(report)
+    return overview + tails + scope + _over_time(runs, samples,
+                                                 interfaces) + per_run + stage_band_figures(report)
 
 
 def _over_time(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples],
@@ -126,18 +129,24 @@ def _over_time(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSampl
     and drift the dependence-aware intervals account for (report `runs[].dependence`)."""
     out = []
     for i in interfaces:
-        mine = [r for r in runs if r.get("interface") == i and samples[r["id"]].over_time is not None]
+        mine = [
+            r for r in runs if r.get("interface") == i and samples[r["id"]].over_time is not None
+        ]
         if not mine:
             continue
-        palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
-        lines = [(str(r["id"]), palette[k % len(palette)], samples[r["id"]].over_time) for k, r in enumerate(mine)]
-        sentences = "; ".join(f"{r['id']}: {(r.get('dependence') or {}).get('sentence', '')}" for r in mine)
+        palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf",
+                   "#7f7f7f"]
+        lines = [(str(r["id"]), palette[k % len(palette)], samples[r["id"]].over_time)
+                 for k, r in enumerate(mine)]
+        sentences = "; ".join(
+            f"{r['id']}: {(r.get('dependence') or {}).get('sentence', '')}" for r in mine
+        )
         name = "over-time-" + slug(i)
         title = f"{interface_label(i)} software latency over time"
         out.append(RenderedFigure(
             name, "time", title,
-            "Median (solid) and p99 (dashed) of t_SW over consecutive stretches of each run: a load's "
-            f"phases show as steps, a machine's drift as a run's level. {sentences}",
+            "Median (solid) and p99 (dashed) of t_SW over consecutive stretches of each run: a "
+            f"load's phases show as steps, a machine's drift as a run's level. {sentences}",
             partial(over_time_svg, lines, title, name)))
     return out
 
@@ -190,8 +199,9 @@ def stage_band_figures(report: Mapping[str, Any]) -> list[RenderedFigure]:
         legend_outside(fig, ax)
         name = f"stages-{slug(r['id'])}"
         out.append(RenderedFigure(name, "stages", f"Where t_SW went: {r['id']}",
-                                  "Traced run: the decomposed events in t_SW percentile bands (event counts in "
-                                  "brackets), each band's mean delivery (write → the kernel's IRQ entry) and "
-                                  "dispatch (entry → the handler's timestamp) stacked: their sum is the band's "
-                                  "mean t_SW.", _to_svg(fig, name)))
+                                  "Traced run: the decomposed events in t_SW percentile bands "
+                                  "(event counts in brackets), each band's mean delivery (write → "
+                                  "the kernel's IRQ entry) and dispatch (entry → the handler's "
+                                  "timestamp) stacked: their sum is the band's mean "
+                                  "t_SW.", _to_svg(fig, name)))
     return out

@@ -2,8 +2,8 @@
 
 What the seed asks, in its order: which interface is faster (at the median and in the tail,
 per load), whether t_rw explains what the inb check adds, what the outliers are, and the
-worst case. Each finding is a dict ``{"kind", "text", ...numbers}``: the sentence for people,
-the numbers it quotes for programs and tests.
+worst case. Each finding is a dict ``{"kind", "text", ...numbers}``: the sentence
+for people, the numbers it quotes for programs and tests.
 
 Everything comes from the report dict, except the percentile intervals: they are order
 statistics of the pooled samples, which the report does not keep, so the samples
@@ -74,37 +74,49 @@ def campaign_findings(report: Mapping[str, Any], samples: Mapping[str, RunSample
 
 
 def quantile_with_ci(values: np.ndarray | Distribution, *,
-                     independent: bool = False) -> dict[str, tuple[float, float | None, float | None]]:
+                     independent: bool = False) -> dict[str, tuple[float, float | None,
+                                                                   float | None]]:
     """Each PERCENTILES entry of a sample as (estimate, lo, hi) ns: the order statistic and its 95 %
     interval. `values` in time order: the interval accounts for the dependence between events
-    (station/analysis/dependence.py: batch means, effective sample sizes; None where the sample is too
-    short for its own dependence). `independent=True`, or a Distribution (no time order left): the
-    distribution-free interval for independent events, by the histogram module's rule with 1 ns
+    (station/analysis/dependence.py: batch means, effective sample sizes; None where the sample is
+    too short for its own dependence). `independent=True`, or a Distribution (no time order left):
+    the distribution-free interval for independent events, by the histogram module's rule with 1 ns
     buckets (an upper bound lies at most 1 ns above the order statistic it stands for)."""
     if not independent and not isinstance(values, Distribution):
         return _dependent_quantiles(np.asarray(values, dtype=np.float64))
-    d = values if isinstance(values, Distribution) else Distribution.of(np.asarray(values, dtype=np.float64))
+    d = (
+        values
+        if isinstance(values, Distribution)
+        else Distribution.of(np.asarray(values, dtype=np.float64))
+    )
     # whole ns (rint: half to even, as before), merged where rounding joins values
     d = Distribution.weighted(np.rint(d.values).astype(np.int64), d.counts)
-    offset = int(d.values[0])  # bucket indices must not be negative; widths and latencies are positive anyway
+    # bucket indices must not be negative; widths and latencies are positive anyway
+    offset = int(d.values[0])
     h = Histogram(d.values - offset, d.counts, bucket_ns=1)
     stats = h.describe() or {}
     out = {}
     for key, (lo, hi) in h.percentile_ci95_ns().items():
         est = (stats.get("percentiles_ns") or {}).get(key)
-        out[key] = (float(est) + offset, None if lo is None else lo + offset, None if hi is None else hi + offset)
+        out[key] = (float(est) + offset, None if lo is None else lo + offset,
+                    None if hi is None else hi + offset)
     return out
 
 
 def _dependent_quantiles(x: np.ndarray) -> dict[str, tuple[float, float | None, float | None]]:
     whole = np.rint(x).astype(np.int64)
     d = Distribution.of(whole)
-    estimates = {k: v[0] for k, v in quantile_with_ci(d, independent=True).items()}  # the order statistics
+    # the order statistics
+    estimates = {k: v[0] for k, v in quantile_with_ci(d, independent=True).items()}
     blocks = dependence.blocks_of(whole, [estimates[k] for k in PERCENTILES])
-    return {key: (estimates[key], *q["ci95_ns"]) for key, q in dependence.quantile_intervals(d, blocks).items()}
+    return {
+        key: (estimates[key], *q["ci95_ns"])
+        for key, q in dependence.quantile_intervals(d, blocks).items()
+    }
 
 
-def _pooled(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples], source: str) -> Distribution:
+def _pooled(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples],
+            source: str) -> Distribution:
     return Distribution.pooled(d for r in runs if r.get("id") in samples
                                and (d := getattr(samples[r["id"]], source)) is not None)
 
@@ -120,12 +132,17 @@ def _interval(lo: float | None, hi: float | None) -> str:
 
 
 def _run_estimates(runs: Sequence[Mapping[str, Any]], key: str) -> list[float]:
-    return [float(v) for r in runs if is_number(v := ((r.get("sw") or {}).get("percentiles_ns") or {}).get(key))]
+    return [
+        float(v)
+        for r in runs
+        if is_number(v := ((r.get("sw") or {}).get("percentiles_ns") or {}).get(key))
+    ]
 
 
 def _within_sd(runs: Sequence[Mapping[str, Any]], key: str) -> float | None:
-    """The largest standard deviation a run's own dependence-aware interval implies for its estimate:
-    a floor under the run-to-run spread (two runs differ by at least their sampling noise)."""
+    """The largest standard deviation a run's own dependence-aware interval implies for its
+    estimate: a floor under the run-to-run spread (two runs differ by at least their sampling
+    noise)."""
     sds = []
     for r in runs:
         dep = ((r.get("dependence") or {}).get("percentiles") or {}).get(key) or {}
@@ -153,7 +170,8 @@ def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
         est = quantile_with_ci(pooled, independent=True)[key][0]
         per_run = _run_estimates(mine, key)
         values[iface] = {"estimate_ns": est, "ci95_ns": [None, None], "count": pooled.count,
-                         "reliable": percentile_is_reliable(key, pooled.count), "runs": len(per_run),
+                         "reliable": percentile_is_reliable(key, pooled.count),
+                         "runs": len(per_run),
                          "run_estimates_ns": per_run}
         if len(per_run) >= 2:
             m, se, n = run_level(per_run)
@@ -163,12 +181,21 @@ def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
     best, rest = ranked[0], ranked[1:]
     replicated = all(values[i]["runs"] >= 2 for i in interfaces)
     separated = replicated and all(
-        welch_differs(run_level(values[best]["run_estimates_ns"]), run_level(values[i]["run_estimates_ns"]))[0]
-        and run_level(values[best]["run_estimates_ns"])[0] < run_level(values[i]["run_estimates_ns"])[0]
-        for i in rest)
-    quoted = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs"
-                         + (f" {_interval(*values[i]['ci95_ns'])}" if replicated else "") for i in ranked)
-    runs_text = " and ".join(f"{values[i]['runs']} run{'s' if values[i]['runs'] != 1 else ''}" for i in ranked)
+        welch_differs(
+            run_level(values[best]["run_estimates_ns"]), run_level(values[i]["run_estimates_ns"])
+        )[0]
+        and run_level(values[best]["run_estimates_ns"])[0]
+        < run_level(values[i]["run_estimates_ns"])[0]
+        for i in rest
+    )
+    quoted = " vs ".join(
+        f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs"
+        + (f" {_interval(*values[i]['ci95_ns'])}" if replicated else "")
+        for i in ranked
+    )
+    runs_text = " and ".join(
+        f"{values[i]['runs']} run{'s' if values[i]['runs'] != 1 else ''}" for i in ranked
+    )
     if separated:
         head = (f"Under load {load}, {interface_label(best)} is faster than "
                 f"{', '.join(interface_label(i) for i in rest)} at {words}")
@@ -176,22 +203,29 @@ def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
         head = (f"Under load {load}, {' and '.join(interface_label(i) for i in ranked)} cannot be "
                 f"told apart at {words}")
     if replicated:
-        how = (f"95 % intervals with the runs as units ({runs_text}): the difference is judged against "
-               f"the spread between runs{'' if separated else ', which it does not exceed'}")
+        how = (f"95 % intervals with the runs as units ({runs_text}): the difference is judged "
+               "against the spread between "
+               f"runs{'' if separated else ', which it does not exceed'}")
     else:
         gap = values[rest[0]]["estimate_ns"] - values[best]["estimate_ns"]
         needed = runs_needed(gap, _within_sd(runs, key))
-        how = (f"{runs_text}: with one run of an interface, run-to-run variation is not estimated, so no "
-               "difference can be told from it"
-               + (f"; at least {needed} runs of each would tell a difference of this size" if needed else
-                  "; repetitions: 2 or more per interface"))
+        how = (
+            f"{runs_text}: with one run of an interface, run-to-run variation is not estimated, "
+            "so no difference can be told from it"
+            + (
+                f"; at least {needed} runs of each would tell a difference of this size"
+                if needed
+                else "; repetitions: 2 or more per interface"
+            )
+        )
     text = f"{head}: software latency t_SW {quoted} ({how})."
     if not all(v["reliable"] for v in values.values()):
         text += f" Fewer than 10 samples lie above {key}: read it as a lower bound."
     figure = " vs ".join(f"{interface_label(i)} {us(values[i]['estimate_ns'])} µs" for i in ranked)
     note = "" if separated else (", the runs' spread covers the gap" if replicated else
                                  ", run-to-run variation not estimated")
-    return {"kind": "faster", "load": load, "percentile": key, "source": "sw", "runs_as_units": replicated,
+    return {"kind": "faster", "load": load, "percentile": key, "source": "sw",
+            "runs_as_units": replicated,
             "faster": best if separated else None, "values": values, "text": text,
             **_headline(head, figure + note, "")}  # its figure is beside it
 
@@ -200,9 +234,11 @@ def _faster(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples]
 
 
 def _mean_difference(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
-                     se_a: float | None = None, se_b: float | None = None) -> tuple[float, float] | None:
+                     se_a: float | None = None, se_b: float | None = None) -> tuple[float,
+                                                                                    float] | None:
     """Difference of two STATS means and its standard error (given, or std/√n)."""
-    if not a or not b or not all(is_number(s.get(k)) for s in (a, b) for k in ("mean_ns", "std_ns", "count")):
+    if not a or not b or not all(is_number(s.get(k)) for s in (a, b) for k in ("mean_ns", "std_ns",
+                                                                               "count")):
         return None
     se_a = a["std_ns"] / math.sqrt(a["count"]) if se_a is None else se_a
     se_b = b["std_ns"] / math.sqrt(b["count"]) if se_b is None else se_b
@@ -230,9 +266,16 @@ def _sw_mean_se(run: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _variant_means(runs: Sequence[Mapping[str, Any]], iface: Any, load: Any, variant: str) -> list[float]:
-    return [float(r["sw"]["mean_ns"]) for r in runs if r.get("interface") == iface and r.get("load") == load
-            and r.get("variant") == variant and is_number((r.get("sw") or {}).get("mean_ns"))]
+def _variant_means(runs: Sequence[Mapping[str, Any]], iface: Any, load: Any,
+                   variant: str) -> list[float]:
+    return [
+        float(r["sw"]["mean_ns"])
+        for r in runs
+        if r.get("interface") == iface
+        and r.get("load") == load
+        and r.get("variant") == variant
+        and is_number((r.get("sw") or {}).get("mean_ns"))
+    ]
 
 
 def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | None:
@@ -262,35 +305,50 @@ def _t_rw(c: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict | Non
         explained = negligible or not differs
     else:
         explained = negligible or within
-    where = f"On {interface_label(str(c.get('interface')))}" + (f" under load {c['load']}" if c.get("load") else "")
-    text = (f"{where}, scope pulses t_HW are {us(d_hw)} µs {_interval(d_hw - Z95 * se_hw, d_hw + Z95 * se_hw)} "
-            f"longer with the inb check than without, software latencies t_SW differ by {us(d_sw)} µs "
+    where = f"On {interface_label(str(c.get('interface')))}" + (
+        f" under load {c['load']}" if c.get("load") else ""
+    )
+    text = (f"{where}, scope pulses t_HW are {us(d_hw)} µs "
+            f"{_interval(d_hw - Z95 * se_hw, d_hw + Z95 * se_hw)} longer with the inb check than "
+            f"without, software latencies t_SW differ by {us(d_sw)} µs "
             f"{_interval(d_sw - Z95 * se_sw, d_sw + Z95 * se_sw)}, and t_rw is {us(est)} µs "
             f"{_interval(*(c.get('ci95_ns') or [None, None]))}")
     if is_number(c.get("paired_estimate_ns")):
-        text += f" (from paired events: {us(c['paired_estimate_ns'])} µs {_interval(*c['paired_ci95_ns'])})"
+        text += (
+            f" (from paired events: {us(c['paired_estimate_ns'])} µs "
+            f"{_interval(*c['paired_ci95_ns'])})"
+        )
     if explained:
-        text += ": t_rw explains the difference — the extra bus read lengthens the pulse, not the latency."
+        text += (
+            ": t_rw explains the difference — the extra bus read lengthens the pulse, not the "
+            "latency."
+        )
     elif replicated:
-        text += (f": t_rw explains only {us(est)} of the {us(d_hw)} µs; the runs of the two variants differ in "
-                 f"latency beyond their run-to-run spread ({len(a_means)} and {len(b_means)} runs): the inb check "
-                 "changes the latency itself.")
+        text += (f": t_rw explains only {us(est)} of the {us(d_hw)} µs; the runs of the two "
+                 f"variants differ in latency beyond their run-to-run spread ({len(a_means)} and "
+                 f"{len(b_means)} runs): the inb check changes the latency itself.")
     else:
-        text += (f": t_rw explains {us(est)} of the {us(d_hw)} µs; the remaining {us(d_sw)} µs is a difference in "
-                 "latency between the two runs, which one run per variant cannot tell from run-to-run variation "
-                 "(a run's machine state differs from the next one's): repeat each variant (repetitions ≥ 2) to "
-                 "know whether the inb check changes the latency.")
+        text += (f": t_rw explains {us(est)} of the {us(d_hw)} µs; the remaining {us(d_sw)} µs is "
+                 "a difference in latency between the two runs, which one run per variant cannot "
+                 "tell from run-to-run variation (a run's machine state differs from the next "
+                 "one's): repeat each variant (repetitions ≥ 2) to know whether the inb check "
+                 "changes the latency.")
     if explained:
         headline = f"{where}, the inb check lengthens the scope pulse, not the latency"
     elif replicated:
         headline = f"{where}, the inb check changes the latency itself, beyond the bus read t_rw"
     else:
-        headline = f"{where}, the two runs' latencies differ beyond t_rw; one run each cannot say why"
+        headline = (
+            f"{where}, the two runs' latencies differ beyond t_rw; one run each cannot say why"
+        )
     figure = f"t_rw {us(est)} µs" if explained else f"t_SW {us(d_sw)} µs of t_HW {us(d_hw)} µs"
-    return {**_headline(headline, figure, "table-t_rw"), "kind": "t_rw", "interface": c.get("interface"),
+    return {**_headline(headline, figure, "table-t_rw"), "kind": "t_rw",
+            "interface": c.get("interface"),
             "load": c.get("load"), "runs_as_units": replicated,
-            "hw_difference_ns": d_hw, "hw_difference_ci95_ns": [d_hw - Z95 * se_hw, d_hw + Z95 * se_hw],
-            "sw_difference_ns": d_sw, "sw_difference_ci95_ns": [d_sw - Z95 * se_sw, d_sw + Z95 * se_sw]
+            "hw_difference_ns": d_hw, "hw_difference_ci95_ns": [d_hw - Z95 * se_hw,
+                                                                d_hw + Z95 * se_hw],
+            "sw_difference_ns": d_sw, "sw_difference_ci95_ns": [d_sw - Z95 * se_sw,
+                                                                d_sw + Z95 * se_sw]
             if math.isfinite(se_sw) else [None, None],
             "t_rw_ns": est, "t_rw_ci95_ns": c.get("ci95_ns"), "explained": explained, "text": text}
 
@@ -302,14 +360,19 @@ def _cross_outliers(c: Mapping[str, Any]) -> dict:
     ref = interface_label(str(c.get("reference_interface")))
     head = (f"Above the {ref} maximum ({us(c.get('threshold_ns'))} µs, the seed's criterion)"
             + (f" under load {c['load']}" if c.get("load") else "") + ": ")
-    side = {"no scope": " (no scope: their side cannot be told)", "seen by the scope": " (the scope saw them too)",
-            "software-side": " (the scope saw none: software-side)",
-            "cannot tell": " (the scope alone cannot tell their side)",
-            "board: software-side": " (the board's widths were normal: software-side)",
-            "board: on the wire": " (the board's widths were long too: on the wire)"}.get(str(c.get("side")), "")
+    side = {
+        "no scope": " (no scope: their side cannot be told)",
+        "seen by the scope": " (the scope saw them too)",
+        "software-side": " (the scope saw none: software-side)",
+        "cannot tell": " (the scope alone cannot tell their side)",
+        "board: software-side": " (the board's widths were normal: software-side)",
+        "board: on the wire": " (the board's widths were long too: on the wire)",
+    }.get(str(c.get("side")), "")
     headline = ((f"Under load {c['load']}, " if c.get("load") else "")
-                + f"{interface_label(str(c.get('interface')))} software samples above the {ref} maximum{side}")
-    return {**_headline(headline, f"{count_text(c.get('sw_count_above'))} of {count_text(c.get('sw_total'))}",
+                + f"{interface_label(str(c.get('interface')))} software samples above the {ref} "
+                  f"maximum{side}")
+    return {**_headline(headline,
+                        f"{count_text(c.get('sw_count_above'))} of {count_text(c.get('sw_total'))}",
                         "table-cross_interface_outliers"),
             "kind": "outliers", "criterion": "above_reference_max", "load": c.get("load"),
             "interface": c.get("interface"), "sw_count_above": c.get("sw_count_above"),
@@ -322,8 +385,10 @@ def _run_outliers(runs: Sequence[Mapping[str, Any]]) -> list[dict]:
     by_sentence: dict[str, list[Mapping[str, Any]]] = {}
     for r in runs:
         by_sentence.setdefault(readable(str(r["outlier_verdict"]["sentence"])), []).append(r)
-    return [{**_robust_headline(same), "kind": "outliers", "criterion": "robust", "runs": [r.get("id") for r in same],
-             "text": f"Robust outliers (> median + 8·MAD) in {', '.join(str(r.get('id')) for r in same)}: {sentence}"}
+    return [{**_robust_headline(same), "kind": "outliers", "criterion": "robust",
+             "runs": [r.get("id") for r in same],
+             "text": "Robust outliers (> median + 8·MAD) in "
+                     f"{', '.join(str(r.get('id')) for r in same)}: {sentence}"}
             for sentence, same in by_sentence.items()]
 
 
@@ -343,8 +408,9 @@ def _robust_headline(same: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 def _deadline_sentence(deadlines: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
     limit = us(deadlines[0][1].get("deadline_ns"))
-    parts = [f"{interface_label(str(c.get('interface')))} {d['p_exceed']:.2g} {probability_interval(d)} per event "
-             f"(observed fraction, {count_text(d.get('observed_exceedances'))} seen)" for c, d in deadlines]
+    parts = [f"{interface_label(str(c.get('interface')))} {d['p_exceed']:.2g} "
+             f"{probability_interval(d)} per event (observed fraction, "
+             f"{count_text(d.get('observed_exceedances'))} seen)" for c, d in deadlines]
     return f"Probability of exceeding the {limit} µs deadline: " + ", ".join(parts) + "."
 
 
@@ -356,31 +422,46 @@ def _quantile(c: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
     order = ordered((str(c.get("interface")) for c in items), ("lpt", "pcie"))
     items = sorted(items, key=lambda c: order.index(str(c.get("interface"))))
-    observed = ", ".join(f"{interface_label(str(c.get('interface')))} {us(c.get('observed_max_ns'))} µs"
+    observed = ", ".join(f"{interface_label(str(c.get('interface')))} "
+                         f"{us(c.get('observed_max_ns'))} µs"
                          for c in items)
     fitted = [c for c in items if _quantile(c) and c.get("reliable")]
     unreliable = [c for c in items if not (_quantile(c) and c.get("reliable")) and c.get("reasons")]
     parts = []
     if fitted:
-        p = next((q.get("exceedance") for c in fitted if is_number((q := _quantile(c)).get("exceedance"))),
-                 WORST_CASE_PROBABILITY)
-        parts.append(f"the software latency exceeded with probability {p:g} per event is "
-                     + ", ".join(f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs "
-                                 f"{_interval(_quantile(c).get('ci_low'), _quantile(c).get('ci_high'))}"
-                                 for c in fitted)
-                     + f" (95 % intervals: {_quantile(fitted[0]).get('interval') or 'tail fit'})")
+        p = next(
+            (
+                q.get("exceedance")
+                for c in fitted
+                if is_number((q := _quantile(c)).get("exceedance"))
+            ),
+            WORST_CASE_PROBABILITY,
+        )
+        parts.append(
+            f"the software latency exceeded with probability {p:g} per event is "
+            + ", ".join(
+                f"{interface_label(str(c.get('interface')))} "
+                f"{us(_quantile(c)['estimate'])} µs "
+                f"{_interval(_quantile(c).get('ci_low'), _quantile(c).get('ci_high'))}"
+                for c in fitted
+            )
+            + f" (95 % intervals: {_quantile(fitted[0]).get('interval') or 'tail fit'})"
+        )
     for c in unreliable:
         parts.append(f"{interface_label(str(c.get('interface')))} has no reliable tail estimate: "
                      + "; ".join(str(r) for r in c["reasons"]))
     if not parts:
         parts.append("no tail estimate with an interval is available")
-    bounds = [c for c in items if isinstance(c.get("bound"), Mapping) and is_number(c["bound"].get("bound_ns"))]
+    bounds = [c for c in items if isinstance(c.get("bound"),
+                                             Mapping) and is_number(c["bound"].get("bound_ns"))]
     if bounds:
         parts.append("what the samples support with no model (95 %): " + ", ".join(
-            f"{interface_label(str(c.get('interface')))} at most 1 event in {c['bound']['one_in']:,.0f} exceeds "
-            f"{us(c['bound']['bound_ns'])} µs" for c in bounds))
-    text = (f"Worst case under load {load}: " + "; ".join(parts) + f". The observed maxima ({observed}"
-            + ", p99.999 " + ", ".join(f"{interface_label(str(c.get('interface')))} {us(c.get('p99_999_ns'))} µs"
+            f"{interface_label(str(c.get('interface')))} at most 1 event in "
+            f"{c['bound']['one_in']:,.0f} exceeds {us(c['bound']['bound_ns'])} µs" for c in bounds))
+    text = (f"Worst case under load {load}: " + "; ".join(parts) + ". The observed maxima "
+                                                                   f"({observed}"
+            + ", p99.999 " + ", ".join(f"{interface_label(str(c.get('interface')))} "
+                                       f"{us(c.get('p99_999_ns'))} µs"
                                        for c in items)
             + ") are one draw each: a maximum ranks nothing by itself.")
     deadlines = [(c, c["deadline"]) for c in items if isinstance(c.get("deadline"), Mapping)
@@ -389,16 +470,19 @@ def _worst_case(items: Sequence[Mapping[str, Any]], load: str) -> dict:
         text += " " + _deadline_sentence(deadlines)
     if fitted:
         headline = f"Under load {load}, the worst case (exceeded with probability {p:g} per event)"
-        figure = ", ".join(f"{interface_label(str(c.get('interface')))} {us(_quantile(c)['estimate'])} µs"
+        figure = ", ".join(f"{interface_label(str(c.get('interface')))} "
+                           f"{us(_quantile(c)['estimate'])} µs"
                            for c in fitted)
     elif bounds:
         # the probability the campaign asked for, even where no estimate came (an older report: its
         # quantile's, else the default)
-        asked = next((e for c in items for e in (c.get("exceedance"), (c.get("quantile_ns") or {}).get("exceedance"))
+        asked = next((e for c in items for e in (c.get("exceedance"),
+                                                 (c.get("quantile_ns") or {}).get("exceedance"))
                       if is_number(e)), WORST_CASE_PROBABILITY)
         headline = (f"Under load {load}, no reliable worst case once in {1 / asked:,.0f} events; "
                     "with 95 % confidence the samples bound")
-        figure = ", ".join(f"{interface_label(str(c.get('interface')))} {us(c['bound']['bound_ns'])} µs "
+        figure = ", ".join(f"{interface_label(str(c.get('interface')))} "
+                           f"{us(c['bound']['bound_ns'])} µs "
                            f"(1 in {c['bound']['one_in']:,.0f})" for c in bounds)
     else:
         headline, figure = f"Under load {load}, no worst case can be stated", "too few samples"

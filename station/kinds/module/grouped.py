@@ -9,18 +9,23 @@ import numpy as np
 
 def group_median(values: np.ndarray, owner: np.ndarray, n: np.ndarray) -> np.ndarray:
     """The median of each group's finite values (owner: group of each value, in 0..len(n)-1,
-    grouped together in group order; n: each group's count of finite values; 0 where it has none)."""
+    grouped together in group order; n: each group's count of finite values; 0 where it has
+    none)."""
     sizes = np.bincount(owner, minlength=len(n))
     start = np.r_[0, np.cumsum(sizes)[:-1]]
     widest = int(sizes.max()) if len(sizes) else 0
-    if len(values) and len(n) * widest <= 4 * len(values):  # groups of like sizes: a row each, sorted
+    # groups of like sizes: a row each, sorted
+    if len(values) and len(n) * widest <= 4 * len(values):
         grid = np.full((len(n), widest), np.inf)
         grid[owner, np.arange(len(values)) - start[owner]] = values
         grid.sort(axis=1)
         rows = np.arange(len(n))
         lo, hi = np.maximum(n - 1, 0) // 2, np.maximum(n, 1) // 2
-        return np.where(n > 0, 0.5 * (grid[rows, np.minimum(lo, widest - 1)] + grid[rows, np.minimum(hi, widest - 1)]),
-                        0.0)
+        return np.where(
+            n > 0,
+            0.5 * (grid[rows, np.minimum(lo, widest - 1)] + grid[rows, np.minimum(hi, widest - 1)]),
+            0.0,
+        )
     order = np.lexsort((values, owner))
     lo, hi = start + np.maximum(n - 1, 0) // 2, start + np.maximum(n, 1) // 2
     sorted_values = values[order] if len(values) else np.zeros(1)
@@ -38,5 +43,6 @@ def group_slopes(y: np.ndarray, x: np.ndarray, owner: np.ndarray, use: np.ndarra
         y0 = np.bincount(owner[use], weights=y[use], minlength=size) / n
         dx = np.where(use, x - np.nan_to_num(x0[owner]), 0.0)
         dy = np.where(use, y - np.nan_to_num(y0[owner]), 0.0)
-        return np.bincount(owner, weights=dx * dy, minlength=size) / np.bincount(owner, weights=dx * dx,
+        return np.bincount(owner, weights=dx * dy, minlength=size) / np.bincount(owner,
+                                                                                 weights=dx * dx,
                                                                                   minlength=size)

@@ -24,15 +24,21 @@ def robust_threshold(values: Sample, z: float = ROBUST_Z) -> float:
     d = _dist(values)
     med = d.median()
     mad = d.robust_sigma(med)
-    if mad == 0:  # more than half the sample on one value (coarse quantisation): fall back to the std
-        mad = d.std(0)  # (the outliers' own spread widens it: fewer are called; run_outliers says so)
+    # more than half the sample on one value (coarse quantisation): fall back to the std
+    if mad == 0:
+        # (the outliers' own spread widens it: fewer are called; run_outliers says so)
+        mad = d.std(0)
     return float(med + z * mad) if mad > 0 else float("inf")
 
 
 def threshold_basis(values: Sample) -> str:
     """What robust_threshold's spread was: the MAD, or the std where the MAD is 0."""
     d = _dist(values)
-    return "mad" if d.count and d.mad(d.median()) > 0 else "std (the MAD is 0: over half the sample on one value)"
+    return (
+        "mad"
+        if d.count and d.mad(d.median()) > 0
+        else "std (the MAD is 0: over half the sample on one value)"
+    )
 
 
 def run_outliers(sw_ns: Sample, hw_ns: Sample | None) -> dict:
@@ -54,7 +60,8 @@ def run_outliers(sw_ns: Sample, hw_ns: Sample | None) -> dict:
     return out
 
 
-def cross_interface_counts(interface: str, reference: str, threshold_ns: float, *, sw_above: int, sw_total: int,
+def cross_interface_counts(interface: str, reference: str, threshold_ns: float, *, sw_above: int,
+                           sw_total: int,
                            hw_above: int | None, hw_total: int | None, board_above: int | None,
                            board_total: int | None,
                            board_max_of_sw_outliers_ns: float | None,
@@ -99,7 +106,8 @@ CROSS_SIDES = ("none above", "no scope", "seen by the scope", "software-side", "
 def _cross_side(r: dict) -> str:
     if r["sw_count_above"] == 0:
         return "none above"
-    if r["seen_by_scope"] is None:  # no scope: the board's own widths of those events, where it has them
+    # no scope: the board's own widths of those events, where it has them
+    if r["seen_by_scope"] is None:
         if r["board_max_of_sw_outliers_ns"] is None:
             return "no scope"
         return "board: software-side" if r["board_max_of_sw_outliers_ns"] <= r["threshold_ns"] \
@@ -118,15 +126,18 @@ def _verdict(r: dict) -> str:
         f"({r['sw_fraction']:.1e}) exceeded the {ref} maximum."
     ]
     if r["side"] == "no scope":
-        parts.append("No scope measured these runs: whether the delay is on the wire cannot be told.")
+        parts.append("No scope measured these runs: whether the delay is on the wire cannot be "
+                     "told.")
     elif r["side"].startswith("board"):
         parts.append("No scope measured these runs; the board timed the pulses itself.")
     elif r["side"] == "seen by the scope":
-        parts.append(f"The scope saw {r['hw_count_above']} pulse(s) above it too: the delay is on the wire.")
+        parts.append(f"The scope saw {r['hw_count_above']} pulse(s) above it too: the delay is on "
+                     "the wire.")
     elif r["side"] == "software-side":
         parts.append(
-            f"The scope saw none in {r['hw_total']} pulses where {r['hw_expected_if_real']:.1f} were expected "
-            "if they were real: they are software-side (between timestamp and write)."
+            f"The scope saw none in {r['hw_total']} pulses where {r['hw_expected_if_real']:.1f} "
+            "were expected if they were real: they are software-side (between timestamp and "
+            "write)."
         )
     else:
         parts.append(
@@ -137,16 +148,24 @@ def _verdict(r: dict) -> str:
         widths = ", ".join(f"{c['hw_ns'] / 1000:.2f}" for c in r["scope_caught"])
         above = sum(c["hw_ns"] > r["threshold_ns"] for c in r["scope_caught"])
         parts.append(
-            f"Event pairing found {len(r['scope_caught'])} of those very events in the scope's records, "
-            f"with pulse widths {widths} µs: {above} above the threshold"
-            + (" — the scope saw a normal pulse where software saw a late one." if above == 0 else ".")
+            f"Event pairing found {len(r['scope_caught'])} of those very events in the scope's "
+            f"records, with pulse widths {widths} µs: {above} above the threshold"
+            + (
+                " — the scope saw a normal pulse where software saw a late one."
+                if above == 0
+                else "."
+            )
         )
     if r["board_max_of_sw_outliers_ns"] is not None:
         verdict = "below" if r["board_max_of_sw_outliers_ns"] <= r["threshold_ns"] else "above"
         parts.append(
             f"The board's own timestamps for those same events give widths up to "
             f"{r['board_max_of_sw_outliers_ns'] / 1000:.2f} µs, {verdict} the threshold"
-            + (": the pulse itself was normal, the delay is software-side." if verdict == "below" else ".")
+            + (
+                ": the pulse itself was normal, the delay is software-side."
+                if verdict == "below"
+                else "."
+            )
         )
     return " ".join(parts)
 
@@ -166,16 +185,18 @@ def outlier_verdict(sw_ns: Sample, hw_ns: Sample | None, pairs: pd.DataFrame | N
     software saw more than the pulse (a delay between timestamp and write: `sw_only`); above it the
     pulse outlasted the software's view (a stretched clearing access on the bus: `hw_only`); within
     it both saw the same late event (a late handler: `both_sides`). The scope sees the last two,
-    so `hardware_side` = hw_only + both_sides. `in_bulk`: `correlation.bulk` of the pairs' differences,
-    when the caller has it.
+    so `hardware_side` = hw_only + both_sides. `in_bulk`: `correlation.bulk` of the pairs'
+    differences, when the caller has it.
     """
     sw, hw, sw_thr, hw_thr = _thresholds(sw_ns, hw_ns)
     counts = {"sw_only": 0, "hw_only": 0, "both_sides": 0, "paired_events": 0}
     if pairs is not None and len(pairs) > 1:
         diff = pairs["hw_ns"].to_numpy(np.float64) - pairs["sw_ns"].to_numpy(np.float64)
         median = float(np.median(diff))
-        counts = classify_paired(pairs, sw_thr, hw_thr, median, bulk(diff, median) if in_bulk is None else in_bulk,
-                                 len(pairs))
+        counts = classify_paired(
+            pairs, sw_thr, hw_thr, median, bulk(diff, median) if in_bulk is None else in_bulk,
+            len(pairs)
+        )
     return _decide(counts, sw.count_above(sw_thr), None if hw is None else hw.count_above(hw_thr),
                    paired=pairs is not None and len(pairs) > 1)
 
@@ -185,7 +206,8 @@ def verdict_thresholds(sw_ns: Sample, hw_ns: Sample | None) -> tuple[float, floa
     return _thresholds(sw_ns, hw_ns)[2:]
 
 
-def _thresholds(sw_ns: Sample, hw_ns: Sample | None) -> tuple[Distribution, Distribution | None, float, float]:
+def _thresholds(sw_ns: Sample, hw_ns: Sample | None) -> tuple[Distribution, Distribution | None,
+                                                              float, float]:
     sw = _dist(sw_ns)
     hw = None if hw_ns is None else _dist(hw_ns)
     sw_thr = robust_threshold(sw) if sw.count else float("inf")
@@ -193,7 +215,8 @@ def _thresholds(sw_ns: Sample, hw_ns: Sample | None) -> tuple[Distribution, Dist
     return sw, hw, sw_thr, hw_thr
 
 
-def outlier_verdict_of_candidates(sw_ns: Sample, hw_ns: Sample | None, candidates: pd.DataFrame, median: float,
+def outlier_verdict_of_candidates(sw_ns: Sample, hw_ns: Sample | None, candidates: pd.DataFrame,
+                                  median: float,
                                   in_bulk: np.ndarray, paired_events: int) -> dict:
     """outlier_verdict from a run's paired events that can be outliers alone (every pair with t_SW
     or t_HW above its threshold, `verdict_thresholds`), with the median of all pairs' HW−SW and
@@ -204,7 +227,8 @@ def outlier_verdict_of_candidates(sw_ns: Sample, hw_ns: Sample | None, candidate
                    paired=paired_events > 1)
 
 
-def classify_paired(pairs: pd.DataFrame, sw_thr: float, hw_thr: float, median: float, in_bulk: np.ndarray,
+def classify_paired(pairs: pd.DataFrame, sw_thr: float, hw_thr: float, median: float,
+                    in_bulk: np.ndarray,
                     paired_events: int) -> dict[str, int]:
     """Count the paired outlier events by side: software only (HW−SW below the bulk), scope only
     (above it), both (within it, or late on both)."""
@@ -216,7 +240,8 @@ def classify_paired(pairs: pd.DataFrame, sw_thr: float, hw_thr: float, median: f
     sw_only = sw_out & ~hw_out & low
     hw_only = hw_out & ~sw_out & high
     both = (sw_out | hw_out) & ~sw_only & ~hw_only
-    return {"sw_only": int(sw_only.sum()), "hw_only": int(hw_only.sum()), "both_sides": int(both.sum()),
+    return {"sw_only": int(sw_only.sum()), "hw_only": int(hw_only.sum()),
+            "both_sides": int(both.sum()),
             "paired_events": int(paired_events)}
 
 
@@ -253,7 +278,8 @@ def _decide(c: dict[str, int], run_sw: int, run_hw: int | None, paired: bool) ->
         "paired_events": c["paired_events"],
         "sw_outliers": run_sw,
         "hw_outliers": run_hw,
-        "method": f"events above median + {ROBUST_Z:g}·1.4826·MAD of t_SW or t_HW, sided by their paired HW−SW "
+        "method": f"events above median + {ROBUST_Z:g}·1.4826·MAD of t_SW or t_HW, sided by their "
+                  "paired HW−SW "
         f"against the run's bulk; a kind needs {MIN_KIND_EVENTS} paired events, a verdict "
         f"{MIN_PAIRED_OUTLIERS} in all",
     }
@@ -264,18 +290,24 @@ def _decide(c: dict[str, int], run_sw: int, run_hw: int | None, paired: bool) ->
 def _verdict_sentence(r: dict, paired: bool) -> str:
     if r["hw_outliers"] is None:
         if r["verdict"] == "none":
-            return "No outliers: no software sample above its robust threshold (no scope measured the run)."
-        return (f"{r['sw_outliers']} software outlier(s); no scope measured the run: which side delayed them "
-                "cannot be told.")
+            return (
+                "No outliers: no software sample above its robust threshold (no scope measured "
+                "the run)."
+            )
+        return (f"{r['sw_outliers']} software outlier(s); no scope measured the run: which side "
+                "delayed them cannot be told.")
     seen = f"{r['sw_outliers']} software and {r['hw_outliers']} scope outlier(s)"
     if r["verdict"] == "none":
         return "No outliers: no software sample and no pulse above its robust threshold."
     if not paired:
-        return f"{seen}, but no event could be paired with its pulse: which side delayed them cannot be told."
+        return (
+            f"{seen}, but no event could be paired with its pulse: which side delayed them "
+            "cannot be told."
+        )
     detail = (
         f"{r['paired_outliers']} of the {r['paired_events']} paired events are outliers: "
-        f"{r['sw_only']} late in software only (normal pulse: a delay between timestamp and write), "
-        f"{r['hw_only']} late on the scope only (normal t_SW: a stretched bus access), "
+        f"{r['sw_only']} late in software only (normal pulse: a delay between timestamp and "
+        f"write), {r['hw_only']} late on the scope only (normal t_SW: a stretched bus access), "
         f"{r['both_sides']} late on both (a late handler)"
     )
     if r["verdict"] == "cannot tell":

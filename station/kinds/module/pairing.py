@@ -11,19 +11,8 @@ An acquisition is paired only when the best candidate is clearly better than
 the runner-up and when no wrong alignment among the candidates searched could
 have fitted as well by chance: a pairing is either right or absent.
 
-How sure. For a wrong alignment, each pulse's residual is its width minus the
-latency of an unrelated event: for t of its n residuals to fall within
-2·AGREE_NS of each other, t-1 of those latencies must each fall in one window
-of that width, which happens with probability at most p (the largest share of
-the run's t_SW in any such window). So a wrong alignment agrees on t or more
-pulses with probability at most n·C(n-1, t-1)·p^(t-1), and one of W candidates
-with W times that (W: every candidate the search may look at, 4·window + 1):
-the bound an acquisition's pairing states. It assumes the latencies of
-different events independent; p is the largest share over the run's blocks of
-BLOCK_RECORDS records and the whole run (a quieter phase has more alike t_SW). It is paired only
-when that bound is at most FALSE_PAIR_BOUND; the run's expected false pairs are
-the sum of the bounds of what was paired. Acquisitions of few pulses (a short
-record) cannot reach it: they stay unpaired, counted, and the report says why.
+How sure: station/kinds/module/false_pairs.py (an acquisition is paired only when no
+wrong alignment could have fitted as well by chance but with probability FALSE_PAIR_BOUND).
 
 Events, not records. A stray IRQ (a NOT_OURS record: a foreign interrupt on the
 module's line) takes a sequence number but is no event of the module and leaves
@@ -48,11 +37,19 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaln
 
 from station.capture.pulses import PAIRING_ORDER
 from station.kinds.module.clock_ratio import clock_ratios
 from station.kinds.module.correlation import bulk
+from station.kinds.module.false_pairs import (
+    AGREE_NS,
+    FALSE_PAIR_BOUND,
+    MAX_SPREAD_NS,
+    MIN_PULSES,
+    BlockShare,
+    false_pair_log_bound,
+    max_share_within,
+)
 from station.kinds.module.grouped import group_median
 from station.kinds.module.pairing_scores import block_choice, mad
 from station.parsers.records import Flag
@@ -60,13 +57,9 @@ from station.parsers.records import Flag
 NOT_OURS = int(Flag.NOT_OURS)
 
 MISSING = 1e15  # a lost record: never a plausible residual
-MIN_PULSES = 5
-MAX_SPREAD_NS = 150.0
-AGREE_NS = MAX_SPREAD_NS  # a pulse agrees with its acquisition's alignment within this of the median residual
 # the candidates an acquisition may be searched among, per `window`: the arrival estimate ± window,
 # and the clock line's or the median lag's neighbourhoods, which may lie beside it (a union bound)
 CANDIDATES_PER_WINDOW = 4
-FALSE_PAIR_BOUND = 1e-4  # the most an acquisition's pairing may be wrong with (per acquisition paired)
 MIN_SEPARATION = 4.0
 SCORE_PULSES = 16  # pulses per acquisition that score the candidates of a block
 BOOTSTRAP = 8  # acquisitions paired one by one before the clock line is trusted
@@ -86,7 +79,8 @@ class EventNumbers:
     (each takes one): event = seq - strays before it."""
 
     def __init__(self, stray_seqs: np.ndarray | None = None) -> None:
-        self.stray_seqs = np.unique(np.asarray(stray_seqs if stray_seqs is not None else [], np.int64))
+        self.stray_seqs = np.unique(np.asarray(stray_seqs if stray_seqs is not None else [],
+                                               np.int64))
         # own events before each stray: where it sits among the events
         self._stray_events = self.stray_seqs - np.arange(len(self.stray_seqs))
 
@@ -101,105 +95,6 @@ class EventNumbers:
         if not len(self.stray_seqs):
             return event
         return event + np.searchsorted(self._stray_events, event, side="right")
-
-
-def max_share_within(values: np.ndarray, counts: np.ndarray | None, width: float) -> float:
-    """The largest share of a sample (distinct sorted values x counts, or raw values) in any
-    window of `width`: the chance that an unrelated event's latency falls in a given window is at
-    most this."""
-    values = np.asarray(values, np.float64)
-    if counts is None:
-        values = np.sort(values[np.isfinite(values)])
-        counts = np.ones(len(values), np.int64)
-    if not len(values):
-        return 1.0
-    cum = np.r_[0, np.cumsum(counts)]
-    inside = cum[np.searchsorted(values, values + width, side="right")] - cum[:-1]
-    return float(inside.max() / cum[-1])
-
-
-BLOCK_RECORDS = 10_000  # the stretch of records a share is also taken over (by event number: batch-free)
-
-
-class BlockShare:
-    """max_share_within(·, 2·AGREE_NS) of the run's own t_SW as a whole and over each block of
-    BLOCK_RECORDS events (numbered by event, so it does not depend on how the records are read):
-    the largest, the p of the false-pair bound."""
-
-    def __init__(self) -> None:
-        self.block = -1
-        self._values: list[np.ndarray] = []
-        self.best = 0.0
-
-    def add(self, event: np.ndarray, latency: np.ndarray) -> None:
-        event = np.asarray(event, np.int64)
-        if not len(event):
-            return
-        blocks = event // BLOCK_RECORDS
-        latency = np.asarray(latency)
-        if latency.dtype.kind not in "iu":  # integers (every record's) are counted exactly, as they are
-            latency = latency.astype(np.float64)
-        if (np.diff(blocks) >= 0).all():  # in stream order (always, but after a restart): cut, not masked
-            cuts = np.flatnonzero(np.diff(blocks)) + 1
-            parts = zip(blocks[np.r_[0, cuts]], np.split(latency, cuts), strict=True)
-        else:
-            parts = ((b, latency[blocks == b]) for b in np.unique(blocks))
-        for b, values in parts:
-            if b != self.block:
-                self._close()
-                self.block = int(b)
-            self._values.append(values)
-
-    def _close(self) -> None:
-        if self._values:
-            values = np.concatenate(self._values)
-            if len(values) >= BLOCK_RECORDS // 2:  # a block too thin says little (the run's last)
-                self.best = max(self.best, _block_share(values, 2 * AGREE_NS))
-        self._values = []
-
-    def result(self, whole: float) -> float:
-        self._close()
-        return max(self.best, whole)
-
-
-DENSE_RANGE = 16  # integer values spanning at most this many ns per value are counted on a dense grid
-
-
-def _block_share(values: np.ndarray, width: float) -> float:
-    """max_share_within(values, None, width), for a block of integer latencies on a grid of 1 ns
-    (a histogram's running sum: several times faster than sorting a block and searching it) when
-    they span little; else by max_share_within. Equal either way: the densest window can start at
-    a value, and integers x, v have x <= v + width exactly when x - v <= floor(width)."""
-    if values.dtype.kind in "iu" and len(values):
-        low, high = int(values.min()), int(values.max())
-        if high - low <= DENSE_RANGE * len(values):
-            reach = int(np.floor(width))
-            per_ns = np.bincount((values - low).astype(np.intp), minlength=high - low + 1)
-            running = np.r_[0, np.cumsum(per_ns)]  # running[k]: values below low + k
-            ends = np.minimum(np.arange(high - low + 1) + reach + 1, high - low + 1)
-            return float((running[ends] - running[:-1]).max() / len(values))
-    return max_share_within(np.asarray(values, np.float64), None, width)
-
-
-def false_pair_log_bound(n: np.ndarray, agree: np.ndarray, candidates: np.ndarray, share: float) -> np.ndarray:
-    """log of W·n·C(n-1, t-1)·p^(t-1): the chance that one of W wrong alignments has t of its n
-    pulses agreeing (the module docstring). 0 (certainty) where nothing agrees or p is 1."""
-    n, t, w = (np.asarray(x, np.float64) for x in (n, agree, candidates))
-    t = np.clip(t, 1, np.maximum(n, 1))
-    log_choose = gammaln(n) - gammaln(t) - gammaln(n - t + 1)
-    log_p = np.log(min(max(share, 1e-300), 1.0))
-    return np.minimum(np.log(np.maximum(w, 1)) + np.log(np.maximum(n, 1)) + log_choose + (t - 1) * log_p, 0.0)
-
-
-def pulses_needed(share: float, candidates: int) -> int | None:
-    """The fewest pulses an acquisition needs, all agreeing, to be paired among `candidates`
-    (None: no number is enough, the t_SW are all within 2·AGREE_NS of each other)."""
-    for n in range(MIN_PULSES, 10_000):
-        if false_pair_log_bound(n, n, candidates, share) <= np.log(FALSE_PAIR_BOUND):
-            return n
-        if share >= 1.0:
-            return None
-    return None
 
 
 @dataclass
@@ -236,9 +131,10 @@ class Pairing:
         }
 
 
-METHOD = (f"per-acquisition offset search on pulse spacing; accepted when the median absolute deviation of HW−SW "
-          f"is < {MAX_SPREAD_NS:g} ns, {MIN_SEPARATION:g}× better than the next candidate, and no wrong alignment "
-          f"among the candidates could agree as well with probability above {FALSE_PAIR_BOUND:g}")
+METHOD = ("per-acquisition offset search on pulse spacing; accepted when the median absolute "
+          f"deviation of HW−SW is < {MAX_SPREAD_NS:g} ns, {MIN_SEPARATION:g}× better than the next "
+          "candidate, and no wrong alignment among the candidates could agree as well with "
+          f"probability above {FALSE_PAIR_BOUND:g}")
 
 
 @dataclass
@@ -259,7 +155,8 @@ def _acquisitions(hw: Mapping[str, np.ndarray], period_ns: int) -> _Acquisitions
     """`hw`: acquisition, start_s, width_s, armed_host_s arrays (a DataFrame or a batch)."""
     acquisition = np.asarray(hw["acquisition"])
     # written in acquisition order: no reordering copy (millions of pulses in an hour's run)
-    order = None if np.all(acquisition[1:] >= acquisition[:-1]) else np.argsort(acquisition, kind="stable")
+    order = None if np.all(acquisition[1:] >= acquisition[:-1]) else np.argsort(acquisition,
+                                                                                kind="stable")
 
     def column(name: str) -> np.ndarray:
         values = np.asarray(hw[name])
@@ -279,7 +176,8 @@ def _acquisitions(hw: Mapping[str, np.ndarray], period_ns: int) -> _Acquisitions
     increasing = np.logical_and.reduceat(step_ok, begin)
     return _Acquisitions(
         ids=acq[begin], begin=begin, end=end, widths=column("width_s") * 1e9, k=k,
-        armed=column("armed_host_s")[begin], usable=increasing & (end - begin >= MIN_PULSES), starts=starts,
+        armed=column("armed_host_s")[begin], usable=increasing & (end - begin >= MIN_PULSES),
+        starts=starts,
     )
 
 
@@ -293,7 +191,8 @@ def _scoring_columns(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _rows(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The pulse indices of the slices [begin, end) one after another, and each one's slice number."""
+    """The pulse indices of the slices [begin, end) one after another, and each one's slice
+    number."""
     sizes = end - begin
     owner = np.repeat(np.arange(len(begin)), sizes)
     return np.arange(int(sizes.sum())) + np.repeat(begin - np.cumsum(sizes) + sizes, sizes), owner
@@ -335,7 +234,8 @@ class _SeqWindow:
             self._len -= drop
             self.base = lo if not self._len else self.base + drop
 
-    def _append(self, seq: np.ndarray, latency: np.ndarray, t_write: np.ndarray | None = None) -> None:
+    def _append(self, seq: np.ndarray, latency: np.ndarray,
+                t_write: np.ndarray | None = None) -> None:
         if not len(seq):
             return
         seq = np.asarray(seq, np.int64)
@@ -356,7 +256,8 @@ class _SeqWindow:
             self._buf = np.concatenate([self._buf[:self._len], np.empty(size - self._len)])
             self._writes = np.concatenate([self._writes[:self._len], np.empty(size - self._len)])
         if top > self._len:
-            if not contiguous:  # numbers skipped (lost records) stay lost; a contiguous batch fills it all
+            # numbers skipped (lost records) stay lost; a contiguous batch fills it all
+            if not contiguous:
                 self._buf[self._len:top] = MISSING
                 self._writes[self._len:top] = np.nan
             self._len = top
@@ -365,7 +266,8 @@ class _SeqWindow:
         self._writes[at] = writes
 
     def writes(self, seq: np.ndarray) -> np.ndarray:
-        """t_write of each event number (target ns), NaN outside the range, where lost or not given."""
+        """t_write of each event number (target ns), NaN outside the range, where lost or not
+        given."""
         idx = np.asarray(seq, np.int64) - self.base
         inside = (idx >= 0) & (idx < self._len)
         out = np.full(idx.shape, np.nan)
@@ -412,21 +314,24 @@ class StreamPairer:
         self.share_used = 0.0  # the largest share any stretch of the run was judged with
         self.arrival_host = arrivals["host_s"].to_numpy(np.float64)
         # the stream's progress in events (the pairer's numbering), not records
-        self.arrival_seq = self.numbers.to_event(arrivals["last_seq"].to_numpy(np.int64)).astype(np.float64)
+        self.arrival_seq = self.numbers.to_event(arrivals["last_seq"].to_numpy(np.int64)).astype(
+            np.float64
+        )
         self.period_ns = period_ns
         self.window = window
         self.acquisitions = self.acquisitions_paired = self.pulses = 0
         self._lags: list[int] = []
-        self._line_armed = np.empty(0, np.float64)  # the latest paired acquisitions: arm time, first event
+        # the latest paired acquisitions: arm time, first event
+        self._line_armed = np.empty(0, np.float64)
         self._line_first = np.empty(0, np.int64)
 
     def pairs(self, sw_batches: Iterable[tuple[np.ndarray, ...]],
               hw_batches: Iterable[Mapping[str, np.ndarray]]) -> Iterator[pd.DataFrame]:
-        """sw_batches: (event number, latency_ns[, t_write_ns]) of the module's own records in stream
-        order (no stray IRQ's: EventNumbers.to_event of their seq; t_write_ns gives the clocks'
-        ratio, None if unknown); hw_batches: arrays acquisition, start_s, width_s, armed_host_s in
-        acquisition order (an acquisition may continue into the next batch). The pairs name each
-        pulse's record by its sequence number."""
+        """sw_batches: (event number, latency_ns[, t_write_ns]) of the module's own records in
+        stream order (no stray IRQ's: EventNumbers.to_event of their seq; t_write_ns gives the
+        clocks' ratio, None if unknown); hw_batches: arrays acquisition, start_s, width_s,
+        armed_host_s in acquisition order (an acquisition may continue into the next batch). The
+        pairs name each pulse's record by its sequence number."""
         win = _SeqWindow(sw_batches)
         carry: dict[str, np.ndarray] | None = None
         for batch in hw_batches:
@@ -459,7 +364,8 @@ class StreamPairer:
                      win: _SeqWindow) -> Iterator[pd.DataFrame]:
         bounds = np.r_[starts, len(hw["acquisition"])].astype(np.int64)
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            yield self._pair_acquisitions(_acquisitions({c: a[lo:hi] for c, a in hw.items()}, self.period_ns), win)
+            yield self._pair_acquisitions(_acquisitions({c: a[lo:hi] for c, a in hw.items()},
+                                                        self.period_ns), win)
 
     def _pair_acquisitions(self, a: _Acquisitions, win: _SeqWindow) -> pd.DataFrame:
         window = self.window
@@ -476,13 +382,15 @@ class StreamPairer:
                 slope, intercept = np.polyfit(self._line_armed - self._line_armed[0],
                                               self._line_first.astype(np.float64), 1)
                 centres = np.r_[centres, slope * (a.armed[todo] - self._line_armed[0]) + intercept]
-            win.cover(int(centres.min()) - 2 * window, int(centres.max()) + 2 * window + int(last_k.max()))
+            win.cover(int(centres.min()) - 2 * window,
+                      int(centres.max()) + 2 * window + int(last_k.max()))
         share = self.share if self.share is not None else win.share_within(2 * AGREE_NS)
         self.share_used = max(self.share_used, share)
         log_bound_max = np.log(FALSE_PAIR_BOUND)
         bound = np.zeros(len(a.ids))  # each paired acquisition's false-pair bound
         sizes_all = a.end - a.begin
-        pairable = a.usable & (false_pair_log_bound(sizes_all, sizes_all, CANDIDATES_PER_WINDOW * window + 1, share)
+        pairable = a.usable & (false_pair_log_bound(sizes_all, sizes_all,
+                                                    CANDIDATES_PER_WINDOW * window + 1, share)
                                <= log_bound_max)
         self.pairable += int(pairable.sum())
         fits = np.zeros(len(a.ids), bool)
@@ -496,9 +404,12 @@ class StreamPairer:
             present = resid > -MISSING / 2
             n = np.bincount(owner, weights=present, minlength=len(i))
             centre = group_median(np.where(present, resid, np.inf), owner, n.astype(np.int64))
-            agree = np.bincount(owner, weights=present & (np.abs(resid - centre[owner]) <= AGREE_NS),
+            agree = np.bincount(owner,
+                                weights=present & (np.abs(resid - centre[owner]) <= AGREE_NS),
                                 minlength=len(i))
-            log_bound = false_pair_log_bound(n, agree, np.full(len(i), CANDIDATES_PER_WINDOW * window + 1), share)
+            log_bound = false_pair_log_bound(n, agree, np.full(len(i),
+                                                               CANDIDATES_PER_WINDOW * window + 1),
+                                                               share)
             ok = log_bound <= log_bound_max
             bound[i[ok]] = np.exp(log_bound[ok])
             return ok
@@ -513,7 +424,8 @@ class StreamPairer:
             spread = mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
             two = np.argsort(spread, kind="stable")[:2]  # ties: the earlier candidate, on any CPU
             best, runner_up = spread[two[0]], spread[two[1]]
-            # it fits: its residuals agree, beyond what chance gives the best of the candidates searched
+            # it fits: its residuals agree, beyond what chance gives the best of the candidates
+            # searched
             fit = best <= MAX_SPREAD_NS and significant(np.array([i]), n0[two[:1]])[0]
             fits[i] |= fit
             if fit and runner_up >= MIN_SEPARATION * max(best, 1.0):
@@ -551,7 +463,8 @@ class StreamPairer:
                 for i in idx:  # no line yet: one by one around the arrival estimate
                     search_one(int(i), int(arrived[i]) + (int(np.median(lags)) if lags else 0),
                                near if lags else window)
-                    if first[i] < 0 and lags:  # as in the bootstrap: a lag from the backlog misleads
+                    # as in the bootstrap: a lag from the backlog misleads
+                    if first[i] < 0 and lags:
                         search_one(int(i), int(arrived[i]), window)
                     if first[i] >= 0:
                         lags.append(int(first[i] - int(arrived[i])))
@@ -567,23 +480,29 @@ class StreamPairer:
             inside = (cand >= win.base) & (cand + last_k[idx][:, None] < win.end)
             # a cheap pre-score (how many consecutive residuals stay together) keeps SHORTLIST
             # candidates; the median absolute deviation then decides among those alone
-            two, best, runner_up, centre_resid = block_choice(a.widths[cols], a.k[cols], cand, inside, win.held(),
-                                                              win.base, MISSING, MAX_SPREAD_NS, half)
+            two, best, runner_up, centre_resid = block_choice(a.widths[cols], a.k[cols], cand,
+                                                              inside, win.held(),
+                                                              win.base, MISSING, MAX_SPREAD_NS,
+                                                              half)
             won = (best <= MAX_SPREAD_NS) & (runner_up >= MIN_SEPARATION * np.maximum(best, 1.0))
             edge = (two[:, 0] == 0) | (two[:, 0] == 2 * half)
             chosen = cand[np.arange(len(idx)), two[:, 0]]
-            # the winner against every pulse of its acquisition: most residuals near the scored centre
+            # the winner against every pulse of its acquisition: most residuals near the scored
+            # centre
             rows, owner = _rows(a.begin[idx], a.end[idx])
             sizes = a.end[idx] - a.begin[idx]
-            near_centre = np.abs(a.widths[rows] - win.at(chosen[owner] + a.k[rows]) - centre_resid[owner]) \
+            near_centre = (
+                np.abs(a.widths[rows] - win.at(chosen[owner] + a.k[rows]) - centre_resid[owner])
                 <= MAX_SPREAD_NS
+            )
             agree = np.bincount(owner, weights=near_centre, minlength=len(idx)) >= (sizes + 1) // 2
             ok = won & ~edge & agree
             if ok.any():
                 ok[ok] = significant(idx[ok], chosen[ok])
             first[idx[ok]] = chosen[ok]
             fits[idx[ok]] = True  # the others that fit at all are searched one by one below
-            for i in idx[~ok & (edge | ~won)]:  # off the line (a stalled scope, a clock step): the wide search
+            # off the line (a stalled scope, a clock step): the wide search
+            for i in idx[~ok & (edge | ~won)]:
                 search_one(int(i), int(arrived[i]) + int(np.median(lags)), near)
                 if first[i] < 0:
                     # as in the bootstrap: a scope armed late on a loaded host (tens of ms after
@@ -637,7 +556,8 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
     if "armed_host_s" not in hw:
         return None
     pulses = {c: hw[c].to_numpy() for c in HW_COLUMNS}
-    if not hw["acquisition"].is_monotonic_increasing:  # the stream pairer takes acquisitions in order
+    # the stream pairer takes acquisitions in order
+    if not hw["acquisition"].is_monotonic_increasing:
         order = np.argsort(pulses["acquisition"], kind="stable")
         pulses = {c: a[order] for c, a in pulses.items()}
     flags = sw["flags"].to_numpy() if "flags" in sw else None
@@ -649,9 +569,13 @@ def pair_run(sw: pd.DataFrame, hw: pd.DataFrame, arrivals: pd.DataFrame | None, 
     share = blocks.result(max_share_within(own, None, 2 * AGREE_NS))
     pairer = StreamPairer(arrivals, period_ns, window, numbers, share=share)
     rows = batch_rows or max(len(pulses["acquisition"]), 1)
-    batches = [{c: a[at:at + rows] for c, a in pulses.items()} for at in range(0, len(pulses["acquisition"]), rows)]
+    batches = [
+        {c: a[at : at + rows] for c, a in pulses.items()}
+        for at in range(0, len(pulses["acquisition"]), rows)
+    ]
     parts = list(pairer.pairs(_sw_batches(sw, numbers), batches))
-    pairs = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else pairs_frame()
+    pairs = pd.concat(parts,
+                      ignore_index=True) if len(parts) > 1 else parts[0] if parts else pairs_frame()
     return Pairing(pairs, pairer.acquisitions, pairer.acquisitions_paired, pairer.pulses,
                    pairer.expected_false_pairs, pairer.pairable)
 
@@ -665,7 +589,8 @@ def pairs_frame(**columns: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({n: columns.get(n, empty.get(n, np.empty(0))) for n in names}, copy=False)
 
 
-def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow, numbers: EventNumbers) -> pd.DataFrame:
+def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow,
+           numbers: EventNumbers) -> pd.DataFrame:
     paired = np.flatnonzero(first >= 0)
     rows, owner = _rows(a.begin[paired], a.end[paired])
     event = first[paired][owner] + a.k[rows]
@@ -678,5 +603,6 @@ def _pairs(a: _Acquisitions, first: np.ndarray, win: _SeqWindow, numbers: EventN
     # pulses are its events' writes seen on the scope's timebase, so their spacing against the
     # writes' spacing is the ratio of the two clocks there (drift, a slew, the scope's timebase)
     ratio = clock_ratios(a.starts[rows] * 1e9, win.writes(event), owner)
-    return pairs_frame(acquisition=a.ids[owner], seq=numbers.to_seq(event), hw_ns=hw_ns, sw_ns=sw_ns,
+    return pairs_frame(acquisition=a.ids[owner], seq=numbers.to_seq(event), hw_ns=hw_ns,
+                       sw_ns=sw_ns,
                        diff_ns=hw_ns / ratio - sw_ns, clock_ratio=ratio)

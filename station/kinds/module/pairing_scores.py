@@ -31,7 +31,8 @@ MIN_COMPILED = 100_000
 
 class BlockChoice(NamedTuple):
     two: np.ndarray  # (acq, 2) the best and the runner-up candidate (indices into each row of cand)
-    best: np.ndarray  # (acq,) the best's spread (MAD of its residuals, ns); inf outside the records held
+    # (acq,) the best's spread (MAD of its residuals, ns); inf outside the records held
+    best: np.ndarray
     runner_up: np.ndarray  # (acq,) the runner-up's spread
     centre_resid: np.ndarray  # (acq,) the median residual of the best
 
@@ -49,18 +50,24 @@ def mad(resid: np.ndarray) -> np.ndarray:
     return median(np.abs(resid - median(resid, keepdims=True)))
 
 
-def block_choice(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, inside: np.ndarray, held: np.ndarray,
+def block_choice(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, inside: np.ndarray,
+                 held: np.ndarray,
                  base: int, missing: float, max_spread: float, centre: int) -> BlockChoice:
     """widths, k: (acq, pulse) the scoring pulses' widths (ns) and event offsets in their
     acquisition; cand: (acq, cand) first events, at least two, `centre` the index of the line's
     prediction; inside: (acq, cand) whether a candidate's events are all held; held: t_SW of
     events base, base + 1, …; an event outside them has t_SW `missing`."""
-    if cand.shape[1] < 2 or widths.shape[1] < 1:  # the compiled loop reads unchecked: never past an end
-        raise ValueError(f"a choice needs two candidates and a pulse (got {cand.shape[1]} and {widths.shape[1]})")
+    # the compiled loop reads unchecked: never past an end
+    if cand.shape[1] < 2 or widths.shape[1] < 1:
+        raise ValueError(f"a choice needs two candidates and a pulse (got {cand.shape[1]} and "
+                         f"{widths.shape[1]})")
     if widths.size * cand.shape[1] >= MIN_COMPILED and _compiled.available() is None:
-        return BlockChoice(*_compiled(np.ascontiguousarray(widths, np.float64), np.ascontiguousarray(k, np.int64),
-                                      np.ascontiguousarray(cand, np.int64), np.ascontiguousarray(inside, np.bool_),
-                                      held, base, missing, max_spread, centre, min(SHORTLIST, cand.shape[1])))
+        return BlockChoice(*_compiled(np.ascontiguousarray(widths, np.float64),
+                                      np.ascontiguousarray(k, np.int64),
+                                      np.ascontiguousarray(cand, np.int64),
+                                      np.ascontiguousarray(inside, np.bool_),
+                                      held, base, missing, max_spread, centre, min(SHORTLIST,
+                                                                                   cand.shape[1])))
     return block_choice_numpy(widths, k, cand, inside, held, base, missing, max_spread, centre)
 
 
@@ -78,7 +85,8 @@ def scores_numpy(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, held: np.n
 
 
 def block_choice_numpy(widths: np.ndarray, k: np.ndarray, cand: np.ndarray, inside: np.ndarray,
-                       held: np.ndarray, base: int, missing: float, max_spread: float, centre: int) -> BlockChoice:
+                       held: np.ndarray, base: int, missing: float, max_spread: float,
+                       centre: int) -> BlockChoice:
     resid, steady = scores_numpy(widths, k, cand, held, base, missing, max_spread)
     steady = np.where(inside, steady, -1)
     n_cand = cand.shape[1]
@@ -101,7 +109,8 @@ def _build() -> Any:
     # one function, no jitted helpers: a helper referenced from this closure defeats numba's cache
     # (recompiled in every process)
     @numba.njit(cache=True, nogil=True, boundscheck=False)
-    def choice_compiled(widths: Any, k: Any, cand: Any, inside: Any, held: Any, base: int, missing: float,
+    def choice_compiled(widths: Any, k: Any, cand: Any, inside: Any, held: Any, base: int,
+                        missing: float,
                         max_spread: float, centre: int, shortlist: int) -> tuple:
         acqs, cands = cand.shape
         pulses = widths.shape[1]
@@ -146,7 +155,8 @@ def _build() -> Any:
             for step in range(2 * shortlist + 1):
                 s, deviations = step // 2, step % 2
                 if step == 2 * shortlist:  # every spread known: order them, the winner's centre
-                    for t in range(shortlist):  # a stable insertion sort of the few spreads, NaN last
+                    # a stable insertion sort of the few spreads, NaN last
+                    for t in range(shortlist):
                         order[t] = t
                         u = t
                         while u > 0 and (spread[order[u]] < spread[order[u - 1]] or (

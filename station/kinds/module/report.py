@@ -24,7 +24,8 @@ FIGURE_GROUPS = {
 }
 COMPARISONS = ("worst_case", "t_rw", "cross_interface_outliers")
 RUNS = ("runs", "capture", "scope_measurement", "pairing", "stats")
-DECOMPOSITION = ("decomposition", "decomposition_overhead", "decomposition_largest", "decomposition_credited")
+DECOMPOSITION = ("decomposition", "decomposition_overhead", "decomposition_largest",
+                 "decomposition_credited")
 
 
 def module_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:
@@ -38,7 +39,8 @@ def module_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
         sections.append(Section("runs", "Runs", runs, nav="Runs"))
     traced: list[Block] = [tables[k] for k in DECOMPOSITION if k in tables]
     if traced:
-        sections.append(Section("decomposition", "Where t_SW went (traced runs)", traced, nav="Stages"))
+        sections.append(Section("decomposition", "Where t_SW went (traced runs)", traced,
+                                nav="Stages"))
     groups: list[Block] = [Figures(members, heading, f"figures-{kind}")
                            for kind, heading in FIGURE_GROUPS.items()
                            if (members := [f for f in figures if f.kind == kind])]

@@ -53,15 +53,19 @@ class ModuleRun(Measurement):
     outputs = {
         "sw.raw": "the module's record stream, byte for byte as received (→ sw.parquet)",
         "sw_arrivals.csv": "host time at which each batch of records arrived (event pairing)",
-        "hw_pulses.csv": "scope pulses, appended per acquisition, with the host time it was armed and the frame "
+        "hw_pulses.csv": "scope pulses, appended per acquisition, with the host time it was armed "
+                         "and the frame "
         "of a segmented acquisition (→ hw.parquet)",
-        "scope_acquisitions.csv": "each acquisition: host times armed and its record in, frames, pulses, live time "
-        "(the manifest's capture ratio and dead time come from it), and the frames that held no whole pulse",
-        "trace.txt": "module.trace: the measured CPU's tracepoints as tracefs printed them (clock mono)",
+        "scope_acquisitions.csv": "each acquisition: host times armed and its record in, frames, "
+                                  "pulses, live time (the manifest's capture ratio and dead time "
+                                  "come from it), and the frames that held no whole pulse",
+        "trace.txt": "module.trace: the measured CPU's tracepoints as tracefs printed them (clock "
+                     "mono)",
         "trace_raw.txt": "the same events in tracefs's raw form (nanosecond timestamps)",
         "trace_ids.txt": "the traced events' type ids (what ties the two forms together)",
         "trace.stats": "the trace buffer's statistics (overruns)",
-        "decomposition.parquet": "module.trace: every own event's t_SW split into stages, each credited to what ran "
+        "decomposition.parquet": "module.trace: every own event's t_SW split into stages, each "
+                                 "credited to what ran "
         "(docs/decomposition.md)",
     }
 
@@ -73,7 +77,8 @@ class ModuleRun(Measurement):
         self.stem = module_stem(self.family, spec.interface)
         self.device = target.device(spec.interface)
         self.params = modules.module_params(
-            self.family, spec.interface, period_ns=self.period_ns, check=spec.variant == "inb", cpu=m.cpu,
+            self.family, spec.interface, period_ns=self.period_ns, check=spec.variant == "inb",
+            cpu=m.cpu,
             fmt=m.format, fifo=target.settings.fifo, lpt_base=m.lpt_base, lpt_irq=m.lpt_irq,
             extra=m.module_params.get(spec.interface),
         )
@@ -90,11 +95,14 @@ class ModuleRun(Measurement):
         self.tally = MeasurementTally()
         self.reconnects_before = getattr(self.scope, "reconnects", 0)
         self.arrival_host_s: list[float] = []  # the arrivals log, kept for the capture accounting
-        self.arrival_event: list[int] = []  # the module's own events by then (strays' seqs taken off)
+        # the module's own events by then (strays' seqs taken off)
+        self.arrival_event: list[int] = []
         settings = getattr(ctx.campaign, "module", None)
         self.traced = bool(settings is not None and settings.trace)
         self.trace_buffer_kb = settings.trace_buffer_kb if settings is not None else 0
-        self.trace_block_s = settings.trace_block if settings is not None and settings.trace_overhead else None
+        self.trace_block_s = (
+            settings.trace_block if settings is not None and settings.trace_overhead else None
+        )
         self.toggler: proc_ctl.TrackedProcess | None = None
         self.tracing: irqtrace.TraceSession | None = None
         self.trace_events: list[str] = []
@@ -104,7 +112,8 @@ class ModuleRun(Measurement):
         return {
             "period_ns": self.period_ns,
             "format": self.ctx.campaign.matrix.format,
-            "module": {"path": self.ctx.target.module_path(self.ctx.spec.interface), "params": self.params},
+            "module": {"path": self.ctx.target.module_path(self.ctx.spec.interface),
+                       "params": self.params},
             "device": self.device,
             "scope": self.scope is not None,
         }
@@ -115,8 +124,11 @@ class ModuleRun(Measurement):
         self.acq_csv = store.appender("scope_acquisitions.csv", header=(
             "acquisition,armed_host_s,done_host_s,frames,pulses,live_s,frames_without_pulse\n"))
         if self.strategy == "measurement":
-            self.meas_csv = store.appender("scope_measurements.csv", header=(
-                "acquisition,armed_host_s,count,mean_s,min_s,max_s,host_count,host_mean_s,host_min_s,host_max_s\n"))
+            self.meas_csv = store.appender(
+                "scope_measurements.csv",
+                header=("acquisition,armed_host_s,count,mean_s,min_s,max_s,"
+                        "host_count,host_mean_s,host_min_s,host_max_s\n"),
+            )
         self.arrivals = store.appender("sw_arrivals.csv", header="host_s,last_seq\n")
         if self.traced:
             self.trace_out = {name: store.appender(name) for name in
@@ -150,8 +162,10 @@ class ModuleRun(Measurement):
         conn = await target.live_connection()
         if self.tracing is not None:  # before the module: its first event is traced too
             await self._start_recording(conn)
-        self.module_maybe_loaded = True  # before the await: insmod can succeed and its reply be lost
-        await finish_then_cancel(modules.insmod(conn, target.module_path(self.ctx.spec.interface), self.params))
+        # before the await: insmod can succeed and its reply be lost
+        self.module_maybe_loaded = True
+        await finish_then_cancel(modules.insmod(conn, target.module_path(self.ctx.spec.interface),
+                                                self.params))
         # the reader is tracked like a load: a reader blocked in read() never sees its SSH
         # channel close, and an open device would make rmmod fail
         self.stream = await finish_then_cancel(proc_ctl.start_load(
@@ -169,11 +183,13 @@ class ModuleRun(Measurement):
         stop = asyncio.Event()
         if self.scope is not None:
             self.capture = asyncio.create_task(self._capture(stop))
-            # whatever happens to the run, the task's exception is collected (never "never retrieved")
+            # whatever happens to the run, the task's exception is collected (never "never
+            # retrieved")
             self.capture.add_done_callback(lambda t: t.cancelled() or t.exception())
         try:
             await self._stream()
-        except records.RecordFormatError as exc:  # the run fails on it (the core knows no record format)
+        # the run fails on it (the core knows no record format)
+        except records.RecordFormatError as exc:
             raise MeasurementFailure(f"record stream: {exc}") from None
         finally:
             stop.set()
@@ -190,14 +206,17 @@ class ModuleRun(Measurement):
             self.stream.conn = conn
             await proc_ctl.stop_load(self.stream)
         else:  # started but not yet tracked when the run was stopped
-            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir, proc_ctl.STREAM_NAME))
+            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir,
+                                                                    proc_ctl.STREAM_NAME))
         try:
             if self.toggler is not None:
                 self.toggler.conn = conn
                 await proc_ctl.stop_load(self.toggler)
             elif self.trace_block_s is not None:  # started but not yet tracked
-                await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir, TOGGLER))
-            if self.tracing is not None:  # before rmmod: the trace names the module's functions while it is loaded
+                await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(self.ctx.target.work_dir,
+                                                                        TOGGLER))
+            # before rmmod: the trace names the module's functions while it is loaded
+            if self.tracing is not None:
                 await self._read_trace(conn)
         finally:
             if self.module_maybe_loaded and self.stem in await modules.loaded_modules(conn):
@@ -211,9 +230,10 @@ class ModuleRun(Measurement):
         await irqtrace.remove_instance(conn, irqtrace.instance_name(target.work_dir))
         root = await irqtrace.tracefs_root(conn)
         if root is None:
-            raise TargetError(f"module.trace is on but {target.endpoint.where} has no tracefs (or it cannot be "
-                              "mounted): a kernel built with CONFIG_FTRACE is needed")
-        session = irqtrace.TraceSession(root, cpu, target.work_dir, irqtrace.MODULE_EVENTS, self.trace_buffer_kb)
+            raise TargetError(f"module.trace is on but {target.endpoint.where} has no tracefs (or "
+                              "it cannot be mounted): a kernel built with CONFIG_FTRACE is needed")
+        session = irqtrace.TraceSession(root, cpu, target.work_dir, irqtrace.MODULE_EVENTS,
+                                        self.trace_buffer_kb)
         self.tracing = session
         self.trace_events = await session.open(conn, record=False)
 
@@ -221,16 +241,20 @@ class ModuleRun(Measurement):
         target, cpu, session = self.ctx.target, self.ctx.campaign.matrix.cpu, self.tracing
         assert session is not None
         await session.record(conn)
-        if self.trace_block_s is not None:  # on the traced CPU: the tracing_cpumask keeps its marks only
+        # on the traced CPU: the tracing_cpumask keeps its marks only
+        if self.trace_block_s is not None:
             loop = session.toggle_command(self.trace_block_s)
             command = f"taskset -c {cpu} sh -c {shlex.quote(loop)}"
-            self.toggler = await finish_then_cancel(proc_ctl.start_load(conn, TOGGLER, command, target.work_dir,
-                                                             self.ctx.max_seconds, privileged=True, to_log=True))
+            self.toggler = await finish_then_cancel(proc_ctl.start_load(conn, TOGGLER, command,
+                                                                        target.work_dir,
+                                                             self.ctx.max_seconds, privileged=True,
+                                                             to_log=True))
 
     async def _read_trace(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         assert self.tracing is not None
         dump = await self.tracing.read_exact(conn)
-        for name, text in (("trace.txt", dump.text), ("trace_raw.txt", dump.raw), ("trace_ids.txt", dump.ids),
+        for name, text in (("trace.txt", dump.text), ("trace_raw.txt", dump.raw), ("trace_ids.txt",
+                                                                                   dump.ids),
                            ("trace.stats", dump.stats)):
             self.trace_out[name].write(text, flush=True)
         self.trace_read = True
@@ -247,25 +271,38 @@ class ModuleRun(Measurement):
         d = self.decoder
         return {
             "losses": {
-                "sw_lost": d.losses.lost,
-                "gaps": len(d.losses.gaps),
-                "first_gaps": d.losses.gaps[:20],
-                "sw_dropped_by_target": d.dropped_by_target,
-                "torn_bytes": d.pending_bytes,
-                "restarts": d.losses.summary(),
+                "sw_lost": d.losses.lost, "gaps": len(d.losses.gaps),
+                "first_gaps": d.losses.gaps[:20], "sw_dropped_by_target": d.dropped_by_target,
+                "torn_bytes": d.pending_bytes, "restarts": d.losses.summary()
             },
             "strays": d.strays,  # NOT_OURS records (None: the format cannot flag them); not samples
-            "interrupts": {"row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after},
+            "interrupts": {
+                "row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after
+            },
             "acquisitions": self.ctx.progress.acquisitions,
-            "capture": capture_summary(self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),
-                                       np.asarray(self.arrival_event), self.period_ns)
+            "capture": capture_summary(
+                self.strategy, self.acquisition_log, np.asarray(self.arrival_host_s),
+                np.asarray(self.arrival_event), self.period_ns
+            )
             | {"bus": bus_text(self.ctx.campaign.bench.scope), **self._frame_window()},
-            **({"scope_measurement": self.tally.summary()} if self.strategy == "measurement" else {}),
+            **(
+                {"scope_measurement": self.tally.summary()}
+                if self.strategy == "measurement"
+                else {}
+            ),
             "scope_reconnects": getattr(self.scope, "reconnects", 0) - self.reconnects_before,
-            **({"trace": {"clock": "mono", "cpu": self.ctx.campaign.matrix.cpu, "events": self.trace_events,
-                          "buffer_kb": self.trace_buffer_kb, "read": self.trace_read,
-                          "overhead_block_s": self.trace_block_s,
-                          "handler": self.stem}} if self.traced else {}),
+            **(
+                {
+                    "trace": {
+                        "clock": "mono", "cpu": self.ctx.campaign.matrix.cpu,
+                        "events": self.trace_events, "buffer_kb": self.trace_buffer_kb,
+                        "read": self.trace_read, "overhead_block_s": self.trace_block_s,
+                        "handler": self.stem
+                    }
+                }
+                if self.traced
+                else {}
+            ),
         }
 
     def _frame_window(self) -> dict[str, float]:
@@ -273,7 +310,8 @@ class ModuleRun(Measurement):
         if self.strategy != "segmented" or self.scope is None:
             return {}
         after = 1 - self.ctx.campaign.bench.scope.trigger_position_pct / 100
-        return {"frame_after_trigger_s": self.scope.record_span_s * after}  # the span the scope applied
+        # the span the scope applied
+        return {"frame_after_trigger_s": self.scope.record_span_s * after}
 
     @property
     def conversions(self) -> list:
@@ -348,7 +386,8 @@ class ModuleRun(Measurement):
         if not data:
             conn = self.ctx.target.conn
             if conn is None or conn.is_closed:
-                raise TargetError(f"lost the SSH session to {where} while streaming records (connection closed)")
+                raise TargetError(f"lost the SSH session to {where} while streaming records "
+                                  "(connection closed)")
             err = ""
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(1):
@@ -361,10 +400,12 @@ class ModuleRun(Measurement):
         where = self.ctx.target.endpoint.where
         conn = self.ctx.target.conn
         if conn is None or not await conn.responds(timeout=STALL_S):
-            return (f"the SSH link to {where} went silent: no record and no answer to a trivial command "
-                    f"for {2 * STALL_S:g} s (network, cable or a frozen target?)")
-        return f"the record stream stalled: no data for {STALL_S:g} s while {where} still answers " \
-               "(is the module's task running?)"
+            return (f"the SSH link to {where} went silent: no record and no answer to a trivial "
+                    f"command for {2 * STALL_S:g} s (network, cable or a frozen target?)")
+        return (
+            f"the record stream stalled: no data for {STALL_S:g} s while {where} still answers "
+            "(is the module's task running?)"
+        )
 
     async def _measure(self, loop: asyncio.AbstractEventLoop, armed: float) -> None:
         """One acquisition measured by the scope itself (no waveform transfer, unless this one
@@ -420,7 +461,8 @@ class ModuleRun(Measurement):
             f"{n},{s:.12e},{w:.12e},{armed:.6f},{f}\n"
             for s, w, f in zip(got.start_s, got.width_s, got.frame.tolist(), strict=True)
         ), flush=True)
-        log = AcquisitionLog(armed, done, got.frames, len(got.width_s), got.live_s, got.frames_without_pulse)
+        log = AcquisitionLog(armed, done, got.frames, len(got.width_s), got.live_s,
+                             got.frames_without_pulse)
         self.acq_csv.write(f"{n},{armed:.6f},{done:.6f},{log.frames},{log.pulses},{log.live_s:.9e},"
                            f"{log.frames_without_pulse}\n", flush=True)
         self.acquisition_log.append(log)

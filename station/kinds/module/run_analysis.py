@@ -25,23 +25,30 @@ import pyarrow.parquet as pq
 from station.analysis import dependence
 from station.analysis.distribution import Distribution
 from station.analysis.samples import RunSamples
-from station.analysis.streaming import WIDTH_QUANTUM_NS, ClusterMoments, DistributionBuilder, Moments
+from station.analysis.streaming import (
+    WIDTH_QUANTUM_NS,
+    ClusterMoments,
+    DistributionBuilder,
+    Moments,
+)
 from station.analysis.worst_case import TailSample
 from station.kinds.module import correlation, outliers
 from station.kinds.module import data as module_data
 from station.kinds.module.data import RunFiles
-from station.kinds.module.pairing import (
+from station.kinds.module.false_pairs import (
     AGREE_NS,
-    HW_COLUMNS,
     MAX_SPREAD_NS,
+    BlockShare,
+    max_share_within,
+    pulses_needed,
+)
+from station.kinds.module.pairing import (
+    HW_COLUMNS,
     METHOD,
     MIN_SEPARATION,
-    BlockShare,
     EventNumbers,
     StreamPairer,
-    max_share_within,
     pairs_frame,
-    pulses_needed,
     stray_mask,
 )
 from station.parsers import records
@@ -62,7 +69,9 @@ class PairedDiffs:
         self.median = d.median()
         self.sigma = d.robust_sigma(self.median)
         # a bulk of one value (σ = 0) is that bin
-        self.half_width = correlation.PAIRED_OUTLIER_MADS * self.sigma if self.sigma > 0 else WIDTH_QUANTUM_NS / 2
+        self.half_width = (
+            correlation.PAIRED_OUTLIER_MADS * self.sigma if self.sigma > 0 else WIDTH_QUANTUM_NS / 2
+        )
 
     def in_bulk(self, diff_ns: np.ndarray) -> np.ndarray:
         return np.abs(np.asarray(diff_ns, np.float64) - self.median) <= self.half_width
@@ -91,7 +100,8 @@ class RunAnalysis:
     tail: TailSample  # the software sample's top (worst case, cross-interface)
     tail_board_ns: np.ndarray  # the board's width of each tail event, NaN where it has none
     diffs: PairedDiffs | None
-    candidates: pd.DataFrame | None  # paired events with t_SW ≥ candidate_floor_ns or t_HW above its threshold
+    # paired events with t_SW ≥ candidate_floor_ns or t_HW above its threshold
+    candidates: pd.DataFrame | None
     candidate_floor_ns: float
     blocks: dependence.FineBlocks | None = None  # t_SW in time order, block by block (dependence)
 
@@ -142,14 +152,19 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     sw_thr, hw_thr = outliers.verdict_thresholds(sw, hw)
     edge = TailSample.edge_for(sw) if sw.count else np.inf
     floor = min(edge, sw_thr)
-    # pass 3: pairing, the tail, the board's widths, the sequence numbers the twin's truth is joined on
+    # pass 3: pairing, the tail, the board's widths, the sequence numbers the twin's truth is joined
+    # on
     present = _SeqSet() if truth_path.exists() and "seq" in sw_cols else None
     described = (sw.describe() or {}).get("percentiles_ns") or {}
-    tail = _TailCollector(edge, present, tuple(described.get(k, np.nan) for k in dependence.PERCENTILES))
+    tail = _TailCollector(
+        edge, present, tuple(described.get(k, np.nan) for k in dependence.PERCENTILES)
+    )
     numbers = EventNumbers(strays.seqs())
-    sw_stream = tail.tap(strays.only_own(files.iter_table("sw", ("seq", "latency_ns", "flags", "hw_width_ns",
+    sw_stream = tail.tap(strays.only_own(files.iter_table("sw", ("seq", "latency_ns", "flags",
+                                                                 "hw_width_ns",
                                                                     "t_write_ns", *part_column))))
-    # the records the scope's window spans (events_first..last of the capture): the shift's software side
+    # the records the scope's window spans (events_first..last of the capture): the shift's software
+    # side
     span = _SpanMoments.of(manifest.section("capture"), numbers)
     if span is not None:
         sw_stream = span.tap(sw_stream)
@@ -159,7 +174,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     pairer = _pairer(files, sw_cols, numbers, share)
     diffs = candidates = None
     ppm = Moments()  # the scope's timebase against the target's clock, per pair
-    unmeasured, unmeasured_widest = 0, 0.0  # pairs whose acquisition's ratio could not be fitted (taken as 1)
+    # pairs whose acquisition's ratio could not be fitted (taken as 1)
+    unmeasured, unmeasured_widest = 0, 0.0
     if pairer is not None:
         diff_b, diff_m, kept = DistributionBuilder(WIDTH_QUANTUM_NS), Moments(), []
         # pairing's temporaries are a few hundred bytes per pulse: a quarter of a batch at a time
@@ -175,7 +191,8 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
             ppm.add((pairs["clock_ratio"].to_numpy()[measured] - 1.0) * 1e6)
             if not measured.all():
                 unmeasured += int((~measured).sum())
-                unmeasured_widest = max(unmeasured_widest, float(pairs["hw_ns"].to_numpy()[~measured].max()))
+                unmeasured_widest = max(unmeasured_widest,
+                                        float(pairs["hw_ns"].to_numpy()[~measured].max()))
             keep = (pairs["sw_ns"].to_numpy() >= floor) | (pairs["hw_ns"].to_numpy() > hw_thr)
             if keep.any():
                 kept.append(pairs[keep])
@@ -200,35 +217,50 @@ def analyse_run(run_dir: Path) -> RunAnalysis:
     entry["strays"] = strays.summary(manifest.extra("format", "v1"), "flags" in sw_cols)
     entry["test_held"] = held or None
     if main_part is not None and entry["losses"] is not None:
-        entry["losses"]["paired_part"] = {"part": main_part, "records": part_sizes[main_part], "parts": len(part_sizes)}
+        entry["losses"]["paired_part"] = {"part": main_part, "records": part_sizes[main_part],
+                                          "parts": len(part_sizes)}
     entry["off_cpu"] = off_cpu or None
     if entry.get("pairing") is not None:
         entry["pairing"]["scope_vs_target_ppm"] = ppm.mean if ppm.count else None
-        # a width taken at ratio 1 is off by the clocks' real ratio: at most |ppm| × the widest such pulse
-        entry["pairing"]["clock_ratio_unmeasured"] = {
-            "pairs": unmeasured, "of": diffs.moments.count if diffs is not None else 0,
-            "max_error_ns": abs(ppm.mean) * 1e-6 * unmeasured_widest if unmeasured and ppm.count else None,
-        } if unmeasured else None
+        # a width taken at ratio 1 is off by the clocks' real ratio: at most |ppm| × the widest such
+        # pulse
+        entry["pairing"]["clock_ratio_unmeasured"] = (
+            {
+                "pairs": unmeasured,
+                "of": diffs.moments.count if diffs is not None else 0,
+                "max_error_ns": abs(ppm.mean) * 1e-6 * unmeasured_widest
+                if unmeasured and ppm.count
+                else None,
+            }
+            if unmeasured
+            else None
+        )
     if diffs is not None and candidates is not None:
         entry["outlier_verdict"] = outliers.outlier_verdict_of_candidates(
-            sw, hw, candidates, diffs.median, diffs.in_bulk(candidates["diff_ns"].to_numpy()), diffs.moments.count)
+            sw, hw, candidates, diffs.median, diffs.in_bulk(candidates["diff_ns"].to_numpy()),
+            diffs.moments.count)
     elif sw.count:
         entry["outlier_verdict"] = outliers.outlier_verdict(sw, hw, None)
     else:
         entry["outlier_verdict"] = None
-    return RunAnalysis(run_dir, manifest, entry, sw, hw, board, TailSample(sw, values, positions), board_ns,
+    return RunAnalysis(run_dir, manifest, entry, sw, hw, board, TailSample(sw, values, positions),
+                       board_ns,
                        diffs, candidates, floor, blocks)
 
 
-def dependence_summary(sw: Distribution, blocks: dependence.FineBlocks, period_ns: Any) -> dict[str, Any]:
-    """The run's dependence between events and its dependence-aware intervals (report `dependence`)."""
+def dependence_summary(
+    sw: Distribution, blocks: dependence.FineBlocks, period_ns: Any
+) -> dict[str, Any]:
+    """The run's dependence between events and its dependence-aware intervals (report
+    `dependence`)."""
     mean = dependence.mean_interval(blocks)
     if mean.get("se_ns"):
         mean["effective_n"] = min(float(sw.count), sw.std(1) ** 2 / mean["se_ns"] ** 2)
     percentiles = dependence.quantile_intervals(sw, blocks)
     period_s = float(period_ns) / 1e9 if isinstance(period_ns, int | float) and period_ns else None
     cycle = dependence.cycle_seconds(blocks, period_s)
-    return {"independent": bool(mean.get("independent")), "cycle_s": cycle, "block_events": dependence.FINE_EVENTS,
+    return {"independent": bool(mean.get("independent")), "cycle_s": cycle,
+            "block_events": dependence.FINE_EVENTS,
             "mean": mean, "percentiles": percentiles,
             "sentence": dependence.summary_sentence(mean, percentiles, sw.count, cycle, period_s)}
 
@@ -244,7 +276,8 @@ def _pairer(files: RunFiles, sw_cols: set[str], numbers: EventNumbers,
     arrivals = read_csv_lines(arrivals_path)
     if not len(arrivals):
         return None
-    return StreamPairer(arrivals, int(files.manifest.extra("period_ns") or 0) or 1, numbers=numbers, share=share)
+    return StreamPairer(arrivals, int(files.manifest.extra("period_ns") or 0) or 1, numbers=numbers,
+                        share=share)
 
 
 class _StrayTally:
@@ -295,8 +328,9 @@ class _StrayTally:
     def summary(self, fmt: str, has_flags: bool) -> dict[str, Any]:
         if not has_flags:
             return {"count": None, "share": None, "times_s": [],
-                    "note": f"{fmt} records carry no flags: a stray IRQ on the module's line cannot be told "
-                    "from the module's own (the modules drop the ones they flag), so t_SW may hold some"}
+                    "note": f"{fmt} records carry no flags: a stray IRQ on the module's line "
+                            "cannot be told from the module's own (the modules drop the ones they "
+                            "flag), so t_SW may hold some"}
         times = np.concatenate(self._times) if self._times else np.empty(0, np.int64)
         zero = self.first_ns or 0
         span = (self.last_ns - zero) / 1e9 if self.last_ns is not None else 0.0
@@ -311,7 +345,8 @@ class _TailCollector:
     """Passes the records through, keeping the software values at or above `edge` (with their
     positions in the run and board widths), the board's widths and the sequence numbers seen."""
 
-    def __init__(self, edge: float, present: _SeqSet | None, levels: tuple[float, ...] = ()) -> None:
+    def __init__(self, edge: float, present: _SeqSet | None, levels: tuple[float,
+                                                                           ...] = ()) -> None:
         self.edge = edge
         self.present = present
         self.blocks = dependence.FineBlocks(levels=levels)  # the run in time order: its dependence
@@ -345,7 +380,8 @@ class _TailCollector:
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not self._parts:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
-        return tuple(np.concatenate(p) for p in zip(*self._parts, strict=True))  # type: ignore[return-value]
+        return tuple(np.concatenate(p) for p in zip(*self._parts,
+                                                    strict=True))  # type: ignore[return-value]
 
 class _SeqSet:
     """The sequence numbers a run recorded, as a bitmap (the twin's truth is joined on them)."""
@@ -392,7 +428,8 @@ class _SpanMoments:
     def of(cls, capture: dict | None, numbers: EventNumbers) -> _SpanMoments | None:
         capture = capture or {}
         if capture.get("first_event") is None or capture.get("last_event") is None:
-            return None  # an import, a legacy stream: no arrivals to place the window in the records
+            # an import, a legacy stream: no arrivals to place the window in the records
+            return None
         return cls(int(capture["first_event"]), int(capture["last_event"]), numbers)
 
     def tap(self, batches: Iterator[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]]:
@@ -419,7 +456,8 @@ def _entry(files: RunFiles, sw: Distribution, hw: Distribution | None, board: Di
         # The cluster-robust SE over acquisitions covers which events were caught, on dependent
         # events too (tests/test_dependence.py).
         hw_mean, hw_se = _hw_mean_se(cluster, files)
-        shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median(), _acquisitions(files, cluster), span)
+        shift = correlation.shift_of(sw, hw_mean, hw_se, hw.median(), _acquisitions(files, cluster),
+                                     span)
     return {
         "id": m.run_id,
         **(m.run.model_dump() if m.run else {}),
@@ -444,7 +482,8 @@ def _entry(files: RunFiles, sw: Distribution, hw: Distribution | None, board: Di
         "shift": shift,
         "outliers": outliers.run_outliers(sw, hw) if sw.count else None,
         "truth": _truth(files.dir, present) if present is not None else None,
-        "pairing": _pairing_summary(pairer, diffs) if pairer is not None and pairer.pulses else None,
+        "pairing": _pairing_summary(pairer,
+                                    diffs) if pairer is not None and pairer.pulses else None,
     }
 
 
@@ -476,7 +515,8 @@ def _describe_widths(hw: Distribution, moments: Moments) -> dict | None:
     percentiles from the binned distribution (within half a bin)."""
     described = hw.describe()
     if described is not None:
-        described.update(min_ns=moments.min, max_ns=moments.max, mean_ns=moments.mean, std_ns=moments.std(1))
+        described.update(min_ns=moments.min, max_ns=moments.max, mean_ns=moments.mean,
+                         std_ns=moments.std(1))
     return described
 
 
@@ -504,19 +544,25 @@ def _pairing_summary(pairer: StreamPairer, diffs: PairedDiffs | None) -> dict:
     unmatched = _unmatched(pairer)
     note = None
     if unmatched:
-        note = (f"the scope's pulses match none of the target's events: {paired} of {pairer.pairable} acquisitions "
-                "that could be paired were (is the scope on this target's pin, this channel, this run?); "
-                "no paired estimate")
+        note = (f"the scope's pulses match none of the target's events: {paired} of "
+                f"{pairer.pairable} acquisitions that could be paired were (is the scope on this "
+                "target's pin, this channel, this run?); no paired estimate")
     elif paired < MIN_PAIRED_ACQUISITIONS:
         alike = pairer.fitting - paired
-        why = (f"acquisitions of {pulses_each:.3g} pulses on average; telling events apart needs about "
-               f"{needed} agreeing pulses an acquisition with this run's t_SW spread" if needed else
+        why = (f"acquisitions of {pulses_each:.3g} pulses on average; telling events apart needs "
+               f"about {needed} agreeing pulses an acquisition with this run's t_SW "
+               "spread" if needed else
                "this run's t_SW are too alike to tell events apart by their pulses")
-        if alike > 0 and needed and pulses_each >= needed:  # enough pulses: the alignments were too alike
-            why = (f"{alike} of {pairer.pairable} acquisitions fit more than one alignment alike (the best within "
-                   f"{MAX_SPREAD_NS:g} ns, the next not {MIN_SEPARATION:g}× worse): the pulse widths are too coarse "
-                   "(the scope's sample interval) for this run's t_SW spread to tell neighbouring events apart")
-        note = f"{paired} acquisitions paired (fewer than {MIN_PAIRED_ACQUISITIONS}): no paired estimate; {why}"
+        # enough pulses: the alignments were too alike
+        if alike > 0 and needed and pulses_each >= needed:
+            why = (f"{alike} of {pairer.pairable} acquisitions fit more than one alignment alike "
+                   f"(the best within {MAX_SPREAD_NS:g} ns, the next not {MIN_SEPARATION:g}× "
+                   "worse): the pulse widths are too coarse (the scope's sample interval) for "
+                   "this run's t_SW spread to tell neighbouring events apart")
+        note = (
+            f"{paired} acquisitions paired (fewer than {MIN_PAIRED_ACQUISITIONS}): no paired "
+            f"estimate; {why}"
+        )
     return {
         "acquisitions": pairer.acquisitions,
         "acquisitions_paired": paired,
@@ -541,10 +587,12 @@ def _truth(run_dir: Path, present: _SeqSet) -> dict | None:
     """What the twin injected, for the events (and stray IRQs) this run recorded."""
     t_rw, hw_sw = Moments(), Moments()
     injected = strays = 0
-    f = pq.ParquetFile(run_dir / "twin-truth.parquet", pre_buffer=False)  # see module_data.iter_table
-    columns = ["seq", "t_rw_ns", "hw_ns", "sw_ns", "d_sw_ns"] + (["stray"] if "stray" in f.schema_arrow.names else [])
-    # one thread, as iter_table reads: Arrow's pool would leave threads that keep a report from forking
-    # its figures' workers (station/analysis/run_pool.py)
+    # see module_data.iter_table
+    f = pq.ParquetFile(run_dir / "twin-truth.parquet", pre_buffer=False)
+    columns = ["seq", "t_rw_ns", "hw_ns", "sw_ns",
+               "d_sw_ns"] + (["stray"] if "stray" in f.schema_arrow.names else [])
+    # one thread, as iter_table reads: Arrow's pool would leave threads that keep a report from
+    # forking its figures' workers (station/analysis/run_pool.py)
     for batch in f.iter_batches(columns=columns, use_threads=False):
         t = batch.to_pandas(use_threads=False)
         t = t[present.has(t["seq"].to_numpy())]
@@ -557,5 +605,6 @@ def _truth(run_dir: Path, present: _SeqSet) -> dict | None:
         injected += int((t["d_sw_ns"] > 0).sum())
     if not t_rw.count:
         return None
-    return {"t_rw_mean_ns": t_rw.mean, "hw_minus_sw_mean_ns": hw_sw.mean, "sw_outliers_injected": injected,
+    return {"t_rw_mean_ns": t_rw.mean, "hw_minus_sw_mean_ns": hw_sw.mean,
+            "sw_outliers_injected": injected,
             "strays_injected": strays}

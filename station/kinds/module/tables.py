@@ -20,7 +20,12 @@ from station.common.formatting import (
     us,
     us_interval,
 )
-from station.kinds.module.decomposition_tables import credited_table, largest_table, overhead_table, stages_table
+from station.kinds.module.decomposition_tables import (
+    credited_table,
+    largest_table,
+    overhead_table,
+    stages_table,
+)
 from station.report.tables import Cell, Table, _n, _t
 
 
@@ -72,14 +77,16 @@ def runs_table(report: Mapping[str, Any]) -> Table | None:
                      + (f" ({', '.join(lines)})" if lines else "")
                      + " in /proc/interrupts during the run; " + _irq_surplus_text(runs))
     if any(r.get("strays") for r in runs):
-        notes.append("Stray IRQs: records the module flagged NOT_OURS (a foreign interrupt on its line: a "
-                     "shared or noisy line), with their share of the records; not latencies of the module, so "
-                     "left out of t_SW and of the event pairing. n/a: the record format cannot flag them.")
+        notes.append("Stray IRQs: records the module flagged NOT_OURS (a foreign interrupt on its "
+                     "line: a shared or noisy line), with their share of the records; not "
+                     "latencies of the module, so left out of t_SW and of the event pairing. n/a: "
+                     "the record format cannot flag them.")
     if any(r.get("outliers") for r in runs):
         notes.append(ROBUST_OUTLIERS_NOTE)
     return Table("runs", "Run status", [
         "Run", "Interface", "Variant", "Load", "Rep.", "Status", "Duration (s)",
-        *([] if common_period is not None else ["Period (µs)"]), "Samples SW / HW", "IRQs", "Stray IRQs",
+        *([] if common_period is not None else ["Period (µs)"]), "Samples SW / HW", "IRQs",
+        "Stray IRQs",
         "Lost / dropped / gaps", "HW − SW (µs)", "95% CI (µs)",
         "Robust outliers software / scope (> threshold, µs)",
     ], rows, notes)
@@ -90,7 +97,9 @@ def _strays_text(strays: Mapping[str, Any] | None) -> str:
         return MISSING
     if strays.get("count") is None:
         return "n/a"
-    return f"{count_text(strays['count'])} ({100 * strays['share']:.2g} %)" if strays["count"] else "0"
+    return (
+        f"{count_text(strays['count'])} ({100 * strays['share']:.2g} %)" if strays["count"] else "0"
+    )
 
 
 ROBUST_OUTLIERS_NOTE = (
@@ -103,9 +112,13 @@ ROBUST_OUTLIERS_NOTE = (
 def _irq_surplus(run: Mapping[str, Any]) -> int | None:
     """IRQs counted minus the records the stream delivered (the module's own and its strays')."""
     irq = run.get("interrupts")
-    if not isinstance(irq, Mapping) or not (is_number(irq.get("before")) and is_number(irq.get("after"))):
+    if not isinstance(irq, Mapping) or not (
+        is_number(irq.get("before")) and is_number(irq.get("after"))
+    ):
         return None
-    records = ((run.get("sw") or {}).get("count") or 0) + ((run.get("strays") or {}).get("count") or 0)
+    records = ((run.get("sw") or {}).get("count") or 0) + (
+        (run.get("strays") or {}).get("count") or 0
+    )
     return int(irq["after"] - irq["before"] - records)
 
 
@@ -117,17 +130,24 @@ def _irq_surplus_text(runs: list[Mapping[str, Any]]) -> str:
     parts = []
     if len(more) + len(fewer) < len(surplus):
         equal = len(surplus) - len(more) - len(fewer)
-        parts.append("equal to the software records (own and stray)"
-                     + (" in every run" if not more and not fewer else f" in {equal} run{'s' if equal != 1 else ''}"))
+        parts.append(
+            "equal to the software records (own and stray)"
+            + (
+                " in every run"
+                if not more and not fewer
+                else f" in {equal} run{'s' if equal != 1 else ''}"
+            )
+        )
     if more:
         worst = max(more, key=lambda k: more[k])
-        parts.append(f"more than the records in {len(more)} run{'s' if len(more) != 1 else ''} (up to "
-                     f"{count_text(more[worst])}, {worst}): events the stream had not delivered when the count "
-                     "was read, or records lost in transit")
+        parts.append(f"more than the records in {len(more)} run{'s' if len(more) != 1 else ''} (up "
+                     f"to {count_text(more[worst])}, {worst}): events the stream had not delivered "
+                     "when the count was read, or records lost in transit")
     if fewer:
         worst = min(fewer, key=lambda k: fewer[k])
-        parts.append(f"fewer than the records in {len(fewer)} run{'s' if len(fewer) != 1 else ''} (by up to "
-                     f"{count_text(-fewer[worst])}, {worst}): records without a counted interrupt, to look into")
+        parts.append(f"fewer than the records in {len(fewer)} run{'s' if len(fewer) != 1 else ''} "
+                     f"(by up to {count_text(-fewer[worst])}, {worst}): records without a counted "
+                     "interrupt, to look into")
     return "; ".join(parts) + "."
 
 
@@ -231,11 +251,12 @@ def outliers_table(report: Mapping[str, Any]) -> Table | None:
                  f"Outliers above the {' / '.join(references)} maximum (the seed's criterion)", [
                      "Interface", "Reference", "Threshold (µs)", "SW above / total",
                      "SW fraction", "HW above / total", "Seen by scope", "Verdict"], rows,
-                 ["Above the reference maximum (the seed's criterion): samples of one interface above "
-                  "the largest software latency of the other (the reference) under the same load. The "
-                  "seed saw ≈ 10⁻⁵ of PCIe samples above the LPT maximum in software but not on the "
-                  "scope; a delay before the bus write (an SMI, say) would do exactly that. Not the "
-                  "same as the runs' robust outliers (> median + 8·MAD of the run itself)."])
+                 ["Above the reference maximum (the seed's criterion): samples of one interface "
+                  "above the largest software latency of the other (the reference) under the same "
+                  "load. The seed saw ≈ 10⁻⁵ of PCIe samples above the LPT maximum in software but "
+                  "not on the scope; a delay before the bus write (an SMI, say) would do exactly "
+                  "that. Not the same as the runs' robust outliers (> median + 8·MAD of the run "
+                  "itself)."])
 
 
 def worst_case_table(report: Mapping[str, Any]) -> Table | None:
@@ -243,8 +264,10 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
     if not items:
         return None
     counts = {r.get("id"): (r.get("sw") or {}).get("count") for r in report.get("runs") or []}
-    deadline = next((c["deadline"]["deadline_ns"] for c in items if isinstance(c.get("deadline"), Mapping)), None)
-    exceedance = next((e for c in items for e in (c.get("exceedance"), (c.get("quantile_ns") or {}).get("exceedance"))
+    deadline = next((c["deadline"]["deadline_ns"] for c in items if isinstance(c.get("deadline"),
+                                                                               Mapping)), None)
+    exceedance = next((e for c in items for e in (c.get("exceedance"),
+                                                  (c.get("quantile_ns") or {}).get("exceedance"))
                        if is_number(e)), None)
     rows = []
     any_weak = False
@@ -255,15 +278,26 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
         weak = is_number(p) and is_number(count) and not percentile_is_reliable("p99.999", count)
         any_weak |= weak
         q = c.get("quantile_ns") if isinstance(c.get("quantile_ns"), Mapping) else {}
-        fit = "reliable" if c.get("reliable") else "unreliable: " + "; ".join(c.get("reasons") or ["no fit"])
-        row = [_t(_label(c)), _n(us(c.get("observed_max_ns"))), Cell(us(p), numeric=True, weak=weak),
+        fit = (
+            "reliable"
+            if c.get("reliable")
+            else "unreliable: " + "; ".join(c.get("reasons") or ["no fit"])
+        )
+        row = [_t(_label(c)), _n(us(c.get("observed_max_ns"))), Cell(us(p), numeric=True,
+                                                                     weak=weak),
                _n(f"{us(q.get('estimate'))} [{us(q.get('ci_low'))}, {us(q.get('ci_high'))}]"
                   if q and c.get("reliable") else "–"),
                _t(fit)]
         if deadline is not None:
             d = c.get("deadline") or {}
             # the observed fraction with its exact interval (worst_case._deadline_block)
-            row.append(_n(f"{d['p_exceed']:.2g} {probability_interval(d)}" if is_number(d.get("p_exceed")) else "–"))
+            row.append(
+                _n(
+                    f"{d['p_exceed']:.2g} {probability_interval(d)}"
+                    if is_number(d.get("p_exceed"))
+                    else "–"
+                )
+            )
         b = c.get("bound") if isinstance(c.get("bound"), Mapping) else {}
         row.append(_n(f"{us(b['bound_ns'])} (1 in {b['one_in']:,.0f})"
                       if is_number(b.get("bound_ns")) and is_number(b.get("one_in")) else "–"))
@@ -274,18 +308,20 @@ def worst_case_table(report: Mapping[str, Any]) -> Table | None:
         header.append(f"P(> {us(deadline)} µs) per event [95 %]")
     header.append("Distribution-free bound (µs, 95 %)")
     notes = [WEAK_PERCENTILE_NOTE] if any_weak else []
-    notes.append("Tail fit: peaks over a threshold fitted with a generalised Pareto distribution, profile "
-                 "likelihood intervals; threshold chosen where the shape is stable, checked by an "
-                 "Anderson-Darling test and for clustered extremes (extremal index). Where the sample resolves "
-                 "the probability (10 events expected beyond it) the latency is the empirical quantile with an "
-                 "exact order-statistic interval, and a deadline's probability is always the observed fraction "
-                 "with its exact (Clopper-Pearson) interval: the fit's own intervals held the twin's true "
-                 "quantiles less often than stated even inside the data. An unreliable fit gives no number "
-                 "here, only the reason (report.json keeps its estimates, and the fit's deadline figure); so "
-                 "does a probability rarer than 10 in the sample's size (an extrapolation beyond the data). "
-                 "The distribution-free bound holds for any "
-                 "distribution: with 95 % confidence, at most 1 event in the number given exceeds the sample's "
-                 "maximum. The observed maximum is one draw: it ranks nothing by itself.")
+    notes.append("Tail fit: peaks over a threshold fitted with a generalised Pareto distribution, "
+                 "profile likelihood intervals; threshold chosen where the shape is stable, "
+                 "checked by an Anderson-Darling test and for clustered extremes (extremal index). "
+                 "Where the sample resolves the probability (10 events expected beyond it) the "
+                 "latency is the empirical quantile with an exact order-statistic interval, and a "
+                 "deadline's probability is always the observed fraction with its exact "
+                 "(Clopper-Pearson) interval: the fit's own intervals held the twin's true "
+                 "quantiles less often than stated even inside the data. An unreliable fit gives "
+                 "no number here, only the reason (report.json keeps its estimates, and the fit's "
+                 "deadline figure); so does a probability rarer than 10 in the sample's size (an "
+                 "extrapolation beyond the data). The distribution-free bound holds for any "
+                 "distribution: with 95 % confidence, at most 1 event in the number given exceeds "
+                 "the sample's maximum. The observed maximum is one draw: it ranks nothing by "
+                 "itself.")
     return Table("worst_case", "Worst case", [*header, "Run"], rows, notes)
 
 
@@ -295,26 +331,36 @@ def pairing_table(report: Mapping[str, Any]) -> Table | None:
         p = r.get("pairing")
         if not p:
             continue
-        rows.append([
-            _t(r.get("id")),
-            _n(f"{count_text(p.get('acquisitions_paired'))} / {count_text(p.get('acquisitions'))}"),
-            _n(f"{count_text(p.get('pulses_paired'))} / {count_text(p.get('pulses'))}"),
-            _n(f"{p['expected_false_pairs']:.1g}" if is_number(p.get("expected_false_pairs")) else MISSING),
-            _n(us(p.get("hw_minus_sw_paired_mean_ns"))),
-            _n(us(p.get("hw_minus_sw_paired_median_ns"))),
-            _n(us(p.get("hw_minus_sw_paired_std_ns"))),
-        ])
+        rows.append(
+            [
+                _t(r.get("id")),
+                _n(
+                    f"{count_text(p.get('acquisitions_paired'))} / "
+                    f"{count_text(p.get('acquisitions'))}"
+                ),
+                _n(f"{count_text(p.get('pulses_paired'))} / {count_text(p.get('pulses'))}"),
+                _n(
+                    f"{p['expected_false_pairs']:.1g}"
+                    if is_number(p.get("expected_false_pairs"))
+                    else MISSING
+                ),
+                _n(us(p.get("hw_minus_sw_paired_mean_ns"))),
+                _n(us(p.get("hw_minus_sw_paired_median_ns"))),
+                _n(us(p.get("hw_minus_sw_paired_std_ns"))),
+            ]
+        )
     if not rows:
         return None
     return Table("pairing", "Event pairing: each scope pulse matched to its software record", [
-        "Run", "Acquisitions paired", "Pulses paired", "Expected false pairs (acquisitions)", "HW − SW mean (µs)",
+        "Run", "Acquisitions paired", "Pulses paired", "Expected false pairs (acquisitions)",
+        "HW − SW mean (µs)",
         "HW − SW median (µs)", "HW − SW std (µs)"], rows,
-        ["The same events seen twice: the spread of HW − SW per event is the measurement's own noise "
-         "(bus access jitter, scope resolution), not the latency's.",
-         "An acquisition is paired only where no wrong alignment among the candidates searched could fit its "
-         "pulses as well with probability above 1e-4; expected false pairs: the sum of those probabilities over "
-         "the acquisitions paired (an upper bound). Acquisitions of too few pulses stay unpaired: the notes say "
-         "why."])
+        ["The same events seen twice: the spread of HW − SW per event is the measurement's own "
+         "noise (bus access jitter, scope resolution), not the latency's.",
+         "An acquisition is paired only where no wrong alignment among the candidates searched "
+         "could fit its pulses as well with probability above 1e-4; expected false pairs: the sum "
+         "of those probabilities over the acquisitions paired (an upper bound). Acquisitions of "
+         "too few pulses stay unpaired: the notes say why."])
 
 
 def capture_table(report: Mapping[str, Any]) -> Table | None:
@@ -324,33 +370,43 @@ def capture_table(report: Mapping[str, Any]) -> Table | None:
         c = r.get("capture")
         if not c or not c.get("acquisitions"):
             continue
-        ratio, dead, fraction = c.get("capture_ratio"), c.get("dead_time_per_acquisition_s"), c.get("dead_fraction")
-        rows.append([
-            _t(r.get("id")),
-            _t(c.get("strategy")),
-            _t(c.get("bus") or MISSING),
-            _n(count_text(c.get("acquisitions"))),
-            _n(count_text(c.get("frames"))),
-            _n(count_text(c.get("frames_without_pulse")) if c.get("strategy") == "segmented" else MISSING),
-            _n(count_text(c.get("pulses"))),
-            _n(count_text(c.get("events_emitted"))),
-            _n(f"{100 * ratio:.1f} %" if is_number(ratio) else MISSING),
-            _n(f"{1e3 * dead:.2f}" if is_number(dead) else MISSING),
-            _n(f"{100 * fraction:.1f} %" if is_number(fraction) else MISSING),
-        ])
+        ratio, dead, fraction = (
+            c.get("capture_ratio"), c.get("dead_time_per_acquisition_s"), c.get("dead_fraction")
+        )
+        rows.append(
+            [
+                _t(r.get("id")),
+                _t(c.get("strategy")),
+                _t(c.get("bus") or MISSING),
+                _n(count_text(c.get("acquisitions"))),
+                _n(count_text(c.get("frames"))),
+                _n(
+                    count_text(c.get("frames_without_pulse"))
+                    if c.get("strategy") == "segmented"
+                    else MISSING
+                ),
+                _n(count_text(c.get("pulses"))),
+                _n(count_text(c.get("events_emitted"))),
+                _n(f"{100 * ratio:.1f} %" if is_number(ratio) else MISSING),
+                _n(f"{1e3 * dead:.2f}" if is_number(dead) else MISSING),
+                _n(f"{100 * fraction:.1f} %" if is_number(fraction) else MISSING),
+            ]
+        )
     if not rows:
         return None
     return Table("capture", "Scope capture: how many of the events the scope saw", [
-        "Run", "Strategy", "Bus", "Acquisitions", "Frames", "Frames cut", "Pulses", "Events in window", "Capture ratio",
+        "Run", "Strategy", "Bus", "Acquisitions", "Frames", "Frames cut", "Pulses",
+        "Events in window", "Capture ratio",
         "Dead time per acquisition (ms)", "Dead share of the window"], rows,
-        ["Capture ratio: pulses captured ÷ events the target emitted between the first acquisition's "
-         "arming and the last one's transfer (counted from the record stream's sequence numbers). Dead "
-         "time: that window less the time the records (or the frames) cover: re-arming, waiting for a "
-         "trigger and transfer (the host extracts one record while the scope acquires the next). waveform: "
-         "single long records; segmented: FastFrame / segmented memory, one pulse a frame placed by the "
-         "scope's time tags; frames cut: frames that held no whole pulse (a pulse outlasting the frame: "
-         "its width is lost, and those are the longest). Bus: how the data reached "
-         "the station; on the twin, the simulated bus that holds each reply back (instruments/sim/bus.py)."])
+        ["Capture ratio: pulses captured ÷ events the target emitted between the first "
+         "acquisition's arming and the last one's transfer (counted from the record stream's "
+         "sequence numbers). Dead time: that window less the time the records (or the frames) "
+         "cover: re-arming, waiting for a trigger and transfer (the host extracts one record while "
+         "the scope acquires the next). waveform: single long records; segmented: FastFrame / "
+         "segmented memory, one pulse a frame placed by the scope's time tags; frames cut: frames "
+         "that held no whole pulse (a pulse outlasting the frame: its width is lost, and those are "
+         "the longest). Bus: how the data reached the station; on the twin, the simulated bus that "
+         "holds each reply back (instruments/sim/bus.py)."])
 
 
 def scope_measurement_table(report: Mapping[str, Any]) -> Table | None:
@@ -367,25 +423,30 @@ def scope_measurement_table(report: Mapping[str, Any]) -> Table | None:
                 m.get("scope_measures"), MISSING)),
             _n(f"{count_text(m.get('valid'))} / {count_text(m.get('acquisitions'))}"),
             _n(count_text(m.get("pulses"))),
-            *(_n(us(1e9 * m[k]) if is_number(m.get(k)) else MISSING) for k in ("mean_s", "min_s", "max_s")),
+            *(_n(us(1e9 * m[k]) if is_number(m.get(k)) else MISSING) for k in ("mean_s", "min_s",
+                                                                               "max_s")),
             _n(count_text(m.get("cross_checked"))),
             _n(f"{1e9 * diff:.1f}" if is_number(diff) else MISSING),
         ])
     if not rows:
         return None
     return Table("scope_measurement", "The scope's own pulse-width measurement", [
-        "Run", "The scope measures", "Acquisitions with a value / all", "Pulses measured", "Mean (µs)",
+        "Run", "The scope measures", "Acquisitions with a value / all", "Pulses measured",
+        "Mean (µs)",
         "Min (µs)", "Max (µs)", "Cross-checked acquisitions", "Largest |scope − host| (ns)"], rows,
-        ["capture: measurement: the scope measures each acquisition itself (TDS MEASUrement:IMMed, MSO "
-         "measurement results, InfiniiVision :MEASure:PWIDth) and no waveform crosses the bus; 9.9E37 (no "
-         "valid measurement) counts as no value. Cross-checked acquisitions had their record transferred too: "
-         "the host's extraction of the same pulses differs from the scope's numbers by at most the last column."])
+        ["capture: measurement: the scope measures each acquisition itself (TDS MEASUrement:IMMed, "
+         "MSO measurement results, InfiniiVision :MEASure:PWIDth) and no waveform crosses the bus; "
+         "9.9E37 (no valid measurement) counts as no value. Cross-checked acquisitions had their "
+         "record transferred too: the host's extraction of the same pulses differs from the "
+         "scope's numbers by at most the last column."])
 
 
 def all_tables(report: Mapping[str, Any]) -> dict[str, Table]:
     """Tables in reading order, keyed by Table.key; absent parts are left out."""
     tables = [worst_case_table(report), trw_table(report), outliers_table(report),
-              runs_table(report), capture_table(report), scope_measurement_table(report), pairing_table(report),
-              stats_table(report), stages_table(report), overhead_table(report), credited_table(report),
+              runs_table(report), capture_table(report), scope_measurement_table(report),
+              pairing_table(report),
+              stats_table(report), stages_table(report), overhead_table(report),
+              credited_table(report),
               largest_table(report)]
     return {t.key: t for t in tables if t is not None}

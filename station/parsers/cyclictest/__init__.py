@@ -40,8 +40,8 @@ Everything malformed raises :class:`CyclictestOutputError` (a ValueError) with t
 (text) or the JSON path; absurd sizes are refused the same way (more than ``MAX_THREADS``
 threads, bucket indices above ``MAX_BUCKET``, counts of 2**63 or more).
 
-Its modules: model.py (what the parsers give, the limits, the error), text.py (stdout), json_report.py
-(the --json file); this package's face re-exports what the station and the tests use.
+Its modules: model.py (what the parsers give, the limits, the error), text.py (stdout),
+json_report.py (the --json file); this package's face re-exports what the station and the tests use.
 """
 
 from __future__ import annotations

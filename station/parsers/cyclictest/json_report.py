@@ -60,10 +60,12 @@ def _repair(text: str) -> tuple[str, list[str]]:
 
 
 def _path(parent: str, key: str) -> str:
-    return f"{parent}.{key}" if re.fullmatch(r"[A-Za-z0-9_:]+", key) else f"{parent}[{json.dumps(key)}]"
+    return f"{parent}.{key}" if re.fullmatch(r"[A-Za-z0-9_:]+",
+                                             key) else f"{parent}[{json.dumps(key)}]"
 
 
-def _get(obj: dict, key: str, parent: str, kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
+def _get(obj: dict, key: str, parent: str, kind: type | tuple[type, ...], *,
+         optional: bool = False) -> Any:
     if key not in obj:
         if optional:
             return None
@@ -71,7 +73,8 @@ def _get(obj: dict, key: str, parent: str, kind: type | tuple[type, ...], *, opt
     v = obj[key]
     ok = (type(v) is int) if kind is int else isinstance(v, kind) and not isinstance(v, bool)
     if not ok:
-        raise CyclictestOutputError(f"{type(v).__name__} where {getattr(kind, '__name__', kind)} belongs",
+        raise CyclictestOutputError(f"{type(v).__name__} where {getattr(kind, '__name__', kind)} "
+                                    "belongs",
                                     path=_path(parent, key))
     return v
 
@@ -96,7 +99,8 @@ def _atoi(s: str) -> int:
 
 def histogram_option(cmdline: str) -> int | None:
     """The -h/-H/--histogram/--histofall value of a cyclictest command line (the last one, as
-    cyclictest takes it, clamped to its HIST_MAX), or None. The line's quoting is lost: best effort."""
+    cyclictest takes it, clamped to its HIST_MAX), or None. The line's quoting is lost: best
+    effort."""
     toks = cmdline.split()
     hist = None
     i = 1
@@ -155,7 +159,9 @@ def parse_json(data: str | bytes) -> CyclictestReport:
             if isinstance(first, json.JSONDecodeError):
                 raise CyclictestOutputError(f"not JSON: {first.msg} (column {first.colno})",
                                             line=first.lineno) from None
-            raise CyclictestOutputError(f"not JSON: {str(first)[:80] or type(first).__name__}") from None
+            raise CyclictestOutputError(
+                f"not JSON: {str(first)[:80] or type(first).__name__}"
+            ) from None
     return _report(doc, tuple(repairs))
 
 
@@ -167,7 +173,8 @@ def _report(doc: Any, repairs: tuple[str, ...]) -> CyclictestReport:
     si = _get(doc, "sysinfo", "$", dict)
     realtime = _get(si, "realtime", "$.sysinfo", int)
     sysinfo = SysInfo(
-        release=_get(si, "release", "$.sysinfo", str), version=_get(si, "version", "$.sysinfo", str),
+        release=_get(si, "release", "$.sysinfo", str), version=_get(si, "version", "$.sysinfo",
+                                                                    str),
         realtime=bool(_bounded(realtime, "$.sysinfo.realtime", 0, 1)),
         sysname=_get(si, "sysname", "$.sysinfo", str, optional=True),
         nodename=_get(si, "nodename", "$.sysinfo", str, optional=True),
@@ -175,8 +182,10 @@ def _report(doc: Any, repairs: tuple[str, ...]) -> CyclictestReport:
     )
     n = _bounded(_get(doc, "num_threads", "$", int), "$.num_threads", 0, MAX_THREADS)
     res = _get(doc, "resolution_in_ns", "$", int)
-    if res not in (0, 1, 1000):  # it is the -N flag; 1000 read as "µs" should a version write the unit
-        raise CyclictestOutputError(f"{res}: expected 0 or 1 (the -N flag)", path="$.resolution_in_ns")
+    # it is the -N flag; 1000 read as "µs" should a version write the unit
+    if res not in (0, 1, 1000):
+        raise CyclictestOutputError(f"{res}: expected 0 or 1 (the -N flag)",
+                                    path="$.resolution_in_ns")
     nsecs = res == 1
     unit = 1 if nsecs else 1000
     hist_range = histogram_option(cmdline)
@@ -184,19 +193,23 @@ def _report(doc: Any, repairs: tuple[str, ...]) -> CyclictestReport:
     want = {str(i) for i in range(n)}
     if set(tobj) != want:
         odd = sorted(set(tobj) ^ want, key=lambda k: (len(k), k))[:3]
-        raise CyclictestOutputError(f"thread keys must be 0..{n - 1} (num_threads {n}); odd: {odd}", path="$.thread")
-    threads = tuple(_json_thread(tobj[str(i)], i, f"$.thread.{i}", unit, hist_range) for i in range(n))
+        raise CyclictestOutputError(f"thread keys must be 0..{n - 1} (num_threads {n}); odd: {odd}",
+                                    path="$.thread")
+    threads = tuple(_json_thread(tobj[str(i)], i, f"$.thread.{i}", unit,
+                                 hist_range) for i in range(n))
     return CyclictestReport(
         file_version=_bounded(_get(doc, "file_version", "$", int), "$.file_version", 1, 10**6),
         cmdline=cmdline, rt_test_version=version,
         start_time=_get(doc, "start_time", "$", str), end_time=_get(doc, "end_time", "$", str),
-        return_code=_bounded(_get(doc, "return_code", "$", int), "$.return_code", -(2**31), 2**31 - 1),
+        return_code=_bounded(_get(doc, "return_code", "$", int), "$.return_code", -(2**31),
+                             2**31 - 1),
         sysinfo=sysinfo, num_threads=n, nsecs=nsecs, unit_ns=unit, histogram_range=hist_range,
         threads=threads, repairs=repairs,
     )
 
 
-def _json_thread(t: Any, index: int, path: str, unit: int, hist_range: int | None) -> CyclictestThread:
+def _json_thread(t: Any, index: int, path: str, unit: int,
+                 hist_range: int | None) -> CyclictestThread:
     if not isinstance(t, dict):
         raise CyclictestOutputError(f"{type(t).__name__} where an object belongs", path=path)
     cycles = _bounded(_get(t, "cycles", path, int), f"{path}.cycles", 0, MAX_COUNT)
@@ -209,7 +222,8 @@ def _json_thread(t: Any, index: int, path: str, unit: int, hist_range: int | Non
         if type(avg) is float:  # a NaN spelled the JSON way
             avg = None
         else:
-            raise CyclictestOutputError(f"{type(avg).__name__} where a number belongs", path=f"{path}.avg")
+            raise CyclictestOutputError(f"{type(avg).__name__} where a number belongs",
+                                        path=f"{path}.avg")
     cpu = _bounded(_get(t, "cpu", path, int), f"{path}.cpu", -1, 2**31 - 1)
     node = _bounded(_get(t, "node", path, int), f"{path}.node", -1, 2**31 - 1)
     hobj = _get(t, "histogram", path, dict, optional=True)
@@ -220,9 +234,11 @@ def _json_thread(t: Any, index: int, path: str, unit: int, hist_range: int | Non
         items = []
         for k, v in hobj.items():
             if not _UINT.fullmatch(k) or int(k) > MAX_BUCKET:
-                raise CyclictestOutputError(f"bucket {k[:40]!r} is not an index 0..{MAX_BUCKET}", path=hpath)
+                raise CyclictestOutputError(f"bucket {k[:40]!r} is not an index 0..{MAX_BUCKET}",
+                                            path=hpath)
             if type(v) is not int or not 0 <= v <= MAX_COUNT:
-                raise CyclictestOutputError(f"count {str(v)[:40]} out of range", path=_path(hpath, k))
+                raise CyclictestOutputError(f"count {str(v)[:40]} out of range", path=_path(hpath,
+                                                                                            k))
             if v:
                 items.append((int(k), v))
         items.sort()
@@ -236,10 +252,12 @@ def _json_thread(t: Any, index: int, path: str, unit: int, hist_range: int | Non
         if not tmin - 0.005 <= avg <= tmax + 0.005:  # avg is printed with %.2f
             raise CyclictestOutputError(f"avg {avg} outside min {tmin} .. max {tmax}", path=path)
         if buckets and (buckets[0] < tmin or buckets[-1] > tmax):
-            raise CyclictestOutputError(f"buckets {buckets[0]}..{buckets[-1]} outside min {tmin} .. max {tmax}",
+            raise CyclictestOutputError(f"buckets {buckets[0]}..{buckets[-1]} outside min {tmin} "
+                                        f".. max {tmax}",
                                         path=f"{path}.histogram")
     thread = CyclictestThread(
-        index=index, cycles=cycles, min=tmin if cycles else None, avg=float(avg) if cycles else None,
+        index=index, cycles=cycles, min=tmin if cycles else None,
+        avg=float(avg) if cycles else None,
         max=tmax if cycles else None, buckets=buckets, counts=counts,
         has_histogram=hobj is not None and (bool(buckets) or hist_range is not None),
         unit_ns=unit, avg_truncated=False, cpu=cpu, node=node,

@@ -33,7 +33,8 @@ _SHORT_WITH_ARG = frozenset("bcdDeFhHilopOTy")
 
 
 class CyclictestOutputError(ValueError):
-    """Output that is not what cyclictest prints; ``line`` (1-based, text) or ``path`` (JSON) says where."""
+    """Output that is not what cyclictest prints; ``line`` (1-based, text) or ``path`` (JSON) says
+    where."""
 
     def __init__(self, reason: str, *, line: int | None = None, path: str | None = None) -> None:
         where = f"line {line}: " if line is not None else f"{path}: " if path else ""
@@ -81,7 +82,8 @@ class CyclictestThread:
         object.__setattr__(self, "counts", _frozen_array(self.counts))
         if self.buckets.shape != self.counts.shape or self.buckets.ndim != 1:
             raise ValueError("buckets and counts must be 1-D arrays of one length")
-        object.__setattr__(self, "in_range", sum(self.counts.tolist()))  # Python ints: no int64 overflow
+        # Python ints: no int64 overflow
+        object.__setattr__(self, "in_range", sum(self.counts.tolist()))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CyclictestThread):

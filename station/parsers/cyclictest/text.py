@@ -56,7 +56,8 @@ def _latency(tok: str, line: int, what: str) -> int:
 def _ints(rest: str, line: int, what: str, *, signed: bool = False) -> list[int]:
     toks = rest.split()
     if len(toks) > MAX_THREADS + 1:
-        raise CyclictestOutputError(f"{what}: {len(toks)} columns, more than {MAX_THREADS} threads", line=line)
+        raise CyclictestOutputError(f"{what}: {len(toks)} columns, more than {MAX_THREADS} threads",
+                                    line=line)
     return [_latency(t, line, what) if signed else _uint(t, line, what) for t in toks]
 
 
@@ -90,7 +91,8 @@ def _overflow_line(m: re.Match[str], line: int) -> _ThreadOverflowLine:
         k = toks.index("#")
         tail = toks[k + 1 :]
         if len(tail) != 2 or tail[1] != "others":
-            raise CyclictestOutputError("expected '# N others' after the overflow cycle numbers", line=line)
+            raise CyclictestOutputError("expected '# N others' after the overflow cycle numbers",
+                                        line=line)
         omitted = _uint(tail[0], line, "overflows not listed")
         toks = toks[:k]
     if len(toks) > HIST_MAX:
@@ -106,9 +108,11 @@ def parse_histogram(data: str | bytes, *, nsecs: bool = False) -> HistogramOutpu
     module doc). Lines before ``# Histogram`` (status lines, spikes, notes) are not checked, except
     that the last status line per thread is kept. ``nsecs``: the run used -N (figures in ns)."""
     lines = _lines(_text(data))
-    start = next((i for i, ln in enumerate(lines) if _ANSI.sub("", ln).rstrip() == "# Histogram"), None)
+    start = next((i for i, ln in enumerate(lines) if _ANSI.sub("", ln).rstrip() == "# Histogram"),
+                 None)
     if start is None:
-        raise CyclictestOutputError("no '# Histogram' line: not the stdout of cyclictest -h", line=len(lines))
+        raise CyclictestOutputError("no '# Histogram' line: not the stdout of cyclictest -h",
+                                    line=len(lines))
     preamble = lines[:start]
 
     width: int | None = None  # columns of the rows
@@ -130,19 +134,23 @@ def parse_histogram(data: str | bytes, *, nsecs: bool = False) -> HistogramOutpu
             if line and not line.startswith("#"):
                 toks = line.split()
                 if len(toks) < 2:
-                    raise CyclictestOutputError("a histogram row needs a bucket and a count", line=lineno)
+                    raise CyclictestOutputError("a histogram row needs a bucket and a count",
+                                                line=lineno)
                 if len(toks) > MAX_THREADS + 2:
-                    raise CyclictestOutputError(f"{len(toks) - 1} columns: more than {MAX_THREADS} threads",
+                    raise CyclictestOutputError(f"{len(toks) - 1} columns: more than {MAX_THREADS} "
+                                                "threads",
                                                 line=lineno)
                 bucket = _uint(toks[0], lineno, "bucket", MAX_BUCKET)
                 if bucket <= last_bucket:
-                    raise CyclictestOutputError(f"bucket {bucket} after bucket {last_bucket}", line=lineno)
+                    raise CyclictestOutputError(f"bucket {bucket} after bucket {last_bucket}",
+                                                line=lineno)
                 vals = [_uint(t, lineno, "count") for t in toks[1:]]
                 if width is None:
                     width = len(vals)
                     col_b, col_c, col_sum = [[] for _ in vals], [[] for _ in vals], [0] * width
                 elif len(vals) != width:
-                    raise CyclictestOutputError(f"{len(vals)} counts in a row of {width}", line=lineno)
+                    raise CyclictestOutputError(f"{len(vals)} counts in a row of {width}",
+                                                line=lineno)
                 for j, v in enumerate(vals):
                     if v:
                         col_b[j].append(bucket)
@@ -161,14 +169,16 @@ def parse_histogram(data: str | bytes, *, nsecs: bool = False) -> HistogramOutpu
             m = _THREAD_LINE.fullmatch(line)
             if m:
                 if "overflow_at" not in footer or rank > _RANK["thread"]:
-                    raise CyclictestOutputError("'# Thread N:' line outside the overflow list", line=lineno)
+                    raise CyclictestOutputError("'# Thread N:' line outside the overflow list",
+                                                line=lineno)
                 overflow_lines.append(_overflow_line(m, lineno))
                 rank = _RANK["thread"]
                 continue
             key = next((k for k, prefixes in _FOOTER for p in prefixes if line.startswith(p)), None)
             if key is not None:
                 if key in footer or _RANK[key] < rank:
-                    raise CyclictestOutputError(f"'{line[:40]}' repeated or out of order", line=lineno)
+                    raise CyclictestOutputError(f"'{line[:40]}' repeated or out of order",
+                                                line=lineno)
                 prefix = next(p for p in dict(_FOOTER)[key] if line.startswith(p))
                 rest = line[len(prefix) :]
                 if key == "overflow_at" and rest.strip():
@@ -185,9 +195,11 @@ def parse_histogram(data: str | bytes, *, nsecs: bool = False) -> HistogramOutpu
                 trailer[key] = (lineno, _ints(line[len(prefix) :], lineno, prefix[2:-1]))
                 break
         else:
-            raise CyclictestOutputError(f"unexpected line after the histogram: {line[:60]!r}", line=lineno)
+            raise CyclictestOutputError(f"unexpected line after the histogram: {line[:60]!r}",
+                                        line=lineno)
 
-    return _histogram_output(lines, preamble, footer, overflow_lines, trailer, width, n_rows, last_bucket,
+    return _histogram_output(lines, preamble, footer, overflow_lines, trailer, width, n_rows,
+                             last_bucket,
                              col_b, col_c, col_sum, first_not_summary, nsecs)
 
 
@@ -217,7 +229,8 @@ def _histogram_output(
     else:  # 0.66: no Min line, and no -H either
         n = len(footer["max"][1])
     if not 1 <= n <= MAX_THREADS:
-        raise CyclictestOutputError(f"{n} threads (1 to {MAX_THREADS} expected)", line=footer["max"][0])
+        raise CyclictestOutputError(f"{n} threads (1 to {MAX_THREADS} expected)",
+                                    line=footer["max"][0])
     max_line, maxes = footer["max"]
     if len(maxes) == n + 1 and n > 1:
         histofall = True
@@ -228,16 +241,19 @@ def _histogram_output(
     cols = n + 1 if histofall else n
     for key, want in (("total", cols), ("min", n), ("avg", n), ("overflows", cols), ("smis", n)):
         if key in footer and len(footer[key][1]) != want:
-            raise CyclictestOutputError(f"{len(footer[key][1])} figures where {want} belong", line=footer[key][0])
+            raise CyclictestOutputError(f"{len(footer[key][1])} figures where {want} belong",
+                                        line=footer[key][0])
     # 2.7+ print the rows' summary column with -H even for one thread, but not the Max/Overflows one
     row_summary = histofall or (n == 1 and width == 2)
     if width is not None and width != n + row_summary:
-        raise CyclictestOutputError(f"histogram rows have {width} counts, {n + row_summary} expected", line=end)
+        raise CyclictestOutputError(f"histogram rows have {width} counts, {n + row_summary} "
+                                    "expected", line=end)
     if width is None:
         col_b, col_c, col_sum = [[] for _ in range(cols)], [[] for _ in range(cols)], [0] * cols
     ovf_line, ovfs = footer["overflows"]
     if row_summary and first_not_summary is not None and n_rows:
-        raise CyclictestOutputError("the summary column is not the sum of the threads", line=first_not_summary)
+        raise CyclictestOutputError("the summary column is not the sum of the threads",
+                                    line=first_not_summary)
     if histofall:
         if maxes[n] != max(maxes[:n]):
             raise CyclictestOutputError("the summary maximum is not the largest", line=max_line)
@@ -247,18 +263,23 @@ def _histogram_output(
     if "total" in footer:
         total_line, totals_list = footer["total"]
         if totals_list != col_sum[:cols]:
-            raise CyclictestOutputError(f"'# Total:' {totals_list[:8]} is not the sum of the rows {col_sum[:8]}",
+            raise CyclictestOutputError(f"'# Total:' {totals_list[:8]} is not the sum of the rows "
+                                        f"{col_sum[:8]}",
                                         line=total_line)
         totals = tuple(totals_list)
     if "overflow_at" in footer and len(overflow_lines) != n:
-        raise CyclictestOutputError(f"{len(overflow_lines)} '# Thread N:' overflow lines for {n} threads",
-                                    line=overflow_lines[-1].line if overflow_lines else footer["overflow_at"][0])
+        raise CyclictestOutputError(
+            f"{len(overflow_lines)} '# Thread N:' overflow lines for {n} threads",
+            line=overflow_lines[-1].line if overflow_lines else footer["overflow_at"][0],
+        )
     for j, ol in enumerate(overflow_lines):
         if ol.index != j:
-            raise CyclictestOutputError(f"overflow line of thread {ol.index} where thread {j} belongs", line=ol.line)
+            raise CyclictestOutputError(f"overflow line of thread {ol.index} where thread {j} "
+                                        "belongs", line=ol.line)
         if len(ol.cycles) + ol.omitted != ovfs[j]:
             raise CyclictestOutputError(
-                f"thread {j}: {len(ol.cycles)} cycle numbers + {ol.omitted} others != {ovfs[j]} overflows",
+                f"thread {j}: {len(ol.cycles)} cycle numbers + {ol.omitted} others != {ovfs[j]} "
+                "overflows",
                 line=ol.line)
     # up to 2.6 (the versions with '# Total:') every bucket of -h is printed: the rows are the range
     hist_range = n_rows if totals is not None and n_rows and last_bucket == n_rows - 1 else None
@@ -276,20 +297,26 @@ def _histogram_output(
         tmax = maxes[j] if ran else None
         if ran and in_range:
             if tmin is not None and col_b[j][0] < tmin:
-                raise CyclictestOutputError(f"thread {j}: bucket {col_b[j][0]} below the minimum {tmin}",
+                raise CyclictestOutputError(f"thread {j}: bucket {col_b[j][0]} below the minimum "
+                                            f"{tmin}",
                                             line=footer["min"][0])
             if col_b[j][-1] > tmax:
-                raise CyclictestOutputError(f"thread {j}: bucket {col_b[j][-1]} above the maximum {tmax}",
+                raise CyclictestOutputError(f"thread {j}: bucket {col_b[j][-1]} above the maximum "
+                                            f"{tmax}",
                                             line=max_line)
         if ran and hist_range is not None and ovfs[j] and tmax < hist_range:
-            raise CyclictestOutputError(f"thread {j}: overflows, yet the maximum {tmax} is within -h {hist_range}",
+            raise CyclictestOutputError(f"thread {j}: overflows, yet the maximum {tmax} is within "
+                                        f"-h {hist_range}",
                                         line=ovf_line)
         ol = overflow_lines[j] if overflow_lines else None
         threads.append(CyclictestThread(
-            index=j, cycles=cycles, min=tmin, avg=float(avgs[j]) if avgs is not None and ran else None,
-            max=tmax, buckets=col_b[j], counts=col_c[j], has_histogram=True, unit_ns=1 if nsecs else 1000,
+            index=j, cycles=cycles, min=tmin,
+            avg=float(avgs[j]) if avgs is not None and ran else None,
+            max=tmax, buckets=col_b[j], counts=col_c[j], has_histogram=True,
+            unit_ns=1 if nsecs else 1000,
             avg_truncated=True, overflows=ovfs[j],
-            overflow_cycles=tuple(ol.cycles) if ol else None, overflow_cycles_omitted=ol.omitted if ol else None,
+            overflow_cycles=tuple(ol.cycles) if ol else None,
+            overflow_cycles_omitted=ol.omitted if ol else None,
         ))
 
     tids = trailer.get("thread_ids")
@@ -311,7 +338,8 @@ def _histogram_output(
         histogram_range=hist_range, smis=tuple(footer["smis"][1]) if "smis" in footer else None,
         thread_ids=tuple(tids[1]) if tids else None, break_thread=single.get("break_thread"),
         break_value=single.get("break_value"), dma_latency_us=dma,
-        status=tuple(sorted(_status(preamble, strict=False, first_line=1).values(), key=lambda s: s.index)),
+        status=tuple(sorted(_status(preamble, strict=False, first_line=1).values(),
+                            key=lambda s: s.index)),
     )
 
 
@@ -325,12 +353,14 @@ def _status(lines: list[str], *, strict: bool, first_line: int) -> dict[int, Sta
         if m is None:
             # the last line of a live stream may be half written
             if strict and k != len(lines) - 1:
-                raise CyclictestOutputError(f"malformed status line {line[:60]!r}", line=first_line + k)
+                raise CyclictestOutputError(f"malformed status line {line[:60]!r}",
+                                            line=first_line + k)
             continue
         g = [int(x) if x is not None else None for x in m.groups()]
         if g[0] >= MAX_THREADS:
             if strict:
-                raise CyclictestOutputError(f"thread {g[0]}: more than {MAX_THREADS} threads", line=first_line + k)
+                raise CyclictestOutputError(f"thread {g[0]}: more than {MAX_THREADS} threads",
+                                            line=first_line + k)
             continue
         last[g[0]] = StatusLine(*g)  # type: ignore[arg-type]
     return last
