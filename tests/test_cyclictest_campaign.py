@@ -154,7 +154,13 @@ def check_timerlat_beside_cyclictest(out: Path, section: dict) -> None:
             assert "no timerlat tracer" in tl["note"] and not tl["cpus"], (entry["id"], tl)
             assert section["timerlat_table"]["notes"][target][load] == tl["note"]
             continue
-        assert tl["note"] is None, tl
+        if tl["note"] is not None:
+            # Under a load, the emulated guest can starve rtla's collector past the companion's slack
+            # (its two vCPUs share one host thread, docs/vm.md: seen in CI, 2 of 5 runs under
+            # stressapptest): the station then stops rtla with SIGINT and says so; what rtla printed
+            # is still the truth its figures must match. Without a load it ends on its own.
+            assert "did not end within" in tl["note"] and load != "no-load", (entry["id"], tl)
+            assert section["timerlat_table"]["notes"][target][load] == tl["note"]
         printed = timerlat_summary((out / "runs" / entry["id"] / "timerlat.out").read_text())
         assert {c["cpu"] for c in tl["cpus"]} == {cpu for _, cpu in printed}
         for c in tl["cpus"]:
