@@ -46,14 +46,11 @@ def timerlat_entry(run_dir: Path, sealed: Mapping[str, Any], run_id: str,
     except timerlat.TimerlatOutputError as exc:
         notes.append(f"Run {run_id}: rtla timerlat's output cannot be read: {exc}")
         return entry
+
     def us(value: int | None) -> int | float | None:  # rtla's whole µs stay whole
-        return (
-            None
-            if value is None
-            else value
-            if hist.unit_ns == 1000
-            else value * hist.unit_ns / 1000
-        )
+        if value is None or hist.unit_ns == 1000:
+            return value
+        return value * hist.unit_ns / 1000
 
     def figures(s: timerlat.Summary | None) -> dict[str, Any] | None:
         if s is None:
