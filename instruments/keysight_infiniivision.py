@@ -219,7 +219,7 @@ class KeysightInfiniiVision(ScpiScope):
         self.trigger_source = f"CHANnel{s.channel}"
         self.trigger_slope = s.trigger_slope
         self.trigger_level_v = s.trigger_level_v
-        self.trigger_sweep = "normal"  # wait for a real edge; AUTO would trigger on nothing
+        self.trigger_sweep = s.trigger_mode  # normal for a run: AUTO would trigger on nothing
         self.acquire_type = "normal"
         self.data_source = f"CHANnel{s.channel}"
         self.data_format = "BYTE"

@@ -26,6 +26,7 @@ import numpy as np
 from instruments.dialects import dialect_class
 
 Slope = Literal["rise", "fall"]
+TriggerMode = Literal["normal", "auto"]
 InstrumentT = TypeVar("InstrumentT", bound="Instrument")
 
 
@@ -49,6 +50,9 @@ class ScopeSettings:
     segments: int = 1
     # set up the instrument's own positive pulse-width measurement on `channel`
     measurement: bool = False
+    # normal: wait for a real edge (every run); auto: trigger by itself when none comes, so a
+    # first look at a bench not yet wired right still shows what each channel carries
+    trigger_mode: TriggerMode = "normal"
 
     def __post_init__(self) -> None:
         self.extra_channels = tuple(self.extra_channels)
@@ -57,6 +61,8 @@ class ScopeSettings:
                 raise ValueError(f"channel must be 1..4, got {c}")
         if len(set(self.channels)) != len(self.channels):
             raise ValueError(f"channels must differ, got {self.channels}")
+        if self.trigger_mode not in ("normal", "auto"):
+            raise ValueError(f"trigger_mode must be 'normal' or 'auto', got {self.trigger_mode!r}")
         if self.trigger_slope not in ("rise", "fall"):
             raise ValueError(f"trigger_slope must be 'rise' or 'fall', got {self.trigger_slope!r}")
         for name in ("volts_per_div", "time_per_div", "acquire_timeout_s"):

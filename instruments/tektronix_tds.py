@@ -351,7 +351,7 @@ class TektronixTDS(ScpiScope):
         self.trigger_source = f"CH{s.channel}"
         self.trigger_slope = s.trigger_slope
         self.trigger_level_v = s.trigger_level_v
-        self.trigger_mode = "normal"  # wait for a real edge; AUTO would trigger on nothing
+        self.trigger_mode = s.trigger_mode  # normal for a run: AUTO would trigger on nothing
         self.acquire_mode = "sample"
         self.stop_after = "sequence"
         self.data_source = f"CH{s.channel}"

@@ -121,6 +121,21 @@ async def run_campaign_async(
     return result
 
 
+async def check_bench(campaign: Campaign, progress: ProgressSink | None = None,
+                      target_name: str | None = None, propose: bool = False) -> Any:
+    """Walk the campaign's bench and say whether a campaign would run on it, or the first thing
+    that would block it and its fix (a station.bench.check.BenchCheck; docs/bench-bring-up.md).
+    Nothing is measured; whatever the walk loads or starts on the target is undone. `propose`:
+    also the bench.scope block for the pulses a first look sees, with its capture ratio."""
+    from station.bench.check import check_bench as walk
+    from station.common.progress import QuietProgress
+
+    return await walk(campaign, progress or QuietProgress(), target_name, propose)
+
+
+__all__ += ["check_bench"]
+
+
 def unmatched_runs(out_dir: Path) -> dict[str, str]:
     """Runs of a reported campaign whose scope pulses match none of the target's events: run id ->
     why."""

@@ -63,6 +63,7 @@ EXIT_SCOPE_ERROR = 1
 EXIT_USER_ERROR = 2
 EXIT_FAILED_RUNS = 3
 EXIT_UNMATCHED = 4  # every run completed, but a scope's pulses match none of its target's events
+EXIT_NOT_READY = 5  # `station bench check`: a campaign would not run on this bench
 EXIT_INTERRUPTED = 130
 
 
@@ -429,6 +430,58 @@ class _ScopeGroup(TyperGroup):
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+
+bench_app = typer.Typer(no_args_is_help=True,
+                        help="A campaign's bench before its campaign: walk it (check).")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("check")
+def bench_check(
+    config: Path = typer.Argument(..., help="campaign YAML file"),
+    target: str = typer.Option(None, help="which of bench.targets (default: the first)",
+                               metavar="NAME"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON", metavar=FLAG),
+    propose: bool = typer.Option(False, "--propose", metavar=FLAG,
+                                 help="also propose bench.scope for the pulses a first look sees, "
+                                 "with the capture ratio to expect (timed on the scope)"),
+    apply: Path = typer.Option(None, "--apply", metavar="COPY.yaml",
+                               help="write the campaign with the proposed bench.scope to this "
+                               "new file (implies --propose)"),
+) -> None:
+    """Walk the bench as an engineer would (the target, sudo, the kernel, the module files, one
+    second of the measurement, the scope's pulses) and stop at the first thing that would block
+    a campaign, naming it and its fix. Exit 0: a campaign would run; 5: not ready."""
+    import asyncio
+    import json
+
+    from station.campaign.terminal import TerminalProgress
+    from station.config import ConfigError, load_campaign
+
+    try:
+        campaign = load_campaign(config)
+    except ConfigError as exc:
+        _fail(str(exc))
+    names = campaign.bench.named_targets()
+    if target is not None and target not in names:
+        _fail(f"no target {target!r} in bench.targets: {', '.join(str(n) for n in names)}")
+    if apply is not None and apply.exists():
+        _fail(f"{apply} exists: --apply writes a new file, never over one")
+    result = asyncio.run(api.check_bench(campaign, None if as_json else TerminalProgress(),
+                                         target, propose or apply is not None))
+    typer.echo(json.dumps(result.as_dict(), indent=2) if as_json else result.text())
+    if apply is not None and result.proposal is not None:
+        from station.config.edit import replace_block
+
+        ratio = f"{100 * result.proposal['capture_ratio']:.2g} %"
+        apply.write_text(replace_block(config.read_text(), ("bench", "scope"),
+                                       result.proposal["scope"],
+                                       f"proposed by station bench check: capture ratio ≈ {ratio}",
+                                       str(config)))
+        typer.echo(f"wrote {apply}", err=as_json)
+    if not result.ready:
+        raise typer.Exit(EXIT_NOT_READY)
 
 
 scope_app = typer.Typer(cls=_ScopeGroup, no_args_is_help=True,

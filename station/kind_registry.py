@@ -93,6 +93,9 @@ class Kind:
     # a pydantic model of the top-level keys its runs add to manifest.json (station.store.manifest);
     # None: its keys are untyped
     manifest_model: Any = None
+    # `station bench check`'s look at its measurement on the active bench: an async (bench,
+    # checklist) -> None (station.bench.check.KindCheck); None: the check stops at the hosts
+    bench_check: Any = None
 
     def matrix_keys(self) -> tuple[str, ...]:
         """The matrix keys only this kind reads."""
@@ -101,7 +104,7 @@ class Kind:
 
     def load(self, which: str) -> Any:
         """A heavy part (`measurement`, `analysis`, `report`, `compare`, `report_model`,
-        `manifest_model`), imported now;
+        `manifest_model`, `bench_check`), imported now;
         None if it has none."""
         part = getattr(self, which)
         return import_named(part) if isinstance(part, str) else part

@@ -246,7 +246,7 @@ class InfiniiVisionModel(ScopeModel):
         self._channel(n).offset = bounded(arg, OFFSET_RANGE)
 
     def _set_tdiv(self, arg: str) -> None:
-        self.ks.time_per_div = bounded(arg, TIME_PER_DIV_RANGE)
+        self.ks.time_per_div = self._time_base(bounded(arg, TIME_PER_DIV_RANGE))
 
     def _set_time_position(self, arg: str) -> None:
         self.ks.time_position = bounded(arg, (-500.0, 500.0))

@@ -234,7 +234,7 @@ class MsoModel(TdsModel):
         return s.trigger_levels[s.trigger_source]
 
     def _set_tdiv(self, arg: str) -> None:
-        self.s.time_per_div = bounded(arg, TIME_PER_DIV_RANGE)
+        self.s.time_per_div = self._time_base(bounded(arg, TIME_PER_DIV_RANGE))
 
     def _set_offset(self, arg: str, n: int) -> None:
         self._channel(n).offset = bounded(arg, OFFSET_RANGE)

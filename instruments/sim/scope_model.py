@@ -169,6 +169,9 @@ class ScopeModel:
         self.probe_channel = probe_channel
         self.record_lengths = self._record_lengths(max_record_length)
         self.trigger_error_ns = TRIGGER_ERROR_NS
+        # a time base that stops short of what is asked (the twin's `short_record` fault): None
+        # offers the model's whole range
+        self.slowest_time_per_div: float | None = None
         # its own stream, spawned (not drawn) from the model's: noise and phases stay as they were
         self._trigger_rng = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
         self.idn = idn or self.default_idn
@@ -487,6 +490,12 @@ class ScopeModel:
 
     def _digitize(self, volts: np.ndarray, chan: Channel) -> np.ndarray:
         return digitize(volts, chan.scale, chan.position, chan.offset)
+
+    def _time_base(self, time_per_div: float) -> float:
+        """The time/div the model applies for one within its range: no slower than
+        `slowest_time_per_div` where one is set."""
+        slowest = self.slowest_time_per_div
+        return time_per_div if slowest is None else min(time_per_div, slowest)
 
     def _trigger_position(self, s: Settings) -> float:
         """Where in the record (percent) the trigger sits, as the acquisition places it."""

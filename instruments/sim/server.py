@@ -272,6 +272,8 @@ class SimScopeServer(SCPIServer):
     (e.g. {2: a ResponseSource}), on `source`'s clock. `mute=True` accepts connections and reads
     everything but never answers (for timeout tests); `tamper` alters chosen replies.
 
+    `slowest_time_per_div`: a time base that goes no slower (a record shorter than asked for).
+
     `trigger_error_ns`: the rms error of where the scope puts its time zero against the true
     crossing (default `instruments.sim.scope_model.TRIGGER_ERROR_NS`; 0: exact).
 
@@ -304,6 +306,7 @@ class SimScopeServer(SCPIServer):
         bus: str | BusProfile = "loopback",
         trigger_error_ns: float | None = None,
         replies: Mapping[str, str] | None = None,
+        slowest_time_per_div: float | None = None,
     ) -> None:
         """replies: how an MSO frames what its vendor leaves undocumented (frame_separator: none or
         semicolon; time_stamps: one of instruments/sim/mso.py STAMP_FORMS)."""
@@ -327,6 +330,7 @@ class SimScopeServer(SCPIServer):
             model.trigger_error_ns = trigger_error_ns
         if replies:
             _set_replies(model, dict(replies))
+        model.slowest_time_per_div = slowest_time_per_div
         if isinstance(bus, str):
             bus = bus_profile(model.default_bus if bus == "model" else bus)
         super().__init__(model, host, port, mute=mute, command_log_size=command_log_size, bus=bus)

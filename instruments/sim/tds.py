@@ -250,7 +250,7 @@ class TdsModel(ScopeModel):
         lo, hi = TIME_PER_DIV_RANGE
         if not lo * 0.999 <= v <= hi * 1.001:
             raise Fault(222, "Data out of range")
-        self.s.time_per_div = min(max(round_time_per_div(v), lo), hi)
+        self.s.time_per_div = self._time_base(min(max(round_time_per_div(v), lo), hi))
 
     def _set_record_length(self, arg: str) -> None:
         v = integer(arg)

@@ -59,6 +59,10 @@ class Bench:
     # station.bench.generator_session.GeneratorSession (a kind that plays a stimulus), or None
     generator: Any = None
     facts: dict[str, str] = field(default_factory=dict)
+    # False: activate the hosts only (twin, target, load hosts), leaving the modules' upload and
+    # the instruments to the caller (`station bench check` opens them step by step)
+    instruments: bool = True
+    wiring: Wiring | None = None  # where the parts are, once activation has resolved them
     # what deactivation undoes, last activated first (each undo logged if it fails; the others run)
     _undo: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
@@ -108,6 +112,7 @@ class Bench:
         provider = TARGET_PROVIDERS.get(wiring.target.kind)
         if provider is not None:
             wiring = await provider(self, wiring)
+        self.wiring = wiring
         target_settings, scope_resource, generator_resource = wiring
         self.target = Target(endpoint_from_settings(target_settings), target_settings)
         await self._activate_host(self.target, "target")
@@ -118,6 +123,8 @@ class Bench:
         for name in sorted(self.used_load_hosts()):
             self.load_hosts[name] = load_host(name, settings.load_hosts[name])
             await self._activate_host(self.load_hosts[name], f"load host {name!r}")
+        if not self.instruments:
+            return
         if target_settings.upload_modules and self.needs.modules is not None:
             await self._upload_modules(target_settings, self.needs.modules(self.campaign,
                                                                            target_settings))
@@ -134,6 +141,7 @@ class Bench:
     async def _start_twin(self, wiring: Wiring) -> Wiring:
         """The twin's target, scope and generator, as the campaign asks for them."""
         from station.twin.clock import Slew
+        from station.twin.miswire import Miswiring
         from station.twin.runner import Twin
 
         settings = self.campaign.bench
@@ -142,6 +150,8 @@ class Bench:
         twin = Twin(preset=settings.twin.preset, seed=settings.twin.seed,
                     overrides=settings.twin.overrides,
                     independent=settings.twin.independent,
+                    miswiring=Miswiring(tuple(settings.twin.miswire), settings.scope.channel,
+                                        settings.scope.trigger_level),
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
                     scope_options={"dialect": settings.scope.dialect,
                                    "bus": twin_bus(settings.scope),

@@ -20,3 +20,13 @@ def module_stem(family: str, interface: str) -> str:
 
 def stream_device(family: str, interface: str, fifo: int) -> str:
     return f"/dev/rtf{fifo}" if family == "rtai" else f"/dev/{module_stem(family, interface)}"
+
+
+def vermagic(ko: bytes) -> str | None:
+    """The vermagic string from a module's .modinfo section ("6.1.0-56-amd64 SMP ..."): its first
+    word is the kernel release the module was built for, the one `uname -r` must print."""
+    start = ko.find(b"vermagic=")
+    if start < 0:
+        return None
+    end = ko.find(b"\0", start)
+    return ko[start + len("vermagic=") : end if end >= 0 else None].decode(errors="replace")

@@ -315,6 +315,7 @@ class BenchSettings(Strict):
                                "scope_replies are the twin MSO's (bench.scope kind: twin, "
                                f"dialect: tektronix_mso), not a {self.scope.kind} "
                                f"{self.scope.dialect}'s")
+        self._miswire_on_the_twin()
         for part, settings in (("scope", self.scope), ("generator", self.generator)):
             if (settings.resource or "").startswith(PLACE_RESOURCE) and (
                 settings.kind != "visa"
@@ -324,6 +325,22 @@ class BenchSettings(Strict):
                                    f"{PLACE_RESOURCE}… names a PyVISADevice of the target's "
                                    "labgrid place: only for a visa instrument on labgrid targets")
         return self
+
+    def _miswire_on_the_twin(self) -> None:
+        """The twin plays a scope fault with its own scope, a module fault with its own target."""
+        for n, fault in enumerate(self.twin.miswire):
+            where = ("twin", "miswire", n)
+            if fault == "module_other_kernel":
+                if all(t.kind != "twin" for t in self.named_targets().values()):
+                    raise LocatedError(where, f"{fault} is played by the twin's target: a "
+                                       "bench.target of kind twin")
+            elif self.scope.kind != "twin":
+                raise LocatedError(where, f"{fault} is played by the twin's scope: bench.scope "
+                                   "kind twin")
+            if fault == "trigger_above_pulse" and self.scope.trigger_level < 0.5:
+                raise LocatedError(where, f"{fault} makes the line swing to 80 % of the trigger "
+                                   f"level, which is {self.scope.trigger_level:g} V: set "
+                                   "bench.scope.trigger_level to 0.5 V or more")
 
     def named_targets(self) -> dict[str | None, TargetSettings]:
         """The targets by name; a single bench.target has no name (its run ids carry none)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -178,6 +178,12 @@ class TwinScopeReplies(Strict):
         "stamps")
 
 
+# the bench faults the twin can play on purpose (station/twin/miswire.py plays them)
+Miswire = Literal["other_channel", "probe_x10", "inverted", "trigger_above_pulse",
+                  "short_record", "module_other_kernel", "unplugged"]
+MISWIRES: tuple[str, ...] = get_args(Miswire)
+
+
 class TwinSettings(Strict):
     """The built-in twin: an emulated target (SSH) and scope (SCPI) on 127.0.0.1."""
 
@@ -189,11 +195,26 @@ class TwinSettings(Strict):
         "offset or drift (the twin before issue 46; docs/twin.md)")
     clocks: TwinClocks = Field(default_factory=TwinClocks)
     scope_replies: TwinScopeReplies = Field(default_factory=TwinScopeReplies)
+    miswire: list[Miswire] = Field(
+        default_factory=list, max_length=len(MISWIRES),
+        description="bench faults the twin plays on purpose, to try `station bench check` "
+        "(docs/bench-bring-up.md): other_channel (the probe on the next channel), probe_x10 (a ×10 "
+        "probe, the scope at ×1), inverted (an active-low line), trigger_above_pulse (the line "
+        "swings below the trigger level), short_record (the time base stops at 2 µs/div), "
+        "module_other_kernel (module files built for another kernel), unplugged (no pulses "
+        "anywhere)")
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-interface model parameters replacing the preset's, e.g. {pcie: "
         "{outlier_fraction: 5e-5}}; times in ns, fractions within [0, 1]",
     )
+
+    @field_validator("miswire")
+    @classmethod
+    def _each_fault_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"a fault is named twice: {value}")
+        return value
 
     @field_validator("preset")
     @classmethod

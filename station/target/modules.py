@@ -8,7 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-from station.common.module_names import MODULE_PARAM_NAME, MODULE_STEMS, module_stem
+from station.common.module_names import MODULE_PARAM_NAME, MODULE_STEMS, module_stem, vermagic
 from station.target import kernel_log
 from station.target.ssh import TargetConnection, TargetError
 
@@ -95,15 +95,6 @@ async def unload_ours(conn: TargetConnection) -> tuple[list[str], list[str]]:
         except TargetError as exc:
             errors.append(str(exc))
     return unloaded, errors
-
-
-def vermagic(ko: bytes) -> str | None:
-    """The vermagic string from a module's .modinfo section ("6.1.0-56-amd64 SMP ...")."""
-    start = ko.find(b"vermagic=")
-    if start < 0:
-        return None
-    end = ko.find(b"\0", start)
-    return ko[start + len("vermagic=") : end].decode(errors="replace")
 
 
 async def upload_modules(conn: TargetConnection, local_dir: Path, stems: set[str],

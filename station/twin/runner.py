@@ -21,6 +21,7 @@ from station.twin.clock import (
     ScopeView,
     Slew,
 )
+from station.twin.miswire import OTHER_KERNEL, Miswiring, Unplugged
 from station.twin.model import load_preset
 from station.twin.ssh_server import TwinSSHServer, write_client_key
 from station.twin.target import EmulatedTarget
@@ -61,10 +62,12 @@ class Twin:
         target_slews: tuple[Slew, ...] = (),
         scope_timebase_ppm: float = DEFAULT_SCOPE_TIMEBASE_PPM,
         independent: bool = False,
+        miswiring: Miswiring | None = None,
     ) -> None:
         """`board` (a gpio campaign): the twin is a board answering GPIO edges, with a generator
         on its input; the dict names the scope's stimulus and response channels and the
-        generator's channel."""
+        generator's channel. `miswiring`: the bench faults it plays on purpose (twin/miswire.py)."""
+        self.miswiring = miswiring or Miswiring()
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="irq-twin-")
         self.state_dir = Path(state_dir or self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -76,7 +79,9 @@ class Twin:
         self.target = EmulatedTarget(self.preset, seed,
                                      hostname="pi-twin" if board else "rtai-twin",
                                      board=board is not None, drift_ppm=target_drift_ppm,
-                                     slews=target_slews)
+                                     slews=target_slews,
+                                     **({"modules_built_for": OTHER_KERNEL}
+                                        if "module_other_kernel" in self.miswiring.faults else {}))
         self.scope_clock = DriftingClock(scope_timebase_ppm)
         self.target.truth_dir = truth_dir
         self.target.scope_clock = self.scope_clock
@@ -103,6 +108,9 @@ class Twin:
         # the scope watches the target's pin on its own timebase
         source, options = ScopeView(self.target, self.target.clock,
                                     self.scope_clock), dict(self.scope_options)
+        options |= self.miswiring.scope_options()
+        if "unplugged" in self.miswiring.faults:
+            source = Unplugged(source)
         if self.board is not None:
             from instruments.sim.funcgen import SimGeneratorServer
             from station.twin.board import BoardResponse
@@ -235,7 +243,10 @@ class Twin:
             from station.twin import board
 
             return {"board": board.describe()}
-        return {"preset": self.preset.as_dict()}
+        summary: dict[str, Any] = {"preset": self.preset.as_dict()}
+        if self.miswiring.faults:
+            summary["miswire"] = self.miswiring.truth()
+        return summary
 
 
 async def serve_forever(twin: Twin, stop: asyncio.Event) -> None:

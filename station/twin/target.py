@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from station.common import module_names
+from station.common.module_names import vermagic
 from station.parsers import records
 from station.twin.board_target import (
     GOVERNOR_DIR,
@@ -47,6 +48,14 @@ RTAI_BASE_MODULES = ["rtai_fifos", "rtai_sched", "rtai_hal"]
 # the RTAI box's own files, which the Raspberry Pi board does not have
 PC_ONLY_FILES = frozenset({"/proc/version", "/proc/cmdline", "/proc/interrupts", "/proc/rtai/hal"})
 STREAM_LAG_NS = 60_000
+KERNEL_RELEASE = "3.4.55-rtai"  # the twin's `uname -r`
+MODULE_VERMAGIC = "SMP preempt mod_unload"  # the rest of its modules' vermagic
+
+
+def module_file(release: str = KERNEL_RELEASE) -> bytes:
+    """A twin module file: an ELF magic and the .modinfo vermagic a module built for `release`
+    carries (station/target/modules.py reads it as it reads a real .ko)."""
+    return f"\x7fELF twin module\0vermagic={release} {MODULE_VERMAGIC}\0".encode("latin-1")
 BACKGROUND_AND_WAIT = " & wait $!"  # emit an event once its handler has surely run
 
 
@@ -90,7 +99,10 @@ class LoadedModule:
 
 class EmulatedTarget(ProcessTable):
     def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin", board: bool = False,
-                 drift_ppm: float = 0.0, slews: tuple[Slew, ...] = ()) -> None:
+                 drift_ppm: float = 0.0, slews: tuple[Slew, ...] = (),
+                 modules_built_for: str = KERNEL_RELEASE) -> None:
+        """`modules_built_for`: the kernel the latency module files on it were built for (another
+        than KERNEL_RELEASE: its insmod refuses them, as a kernel does on a vermagic mismatch)."""
         self.preset = preset
         self.seed = seed
         self.hostname = hostname
@@ -118,11 +130,11 @@ class EmulatedTarget(ProcessTable):
         # the twin scope's timebase, for the truth's rise_scope_ns
         self.scope_clock: DriftingClock | None = None
         for stem in MODULES:
-            self.files[f"{MODULE_DIR}/{stem}.ko"] = b"\x7fELF twin module"
+            self.files[f"{MODULE_DIR}/{stem}.ko"] = module_file(modules_built_for)
         # a gpio campaign's twin: a board answering GPIO edges (station/twin/board_target.py)
         self.board = BoardTarget(self.now_ns) if board else None
         if self.board is not None:
-            self.files[f"{MODULE_DIR}/{RESPONDER_MODULE}.ko"] = b"\x7fELF twin module"
+            self.files[f"{MODULE_DIR}/{RESPONDER_MODULE}.ko"] = module_file()
             self._cmd_mkdir(["-p", GOVERNOR_DIR])
 
     # ---- clock and state seen by the scope -------------------------------------------
@@ -161,10 +173,10 @@ class EmulatedTarget(ProcessTable):
             return None  # a Raspberry Pi has no RTAI, parport or DE4 board
         ncpu = os.cpu_count() or 2
         table = {
-            "/proc/version": f"Linux version 3.4.55-rtai (twin@{self.hostname}) (gcc 4.9) #1 SMP "
-                             "PREEMPT\n",
-            "/proc/cmdline": "BOOT_IMAGE=/vmlinuz-3.4.55-rtai root=/dev/sda1 ro quiet isolcpus=1 "
-            "idle=poll intel_idle.max_cstate=0\n",
+            "/proc/version": f"Linux version {KERNEL_RELEASE} (twin@{self.hostname}) (gcc 4.9) "
+                             "#1 SMP PREEMPT\n",
+            "/proc/cmdline": f"BOOT_IMAGE=/vmlinuz-{KERNEL_RELEASE} root=/dev/sda1 ro quiet "
+            "isolcpus=1 idle=poll intel_idle.max_cstate=0\n",
             "/proc/rtai/hal": "RTAI 3.9 (rtai_3.9.265.gd99c55e) [twin]\n",
             "/sys/devices/system/cpu/smt/active": "0\n",
             "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "performance\n",
@@ -274,11 +286,11 @@ class EmulatedTarget(ProcessTable):
         if self.board is not None:
             return CommandResult(self.board.uname(self.hostname, args).encode())
         if "-r" in args:
-            return CommandResult(b"3.4.55-rtai\n")
+            return CommandResult(f"{KERNEL_RELEASE}\n".encode())
         if "-m" in args:  # this machine's: the station's own programs upload as they are
             return CommandResult(f"{platform.machine()}\n".encode())
         return CommandResult(
-            f"Linux {self.hostname} 3.4.55-rtai #1 SMP PREEMPT x86_64 GNU/Linux\n".encode()
+            f"Linux {self.hostname} {KERNEL_RELEASE} #1 SMP PREEMPT x86_64 GNU/Linux\n".encode()
         )
 
     def _cmd_hostname(self, args: list[str]) -> CommandResult:
@@ -381,6 +393,14 @@ class EmulatedTarget(ProcessTable):
         if not self.files[path].startswith(b"\x7fELF"):
             return command_error(f"insmod: ERROR: could not insert module {path}: Invalid module "
                                  "format")
+        magic = vermagic(self.files[path])
+        # a real kernel compares the whole string; the twin its release (a module built for it by
+        # a test carries the release alone, and the station checks no more)
+        if magic is not None and magic.split()[0] != KERNEL_RELEASE:
+            self.files["/var/log/dmesg-last"] = (f"{stem}: version magic '{magic}' should be "
+                                                 f"'{KERNEL_RELEASE} {MODULE_VERMAGIC}'\n").encode()
+            return command_error(f"insmod: ERROR: could not insert module {path}: Invalid module "
+                                 "format")
         if stem in self.modules:
             return command_error(f"insmod: ERROR: could not insert module {path}: File exists")
         interface, family = MODULES[stem]
@@ -475,6 +495,16 @@ class EmulatedTarget(ProcessTable):
             del self.modules[name]
             self._write_truth(mod)
         return CommandResult()
+
+    def _cmd_modinfo(self, args: list[str]) -> CommandResult:
+        """`modinfo -F vermagic FILE`, the one form the station uses."""
+        if len(args) != 3 or args[:2] != ["-F", "vermagic"]:
+            return command_error("modinfo: the twin answers `modinfo -F vermagic FILE` only")
+        data = self.files.get(args[2])
+        if data is None:
+            return command_error(f"modinfo: ERROR: Module {args[2]} not found.")
+        magic = vermagic(data)
+        return CommandResult(b"" if magic is None else f"{magic}\n".encode())
 
     def _cmd_dmesg(self, args: list[str]) -> CommandResult:
         return CommandResult(self.files.get("/var/log/dmesg-last", b""))

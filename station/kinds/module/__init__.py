@@ -76,6 +76,7 @@ KIND = Kind(
     top_level_runs=True,
     window_maximum=lambda run: (run.get("sw") or {}).get("max_ns"),  # t_SW's
     measurement="station.kinds.module.run:ModuleRun",
+    bench_check="station.kinds.module.bench_check:check",
     analysis="station.kinds.module.analysis:analyse",
     report="station.kinds.module.report:PAGE",
     compare="station.kinds.module.compare:COMPARE",

@@ -1,0 +1,92 @@
+"""The twin as a badly wired bench, on purpose (`bench.twin.miswire`): each fault is one a new
+bench really has in its first hour, played by the twin's scope or target, and logged in its
+truth so a test can hold `station bench check` to what the twin did.
+
+The scope's faults change what its probe sees (a channel, a level, a silent line) or what its
+time base offers; the target's fault is a module file built for another kernel, which its
+insmod refuses as a real kernel does (vermagic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# the faults' names are config's (station/config/twin.py Miswire): the twin plays each one
+TARGET_FAULTS = frozenset({"module_other_kernel"})  # the rest are the scope's
+
+LINE_V = 3.3  # the twin's logic line, active high: (idle, active) = (0, 3.3) V
+TRIGGER_ABOVE_SHARE = 0.8  # trigger_above_pulse: the line swings to this share of the trigger
+SHORT_TIME_PER_DIV = 2e-6  # short_record: the time base stops here (a 20 µs record)
+OTHER_KERNEL = "3.4.0-2-rtai"  # module_other_kernel: what the files on the target were built for
+
+
+def other_channel(channel: int) -> int:
+    """Where other_channel puts the probe: the next channel round (1 → 2, …, 4 → 1)."""
+    return channel % 4 + 1
+
+
+class Unplugged:
+    """An edge source with its clock and no pulses: a probe that is not connected."""
+
+    def __init__(self, clock: Any) -> None:
+        self._clock = clock
+
+    def now_ns(self) -> int:
+        return self._clock.now_ns()
+
+    def edges(self, t0_ns: int, t1_ns: int) -> np.ndarray:
+        return np.empty((0, 2), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Miswiring:
+    """The faults a twin plays, against the campaign's scope settings (its channel and trigger
+    level: the faults are defined relative to them)."""
+
+    faults: tuple[str, ...] = ()
+    channel: int = 1
+    trigger_level_v: float = 1.5
+
+    @property
+    def levels(self) -> tuple[float, float]:
+        """(idle, active) volts the scope's channel shows."""
+        idle, active = 0.0, LINE_V
+        if "trigger_above_pulse" in self.faults:
+            active = round(TRIGGER_ABOVE_SHARE * self.trigger_level_v, 3)
+        if "probe_x10" in self.faults:  # the scope, set to ×1, shows a tenth of the line
+            active /= 10.0
+        if "inverted" in self.faults:
+            idle, active = active, idle
+        return idle, active
+
+    def scope_options(self) -> dict[str, Any]:
+        """SimScopeServer's options for the scope's faults (none: its defaults)."""
+        options: dict[str, Any] = {}
+        if self.faults and set(self.faults) - TARGET_FAULTS:
+            options["levels"] = self.levels
+        if "other_channel" in self.faults:
+            options["probe_channel"] = other_channel(self.channel)
+        if "short_record" in self.faults:
+            options["slowest_time_per_div"] = SHORT_TIME_PER_DIV
+        return options
+
+    def truth(self) -> dict[str, Any]:
+        """What the twin did, fault by fault (campaign.json's twin summary, the check's JSON)."""
+        idle, active = self.levels
+        said: dict[str, Any] = {}
+        for fault in self.faults:
+            said[fault] = {
+                "other_channel": lambda: {"probe_channel": other_channel(self.channel),
+                                          "configured_channel": self.channel},
+                "probe_x10": lambda: {"line_v": LINE_V, "shown_v": max(idle, active)},
+                "inverted": lambda: {"idle_v": idle, "active_v": active},
+                "trigger_above_pulse": lambda: {"line_high_v": max(idle, active),
+                                                "trigger_level_v": self.trigger_level_v},
+                "short_record": lambda: {"slowest_time_per_div_s": SHORT_TIME_PER_DIV},
+                "module_other_kernel": lambda: {"built_for": OTHER_KERNEL},
+                "unplugged": lambda: {"pulses_on_any_channel": False},
+            }[fault]()
+        return said
