@@ -133,7 +133,39 @@ async def check_bench(campaign: Campaign, progress: ProgressSink | None = None,
     return await walk(campaign, progress or QuietProgress(), target_name, propose)
 
 
-__all__ += ["check_bench"]
+async def build_modules(campaign: Campaign, progress: ProgressSink | None = None,
+                        target_name: str | None = None) -> Any:
+    """Build the campaign's mainline modules on this station for the target's running kernel
+    (its module.kdir and cross_compile, else the station's own tree for that release), check
+    every file's vermagic against it, and upload them to bench.target.module_dir: a
+    station.target.module_build.ModuleBuild. Raises station.bench.bench.BenchError (no tree,
+    a failed build, modules for another kernel: nothing uploaded then)."""
+    from station import kind_registry
+    from station.bench.bench import Bench
+    from station.common.progress import QuietProgress
+
+    needs = kind_registry.kind(campaign.matrix.kind).needs
+    if needs.modules is None or needs.module_build is None:
+        raise ValueError(f"a {campaign.matrix.kind} campaign loads no module of the station's")
+    bench = Bench(campaign, progress or QuietProgress(), target_name, instruments=False)
+    try:
+        await bench.activate()
+        assert bench.wiring is not None
+        settings = bench.wiring.target
+        if settings.family != "mainline":
+            raise ValueError(f"the target's family is {settings.family}: the station builds the "
+                             "mainline modules; RTAI's are built with RTAI's tree "
+                             "(target_modules/README.md)")
+        stems = needs.modules(campaign, settings)
+        _, kdir, cross_compile = needs.module_build(campaign)
+        built = await bench.build_modules(settings, stems, "always", kdir, cross_compile)
+        await bench._upload_modules(built, stems)
+        return bench.module_build
+    finally:
+        await bench.deactivate()
+
+
+__all__ += ["build_modules", "check_bench"]
 
 
 def unmatched_runs(out_dir: Path) -> dict[str, str]:

@@ -484,6 +484,38 @@ def bench_check(
         raise typer.Exit(EXIT_NOT_READY)
 
 
+modules_app = typer.Typer(no_args_is_help=True,
+                          help="The target's kernel modules: build them for its kernel (build).")
+app.add_typer(modules_app, name="modules")
+
+
+@modules_app.command("build")
+def modules_build(
+    config: Path = typer.Argument(..., help="campaign YAML file"),
+    target: str = typer.Option(None, help="which of bench.targets (default: the first)",
+                               metavar="NAME"),
+) -> None:
+    """Build the mainline modules on this station for the target's running kernel (module.kdir,
+    else this station's headers for its release), check each file's vermagic against `uname -r`
+    and upload them to bench.target.module_dir; print what was built, from which sources."""
+    import asyncio
+    import json
+
+    from station.bench.bench import BenchError
+    from station.campaign.terminal import TerminalProgress
+    from station.config import ConfigError, load_campaign
+
+    try:
+        campaign = load_campaign(config)
+    except ConfigError as exc:
+        _fail(str(exc))
+    try:
+        record = asyncio.run(api.build_modules(campaign, TerminalProgress(), target))
+    except (BenchError, ValueError) as exc:
+        _fail(str(exc))
+    typer.echo(json.dumps(record.as_dict(), indent=2))
+
+
 scope_app = typer.Typer(cls=_ScopeGroup, no_args_is_help=True,
                         help="A scope on its own: identify it (check), capture pulses to a file "
                              "(capture).")

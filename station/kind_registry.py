@@ -41,6 +41,9 @@ class BenchNeeds:
     stimulus: Callable[..., Any] | None = None
     # the module stems bench.target.upload_modules sends for this campaign; None: none
     modules: Callable[..., set[str]] | None = None
+    # campaign -> (build, kdir, cross_compile): whether the bench builds the mainline modules for
+    # the target's kernel first ("never", "auto", "always"; station/target/module_build.py)
+    module_build: Callable[..., tuple[str, str | None, str | None]] | None = None
     # the twin as a board answering edges (its channels); None: the twin plays the latency modules
     board: Callable[..., dict[str, int]] | None = None
     # the scope's channels beside bench.scope.channel, and the trigger slope

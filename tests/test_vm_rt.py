@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import asyncssh
 import pytest
@@ -24,6 +25,7 @@ from station.vm.hostdeps import HOST_PACKAGES, host_packages
 from station.vm.paths import image_dir
 from tests.conftest import free_port as _free_port
 from tests.conftest import missing as _missing
+from tests.conftest import run_station
 from tests.test_report_browser import _run, chromium  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.timeout(900)  # the first build downloads a 70 MB linux-image per flavour
@@ -346,3 +348,50 @@ def test_the_monitor_watches_the_guest_through_a_lost_link_and_marks_its_kernel_
     assert dom.count("<svg") >= 2 and "Gaps" in dom
     assert ("Kernel changes" in dom) == (len(watched["kernels"]) == 2)
     assert all(k in dom for k in watched["kernels"])
+
+
+def _module_campaign(guest: VirtualMachine, tmp_path: Path, module: str) -> Path:
+    """A short module campaign on the booted guest, its module files to come from an empty
+    directory (so only a build can provide them)."""
+    empty = tmp_path / "no-modules"
+    empty.mkdir(exist_ok=True)
+    path = tmp_path / "build.yaml"
+    path.write_text(
+        "name: vm-build\nbench:\n"
+        f"  target: {{kind: ssh, family: mainline, host: 127.0.0.1, port: {guest.ssh_port}, user: root, "
+        f"identity_file: '{guest.image.identity_file}', known_hosts: '{guest.known_hosts_file}', "
+        f"upload_modules: '{empty}', module_dir: /tmp/irq-station/modules}}\n"
+        "  scope: {kind: none}\n"
+        f"module: {module}\n"
+        "matrix: {interfaces: [lpt], variants: [inb], loads: [none], period: 1ms, samples: 300, max_duration: 2min, "
+        "module_params: {lpt: {trigger: emulated}}}\n"
+        "loads: {none: []}\n")
+    return path
+
+
+def test_modules_are_built_for_the_guest_kernel_and_the_other_kernel_refused(guest, tmp_path, monkeypatch):
+    """Issue 49: `station modules build` with the other VM kernel's headers (Debian's, on this host)
+    builds modules whose vermagic names that kernel: refused before upload, both releases named; a
+    campaign with module.build: auto and no module files builds them against the guest's own headers
+    (found on this host by its release) and runs end to end, campaign.json saying what was built."""
+    monkeypatch.setenv("IRQ_STATION_MODULES_DIR", str(tmp_path / "cache"))
+    release = guest.image.kernel_release
+    regular = release.replace("-rt-", "-")  # Debian's two builds of one version: 6.1.0-57-amd64, 6.1.0-57-rt-amd64
+    other = kernel.flavour_release(regular, "rt") if release == regular else regular
+    assert other != release and Path(f"/usr/src/linux-headers-{other}/Makefile").is_file()
+    refused = run_station("modules", "build", str(_module_campaign(
+        guest, tmp_path, f"{{kdir: /usr/src/linux-headers-{other}}}")), timeout=600)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"are for kernel {other}" in refused.stderr and f"the target runs {release}" in refused.stderr
+    assert "refused before upload" in refused.stderr
+    assert "lpt_latency" not in sh(guest, "ls /tmp/irq-station/modules 2>/dev/null").stdout
+
+    out = tmp_path / "out"
+    run = run_station("run", str(_module_campaign(guest, tmp_path, "{build: auto}")), "--out", str(out), timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    built = json.loads((out / "campaign.json").read_text())["modules_build"]
+    assert built["release"] == release
+    assert Path(built["kdir"]).resolve() == Path(f"/usr/src/linux-headers-{release}").resolve()
+    assert built["built_for"]["lpt_latency.ko"].split()[0] == release
+    (manifest,) = out.glob("runs/*/manifest.json")
+    assert json.loads(manifest.read_text())["status"] == "complete"

@@ -63,6 +63,8 @@ class Bench:
     # the instruments to the caller (`station bench check` opens them step by step)
     instruments: bool = True
     wiring: Wiring | None = None  # where the parts are, once activation has resolved them
+    # station.target.module_build.ModuleBuild: the modules built for the target this campaign
+    module_build: Any = None
     # what deactivation undoes, last activated first (each undo logged if it fails; the others run)
     _undo: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
@@ -125,9 +127,13 @@ class Bench:
             await self._activate_host(self.load_hosts[name], f"load host {name!r}")
         if not self.instruments:
             return
-        if target_settings.upload_modules and self.needs.modules is not None:
-            await self._upload_modules(target_settings, self.needs.modules(self.campaign,
-                                                                           target_settings))
+        if self.needs.modules is not None:
+            stems = self.needs.modules(self.campaign, target_settings)
+            build = self.needs.module_build(self.campaign) if self.needs.module_build else None
+            if build is not None and build[0] != "never":
+                target_settings = await self.build_modules(target_settings, stems, *build)
+            if target_settings.upload_modules:
+                await self._upload_modules(target_settings, stems)
         if self.uses_scope:
             await self._open_scope(scope_resource)
         if self.uses_generator:
@@ -276,6 +282,44 @@ class Bench:
         except TargetError as exc:
             raise BenchError(f"{what}: {exc}") from None
 
+    async def build_modules(self, target_settings: TargetSettings, stems: set[str], when: str,
+                            kdir: str | None, cross_compile: str | None) -> TargetSettings:
+        """The mainline modules built on this station for the target's running kernel (`when`:
+        "always", or "auto": only if the files it would load are missing or for another kernel);
+        the settings returned upload them from the build."""
+        from station.target.module_build import ModuleBuildError, build_for, kdir_for
+
+        assert self.target is not None
+        conn = await self.target.live_connection()
+        release = (await conn.run("uname -r")).stdout.strip()
+        if when == "auto" and await self._modules_match(conn, target_settings, stems, release):
+            self.log.message(f"modules: {', '.join(sorted(stems))} already built for {release}")
+            return target_settings
+        loop = asyncio.get_running_loop()
+        try:
+            tree = kdir_for(release, kdir)
+            self.log.message(f"modules: building for {release} against {tree}")
+            record = await loop.run_in_executor(None, build_for, release, tree, cross_compile)
+        except ModuleBuildError as exc:
+            raise BenchError(f"modules: {exc}") from None
+        self.module_build = record
+        self.log.message(f"modules: {'found' if record.reused else 'built'} in {record.out_dir}")
+        return target_settings.model_copy(update={"upload_modules": record.out_dir})
+
+    async def _modules_match(self, conn: Any, target_settings: TargetSettings, stems: set[str],
+                             release: str) -> bool:
+        """Whether each module file a run would load is there and built for `release`."""
+        for stem in stems:
+            if target_settings.upload_modules:
+                path = Path(target_settings.upload_modules).expanduser() / f"{stem}.ko"
+                magic = modules.vermagic(path.read_bytes()) if path.is_file() else None
+            else:
+                _, magic = await modules.file_vermagic(
+                    conn, f"{target_settings.module_dir.rstrip('/')}/{stem}.ko")
+            if not magic or magic.split()[0] != release:
+                return False
+        return True
+
     async def _upload_modules(self, target_settings: TargetSettings, stems: set[str]) -> None:
         assert self.target is not None
         try:
@@ -405,6 +449,7 @@ class Bench:
                 "carrier": self.generator.applied.carrier
             },
             "twin": None if self.twin is None else self.twin.ground_truth_summary(),
+            "modules_build": None if self.module_build is None else self.module_build.as_dict(),
         }
 
 

@@ -12,7 +12,6 @@ undone on every exit path, as after a run.
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -23,7 +22,7 @@ from station import kind_registry
 from station.bench.bench import Bench, BenchError, Messages
 from station.common.module_names import vermagic
 from station.config import Campaign, TargetSettings
-from station.target import TargetError
+from station.target import TargetError, modules
 from station.target.ssh import TargetConnection
 
 
@@ -156,8 +155,17 @@ async def check_bench(campaign: Campaign, log: Messages, target_name: str | None
         release = (await conn.run("uname -r")).stdout.strip()
         _check_family(bench.target_settings, bench.facts, release, checklist)
         if kind.needs.modules is not None:
-            stems = kind.needs.modules(campaign, bench.target_settings)
-            await _check_module_files(bench, conn, stems, release, checklist)
+            assert bench.wiring is not None
+            settings = bench.wiring.target  # as its provider resolved it (a VM's own modules)
+            stems = kind.needs.modules(campaign, settings)
+            build = kind.needs.module_build(campaign) if kind.needs.module_build else None
+            if build is not None and build[0] != "never":  # as the campaign will: built here
+                try:
+                    settings = await bench.build_modules(settings, stems, *build)
+                except BenchError as exc:
+                    checklist.fail("modules", str(exc), "give module.kdir: a kernel build tree "
+                                   f"for {release} (docs/bench-bring-up.md)", release=release)
+            await _check_module_files(bench, settings, conn, stems, release, checklist)
         own = kind.load("bench_check")
         if own is None:
             not_checked.append(f"the {kind.name} kind's measurement (it declares no bench check)")
@@ -219,12 +227,11 @@ def _check_family(settings: TargetSettings, facts: dict[str, str], release: str,
     checklist.ok("kernel", f"{release}, {flavour}: family {settings.family}", **evidence)
 
 
-async def _check_module_files(bench: Bench, conn: TargetConnection, stems: set[str], release: str,
-                              checklist: Checklist) -> None:
+async def _check_module_files(bench: Bench, settings: TargetSettings, conn: TargetConnection,
+                              stems: set[str], release: str, checklist: Checklist) -> None:
     """Each module file the campaign loads, built for the running kernel: read from the station's
     copy when bench.target.upload_modules names one (then uploaded, as a campaign would), else
     from the target's own file."""
-    settings = bench.target_settings
     assert bench.target is not None
     built_for: dict[str, str | None] = {}
     for stem in sorted(stems):
@@ -237,7 +244,12 @@ async def _check_module_files(bench: Bench, conn: TargetConnection, stems: set[s
             where = str(path)
         else:
             where = f"{settings.module_dir.rstrip('/')}/{stem}.ko"
-            magic = await _remote_vermagic(conn, where, release, checklist)
+            there, magic = await modules.file_vermagic(conn, where)
+            if not there:
+                checklist.fail("modules", f"{where} is not on the target",
+                               f"{_build_fix(release)}, then copy it to {where} (or set "
+                               "bench.target.upload_modules to the directory holding it: the "
+                               "station uploads it)", release=release)
         built_for[stem] = magic.split()[0] if magic else None
         if built_for[stem] != release:
             checklist.fail("modules", f"{where} was built for kernel "
@@ -250,25 +262,8 @@ async def _check_module_files(bench: Bench, conn: TargetConnection, stems: set[s
                  built_for=built_for)
 
 
-async def _remote_vermagic(conn: TargetConnection, path: str, release: str,
-                           checklist: Checklist) -> str | None:
-    """The vermagic of a module file on the target: `modinfo -F vermagic` (kmod's), else the
-    file's bytes (a target without modinfo)."""
-    quoted = shlex.quote(path)
-    result = await conn.run(f"modinfo -F vermagic {quoted}", check=False)
-    if result.exit_status == 0:
-        return (result.stdout or "").strip() or None
-    found = await conn.run(f"test -f {quoted}", check=False)
-    if found.exit_status != 0:
-        checklist.fail("modules", f"{path} is not on the target",
-                       f"{_build_fix(release)}, then copy it to {path} (or set "
-                       "bench.target.upload_modules to the directory holding it: the station "
-                       "uploads it)", release=release)
-    data = await conn.run(f"cat {quoted}", check=False)
-    return vermagic((data.stdout or "").encode(errors="replace"))
-
-
 def _build_fix(release: str) -> str:
-    return (f"build the modules against {release}'s headers: make -C target_modules "
-            f"KDIR=/lib/modules/{release}/build (target_modules/README.md; RTAI: its own "
+    return (f"`station modules build` builds the mainline modules for {release} (or "
+            "module.build: auto in the campaign; by hand: make -C target_modules "
+            f"KDIR=/lib/modules/{release}/build, target_modules/README.md; RTAI: its own "
             "Makefile)")

@@ -97,6 +97,19 @@ async def unload_ours(conn: TargetConnection) -> tuple[list[str], list[str]]:
     return unloaded, errors
 
 
+async def file_vermagic(conn: TargetConnection, path: str) -> tuple[bool, str | None]:
+    """(whether the module file is on the target, its vermagic): `modinfo -F vermagic` (kmod's),
+    else the file's bytes (a target without modinfo)."""
+    quoted = shlex.quote(path)
+    result = await conn.run(f"modinfo -F vermagic {quoted}", check=False)
+    if result.exit_status == 0:
+        return True, (result.stdout or "").strip() or None
+    if (await conn.run(f"test -f {quoted}", check=False)).exit_status != 0:
+        return False, None
+    data = await conn.run(f"cat {quoted}", check=False)
+    return True, vermagic((data.stdout or "").encode(errors="replace"))
+
+
 async def upload_modules(conn: TargetConnection, local_dir: Path, stems: set[str],
                          module_dir: str) -> list[str]:
     """Copy prebuilt modules to the target after checking they were built for its kernel."""

@@ -80,13 +80,14 @@ def prepare_tree(build_dir: Path, src: Path | None = None) -> Path:
     return tree
 
 
-def build(kdir: Path, build_dir: Path, out_dir: Path, src: Path | None = None) -> list[Path]:
+def build(kdir: Path, build_dir: Path, out_dir: Path, src: Path | None = None,
+          make_args: tuple[str, ...] = ()) -> list[Path]:
     """make W=1 in a copy under build_dir (the sources stay clean); the .ko files land in
-    out_dir."""
+    out_dir. `make_args`: more of make's variables (ARCH=…, CROSS_COMPILE=…), as arguments."""
     tree = prepare_tree(build_dir, src)
     res = subprocess.run(
-        ["make", "-C", str(tree), f"KDIR={kdir}", "W=1"], capture_output=True, text=True,
-        check=False
+        ["make", "-C", str(tree), f"KDIR={kdir}", "W=1", *make_args], capture_output=True,
+        text=True, check=False
     )
     if res.returncode != 0:
         raise VmError(f"module build against {kdir} failed:\n{(res.stdout + res.stderr)[-3000:]}")

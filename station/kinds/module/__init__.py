@@ -17,6 +17,13 @@ def _latency_modules(campaign: Campaign, target: TargetSettings) -> set[str]:
     return {module_stem(target.family, i) for i in campaign.matrix.interfaces}
 
 
+def _module_build(campaign: Campaign) -> tuple[str, str | None, str | None]:
+    settings = getattr(campaign, "module", None)
+    if settings is None:
+        return "never", None, None
+    return settings.build, settings.kdir, settings.cross_compile
+
+
 def _check(campaign: Campaign) -> None:
     m = campaign.matrix
     for name, values in (("interfaces", m.interfaces), ("variants", m.variants)):
@@ -33,6 +40,14 @@ def _check(campaign: Campaign) -> None:
     settings = getattr(campaign, "module", None)
     if settings is not None and settings.trace:
         _check_traced(campaign)
+    if settings is not None and settings.build != "never":
+        for name, target in campaign.bench.named_targets().items():
+            if target.kind == "twin" or target.family == "rtai":
+                which = f"target {name!r}" if name else "the target"
+                what = "the twin" if target.kind == "twin" else "an RTAI box"
+                raise LocatedError(("module", "build"),
+                                   f"builds the mainline modules, but {which} is {what}: RTAI "
+                                   "modules are built with RTAI's tree (target_modules/README.md)")
 
 
 def _check_traced(campaign: Campaign) -> None:
@@ -72,7 +87,7 @@ KIND = Kind(
                              "variants",
     run_id=_run_id,
     check=_check,
-    needs=BenchNeeds(scope=True, modules=_latency_modules),
+    needs=BenchNeeds(scope=True, modules=_latency_modules, module_build=_module_build),
     top_level_runs=True,
     window_maximum=lambda run: (run.get("sw") or {}).get("max_ns"),  # t_SW's
     measurement="station.kinds.module.run:ModuleRun",

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, StringConstraints
 
 from station.config import Int, Seconds, Strict
 from station.config.types import (
     MAX_PULSES,
     PERIOD_RANGE,
     Interface,
+    LocalPath,
     ModuleParamName,
     ModuleParamValue,
     Variant,
@@ -67,3 +68,14 @@ class ModuleSettings(Strict):
         "blocks' events are not decomposed")
     trace_block: Seconds((0.2, 60.0, "200 ms", "60 s")) = Field(
         1.0, description="the length of each traced and untraced block (trace_overhead)")
+    build: Literal["never", "auto", "always"] = Field(
+        "never", description="build the mainline modules for the target's running kernel on "
+        "this station before the runs (station/target/module_build.py): auto when the files to "
+        "load were built for another kernel or are missing, always every campaign; never: the "
+        "files are the user's (`station modules build` does it by hand)")
+    kdir: LocalPath | None = Field(
+        None, description="the kernel build tree to build against (default: this station's "
+        "/lib/modules/<release>/build or /usr/src/linux-headers-<release>)")
+    cross_compile: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,64}-$")] | None = (
+        Field(None, description="a cross-compiler prefix for another architecture's target, "
+              "e.g. aarch64-linux-gnu- (ARCH follows from it)"))

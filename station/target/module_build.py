@@ -1,0 +1,132 @@
+"""The mainline modules built for a target's running kernel (`station modules build`, and a
+campaign's `module.build: auto`).
+
+On the station, against a kernel build tree for the target's release: `module.kdir`, else the
+station's own /lib/modules/<release>/build or /usr/src/linux-headers-<release> (Debian's
+headers package), with `module.cross_compile` for another architecture. The sources are the
+station's (target_modules/, or the installed package's copy); the build goes to a cache keyed by
+the release and the sources' hash, so an unchanged bench builds once. Every built file's
+vermagic is read back and compared with the target's `uname -r` **before** anything is uploaded:
+a tree for another kernel gives modules insmod would refuse, and they never leave the station.
+(The RTAI modules are built with RTAI's own tree: target_modules/README.md.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from station.common.module_names import vermagic
+from station.target.ssh import TargetError
+
+# a cross-compiler prefix ("aarch64-linux-gnu-") → the kernel's ARCH
+CROSS_ARCH = {"aarch64": "arm64", "arm": "arm", "x86_64": "x86", "i686": "x86", "riscv64": "riscv"}
+CROSS_COMPILE = re.compile(r"[A-Za-z0-9_.+-]{1,64}-")
+
+
+class ModuleBuildError(TargetError):
+    """No tree to build against, a build that failed, or modules for another kernel."""
+
+
+@dataclass(frozen=True)
+class ModuleBuild:
+    """What was built, for which kernel, from which sources: campaign.json's `modules_build`."""
+
+    release: str  # the target's `uname -r`
+    kdir: str
+    sources_hash: str  # sha256 over the sources (station/vm/latency_modules.py sources_hash)
+    out_dir: str
+    built_for: dict[str, str]  # file -> its vermagic
+    cross_compile: str | None = None
+    reused: bool = False  # the cache held this build already
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def cache_root() -> Path:
+    """$IRQ_STATION_MODULES_DIR, else ~/.cache/irq-station/modules."""
+    env = os.environ.get("IRQ_STATION_MODULES_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "irq-station" / "modules"
+
+
+def kdir_for(release: str, given: str | None) -> Path:
+    """The kernel build tree to build `release`'s modules against: `given`, else this station's
+    own tree for that release."""
+    candidates = ([Path(given).expanduser()] if given else
+                  [Path(f"/lib/modules/{release}/build"),
+                   Path(f"/usr/src/linux-headers-{release}")])
+    for kdir in candidates:
+        if (kdir / "Makefile").is_file():
+            return kdir
+    if given:
+        raise ModuleBuildError(f"module.kdir {given} is not a kernel build tree (no Makefile)")
+    raise ModuleBuildError(
+        f"no kernel build tree for {release} on this station ({' or '.join(map(str, candidates))}):"
+        f" install its headers (Debian: apt-get install linux-headers-{release}), or copy the "
+        "target's build tree here and give it as module.kdir")
+
+
+def make_args(cross_compile: str | None) -> tuple[str, ...]:
+    if not cross_compile:
+        return ()
+    if not CROSS_COMPILE.fullmatch(cross_compile):
+        raise ModuleBuildError(f"module.cross_compile {cross_compile!r} is not a compiler prefix "
+                               "(e.g. aarch64-linux-gnu-)")
+    machine = cross_compile.split("-")[0]
+    if machine not in CROSS_ARCH:
+        raise ModuleBuildError(f"module.cross_compile {cross_compile!r}: no kernel ARCH known for "
+                               f"{machine} ({', '.join(CROSS_ARCH)})")
+    return f"ARCH={CROSS_ARCH[machine]}", f"CROSS_COMPILE={cross_compile}"
+
+
+def build_for(release: str, kdir: Path, cross_compile: str | None = None,
+              root: Path | None = None) -> ModuleBuild:
+    """The mainline modules for `release`, built against `kdir` (or found in the cache), each
+    file's vermagic checked against `release`: ModuleBuildError names the kernel they are for
+    when it is another."""
+    from station.vm import latency_modules
+    from station.vm.errors import VmError
+
+    src = latency_modules.module_sources()
+    digest = latency_modules.sources_hash(src)
+    extra = make_args(cross_compile)
+    tag = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{release}-{cross_compile or 'native'}")
+    key = hashlib.sha256(f"{digest}\0{kdir.resolve()}".encode()).hexdigest()[:16]
+    out = (root or cache_root()) / f"{tag}-{key}"  # the sources and the tree built against
+    found = _read_vermagic(out)
+    reused = len(found) == len(latency_modules.MODULES) and _matching(found, release)
+    if not reused:
+        try:
+            with tempfile.TemporaryDirectory(prefix="irq-modules-") as scratch:
+                latency_modules.build(kdir, Path(scratch), out, src, extra)
+        except VmError as exc:
+            raise ModuleBuildError(str(exc).replace("module build", "the module build")) from None
+        found = _read_vermagic(out)
+    record = ModuleBuild(release, str(kdir), digest, str(out), found, cross_compile, reused)
+    if not _matching(found, release):
+        other = sorted({magic.split()[0] if magic else "(no vermagic)"
+                        for magic in found.values()})
+        raise ModuleBuildError(
+            f"the modules built against {kdir} are for kernel {', '.join(other)} (their "
+            f"vermagic: {next(iter(found.values()), '')!r}), but the target runs {release}: "
+            "refused before upload (insmod would say Invalid module format). Give module.kdir "
+            f"for {release}")
+    return record
+
+
+def _read_vermagic(out: Path) -> dict[str, str]:
+    if not out.is_dir():
+        return {}
+    return {ko.name: vermagic(ko.read_bytes()) or "" for ko in sorted(out.glob("*.ko"))}
+
+
+def _matching(found: dict[str, str], release: str) -> bool:
+    return bool(found) and all(magic.split()[:1] == [release] for magic in found.values())
