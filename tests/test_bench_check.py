@@ -280,3 +280,36 @@ def test_replacing_the_scope_block_leaves_every_other_line_as_written(scope):
     untouched = [ln for ln in text.splitlines() if ln and ln not in scope.splitlines()]
     assert [ln for ln in out.splitlines() if ln in untouched] == untouched
     assert "  scope:  # why" in out.splitlines()
+
+
+def test_an_unreachable_target_is_the_first_finding_with_what_to_check(tmp_path):
+    from tests.conftest import free_port
+
+    path = tmp_path / "c.yaml"
+    port = free_port()  # nothing listens there
+    path.write_text("name: x\nbench:\n"
+                    f"  target: {{kind: ssh, host: 127.0.0.1, port: {port}, connect_timeout: 3s}}\n"
+                    "  scope: {kind: none}\nmatrix: {samples: 100}\n")
+    result = check(path)
+    assert [f.step for f in result.findings] == ["target"] and not result.ready
+    assert f"127.0.0.1:{port}" in result.blocking.said
+    assert "bench.target.host and port" in result.blocking.fix
+
+
+def test_sudo_that_asks_for_a_password_stops_the_walk_before_any_module(twin, tmp_path):
+    """The twin's sudo wants a password (its knob, as without a NOPASSWD rule): the walk stops at
+    sudo, and nothing ran as root."""
+    twin.call(setattr, twin.target, "sudo_needs_password", True)
+    e = twin.endpoints
+    path = tmp_path / "c.yaml"
+    path.write_text("name: sudo\nbench:\n"
+                    f"  target: {{kind: ssh, host: 127.0.0.1, port: {e.ssh_port}, user: root, "
+                    f"identity_file: '{e.identity_file}', known_hosts: '{e.known_hosts}', "
+                    "sudo: true}\n"
+                    "  scope: {kind: none}\n"
+                    "matrix: {interfaces: [lpt], variants: [inb], samples: 100}\n")
+    result = check(path)
+    assert result.blocking.step == "sudo" and "password" in result.blocking.said
+    assert "NOPASSWD" in result.blocking.fix
+    assert twin.call(lambda: list(twin.target.sudo_commands)) == []
+    assert twin.call(lambda: [c for c in twin.target.command_log if "insmod" in c]) == []

@@ -183,15 +183,16 @@ async def check_bench(campaign: Campaign, log: Messages, target_name: str | None
 
 
 def _fix_for_unreachable(problem: str) -> str:
-    """What to do about a target or load host that did not come up, by the words of its error."""
+    """What to do about a host that did not come up, by the words of station/target/ssh.py's
+    errors (which already say what is wrong)."""
     text = problem.lower()
     if "host key" in text:
-        return ("record the target's host key: ssh-keyscan -p PORT HOST >> the known_hosts file "
-                "named by bench.target.known_hosts (check first that it is the right machine)")
-    if "permission denied" in text or "authentication" in text or "key" in text:
+        return ("record the target's host key in the known_hosts file bench.target.known_hosts "
+                "names (ssh-keyscan -p PORT HOST), after checking its fingerprint on the target")
+    if "refused our key" in text or "identity file" in text or "key files" in text:
         return ("install the station's public key on the target (ssh-copy-id -i "
-                "IDENTITY_FILE.pub USER@HOST) or set bench.target.identity_file and user")
-    if "refused" in text or "timed out" in text or "unreachable" in text or "resolve" in text:
+                "IDENTITY_FILE.pub USER@HOST), or correct bench.target.identity_file and user")
+    if "cannot reach" in text or "no answer from" in text:
         return ("check bench.target.host and port, that the target is powered and on the "
                 "network, and that its SSH server runs")
     return "the message names the part and why; fix it and check again"
