@@ -475,10 +475,18 @@ def bench_check(
         from station.config.edit import replace_block
 
         ratio = f"{100 * result.proposal['capture_ratio']:.2g} %"
-        apply.write_text(replace_block(config.read_text(), ("bench", "scope"),
-                                       result.proposal["scope"],
-                                       f"proposed by station bench check: capture ratio ≈ {ratio}",
-                                       str(config)))
+        try:
+            apply.write_text(replace_block(config.read_text(), ("bench", "scope"),
+                                           result.proposal["scope"],
+                                           "proposed by station bench check: capture ratio ≈ "
+                                           f"{ratio}", str(config)))
+        except ConfigError as exc:
+            _fail(f"{apply} not written: {exc}")
+        try:  # what is written must be a campaign the station runs
+            load_campaign(apply)
+        except ConfigError as exc:
+            apply.unlink()
+            _fail(f"{apply} not written: the proposed block does not validate: {exc}")
         typer.echo(f"wrote {apply}", err=as_json)
     if not result.ready:
         raise typer.Exit(EXIT_NOT_READY)

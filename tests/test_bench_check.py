@@ -137,8 +137,8 @@ def test_a_module_to_upload_is_checked_on_the_station_before_it_goes(tmp_path):
 
 def test_the_cli_exits_5_and_nothing_stays_loaded(tmp_path):
     """A twin started on its own, reached as any SSH target and VISA scope: after a check that
-    failed mid-way (the module loaded, its reader running), the target has no module loaded and
-    no process of the station's running."""
+    failed at the scope, the target has no module loaded and no process of the station's
+    running, and the walk stopped at the first interface."""
     from station.twin.miswire import Miswiring
     from station.twin.runner import Twin
 
@@ -313,3 +313,63 @@ def test_sudo_that_asks_for_a_password_stops_the_walk_before_any_module(twin, tm
     assert "NOPASSWD" in result.blocking.fix
     assert twin.call(lambda: list(twin.target.sudo_commands)) == []
     assert twin.call(lambda: [c for c in twin.target.command_log if "insmod" in c]) == []
+
+
+@pytest.mark.parametrize(("text", "written"), [
+    # a bench indented by four: the new key at its children's indentation
+    ("name: x\nbench:\n    target: {kind: twin}\nmatrix: {samples: 1}\n", "    scope:  # why\n"),
+    # CRLF kept, and a file without a last line break
+    ("name: x\r\nbench:\r\n  target: {kind: twin}\r\n  scope: {kind: twin}", "  scope:  # why\r\n"),
+])
+def test_replacing_keeps_the_files_own_indentation_and_line_endings(text, written):
+    from station.config.edit import replace_block
+    from station.config.yaml_lines import load_yaml
+
+    out = replace_block(text, ("bench", "scope"), {"kind": "twin", "channel": 3}, "why")
+    assert written in out
+    data, _ = load_yaml(out, "x")
+    assert data["bench"] == {"target": {"kind": "twin"}, "scope": {"kind": "twin", "channel": 3}}
+    if "\r\n" in text:
+        assert "\n" not in out.replace("\r\n", "")
+
+
+@pytest.mark.parametrize("text", [
+    "name: x\nbench: {target: {kind: twin}, scope: {kind: twin}}\n",  # flow style
+    "name: x\nbench:\n  target: {kind: twin}\n  scope: &s {kind: twin}\nother: *s\n",  # an alias
+])
+def test_a_block_that_cannot_be_replaced_alone_is_refused_not_mangled(text):
+    from station.config.edit import replace_block
+
+    with pytest.raises(ConfigError):
+        replace_block(text, ("bench", "scope"), {"kind": "twin"})
+
+
+def test_a_check_that_breaks_while_the_module_runs_leaves_nothing_behind(tmp_path, monkeypatch):
+    """The scope's look raises while the module is loaded and its reader runs (an error no step
+    foresaw): the error reaches the caller, and the target has no module loaded and no reader."""
+    from station.kinds.module import bench_check
+    from station.twin.runner import Twin
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the scope's thread broke")
+
+    monkeypatch.setattr(bench_check, "check_scope", broken)
+    twin = Twin(state_dir=tmp_path / "twin", seed=7, scope_options={"bus": "loopback"})
+    ends = twin.start_in_thread()
+    try:
+        path = tmp_path / "ssh.yaml"
+        path.write_text(
+            "name: bench-check\nbench:\n"
+            f"  target: {{kind: ssh, family: rtai, host: 127.0.0.1, port: {ends.ssh_port}, "
+            f"user: root, identity_file: '{ends.identity_file}', "
+            f"known_hosts: '{ends.known_hosts}'}}\n"
+            f"  scope: {{kind: visa, resource: '{ends.scope_resource}'}}\n"
+            "matrix: {interfaces: [lpt], variants: [inb], period: 100us, samples: 1000}\n")
+        with pytest.raises(RuntimeError, match="thread broke"):
+            check(path)
+        assert twin.call(lambda: [c for c in twin.target.command_log if "insmod" in c])
+        assert twin.call(lambda: sorted(twin.target.modules)) == []
+        assert twin.call(lambda: [p.cmdline for p in twin.target.loads.values()
+                                  if not p.ended.is_set()]) == []
+    finally:
+        twin.stop_thread()

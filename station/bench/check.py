@@ -140,6 +140,7 @@ async def check_bench(campaign: Campaign, log: Messages, target_name: str | None
     not_checked = [f"target {t!r}" for t in targets if t != name]
     bench = Bench(campaign, log, name, instruments=False)
     twin = None
+    step = "target"  # where an error the steps do not catch themselves is reported
     try:
         try:
             await bench.activate()
@@ -151,9 +152,12 @@ async def check_bench(campaign: Campaign, log: Messages, target_name: str | None
         where = bench.target.endpoint.where
         checklist.ok("target", f"{where} answers ({bench.facts.get('uname', '?')})",
                      load_hosts=sorted(bench.load_hosts))
+        step = "sudo"
         await _check_sudo(conn, checklist)
+        step = "kernel"
         release = (await conn.run("uname -r")).stdout.strip()
         _check_family(bench.target_settings, bench.facts, release, checklist)
+        step = "modules"
         if kind.needs.modules is not None:
             assert bench.wiring is not None
             settings = bench.wiring.target  # as its provider resolved it (a VM's own modules)
@@ -166,6 +170,7 @@ async def check_bench(campaign: Campaign, log: Messages, target_name: str | None
                     checklist.fail("modules", str(exc), "give module.kdir: a kernel build tree "
                                    f"for {release} (docs/bench-bring-up.md)", release=release)
             await _check_module_files(bench, settings, conn, stems, release, checklist)
+        step = "records"  # the kind's own steps name themselves; this is where they begin
         own = kind.load("bench_check")
         if own is None:
             not_checked.append(f"the {kind.name} kind's measurement (it declares no bench check)")
@@ -173,6 +178,8 @@ async def check_bench(campaign: Campaign, log: Messages, target_name: str | None
             await own(bench, checklist)
     except StopCheck:
         pass
+    except (TargetError, BenchError) as exc:  # a step that failed in a way it did not foresee
+        checklist.findings.append(Finding(step, False, str(exc), _fix_for_unreachable(str(exc))))
     finally:
         await bench.deactivate()
     note = checklist.proposal_note
@@ -205,8 +212,10 @@ async def _check_sudo(conn: TargetConnection, checklist: Checklist) -> None:
     try:
         await conn.run("true", privileged=True)
     except TargetError as exc:
-        checklist.fail("sudo", str(exc), "a sudoers rule with NOPASSWD for insmod, rmmod, kill, "
-                       "cat and dmesg (docs/bench-bring-up.md), or log in as root")
+        checklist.fail("sudo", str(exc), "log in as root, or give the station's user a sudoers "
+                       "rule without a password (USER ALL=(root) NOPASSWD: ALL): it runs insmod, "
+                       "rmmod, kill, cat, dmesg and its readers and loads (through setsid and sh) "
+                       "as root (docs/bench-bring-up.md)")
     checklist.ok("sudo", "sudo -n works without a password")
 
 
@@ -258,7 +267,11 @@ async def _check_module_files(bench: Bench, settings: TargetSettings, conn: Targ
                            "insmod would refuse it (Invalid module format)",
                            _build_fix(release), release=release, built_for=built_for)
     if settings.upload_modules:
-        await bench._upload_modules(settings, stems)
+        try:
+            await bench._upload_modules(settings, stems)
+        except BenchError as exc:
+            checklist.fail("modules", str(exc), "the target's words are above: module_dir must "
+                           "be writable by the station's user", release=release)
     checklist.ok("modules", f"{', '.join(sorted(stems))} built for {release}", release=release,
                  built_for=built_for)
 

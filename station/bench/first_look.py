@@ -24,7 +24,10 @@ from station.bench.scope_session import instrument_settings
 from station.common.units import format_duration, format_voltage
 from station.config import ScopeSettingsConfig
 
-MIN_SWING_V = 0.2  # a channel whose record swings less carries noise only (5 codes at 1 V/div)
+# a line swinging less than this from its idle level carries noise only: 3.75 codes at the first
+# look's 1 V/div, below the tenth of a 1.8 V line (a x10 probe on a x1 channel)
+MIN_SWING_V = 0.15
+NOISE_SIGMAS = 8.0  # … or less than this many of its own noise (a noisier scope or channel)
 LOGIC_V = (1.5, 5.5)  # where a logic line's high level lies (1.8 V to 5 V families, with margin)
 LOOK_VOLTS_PER_DIV = 1.0  # the first look's vertical: -2 V to +8 V with the trace 3 div low
 LOOK_POSITION_DIV = -3.0
@@ -71,26 +74,39 @@ def _duration(seconds: float) -> str:
 
 
 def _volts(volts: float) -> str:
+    if not math.isfinite(volts):
+        return "?"
     rounded = float(f"{volts:.3g}")
     return "0V" if abs(rounded) < 1e-3 else format_voltage(rounded)
 
 
 def view_line(waveform: Waveform, channel: int) -> LineView:
-    """The channel's two levels and its pulses, active on the side it does not idle at. The
-    levels are the medians of the samples either side of the middle of the record's 0.5th and
-    99.5th percentiles (a pulse of 1 % duty still reaches them; the medians leave the noise
-    out, as a scope's own high/low measurement does)."""
+    """The channel's two levels and its pulses, active on the side it does not idle at.
+
+    The idle level is the record's median (a latency pulse is active for well under half the
+    period), the noise its robust spread (MAD × 1.4826, at least half a digitizer step); the
+    line carries pulses when its farthest excursion from idle exceeds both MIN_SWING_V and
+    NOISE_SIGMAS of that noise, on the side of that excursion: so a pulse of any duty, however
+    narrow, is seen if the record holds it. The active level is the median of the samples past
+    the middle of that excursion (the noise averaged out, as a scope's own high/low measurement
+    does)."""
     volts = waveform.volts
+    none = LineView(channel, math.nan, math.nan, "low", 0, math.nan, math.nan)
     if not len(volts) or not np.isfinite(volts).all():
-        return LineView(channel, math.nan, math.nan, "low", 0, math.nan, math.nan)
-    edge_low, edge_high = (float(x) for x in np.percentile(volts, [0.5, 99.5]))
-    mid = (edge_low + edge_high) / 2
-    above = volts > mid
-    idle: Literal["low", "high"] = "high" if np.mean(above) > 0.5 else "low"
-    if edge_high - edge_low < MIN_SWING_V or above.all() or not above.any():
-        return LineView(channel, edge_low, edge_high, idle, 0, math.nan, math.nan)
-    low, high = float(np.median(volts[~above])), float(np.median(volts[above]))
-    pulses = extract_pulses(waveform, threshold=mid, hysteresis=0.2 * (high - low),
+        return none
+    idle_v = float(np.median(volts))
+    noise = max(1.4826 * float(np.median(np.abs(volts - idle_v))), waveform.resolution_v / 2)
+    up, down = float(volts.max()) - idle_v, idle_v - float(volts.min())
+    excursion = max(up, down)
+    idle: Literal["low", "high"] = "low" if up >= down else "high"
+    if excursion < max(MIN_SWING_V, NOISE_SIGMAS * noise):
+        return LineView(channel, idle_v, idle_v, idle, 0, math.nan, math.nan)
+    sign = 1.0 if idle == "low" else -1.0
+    mid = idle_v + sign * excursion / 2
+    active = volts[(volts - mid) * sign > 0]
+    active_v = float(np.median(active))
+    low, high = (idle_v, active_v) if idle == "low" else (active_v, idle_v)
+    pulses = extract_pulses(waveform, threshold=(low + high) / 2, hysteresis=0.2 * (high - low),
                             polarity="high" if idle == "low" else "low")
     width = float(np.median(pulses.width_s)) if len(pulses) else math.nan
     narrowest = float(np.min(pulses.width_s)) if len(pulses) else math.nan
@@ -142,6 +158,10 @@ def _propose(scope: Scope, cfg: ScopeSettingsConfig, period_s: float, checklist:
     if not seen:
         checklist.proposal_note = "no proposal: no channel sees pulses"
         return
+    if any(f.step == "probe" and not f.ok for f in checklist.findings):
+        checklist.proposal_note = ("no proposal: the probe factor first (settings for a tenth of "
+                                   "the line would keep the mismatch)")
+        return
     view = views[cfg.channel] if views[cfg.channel].has_pulses else max(seen,
                                                                         key=lambda v: v.pulses)
     if view.idle == "high":
@@ -173,8 +193,10 @@ def _check_scope(scope: Scope, cfg: ScopeSettingsConfig, resource: str, period_s
         checklist.fail("scope", str(exc), _scope_fix(cfg, resource), resource=resource)
     look.answered = True
     checklist.ok("scope", idn, resource=resource)
+    # long enough for a record and two periods (a slow module's), never past the campaign's own
+    wait = max(CONFIGURED_WAIT_S, 10 * cfg.time_per_div + 2 * period_s + 0.5)
     asked = replace(instrument_settings(cfg), segments=1, measurement=False,
-                    acquire_timeout_s=min(cfg.timeout, CONFIGURED_WAIT_S))
+                    acquire_timeout_s=min(cfg.timeout, wait))
     try:
         applied = scope.configure(asked)
         scope.check_errors()

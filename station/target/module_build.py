@@ -57,9 +57,18 @@ def cache_root() -> Path:
     return Path(base) / "irq-station" / "modules"
 
 
+RELEASE = re.compile(r"[A-Za-z0-9._+~-]{1,128}")  # what `uname -r` prints (no path, no shell)
+UNSAFE_IN_MAKE = re.compile(r"[\s$\"'`\\]")  # KDIR= reaches make's expansion and a recipe's sh
+
+
 def kdir_for(release: str, given: str | None) -> Path:
     """The kernel build tree to build `release`'s modules against: `given`, else this station's
     own tree for that release."""
+    if not RELEASE.fullmatch(release) or release in (".", ".."):
+        raise ModuleBuildError(f"the target's `uname -r` printed {release!r}, not a kernel release")
+    if given and UNSAFE_IN_MAKE.search(given):
+        raise ModuleBuildError(f"module.kdir {given!r}: a path without spaces, quotes, $, ` or \\"
+                               " (make and its recipes read it)")
     candidates = ([Path(given).expanduser()] if given else
                   [Path(f"/lib/modules/{release}/build"),
                    Path(f"/usr/src/linux-headers-{release}")])
@@ -99,8 +108,7 @@ def build_for(release: str, kdir: Path, cross_compile: str | None = None,
     digest = latency_modules.sources_hash(src)
     extra = make_args(cross_compile)
     tag = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{release}-{cross_compile or 'native'}")
-    key = hashlib.sha256(f"{digest}\0{kdir.resolve()}".encode()).hexdigest()[:16]
-    out = (root or cache_root()) / f"{tag}-{key}"  # the sources and the tree built against
+    out = (root or cache_root()) / f"{tag}-{_build_key(digest, kdir, extra)}"
     found = _read_vermagic(out)
     reused = len(found) == len(latency_modules.MODULES) and _matching(found, release)
     if not reused:
@@ -120,6 +128,18 @@ def build_for(release: str, kdir: Path, cross_compile: str | None = None,
             "refused before upload (insmod would say Invalid module format). Give module.kdir "
             f"for {release}")
     return record
+
+
+def _build_key(sources_hash: str, kdir: Path, extra: tuple[str, ...]) -> str:
+    """What a build depends on: the sources, the tree (where it is, and the files that make its
+    modules what they are: a tree rebuilt in place with another .config gives other modules)
+    and make's extra variables."""
+    h = hashlib.sha256(f"{sources_hash}\0{kdir.resolve()}\0{' '.join(extra)}".encode())
+    for name in (".config", "Module.symvers", "include/generated/utsrelease.h",
+                 "include/config/kernel.release"):
+        part = kdir / name
+        h.update(name.encode() + b"\0" + (part.read_bytes() if part.is_file() else b"-") + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _read_vermagic(out: Path) -> dict[str, str]:

@@ -189,8 +189,9 @@ class TargetConnection:
             raise AuthenticationRefused(
                 f"{self.endpoint.where}: `{command}` needs root, and sudo asks "
                 f"{self.endpoint.user or 'this user'} for a password; the station never types one. "
-                "Allow the station's commands without a password (a sudoers NOPASSWD rule for "
-                "insmod, rmmod, kill, cat, dmesg) or log in as root"
+                "Allow the station's commands without a password (a sudoers rule USER "
+                "ALL=(root) NOPASSWD: ALL: it runs insmod, rmmod, kill, cat, dmesg and its "
+                "readers and loads through setsid and sh) or log in as root"
             )
 
     async def upload(self, data: bytes, remote_path: str, privileged: bool = False) -> None:

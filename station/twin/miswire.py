@@ -51,11 +51,16 @@ class Miswiring:
     trigger_level_v: float = 1.5
 
     @property
+    def line_v(self) -> float:
+        """The line's active level at the probe tip."""
+        if "trigger_above_pulse" in self.faults:
+            return round(TRIGGER_ABOVE_SHARE * self.trigger_level_v, 3)
+        return LINE_V
+
+    @property
     def levels(self) -> tuple[float, float]:
         """(idle, active) volts the scope's channel shows."""
-        idle, active = 0.0, LINE_V
-        if "trigger_above_pulse" in self.faults:
-            active = round(TRIGGER_ABOVE_SHARE * self.trigger_level_v, 3)
+        idle, active = 0.0, self.line_v
         if "probe_x10" in self.faults:  # the scope, set to ×1, shows a tenth of the line
             active /= 10.0
         if "inverted" in self.faults:
@@ -81,7 +86,7 @@ class Miswiring:
             said[fault] = {
                 "other_channel": lambda: {"probe_channel": other_channel(self.channel),
                                           "configured_channel": self.channel},
-                "probe_x10": lambda: {"line_v": LINE_V, "shown_v": max(idle, active)},
+                "probe_x10": lambda: {"line_v": self.line_v, "shown_v": max(idle, active)},
                 "inverted": lambda: {"idle_v": idle, "active_v": active},
                 "trigger_above_pulse": lambda: {"line_high_v": max(idle, active),
                                                 "trigger_level_v": self.trigger_level_v},

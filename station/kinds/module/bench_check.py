@@ -21,6 +21,7 @@ from station.target import TargetError, modules
 from station.target import processes as proc_ctl
 
 LOAD_S = 1.0  # at least this long with the module loaded
+READER_LIMIT_S = 600  # the reader's own time limit on the target (a station that died mid-check)
 READ_SLICE_S = 0.25  # how often the reader looks whether it may stop
 RECORDS_SHARE = 0.5  # of the records the period promises: fewer is a module not answering
 PERIOD_TOLERANCE = 0.1  # the median time between records against the period
@@ -59,7 +60,14 @@ async def _check_interface(bench: Bench, interface: str, checklist: Checklist,
     try:
         stream = await finish_then_cancel(proc_ctl.start_load(
             conn, proc_ctl.STREAM_NAME, f"cat {target.device(interface)}", target.work_dir,
-            int(LOAD_S * 60), binary=True, privileged=True))
+            READER_LIMIT_S, binary=True, privileged=True))
+    except TargetError as exc:
+        with contextlib.suppress(TargetError):
+            await modules.rmmod(conn, stem)
+        checklist.fail("records", f"{interface}: the record stream could not be read: {exc}",
+                       "the target's words are above (the device, sudo for setsid and cat)")
+    reading: asyncio.Task | None = None
+    try:
         started = time.monotonic()
         stop = asyncio.Event()
         reading = asyncio.create_task(_read(stream, m.format, stop))
@@ -69,14 +77,17 @@ async def _check_interface(bench: Bench, interface: str, checklist: Checklist,
         recs, ended = await reading
         elapsed = time.monotonic() - loaded  # the module numbers its records from insmod
     finally:
+        if reading is not None and not reading.done():
+            reading.cancel()
+            await asyncio.wait([reading])  # its end, not its error (a cancel of ours still ends us)
         if stream is not None:
             with contextlib.suppress(TargetError):
                 await proc_ctl.stop_load(stream)
         with contextlib.suppress(TargetError):
             await modules.rmmod(conn, stem)
-    _judge_records(checklist, interface, recs, ended, elapsed, period_s, m.format)
-    if propose:
+    if propose:  # kept whatever the records say
         checklist.proposal, checklist.proposal_note = look.proposal, look.proposal_note
+    _judge_records(checklist, interface, recs, ended, elapsed, period_s, m.format)
     for finding in look.findings:
         checklist.add(finding)
 
