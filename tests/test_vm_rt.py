@@ -350,6 +350,11 @@ def test_the_monitor_watches_the_guest_through_a_lost_link_and_marks_its_kernel_
     assert all(k in dom for k in watched["kernels"])
 
 
+def _module_dir(tmp_path: Path) -> str:
+    """A module directory of this test's own in the guest (other tests upload to the default)."""
+    return f"/tmp/irq-station/build-{tmp_path.name}"
+
+
 def _module_campaign(guest: VirtualMachine, tmp_path: Path, module: str) -> Path:
     """A short module campaign on the booted guest, its module files to come from an empty
     directory (so only a build can provide them)."""
@@ -360,7 +365,7 @@ def _module_campaign(guest: VirtualMachine, tmp_path: Path, module: str) -> Path
         "name: vm-build\nbench:\n"
         f"  target: {{kind: ssh, family: mainline, host: 127.0.0.1, port: {guest.ssh_port}, user: root, "
         f"identity_file: '{guest.image.identity_file}', known_hosts: '{guest.known_hosts_file}', "
-        f"upload_modules: '{empty}', module_dir: /tmp/irq-station/modules}}\n"
+        f"upload_modules: '{empty}', module_dir: {_module_dir(tmp_path)}}}\n"
         "  scope: {kind: none}\n"
         f"module: {module}\n"
         "matrix: {interfaces: [lpt], variants: [inb], loads: [none], period: 1ms, samples: 300, max_duration: 2min, "
@@ -384,7 +389,7 @@ def test_modules_are_built_for_the_guest_kernel_and_the_other_kernel_refused(gue
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert f"are for kernel {other}" in refused.stderr and f"the target runs {release}" in refused.stderr
     assert "refused before upload" in refused.stderr
-    assert "lpt_latency" not in sh(guest, "ls /tmp/irq-station/modules 2>/dev/null").stdout
+    assert "lpt_latency" not in sh(guest, f"ls {_module_dir(tmp_path)} 2>/dev/null").stdout
 
     out = tmp_path / "out"
     run = run_station("run", str(_module_campaign(guest, tmp_path, "{build: auto}")), "--out", str(out), timeout=600)
