@@ -167,9 +167,13 @@ def check_timerlat_beside_cyclictest(out: Path, section: dict) -> None:
             for kind, col in (("irq", "IRQ"), ("thread", "Thr")):
                 assert (c[kind]["count"], c[kind]["max"]) == (printed[(col, c["cpu"])]["count"],
                                                               printed[(col, c["cpu"])]["max"]), (entry["id"], c)
+        # an rtla stopped before its collector printed anything (starved from the start: seen in a CI try
+        # under stressapptest) leaves no summary; the run's note says why, and its cell has no figure
+        assert printed or tl["note"], (entry["id"], tl)
         if entry["status"] == "complete":
-            assert table[target][load]["thread_max_us"] == max(v["max"] for (k, _), v in printed.items()
-                                                               if k == "Thr")
+            for key, col in (("thread_max_us", "Thr"), ("irq_max_us", "IRQ")):
+                maxima = [v["max"] for (k, _), v in printed.items() if k == col]
+                assert table[target][load][key] == (max(maxima) if maxima else None), (entry["id"], key)
 
 
 @pytest.mark.timeout(600)  # 15 runs on three targets, two VM boots, timerlat after each cyclictest
