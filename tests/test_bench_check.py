@@ -40,6 +40,19 @@ def campaign_file(tmp_path: Path, miswire: list[str] = (), channel: int = 1, tar
     return path
 
 
+def twin_as_a_bench(tmp_path: Path, ends, scope: str = "", interfaces: str = "lpt") -> Path:
+    """A campaign reaching a twin started on its own as any bench: an SSH target, a VISA scope
+    (`scope`: more of its settings)."""
+    path = tmp_path / "ssh.yaml"
+    path.write_text(
+        "name: bench-check\nbench:\n"
+        f"  target: {{kind: ssh, family: rtai, host: 127.0.0.1, port: {ends.ssh_port}, "
+        f"user: root, identity_file: '{ends.identity_file}', known_hosts: '{ends.known_hosts}'}}\n"
+        f"  scope: {{kind: visa, resource: '{ends.scope_resource}'{', ' + scope if scope else ''}}}\n"
+        f"matrix: {{interfaces: [{interfaces}], variants: [inb], period: 100us, samples: 1000}}\n")
+    return path
+
+
 def check(path: Path):
     return asyncio.run(api.check_bench(load_campaign(path)))
 
@@ -147,15 +160,8 @@ def test_the_cli_exits_5_and_nothing_stays_loaded(tmp_path):
                 scope_options={"bus": "loopback"})
     ends = twin.start_in_thread()
     try:
-        path = tmp_path / "ssh.yaml"
-        path.write_text(
-            "name: bench-check\nbench:\n"
-            f"  target: {{kind: ssh, family: rtai, host: 127.0.0.1, port: {ends.ssh_port}, "
-            f"user: root, identity_file: '{ends.identity_file}', "
-            f"known_hosts: '{ends.known_hosts}'}}\n"
-            f"  scope: {{kind: visa, resource: '{ends.scope_resource}', channel: 1, "
-            "time_per_div: 500us, record_length: 120000, trigger_level: 1.5V}\n"
-            "matrix: {interfaces: [lpt, pcie], variants: [inb], period: 100us, samples: 1000}\n")
+        path = twin_as_a_bench(tmp_path, ends, "channel: 1, time_per_div: 500us, "
+                               "record_length: 120000, trigger_level: 1.5V", "lpt, pcie")
         res = run_station("bench", "check", str(path), timeout=120)
         assert res.returncode == 5, res.stdout + res.stderr
         assert "NOT READY  channel: CH1 sees no pulses" in res.stdout
@@ -357,14 +363,7 @@ def test_a_check_that_breaks_while_the_module_runs_leaves_nothing_behind(tmp_pat
     twin = Twin(state_dir=tmp_path / "twin", seed=7, scope_options={"bus": "loopback"})
     ends = twin.start_in_thread()
     try:
-        path = tmp_path / "ssh.yaml"
-        path.write_text(
-            "name: bench-check\nbench:\n"
-            f"  target: {{kind: ssh, family: rtai, host: 127.0.0.1, port: {ends.ssh_port}, "
-            f"user: root, identity_file: '{ends.identity_file}', "
-            f"known_hosts: '{ends.known_hosts}'}}\n"
-            f"  scope: {{kind: visa, resource: '{ends.scope_resource}'}}\n"
-            "matrix: {interfaces: [lpt], variants: [inb], period: 100us, samples: 1000}\n")
+        path = twin_as_a_bench(tmp_path, ends)
         with pytest.raises(RuntimeError, match="thread broke"):
             check(path)
         assert twin.call(lambda: [c for c in twin.target.command_log if "insmod" in c])

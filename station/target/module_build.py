@@ -14,7 +14,6 @@ a tree for another kernel gives modules insmod would refuse, and they never leav
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass
@@ -50,11 +49,9 @@ class ModuleBuild:
 
 def cache_root() -> Path:
     """$IRQ_STATION_MODULES_DIR, else ~/.cache/irq-station/modules."""
-    env = os.environ.get("IRQ_STATION_MODULES_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "irq-station" / "modules"
+    from station.vm.paths import station_cache
+
+    return station_cache("IRQ_STATION_MODULES_DIR", "modules")
 
 
 RELEASE = re.compile(r"[A-Za-z0-9._+~-]{1,128}")  # what `uname -r` prints (no path, no shell)

@@ -6,13 +6,19 @@ import os
 from pathlib import Path
 
 
-def default_vm_dir() -> Path:
-    """$IRQ_STATION_VM_DIR, else ~/.cache/irq-station/vm: a cache, never the repository."""
-    env = os.environ.get("IRQ_STATION_VM_DIR")
+def station_cache(variable: str, name: str) -> Path:
+    """$`variable`, else ~/.cache/irq-station/`name` ($XDG_CACHE_HOME honoured): a cache, never
+    the repository."""
+    env = os.environ.get(variable)
     if env:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "irq-station" / "vm"
+    return Path(base) / "irq-station" / name
+
+
+def default_vm_dir() -> Path:
+    """$IRQ_STATION_VM_DIR, else ~/.cache/irq-station/vm."""
+    return station_cache("IRQ_STATION_VM_DIR", "vm")
 
 
 def image_dir(vm_dir: Path | None = None, kernel: str = "regular") -> Path:
