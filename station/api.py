@@ -135,11 +135,14 @@ async def check_bench(campaign: Campaign, progress: ProgressSink | None = None,
 
 async def build_modules(campaign: Campaign, progress: ProgressSink | None = None,
                         target_name: str | None = None) -> Any:
-    """Build the campaign's mainline modules on this station for the target's running kernel
-    (its module.kdir and cross_compile, else the station's own tree for that release), check
-    every file's vermagic against it, and upload them to bench.target.module_dir: a
+    """Build the campaign's mainline modules for the target's running kernel, on this station
+    (module.kdir and cross_compile, else the station's own tree for that release) or on the
+    target (module.build_on; station/target/module_build.py), check every file's vermagic
+    against it, and upload them to bench.target.module_dir: a
     station.target.module_build.ModuleBuild. Raises station.bench.bench.BenchError (no tree,
     a failed build, modules for another kernel: nothing uploaded then)."""
+    import dataclasses
+
     from station import kind_registry
     from station.bench.bench import Bench
     from station.common.progress import QuietProgress
@@ -157,8 +160,8 @@ async def build_modules(campaign: Campaign, progress: ProgressSink | None = None
                              "mainline modules; RTAI's are built with RTAI's tree "
                              "(target_modules/README.md)")
         stems = needs.modules(campaign, settings)
-        _, kdir, cross_compile = needs.module_build(campaign)
-        built = await bench.build_modules(settings, stems, "always", kdir, cross_compile)
+        plan = dataclasses.replace(needs.module_build(campaign), when="always")
+        built = await bench.build_modules(settings, stems, plan)
         await bench._upload_modules(built, stems)
         return bench.module_build
     finally:

@@ -41,13 +41,15 @@ class BenchNeeds:
     stimulus: Callable[..., Any] | None = None
     # the module stems bench.target.upload_modules sends for this campaign; None: none
     modules: Callable[..., set[str]] | None = None
-    # campaign -> (build, kdir, cross_compile): whether the bench builds the mainline modules for
-    # the target's kernel first ("never", "auto", "always"; station/target/module_build.py)
-    module_build: Callable[..., tuple[str, str | None, str | None]] | None = None
+    # campaign -> station.target.module_build.BuildPlan: whether (and where) the bench builds the
+    # mainline modules for the target's kernel first
+    module_build: Callable[..., Any] | None = None
     # the twin as a board answering edges (its channels); None: the twin plays the latency modules
     board: Callable[..., dict[str, int]] | None = None
     # the scope's channels beside bench.scope.channel, and the trigger slope
     scope_inputs: Callable[..., tuple[tuple[int, ...], str]] | None = None
+    # its modules are bench.target.family's builds (RTAI or mainline), so the kernel must be too
+    family: bool = False
     # the twin can stand in for the target (it plays the latency modules or, with `board`, the GPIO
     # lines); False: the kind measures a real kernel (local, vm or ssh)
     twin_target: bool = True

@@ -101,3 +101,72 @@ def test_a_build_the_station_cannot_make_is_refused_at_its_line(tmp_path, target
     with pytest.raises(ConfigError) as err:
         load_campaign(path)
     assert f"{path}:5" in str(err.value) and words in str(err.value)
+
+
+def test_a_build_on_the_target_runs_its_make_in_a_scratch_directory_it_then_removes(
+        headers, local, tmp_path, monkeypatch):
+    """This machine as the target over real SSH, its make and compiler against a tree named on
+    it (module.target_kdir): the modules read back are for that tree's kernel (their vermagic,
+    read from the files), the scratch directory is gone, and unless that kernel is the one
+    running, nothing reached module_dir: the refusal names both kernels."""
+    import os
+
+    monkeypatch.setenv("IRQ_STATION_MODULES_DIR", str(tmp_path / "cache"))
+    release, tree = headers
+    running = os.uname().release
+    before = set(Path("/tmp").glob("irq-station-build.*"))
+    module_dir = tmp_path / "on-target"
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "name: build\nbench:\n"
+        f"  target: {local.target_yaml(family='mainline', module_dir=repr(str(module_dir)))}\n"
+        "  scope: {kind: none}\n"
+        f"module: {{build_on: target, target_kdir: '{tree}'}}\n"
+        "matrix: {interfaces: [lpt], variants: [inb], samples: 100}\n")
+    res = run_station("modules", "build", str(path), timeout=900)
+    assert set(Path("/tmp").glob("irq-station-build.*")) == before  # the scratch is removed
+    built = list((tmp_path / "cache").glob("*/lpt_latency.ko"))
+    assert len(built) == 1 and vermagic(built[0].read_bytes()).split()[0] == release
+    if release == running:  # a machine whose headers are its own kernel's: the build is used
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert vermagic((module_dir / "lpt_latency.ko").read_bytes()).split()[0] == running
+    else:
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert f"built on {local.user}@{local.host}:{local.port} against {tree}" in res.stderr
+        assert f"are for kernel {release}" in res.stderr
+        assert f"the target runs {running}: refused before upload" in res.stderr
+        assert not module_dir.exists() or not list(module_dir.glob("*.ko"))
+
+
+def test_auto_says_why_neither_the_target_nor_the_station_can_build(local, tmp_path):
+    """No tree for the running kernel here or on the target (this machine's own, as a target):
+    the error says what each one lacks, before any make."""
+    import os
+
+    running = os.uname().release
+    if Path(f"/lib/modules/{running}/build/Makefile").is_file():
+        pytest.skip(f"this machine has a build tree for its own kernel {running}")
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "name: build\nbench:\n"
+        f"  target: {local.target_yaml(family='mainline', module_dir=repr(str(tmp_path / 'm')))}\n"
+        "  scope: {kind: none}\n"
+        "matrix: {interfaces: [lpt], variants: [inb], samples: 100}\n")
+    res = run_station("modules", "build", str(path), timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"no kernel build tree for {running} on this station" in res.stderr
+    assert f"nor can the target build them (it lacks a kernel build tree at /lib/modules/{running}/build" in res.stderr
+
+
+@pytest.mark.parametrize(("module", "words"), [
+    ("{build_on: target, kdir: /usr/src/x}", "is for a build on the station"),
+    ("{build_on: station, target_kdir: /usr/src/x}", "is for a build on the target"),
+    ("{target_kdir: 'x; reboot'}", "target_kdir"),
+])
+def test_where_to_build_and_its_tree_must_agree(tmp_path, module, words):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\nbench:\n  target: {kind: ssh, host: 10.0.0.2, family: mainline}\n"
+                    f"  scope: {{kind: none}}\nmodule: {module}\nmatrix: {{samples: 100}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_campaign(path)
+    assert f"{path}:5" in str(err.value) and words in str(err.value)

@@ -130,14 +130,14 @@ class Bench:
         if self.needs.modules is not None:
             stems = self.needs.modules(self.campaign, target_settings)
             build = self.needs.module_build(self.campaign) if self.needs.module_build else None
-            if build is not None and build[0] != "never":
-                target_settings = await self.build_modules(target_settings, stems, *build)
+            if build is not None and build.when != "never":
+                target_settings = await self.build_modules(target_settings, stems, build)
             if target_settings.upload_modules:
                 await self._upload_modules(target_settings, stems)
         if self.uses_scope:
-            await self._open_scope(scope_resource)
+            await self.open_scope(scope_resource)
         if self.uses_generator:
-            await self._open_generator(generator_resource)
+            await self.open_generator(generator_resource)
 
     async def deactivate(self) -> None:
         """Reverse order of activation; every part is tried, whatever the others do (a
@@ -157,7 +157,8 @@ class Bench:
                     overrides=settings.twin.overrides,
                     independent=settings.twin.independent,
                     miswiring=Miswiring(tuple(settings.twin.miswire), settings.scope.channel,
-                                        settings.scope.trigger_level),
+                                        settings.scope.trigger_level,
+                                        board["response_channel"] if board else None),
                     with_scope=self.uses_scope and settings.scope.kind == "twin",
                     scope_options={"dialect": settings.scope.dialect,
                                    "bus": twin_bus(settings.scope),
@@ -282,25 +283,54 @@ class Bench:
         except TargetError as exc:
             raise BenchError(f"{what}: {exc}") from None
 
-    async def build_modules(self, target_settings: TargetSettings, stems: set[str], when: str,
-                            kdir: str | None, cross_compile: str | None) -> TargetSettings:
-        """The mainline modules built on this station for the target's running kernel (`when`:
-        "always", or "auto": only if the files it would load are missing or for another kernel);
-        the settings returned upload them from the build."""
-        from station.target.module_build import ModuleBuildError, build_for, kdir_for
+    async def build_modules(self, target_settings: TargetSettings, stems: set[str],
+                            plan: Any) -> TargetSettings:
+        """The mainline modules built for the target's running kernel, on this station or on the
+        target (`plan`: station.target.module_build.BuildPlan; its `when`: "always", or "auto":
+        only if the files it would load are missing or for another kernel); the settings
+        returned upload them from the build."""
+        from station.target.module_build import (
+            ModuleBuildError,
+            build_for,
+            build_on_target,
+            kdir_for,
+            target_cannot_build,
+            target_tree,
+        )
 
         assert self.target is not None
         conn = await self.target.live_connection()
         release = (await conn.run("uname -r")).stdout.strip()
-        if when == "auto" and await self._modules_match(conn, target_settings, stems, release):
+        if plan.when == "auto" and await self._modules_match(conn, target_settings, stems,
+                                                              release):
             self.log.message(f"modules: {', '.join(sorted(stems))} already built for {release}")
             return target_settings
         loop = asyncio.get_running_loop()
         try:
-            tree = kdir_for(release, kdir)
-            self.log.message(f"modules: building for {release} against {tree}")
-            record = await loop.run_in_executor(None, build_for, release, tree, cross_compile)
-        except ModuleBuildError as exc:
+            on, lacking = plan.on, None
+            if on != "station" and not (plan.kdir or plan.cross_compile):
+                tree = target_tree(release, plan.target_kdir)
+                lacking = await target_cannot_build(conn, tree)
+                if lacking is None:
+                    on = "target"
+                elif on == "target":
+                    raise ModuleBuildError(f"{self.target.endpoint.where} cannot build them: "
+                                           f"it lacks {lacking}")
+            if on == "target":
+                self.log.message(f"modules: building for {release} on the target against {tree}")
+                record = await build_on_target(conn, release, tree)
+            else:
+                try:
+                    station_tree = kdir_for(release, plan.kdir)
+                except ModuleBuildError as exc:
+                    if lacking is None:
+                        raise
+                    raise ModuleBuildError(f"{exc}; nor can the target build them (it lacks "
+                                           f"{lacking})") from None
+                self.log.message(f"modules: building for {release} against {station_tree}")
+                record = await loop.run_in_executor(None, build_for, release, station_tree,
+                                                    plan.cross_compile)
+        except TargetError as exc:  # a ModuleBuildError, or the target's words mid-build
             raise BenchError(f"modules: {exc}") from None
         self.module_build = record
         self.log.message(f"modules: {'found' if record.reused else 'built'} in {record.out_dir}")
@@ -332,7 +362,7 @@ class Bench:
             raise BenchError(f"target: {exc}") from None
         self.log.message(f"uploaded {', '.join(uploaded)} to {target_settings.module_dir}")
 
-    async def _open_scope(self, resource: str | None) -> None:
+    async def open_scope(self, resource: str | None) -> None:
         from instruments.scope import ScopeError
         from station.bench.scope_session import ScopeSession
 
@@ -357,7 +387,7 @@ class Bench:
         self._on_deactivate("the scope", close)
         self.log.message(f"scope: {scope.idn}")
 
-    async def _open_generator(self, resource: str | None) -> None:
+    async def open_generator(self, resource: str | None) -> None:
         from instruments.funcgen import GeneratorError
         from station.bench.generator_session import GeneratorSession
 

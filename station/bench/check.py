@@ -156,19 +156,20 @@ async def check_bench(campaign: Campaign, log: Messages, target_name: str | None
         await _check_sudo(conn, checklist)
         step = "kernel"
         release = (await conn.run("uname -r")).stdout.strip()
-        _check_family(bench.target_settings, bench.facts, release, checklist)
+        _check_family(bench.target_settings, bench.facts, release, checklist, kind.needs.family)
         step = "modules"
         if kind.needs.modules is not None:
             assert bench.wiring is not None
             settings = bench.wiring.target  # as its provider resolved it (a VM's own modules)
             stems = kind.needs.modules(campaign, settings)
             build = kind.needs.module_build(campaign) if kind.needs.module_build else None
-            if build is not None and build[0] != "never":  # as the campaign will: built here
+            if build is not None and build.when != "never":  # as the campaign will: built here
                 try:
-                    settings = await bench.build_modules(settings, stems, *build)
+                    settings = await bench.build_modules(settings, stems, build)
                 except BenchError as exc:
-                    checklist.fail("modules", str(exc), "give module.kdir: a kernel build tree "
-                                   f"for {release} (docs/bench-bring-up.md)", release=release)
+                    checklist.fail("modules", str(exc), "give module.kdir (on the station) or "
+                                   f"module.target_kdir (on the target): a kernel build tree for "
+                                   f"{release} (docs/bench-bring-up.md)", release=release)
             await _check_module_files(bench, settings, conn, stems, release, checklist)
         step = "records"  # the kind's own steps name themselves; this is where they begin
         own = kind.load("bench_check")
@@ -220,11 +221,17 @@ async def _check_sudo(conn: TargetConnection, checklist: Checklist) -> None:
 
 
 def _check_family(settings: TargetSettings, facts: dict[str, str], release: str,
-                  checklist: Checklist) -> None:
+                  checklist: Checklist, matters: bool = True) -> None:
+    """The kernel's flavour against bench.target.family, when the kind's modules are the
+    family's builds (`matters`); else only said."""
     rtai = not facts.get("rtai", "unavailable").startswith("unavailable")
     preempt_rt = facts.get("realtime", "") == "1"
     flavour = "RTAI" if rtai else "PREEMPT_RT" if preempt_rt else "mainline (not PREEMPT_RT)"
     evidence = {"release": release, "rtai": rtai, "preempt_rt": preempt_rt}
+    if not matters:
+        checklist.ok("kernel", f"{release}, {flavour} (this kind's modules are not "
+                     "bench.target.family's)", **evidence)
+        return
     if settings.family == "rtai" and not rtai:
         checklist.fail("kernel", f"bench.target.family is rtai, but the target runs {release}, "
                        f"{flavour}, without RTAI (no /proc/rtai/hal)",

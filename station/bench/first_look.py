@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NoReturn
 
 import numpy as np
 
@@ -51,6 +51,7 @@ class LineView:
     width_s: float
     spacing_s: float
     narrowest_s: float = math.nan
+    starts_s: tuple[float, ...] = ()  # each pulse's leading edge, from the trigger
 
     @property
     def swing_v(self) -> float:
@@ -62,18 +63,18 @@ class LineView:
 
     def describe(self) -> str:
         if not self.has_pulses:
-            return f"CH{self.channel}: no pulses (swing {_volts(self.swing_v)})"
-        return (f"CH{self.channel}: {self.pulses} pulses from {_volts(self.low_v)} to "
-                f"{_volts(self.high_v)}, idle {self.idle}, every "
-                f"{_duration(self.spacing_s)}, {_duration(self.width_s)} wide")
+            return f"CH{self.channel}: no pulses (swing {volts_text(self.swing_v)})"
+        return (f"CH{self.channel}: {self.pulses} pulses from {volts_text(self.low_v)} to "
+                f"{volts_text(self.high_v)}, idle {self.idle}, every "
+                f"{duration_text(self.spacing_s)}, {duration_text(self.width_s)} wide")
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     """Three figures, in the campaign file's units (pasteable)."""
     return "?" if not math.isfinite(seconds) else format_duration(float(f"{seconds:.3g}"))
 
 
-def _volts(volts: float) -> str:
+def volts_text(volts: float) -> str:
     if not math.isfinite(volts):
         return "?"
     rounded = float(f"{volts:.3g}")
@@ -83,35 +84,40 @@ def _volts(volts: float) -> str:
 def view_line(waveform: Waveform, channel: int) -> LineView:
     """The channel's two levels and its pulses, active on the side it does not idle at.
 
-    The idle level is the record's median (a latency pulse is active for well under half the
-    period), the noise its robust spread (MAD × 1.4826, at least half a digitizer step); the
-    line carries pulses when its farthest excursion from idle exceeds both MIN_SWING_V and
-    NOISE_SIGMAS of that noise, on the side of that excursion: so a pulse of any duty, however
-    narrow, is seen if the record holds it. The active level is the median of the samples past
-    the middle of that excursion (the noise averaged out, as a scope's own high/low measurement
-    does)."""
+    The idle side is the record's median's (a line is active less than half the time: a
+    latency pulse well under half the period, a GPIO stimulus under half its period). The noise
+    is the robust spread of consecutive samples' differences (MAD × 1.4826 / √2, at least half a
+    digitizer step): edges are a few of them, so neither the pulses nor their duty inflate it,
+    as they do the spread around the median (a 40 % duty at a digitizer step near the noise put
+    the median a step off the idle level). The line carries pulses when its farthest excursion
+    from the median exceeds both MIN_SWING_V and NOISE_SIGMAS of that noise, on the side of
+    that excursion: so a pulse of any duty, however narrow, is seen if the record holds it. Each
+    level is then the median of the samples on its side of the excursion's middle (the noise
+    averaged out, as a scope's own high/low measurement does)."""
     volts = waveform.volts
     none = LineView(channel, math.nan, math.nan, "low", 0, math.nan, math.nan)
     if not len(volts) or not np.isfinite(volts).all():
         return none
-    idle_v = float(np.median(volts))
-    noise = max(1.4826 * float(np.median(np.abs(volts - idle_v))), waveform.resolution_v / 2)
-    up, down = float(volts.max()) - idle_v, idle_v - float(volts.min())
+    middle_v = float(np.median(volts))
+    up, down = float(volts.max()) - middle_v, middle_v - float(volts.min())
     excursion = max(up, down)
+    steps = np.abs(np.diff(volts))
+    noise = max(1.4826 * float(np.median(steps)) / math.sqrt(2) if len(steps) else 0.0,
+                waveform.resolution_v / 2)
     idle: Literal["low", "high"] = "low" if up >= down else "high"
     if excursion < max(MIN_SWING_V, NOISE_SIGMAS * noise):
-        return LineView(channel, idle_v, idle_v, idle, 0, math.nan, math.nan)
+        return LineView(channel, middle_v, middle_v, idle, 0, math.nan, math.nan)
     sign = 1.0 if idle == "low" else -1.0
-    mid = idle_v + sign * excursion / 2
-    active = volts[(volts - mid) * sign > 0]
-    active_v = float(np.median(active))
+    past = (volts - (middle_v + sign * excursion / 2)) * sign > 0
+    active_v, idle_v = float(np.median(volts[past])), float(np.median(volts[~past]))
     low, high = (idle_v, active_v) if idle == "low" else (active_v, idle_v)
     pulses = extract_pulses(waveform, threshold=(low + high) / 2, hysteresis=0.2 * (high - low),
                             polarity="high" if idle == "low" else "low")
     width = float(np.median(pulses.width_s)) if len(pulses) else math.nan
     narrowest = float(np.min(pulses.width_s)) if len(pulses) else math.nan
     spacing = float(np.median(np.diff(pulses.start_s))) if len(pulses) > 1 else math.nan
-    return LineView(channel, low, high, idle, len(pulses), width, spacing, narrowest)
+    return LineView(channel, low, high, idle, len(pulses), width, spacing, narrowest,
+                    tuple(float(t) for t in pulses.start_s))
 
 
 @dataclass
@@ -150,7 +156,7 @@ def check_scope(cfg: ScopeSettingsConfig, resource: str, period_s: float,
 def _propose(scope: Scope, cfg: ScopeSettingsConfig, period_s: float, checklist: Checklist,
              look: _Look) -> None:
     try:
-        views = look.views if look.views is not None else _take_first_look(scope, cfg, period_s)
+        views = look.views if look.views is not None else take_first_look(scope, cfg, period_s)
     except ScopeError as exc:
         checklist.proposal_note = f"no proposal: the first look failed: {exc}"
         return
@@ -206,7 +212,7 @@ def _check_scope(scope: Scope, cfg: ScopeSettingsConfig, resource: str, period_s
                        "offers (docs/scopes/)")
     span = 10 * applied.time_per_div
     if cfg.capture == "waveform" and span < PULSES_A_RECORD * period_s:
-        _short_record(checklist, cfg, applied.time_per_div, period_s)
+        short_record(checklist, cfg, applied.time_per_div, period_s)
     try:
         waveform = scope.acquire_single()
     except ScopeTimeout:
@@ -219,7 +225,7 @@ def _check_scope(scope: Scope, cfg: ScopeSettingsConfig, resource: str, period_s
             checklist.ok("pulses", seen, channel=cfg.channel)
             return
     try:
-        look.views = _take_first_look(scope, cfg, period_s)
+        look.views = take_first_look(scope, cfg, period_s)
     except ScopeError as exc:
         checklist.fail("scope", f"the first look (all channels, trigger on AUTO) failed: {exc}",
                        "the message names the command and the scope's reply")
@@ -241,30 +247,43 @@ def _judge_configured(waveform: Waveform, cfg: ScopeSettingsConfig, period_s: fl
         enough = len(pulses) >= 1
     if not enough or not 0 < float(np.median(pulses.width_s)) < period_s / 2:
         return None
-    return (f"CH{cfg.channel}: {len(pulses)} pulses in a {_duration(span_s)} record (about "
-            f"{expected:.0f} expected at {_duration(period_s)}), median width "
-            f"{_duration(float(np.median(pulses.width_s)))}")
+    return (f"CH{cfg.channel}: {len(pulses)} pulses in a {duration_text(span_s)} record (about "
+            f"{expected:.0f} expected at {duration_text(period_s)}), median width "
+            f"{duration_text(float(np.median(pulses.width_s)))}")
 
 
-def _short_record(checklist: Checklist, cfg: ScopeSettingsConfig, applied_tdiv: float,
-                  period_s: float) -> None:
+def short_record(checklist: Checklist, cfg: ScopeSettingsConfig, applied_tdiv: float,
+                 period_s: float, segmented: bool = True) -> None:
+    """A failed record_span finding; `segmented`: the kind can capture a pulse a frame instead."""
     wanted = one_two_five_above(PULSES_A_RECORD * 2 * period_s / 10)
     limited = applied_tdiv < cfg.time_per_div * 0.99
-    said = (f"a record spans {_duration(10 * applied_tdiv)} (the scope applied "
-            f"{_duration(applied_tdiv)}/div"
-            + (f" where {_duration(cfg.time_per_div)}/div was asked" if limited else "")
-            + f"): under {PULSES_A_RECORD:g} periods of {_duration(period_s)}, so a record holds "
-            "one pulse at most and the pairing has none to place")
-    fix = (f"bench.scope.time_per_div: {_duration(wanted)} or more (ten divisions hold "
+    said = (f"a record spans {duration_text(10 * applied_tdiv)} (the scope applied "
+            f"{duration_text(applied_tdiv)}/div"
+            + (f" where {duration_text(cfg.time_per_div)}/div was asked" if limited else "")
+            + f"): under {PULSES_A_RECORD:g} periods of {duration_text(period_s)}, so a record "
+            "holds one pulse at most and the pairing has none to place")
+    fix = (f"bench.scope.time_per_div: {duration_text(wanted)} or more (ten divisions hold "
            f"{10 * wanted / period_s:.0f} periods)")
     if limited:
         fix += ("; this scope would not go slower than it applied: check its record length "
-                "and horizontal mode, or use capture: segmented (one pulse a frame)")
+                "and horizontal mode"
+                + (", or use capture: segmented (one pulse a frame)" if segmented else ""))
     checklist.fail("record_span", said, fix, applied_time_per_div_s=applied_tdiv,
                    asked_time_per_div_s=cfg.time_per_div, period_s=period_s)
 
 
-def _take_first_look(scope: Scope, cfg: ScopeSettingsConfig, period_s: float
+def trigger_outside(checklist: Checklist, line: str, view: LineView, level: float,
+                    evidence: dict[str, str]) -> NoReturn:
+    """The failed `trigger` finding: the level outside what `line` (its view) swings through."""
+    middle = round((view.low_v + view.high_v) / 2, 2)
+    checklist.fail("trigger", f"the trigger level {volts_text(level)} is outside {line} "
+                   f"(from {volts_text(view.low_v)} to {volts_text(view.high_v)}): the scope "
+                   "never triggers",
+                   f"bench.scope.trigger_level: {middle:g} V (the middle of the edge)",
+                   low_v=view.low_v, high_v=view.high_v, **evidence)
+
+
+def take_first_look(scope: Scope, cfg: ScopeSettingsConfig, period_s: float
                      ) -> dict[int, LineView]:
     """Every channel, wide, trigger on AUTO: what each one carries."""
     others = tuple(c for c in (1, 2, 3, 4) if c != cfg.channel)
@@ -288,7 +307,7 @@ def _diagnose(views: dict[int, LineView], cfg: ScopeSettingsConfig, period_s: fl
                       default=0.0)
         checklist.fail("pulses", "no channel sees pulses while the target makes them: every "
                        "channel shows noise only (the largest swing "
-                       f"{_volts(largest)})",
+                       f"{volts_text(largest)})",
                        f"connect the probe (and its ground clip) to the module's line — the "
                        f"LPT port's ACK pin or the FPGA's irqflagtap GPIO — on CH{c}", **evidence)
     view = views[c]
@@ -299,8 +318,8 @@ def _diagnose(views: dict[int, LineView], cfg: ScopeSettingsConfig, period_s: fl
                        f"move the probe to CH{c}, or set bench.scope.channel: {best.channel}",
                        found_on=best.channel, **evidence)
     if view.idle == "high":
-        checklist.fail("polarity", f"CH{c}'s line idles high ({_volts(view.high_v)}) and "
-                       f"pulses low ({_volts(view.low_v)}): an active-low line, where the "
+        checklist.fail("polarity", f"CH{c}'s line idles high ({volts_text(view.high_v)}) and "
+                       f"pulses low ({volts_text(view.low_v)}): an active-low line, where the "
                        "station times high pulses from their rising edge",
                        "probe the line where the module drives it active-high (before an "
                        "inverting buffer or the port's inverted pin), or invert it with a buffer",
@@ -309,33 +328,28 @@ def _diagnose(views: dict[int, LineView], cfg: ScopeSettingsConfig, period_s: fl
     if not view.low_v < level < view.high_v:
         line_v = view.swing_v * 10
         if view.swing_v <= 0.6 and LOGIC_V[0] <= line_v <= LOGIC_V[1]:
-            checklist.fail("probe", f"the pulses on CH{c} swing {_volts(view.swing_v)}: a "
-                           f"{_volts(line_v)} logic line seen through a ×10 probe with "
+            checklist.fail("probe", f"the pulses on CH{c} swing {volts_text(view.swing_v)}: a "
+                           f"{volts_text(line_v)} logic line seen through a ×10 probe with "
                            "the channel set to ×1 (and the trigger level, "
-                           f"{_volts(level)}, is above them)",
+                           f"{volts_text(level)}, is above them)",
                            f"set CH{c}'s probe factor to ×10 on the scope (the station leaves it "
                            "as it finds it), or use a ×1 probe", swing_v=view.swing_v, **evidence)
-        middle = round((view.low_v + view.high_v) / 2, 2)
-        checklist.fail("trigger", f"the trigger level {_volts(level)} is outside the "
-                       f"pulses on CH{c}, which go from {_volts(view.low_v)} to "
-                       f"{_volts(view.high_v)}: the scope never triggers",
-                       f"bench.scope.trigger_level: {middle:g} V (the middle of the edge)",
-                       low_v=view.low_v, high_v=view.high_v, **evidence)
+        trigger_outside(checklist, f"the pulses on CH{c}", view, level, evidence)
     top = (5 - cfg.position_div) * cfg.volts_per_div
     bottom = (-5 - cfg.position_div) * cfg.volts_per_div
     if not (bottom <= view.low_v and view.high_v <= top):
-        checklist.fail("vertical", f"the pulses on CH{c} ({_volts(view.low_v)} to "
-                       f"{_volts(view.high_v)}) leave the screen, which shows "
-                       f"{_volts(bottom)} to {_volts(top)} at "
-                       f"{_volts(cfg.volts_per_div)}/div",
+        checklist.fail("vertical", f"the pulses on CH{c} ({volts_text(view.low_v)} to "
+                       f"{volts_text(view.high_v)}) leave the screen, which shows "
+                       f"{volts_text(bottom)} to {volts_text(top)} at "
+                       f"{volts_text(cfg.volts_per_div)}/div",
                        "set bench.scope.volts_per_div and position_div so both levels are on "
                        "screen", **evidence)
     if not (math.isfinite(view.spacing_s)
             and abs(view.spacing_s - period_s) <= SPACING_TOLERANCE * period_s):
-        checklist.fail("rate", f"CH{c} has pulses every {_duration(view.spacing_s)}, but the "
-                       f"module's period is {_duration(period_s)}: is this the module's line?",
+        checklist.fail("rate", f"CH{c} has pulses every {duration_text(view.spacing_s)}, but the "
+                       f"module's period is {duration_text(period_s)}: is this the module's line?",
                        "probe the module's line (the ACK pin, the irqflagtap GPIO)", **evidence)
     checklist.fail("pulses", f"{view.describe()}, yet the campaign's own settings "
                    + ("gave no trigger" if not triggered else "did not show them as pulses")
-                   + f" ({cfg.volts_per_div:g} V/div, trigger {_volts(level)})",
+                   + f" ({cfg.volts_per_div:g} V/div, trigger {volts_text(level)})",
                    "compare bench.scope's settings with what the first look saw", **evidence)

@@ -134,6 +134,17 @@ def _configured(cfg: ScopeSettingsConfig, resource: str, extra_channels: tuple[i
     return scope, idn
 
 
+def delays_of(waveforms: dict[int, Waveform], stimulus_channel: int, response_channel: int,
+              window_s: float, stimulus_edge: str, response_edge: str, same_direction: bool,
+              threshold_v: float | None) -> Delays:
+    """One two-channel acquisition's stimulus edges, each paired with its response."""
+    return measure_delays(
+        waveforms[stimulus_channel], waveforms[response_channel], window_s=window_s,
+        stimulus_edge=stimulus_edge, response_edge=response_edge,  # type: ignore[arg-type]
+        stimulus_threshold=threshold_v, response_threshold=threshold_v,
+        same_direction=same_direction)
+
+
 @dataclass
 class ScopeSession:
     scope: Scope
@@ -243,12 +254,8 @@ class ScopeSession:
         waveforms = self._call(lambda scope: scope.acquire_channels())
         applied = self.scope.applied
         assert applied is not None
-        return measure_delays(
-            waveforms[applied.channel], waveforms[response_channel], window_s=window_s,
-            stimulus_edge=stimulus_edge, response_edge=response_edge,  # type: ignore[arg-type]
-            stimulus_threshold=self.threshold_v, response_threshold=self.threshold_v,
-            same_direction=same_direction,
-        )
+        return delays_of(waveforms, applied.channel, response_channel, window_s, stimulus_edge,
+                         response_edge, same_direction, self.threshold_v)
 
     @property
     def record_span_s(self) -> float:

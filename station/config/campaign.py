@@ -18,6 +18,7 @@ from pydantic import (
 
 from station import kind_registry
 from station.config.bench import BenchSettings, LoadSpec
+from station.config.twin import GPIO_MISWIRES
 from station.config.types import (
     DURATION_RANGE,
     MAX_DURATION_RANGE,
@@ -146,6 +147,12 @@ class Campaign(Strict):
             raise LocatedError(("bench", "scope", "kind"),
                                f"{article(kind.name)} {kind.name} campaign uses no "
                                "scope: set none or leave bench.scope out")
+        for n, fault in enumerate(self.bench.twin.miswire):
+            if fault in GPIO_MISWIRES and kind.needs.board is None:
+                raise LocatedError(("bench", "twin", "miswire", n),
+                                   f"{fault} is a gpio bench's fault (two probes, a generator on "
+                                   f"the board's input); {article(kind.name)} {kind.name} "
+                                   "campaign's twin has no board")
         runs = run_count(self)
         if runs > MAX_RUNS:
             raise LocatedError(("matrix", "repetitions"),

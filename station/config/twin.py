@@ -180,8 +180,10 @@ class TwinScopeReplies(Strict):
 
 # the bench faults the twin can play on purpose (station/twin/miswire.py plays them)
 Miswire = Literal["other_channel", "probe_x10", "inverted", "trigger_above_pulse",
-                  "short_record", "module_other_kernel", "unplugged"]
+                  "short_record", "module_other_kernel", "unplugged", "response_other_channel",
+                  "board_unplugged"]
 MISWIRES: tuple[str, ...] = get_args(Miswire)
+GPIO_MISWIRES = frozenset({"response_other_channel", "board_unplugged"})  # a gpio bench's only
 
 
 class TwinSettings(Strict):
@@ -202,7 +204,9 @@ class TwinSettings(Strict):
         "probe, the scope at ×1), inverted (an active-low line), trigger_above_pulse (the line "
         "swings below the trigger level), short_record (the time base stops at 2 µs/div), "
         "module_other_kernel (module files built for another kernel), unplugged (no pulses "
-        "anywhere)")
+        "anywhere); a gpio campaign's bench also: response_other_channel (the response probe on "
+        "another channel), board_unplugged (the generator's output reaches the scope but not the "
+        "board's input line)")
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-interface model parameters replacing the preset's, e.g. {pcie: "

@@ -215,6 +215,22 @@ class TargetConnection:
             err = (result.stderr or b"").decode(errors="replace").strip()
             raise TargetError(f"{self.endpoint.where}: uploading {remote_path} failed: {err}")
 
+    async def download(self, remote_path: str, timeout: float = 60.0) -> bytes:
+        """A file's bytes, through `cat` (as upload: any shell, no SFTP)."""
+        command = f"cat {shlex.quote(remote_path)}"
+        try:
+            async with asyncio.timeout(timeout):
+                result = await self._session(lambda: self._conn.run(command, encoding=None))
+        except asyncssh.ChannelOpenError as exc:
+            raise TargetError(self._refusal(f"reading {remote_path}", exc)) from None
+        except (TimeoutError, asyncssh.Error, OSError) as exc:
+            raise TargetError(f"{self.endpoint.where}: reading {remote_path} failed: {exc}"
+                              ) from None
+        if result.exit_status != 0:
+            err = (result.stderr or b"").decode(errors="replace").strip()
+            raise TargetError(f"{self.endpoint.where}: reading {remote_path} failed: {err}")
+        return result.stdout or b""
+
     async def start(self, command: str, binary: bool = False) -> asyncssh.SSHClientProcess:
         try:
             return await self._session(

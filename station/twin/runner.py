@@ -10,7 +10,7 @@ import json
 import math
 import tempfile
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ class Twin:
         on its input; the dict names the scope's stimulus and response channels and the
         generator's channel. `miswiring`: the bench faults it plays on purpose (twin/miswire.py)."""
         self.miswiring = miswiring or Miswiring()
+        if board is not None and self.miswiring.response_channel is None:
+            self.miswiring = replace(self.miswiring, response_channel=board["response_channel"])
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="irq-twin-")
         self.state_dir = Path(state_dir or self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -120,10 +122,20 @@ class Twin:
             await self._generator.start()
             generator_resource = self._generator.resource
             assert self.target.board is not None
-            source = self._generator.source(self.board["generator_channel"])
-            response = self._response = BoardResponse(source, self.target.board.log, seed=self.seed)
-            options |= {"probe_channel": self.board["stimulus_channel"],
-                        "channel_sources": {self.board["response_channel"]: response}}
+            faults = set(self.miswiring.faults)
+            stimulus = self._generator.source(self.board["generator_channel"])
+            # the board's input line: the generator's output unless its cable misses the board
+            board_input = (Unplugged(stimulus) if faults & {"board_unplugged", "unplugged"}
+                           else stimulus)
+            response = self._response = BoardResponse(board_input, self.target.board.log,
+                                                       seed=self.seed)
+            source = Unplugged(stimulus) if "unplugged" in faults else stimulus
+            stimulus_channel = (self.miswiring.probe_channel if "other_channel" in faults
+                                else self.board["stimulus_channel"])
+            response_channel = self.miswiring.response_probe_channel
+            assert response_channel is not None
+            options |= {"probe_channel": stimulus_channel,
+                        "channel_sources": {response_channel: response}}
         if self.with_scope:
             from instruments.sim import SimScopeServer
 
@@ -242,8 +254,9 @@ class Twin:
         if self.board is not None:
             from station.twin import board
 
-            return {"board": board.describe()}
-        summary: dict[str, Any] = {"preset": self.preset.as_dict()}
+            summary: dict[str, Any] = {"board": board.describe()}
+        else:
+            summary = {"preset": self.preset.as_dict()}
         if self.miswiring.faults:
             summary["miswire"] = self.miswiring.truth()
         return summary

@@ -31,6 +31,7 @@ from station.twin.board_target import (
     GOVERNOR_FILE,
     PI_CPUS,
     PI_MODULES,
+    PI_RELEASE,
     RESPONDER_MODULE,
     BoardError,
     BoardTarget,
@@ -100,9 +101,9 @@ class LoadedModule:
 class EmulatedTarget(ProcessTable):
     def __init__(self, preset: Preset, seed: int, hostname: str = "rtai-twin", board: bool = False,
                  drift_ppm: float = 0.0, slews: tuple[Slew, ...] = (),
-                 modules_built_for: str = KERNEL_RELEASE) -> None:
-        """`modules_built_for`: the kernel the latency module files on it were built for (another
-        than KERNEL_RELEASE: its insmod refuses them, as a kernel does on a vermagic mismatch)."""
+                 modules_built_for: str | None = None) -> None:
+        """`modules_built_for`: the kernel the module files on it were built for (None: its own;
+        another: its insmod refuses them, as a kernel does on a vermagic mismatch)."""
         self.preset = preset
         self.seed = seed
         self.hostname = hostname
@@ -129,12 +130,14 @@ class EmulatedTarget(ProcessTable):
         self.truth_dir: Path | None = None
         # the twin scope's timebase, for the truth's rise_scope_ns
         self.scope_clock: DriftingClock | None = None
-        for stem in MODULES:
-            self.files[f"{MODULE_DIR}/{stem}.ko"] = module_file(modules_built_for)
         # a gpio campaign's twin: a board answering GPIO edges (station/twin/board_target.py)
         self.board = BoardTarget(self.now_ns) if board else None
+        self.release = PI_RELEASE if board else KERNEL_RELEASE  # its `uname -r`
+        built_for = modules_built_for or self.release
+        for stem in MODULES:
+            self.files[f"{MODULE_DIR}/{stem}.ko"] = module_file(built_for)
         if self.board is not None:
-            self.files[f"{MODULE_DIR}/{RESPONDER_MODULE}.ko"] = module_file()
+            self.files[f"{MODULE_DIR}/{RESPONDER_MODULE}.ko"] = module_file(built_for)
             self._cmd_mkdir(["-p", GOVERNOR_DIR])
 
     # ---- clock and state seen by the scope -------------------------------------------
@@ -385,9 +388,8 @@ class EmulatedTarget(ProcessTable):
             return command_error("insmod: ERROR: missing filename.", 1)
         path, kv = args[0], args[1:]
         stem = Path(path).name.removesuffix(".ko")
-        if self.board is not None and stem == RESPONDER_MODULE and path in self.files:
-            return self._insmod_responder(path, args[1:])
-        if path not in self.files or stem not in MODULES:
+        responder = self.board is not None and stem == RESPONDER_MODULE
+        if path not in self.files or not (stem in MODULES or responder):
             return command_error(f"insmod: ERROR: could not load module {path}: No such file or "
                                  "directory")
         if not self.files[path].startswith(b"\x7fELF"):
@@ -396,11 +398,13 @@ class EmulatedTarget(ProcessTable):
         magic = vermagic(self.files[path])
         # a real kernel compares the whole string; the twin its release (a module built for it by
         # a test carries the release alone, and the station checks no more)
-        if magic is not None and magic.split()[0] != KERNEL_RELEASE:
+        if magic is not None and magic.split()[0] != self.release:
             self.files["/var/log/dmesg-last"] = (f"{stem}: version magic '{magic}' should be "
-                                                 f"'{KERNEL_RELEASE} {MODULE_VERMAGIC}'\n").encode()
+                                                 f"'{self.release} {MODULE_VERMAGIC}'\n").encode()
             return command_error(f"insmod: ERROR: could not insert module {path}: Invalid module "
                                  "format")
+        if responder:
+            return self._insmod_responder(path, args[1:])
         if stem in self.modules:
             return command_error(f"insmod: ERROR: could not insert module {path}: File exists")
         interface, family = MODULES[stem]

@@ -80,6 +80,20 @@ def prepare_tree(build_dir: Path, src: Path | None = None) -> Path:
     return tree
 
 
+def sources_tarball(src: Path | None = None) -> bytes:
+    """The same files prepare_tree() copies, under target_modules/, as a gzipped tar (a build
+    elsewhere: on the target)."""
+    import io
+    import tarfile
+
+    src = src or module_sources()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for p in _sources(src):
+            tar.add(p, arcname=f"target_modules/{p.relative_to(src)}", recursive=False)
+    return buffer.getvalue()
+
+
 def build(kdir: Path, build_dir: Path, out_dir: Path, src: Path | None = None,
           make_args: tuple[str, ...] = ()) -> list[Path]:
     """make W=1 in a copy under build_dir (the sources stay clean); the .ko files land in

@@ -94,6 +94,7 @@ KIND = Kind(
     needs=BenchNeeds(scope=True, stimulus=_stimulus, modules=_responder_module, board=_board,
                      scope_inputs=_scope_inputs),
     measurement="station.kinds.gpio.run:GpioRun",
+    bench_check="station.kinds.gpio.bench_check:check",
     analysis="station.kinds.gpio.analysis:analyse",
     report="station.kinds.gpio.report:PAGE",
     report_model="station.kinds.gpio.report_model:GpioSection",

@@ -12,22 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shlex
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from station.common.lifetime import finish_then_cancel
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
-from station.kinds.gpio import on_target as gpio_target
-from station.kinds.gpio.settings import TWIN_ONLY_RESPONDERS as TWIN_ONLY
+from station.kinds.gpio.responder import Responder
 from station.store.run_store import read_csv_lines, write_parquet
-from station.target import TargetError, governors, modules
-from station.target import processes as proc_ctl
-
-RESPONDER_NAME = "gpio-responder"  # its pid file and log; a reserved load name
+from station.target import TargetError, governors
 
 
 class InstrumentFailure(MeasurementFailure):
@@ -54,9 +48,7 @@ class GpioRun(Measurement):
         self.response_edge = gpio.response_edge_for(self.case)
         self.governors_before: dict[str, str] = {}
         self.governor_touched = False
-        self.module_maybe_loaded = False
-        self.responder: proc_ctl.TrackedProcess | None = None
-        self.responder_started = False
+        self.responder: Responder | None = None
         self.generator_on = False
         self.stimuli = self.missed = self.censored = self.ambiguous = self.unanswering = 0
         self.answered: list[np.ndarray] = []
@@ -100,30 +92,9 @@ class GpioRun(Measurement):
             self.governor_touched = True
             await governors.write_governors(conn, dict.fromkeys(self.governors_before,
                                                                 self.case.governor))
-        responder = self.case.responder
-        if responder == "kernel":
-            # before the await: insmod can succeed and its reply be lost
-            self.module_maybe_loaded = True
-            path = f"{target.settings.module_dir.rstrip('/')}/{gpio_target.RESPONDER_MODULE}.ko"
-            await finish_then_cancel(
-                modules.insmod(conn, path, gpio_target.module_params(self.gpio, self.case))
-            )
-        elif responder != "external":
-            if responder in TWIN_ONLY:
-                program = responder
-            else:
-                program = await gpio_target.RESPONDER_PROGRAM.ensure(conn, target.work_dir)
-            command = shlex.join([program, *gpio_target.program_arguments(self.gpio, self.case)])
-            self.responder_started = True
-            self.responder = await finish_then_cancel(proc_ctl.start_load(
-                conn, RESPONDER_NAME, command, target.work_dir, self.ctx.max_seconds,
-                privileged=True,
-                role="probe",
-            ))
-            self.responder_reader = asyncio.gather(
-                _copy(self.responder.process.stdout, self.log), _copy(self.responder.process.stderr,
-                                                                      self.log))
-            self.responder_reader.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self.responder = Responder(target, self.gpio, self.case, self.ctx.max_seconds,
+                                   self.log)
+        await self.responder.start(conn)
         if self.ctx.bench.generator is not None:
             self.generator_on = True
             await asyncio.get_running_loop().run_in_executor(None, self.ctx.bench.generator.output,
@@ -147,9 +118,9 @@ class GpioRun(Measurement):
                 return
             if now >= deadline:
                 return  # the verdict says what fell short
-            if self.responder is not None and self.responder.process.exit_status is not None:
+            if self.responder is not None and self.responder.exit_status is not None:
                 raise MeasurementFailure("the responder exited with status "
-                                         f"{self.responder.process.exit_status}: "
+                                         f"{self.responder.exit_status}: "
                                          f"{self._log_tail()}")
             armed = time.time()
             try:
@@ -199,21 +170,8 @@ class GpioRun(Measurement):
             raise TargetError("; ".join(errors))
 
     async def _stop_responder(self, conn) -> None:  # noqa: ANN001 - TargetConnection
-        target = self.ctx.target
         if self.responder is not None:
-            self.responder.conn = conn
-            await proc_ctl.stop_load(self.responder)
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(2):
-                    await self.responder_reader
-        elif self.responder_started:  # started but not yet tracked when the run was stopped
-            await proc_ctl.kill_pidfile(conn, proc_ctl.pidfile_path(target.work_dir,
-                                                                    RESPONDER_NAME))
-        if (
-            self.module_maybe_loaded
-            and gpio_target.RESPONDER_MODULE in await modules.loaded_modules(conn)
-        ):
-            await modules.rmmod(conn, gpio_target.RESPONDER_MODULE)
+            await self.responder.stop(conn)
 
     async def _restore_governor(self, conn) -> None:  # noqa: ANN001 - TargetConnection
         if self.governor_touched:
@@ -265,7 +223,3 @@ class GpioRun(Measurement):
                 return text[-500:]
         return "(no message)"
 
-
-async def _copy(stream, out) -> None:  # noqa: ANN001 - an asyncssh reader, a store appender
-    while data := await stream.read(4096):
-        out.write(data if isinstance(data, str) else data.decode(errors="replace"), flush=True)

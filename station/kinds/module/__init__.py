@@ -10,6 +10,7 @@ from station.common.module_names import module_stem
 from station.config import Campaign, LocatedError, RunSpec, TargetSettings
 from station.kind_registry import BenchNeeds, Kind
 from station.kinds.module.settings import ModuleMatrix, ModuleSettings
+from station.target.module_build import BuildPlan
 
 
 def _latency_modules(campaign: Campaign, target: TargetSettings) -> set[str]:
@@ -17,11 +18,9 @@ def _latency_modules(campaign: Campaign, target: TargetSettings) -> set[str]:
     return {module_stem(target.family, i) for i in campaign.matrix.interfaces}
 
 
-def _module_build(campaign: Campaign) -> tuple[str, str | None, str | None]:
+def _module_build(campaign: Campaign) -> BuildPlan:
     settings = getattr(campaign, "module", None)
-    if settings is None:
-        return "never", None, None
-    return settings.build, settings.kdir, settings.cross_compile
+    return BuildPlan() if settings is None else settings.build_plan()
 
 
 def _check(campaign: Campaign) -> None:
@@ -87,7 +86,8 @@ KIND = Kind(
                              "variants",
     run_id=_run_id,
     check=_check,
-    needs=BenchNeeds(scope=True, modules=_latency_modules, module_build=_module_build),
+    needs=BenchNeeds(scope=True, modules=_latency_modules, module_build=_module_build,
+                     family=True),
     top_level_runs=True,
     window_maximum=lambda run: (run.get("sw") or {}).get("max_ns"),  # t_SW's
     measurement="station.kinds.module.run:ModuleRun",

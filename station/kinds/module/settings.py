@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from station.config import Int, Seconds, Strict
+from station.config import Int, LocatedError, Seconds, Strict
 from station.config.types import (
     MAX_PULSES,
     PERIOD_RANGE,
@@ -17,6 +17,7 @@ from station.config.types import (
     ModuleParamValue,
     Variant,
 )
+from station.target.module_build import BuildPlan
 
 
 def _period(value: float) -> float:
@@ -79,3 +80,27 @@ class ModuleSettings(Strict):
     cross_compile: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,64}-$")] | None = (
         Field(None, description="a cross-compiler prefix for another architecture's target, "
               "e.g. aarch64-linux-gnu- (ARCH follows from it)"))
+    build_on: Literal["auto", "station", "target"] = Field(
+        "auto", description="where the modules are built: station (against kdir, or this "
+        "station's tree for the target's release), target (with its own make and compiler, "
+        "against target_kdir, in a scratch directory removed after), auto (station when kdir or "
+        "cross_compile is given, else the target when it has the tree, make, cc and tar, else "
+        "the station)")
+    target_kdir: Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9_.+/-]{1,255}$")] | None = (
+        Field(None, description="the kernel build tree on the target (default: its "
+              "/lib/modules/<release>/build)"))
+
+    @model_validator(mode="after")
+    def _one_place_to_build(self) -> ModuleSettings:
+        if self.build_on == "target" and (self.kdir or self.cross_compile):
+            field = "kdir" if self.kdir else "cross_compile"
+            raise LocatedError((field,), "is for a build on the station; build_on is target "
+                               "(its tree: target_kdir)")
+        if self.build_on == "station" and self.target_kdir:
+            raise LocatedError(("target_kdir",), "is for a build on the target; build_on is "
+                               "station (its tree: kdir)")
+        return self
+
+    def build_plan(self) -> BuildPlan:
+        return BuildPlan(self.build, self.kdir, self.cross_compile, self.build_on,
+                         self.target_kdir)
