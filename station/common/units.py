@@ -112,3 +112,10 @@ def format_voltage(volts: float) -> str:
         if abs(volts) >= scale or unit == "uV":
             return f"{volts / scale:.6g}{unit}"
     raise AssertionError("unreachable")
+
+
+def decimal_int(text: str) -> int | None:
+    """`text` (stripped) as a non-negative decimal integer, else None: ASCII digits only, since
+    str.isdigit() is also true of '¹' and '٣', which int() refuses or reads otherwise."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None

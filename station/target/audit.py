@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from station.common.units import decimal_int
 from station.target import virtualization
 from station.target.spoilers import read_facts
 from station.target.ssh import TargetConnection
@@ -43,7 +44,7 @@ def irq_total(interrupts: str, irq: int | str) -> int | None:
     for line in interrupts.splitlines()[1:]:
         head, _, rest = line.partition(":")
         fields = rest.split()
-        counts = [int(f) for f in fields if f.isdigit()]
+        counts = [n for f in fields if (n := decimal_int(f)) is not None]
         if head.strip() == str(irq) or (isinstance(irq, str) and re.search(rf"\b{re.escape(irq)}\b",
                                                                            rest)):
             return sum(counts)

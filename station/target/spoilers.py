@@ -13,6 +13,7 @@ import re
 import shlex
 from typing import Any
 
+from station.common.units import decimal_int
 from station.target import rt_bandwidth, virtualization
 from station.target.ssh import TargetConnection
 
@@ -36,12 +37,8 @@ def cpu_list(text: str) -> list[int]:
         if not part:
             continue
         lo, _, hi = part.partition("-")
-        if (
-            not lo.isdigit()
-            or (hi and not hi.isdigit())
-            or int(hi or lo) < int(lo)
-            or int(hi or lo) > 65535
-        ):
+        first, last = decimal_int(lo), decimal_int(hi or lo)
+        if first is None or last is None or last < first or last > 65535:
             return []
         cpus.extend(range(int(lo), int(hi or lo) + 1))
     return cpus

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from station.common.units import decimal_int
+
 # Not /proc/cpuinfo (its hypervisor flag): reading it makes the kernel IPI every CPU for its
 # frequency, and a QEMU/TCG guest soft-locked on both vCPUs right after the station's first
 # commands in two CI runs once it was read there (suspected, not proven). judge() still takes the
@@ -55,7 +57,7 @@ def judge(facts: dict[str, str]) -> Verdict:
     """The verdict from the facts FACTS reads (an unreadable fact is "")."""
     found = []
     flag = facts.get("hypervisor_flag", "").strip()
-    if flag.isdigit() and int(flag) > 0:
+    if (decimal_int(flag) or 0) > 0:
         found.append("the CPU's hypervisor flag")
     detected = facts.get("detect_virt", "").strip()
     if detected and detected != "none" and detected.replace("-", "").isalnum():
@@ -64,7 +66,8 @@ def judge(facts: dict[str, str]) -> Verdict:
     x86 = facts.get("x86_flags", "").strip()
     # DMI names the vendor, not whether this is a guest (an EC2 *.metal host says Amazon EC2):
     # it counts only where neither systemd nor an x86 CPU without the flag says bare metal
-    bare = detected == "none" or (flag == "0" and x86.isdigit() and int(x86) > 0)
+    x86_flagged = (decimal_int(x86) or 0) > 0  # an x86 CPU's flag line was read
+    bare = detected == "none" or (flag == "0" and x86_flagged)
     if (
         not bare
         and ".metal" not in dmi.lower()
@@ -80,7 +83,7 @@ def judge(facts: dict[str, str]) -> Verdict:
         return Verdict(True, "; ".join(found))
     if detected == "none":
         return Verdict(False, "systemd-detect-virt: none")
-    if flag == "0" and x86.isdigit() and int(x86) > 0:
+    if flag == "0" and x86_flagged:
         return Verdict(False, "no hypervisor flag in /proc/cpuinfo")
     return Verdict(None, "")
 

@@ -17,6 +17,7 @@ from station.analysis import slices as ct_slices
 from station.analysis.campaign import AnalysisInput, KindReport, entry_identity, section_report
 from station.analysis.histogram import Histogram, combine, from_cyclictest
 from station.analysis.samples import RunSamples, ThreadHistogram
+from station.common.units import decimal_int
 from station.kinds.cyclictest.on_target import SLICE_MARK
 from station.kinds.cyclictest.timerlat_companion import (
     timerlat_entry,
@@ -567,7 +568,7 @@ def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
         "preempt_rt": audit.get("realtime") == "1" or "PREEMPT_RT" in uname,
         "emulated": described.get("kind") in EMULATED_KINDS,
         "virtual_machine": verdict.virtual, "virtual_evidence": verdict.evidence or None,
-        "cpus": int(audit["nproc"]) if str(audit.get("nproc", "")).isdigit() else None,
+        "cpus": decimal_int(str(audit.get("nproc", ""))),
         "uname": uname or None,
     }
 
