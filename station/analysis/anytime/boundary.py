@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from station.common.lazy_import import lazy_module
 
@@ -84,12 +84,20 @@ class QuantileBoundary:
         t values' order statistics (1-based), k_lo = 0 meaning −∞ and k_hi = t + 1 meaning +∞."""
         if t < 0:
             raise ValueError(f"t must be a count, got {t!r}")
+        return _ranks(self, t)  # shared: every arm of a search asks the same boundary
+
+    def _ranks(self, t: int) -> tuple[int, int]:
         level = math.log(2 / self.alpha)
         # the lower side refuses small counts: the smallest S it accepts (log M decreasing in S)
         k_lo = _first(0, t, lambda s: self.log_m(t, s, "below") < level)
         # the upper side refuses large counts: one past the largest S it accepts (increasing)
         k_hi = _first(0, t + 1, lambda s: s > t or self.log_m(t, s, "above") >= level)
         return k_lo, k_hi
+
+
+@lru_cache(maxsize=1 << 16)
+def _ranks(boundary: QuantileBoundary, t: int) -> tuple[int, int]:
+    return boundary._ranks(t)
 
 
 def _first(lo: int, hi: int, holds) -> int:  # noqa: ANN001 - a monotone predicate over ints

@@ -1,0 +1,64 @@
+"""Which condition is the worst — the largest p-quantile of its units (runs) — by successive
+elimination on anytime-valid intervals (Even-Dar, Mannor & Mansour, JMLR 2006, on the quantile
+confidence sequences of Howard & Ramdas 2022, §5).
+
+Every surviving arm (a load, an interface …) is measured once a round; each arm's quantile has
+its confidence sequence at alpha/K (so all K hold together at 1 − alpha, at every time). After
+a round, an arm whose upper end lies under another survivor's lower end is confidently not the
+worst and is dropped. While all K sequences hold, the worst arm is never dropped (its upper end
+is above its quantile, which is above every other arm's quantile, above their lower ends): so
+the arm left alone is the worst with probability at least 1 − alpha, whenever the search stops;
+stopped by its budget, the worst is among the survivors with that probability. Two arms whose
+quantiles are equal are never told apart: both stay.
+
+What it assumes: each arm's units independent draws from its own law, whatever the order the
+rounds measure them in (the station's rounds are seeded permutations, so a drift of the machine
+spreads over every arm alike; docs/plans/issue-50-stop-rules.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from station.analysis.anytime.quantile_cs import QuantileSequence
+
+
+@dataclass
+class WorstArmSearch:
+    arms: tuple[str, ...]
+    p: float
+    alpha: float
+    t_opt: float = 30.0
+    rounds: int = 0
+    eliminated: dict[str, int] = field(default_factory=dict)  # arm -> the round it was dropped in
+
+    def __post_init__(self) -> None:
+        if len(set(self.arms)) != len(self.arms) or len(self.arms) < 2:
+            raise ValueError(f"a search needs two or more distinct arms, got {self.arms!r}")
+        each = self.alpha / len(self.arms)
+        self.sequences = {a: QuantileSequence(self.p, each, self.t_opt) for a in self.arms}
+
+    @property
+    def survivors(self) -> tuple[str, ...]:
+        return tuple(a for a in self.arms if a not in self.eliminated)
+
+    @property
+    def done(self) -> bool:
+        return len(self.survivors) == 1
+
+    def add_round(self, values: dict[str, float]) -> list[str]:
+        """One unit of every survivor (exactly those); the arms this round drops."""
+        if set(values) != set(self.survivors):
+            raise ValueError(f"a round measures every survivor once: {sorted(self.survivors)}, "
+                             f"got {sorted(values)}")
+        for arm, value in values.items():
+            self.sequences[arm].add(value)
+        self.rounds += 1
+        best_lower = max(self.sequences[a].lower for a in self.survivors)
+        dropped = [a for a in self.survivors if self.sequences[a].upper < best_lower]
+        for arm in dropped:
+            self.eliminated[arm] = self.rounds
+        return dropped
+
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        return {a: self.sequences[a].interval for a in self.arms}
