@@ -3,6 +3,7 @@ last complete run, and stopping early — resumably — when the bench itself fa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -29,6 +30,8 @@ class CampaignResult:
     skipped: list[str] = field(default_factory=list)
     report_paths: dict[str, Path] = field(default_factory=dict)
     stopped: str | None = None  # why the campaign stopped before its last run
+    # the stop rule's last judgement (matrix.until; station/campaign/stopping.py), if any
+    judgement: Any = None
     report_error: str | None = None
     # target name -> why its bench did not come up
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -96,6 +99,8 @@ async def run_campaign(
     position = {spec.id: k for k, spec in enumerate(expand_runs(campaign, as_written=True))}
     todo = [(order, spec) for order, spec in enumerate(runs) if spec.id not in completed]
     result.skipped = [spec.id for spec in runs if spec.id in completed]
+    if campaign.matrix.until is not None and _answered(campaign, out_dir, progress, result):
+        return result  # a resumed campaign whose question its earlier rounds answered
     if not todo:
         progress.message(f"all {len(runs)} runs of {campaign.name!r} are complete in {out_dir} "
                          "(--fresh measures them again)")
@@ -113,7 +118,7 @@ async def run_campaign(
                     described[target_name or ""] = latest["target"]
                     _write_campaign_json(out_dir, campaign, latest, described)
                     await _run_on(bench, target_runs, len(runs), out_dir, progress, result,
-                                  position)
+                                  position, campaign)
             except BenchError as exc:
                 if target_name is None:
                     raise CampaignError(str(exc)) from None
@@ -154,19 +159,41 @@ def _earlier_orders(path: Path, now: dict[str, Any]) -> list[dict[str, Any]]:
 def _record_unavailable(out_dir: Path, unavailable: dict[str, str]) -> None:
     """campaign.json says which targets this session could not measure, and why (the report shows
     it)."""
+    _record(out_dir, "unavailable", dict(unavailable))
+
+
+def _record(out_dir: Path, key: str, value: Any) -> None:
+    """One key of campaign.json, the rest kept."""
     path = out_dir / "campaign.json"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
-    data["unavailable"] = dict(unavailable)
+    data[key] = value
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def _answered(campaign: Campaign, out_dir: Path, progress: ProgressSink,
+              result: CampaignResult) -> bool:
+    """Judge the stop rule on the rounds measured so far (recorded in campaign.json's
+    `stopping`); whether it stops the campaign."""
+    from station.campaign.stopping import judge
+
+    judgement = judge(campaign, out_dir, completed_runs(out_dir, measurement_hash(campaign)))
+    result.judgement = judgement
+    _record(out_dir, "stopping", judgement.as_dict())
+    if judgement.rounds:
+        progress.message(judgement.text())
+    return judgement.stops
+
+
 async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out_dir: Path,
-                  progress: ProgressSink, result: CampaignResult, position: dict[str, int]) -> None:
-    """The runs of one target on its active bench; stops when the bench is lost."""
+                  progress: ProgressSink, result: CampaignResult, position: dict[str, int],
+                  campaign: Campaign | None = None) -> None:
+    """The runs of one target on its active bench; stops when the bench is lost, or when the
+    campaign's stop rule is answered after a round."""
     session_started = time.monotonic()
+    until = campaign is not None and campaign.matrix.until is not None
     for i, (order, spec) in enumerate(todo):
         run_progress = RunProgress(spec.id, order, total, session_started=session_started,
                                    session_done=i,
@@ -192,6 +219,13 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
                 result.unavailable[bench.target_name] = f"lost after {spec.id}: {lost}"
                 progress.message(f"target {bench.target_name!r} lost after {spec.id}: {lost}"
                                  + (f"; its {left} other run(s) not started" if left else ""))
+            return
+        round_ends = i + 1 == len(todo) or todo[i + 1][1].repetition != spec.repetition
+        if until and round_ends and _answered(campaign, out_dir, progress, result):
+            left = len(todo) - i - 1
+            progress.message(f"campaign stopped after round {spec.repetition + 1}: its question "
+                             f"is {result.judgement.verdict}"
+                             + (f"; {left} run(s) not needed" if left else ""))
             return
 
 
@@ -221,6 +255,10 @@ def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, An
                   "seed": order_seed(campaign) if campaign.matrix.order == "interleaved" else None,
                   "runs": [spec.id for spec in expand_runs(campaign)]},
     }
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # the stop rule's last word
+        stopping = json.loads((out_dir / "campaign.json").read_text()).get("stopping")
+        if stopping is not None and campaign.matrix.until is not None:
+            data["stopping"] = stopping
     earlier = _earlier_orders(out_dir / "campaign.json", data["order"])
     if earlier:  # a resume under another order (or name, or seed): what the first sessions followed
         data["earlier_orders"] = earlier

@@ -275,9 +275,10 @@ def measurement_hash(campaign: Campaign) -> str:
         if kind.name not in kind_registry.builtin_names() and kind.name != campaign.matrix.kind:
             for key in kind.matrix_keys():
                 data["matrix"].pop(key, None)
-    # when a run is measured is not what it measures
+    # when a run is measured, or when the campaign stops, is not what a run measures
     for key in ("repetitions", "order", "order_seed"):
         data["matrix"].pop(key)
+    data["matrix"].pop("until", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

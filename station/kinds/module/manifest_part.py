@@ -34,6 +34,9 @@ class ModuleManifest(BaseModel):
     scope_measurement: dict[str, Any] | None = Field(
         None, description="the scope's own width measurement"
     )
+    unit: dict[str, Any] | None = Field(
+        None, description="the run as one unit of a stop rule: its t_SW events' count and "
+        "percentiles (station/analysis/run_unit.py)")
     scope_reconnects: int | None = Field(None,
                                          description="times the scope's session was opened again")
     trace: dict[str, Any] | None = Field(None,

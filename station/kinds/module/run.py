@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import asyncssh
 import numpy as np
 
+from station.analysis.run_unit import RunUnit
 from station.bench.scope_session import bus_text
 from station.capture.accounting import AcquisitionLog, MeasurementTally, capture_summary
 from station.capture.pulses import STREAM_ORDER, csv_header
@@ -83,6 +84,8 @@ class ModuleRun(Measurement):
             extra=m.module_params.get(spec.interface),
         )
         self.decoder = records.decoder_for(m.format)
+        # the run as one unit of the campaign's stop rule: its t_SW percentiles at the seal
+        self.unit = RunUnit([m.until.at] if m.until is not None else [])
         self.scope: ScopeCapture | None = ctx.bench.scope
         self.interrupts_row = modules.interrupts_row(self.family, spec.interface, m.lpt_irq)
         self.irq_before: int | None = None
@@ -276,6 +279,7 @@ class ModuleRun(Measurement):
                 "torn_bytes": d.pending_bytes, "restarts": d.losses.summary()
             },
             "strays": d.strays,  # NOT_OURS records (None: the format cannot flag them); not samples
+            "unit": self.unit.summary(),
             "interrupts": {
                 "row": self.interrupts_row, "before": self.irq_before, "after": self.irq_after
             },
@@ -366,7 +370,9 @@ class ModuleRun(Measurement):
                 self.arrivals.write(f"{now_host:.6f},{last_seq}\n")
                 self.arrival_host_s.append(now_host)
                 self.arrival_event.append(last_seq - (self.decoder.strays or 0))
-            progress.sw.add(np.asarray(self.decoder.latencies(recs)))
+            latencies = np.asarray(self.decoder.latencies(recs))
+            progress.sw.add(latencies)
+            self.unit.add(latencies)
             if now - last_update > 0.25:
                 ctx.sink.update(progress)
                 last_update = now

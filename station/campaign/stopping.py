@@ -1,0 +1,173 @@
+"""A campaign's stop rule (`matrix.until`, station/config/until.py), judged after every complete
+round from its runs' units (each run's t_SW percentile `at`, in its manifest:
+station/analysis/run_unit.py).
+
+The rounds are fed in their order (repetition 0, 1, …) to one anytime-valid confidence sequence
+per group (station/analysis/anytime/quantile_cs.py), each at (1 − confidence)/groups so that all
+hold together, at every round: looking after each round and stopping when they answer is what
+they are made for.
+
+- interval_width: a group per condition (interface, variant, load); its values are the runs'
+  percentiles, its target the median run's. Settled when its interval is no wider than asked.
+- compare interfaces (or variants): a group per pair of conditions measured in the same round
+  that differ only in what is compared; its values are the differences (first − second), its
+  target their median. Settled when the interval lies above or below 0 (the order is known),
+  or within ±margin when a margin is given.
+
+The campaign stops when every group is settled. A round in which a run did not complete is left
+out whole (its pairs would be broken; a rule that skipped only the failed run would compare
+unlike rounds) and counted. What the guarantee assumes: the rounds' units independent and alike
+(runs restart their module and loads; the interleaved order spreads a drift over every
+condition), and a fixed run length (samples or duration, never data-driven).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from station.analysis.anytime.quantile_cs import QuantileSequence
+from station.analysis.run_unit import level_key
+from station.common.units import format_duration
+from station.config import Campaign, RunSpec, expand_runs
+from station.config.until import StopRule
+from station.store.manifest import TornManifest, read_manifest_json
+
+CONTRADICTED = "contradicted: its intervals no longer overlap (the rounds are not alike)"
+
+
+@dataclass
+class Group:
+    """One question of the rule: its confidence sequence and its path, round after round."""
+
+    name: str
+    sequence: QuantileSequence
+    path: list[tuple[int, float, float]] = field(default_factory=list)  # (round, lower, upper)
+    state: str = "open"
+
+    def as_dict(self) -> dict[str, Any]:
+        lower, upper = self.sequence.interval
+        return {"interval_ns": [_finite(lower), _finite(upper)], "units": self.sequence.t,
+                "state": self.state,
+                "path": [[r, _finite(lo), _finite(hi)] for r, lo, hi in self.path]}
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None  # JSON has no infinity: null is "unbounded"
+
+
+@dataclass
+class Judgement:
+    """The rule's answer after the rounds measured so far."""
+
+    rule: dict[str, Any]
+    groups: list[Group]
+    rounds: int = 0  # rounds fed
+    skipped: list[int] = field(default_factory=list)  # rounds left out (a run not complete)
+
+    @property
+    def verdict(self) -> str:
+        """answered (every group settled), contradicted (a group's intervals stopped
+        overlapping: the rounds are not alike, and no answer can be given), or open."""
+        if any(g.state == CONTRADICTED for g in self.groups):
+            return "contradicted"
+        return "answered" if self.groups and all(g.state != "open" for g in self.groups) \
+            else "open"
+
+    @property
+    def stops(self) -> bool:
+        return self.verdict != "open"
+
+    def text(self) -> str:
+        said = "; ".join(f"{g.name}: {g.state}" for g in self.groups)
+        skipped = (f" ({len(self.skipped)} round(s) left out: a run not complete)"
+                   if self.skipped else "")
+        verdict = {"answered": "answered", "contradicted": "contradicted",
+                   "open": "not answered yet"}[self.verdict]
+        return f"stop rule {verdict} after {self.rounds} round(s){skipped}: {said}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "verdict": self.verdict, "rounds": self.rounds,
+                "rounds_left_out": self.skipped,
+                "groups": {g.name: g.as_dict() for g in self.groups}}
+
+
+def _pairs(campaign: Campaign, rule: StopRule) -> list[tuple[str, tuple[str, str, str],
+                                                             tuple[str, str, str]]]:
+    """The rule's groups: (name, the first cell, the second cell), cells as (interface, variant,
+    load); for interval_width the second is the first (one cell per group)."""
+    m = campaign.matrix
+    if rule.compare is None:
+        return [(f"{i} {v} {load}", (i, v, load), (i, v, load))
+                for load in m.loads for i in m.interfaces for v in m.variants]
+    if rule.compare == "interfaces":
+        a, b = m.interfaces
+        return [(f"{a} − {b}, {v}, {load}", (a, v, load), (b, v, load))
+                for load in m.loads for v in m.variants]
+    a, b = m.variants
+    return [(f"{a} − {b}, {i}, {load}", (i, a, load), (i, b, load))
+            for load in m.loads for i in m.interfaces]
+
+
+def _unit(out_dir: Path, spec: RunSpec, key: str, complete: set[str]) -> float | None | bool:
+    """The run's value; None: measured but not usable (not complete, no unit); False: not
+    measured yet."""
+    try:
+        manifest = read_manifest_json(out_dir / "runs" / spec.id)
+    except (OSError, TornManifest):
+        return False
+    if manifest.get("status") is None:  # still running, or killed before its seal
+        return False
+    if spec.id not in complete:
+        return None
+    value = (((manifest.get("unit") or {}).get("sw_ns") or {}).get("percentiles") or {}).get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def judge(campaign: Campaign, out_dir: Path, complete: set[str]) -> Judgement:
+    """The rule's answer from the runs in `out_dir` (`complete`: the ids of the runs complete
+    under this campaign's measurement hash)."""
+    rule = campaign.matrix.until
+    assert rule is not None
+    pairs = _pairs(campaign, rule)
+    alpha = (1 - rule.confidence) / len(pairs)
+    groups = [Group(name, QuantileSequence(0.5, alpha, rule.t_opt)) for name, _, _ in pairs]
+    judgement = Judgement(rule.model_dump(mode="json"), groups)
+    key = level_key(rule.at)
+    rounds: dict[int, dict[tuple[str, str, str], RunSpec]] = {}
+    for spec in expand_runs(campaign):
+        rounds.setdefault(spec.repetition, {})[(spec.interface, spec.variant, spec.load)] = spec
+    for r in sorted(rounds):
+        values = {cell: _unit(out_dir, spec, key, complete) for cell, spec in rounds[r].items()}
+        if any(v is False for v in values.values()):
+            break  # the first round not measured yet ends the sequence
+        if any(v is None for v in values.values()):
+            judgement.skipped.append(r)
+            continue
+        judgement.rounds += 1
+        for group, (_, first, second) in zip(groups, pairs, strict=True):
+            value = values[first] - (values[second] if first != second else 0.0)
+            lower, upper = group.sequence.add(value)
+            group.path.append((r, lower, upper))
+            group.state = _state(rule, group.name, lower, upper)
+    return judgement
+
+
+def _state(rule: StopRule, name: str, lower: float, upper: float) -> str:
+    if lower > upper:
+        return CONTRADICTED
+    if rule.interval_width is not None:
+        width_ns = rule.interval_width * 1e9
+        return (f"known to {format_duration((upper - lower) * 1e-9)}"
+                if upper - lower <= width_ns else "open")
+    first, second = name.split(",")[0].split(" − ")
+    if lower > 0:
+        return f"{first} above {second}"
+    if upper < 0:
+        return f"{first} below {second}"
+    margin_ns = rule.margin * 1e9
+    if margin_ns and -margin_ns <= lower and upper <= margin_ns:
+        return f"within ±{format_duration(rule.margin)}"
+    return "open"

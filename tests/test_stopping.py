@@ -1,0 +1,170 @@
+"""Campaigns that stop when their question is answered (issue 50, `matrix.until`): on twin
+campaigns whose truth the test sets — an interface's latency raised far above the other's, or
+two variants whose t_SW the twin draws from one law (the handler variant changes only t_HW:
+station/twin/model.py) — the rule stops after the round that settles it and starts no further
+run, runs to its cap and says so when the question cannot be settled, and a resumed campaign
+judges its earlier rounds before measuring any; each run's unit is the percentile of the events
+the twin logged it made."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from station.config import ConfigError, load_campaign
+from station.twin.model import ModuleSession, load_preset
+from tests.conftest import run_station
+
+CAMPAIGN = """\
+name: {name}
+bench:
+  target: {{kind: twin, family: rtai}}
+  twin: {{seed: 5{overrides}}}
+  scope: {{kind: none}}
+matrix:
+  interfaces: {interfaces}
+  variants: {variants}
+  loads: [none]
+  repetitions: {cap}
+  period: 100us
+  samples: 3000
+  max_duration: 1min
+  until: {until}
+"""
+RAISED = "sw_mean: 9100"  # the preset's LPT mean 8100 ns + 1 µs: LPT ≈ 2.7 µs above PCIe
+
+
+def campaign(tmp_path: Path, name: str, until: str, cap: int, interfaces: str = "[lpt, pcie]",
+             variants: str = "[inb]", overrides: str = "") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(CAMPAIGN.format(name=name, until=until, cap=cap, interfaces=interfaces,
+                                    variants=variants, overrides=overrides))
+    return path
+
+
+def measured(out: Path) -> list[str]:
+    return sorted(p.parent.name for p in (out / "runs").glob("*/manifest.json"))
+
+
+@functools.cache
+def model_median_ns(interface: str, raised: bool) -> float:
+    """The interface's t_SW median from the twin's own model (idle; each load's offset and the
+    drift taken out, as logged), over 8 loads of 200 chunks."""
+    from dataclasses import replace
+
+    preset = load_preset("seed-2015")
+    params = preset.interfaces[interface]
+    if raised:
+        params = replace(params, sw_mean=9100)
+    sessions = [ModuleSession(params, preset.calibration_samples, 100_000, True, 0, f"m-{k}")
+                for k in range(8)]
+    chunks = [s.chunk(i, False) for s in sessions for i in range(200)]
+    return float(np.median(np.concatenate([c.sw - c.run_offset - c.drift for c in chunks])))
+
+
+def test_an_injected_difference_stops_the_campaign_after_the_round_that_settles_it(tmp_path):
+    path = campaign(tmp_path, "raised", "{compare: interfaces, at: p50, t_opt: 10}", cap=12,
+                    overrides=f", overrides: {{lpt: {{{RAISED}}}}}")
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    stopping = json.loads((out / "campaign.json").read_text())["stopping"]
+    assert stopping["verdict"] == "answered"
+    rounds = stopping["rounds"]
+    assert 2 <= rounds < 12
+    group = stopping["groups"]["lpt − pcie, inb, none"]
+    assert group["state"] == "lpt above pcie"
+    # the median run's difference the twin's model makes, inside the interval it stopped on
+    truth = model_median_ns("lpt", True) - model_median_ns("pcie", False)
+    lower, upper = group["interval_ns"]
+    assert 0 < lower <= truth <= upper
+    # no run of a later round was started
+    assert measured(out) == sorted(f"{i}-inb-none-r{r}" for i in ("lpt", "pcie")
+                                   for r in range(rounds))
+    assert f"campaign stopped after round {rounds}" in res.stdout + res.stderr
+    # the path: one interval per round, never widening
+    path_ = group["path"]
+    assert [p[0] for p in path_] == list(range(rounds))
+    finite = [(lo, hi) for _, lo, hi in path_ if lo is not None and hi is not None]
+    assert all(a[0] <= b[0] and b[1] <= a[1] for a, b in zip(finite, finite[1:], strict=False))
+    # a resumed campaign judges what it has and measures nothing more
+    again = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "stop rule answered" in again.stdout + again.stderr
+    assert len(measured(out)) == 2 * rounds
+
+
+def test_a_pair_the_twin_draws_from_one_law_runs_to_its_cap_and_says_so(tmp_path):
+    path = campaign(tmp_path, "equal", "{compare: variants, at: p50, t_opt: 10}", cap=6,
+                    interfaces="[lpt]", variants="[inb, no-inb]")
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    stopping = json.loads((out / "campaign.json").read_text())["stopping"]
+    assert stopping["verdict"] == "open" and stopping["rounds"] == 6
+    assert stopping["groups"]["inb − no-inb, lpt, none"]["state"] == "open"
+    assert len(measured(out)) == 12
+    assert "stop rule not answered yet after 6 round(s)" in res.stdout + res.stderr
+
+
+def test_a_margin_settles_a_pair_known_to_be_close(tmp_path):
+    path = campaign(tmp_path, "close", "{compare: variants, at: p50, margin: 2us, t_opt: 10}",
+                    cap=20, interfaces="[lpt]", variants="[inb, no-inb]")
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    stopping = json.loads((out / "campaign.json").read_text())["stopping"]
+    assert stopping["verdict"] == "answered" and stopping["rounds"] < 20
+    group = stopping["groups"]["inb − no-inb, lpt, none"]
+    assert group["state"] == "within ±2us"
+    assert -2000 <= group["interval_ns"][0] <= 0 <= group["interval_ns"][1] <= 2000  # truth: 0
+
+
+def test_each_run_unit_is_the_percentile_of_the_events_the_twin_made(tmp_path):
+    path = campaign(tmp_path, "units", "{interval_width: 100us, at: p99.9}", cap=2)
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for run in measured(out):
+        unit = json.loads((out / "runs" / run / "manifest.json").read_text())["unit"]["sw_ns"]
+        truth = pd.read_parquet(out / "runs" / run / "twin-truth.parquet")
+        kept = set(pd.read_parquet(out / "runs" / run / "sw.parquet")["seq"])
+        events = truth[truth["seq"].isin(kept) & ~truth["stray"]]["sw_ns"].to_numpy()
+        assert unit["count"] == len(events)
+        for level in ("0.5", "0.99", "0.999"):
+            assert unit["percentiles"][level] == pytest.approx(
+                np.percentile(events, 100 * float(level)), abs=1e-6)
+
+
+@pytest.mark.parametrize(("matrix", "words", "line"), [
+    ("{interfaces: [lpt], until: {compare: interfaces, at: p99}}", "compares two interfaces", 4),
+    ("{until: {compare: interfaces, at: p99}}", "at least 2", 4),
+    ("{repetitions: 5, until: {at: p99}}", "give one question", 4),
+    ("{repetitions: 5, until: {interval_width: 1us, compare: variants, at: p99}}",
+     "give one question", 4),
+    ("{repetitions: 5, until: {compare: interfaces, at: p100}}", "not a percentile", 4),
+    ("{repetitions: 5, until: {interval_width: 1us, at: p99, margin: 1us}}", "compare's", 4),
+])
+def test_a_question_that_cannot_be_asked_is_refused_at_its_line(tmp_path, matrix, words, line):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\nbench: {target: {kind: twin}, scope: {kind: none}}\n"
+                    "# the matrix\n"
+                    f"matrix: {{samples: 1000, {matrix[1:]}\n")
+    with pytest.raises(ConfigError) as err:
+        load_campaign(path)
+    assert f"{path}:{line}" in str(err.value) and words in str(err.value)
+
+
+def test_a_kind_without_units_refuses_a_stop_rule(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\nbench: {target: {kind: local}}\n"
+                    "matrix: {kind: cyclictest, duration: 10s, repetitions: 4,\n"
+                    "         until: {interval_width: 1us, at: p99}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_campaign(path)
+    assert "until" in str(err.value) and "module-run key" in str(err.value)
