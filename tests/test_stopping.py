@@ -92,6 +92,15 @@ def test_an_injected_difference_stops_the_campaign_after_the_round_that_settles_
     assert [p[0] for p in path_] == list(range(rounds))
     finite = [(lo, hi) for _, lo, hi in path_ if lo is not None and hi is not None]
     assert all(a[0] <= b[0] and b[1] <= a[1] for a, b in zip(finite, finite[1:], strict=False))
+    # the report says it first: its finding, its table, its figure of the path
+    report = json.loads((out / "report.json").read_text())
+    assert report["findings"][0]["kind"] == "stopping"
+    assert report["findings"][0]["headline"].startswith(f"Answered after {rounds} round(s)")
+    assert report["stopping"]["groups"][0]["path"] == group["path"]
+    page = (out / "report.md").read_text()
+    assert "## Stop rule" in page and f"| lpt − pcie, inb, none | {rounds} |" in page
+    svg = (out / "figures" / "stopping.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
     # a resumed campaign judges what it has and measures nothing more
     again = run_station("run", str(path), "--out", str(out), timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr

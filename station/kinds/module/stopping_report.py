@@ -1,0 +1,122 @@
+"""The stop rule in the report (docs/stopping.md): campaign.json's `stopping` as the report's
+entry, its finding, its table and its figure (each group's interval against the rounds, the
+line it had to clear, the round it stopped at)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from station.common.units import format_duration
+from station.report.figures import RenderedFigure, _new_axes, _to_svg, legend_outside
+from station.report.tables import Cell, Table
+
+
+def stopping_entry(campaign: Mapping[str, Any]) -> dict[str, Any] | None:
+    """campaign.json's `stopping` (station/campaign/stopping.py Judgement.as_dict) for the
+    report: its groups as a list."""
+    stopping = campaign.get("stopping")
+    if not isinstance(stopping, dict) or not isinstance(stopping.get("groups"), dict):
+        return None
+    return {**{k: stopping.get(k) for k in ("rule", "verdict", "rounds", "rounds_left_out")},
+            "groups": [{"name": name, **group} for name, group in stopping["groups"].items()]}
+
+
+def question(rule: Mapping[str, Any]) -> str:
+    at = f"p{100 * float(rule.get('at', 0)):g}"
+    if rule.get("compare"):
+        margin = rule.get("margin") or 0
+        return (f"the order of the two {rule['compare']} at the median run's {at}"
+                + (f", or a difference within ±{format_duration(margin)}" if margin else ""))
+    return f"every condition's median-run {at} to within {format_duration(rule['interval_width'])}"
+
+
+def stopping_finding(entry: Mapping[str, Any]) -> dict[str, Any]:
+    rule, rounds = entry["rule"], entry["rounds"]
+    states = "; ".join(f"{g['name']}: {g['state']}" for g in entry["groups"])
+    confidence = f"{100 * float(rule.get('confidence', 0.95)):g} %"
+    head = {"answered": f"Answered after {rounds} round(s): {states}.",
+            "open": f"Not answered in {rounds} round(s): {states}.",
+            "contradicted": f"No answer: {states}."}[entry["verdict"]]
+    return {"kind": "stopping", "headline": head,
+            "text": f"{head} The question: {question(rule)}, at {confidence} for all groups and "
+                    "rounds together (anytime-valid confidence sequences over runs; "
+                    "docs/stopping.md).", "figure": str(rounds), "see": "stopping"}
+
+
+def _us(ns: Any) -> str:
+    return "−∞" if ns is None else f"{ns / 1000:.3f}"
+
+
+def stopping_table(report: Mapping[str, Any]) -> Table | None:
+    entry = report.get("stopping")
+    if not entry:
+        return None
+    rows = []
+    for g in entry["groups"]:
+        lo, hi = g["interval_ns"]
+        interval = f"[{_us(lo)}, {'+∞' if hi is None else _us(hi)}]"
+        rows.append([Cell(g["name"]), Cell(str(g["units"]), numeric=True),
+                     Cell(interval, numeric=True), Cell(g["state"], wrap=True)])
+    rule = entry["rule"]
+    notes = [f"The question: {question(rule)}; confidence "
+             f"{100 * float(rule.get('confidence', 0.95)):g} % for all groups and all rounds "
+             f"together. Verdict: {entry['verdict']} after {entry['rounds']} round(s)."]
+    if entry.get("rounds_left_out"):
+        notes.append(f"Rounds left out (a run not complete): "
+                     f"{', '.join(str(r + 1) for r in entry['rounds_left_out'])}.")
+    notes.append("Each interval is a confidence sequence over runs (one value a round): it holds "
+                 "at every round at once, so stopping when it answered keeps its confidence; it "
+                 "assumes the rounds' runs are independent and alike (docs/stopping.md).")
+    return Table("stopping", "The question and its answer",
+                 ["Question", "Rounds", "Interval (µs)", "State"], rows, notes)
+
+
+def stopping_figures(report: Mapping[str, Any]) -> list[RenderedFigure]:
+    entry = report.get("stopping")
+    if not entry or not any(g["path"] for g in entry["groups"]):
+        return []
+    title = "Stop rule: each interval, round by round"
+    return [RenderedFigure(
+        "stopping", "stopping", title,
+        "Each group's confidence sequence after every round (faded: an end still open, drawn to "
+        "the edge); "
+        + ("dotted: the line a comparison must clear (0, and ±margin). " if entry["rule"].get(
+            "compare") else "")
+        + "The vertical line: after the last round judged.",
+        partial(stopping_svg, entry["groups"], entry["rule"], entry["rounds"], title, "stopping"))]
+
+
+def stopping_svg(groups: list[Mapping[str, Any]], rule: Mapping[str, Any], rounds: int,
+                 title: str, name: str) -> str:
+    """One vertical bar per round and group (its interval; an open end faded to the edge), the
+    lines a comparison must clear, and the last round judged."""
+    fig, ax = _new_axes(title)
+    margin_ns = (rule.get("margin") or 0) * 1e9
+    lines = sorted({0.0, margin_ns, -margin_ns}) if rule.get("compare") else []
+    finite = [v for g in groups for _, lo, hi in g["path"] for v in (lo, hi) if v is not None]
+    span = [*finite, *lines] or [-1.0, 1.0]
+    pad = 0.15 * ((max(span) - min(span)) or 1.0)
+    bottom, top = min(span) - pad, max(span) + pad
+    palette = ["#1f77b4", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e"]
+    offsets = np.linspace(-0.15, 0.15, len(groups)) if len(groups) > 1 else [0.0]
+    for k, g in enumerate(groups):
+        color = palette[k % len(palette)]
+        for n, (r, lo, hi) in enumerate(g["path"]):
+            x = r + 1 + offsets[k]
+            low, high = bottom if lo is None else lo, top if hi is None else hi
+            open_end = lo is None or hi is None
+            ax.vlines(x, low / 1000, high / 1000, color=color, linewidth=3,
+                      alpha=0.35 if open_end else 0.9, label=g["name"] if n == 0 else None)
+    for y in lines:
+        ax.axhline(y / 1000, color="#333333", linestyle=":", linewidth=1)
+    ax.axvline(rounds + 0.5, color="#333333", linewidth=1)
+    ax.set_ylim(bottom / 1000, top / 1000)
+    ax.set_xlim(0.4, max(rounds, 1) + 0.8)
+    ax.set_xlabel("round (faded: an end still open)")
+    ax.set_ylabel("difference (µs)" if rule.get("compare") else "median run's percentile (µs)")
+    legend_outside(fig, ax)
+    return _to_svg(fig, name)
