@@ -94,8 +94,11 @@ class Judgement:
                 "groups": {g.name: g.as_dict() for g in self.groups}}
 
 
-def _pairs(campaign: Campaign, rule: StopRule) -> list[tuple[str, tuple[str, str, str],
-                                                             tuple[str, str, str]]]:
+Cell = tuple[str, str, str]  # (interface, variant, load)
+Pair = tuple[str, Cell, Cell]  # a group's name, its first cell and its second (itself: one cell)
+
+
+def pairs_of(campaign: Campaign, rule: StopRule) -> list[Pair]:
     """The rule's groups: (name, the first cell, the second cell), cells as (interface, variant,
     load); for interval_width the second is the first (one cell per group)."""
     m = campaign.matrix
@@ -126,17 +129,33 @@ def _unit(out_dir: Path, spec: RunSpec, key: str, complete: set[str]) -> float |
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
+def start(rule: StopRule, pairs: list[Pair]) -> Judgement:
+    """The rule's judgement before any round: a confidence sequence per group."""
+    alpha = (1 - rule.confidence) / len(pairs)
+    groups = [Group(name, QuantileSequence(0.5, alpha, rule.t_opt)) for name, _, _ in pairs]
+    return Judgement(rule.model_dump(mode="json"), groups)
+
+
+def feed(judgement: Judgement, rule: StopRule, pairs: list[Pair], r: int,
+         values: dict[Cell, float]) -> None:
+    """One complete round: every cell's value (its run's percentile `at`)."""
+    judgement.rounds += 1
+    for group, (_, first, second) in zip(judgement.groups, pairs, strict=True):
+        value = values[first] - (values[second] if first != second else 0.0)
+        lower, upper = group.sequence.add(value)
+        group.path.append((r, lower, upper))
+        group.state = _state(rule, group.name, lower, upper)
+
+
 def judge(campaign: Campaign, out_dir: Path, complete: set[str]) -> Judgement:
     """The rule's answer from the runs in `out_dir` (`complete`: the ids of the runs complete
     under this campaign's measurement hash)."""
     rule = campaign.matrix.until
     assert rule is not None
-    pairs = _pairs(campaign, rule)
-    alpha = (1 - rule.confidence) / len(pairs)
-    groups = [Group(name, QuantileSequence(0.5, alpha, rule.t_opt)) for name, _, _ in pairs]
-    judgement = Judgement(rule.model_dump(mode="json"), groups)
+    pairs = pairs_of(campaign, rule)
+    judgement = start(rule, pairs)
     key = level_key(rule.at)
-    rounds: dict[int, dict[tuple[str, str, str], RunSpec]] = {}
+    rounds: dict[int, dict[Cell, RunSpec]] = {}
     for spec in expand_runs(campaign):
         rounds.setdefault(spec.repetition, {})[(spec.interface, spec.variant, spec.load)] = spec
     for r in sorted(rounds):
@@ -146,12 +165,7 @@ def judge(campaign: Campaign, out_dir: Path, complete: set[str]) -> Judgement:
         if any(v is None for v in values.values()):
             judgement.skipped.append(r)
             continue
-        judgement.rounds += 1
-        for group, (_, first, second) in zip(groups, pairs, strict=True):
-            value = values[first] - (values[second] if first != second else 0.0)
-            lower, upper = group.sequence.add(value)
-            group.path.append((r, lower, upper))
-            group.state = _state(rule, group.name, lower, upper)
+        feed(judgement, rule, pairs, r, values)  # type: ignore[arg-type]
     return judgement
 
 

@@ -1,0 +1,180 @@
+"""Do the stop rules' intervals hold when a campaign looks after every round and stops when they
+answer (issue 50), on latency with the twin's time structure, and how soon do they stop?
+
+Seeded campaigns of the twin's event model (ModuleSession under load, as the twin streams it:
+load phases, carry-over, a run offset per module load, drift; `--independent` for the preset
+without them), each round one run per condition of `--events` records at 100 µs:
+
+    A   the seed-2015 preset's LPT
+    B   the same with its mean raised by `--delta` ns (a small real difference)
+
+and the station's own rule code (station/campaign/stopping.py start/feed, the
+QuantileSequence of station/analysis/anytime/) judging after every round:
+
+* compare:        the order of A and B at the median run's `--at` percentile
+* interval_width: A's median-run `--at` percentile known to within `--width` ns
+
+Truth: the same median from a separate reference of `--reference` independent runs (pairs) of
+the model (other keys), its own standard error printed beside it. Each campaign is fed to its
+cap whatever it decides, so the time-uniform error is measured: the share of campaigns whose
+interval ever misses the truth, against 1 − confidence (target: at most that, plus three Monte
+Carlo standard errors: OK / MISS). Beside it, in the same campaigns: a fixed-sample interval (the
+exact order-statistic interval for a median) looked at after every round — what optional
+stopping does to an ordinary interval.
+
+Speed: the median round the rule stops at, against the fixed-sample design that settles the same
+question in at least 80 % of the campaigns (the smallest n it needs, chosen in advance); target
+≤ 50 % of it (OK / MISS).
+
+    .venv/bin/python benchmarks/bench_stopping_coverage.py [--campaigns 60] [--cap 80]
+        [--events 20000] [--delta 500] [--at 99] [--width 400] [--independent]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from station.campaign.stopping import feed, start  # noqa: E402
+from station.config.until import StopRule  # noqa: E402
+from station.twin.model import CHUNK_EVENTS, InterfaceParams, ModuleSession, Preset, load_preset  # noqa: E402
+
+PERIOD_NS = 100_000
+POWER = 0.8  # the fixed design is sized to settle the question in this share of campaigns
+A, B = ("lpt", "inb", "loaded"), ("lpt-raised", "inb", "loaded")
+
+
+def run_value(p: InterfaceParams, preset: Preset, events: int, material: str, at: float) -> float:
+    """One run's percentile `at` of its t_SW, as its manifest's unit gives it."""
+    s = ModuleSession(p, preset.calibration_samples, PERIOD_NS, False, 0, material, keep_truth=False,
+                      phases=preset.load_phases, drift_seed=1)
+    sw = np.concatenate([s.chunk(i, True).sw for i in range(events // CHUNK_EVENTS)])
+    return float(np.percentile(sw, 100 * at))
+
+
+def fixed_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The exact (sign-test) interval for a median from n values: order statistics k and n+1−k
+    with P(Bin(n, ½) < k) ≤ (1 − confidence)/2; unbounded while n is too small."""
+    n = len(values)
+    k = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5))  # P(Bin ≤ k−1) ≤ α/2 for this k
+    while k > 0 and stats.binom.cdf(k - 1, n, 0.5) > (1 - confidence) / 2:
+        k -= 1
+    if k < 1:
+        return -math.inf, math.inf
+    s = np.sort(values)
+    return float(s[k - 1]), float(s[n - k])
+
+
+def settled(rule: StopRule, lower: float, upper: float) -> bool:
+    if rule.compare is not None:
+        return lower > 0 or upper < 0
+    return upper - lower <= rule.interval_width * 1e9
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--campaigns", type=int, default=60)
+    ap.add_argument("--cap", type=int, default=80)
+    ap.add_argument("--events", type=int, default=20_000)
+    ap.add_argument("--delta", type=float, default=500.0, help="B's mean above A's (ns)")
+    ap.add_argument("--at", type=float, default=99.0, help="the run percentile")
+    ap.add_argument("--width", type=float, default=400.0, help="interval_width (ns)")
+    ap.add_argument("--reference", type=int, default=1000)
+    ap.add_argument("--confidence", type=float, default=0.95)
+    ap.add_argument("--independent", action="store_true")
+    args = ap.parse_args(argv)
+
+    preset = load_preset("seed-2015")
+    if args.independent:
+        preset = preset.independent()
+    lpt = preset.interfaces["lpt"]
+    params = {A[0]: lpt, B[0]: replace(lpt, sw_mean=lpt.sw_mean + args.delta)}
+    at = args.at / 100
+    rules = {
+        "compare": (StopRule(compare="interfaces", at=f"p{args.at:g}", confidence=args.confidence),
+                    [(f"{A[0]} − {B[0]}", A, B)]),
+        "interval_width": (StopRule(interval_width=args.width * 1e-9, at=f"p{args.at:g}",
+                                    confidence=args.confidence), [(A[0], A, A)]),
+    }
+    print(f"twin model {'independent' if args.independent else 'with its time structure'}; "
+          f"{args.campaigns} campaigns, cap {args.cap} rounds, {args.events} events a run, "
+          f"p{args.at:g}, B = A + {args.delta:g} ns, confidence {args.confidence:g}")
+
+    ref = {c: np.array([run_value(params[c], preset, args.events, f"ref-{c}-{k}", at)
+                        for k in range(args.reference)]) for c in (A[0], B[0])}
+    truths = {"compare": float(np.median(ref[A[0]] - ref[B[0]])),
+              "interval_width": float(np.median(ref[A[0]]))}
+    for name, value in truths.items():
+        spread = ref[A[0]] - ref[B[0]] if name == "compare" else ref[A[0]]
+        se = 1.2533 * float(np.std(spread)) / math.sqrt(args.reference)
+        print(f"  truth {name}: {value:.1f} ns (reference of {args.reference} runs; s.e. ≈ "
+              f"{se:.1f} ns; run-to-run s.d. {float(np.std(spread)):.1f} ns)")
+
+    failed = False
+    alpha = 1 - args.confidence
+    slack = 3 * math.sqrt(alpha * (1 - alpha) / args.campaigns)
+    for name, (rule, pairs) in rules.items():
+        truth = truths[name]
+        ever_missed = held_at_stop = fixed_ever_missed = 0
+        stops: list[int] = []
+        fixed_settled = np.zeros(args.cap + 1)
+        for c in range(args.campaigns):
+            judgement = start(rule, pairs)
+            stopped, missed, fixed_missed = None, False, False
+            values = {cell: [] for cell in {A, B}}
+            for r in range(args.cap):
+                row = {cell: run_value(params[cell[0]], preset, args.events, f"c{c}-{name}-r{r}-"
+                                       f"{cell[0]}", at) for cell in {p for _, a, b in pairs
+                                                                     for p in (a, b)}}
+                feed(judgement, rule, pairs, r, row)
+                lower, upper = judgement.groups[0].sequence.interval
+                missed |= not lower <= truth <= upper
+                if stopped is None and judgement.verdict == "answered":
+                    stopped = r + 1
+                    held_at_stop += lower <= truth <= upper
+                for cell, v in row.items():
+                    values[cell].append(v)
+                seq = (np.array(values[pairs[0][1]]) - (np.array(values[pairs[0][2]])
+                                                        if pairs[0][1] != pairs[0][2] else 0.0))
+                f_lo, f_hi = fixed_interval(seq, args.confidence)
+                fixed_missed |= not f_lo <= truth <= f_hi
+                fixed_settled[r + 1] += settled(rule, f_lo, f_hi)
+            ever_missed += missed
+            fixed_ever_missed += fixed_missed
+            stops.append(stopped if stopped is not None else args.cap + 1)
+        share = ever_missed / args.campaigns
+        ok = share <= alpha + slack
+        failed |= not ok
+        answered = [s for s in stops if s <= args.cap]
+        n_fixed = next((n for n in range(1, args.cap + 1)
+                        if fixed_settled[n] >= POWER * args.campaigns), None)
+        median_stop = float(np.median(stops))
+        print(f"\n{name}: truth {truth:.1f} ns")
+        print(f"  ever missed (time-uniform, every round to the cap): {share:.3f} "
+              f"(stated ≤ {alpha:.3f}, +{slack:.3f} Monte Carlo) {'OK' if ok else 'MISS'}")
+        print(f"  held at the round it stopped: {held_at_stop}/{len(answered)}")
+        print(f"  the fixed-sample interval looked at every round: ever missed "
+              f"{fixed_ever_missed / args.campaigns:.3f} (what optional stopping does)")
+        print(f"  answered in {len(answered)}/{args.campaigns} campaigns by the cap; median stop "
+              f"round {median_stop:g}" + (" (cap+1: not answered)" if median_stop > args.cap
+                                           else ""))
+        if n_fixed is None:
+            print(f"  fixed design: no n ≤ {args.cap} settles it in {POWER:.0%} of campaigns")
+        else:
+            ratio = median_stop / n_fixed
+            print(f"  fixed design settling it in {POWER:.0%}: n = {n_fixed}; median stop / n = "
+                  f"{ratio:.2f} (target ≤ 0.50) {'OK' if ratio <= 0.5 else 'MISS'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
