@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -150,6 +151,64 @@ def test_each_run_unit_is_the_percentile_of_the_events_the_twin_made(tmp_path):
                 np.percentile(events, 100 * float(level)), abs=1e-6)
 
 
+SEARCH = """\
+name: search
+bench:
+  target: {kind: twin, family: rtai}
+  twin: {seed: 5, load_effects: {heavy: {shift_ns: 3000}, light: {shift_ns: 0}}}
+  scope: {kind: none}
+matrix:
+  interfaces: [lpt]
+  variants: [inb]
+  loads: [none, light, heavy]
+  repetitions: 15
+  period: 100us
+  samples: 3000
+  max_duration: 1min
+  until: {worst: loads, at: p99, t_opt: 10}
+loads:
+  none: []
+  light:
+    - {name: cpu, command: "while :; do :; done"}
+  heavy:
+    - {name: io, command: "while :; do dd if=/dev/zero of=x bs=1M count=8; rm x; done"}
+"""
+
+
+def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
+    """The twin shifts every loaded event of `heavy` by 3 µs (its load_effects, logged in
+    campaign.json): the search names it the worst, and a load once dropped is never measured
+    again."""
+    path = tmp_path / "search.yaml"
+    path.write_text(SEARCH)
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.loads((out / "campaign.json").read_text())
+    effects = data["twin"]["load_effects"]  # the injector's log
+    loaded = [name for name, cmds in data["config"]["loads"].items() if cmds]
+    truth = max(loaded, key=lambda name: effects.get(name, {}).get("shift_ns", 0.0))
+    stopping = data["stopping"]
+    assert stopping["verdict"] == "answered" and truth == "heavy"
+    states = {name.split(" ")[0]: g["state"] for name, g in stopping["groups"].items()}
+    assert states[truth] == "the worst"
+    dropped_after = {}
+    for load, state in states.items():
+        if load != truth:
+            m = re.fullmatch(r"not the worst \(dropped after round (\d+)\)", state)
+            assert m, state
+            dropped_after[load] = int(m.group(1))
+    rounds = stopping["rounds"]
+    assert rounds < 15
+    runs = set(measured(out))
+    for load, after in dropped_after.items():
+        assert {f"lpt-inb-{load}-r{r}" for r in range(after)} <= runs
+        assert not any(f"lpt-inb-{load}-r{r}" in runs for r in range(after, 15))
+    assert {f"lpt-inb-heavy-r{r}" for r in range(rounds)} <= runs
+    assert "not measured: load" in res.stdout + res.stderr or not any(
+        after < rounds for after in dropped_after.values())
+
+
 @pytest.mark.parametrize(("matrix", "words", "line"), [
     ("{interfaces: [lpt], until: {compare: interfaces, at: p99}}", "compares two interfaces", 4),
     ("{until: {compare: interfaces, at: p99}}", "at least 2", 4),
@@ -158,6 +217,7 @@ def test_each_run_unit_is_the_percentile_of_the_events_the_twin_made(tmp_path):
      "give one question", 4),
     ("{repetitions: 5, until: {compare: interfaces, at: p100}}", "not a percentile", 4),
     ("{repetitions: 5, until: {interval_width: 1us, at: p99, margin: 1us}}", "compare's", 4),
+    ("{repetitions: 5, until: {worst: loads, at: p99}}", "searches two or more load sets", 4),
 ])
 def test_a_question_that_cannot_be_asked_is_refused_at_its_line(tmp_path, matrix, words, line):
     path = tmp_path / "c.yaml"
@@ -177,3 +237,13 @@ def test_a_kind_without_units_refuses_a_stop_rule(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_campaign(path)
     assert "until" in str(err.value) and "module-run key" in str(err.value)
+
+
+def test_a_load_effect_for_a_load_set_not_declared_is_refused_at_its_line(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\nbench:\n  target: {kind: twin}\n"
+                    "  twin: {load_effects: {hevy: {shift_ns: 100}}}\n"
+                    "  scope: {kind: none}\nmatrix: {samples: 1000}\n")
+    with pytest.raises(ConfigError) as err:
+        load_campaign(path)
+    assert f"{path}:4" in str(err.value) and "'hevy'" in str(err.value)

@@ -425,12 +425,15 @@ class Bench:
         assert self.target is not None
         return {"target": self.target, **self.load_hosts}
 
-    def begin_run(self, run_id: str, run_dir: Path) -> None:
-        """Tell the twin (if any) which run the next module load belongs to."""
+    def begin_run(self, run_id: str, run_dir: Path, load: str | None = None) -> None:
+        """Tell the twin (if any) which run the next module load belongs to, and what its load
+        set does (bench.twin.load_effects)."""
         if self.twin is not None:
-            keep = self.campaign.bench.twin.ground_truth
-            self.twin.begin_run(f"{self.campaign.bench.twin.seed}/{run_id}",
-                                run_dir / "twin-truth.parquet" if keep else None)
+            settings = self.campaign.bench.twin
+            effect = settings.load_effects.get(load) if load is not None else None
+            self.twin.begin_run(f"{settings.seed}/{run_id}",
+                                run_dir / "twin-truth.parquet" if settings.ground_truth else None,
+                                effect.model_dump() if effect is not None else None)
 
     def end_run(self) -> None:
         """Tell the twin (if any) the run has ended: a gpio run's board truth is written then."""
@@ -478,7 +481,10 @@ class Bench:
                 "idn": self.generator.idn, "resource": self.generator.resource,
                 "carrier": self.generator.applied.carrier
             },
-            "twin": None if self.twin is None else self.twin.ground_truth_summary(),
+            "twin": None if self.twin is None else {
+                **self.twin.ground_truth_summary(),
+                **({"load_effects": {name: e.model_dump() for name, e in effects.items()}}
+                   if (effects := self.campaign.bench.twin.load_effects) else {})},
             "modules_build": None if self.module_build is None else self.module_build.as_dict(),
         }
 

@@ -195,38 +195,52 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
     session_started = time.monotonic()
     until = campaign is not None and campaign.matrix.until is not None
     for i, (order, spec) in enumerate(todo):
-        run_progress = RunProgress(spec.id, order, total, session_started=session_started,
-                                   session_done=i,
-                                   session_left=len(todo) - i - 1, position=position.get(spec.id))
-        outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
-        result.outcomes.append(outcome)
-        progress.message(
-            f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else "")
-        )
-        # the data cannot be kept, or the key is refused: stop everything
-        if outcome.fatal is not None:
-            result.stopped = outcome.fatal
-            progress.message(f"campaign stopped after {spec.id}: {outcome.fatal}")
-            return
-        lost = await bench.not_answering() if outcome.status == "failed" else None
-        if lost is not None:
-            left = len(todo) - i - 1
-            if bench.target_name is None:
-                result.stopped = lost
-                progress.message(f"campaign stopped after {spec.id}: {lost}"
-                                 + (f"; {left} run(s) not started" if left else ""))
-            else:  # other targets are other machines: they go on
-                result.unavailable[bench.target_name] = f"lost after {spec.id}: {lost}"
-                progress.message(f"target {bench.target_name!r} lost after {spec.id}: {lost}"
-                                 + (f"; its {left} other run(s) not started" if left else ""))
-            return
         round_ends = i + 1 == len(todo) or todo[i + 1][1].repetition != spec.repetition
+        if until and result.judgement is not None and result.judgement.dropped(spec):
+            progress.message(f"{spec.id}: not measured: load {spec.load} is known not to be the "
+                             "worst")
+        elif await _measure(bench, spec, order, total, i, todo, out_dir, progress, result,
+                            position, session_started):
+            return  # the campaign stopped: the bench is lost, or the data cannot be kept
         if until and round_ends and _answered(campaign, out_dir, progress, result):
             left = len(todo) - i - 1
             progress.message(f"campaign stopped after round {spec.repetition + 1}: its question "
                              f"is {result.judgement.verdict}"
                              + (f"; {left} run(s) not needed" if left else ""))
             return
+
+
+async def _measure(bench: Bench, spec: RunSpec, order: int, total: int, i: int,
+                   todo: list[tuple[int, RunSpec]], out_dir: Path, progress: ProgressSink,
+                   result: CampaignResult, position: dict[str, int],
+                   session_started: float) -> bool:
+    """One run; whether the campaign must stop after it (why: in result)."""
+    run_progress = RunProgress(spec.id, order, total, session_started=session_started,
+                               session_done=i,
+                               session_left=len(todo) - i - 1, position=position.get(spec.id))
+    outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
+    result.outcomes.append(outcome)
+    progress.message(
+        f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else "")
+    )
+    # the data cannot be kept, or the key is refused: stop everything
+    if outcome.fatal is not None:
+        result.stopped = outcome.fatal
+        progress.message(f"campaign stopped after {spec.id}: {outcome.fatal}")
+        return True
+    lost = await bench.not_answering() if outcome.status == "failed" else None
+    if lost is not None:
+        left = len(todo) - i - 1
+        if bench.target_name is None:
+            result.stopped = lost
+            progress.message(f"campaign stopped after {spec.id}: {lost}"
+                             + (f"; {left} run(s) not started" if left else ""))
+        else:  # other targets are other machines: they go on
+            result.unavailable[bench.target_name] = f"lost after {spec.id}: {lost}"
+            progress.message(f"target {bench.target_name!r} lost after {spec.id}: {lost}"
+                             + (f"; its {left} other run(s) not started" if left else ""))
+        return True
+    return False
 
 
 def _described_targets(out_dir: Path) -> dict[str, Any]:

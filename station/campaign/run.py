@@ -126,7 +126,7 @@ async def _set_up(ctx: RunContext, kind: Measurement, started: _Started) -> None
         running.where = load.host
         started.loads.append(running)
 
-    bench.begin_run(ctx.spec.id, ctx.store.dir)
+    bench.begin_run(ctx.spec.id, ctx.store.dir, ctx.spec.load)
     progress.phase = "start"
     sink.update(progress)
     await kind.start()

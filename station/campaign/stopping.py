@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from station.analysis.anytime.elimination import WorstArmSearch
 from station.analysis.anytime.quantile_cs import QuantileSequence
 from station.analysis.run_unit import level_key
 from station.common.units import format_duration
@@ -66,6 +67,14 @@ class Judgement:
     groups: list[Group]
     rounds: int = 0  # rounds fed
     skipped: list[int] = field(default_factory=list)  # rounds left out (a run not complete)
+    # worst: each (interface, variant)'s search over the loads
+    searches: dict[tuple[str, str], WorstArmSearch] = field(default_factory=dict)
+
+    def dropped(self, spec: RunSpec) -> bool:
+        """Whether the run's load is known not to be the worst for its cell (the loop does not
+        measure it)."""
+        search = self.searches.get((spec.interface, spec.variant))
+        return search is not None and spec.load in search.eliminated
 
     @property
     def verdict(self) -> str:
@@ -147,11 +156,72 @@ def feed(judgement: Judgement, rule: StopRule, pairs: list[Pair], r: int,
         group.state = _state(rule, group.name, lower, upper)
 
 
+def start_search(rule: StopRule, cells: list[tuple[str, str]],
+                 loads: list[str]) -> Judgement:
+    """The worst-load search before any round: per (interface, variant) an elimination over the
+    loads at (1 − confidence)/cells, and a group per load for the report."""
+    alpha = (1 - rule.confidence) / len(cells)
+    judgement = Judgement(rule.model_dump(mode="json"), [])
+    for interface, variant in cells:
+        search = WorstArmSearch(tuple(loads), 0.5, alpha, rule.t_opt)
+        judgement.searches[(interface, variant)] = search
+        judgement.groups += [Group(f"{load} ({interface} {variant})", search.sequences[load])
+                             for load in loads]
+    return judgement
+
+
+def feed_search(judgement: Judgement, cell: tuple[str, str], r: int,
+                values: dict[str, float]) -> None:
+    """One complete round of a cell's surviving loads."""
+    search = judgement.searches[cell]
+    dropped = search.add_round(values)
+    groups = {g.name: g for g in judgement.groups}
+    for load in values:
+        group = groups[f"{load} ({cell[0]} {cell[1]})"]
+        lower, upper = group.sequence.interval
+        group.path.append((r, lower, upper))
+        group.state = (f"not the worst (dropped after round {r + 1})" if load in dropped
+                       else "the worst" if search.done else "open")
+
+
+def _judge_search(campaign: Campaign, out_dir: Path, complete: set[str],
+                  rule: StopRule) -> Judgement:
+    m = campaign.matrix
+    cells = [(i, v) for i in m.interfaces for v in m.variants]
+    judgement = start_search(rule, cells, list(m.loads))
+    key = level_key(rule.at)
+    specs = {(s.repetition, s.interface, s.variant, s.load): s for s in expand_runs(campaign)}
+    rounds = sorted({s.repetition for s in specs.values()})
+    fed = set()
+    for r in rounds:
+        waiting = False
+        for cell in cells:
+            search = judgement.searches[cell]
+            if search.done:
+                continue
+            values = {load: _unit(out_dir, specs[(r, *cell, load)], key, complete)
+                      for load in search.survivors}
+            if any(v is False for v in values.values()):
+                waiting = True  # not measured yet: this round (and the next) wait
+                continue
+            if any(v is None for v in values.values()):
+                judgement.skipped.append(r)
+                continue
+            feed_search(judgement, cell, r, values)  # type: ignore[arg-type]
+            fed.add(r)
+        if waiting:
+            break
+    judgement.rounds = len(fed)
+    return judgement
+
+
 def judge(campaign: Campaign, out_dir: Path, complete: set[str]) -> Judgement:
     """The rule's answer from the runs in `out_dir` (`complete`: the ids of the runs complete
     under this campaign's measurement hash)."""
     rule = campaign.matrix.until
     assert rule is not None
+    if rule.worst is not None:
+        return _judge_search(campaign, out_dir, complete, rule)
     pairs = pairs_of(campaign, rule)
     judgement = start(rule, pairs)
     key = level_key(rule.at)

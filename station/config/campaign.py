@@ -180,6 +180,11 @@ class Campaign(Strict):
                     ("matrix", "loads", i),
                     f"names {name!r}, which is not under loads: ({known}){hint}"
                 )
+        for name in self.bench.twin.load_effects:
+            if name not in self.loads:
+                raise LocatedError(("bench", "twin", "load_effects", name),
+                                   f"names {name!r}, which is not under loads: "
+                                   f"({', '.join(sorted(self.loads))})")
         hosts = self.bench.load_hosts
         for set_name, specs in self.loads.items():
             seen: set[str] = set()

@@ -186,6 +186,19 @@ MISWIRES: tuple[str, ...] = get_args(Miswire)
 GPIO_MISWIRES = frozenset({"response_other_channel", "board_unplugged"})  # a gpio bench's only
 
 
+class LoadEffect(Strict):
+    """What one load set does to the twin's latency while it runs (its truth, logged in
+    campaign.json's twin summary): a worst-load search (docs/stopping.md) can then be checked
+    against a known worst."""
+
+    shift_ns: Float = Field(0.0, ge=-2000.0, le=100_000.0,
+                            description="every loaded event later by this much (ns): the loaded "
+                            "distribution shifted whole (its floor and mean)")
+    tail_fraction: Float | None = Field(
+        None, ge=0.0, le=0.01, description="the share of events with a late IRQ-side tail while "
+        "it runs (default: the preset's)")
+
+
 class TwinSettings(Strict):
     """The built-in twin: an emulated target (SSH) and scope (SCPI) on 127.0.0.1."""
 
@@ -207,6 +220,9 @@ class TwinSettings(Strict):
         "anywhere); a gpio campaign's bench also: response_other_channel (the response probe on "
         "another channel), board_unplugged (the generator's output reaches the scope but not the "
         "board's input line)")
+    load_effects: dict[str, LoadEffect] = Field(
+        default_factory=dict, description="per load set (a name under loads:), what it does to "
+        "the latency while it runs; the others load the twin as the preset says")
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-interface model parameters replacing the preset's, e.g. {pcie: "

@@ -18,6 +18,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from station.config.types import Float, Int, LocatedError, Seconds, Strict
 
 WIDTH_RANGE = (1e-9, 1.0, "1 ns", "1 s")
+QUESTIONS = ("compare", "interval_width", "worst")
 LEVEL = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")  # p50, p99, p99.99 …
 
 
@@ -35,12 +36,16 @@ Level = Annotated[float, BeforeValidator(_level)]
 
 
 class StopRule(Strict):
-    """What the campaign wants to know (one of compare, interval_width)."""
+    """What the campaign wants to know (one of compare, interval_width, worst)."""
 
     compare: Literal["interfaces", "variants"] | None = Field(
         None, description="settle the order of the matrix's two interfaces (or variants) at `at`, "
         "each load and other cell on its own: stop when the median of their paired difference "
         "(same round) is known to be above or below 0, or, with a margin, within ±margin")
+    worst: Literal["loads"] | None = Field(
+        None, description="find the load set that makes the median run's `at` percentile "
+        "largest, each interface and variant on its own: every surviving load measured each "
+        "round, a load dropped once it is known not to be the worst, until one is left")
     interval_width: Seconds(WIDTH_RANGE) | None = Field(
         None, description="stop when every condition's median-run `at` percentile is known to "
         "within this width (the whole interval)")
@@ -56,9 +61,9 @@ class StopRule(Strict):
 
     @model_validator(mode="after")
     def _one_question(self) -> StopRule:
-        asked = [name for name in ("compare", "interval_width") if getattr(self, name) is not None]
+        asked = [name for name in QUESTIONS if getattr(self, name) is not None]
         if len(asked) != 1:
-            raise ValueError("give one question: compare or interval_width")
+            raise ValueError(f"give one question: {', '.join(QUESTIONS)}")
         if self.margin and self.compare is None:
             raise LocatedError(("margin",), "is compare's (a difference within it settles a "
                                "comparison)")

@@ -122,6 +122,15 @@ class LoadPhase:
     spread: float
 
 
+def with_load_effect(params: InterfaceParams, shift_ns: float = 0.0,
+                     tail_fraction: float | None = None) -> InterfaceParams:
+    """The interface's parameters while a load of this effect runs: its loaded distribution
+    shifted whole by `shift_ns` (floor and mean; the spread kept), its tail share replaced."""
+    return replace(params, sw_min=params.sw_min + shift_ns, sw_mean=params.sw_mean + shift_ns,
+                   tail_fraction=params.tail_fraction if tail_fraction is None
+                   else tail_fraction)
+
+
 def normalised_phases(phases: tuple[LoadPhase, ...]) -> tuple[LoadPhase, ...]:
     if not phases:
         return ()

@@ -216,10 +216,13 @@ class Twin:
         """Where the twin writes the ground truth of the next module it loads."""
         self.call(setattr, self.target, "truth_path_next", path)
 
-    def begin_run(self, run_id: str, truth_path: Path | None) -> None:
+    def begin_run(self, run_id: str, truth_path: Path | None,
+                  load_effect: dict[str, Any] | None = None) -> None:
         """The next module load belongs to this run: its random streams are keyed to the run's
-        identity, and its injected events go to truth_path (None: not kept)."""
+        identity, its injected events go to truth_path (None: not kept), and its load set does
+        `load_effect` to the latency (model.with_load_effect's keywords; None: nothing more)."""
         self.call(setattr, self.target, "run_key_next", run_id)
+        self.call(setattr, self.target, "load_effect_next", load_effect)
         self.set_truth_path(truth_path)
         if self._response is not None and self._scope is not None:
             self._board_run = None if truth_path is None else (truth_path,

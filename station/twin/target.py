@@ -19,7 +19,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,7 +37,13 @@ from station.twin.board_target import (
     BoardTarget,
 )
 from station.twin.clock import DriftingClock, Slew
-from station.twin.model import CHUNK_EVENTS, ModuleSession, Preset, board_width_ns
+from station.twin.model import (
+    CHUNK_EVENTS,
+    ModuleSession,
+    Preset,
+    board_width_ns,
+    with_load_effect,
+)
 from station.twin.module_params import kernel_int, module_rules
 from station.twin.processes import CommandResult, LoadProcess, ProcessTable, command_error
 
@@ -122,6 +128,8 @@ class EmulatedTarget(ProcessTable):
         # the order modules happen to be loaded in, so a resumed campaign equals an uninterrupted
         # one
         self.run_key_next: str | None = None
+        # what the next run's load set does to the latency (bench.twin.load_effects), if anything
+        self.load_effect_next: dict[str, Any] | None = None
         self.sudo_needs_password = False  # a test's knob: sudo -n refuses as without NOPASSWD
         # every command line received, for tests and by-hand debugging
         self.command_log: list[str] = []
@@ -433,8 +441,12 @@ class EmulatedTarget(ProcessTable):
         )
         self.truth_path_next = None
         run_key, self.run_key_next = self.run_key_next or str(self._insmod_count), None
+        params_now = self.preset.interfaces[interface]
+        effect, self.load_effect_next = self.load_effect_next, None
+        if effect is not None:  # the load set this run runs (bench.twin.load_effects)
+            params_now = with_load_effect(params_now, **effect)
         session = ModuleSession(
-            self.preset.interfaces[interface],
+            params_now,
             self.preset.calibration_samples,
             period_us * 1000,
             check,

@@ -63,6 +63,9 @@ def _check_until(campaign: Campaign) -> None:
         raise LocatedError(("matrix", "until", "compare"),
                            f"compares two {rule.compare}; the matrix has "
                            f"{len(getattr(m, rule.compare))}: {getattr(m, rule.compare)}")
+    if rule.worst is not None and len(m.loads) < 2:
+        raise LocatedError(("matrix", "until", "worst"),
+                           f"searches two or more load sets; the matrix has {m.loads}")
     if m.repetitions < 2:
         raise LocatedError(("matrix", "repetitions"),
                            "is the most rounds a stop rule may take (matrix.until): at least 2")

@@ -31,6 +31,9 @@ def question(rule: Mapping[str, Any]) -> str:
         margin = rule.get("margin") or 0
         return (f"the order of the two {rule['compare']} at the median run's {at}"
                 + (f", or a difference within ±{format_duration(margin)}" if margin else ""))
+    if rule.get("worst"):
+        return (f"the load set that makes the median run's {at} largest, each interface and "
+                "variant on its own (a load dropped once known not to be the worst)")
     return f"every condition's median-run {at} to within {format_duration(rule['interval_width'])}"
 
 
@@ -72,7 +75,7 @@ def stopping_table(report: Mapping[str, Any]) -> Table | None:
                  "at every round at once, so stopping when it answered keeps its confidence; it "
                  "assumes the rounds' runs are independent and alike (docs/stopping.md).")
     return Table("stopping", "The question and its answer",
-                 ["Question", "Rounds", "Interval (µs)", "State"], rows, notes)
+                 ["Group", "Rounds", "Interval (µs)", "State"], rows, notes)
 
 
 def stopping_figures(report: Mapping[str, Any]) -> list[RenderedFigure]:
