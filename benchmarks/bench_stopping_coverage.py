@@ -28,6 +28,11 @@ question in at least 80 % of the campaigns (the smallest n it needs, chosen in a
 
     .venv/bin/python benchmarks/bench_stopping_coverage.py [--campaigns 60] [--cap 80]
         [--events 20000] [--delta 500] [--at 99] [--width 400] [--independent]
+        [--searches 50] [--search-gap 600]
+
+and the worst-load search: three loads whose loaded latency the model shifts by 0, gap and
+2·gap ns; the share of seeded searches that name the worst alone within the cap (target ≥ 95 %)
+and the share that ever drop it (≤ 1 − confidence).
 """
 
 from __future__ import annotations
@@ -46,7 +51,13 @@ sys.path.insert(0, str(REPO))
 
 from station.campaign.stopping import feed, start  # noqa: E402
 from station.config.until import StopRule  # noqa: E402
-from station.twin.model import CHUNK_EVENTS, InterfaceParams, ModuleSession, Preset, load_preset  # noqa: E402
+from station.twin.model import (  # noqa: E402
+    CHUNK_EVENTS,
+    InterfaceParams,
+    ModuleSession,
+    Preset,
+    load_preset,
+)
 
 PERIOD_NS = 100_000
 POWER = 0.8  # the fixed design is sized to settle the question in this share of campaigns
@@ -91,6 +102,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--reference", type=int, default=1000)
     ap.add_argument("--confidence", type=float, default=0.95)
     ap.add_argument("--independent", action="store_true")
+    ap.add_argument("--searches", type=int, default=50)
+    ap.add_argument("--search-gap", type=float, default=600.0,
+                    help="the loads' shifts step (ns): 0, gap, 2·gap")
     args = ap.parse_args(argv)
 
     preset = load_preset("seed-2015")
@@ -173,7 +187,48 @@ def main(argv: list[str]) -> int:
             ratio = median_stop / n_fixed
             print(f"  fixed design settling it in {POWER:.0%}: n = {n_fixed}; median stop / n = "
                   f"{ratio:.2f} (target ≤ 0.50) {'OK' if ratio <= 0.5 else 'MISS'}")
+    failed |= search_study(args, preset, lpt, at)
     return 1 if failed else 0
+
+
+def search_study(args: argparse.Namespace, preset: Preset, lpt: InterfaceParams, at: float) -> bool:
+    """The worst-load search (stopping.start_search/feed_search, as a campaign judges it) over
+    three loads whose loaded latency the model shifts by 0, gap and 2·gap ns (the last the truth's
+    worst), `--searches` seeded searches to the cap: the share that name the worst alone, and the
+    share that ever drop it."""
+    from station.campaign.stopping import feed_search, start_search
+    from station.twin.model import with_load_effect
+
+    gap = args.search_gap
+    loads = {"light": 0.0, "medium": gap, "heavy": 2 * gap}
+    params = {name: with_load_effect(lpt, shift_ns=shift) for name, shift in loads.items()}
+    rule = StopRule(worst="loads", at=f"p{args.at:g}", confidence=args.confidence)
+    cell = ("lpt", "inb")
+    found = wrong = 0
+    rounds: list[int] = []
+    for c in range(args.searches):
+        judgement = start_search(rule, [cell], list(loads))
+        search = judgement.searches[cell]
+        r = 0
+        while not search.done and r < args.cap:
+            feed_search(judgement, cell, r, {
+                name: run_value(params[name], preset, args.events, f"s{c}-r{r}-{name}", at)
+                for name in search.survivors})
+            r += 1
+        found += search.survivors == ("heavy",)
+        wrong += "heavy" in search.eliminated
+        rounds.append(r if search.done else args.cap + 1)
+    alpha = 1 - args.confidence
+    share, wrong_share = found / args.searches, wrong / args.searches
+    slack = 3 * math.sqrt(alpha * (1 - alpha) / args.searches)
+    print(f"\nworst-load search: loads shifted 0 / {gap:g} / {2 * gap:g} ns, {args.searches} "
+          f"searches, cap {args.cap} rounds")
+    print(f"  named the worst alone within the cap: {share:.3f} (target ≥ 0.95) "
+          f"{'OK' if share >= 0.95 else 'MISS'}")
+    print(f"  ever dropped the worst: {wrong_share:.3f} (stated ≤ {alpha:.3f}, +{slack:.3f} Monte "
+          f"Carlo) {'OK' if wrong_share <= alpha + slack else 'MISS'}")
+    print(f"  median rounds: {float(np.median(rounds)):g} (cap+1: not done)")
+    return wrong_share > alpha + slack or share < 0.95
 
 
 if __name__ == "__main__":
