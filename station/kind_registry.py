@@ -101,6 +101,9 @@ class Kind:
     # `station bench check`'s look at its measurement on the active bench: an async (bench,
     # checklist) -> None (station.bench.check.KindCheck); None: the check stops at the hosts
     bench_check: Any = None
+    # its runs carry a `unit` (station/analysis/run_unit.py) in their manifest: a stop rule
+    # (matrix.until, docs/stopping.md) can judge them
+    units: bool = False
 
     def matrix_keys(self) -> tuple[str, ...]:
         """The matrix keys only this kind reads."""

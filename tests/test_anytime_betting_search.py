@@ -122,3 +122,14 @@ def test_a_round_must_measure_exactly_the_survivors():
         s.add_round({"a": 1.0})
     with pytest.raises(ValueError, match="two or more distinct arms"):
         WorstArmSearch(("a",), 0.5, 0.05)
+
+
+def test_an_arm_whose_units_change_is_called_contradicted_and_drops_no_other():
+    """Arm b's runs jump from 50 to 1000 after round 10 (its units not alike): its intervals stop
+    overlapping; the search says so, keeps a and c (equal), and takes further rounds."""
+    s = WorstArmSearch(("a", "b", "c"), 0.5, 0.1, t_opt=10)
+    for r in range(120):
+        s.add_round({arm: (1000.0 if arm == "b" and r >= 10 else 50.0 + 0.001 * r)
+                     for arm in s.survivors})
+    assert "b" in s.contradicted and not s.done
+    assert {"a", "c"} <= set(s.survivors)

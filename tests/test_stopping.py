@@ -69,7 +69,8 @@ def model_median_ns(interface: str, raised: bool) -> float:
 
 
 def test_an_injected_difference_stops_the_campaign_after_the_round_that_settles_it(tmp_path):
-    path = campaign(tmp_path, "raised", "{compare: interfaces, at: p50, t_opt: 10}", cap=12,
+    path = campaign(tmp_path, "raised",
+                    "{compare: interfaces, at: p50, t_opt: 10, confidence: 95%}", cap=12,
                     overrides=f", overrides: {{lpt: {{{RAISED}}}}}")
     out = tmp_path / "out"
     res = run_station("run", str(path), "--out", str(out), timeout=600)
@@ -79,7 +80,7 @@ def test_an_injected_difference_stops_the_campaign_after_the_round_that_settles_
     rounds = stopping["rounds"]
     assert 2 <= rounds < 12
     group = stopping["groups"]["lpt − pcie, inb, none"]
-    assert group["state"] == "lpt above pcie"
+    assert group["state"] == "lpt above pcie (median paired difference > 0)"
     # the median run's difference the twin's model makes, inside the interval it stopped on
     truth = model_median_ns("lpt", True) - model_median_ns("pcie", False)
     lower, upper = group["interval_ns"]
@@ -106,6 +107,12 @@ def test_an_injected_difference_stops_the_campaign_after_the_round_that_settles_
     again = run_station("run", str(path), "--out", str(out), timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "stop rule answered" in again.stdout + again.stderr
+    assert len(measured(out)) == 2 * rounds
+    # … but not under another rule than its rounds were judged under
+    path.write_text(path.read_text().replace("at: p50", "at: p90"))
+    changed = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert changed.returncode != 0
+    assert "were judged under the stop rule" in changed.stderr
     assert len(measured(out)) == 2 * rounds
 
 
@@ -136,16 +143,17 @@ def test_a_margin_settles_a_pair_known_to_be_close(tmp_path):
 
 
 def test_each_run_unit_is_the_percentile_of_the_events_the_twin_made(tmp_path):
-    path = campaign(tmp_path, "units", "{interval_width: 100us, at: p99.9}", cap=2)
+    path = campaign(tmp_path, "units",
+                    "{interval_width: 100us, at: p99.9, confidence: 0.5, t_opt: 2}", cap=4)
     out = tmp_path / "out"
     res = run_station("run", str(path), "--out", str(out), timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     for run in measured(out):
-        unit = json.loads((out / "runs" / run / "manifest.json").read_text())["unit"]["sw_ns"]
+        unit = json.loads((out / "runs" / run / "manifest.json").read_text())["unit"]["latency_ns"]
         truth = pd.read_parquet(out / "runs" / run / "twin-truth.parquet")
         kept = set(pd.read_parquet(out / "runs" / run / "sw.parquet")["seq"])
         events = truth[truth["seq"].isin(kept) & ~truth["stray"]]["sw_ns"].to_numpy()
-        assert unit["count"] == len(events)
+        assert unit["count"] == len(events) and unit["source"] == "t_SW"
         for level in ("0.5", "0.99", "0.999"):
             assert unit["percentiles"][level] == pytest.approx(
                 np.percentile(events, 100 * float(level)), abs=1e-6)
@@ -211,7 +219,7 @@ def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
 
 @pytest.mark.parametrize(("matrix", "words", "line"), [
     ("{interfaces: [lpt], until: {compare: interfaces, at: p99}}", "compares two interfaces", 4),
-    ("{until: {compare: interfaces, at: p99}}", "at least 2", 4),
+    ("{until: {compare: interfaces, at: p99}}", "no interval has both ends before round 9", 4),
     ("{repetitions: 5, until: {at: p99}}", "give one question", 4),
     ("{repetitions: 5, until: {interval_width: 1us, compare: variants, at: p99}}",
      "give one question", 4),
@@ -232,11 +240,21 @@ def test_a_question_that_cannot_be_asked_is_refused_at_its_line(tmp_path, matrix
 def test_a_kind_without_units_refuses_a_stop_rule(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("name: x\nbench: {target: {kind: local}}\n"
-                    "matrix: {kind: cyclictest, duration: 10s, repetitions: 4,\n"
+                    "matrix: {kind: interruptions, duration: 10s, repetitions: 9,\n"
                     "         until: {interval_width: 1us, at: p99}}\n")
     with pytest.raises(ConfigError) as err:
         load_campaign(path)
-    assert "until" in str(err.value) and "module-run key" in str(err.value)
+    assert f"{path}:4" in str(err.value) and "carry no unit" in str(err.value)
+
+
+def test_a_cyclictest_campaign_compares_no_interfaces(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\nbench: {target: {kind: local}}\n"
+                    "matrix: {kind: cyclictest, duration: 10s, repetitions: 9, loads: [a, b],\n"
+                    "         until: {compare: interfaces, at: p99}}\nloads: {a: [], b: []}\n")
+    with pytest.raises(ConfigError) as err:
+        load_campaign(path)
+    assert "worst: loads" in str(err.value)
 
 
 def test_a_load_effect_for_a_load_set_not_declared_is_refused_at_its_line(tmp_path):

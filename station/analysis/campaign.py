@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 from station import kind_registry
 from station.analysis import worst_case
 from station.analysis.samples import RunSamples
+from station.analysis.stopping_summary import stopping_entry, stopping_finding
 from station.store.manifest import Manifest, read_manifest
 from station.store.run_store import list_runs, station_version
 
@@ -150,9 +151,13 @@ def analyse_campaign(out_dir: Path, deadline_ns: float | None = None,
     }
     for part in parts:
         report.update(part.entries)
-    # the answer, read first: each kind's findings that carry a headline, module runs' first
+    # the answer, read first: each kind's findings that carry a headline, module runs' first;
+    # the stop rule's before them (what the campaign asked)
     report["findings"] = [f for part in sorted(parts, key=lambda p: "runs" not in p.entries)
                           for f in part.findings]
+    if (stopping := stopping_entry(campaign)) is not None:
+        report["stopping"] = stopping
+        report["findings"].insert(0, stopping_finding(stopping))
     return report, samples
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -99,6 +100,8 @@ async def run_campaign(
     position = {spec.id: k for k, spec in enumerate(expand_runs(campaign, as_written=True))}
     todo = [(order, spec) for order, spec in enumerate(runs) if spec.id not in completed]
     result.skipped = [spec.id for spec in runs if spec.id in completed]
+    if campaign.matrix.until is not None and resume:
+        _same_rule(campaign, out_dir)
     if campaign.matrix.until is not None and _answered(campaign, out_dir, progress, result):
         return result  # a resumed campaign whose question its earlier rounds answered
     if not todo:
@@ -163,27 +166,51 @@ def _record_unavailable(out_dir: Path, unavailable: dict[str, str]) -> None:
 
 
 def _record(out_dir: Path, key: str, value: Any) -> None:
-    """One key of campaign.json, the rest kept."""
+    """One key of campaign.json, the rest kept; written whole or not at all."""
     path = out_dir / "campaign.json"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
     data[key] = value
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _same_rule(campaign: Campaign, out_dir: Path) -> None:
+    """A resumed campaign keeps the stop rule its rounds were judged under: a rule chosen after
+    seeing them would break its confidence."""
+    try:
+        earlier = json.loads((out_dir / "campaign.json").read_text()).get("stopping") or {}
+    except (OSError, ValueError, AttributeError):
+        return
+    assert campaign.matrix.until is not None
+    now = campaign.matrix.until.model_dump(mode="json")
+    if earlier.get("rounds") and earlier.get("rule") not in (None, now):
+        raise CampaignError(f"{out_dir}: its {earlier['rounds']} round(s) were judged under the "
+                            f"stop rule {earlier['rule']}, and matrix.until is now {now}: a rule "
+                            "chosen after seeing rounds breaks its confidence. Put the rule back, "
+                            "or measure afresh (--fresh, or another --out)")
 
 
 def _answered(campaign: Campaign, out_dir: Path, progress: ProgressSink,
               result: CampaignResult) -> bool:
     """Judge the stop rule on the rounds measured so far (recorded in campaign.json's
-    `stopping`); whether it stops the campaign."""
+    `stopping`); whether it stops the campaign. What counts: the runs complete before this
+    session (result.skipped: none with --fresh) and every run this session measured; a run an
+    earlier session left incomplete is not measured yet (this session measures it again)."""
     from station.campaign.stopping import judge
 
-    judgement = judge(campaign, out_dir, completed_runs(out_dir, measurement_hash(campaign)))
+    complete = {*result.skipped, *(o.run_id for o in result.outcomes if o.status == "complete")}
+    attempted = complete | {o.run_id for o in result.outcomes}
+    judgement = judge(campaign, out_dir, complete, attempted)
     result.judgement = judgement
     _record(out_dir, "stopping", judgement.as_dict())
     if judgement.rounds:
         progress.message(judgement.text())
+    if judgement.verdict == "contradicted":
+        result.stopped = f"the stop rule is contradicted: {judgement.text()}"
     return judgement.stops
 
 
@@ -196,9 +223,9 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
     until = campaign is not None and campaign.matrix.until is not None
     for i, (order, spec) in enumerate(todo):
         round_ends = i + 1 == len(todo) or todo[i + 1][1].repetition != spec.repetition
-        if until and result.judgement is not None and result.judgement.dropped(spec):
-            progress.message(f"{spec.id}: not measured: load {spec.load} is known not to be the "
-                             "worst")
+        why = result.judgement.not_needed(spec) if until and result.judgement else None
+        if why is not None:
+            progress.message(f"{spec.id}: not measured: {why}")
         elif await _measure(bench, spec, order, total, i, todo, out_dir, progress, result,
                             position, session_started):
             return  # the campaign stopped: the bench is lost, or the data cannot be kept

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from station import kind_registry
 from station.analysis.anytime.elimination import WorstArmSearch
 from station.analysis.anytime.quantile_cs import QuantileSequence
 from station.analysis.run_unit import level_key
@@ -70,11 +71,17 @@ class Judgement:
     # worst: each (interface, variant)'s search over the loads
     searches: dict[tuple[str, str], WorstArmSearch] = field(default_factory=dict)
 
-    def dropped(self, spec: RunSpec) -> bool:
-        """Whether the run's load is known not to be the worst for its cell (the loop does not
-        measure it)."""
+    def not_needed(self, spec: RunSpec) -> str | None:
+        """Why the run need not be measured (its load known not to be the worst, or its cell's
+        search done); None: it is needed."""
         search = self.searches.get((spec.interface, spec.variant))
-        return search is not None and spec.load in search.eliminated
+        if search is None:
+            return None
+        if spec.load in search.eliminated:
+            return f"load {spec.load} is known not to be the worst"
+        if search.done:
+            return f"the worst load of {spec.interface} {spec.variant} is known"
+        return None
 
     @property
     def verdict(self) -> str:
@@ -112,8 +119,8 @@ def pairs_of(campaign: Campaign, rule: StopRule) -> list[Pair]:
     load); for interval_width the second is the first (one cell per group)."""
     m = campaign.matrix
     if rule.compare is None:
-        return [(f"{i} {v} {load}", (i, v, load), (i, v, load))
-                for load in m.loads for i in m.interfaces for v in m.variants]
+        return [(_name(i, v, load), (i, v, load), (i, v, load))
+                for load in m.loads for i, v in _cells(campaign)]
     if rule.compare == "interfaces":
         a, b = m.interfaces
         return [(f"{a} − {b}, {v}, {load}", (a, v, load), (b, v, load))
@@ -123,18 +130,29 @@ def pairs_of(campaign: Campaign, rule: StopRule) -> list[Pair]:
             for load in m.loads for i in m.interfaces]
 
 
-def _unit(out_dir: Path, spec: RunSpec, key: str, complete: set[str]) -> float | None | bool:
+def _cells(campaign: Campaign) -> list[tuple[str, str]]:
+    """The kind's cells (interface, variant): the module kind's, or one ("", "")."""
+    return kind_registry.kind(campaign.matrix.kind).cells(campaign)
+
+
+def _name(*parts: str) -> str:
+    return " ".join(p for p in parts if p)
+
+
+def _unit(out_dir: Path, spec: RunSpec, key: str, complete: set[str],
+          attempted: set[str]) -> float | None | bool:
     """The run's value; None: measured but not usable (not complete, no unit); False: not
-    measured yet."""
-    try:
-        manifest = read_manifest_json(out_dir / "runs" / spec.id)
-    except (OSError, TornManifest):
-        return False
-    if manifest.get("status") is None:  # still running, or killed before its seal
+    measured yet (or to be measured again: a run an earlier session left incomplete)."""
+    if spec.id not in attempted:
         return False
     if spec.id not in complete:
         return None
-    value = (((manifest.get("unit") or {}).get("sw_ns") or {}).get("percentiles") or {}).get(key)
+    try:
+        manifest = read_manifest_json(out_dir / "runs" / spec.id)
+    except (OSError, TornManifest):
+        return None
+    unit = (manifest.get("unit") or {}).get("latency_ns") or {}
+    value = (unit.get("percentiles") or {}).get(key)
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
@@ -165,7 +183,7 @@ def start_search(rule: StopRule, cells: list[tuple[str, str]],
     for interface, variant in cells:
         search = WorstArmSearch(tuple(loads), 0.5, alpha, rule.t_opt)
         judgement.searches[(interface, variant)] = search
-        judgement.groups += [Group(f"{load} ({interface} {variant})", search.sequences[load])
+        judgement.groups += [Group(_arm(load, (interface, variant)), search.sequences[load])
                              for load in loads]
     return judgement
 
@@ -177,17 +195,24 @@ def feed_search(judgement: Judgement, cell: tuple[str, str], r: int,
     dropped = search.add_round(values)
     groups = {g.name: g for g in judgement.groups}
     for load in values:
-        group = groups[f"{load} ({cell[0]} {cell[1]})"]
+        group = groups[_arm(load, cell)]
         lower, upper = group.sequence.interval
         group.path.append((r, lower, upper))
-        group.state = (f"not the worst (dropped after round {r + 1})" if load in dropped
+        group.state = (CONTRADICTED if load in search.contradicted
+                       else f"not the worst (dropped after round {r + 1})" if load in dropped
                        else "the worst" if search.done else "open")
 
 
-def _judge_search(campaign: Campaign, out_dir: Path, complete: set[str],
+def _arm(load: str, cell: tuple[str, str]) -> str:
+    """A search group's name: the load, and its cell where the kind has cells."""
+    where = _name(*cell)
+    return f"{load} ({where})" if where else load
+
+
+def _judge_search(campaign: Campaign, out_dir: Path, complete: set[str], attempted: set[str],
                   rule: StopRule) -> Judgement:
     m = campaign.matrix
-    cells = [(i, v) for i in m.interfaces for v in m.variants]
+    cells = _cells(campaign)
     judgement = start_search(rule, cells, list(m.loads))
     key = level_key(rule.at)
     specs = {(s.repetition, s.interface, s.variant, s.load): s for s in expand_runs(campaign)}
@@ -199,7 +224,7 @@ def _judge_search(campaign: Campaign, out_dir: Path, complete: set[str],
             search = judgement.searches[cell]
             if search.done:
                 continue
-            values = {load: _unit(out_dir, specs[(r, *cell, load)], key, complete)
+            values = {load: _unit(out_dir, specs[(r, *cell, load)], key, complete, attempted)
                       for load in search.survivors}
             if any(v is False for v in values.values()):
                 waiting = True  # not measured yet: this round (and the next) wait
@@ -215,13 +240,16 @@ def _judge_search(campaign: Campaign, out_dir: Path, complete: set[str],
     return judgement
 
 
-def judge(campaign: Campaign, out_dir: Path, complete: set[str]) -> Judgement:
-    """The rule's answer from the runs in `out_dir` (`complete`: the ids of the runs complete
-    under this campaign's measurement hash)."""
+def judge(campaign: Campaign, out_dir: Path, complete: set[str],
+          attempted: set[str] | None = None) -> Judgement:
+    """The rule's answer from the runs in `out_dir`: `complete`, the ids of the runs complete
+    under this campaign's measurement hash; `attempted`, the runs whose outcome counts (default:
+    the complete ones), the others not measured yet."""
     rule = campaign.matrix.until
     assert rule is not None
+    attempted = complete if attempted is None else attempted
     if rule.worst is not None:
-        return _judge_search(campaign, out_dir, complete, rule)
+        return _judge_search(campaign, out_dir, complete, attempted, rule)
     pairs = pairs_of(campaign, rule)
     judgement = start(rule, pairs)
     key = level_key(rule.at)
@@ -229,7 +257,8 @@ def judge(campaign: Campaign, out_dir: Path, complete: set[str]) -> Judgement:
     for spec in expand_runs(campaign):
         rounds.setdefault(spec.repetition, {})[(spec.interface, spec.variant, spec.load)] = spec
     for r in sorted(rounds):
-        values = {cell: _unit(out_dir, spec, key, complete) for cell, spec in rounds[r].items()}
+        values = {cell: _unit(out_dir, spec, key, complete, attempted)
+                  for cell, spec in rounds[r].items()}
         if any(v is False for v in values.values()):
             break  # the first round not measured yet ends the sequence
         if any(v is None for v in values.values()):
@@ -246,11 +275,13 @@ def _state(rule: StopRule, name: str, lower: float, upper: float) -> str:
         width_ns = rule.interval_width * 1e9
         return (f"known to {format_duration((upper - lower) * 1e-9)}"
                 if upper - lower <= width_ns else "open")
+    # the median of the paired differences, not the difference of the medians (which can have
+    # the other sign): the state says which
     first, second = name.split(",")[0].split(" − ")
     if lower > 0:
-        return f"{first} above {second}"
+        return f"{first} above {second} (median paired difference > 0)"
     if upper < 0:
-        return f"{first} below {second}"
+        return f"{first} below {second} (median paired difference < 0)"
     margin_ns = rule.margin * 1e9
     if margin_ns and -margin_ns <= lower and upper <= margin_ns:
         return f"within ±{format_duration(rule.margin)}"

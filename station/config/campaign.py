@@ -33,6 +33,7 @@ from station.config.types import (
     Strict,
     _text,
 )
+from station.config.until import StopRule, check_until
 from station.config.yaml_lines import ConfigError
 
 
@@ -61,6 +62,10 @@ class Matrix(Strict):
     max_duration: Seconds(MAX_DURATION_RANGE) = Field(
         3600.0, description="hard limit per run, whatever else is unmet"
     )
+    until: StopRule | None = Field(
+        None, description="the campaign's question: its rounds (repetitions) go on until it is "
+        "answered at the stated confidence, at most `repetitions` rounds (docs/stopping.md; the "
+        "module and cyclictest kinds)")
     order: Literal["interleaved", "as-written"] = Field(
         "interleaved",
         description="the runs' order on each target: `interleaved` measures every condition once "
@@ -147,6 +152,8 @@ class Campaign(Strict):
             raise LocatedError(("bench", "scope", "kind"),
                                f"{article(kind.name)} {kind.name} campaign uses no "
                                "scope: set none or leave bench.scope out")
+        if m.until is not None:
+            check_until(self, kind)
         for n, fault in enumerate(self.bench.twin.miswire):
             if fault in GPIO_MISWIRES and kind.needs.board is None:
                 raise LocatedError(("bench", "twin", "miswire", n),

@@ -11,7 +11,7 @@ station/campaign/stopping.py judges; docs/stopping.md says what each rule guaran
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -35,6 +35,19 @@ def _level(value: object) -> object:
 Level = Annotated[float, BeforeValidator(_level)]
 
 
+def _fraction(value: object) -> object:
+    """"95%" → 0.95; a number as given."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return float(value.strip()[:-1]) / 100
+        except ValueError:
+            raise ValueError(f"{value!r} is not a percentage (e.g. 95%)") from None
+    return value
+
+
+Confidence = Annotated[Float, BeforeValidator(_fraction)]
+
+
 class StopRule(Strict):
     """What the campaign wants to know (one of compare, interval_width, worst)."""
 
@@ -51,8 +64,9 @@ class StopRule(Strict):
         "within this width (the whole interval)")
     at: Level = Field(..., description="the percentile of each run's t_SW events the question is "
                       "about, e.g. p99.99 (each run gives one value)")
-    confidence: Float = Field(0.95, ge=0.5, le=0.9999,
-                              description="for all conditions and all rounds together")
+    confidence: Confidence = Field(0.95, ge=0.5, le=0.9999,
+                                   description="for all conditions and all rounds together "
+                                   "(0.95 or 95%)")
     margin: Seconds((0.0, 1.0, "0 s", "1 s")) = Field(
         0.0, description="compare: a difference known to be within ±margin also settles it "
         "(0: only an order settles it)")
@@ -68,3 +82,54 @@ class StopRule(Strict):
             raise LocatedError(("margin",), "is compare's (a difference within it settles a "
                                "comparison)")
         return self
+
+
+def check_until(campaign: Any, kind: Any) -> None:  # a Campaign, its kind_registry.Kind
+    """What a stop rule asks of its campaign: a kind whose runs carry units, one target, two of
+    what a comparison compares (the module kind's), and room in `repetitions` for an answer."""
+    m, rule = campaign.matrix, campaign.matrix.until
+    if not kind.units:
+        raise LocatedError(("matrix", "until"), f"{kind.name} runs carry no unit a stop rule can "
+                           "judge (the module and cyclictest kinds' do)")
+    if len(campaign.bench.named_targets()) > 1:
+        raise LocatedError(("matrix", "until"), "judges one target's rounds: a campaign over "
+                           "several targets (bench.targets) cannot stop on it yet")
+    if rule.compare is not None:
+        values = getattr(m, rule.compare, None)
+        if rule.compare not in kind.matrix_keys() or values is None:
+            raise LocatedError(("matrix", "until", "compare"),
+                               f"compares a module campaign's {rule.compare}; {kind.name} runs "
+                               "have none (search the loads: worst: loads)")
+        if len(values) != 2:
+            raise LocatedError(("matrix", "until", "compare"),
+                               f"compares two {rule.compare}; the matrix has {len(values)}: "
+                               f"{values}")
+    if rule.worst is not None and len(m.loads) < 2:
+        raise LocatedError(("matrix", "until", "worst"),
+                           f"searches two or more load sets; the matrix has {m.loads}")
+    needed = rounds_to_bound(rule, len(kind.cells(campaign)), len(m.loads))
+    if m.repetitions < needed:
+        raise LocatedError(("matrix", "repetitions"),
+                           f"is the most rounds the stop rule may take ({m.repetitions}), but at "
+                           f"its confidence over its groups no interval has both ends before "
+                           f"round {needed}: give at least {needed} (docs/stopping.md)")
+
+
+def rounds_to_bound(rule: StopRule, cells: int, loads: int) -> int:
+    """The first round at which one of the rule's confidence sequences can have both ends (the
+    median of its values, at its share of the rule's error); `cells`: the kind's cells (interface
+    × variant, or one), each measured under every one of `loads`."""
+    from station.analysis.anytime.boundary import QuantileBoundary
+
+    if rule.compare is not None:
+        groups, arms = cells * loads // 2, 1
+    elif rule.worst is not None:
+        groups, arms = cells, loads
+    else:
+        groups, arms = cells * loads, 1
+    boundary = QuantileBoundary(0.5, (1 - rule.confidence) / groups / arms, rule.t_opt)
+    for t in range(1, 100_000):
+        lo, hi = boundary.ranks(t)
+        if lo >= 1 and hi <= t:
+            return t
+    return 100_000

@@ -23,6 +23,7 @@ from station.report.model import (
     validate_report,
 )
 from station.report.page import KindPage
+from station.report.stopping import stopping_figures
 
 __all__ = ["ReportSchemaError", "kind_pages", "report_json_schema", "report_model",
            "validate_report",
@@ -52,7 +53,8 @@ def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],
     out_dir = Path(out_dir)
     pages = kind_pages()
     # Each part places its kind's figures on the page; the order here is only the files' order.
-    figures = drawn([f for _, page in pages for f in page.figures(report, samples)])
+    figures = drawn([*stopping_figures(report),
+                     *(f for _, page in pages for f in page.figures(report, samples))])
     paths = write_figures(figures, out_dir)
     paths["report.json"] = write_json(report, out_dir / "report.json")
     # a kind's tables where the report has its section (the module's: always)

@@ -117,6 +117,21 @@ def warnings_section(report: Mapping[str, Any]) -> list[Section]:
     return [Section("warnings", None, [Callout("Warnings", notes)])] if notes else []
 
 
+def stopping_section(report: Mapping[str, Any], figures: Sequence[RenderedFigure]
+                     ) -> list[Section]:
+    """The stop rule (docs/stopping.md), what the campaign asked: first after the lead's summary,
+    its table and its figure."""
+    from station.report.stopping import stopping_table
+
+    table = stopping_table(report)
+    if table is None:
+        return []
+    blocks: list[Block] = [table]
+    if mine := [f for f in figures if f.kind == "stopping"]:
+        blocks.append(Figures(mine, "The intervals, round by round", "figures-stopping"))
+    return [Section("stopping", "Stop rule", blocks, nav="Stop rule")]
+
+
 def page_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
                   parts: Sequence[Part]) -> list[Section]:
     """Every part's sections in page order, the warnings among them.
@@ -132,6 +147,7 @@ def page_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
     bodies = [[s for s in sections if s.band != "figures"] for sections in built]
     lead = next((body for body in bodies if body), [])
     page = [*(s for s in lead if s.band == "summary"),
+            *stopping_section(report, rest),
             *warnings_section(report),
             *(s for s in lead if s.band == "detail"),
             *(s for body in bodies if body is not lead

@@ -15,7 +15,8 @@ candidate below the accepted ones to the first refused above (so it contains the
 
 What it costs: a rate near 0 is quick to bound from below but slow from above — every value can
 move a bet on "the mean is at least ε" by a factor of at most 1 + ε/(1 − ε)·c, so an upper bound
-under ε needs about log(2/α)/ε values even when all of them are 0 (`values_to_bound_below`).
+under ε needs about log(2/α)/(c·ε) values (c = ½: twice log(2/α)/ε) even when all of them are 0
+(`values_to_bound_below`).
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ class WorstArmSearch:
     t_opt: float = 30.0
     rounds: int = 0
     eliminated: dict[str, int] = field(default_factory=dict)  # arm -> the round it was dropped in
+    # arms whose intervals stopped overlapping (lower above upper): their units are not alike, and
+    # the search can no longer name a worst; such an arm drops no other
+    contradicted: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if len(set(self.arms)) != len(self.arms) or len(self.arms) < 2:
@@ -44,7 +47,7 @@ class WorstArmSearch:
 
     @property
     def done(self) -> bool:
-        return len(self.survivors) == 1
+        return len(self.survivors) == 1 and not self.contradicted
 
     def add_round(self, values: dict[str, float]) -> list[str]:
         """One unit of every survivor (exactly those); the arms this round drops."""
@@ -52,10 +55,15 @@ class WorstArmSearch:
             raise ValueError(f"a round measures every survivor once: {sorted(self.survivors)}, "
                              f"got {sorted(values)}")
         for arm, value in values.items():
-            self.sequences[arm].add(value)
+            lower, upper = self.sequences[arm].add(value)
+            if lower > upper:
+                self.contradicted.add(arm)
         self.rounds += 1
-        best_lower = max(self.sequences[a].lower for a in self.survivors)
-        dropped = [a for a in self.survivors if self.sequences[a].upper < best_lower]
+        sound = [a for a in self.survivors if a not in self.contradicted]
+        if not sound:
+            return []
+        best_lower = max(self.sequences[a].lower for a in sound)
+        dropped = [a for a in sound if self.sequences[a].upper < best_lower]
         for arm in dropped:
             self.eliminated[arm] = self.rounds
         return dropped

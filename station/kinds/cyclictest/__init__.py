@@ -34,6 +34,7 @@ KIND = Kind(
     name="cyclictest",
     store_tables=("cyclictest_histogram",),
     window_maximum=lambda run: (run.get("combined") or {}).get("max_ns"),  # every thread's
+    units=True,
     summary="cyclictest on the target, options under cyclictest:",
     settings=CyclictestSettings,
     check=_check,

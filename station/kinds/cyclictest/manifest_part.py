@@ -13,6 +13,9 @@ class CyclictestManifest(BaseModel):
     probe: dict[str, Any] = Field(description="the tool, its settings and its arguments")
     cyclictest: dict[str, Any] | None = Field(None,
                                               description="its version, exit status and summary")
+    unit: dict[str, Any] | None = Field(
+        None, description="the run as one unit of a stop rule: its threads' pooled histogram's "
+        "count and percentiles (station/analysis/run_unit.py)")
     timerlat: dict[str, Any] | None = Field(None,
                                             description="rtla timerlat beside it (its arguments, "
                                                         "note)")

@@ -9,6 +9,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from station.analysis.run_unit import histogram_unit
 from station.kinds.base import RunContext
 from station.kinds.cyclictest import analysis as ct_analysis
 from station.kinds.cyclictest import on_target as ct_target
@@ -194,7 +197,9 @@ class CyclictestRun(ProbeRun):
 
     def verdict(self, status: str, error: str | None) -> tuple[str, str | None]:
         try:
-            self.summary = ct_analysis.summary(ct_analysis.read_outputs(self.ctx.store.dir))
+            outputs = ct_analysis.read_outputs(self.ctx.store.dir)
+            self.summary = ct_analysis.summary(outputs)
+            self.unit = _unit(outputs, self.ctx.campaign.matrix.until)
         except (CyclictestOutputError, ValueError) as exc:
             if status == "complete":
                 return "failed", f"cyclictest output: {exc}"
@@ -213,7 +218,7 @@ class CyclictestRun(ProbeRun):
 
     def seal_extra(self) -> dict[str, Any]:
         info = self.installed
-        return {"cyclictest": {
+        return {**({"unit": self.unit} if getattr(self, "unit", None) else {}), "cyclictest": {
             "version": info.version if info else None,
             "json": bool(info and info.has_json),
             "exit_status": self.exit_status,
@@ -234,3 +239,18 @@ class CyclictestRun(ProbeRun):
 
         return [histogram]
 
+
+
+def _unit(outputs: ct_analysis.RunOutput, until: Any) -> dict[str, Any]:
+    """The run as one unit of a stop rule: every thread's histogram pooled (1 µs buckets, each
+    counted at its value), its overflows beyond the histogram's range."""
+    threads = outputs.threads
+    values = np.concatenate([np.empty(0), *(np.asarray(t.buckets, np.float64) * 1000.0
+                                            for t in threads)])
+    counts = np.concatenate([np.empty(0, np.int64), *(np.asarray(t.counts, np.int64)
+                                                      for t in threads)])
+    overflows = sum(int(t.overflows if t.overflows is not None
+                        else outputs.overflows(t.index) or 0) for t in threads)
+    levels = [until.at] if until is not None else []
+    return histogram_unit(values, counts, overflows, levels,
+                          "cyclictest (all threads, 1 µs buckets)")

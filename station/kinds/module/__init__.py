@@ -36,8 +36,6 @@ def _check(campaign: Campaign) -> None:
     if m.pulses and campaign.bench.scope.kind == "none":
         raise LocatedError(("matrix", "pulses"),
                            "asks for scope pulses but bench.scope.kind is none")
-    if m.until is not None:
-        _check_until(campaign)
     settings = getattr(campaign, "module", None)
     if settings is not None and settings.trace:
         _check_traced(campaign)
@@ -49,26 +47,6 @@ def _check(campaign: Campaign) -> None:
                 raise LocatedError(("module", "build"),
                                    f"builds the mainline modules, but {which} is {what}: RTAI "
                                    "modules are built with RTAI's tree (target_modules/README.md)")
-
-
-def _check_until(campaign: Campaign) -> None:
-    """A stop rule judges rounds of one target's runs; a comparison needs exactly two of what it
-    compares."""
-    m, rule = campaign.matrix, campaign.matrix.until
-    assert rule is not None
-    if len(campaign.bench.named_targets()) > 1:
-        raise LocatedError(("matrix", "until"), "judges one target's rounds: a campaign over "
-                           "several targets (bench.targets) cannot stop on it yet")
-    if rule.compare is not None and len(getattr(m, rule.compare)) != 2:
-        raise LocatedError(("matrix", "until", "compare"),
-                           f"compares two {rule.compare}; the matrix has "
-                           f"{len(getattr(m, rule.compare))}: {getattr(m, rule.compare)}")
-    if rule.worst is not None and len(m.loads) < 2:
-        raise LocatedError(("matrix", "until", "worst"),
-                           f"searches two or more load sets; the matrix has {m.loads}")
-    if m.repetitions < 2:
-        raise LocatedError(("matrix", "repetitions"),
-                           "is the most rounds a stop rule may take (matrix.until): at least 2")
 
 
 def _check_traced(campaign: Campaign) -> None:
@@ -112,6 +90,7 @@ KIND = Kind(
                      family=True),
     top_level_runs=True,
     window_maximum=lambda run: (run.get("sw") or {}).get("max_ns"),  # t_SW's
+    units=True,
     measurement="station.kinds.module.run:ModuleRun",
     bench_check="station.kinds.module.bench_check:check",
     analysis="station.kinds.module.analysis:analyse",

@@ -18,7 +18,6 @@ from station.analysis.worst_case import TailSample
 from station.kinds.module import correlation, decomposition, findings, outliers
 from station.kinds.module.data import iter_table
 from station.kinds.module.run_analysis import RunAnalysis, analyse_run
-from station.kinds.module.stopping_report import stopping_entry, stopping_finding
 from station.parsers import records
 from station.store.manifest import MANIFEST, read_manifest
 
@@ -130,11 +129,7 @@ def analyse(given: AnalysisInput) -> KindReport:
             "worst_case": _worst_case(runs, given.exceedance, given.deadline_ns),
         },
     }
-    found = findings.campaign_findings(entries, samples)
-    if (stopping := stopping_entry(given.campaign)) is not None:
-        entries["stopping"] = stopping
-        found.insert(0, stopping_finding(stopping))  # what the campaign asked, answered first
-    return KindReport(entries, samples, notes, found)
+    return KindReport(entries, samples, notes, findings.campaign_findings(entries, samples))
 
 
 def _records(run_dirs: list[Path]) -> int:

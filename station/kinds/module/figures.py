@@ -10,7 +10,6 @@ from typing import Any
 from station.analysis.distribution import Distribution
 from station.analysis.samples import RunSamples
 from station.common.formatting import interface_label, ordered, slug
-from station.kinds.module.stopping_report import stopping_figures
 from station.report.figures import (
     HW_COLOR,
     INTERFACE_COLOR,
@@ -38,7 +37,7 @@ def build_figures(report: Mapping[str, Any],
     runs = [r for r in report.get("runs") or [] if r.get("id") in samples
             and samples[r["id"]].sw.count]
     if not runs:
-        return stopping_figures(report)
+        return []
     def key(r: Mapping[str, Any]) -> tuple[str, str, str]:
         return (str(r.get("interface", "unknown")), str(r.get("variant", "unknown")),
                 str(r.get("load", "none")))
@@ -120,8 +119,8 @@ def build_figures(report: Mapping[str, Any],
             "Software latency and scope pulse width of the same events."
             if len(series) == 2 else "Software latency only: no scope data for this run.",
             partial(histogram_svg, series, title, name, xlabel=_what(series) + " (µs)")))
-    return (stopping_figures(report) + overview + tails + scope
-            + _over_time(runs, samples, interfaces) + per_run + stage_band_figures(report))
+    return (overview + tails + scope + _over_time(runs, samples, interfaces) + per_run
+            + stage_band_figures(report))
 
 
 def _over_time(runs: Sequence[Mapping[str, Any]], samples: Mapping[str, RunSamples],

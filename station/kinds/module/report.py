@@ -31,13 +31,6 @@ DECOMPOSITION = ("decomposition", "decomposition_overhead", "decomposition_large
 def module_sections(report: Mapping[str, Any], figures: Sequence[RenderedFigure]) -> list[Section]:
     tables = all_tables(report)
     sections: list[Section] = []
-    if "stopping" in tables:  # what the campaign asked comes first
-        stop_figures = [f for f in figures if f.kind == "stopping"]
-        blocks: list[Block] = [tables["stopping"]]
-        if stop_figures:
-            blocks.append(Figures(stop_figures, "The intervals, round by round",
-                                  "figures-stopping"))
-        sections.append(Section("stopping", "Stop rule", blocks, nav="Stop rule"))
     compared: list[Block] = [tables[k] for k in COMPARISONS if k in tables]
     if compared:
         sections.append(Section("comparisons", "Comparisons", compared, nav="Comparisons"))

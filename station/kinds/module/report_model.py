@@ -621,33 +621,6 @@ class Comparisons(Closed):
                                         description="worst case per interface and load")
 
 
-class StoppingGroup(Closed):
-    """One question of the stop rule: a condition (interval_width) or a pair (compare)."""
-
-    name: str = Field(description="the condition, or the pair as `first − second, …`")
-    state: str = Field(description="`open`, or what settled it (`lpt above pcie`, `within ±1us`, "
-                       "`known to 180ns`), or `contradicted: …`")
-    units: int = Field(description="rounds fed: one value (a run's percentile, or a pair's "
-                       "difference) each")
-    interval_ns: Interval = Field(description="its confidence sequence's interval after the last "
-                                  "round (null: unbounded)")
-    path: list[list[float | None]] = Field(
-        description="[round, lower, upper] after every round fed (null: unbounded)")
-
-
-class Stopping(Closed):
-    """STOPPING: the campaign's stop rule (matrix.until, docs/stopping.md) as last judged."""
-
-    rule: dict[str, Any] = Field(description="matrix.until as given (`at` as a fraction)")
-    verdict: Literal["answered", "open", "contradicted"] = Field(
-        description="answered: every group settled and the campaign stopped there; open: not "
-        "settled by the last round measured (the cap, or a campaign still running); contradicted: "
-        "a group's intervals stopped overlapping (the rounds are not alike)")
-    rounds: int = Field(description="complete rounds fed to the rule")
-    rounds_left_out: list[int] = Field(description="rounds left out whole: a run not complete")
-    groups: list[StoppingGroup]
-
-
 class ModulePart(BaseModel):
     """The module kind's top-level fields."""
 
@@ -656,5 +629,3 @@ class ModulePart(BaseModel):
     comparisons: Comparisons | None = Field(None,
                                             description="results across module runs; absent "
                                             "without them (schema 1 had it with empty lists)")
-    stopping: Stopping | None = Field(None, description="the stop rule's last judgement; absent "
-                                      "without matrix.until")

@@ -17,7 +17,6 @@ from station.config.types import (
     ModuleParamValue,
     Variant,
 )
-from station.config.until import StopRule
 from station.target.module_build import BuildPlan
 
 
@@ -48,9 +47,6 @@ class ModuleMatrix(Strict):
         description="extra module parameters per interface, e.g. {pcie: {profile: edu}} (emulation "
                     "modes)",
     )
-    until: StopRule | None = Field(
-        None, description="the campaign's question: its rounds (repetitions) go on until it is "
-        "answered at the stated confidence, at most `repetitions` rounds (docs/stopping.md)")
 
 
 class ModuleSettings(Strict):

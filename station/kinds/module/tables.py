@@ -26,7 +26,6 @@ from station.kinds.module.decomposition_tables import (
     overhead_table,
     stages_table,
 )
-from station.kinds.module.stopping_report import stopping_table
 from station.report.tables import Cell, Table, _n, _t
 
 
@@ -444,8 +443,7 @@ def scope_measurement_table(report: Mapping[str, Any]) -> Table | None:
 
 def all_tables(report: Mapping[str, Any]) -> dict[str, Table]:
     """Tables in reading order, keyed by Table.key; absent parts are left out."""
-    tables = [stopping_table(report),
-              worst_case_table(report), trw_table(report), outliers_table(report),
+    tables = [worst_case_table(report), trw_table(report), outliers_table(report),
               runs_table(report), capture_table(report), scope_measurement_table(report),
               pairing_table(report),
               stats_table(report), stages_table(report), overhead_table(report),

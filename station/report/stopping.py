@@ -1,53 +1,21 @@
-"""The stop rule in the report (docs/stopping.md): campaign.json's `stopping` as the report's
-entry, its finding, its table and its figure (each group's interval against the rounds, the
-line it had to clear, the round it stopped at)."""
+"""The stop rule in the report (docs/stopping.md), whatever the campaign's kind: campaign.json's
+`stopping` as the report's entry, its finding, its table and its figure (each group's interval
+against the rounds, the line it had to clear, the round it stopped at). Matplotlib is imported
+only to draw (the analysis imports this module)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from station.common.units import format_duration
-from station.report.figures import RenderedFigure, _new_axes, _to_svg, legend_outside
+from station.analysis.stopping_summary import question
 from station.report.tables import Cell, Table
 
-
-def stopping_entry(campaign: Mapping[str, Any]) -> dict[str, Any] | None:
-    """campaign.json's `stopping` (station/campaign/stopping.py Judgement.as_dict) for the
-    report: its groups as a list."""
-    stopping = campaign.get("stopping")
-    if not isinstance(stopping, dict) or not isinstance(stopping.get("groups"), dict):
-        return None
-    return {**{k: stopping.get(k) for k in ("rule", "verdict", "rounds", "rounds_left_out")},
-            "groups": [{"name": name, **group} for name, group in stopping["groups"].items()]}
-
-
-def question(rule: Mapping[str, Any]) -> str:
-    at = f"p{100 * float(rule.get('at', 0)):g}"
-    if rule.get("compare"):
-        margin = rule.get("margin") or 0
-        return (f"the order of the two {rule['compare']} at the median run's {at}"
-                + (f", or a difference within ±{format_duration(margin)}" if margin else ""))
-    if rule.get("worst"):
-        return (f"the load set that makes the median run's {at} largest, each interface and "
-                "variant on its own (a load dropped once known not to be the worst)")
-    return f"every condition's median-run {at} to within {format_duration(rule['interval_width'])}"
-
-
-def stopping_finding(entry: Mapping[str, Any]) -> dict[str, Any]:
-    rule, rounds = entry["rule"], entry["rounds"]
-    states = "; ".join(f"{g['name']}: {g['state']}" for g in entry["groups"])
-    confidence = f"{100 * float(rule.get('confidence', 0.95)):g} %"
-    head = {"answered": f"Answered after {rounds} round(s): {states}.",
-            "open": f"Not answered in {rounds} round(s): {states}.",
-            "contradicted": f"No answer: {states}."}[entry["verdict"]]
-    return {"kind": "stopping", "headline": head,
-            "text": f"{head} The question: {question(rule)}, at {confidence} for all groups and "
-                    "rounds together (anytime-valid confidence sequences over runs; "
-                    "docs/stopping.md).", "figure": str(rounds), "see": "stopping"}
+if TYPE_CHECKING:
+    from station.report.figures import RenderedFigure
 
 
 def _us(ns: Any) -> str:
@@ -79,6 +47,8 @@ def stopping_table(report: Mapping[str, Any]) -> Table | None:
 
 
 def stopping_figures(report: Mapping[str, Any]) -> list[RenderedFigure]:
+    from station.report.figures import RenderedFigure
+
     entry = report.get("stopping")
     if not entry or not any(g["path"] for g in entry["groups"]):
         return []
@@ -97,6 +67,8 @@ def stopping_svg(groups: list[Mapping[str, Any]], rule: Mapping[str, Any], round
                  title: str, name: str) -> str:
     """One vertical bar per round and group (its interval; an open end faded to the edge), the
     lines a comparison must clear, and the last round judged."""
+    from station.report.figures import _new_axes, _to_svg, legend_outside
+
     fig, ax = _new_axes(title)
     margin_ns = (rule.get("margin") or 0) * 1e9
     lines = sorted({0.0, margin_ns, -margin_ns}) if rule.get("compare") else []
@@ -116,9 +88,10 @@ def stopping_svg(groups: list[Mapping[str, Any]], rule: Mapping[str, Any], round
                       alpha=0.35 if open_end else 0.9, label=g["name"] if n == 0 else None)
     for y in lines:
         ax.axhline(y / 1000, color="#333333", linestyle=":", linewidth=1)
-    ax.axvline(rounds + 0.5, color="#333333", linewidth=1)
+    last = max((r + 1 for g in groups for r, _, _ in g["path"]), default=max(rounds, 1))
+    ax.axvline(last + 0.5, color="#333333", linewidth=1)
     ax.set_ylim(bottom / 1000, top / 1000)
-    ax.set_xlim(0.4, max(rounds, 1) + 0.8)
+    ax.set_xlim(0.4, last + 0.8)
     ax.set_xlabel("round (faded: an end still open)")
     ax.set_ylabel("difference (µs)" if rule.get("compare") else "median run's percentile (µs)")
     legend_outside(fig, ax)
