@@ -125,7 +125,8 @@ _generation = 0  # bumped on every registration: config rebuilds its campaign mo
 # what a kind may not be called: its section would take a campaign key (config.Campaign's fields)
 # or a key of report.json's envelope (tests/test_throwaway_kind.py checks both lists stay whole)
 RESERVED = frozenset({"name", "description", "bench", "matrix", "report", "loads",
-                      "schema_version", "campaign", "runs", "notes", "findings", "comparisons"})
+                      "schema_version", "campaign", "runs", "notes", "findings", "comparisons",
+                      "stopping"})
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")  # a campaign key and a Python name
 
 

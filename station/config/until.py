@@ -107,29 +107,3 @@ def check_until(campaign: Any, kind: Any) -> None:  # a Campaign, its kind_regis
     if rule.worst is not None and len(m.loads) < 2:
         raise LocatedError(("matrix", "until", "worst"),
                            f"searches two or more load sets; the matrix has {m.loads}")
-    needed = rounds_to_bound(rule, len(kind.cells(campaign)), len(m.loads))
-    if m.repetitions < needed:
-        raise LocatedError(("matrix", "repetitions"),
-                           f"is the most rounds the stop rule may take ({m.repetitions}), but at "
-                           f"its confidence over its groups no interval has both ends before "
-                           f"round {needed}: give at least {needed} (docs/stopping.md)")
-
-
-def rounds_to_bound(rule: StopRule, cells: int, loads: int) -> int:
-    """The first round at which one of the rule's confidence sequences can have both ends (the
-    median of its values, at its share of the rule's error); `cells`: the kind's cells (interface
-    × variant, or one), each measured under every one of `loads`."""
-    from station.analysis.anytime.boundary import QuantileBoundary
-
-    if rule.compare is not None:
-        groups, arms = cells * loads // 2, 1
-    elif rule.worst is not None:
-        groups, arms = cells, loads
-    else:
-        groups, arms = cells * loads, 1
-    boundary = QuantileBoundary(0.5, (1 - rule.confidence) / groups / arms, rule.t_opt)
-    for t in range(1, 100_000):
-        lo, hi = boundary.ranks(t)
-        if lo >= 1 and hi <= t:
-            return t
-    return 100_000

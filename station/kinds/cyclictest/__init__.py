@@ -6,10 +6,12 @@ from __future__ import annotations
 from station.config import Campaign, LocatedError
 from station.kind_registry import BenchNeeds, Kind
 from station.kinds.cyclictest.settings import CyclictestSettings
+from station.kinds.stop_rule import check_rounds
 
 
 def _check(campaign: Campaign) -> None:
     m, settings = campaign.matrix, campaign.cyclictest  # type: ignore[attr-defined]
+    check_rounds(campaign, 1)  # one cell: the loads are its conditions
     if m.duration is not None and (m.duration < 1 or m.duration != int(m.duration)):
         raise LocatedError(("matrix", "duration"),
                            f"cyclictest -D takes whole seconds; {m.duration:g} s is not")

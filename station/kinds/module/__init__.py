@@ -10,6 +10,7 @@ from station.common.module_names import module_stem
 from station.config import Campaign, LocatedError, RunSpec, TargetSettings
 from station.kind_registry import BenchNeeds, Kind
 from station.kinds.module.settings import ModuleMatrix, ModuleSettings
+from station.kinds.stop_rule import check_rounds
 from station.target.module_build import BuildPlan
 
 
@@ -33,6 +34,7 @@ def _check(campaign: Campaign) -> None:
         raise LocatedError(("matrix", "max_duration"),
                            f"a run needs at least {needed:g} s (samples × period, or duration) but "
                            f"max_duration is {m.max_duration:g} s: every run would end incomplete")
+    check_rounds(campaign, len(m.interfaces) * len(m.variants))
     if m.pulses and campaign.bench.scope.kind == "none":
         raise LocatedError(("matrix", "pulses"),
                            "asks for scope pulses but bench.scope.kind is none")

@@ -1,0 +1,43 @@
+"""A stop rule's room to answer (matrix.until, docs/stopping.md), checked by the kinds whose runs
+carry units (their Kind.check): the config layer checks the rule's shape, this its arithmetic,
+which is the analysis's (station/analysis/anytime/boundary.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from station.config import LocatedError
+
+
+def check_rounds(campaign: Any, cells: int) -> None:
+    """`repetitions` leaves room for an answer: at least the first round at which one of the
+    rule's confidence sequences can have both ends (`cells`: the kind's cells)."""
+    m, rule = campaign.matrix, campaign.matrix.until
+    if rule is None:
+        return
+    needed = rounds_to_bound(rule, cells, len(m.loads))
+    if m.repetitions < needed:
+        raise LocatedError(("matrix", "repetitions"),
+                           f"is the most rounds the stop rule may take ({m.repetitions}), but at "
+                           f"its confidence over its groups no interval has both ends before "
+                           f"round {needed}: give at least {needed} (docs/stopping.md)")
+
+
+def rounds_to_bound(rule: Any, cells: int, loads: int) -> int:
+    """The first round at which one of the rule's confidence sequences can have both ends (the
+    median of its values, at its share of the rule's error); `cells`: the kind's cells (interface
+    × variant, or one), each measured under every one of `loads`."""
+    from station.analysis.anytime.boundary import QuantileBoundary
+
+    if rule.compare is not None:
+        groups, arms = cells * loads // 2, 1
+    elif rule.worst is not None:
+        groups, arms = cells, loads
+    else:
+        groups, arms = cells * loads, 1
+    boundary = QuantileBoundary(0.5, (1 - rule.confidence) / groups / arms, rule.t_opt)
+    for t in range(1, 100_000):
+        lo, hi = boundary.ranks(t)
+        if lo >= 1 and hi <= t:
+            return t
+    return 100_000
