@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
+import signal
 
 import asyncssh
 
@@ -19,6 +20,14 @@ from station.target import TargetError, rtla
 from station.target import processes as proc_ctl
 
 INT_GRACE_S = 20.0  # after SIGINT rtla prints its histogram and removes its instance
+
+
+def _signal_of(status: int) -> str:
+    """A shell reports a child killed by signal N as 128 + N."""
+    with contextlib.suppress(ValueError):
+        if status > 128:
+            return f" (killed by {signal.Signals(status - 128).name})"
+    return ""
 
 
 class RtlaCompanion:
@@ -51,9 +60,14 @@ class RtlaCompanion:
         command = [rtla.PROGRAM, *args]
         if collector_priority is not None:
             command = ["chrt", "-f", str(collector_priority), *command]
-        self.process = await finish_then_cancel(proc_ctl.start_load(
-            conn, self.name, shlex.join(command), self.ctx.target.work_dir, self.ctx.max_seconds,
-            binary=True, privileged=True, finite=True, role="probe"))
+        try:
+            self.process = await finish_then_cancel(proc_ctl.start_load(
+                conn, self.name, shlex.join(command), self.ctx.target.work_dir,
+                self.ctx.max_seconds, binary=True, privileged=True, finite=True, role="probe"))
+        except proc_ctl.ExitedAtOnce as exc:  # tracer busy, option refused: rtla's, not the run's
+            self.exit_status = exc.exit_status
+            self.note = f"{self.what} exited at once with status {exc.exit_status}: {exc.said}"
+            return
         proc = self.process.process
         readers = asyncio.gather(copy_stream(proc.stdout, self.out), copy_stream(proc.stderr,
                                                                                  self.err))
@@ -79,7 +93,20 @@ class RtlaCompanion:
             readers.cancel()
         self.exit_status = proc.exit_status
         if proc.exit_status != 0:
-            self.note = f"{self.what} exited with status {proc.exit_status}"
+            self.note = (f"{self.what} exited with status {proc.exit_status}"
+                         f"{_signal_of(proc.exit_status)}: {self.stderr_tail()}")
+
+    def stderr_tail(self) -> str:
+        """rtla's last words (a failed allocation under a memory load, seen in CI as an abort)."""
+        text = ""
+        with contextlib.suppress(OSError):
+            self.err.write(b"", flush=True)
+            text = self.err.path.read_text(errors="replace")
+        # the wrapping shell's report of a killed child ("Aborted  setsid env IRQ_STATION_TAG=…")
+        # names our wrapper, not rtla's reason: rtla's last lines are what is quoted
+        text = "\n".join(line for line in text.splitlines()
+                         if "IRQ_STATION_TAG=" not in line).strip()
+        return text[-300:] if text else "(nothing on its stderr)"
 
     async def stop(self) -> None:
         """SIGINT if it still runs (rtla then removes its instance), then forget it."""

@@ -25,6 +25,14 @@ from station.target.ssh import TargetConnection, TargetError
 STREAM_NAME = "record-stream"
 
 
+class ExitedAtOnce(TargetError):
+    """A started process that ended within its first half second, with its status and words."""
+
+    def __init__(self, message: str, exit_status: int | None, said: str) -> None:
+        super().__init__(message)
+        self.exit_status, self.said = exit_status, said
+
+
 @dataclass
 class TrackedProcess:
     name: str
@@ -124,9 +132,10 @@ async def start_load(
                 line for line in out if "error" in line.lower() or "fail" in line.lower()
             )[-500:]
             err = err or " | ".join(out[-3:])[-500:]
-        raise TargetError(
+        raise ExitedAtOnce(
             f"{conn.endpoint.where}: {role} {name!r} exited at once with status "
-            f"{process.exit_status}: {err or '(no message)'}"
+            f"{process.exit_status}: {err or '(no message)'}", process.exit_status,
+            err or "(no message)",
         )
     return TrackedProcess(name, pid, pidfile, conn, process)
 
