@@ -142,6 +142,73 @@ def test_a_margin_settles_a_pair_known_to_be_close(tmp_path):
     assert -2000 <= group["interval_ns"][0] <= 0 <= group["interval_ns"][1] <= 2000  # truth: 0
 
 
+@functools.cache
+def model_run_percentile_ns(interface: str, raised: bool, level: float, runs: int = 400,
+                            samples: int = 3000) -> float:
+    """The median run's own `level` percentile of t_SW from the twin's model: `runs` module loads
+    of `samples` idle events each (their load offset and drift in, as a run's records have them)."""
+    from dataclasses import replace
+
+    preset = load_preset("seed-2015")
+    params = preset.interfaces[interface]
+    if raised:
+        params = replace(params, sw_mean=9100)
+    chunks = -(-samples // 1000)
+    per_run = []
+    for k in range(runs):
+        session = ModuleSession(params, preset.calibration_samples, 100_000, True, 0, f"q-{k}",
+                                drift_seed=5)
+        sw = np.concatenate([session.chunk(i, False).sw for i in range(chunks)])[:samples]
+        per_run.append(np.percentile(sw, 100 * level))
+    return float(np.median(per_run))
+
+
+def test_a_deadline_rule_says_which_condition_meets_it_and_which_misses(tmp_path):
+    """A deadline set between the two interfaces' true p99 (the median run's, from the twin's
+    model; LPT raised ~2.7 µs above PCIe): the rule stops once it knows PCIe meets it at a 1 %
+    miss rate and LPT misses it more often, each interval holding its truth."""
+    lpt, pcie = model_run_percentile_ns("lpt", True, 0.99), model_run_percentile_ns("pcie", False, 0.99)
+    assert lpt - pcie > 1500  # the truth leaves room between them
+    deadline_ns = round((lpt + pcie) / 2)
+    path = campaign(tmp_path, "deadline", f"{{deadline: {deadline_ns}ns, miss_below: 0.01, t_opt: 10}}",
+                    cap=12, overrides=f", overrides: {{lpt: {{{RAISED}}}}}")
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    stopping = json.loads((out / "campaign.json").read_text())["stopping"]
+    assert stopping["verdict"] == "answered" and stopping["rounds"] < 12
+    groups = stopping["groups"]
+    assert groups["lpt inb none"]["state"].startswith("misses ")
+    assert groups["pcie inb none"]["state"].startswith("meets ")
+    for name, truth in (("lpt inb none", lpt), ("pcie inb none", pcie)):
+        lower, upper = groups[name]["interval_ns"]
+        assert (lower or -np.inf) <= truth <= (upper or np.inf), (name, truth, lower, upper)
+    # each run's unit is its p99 (1 − miss_below), so no later round was started
+    assert len(measured(out)) == 2 * stopping["rounds"]
+    unit = json.loads((out / "runs" / measured(out)[0] / "manifest.json").read_text())["unit"]
+    assert "0.99" in unit["latency_ns"]["percentiles"]
+    page = (out / "report.md").read_text()
+    assert "misses" in page and "meets" in page and "at most 0.01 of its events" in page
+
+
+def test_an_exceedance_rule_stops_once_the_tail_has_an_upper_bound(tmp_path):
+    """exceedance: 1e-3 asks for an upper bound on the latency the median run exceeds 0.1 % of the
+    time: settled once the interval has an upper end, which then holds the model's truth."""
+    path = campaign(tmp_path, "exceedance", "{exceedance: 1e-3, t_opt: 10}", cap=20,
+                    interfaces="[pcie]")
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    stopping = json.loads((out / "campaign.json").read_text())["stopping"]
+    assert stopping["verdict"] == "answered" and stopping["rounds"] < 20
+    group = stopping["groups"]["pcie inb none"]
+    lower, upper = group["interval_ns"]
+    assert upper is not None and group["state"].startswith("exceeded with probability 0.001 at most")
+    assert (lower or -np.inf) <= model_run_percentile_ns("pcie", False, 0.999) <= upper
+    # the round before the last had no upper end yet: it stopped on the first that had one
+    assert group["path"][-2][2] is None
+
+
 def test_each_run_unit_is_the_percentile_of_the_events_the_twin_made(tmp_path):
     path = campaign(tmp_path, "units",
                     "{interval_width: 100us, at: p99.9, confidence: 0.5, t_opt: 2}", cap=4)
@@ -226,6 +293,11 @@ def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
     ("{repetitions: 5, until: {compare: interfaces, at: p100}}", "not a percentile", 4),
     ("{repetitions: 5, until: {interval_width: 1us, at: p99, margin: 1us}}", "compare's", 4),
     ("{repetitions: 5, until: {worst: loads, at: p99}}", "searches two or more load sets", 4),
+    ("{repetitions: 20, until: {deadline: 50us}}", "miss_below", 4),
+    ("{repetitions: 20, until: {deadline: 50us, miss_below: 1e-3, at: p99}}", "set by the rule", 4),
+    ("{repetitions: 20, until: {deadline: 50us, miss_below: 0.7}}", "outside", 4),
+    ("{repetitions: 20, until: {exceedance: 1e-4}}", "at least 10000 events a run", 4),
+    ("{repetitions: 20, until: {interval_width: 1us}}", "at", 4),
 ])
 def test_a_question_that_cannot_be_asked_is_refused_at_its_line(tmp_path, matrix, words, line):
     path = tmp_path / "c.yaml"

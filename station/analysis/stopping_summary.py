@@ -21,7 +21,18 @@ def stopping_entry(campaign: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def question(rule: Mapping[str, Any]) -> str:
-    at = f"p{100 * float(rule.get('at', 0)):g}"
+    if rule.get("deadline") is not None:
+        tail = float(rule["miss_below"])
+        return (f"whether every condition's median run misses {format_duration(rule['deadline'])} "
+                f"at most {tail:g} of its events (its p{100 * (1 - tail):g} at or under it) "
+                "or more often")
+    if rule.get("exceedance") is not None:
+        tail = float(rule["exceedance"])
+        width = rule.get("interval_width")
+        return (f"an upper bound on every condition's latency exceeded with probability {tail:g} "
+                f"(the median run's p{100 * (1 - tail):g})"
+                + (f", known to within {format_duration(width)}" if width else ""))
+    at = f"p{100 * float(rule.get('at') or 0):g}"
     if rule.get("compare"):
         margin = rule.get("margin") or 0
         return (f"the sign of the two {rule['compare']}' median paired difference (same "

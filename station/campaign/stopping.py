@@ -9,6 +9,11 @@ they are made for.
 
 - interval_width: a group per condition (interface, variant, load); its values are the runs'
   percentiles, its target the median run's. Settled when its interval is no wider than asked.
+- deadline (with miss_below): a group per condition, its values the runs' (1 − miss_below)
+  percentile. Settled when the interval lies at or under the deadline (the median run misses it
+  at most that often) or over it (more often).
+- exceedance: a group per condition, its values the runs' (1 − exceedance) percentile. Settled
+  once the interval has an upper end (no wider than interval_width, when given).
 - compare interfaces (or variants): a group per pair of conditions measured in the same round
   that differ only in what is compared; its values are the differences (first − second), its
   target their median. Settled when the interval lies above or below 0 (the order is known),
@@ -214,7 +219,7 @@ def _judge_search(campaign: Campaign, out_dir: Path, complete: set[str], attempt
     m = campaign.matrix
     cells = _cells(campaign)
     judgement = start_search(rule, cells, list(m.loads))
-    key = level_key(rule.at)
+    key = level_key(rule.level)
     specs = {(s.repetition, s.interface, s.variant, s.load): s for s in expand_runs(campaign)}
     rounds = sorted({s.repetition for s in specs.values()})
     fed = set()
@@ -252,7 +257,7 @@ def judge(campaign: Campaign, out_dir: Path, complete: set[str],
         return _judge_search(campaign, out_dir, complete, attempted, rule)
     pairs = pairs_of(campaign, rule)
     judgement = start(rule, pairs)
-    key = level_key(rule.at)
+    key = level_key(rule.level)
     rounds: dict[int, dict[Cell, RunSpec]] = {}
     for spec in expand_runs(campaign):
         rounds.setdefault(spec.repetition, {})[(spec.interface, spec.variant, spec.load)] = spec
@@ -271,6 +276,10 @@ def judge(campaign: Campaign, out_dir: Path, complete: set[str],
 def _state(rule: StopRule, name: str, lower: float, upper: float) -> str:
     if lower > upper:
         return CONTRADICTED
+    if rule.deadline is not None:
+        return _deadline_state(rule, lower, upper)
+    if rule.exceedance is not None:
+        return _exceedance_state(rule, lower, upper)
     if rule.interval_width is not None:
         width_ns = rule.interval_width * 1e9
         return (f"known to {format_duration((upper - lower) * 1e-9)}"
@@ -286,3 +295,25 @@ def _state(rule: StopRule, name: str, lower: float, upper: float) -> str:
     if margin_ns and -margin_ns <= lower and upper <= margin_ns:
         return f"within ±{format_duration(rule.margin)}"
     return "open"
+
+
+def _deadline_state(rule: StopRule, lower: float, upper: float) -> str:
+    """The median run's (1 − miss_below) percentile at or under the deadline: it misses the
+    deadline at most that often; over it: more often."""
+    deadline, rate = format_duration(rule.deadline), f"{rule.miss_below:g}"
+    if upper <= rule.deadline * 1e9:
+        return f"meets {deadline} (the median run misses it at most {rate} of its events)"
+    if lower > rule.deadline * 1e9:
+        return f"misses {deadline} (the median run misses it more than {rate} of its events)"
+    return "open"
+
+
+def _exceedance_state(rule: StopRule, lower: float, upper: float) -> str:
+    """Settled once the median run's (1 − exceedance) percentile has an upper bound (within
+    interval_width of its lower one, when given)."""
+    if not math.isfinite(upper):
+        return "open"
+    if rule.interval_width is not None and upper - lower > rule.interval_width * 1e9:
+        return "open"
+    return (f"exceeded with probability {rule.exceedance:g} at most above "
+            f"{format_duration(upper * 1e-9)} (the median run)")

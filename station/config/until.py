@@ -18,7 +18,8 @@ from pydantic import BeforeValidator, Field, model_validator
 from station.config.types import Float, Int, LocatedError, Seconds, Strict
 
 WIDTH_RANGE = (1e-9, 1.0, "1 ns", "1 s")
-QUESTIONS = ("compare", "interval_width", "worst")
+QUESTIONS = ("compare", "interval_width", "worst", "deadline", "exceedance")
+TAIL_RANGE = (1e-6, 0.5)  # a run's own percentile up to p99.9999 (LEVEL's finest)
 LEVEL = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")  # p50, p99, p99.99 …
 
 
@@ -48,6 +49,26 @@ def _fraction(value: object) -> object:
 Confidence = Annotated[Float, BeforeValidator(_fraction)]
 
 
+def _probability(value: object) -> object:
+    """1e-5, "1e-5" or "0.001%" → a probability; refused outside TAIL_RANGE."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a probability (e.g. 1e-5 or 0.001%)") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{value!r} is not a probability (e.g. 1e-5)")
+    low, high = TAIL_RANGE
+    if not low <= value <= high:
+        raise ValueError(f"{value:g} is outside [{low:g}, {high:g}]: a run's own percentile is "
+                         "read from p50 to p99.9999")
+    return float(value)
+
+
+Probability = Annotated[float, BeforeValidator(_probability)]
+
+
 class StopRule(Strict):
     """What the campaign wants to know (one of compare, interval_width, worst)."""
 
@@ -62,8 +83,19 @@ class StopRule(Strict):
     interval_width: Seconds(WIDTH_RANGE) | None = Field(
         None, description="stop when every condition's median-run `at` percentile is known to "
         "within this width (the whole interval)")
-    at: Level = Field(..., description="the percentile of each run's t_SW events the question is "
-                      "about, e.g. p99.99 (each run gives one value)")
+    deadline: Seconds(WIDTH_RANGE) | None = Field(
+        None, description="with miss_below: stop when it is known, for every condition, whether "
+        "the median run misses this deadline less often than miss_below (its own "
+        "(1 − miss_below) percentile below the deadline) or more often")
+    miss_below: Probability | None = Field(
+        None, description="deadline's miss rate (per event, within a run), e.g. 1e-5")
+    exceedance: Probability | None = Field(
+        None, description="stop when every condition's latency exceeded with this probability "
+        "(the median run's (1 − exceedance) percentile) has a finite upper bound, and, with "
+        "interval_width, is known to within it")
+    at: Level | None = Field(None, description="the percentile of each run's t_SW events the "
+                             "question is about, e.g. p99.99 (each run gives one value); "
+                             "deadline and exceedance set it themselves")
     confidence: Confidence = Field(0.95, ge=0.5, le=0.9999,
                                    description="for all conditions and all rounds together "
                                    "(0.95 or 95%)")
@@ -76,12 +108,43 @@ class StopRule(Strict):
     @model_validator(mode="after")
     def _one_question(self) -> StopRule:
         asked = [name for name in QUESTIONS if getattr(self, name) is not None]
+        if asked == ["interval_width", "exceedance"]:
+            asked = ["exceedance"]  # the width qualifies the exceedance's bound
         if len(asked) != 1:
-            raise ValueError(f"give one question: {', '.join(QUESTIONS)}")
+            raise ValueError(f"give one question: {', '.join(QUESTIONS)}"
+                             + (f" (not {' and '.join(asked)})" if asked else ""))
         if self.margin and self.compare is None:
             raise LocatedError(("margin",), "is compare's (a difference within it settles a "
                                "comparison)")
+        if (self.deadline is None) != (self.miss_below is None):
+            raise LocatedError(("miss_below" if self.miss_below is None else "deadline",),
+                               "is needed: a deadline rule names the deadline and the miss rate "
+                               "(e.g. deadline: 50us, miss_below: 1e-5)")
+        derived = self.deadline is not None or self.exceedance is not None
+        if derived and self.at is not None:
+            raise LocatedError(("at",), "is set by the rule itself (1 − miss_below, or "
+                               "1 − exceedance): leave it out")
+        if not derived and self.at is None:
+            raise LocatedError(("at",), "is needed: the percentile the question is about "
+                               "(e.g. at: p99.99)")
         return self
+
+    @property
+    def level(self) -> float:
+        """The percentile of each run's events its unit is (0.9999 for p99.99)."""
+        if self.miss_below is not None:
+            return 1.0 - self.miss_below
+        if self.exceedance is not None:
+            return 1.0 - self.exceedance
+        assert self.at is not None
+        return self.at
+
+    @property
+    def tail(self) -> float:
+        """The share of each run's events above its unit's percentile (1e-5 for miss_below 1e-5),
+        as given where the rule gives it (1 − level loses digits)."""
+        given = self.miss_below if self.miss_below is not None else self.exceedance
+        return given if given is not None else 1.0 - self.level
 
 
 def check_until(campaign: Any, kind: Any) -> None:  # a Campaign, its kind_registry.Kind

@@ -4,6 +4,7 @@ which is the analysis's (station/analysis/anytime/boundary.py)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from station.config import LocatedError
@@ -15,6 +16,13 @@ def check_rounds(campaign: Any, cells: int) -> None:
     m, rule = campaign.matrix, campaign.matrix.until
     if rule is None:
         return
+    samples = getattr(m, "samples", None)
+    if samples is not None and samples * rule.tail < 1:
+        need = math.ceil(round(1 / rule.tail, 6))
+        raise LocatedError(("matrix", "samples"),
+                           f"gives each run {samples} events: its own p{100 * rule.level:g} is "
+                           f"then its largest value, not a percentile; the stop rule needs at "
+                           f"least {need} events a run (ten times that to see past the largest)")
     needed = rounds_to_bound(rule, cells, len(m.loads))
     if m.repetitions < needed:
         raise LocatedError(("matrix", "repetitions"),

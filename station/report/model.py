@@ -109,7 +109,8 @@ class CampaignFacts(Closed):
 
 
 class StoppingGroup(Closed):
-    """One question of the stop rule: a condition (interval_width) or a pair (compare)."""
+    """One question of the stop rule: a condition (interval_width, deadline, exceedance) or a pair
+    (compare), or a load of a search (worst)."""
 
     name: str = Field(description="the condition, or the pair as `first − second, …`")
     state: str = Field(description="`open`, or what settled it (`lpt above pcie (median paired "

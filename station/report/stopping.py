@@ -58,7 +58,8 @@ def stopping_figures(report: Mapping[str, Any]) -> list[RenderedFigure]:
         "Each group's confidence sequence after every round (faded: an end still open, drawn to "
         "the edge); "
         + ("dotted: the line a comparison must clear (0, and ±margin). " if entry["rule"].get(
-            "compare") else "")
+            "compare") else "dotted: the deadline. " if entry["rule"].get("deadline") is not None
+            else "")
         + "The vertical line: after the last round judged.",
         partial(stopping_svg, entry["groups"], entry["rule"], entry["rounds"], title, "stopping"))]
 
@@ -71,7 +72,8 @@ def stopping_svg(groups: list[Mapping[str, Any]], rule: Mapping[str, Any], round
 
     fig, ax = _new_axes(title)
     margin_ns = (rule.get("margin") or 0) * 1e9
-    lines = sorted({0.0, margin_ns, -margin_ns}) if rule.get("compare") else []
+    lines = (sorted({0.0, margin_ns, -margin_ns}) if rule.get("compare")
+             else [rule["deadline"] * 1e9] if rule.get("deadline") is not None else [])
     finite = [v for g in groups for _, lo, hi in g["path"] for v in (lo, hi) if v is not None]
     span = [*finite, *lines] or [-1.0, 1.0]
     pad = 0.15 * ((max(span) - min(span)) or 1.0)

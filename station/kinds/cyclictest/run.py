@@ -251,6 +251,6 @@ def _unit(outputs: ct_analysis.RunOutput, until: Any) -> dict[str, Any]:
                                                       for t in threads)])
     overflows = sum(int(t.overflows if t.overflows is not None
                         else outputs.overflows(t.index) or 0) for t in threads)
-    levels = [until.at] if until is not None else []
+    levels = [until.level] if until is not None else []
     return histogram_unit(values, counts, overflows, levels,
                           "cyclictest (all threads, 1 µs buckets)")

@@ -85,7 +85,7 @@ class ModuleRun(Measurement):
         )
         self.decoder = records.decoder_for(m.format)
         # the run as one unit of the campaign's stop rule: its t_SW percentiles at the seal
-        self.unit = RunUnit([m.until.at] if m.until is not None else [])
+        self.unit = RunUnit([m.until.level] if m.until is not None else [])
         self.scope: ScopeCapture | None = ctx.bench.scope
         self.interrupts_row = modules.interrupts_row(self.family, spec.interface, m.lpt_irq)
         self.irq_before: int | None = None
