@@ -282,6 +282,12 @@ def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
     assert {f"lpt-inb-heavy-r{r}" for r in range(rounds)} <= runs
     assert "not measured: load" in res.stdout + res.stderr or not any(
         after < rounds for after in dropped_after.values())
+    # the loop judged round after round (each round fed once); judged afresh from the manifests,
+    # the same answer
+    from station.campaign.stopping import judge
+
+    fresh = judge(load_campaign(path), out, set(measured(out))).as_dict()
+    assert json.loads(json.dumps(fresh)) == stopping
 
 
 @pytest.mark.parametrize(("matrix", "words", "line"), [

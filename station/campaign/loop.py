@@ -33,6 +33,7 @@ class CampaignResult:
     stopped: str | None = None  # why the campaign stopped before its last run
     # the stop rule's last judgement (matrix.until; station/campaign/stopping.py), if any
     judgement: Any = None
+    judge: Any = None  # the stop rule's Judge, fed round after round
     report_error: str | None = None
     # target name -> why its bench did not come up
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -200,11 +201,13 @@ def _answered(campaign: Campaign, out_dir: Path, progress: ProgressSink,
     `stopping`); whether it stops the campaign. What counts: the runs complete before this
     session (result.skipped: none with --fresh) and every run this session measured; a run an
     earlier session left incomplete is not measured yet (this session measures it again)."""
-    from station.campaign.stopping import judge
+    from station.campaign.stopping import Judge
 
     complete = {*result.skipped, *(o.run_id for o in result.outcomes if o.status == "complete")}
     attempted = complete | {o.run_id for o in result.outcomes}
-    judgement = judge(campaign, out_dir, complete, attempted)
+    if result.judge is None:
+        result.judge = Judge(campaign, out_dir)
+    judgement = result.judge.update(complete, attempted)
     result.judgement = judgement
     _record(out_dir, "stopping", judgement.as_dict())
     if judgement.rounds:

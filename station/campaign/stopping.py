@@ -214,63 +214,85 @@ def _arm(load: str, cell: tuple[str, str]) -> str:
     return f"{load} ({where})" if where else load
 
 
-def _judge_search(campaign: Campaign, out_dir: Path, complete: set[str], attempted: set[str],
-                  rule: StopRule) -> Judgement:
-    m = campaign.matrix
-    cells = _cells(campaign)
-    judgement = start_search(rule, cells, list(m.loads))
-    key = level_key(rule.level)
-    specs = {(s.repetition, s.interface, s.variant, s.load): s for s in expand_runs(campaign)}
-    rounds = sorted({s.repetition for s in specs.values()})
-    fed = set()
-    for r in rounds:
-        waiting = False
-        for cell in cells:
-            search = judgement.searches[cell]
-            if search.done:
-                continue
-            values = {load: _unit(out_dir, specs[(r, *cell, load)], key, complete, attempted)
-                      for load in search.survivors}
+class Judge:
+    """The rule judged as rounds are measured: each run's unit read from its manifest once, each
+    round fed once, in order (a condition's search: its own rounds in order), so a judgement
+    after round R costs that round, not R rounds again. `update` takes what counts so far:
+    `complete`, the ids of the runs complete under this campaign's measurement hash;
+    `attempted`, the runs whose outcome counts (the others are not measured yet; a round waits
+    for them, and the rounds after it too)."""
+
+    def __init__(self, campaign: Campaign, out_dir: Path) -> None:
+        rule = campaign.matrix.until
+        assert rule is not None
+        self.campaign, self.out_dir, self.rule = campaign, out_dir, rule
+        self.key = level_key(rule.level)
+        self._units: dict[str, float | None] = {}  # run id -> value (None: not usable)
+        self._rounds: dict[int, dict[Cell, RunSpec]] = {}
+        for spec in expand_runs(campaign):
+            self._rounds.setdefault(spec.repetition, {})[
+                (spec.interface, spec.variant, spec.load)] = spec
+        self._order = sorted(self._rounds)
+        if rule.worst is not None:
+            self._cells = _cells(campaign)
+            self.judgement = start_search(rule, self._cells, list(campaign.matrix.loads))
+            self._next = {cell: 0 for cell in self._cells}  # each search's next round (index)
+            self._fed: set[int] = set()
+        else:
+            self._pairs = pairs_of(campaign, rule)
+            self.judgement = start(rule, self._pairs)
+            self._next_round = 0
+
+    def _unit(self, spec: RunSpec, complete: set[str], attempted: set[str]) -> float | None | bool:
+        if spec.id in self._units:
+            return self._units[spec.id]
+        value = _unit(self.out_dir, spec, self.key, complete, attempted)
+        if value is not False:  # measured: its value is final
+            self._units[spec.id] = value
+        return value
+
+    def update(self, complete: set[str], attempted: set[str] | None = None) -> Judgement:
+        attempted = complete if attempted is None else attempted
+        if self.rule.worst is not None:
+            self._update_search(complete, attempted)
+            return self.judgement
+        while self._next_round < len(self._order):
+            r = self._order[self._next_round]
+            values = {cell: self._unit(spec, complete, attempted)
+                      for cell, spec in self._rounds[r].items()}
             if any(v is False for v in values.values()):
-                waiting = True  # not measured yet: this round (and the next) wait
-                continue
+                break  # the first round not measured yet ends the sequence (for now)
+            self._next_round += 1
             if any(v is None for v in values.values()):
-                judgement.skipped.append(r)
+                self.judgement.skipped.append(r)
                 continue
-            feed_search(judgement, cell, r, values)  # type: ignore[arg-type]
-            fed.add(r)
-        if waiting:
-            break
-    judgement.rounds = len(fed)
-    return judgement
+            feed(self.judgement, self.rule, self._pairs, r, values)  # type: ignore[arg-type]
+        return self.judgement
+
+    def _update_search(self, complete: set[str], attempted: set[str]) -> None:
+        for cell in self._cells:
+            search = self.judgement.searches[cell]
+            while not search.done and self._next[cell] < len(self._order):
+                r = self._order[self._next[cell]]
+                values = {load: self._unit(self._rounds[r][(*cell, load)], complete, attempted)
+                          for load in search.survivors}
+                if any(v is False for v in values.values()):
+                    break  # not measured yet: this round (and the next) wait
+                self._next[cell] += 1
+                if any(v is None for v in values.values()):
+                    if r not in self.judgement.skipped:
+                        self.judgement.skipped.append(r)
+                    continue
+                feed_search(self.judgement, cell, r, values)  # type: ignore[arg-type]
+                self._fed.add(r)
+        self.judgement.skipped.sort()
+        self.judgement.rounds = len(self._fed)
 
 
 def judge(campaign: Campaign, out_dir: Path, complete: set[str],
           attempted: set[str] | None = None) -> Judgement:
-    """The rule's answer from the runs in `out_dir`: `complete`, the ids of the runs complete
-    under this campaign's measurement hash; `attempted`, the runs whose outcome counts (default:
-    the complete ones), the others not measured yet."""
-    rule = campaign.matrix.until
-    assert rule is not None
-    attempted = complete if attempted is None else attempted
-    if rule.worst is not None:
-        return _judge_search(campaign, out_dir, complete, attempted, rule)
-    pairs = pairs_of(campaign, rule)
-    judgement = start(rule, pairs)
-    key = level_key(rule.level)
-    rounds: dict[int, dict[Cell, RunSpec]] = {}
-    for spec in expand_runs(campaign):
-        rounds.setdefault(spec.repetition, {})[(spec.interface, spec.variant, spec.load)] = spec
-    for r in sorted(rounds):
-        values = {cell: _unit(out_dir, spec, key, complete, attempted)
-                  for cell, spec in rounds[r].items()}
-        if any(v is False for v in values.values()):
-            break  # the first round not measured yet ends the sequence
-        if any(v is None for v in values.values()):
-            judgement.skipped.append(r)
-            continue
-        feed(judgement, rule, pairs, r, values)  # type: ignore[arg-type]
-    return judgement
+    """The rule's answer from the runs in `out_dir`, judged afresh (Judge.update's arguments)."""
+    return Judge(campaign, out_dir).update(complete, attempted)
 
 
 def _state(rule: StopRule, name: str, lower: float, upper: float) -> str:
