@@ -13,6 +13,9 @@ QuantileSequence of station/analysis/anytime/) judging after every round:
 
 * compare:        the order of A and B at the median run's `--at` percentile
 * interval_width: A's median-run `--at` percentile known to within `--width` ns
+* deadline:       whether A's median run misses a deadline `--deadline-gap` ns above the truth
+                  more often than 1 − `--at` (the right answer: it meets it)
+* exceedance:     an upper bound on A's median-run `--at` percentile (exceedance 1 − `--at`)
 
 Truth: the same median from a separate reference of `--reference` independent runs (pairs) of
 the model (other keys), its own standard error printed beside it. Each campaign is fed to its
@@ -86,8 +89,13 @@ def fixed_interval(values: np.ndarray, confidence: float) -> tuple[float, float]
 
 
 def settled(rule: StopRule, lower: float, upper: float) -> bool:
+    """Whether an interval settles the rule's question (for the fixed-sample interval)."""
     if rule.compare is not None:
         return lower > 0 or upper < 0
+    if rule.deadline is not None:
+        return upper <= rule.deadline * 1e9 or lower > rule.deadline * 1e9
+    if rule.exceedance is not None:
+        return math.isfinite(upper)
     return upper - lower <= rule.interval_width * 1e9
 
 
@@ -99,6 +107,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--delta", type=float, default=500.0, help="B's mean above A's (ns)")
     ap.add_argument("--at", type=float, default=99.0, help="the run percentile")
     ap.add_argument("--width", type=float, default=400.0, help="interval_width (ns)")
+    ap.add_argument("--deadline-gap", type=float, default=400.0,
+                    help="the deadline rule's deadline above the truth (ns)")
     ap.add_argument("--reference", type=int, default=1000)
     ap.add_argument("--confidence", type=float, default=0.95)
     ap.add_argument("--independent", action="store_true")
@@ -113,20 +123,29 @@ def main(argv: list[str]) -> int:
     lpt = preset.interfaces["lpt"]
     params = {A[0]: lpt, B[0]: replace(lpt, sw_mean=lpt.sw_mean + args.delta)}
     at = args.at / 100
-    rules = {
-        "compare": (StopRule(compare="interfaces", at=f"p{args.at:g}", confidence=args.confidence),
-                    [(f"{A[0]} − {B[0]}", A, B)]),
-        "interval_width": (StopRule(interval_width=args.width * 1e-9, at=f"p{args.at:g}",
-                                    confidence=args.confidence), [(A[0], A, A)]),
-    }
     print(f"twin model {'independent' if args.independent else 'with its time structure'}; "
           f"{args.campaigns} campaigns, cap {args.cap} rounds, {args.events} events a run, "
           f"p{args.at:g}, B = A + {args.delta:g} ns, confidence {args.confidence:g}")
 
     ref = {c: np.array([run_value(params[c], preset, args.events, f"ref-{c}-{k}", at)
                         for k in range(args.reference)]) for c in (A[0], B[0])}
-    truths = {"compare": float(np.median(ref[A[0]] - ref[B[0]])),
-              "interval_width": float(np.median(ref[A[0]]))}
+    median_run = float(np.median(ref[A[0]]))
+    # the deadline `--deadline-gap` above A's true median-run percentile: the answer is "meets"
+    deadline_ns = median_run + args.deadline_gap
+    rules = {
+        "compare": (StopRule(compare="interfaces", at=f"p{args.at:g}", confidence=args.confidence),
+                    [(f"{A[0]} − {B[0]}", A, B)]),
+        "interval_width": (StopRule(interval_width=args.width * 1e-9, at=f"p{args.at:g}",
+                                    confidence=args.confidence), [(A[0], A, A)]),
+        "deadline": (StopRule(deadline=deadline_ns * 1e-9, miss_below=round(1 - at, 12),
+                              confidence=args.confidence), [(A[0], A, A)]),
+        "exceedance": (StopRule(exceedance=round(1 - at, 12), confidence=args.confidence),
+                       [(A[0], A, A)]),
+    }
+    truths = {"compare": float(np.median(ref[A[0]] - ref[B[0]])), "interval_width": median_run,
+              "deadline": median_run, "exceedance": median_run}
+    print(f"  deadline rule: {deadline_ns:.0f} ns ({args.deadline_gap:g} ns above the truth: "
+          "the right answer is 'meets'), miss_below {:g}".format(round(1 - at, 12)))
     for name, value in truths.items():
         spread = ref[A[0]] - ref[B[0]] if name == "compare" else ref[A[0]]
         se = 1.2533 * float(np.std(spread)) / math.sqrt(args.reference)
@@ -138,7 +157,7 @@ def main(argv: list[str]) -> int:
     slack = 3 * math.sqrt(alpha * (1 - alpha) / args.campaigns)
     for name, (rule, pairs) in rules.items():
         truth = truths[name]
-        ever_missed = held_at_stop = fixed_ever_missed = 0
+        ever_missed = held_at_stop = fixed_ever_missed = wrong = 0
         stops: list[int] = []
         fixed_settled = np.zeros(args.cap + 1)
         for c in range(args.campaigns):
@@ -155,6 +174,7 @@ def main(argv: list[str]) -> int:
                 if stopped is None and judgement.verdict == "answered":
                     stopped = r + 1
                     held_at_stop += lower <= truth <= upper
+                    wrong += judgement.groups[0].state.startswith("misses")
                 for cell, v in row.items():
                     values[cell].append(v)
                 seq = (np.array(values[pairs[0][1]]) - (np.array(values[pairs[0][2]])
@@ -175,7 +195,8 @@ def main(argv: list[str]) -> int:
         print(f"\n{name}: truth {truth:.1f} ns")
         print(f"  ever missed (time-uniform, every round to the cap): {share:.3f} "
               f"(stated ≤ {alpha:.3f}, +{slack:.3f} Monte Carlo) {'OK' if ok else 'MISS'}")
-        print(f"  held at the round it stopped: {held_at_stop}/{len(answered)}")
+        print(f"  held at the round it stopped: {held_at_stop}/{len(answered)}"
+              + (f"; said 'misses' (wrong) in {wrong}" if name == "deadline" else ""))
         print(f"  the fixed-sample interval looked at every round: ever missed "
               f"{fixed_ever_missed / args.campaigns:.3f} (what optional stopping does)")
         print(f"  answered in {len(answered)}/{args.campaigns} campaigns by the cap; median stop "
@@ -198,6 +219,9 @@ def search_study(args: argparse.Namespace, preset: Preset, lpt: InterfaceParams,
     share that ever drop it."""
     from station.campaign.stopping import feed_search, start_search
     from station.twin.model import with_load_effect
+
+    if args.searches <= 0:
+        return False
 
     gap = args.search_gap
     loads = {"light": 0.0, "medium": gap, "heavy": 2 * gap}

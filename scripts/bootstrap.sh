@@ -20,3 +20,6 @@ fi
 # set (CI images, containers) no command ever writes them: every `station` command would compile
 # ~200 modules from source (~0.1 s a start). Compiled once here, as pip does for an installed package.
 "$REPO/.venv/bin/python" -m compileall -q -j 0 "$REPO/station" "$REPO/instruments"
+# The same for numba's kernels (pairing, clock ratios, pulse extraction): compiled into numba's
+# cache once here (~8 s), not in every worker of a new user's first report (~3 s each).
+"$REPO/.venv/bin/python" -c "from station.api import warm_kernels; warm_kernels()"

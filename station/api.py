@@ -312,6 +312,41 @@ def pair_events(run: RunData) -> Pairing | None:
     return pair_run(run.sw, run.hw, run.arrivals, int(run.period_ns or 0) or 1)
 
 
+def warm_kernels() -> dict[str, str]:
+    """Compile the station's numba kernels into numba's cache now, through the same entry points
+    and with the same argument types as a report or a capture calls them (a signature that
+    differed would be compiled again there): the set-up does it (scripts/bootstrap.sh), as pip
+    compiles byte-code, so that a new user's first report does not spend seconds compiling in
+    every worker. {kernel: "ready" or why its numpy path runs}."""
+    import numpy as np
+
+    from instruments import schmitt_kernel
+    from station.kinds.module import clock_ratio, pairing, pairing_scores
+
+    said: dict[str, str] = {}
+    why = pairing_scores._compiled.available()
+    if why is None:  # a block big enough for the compiled choice (MIN_COMPILED residuals)
+        acqs, pulses, cands = 8, 16, -(-pairing_scores.MIN_COMPILED // (8 * 16)) + 1
+        pairing_scores.block_choice(
+            np.zeros((acqs, pulses)), np.tile(np.arange(pulses), (acqs, 1)),
+            np.tile(np.arange(cands), (acqs, 1)), np.ones((acqs, cands), bool),
+            np.zeros(cands + pulses), 0, pairing.MISSING, pairing.MAX_SPREAD_NS, cands // 2)
+    said["pairing choice"] = why or "ready"
+    why = clock_ratio._compiled.available()
+    if why is None:
+        n = clock_ratio.MIN_COMPILED
+        times = np.arange(n, dtype=np.float64) * 1e5
+        clock_ratio.clock_ratios(times, times, np.arange(n) // 50)
+    said["clock ratio"] = why or "ready"
+    why = schmitt_kernel.available()
+    if why is None:  # every code type a scope's waveform arrives in
+        for kind in (np.int8, np.uint8, np.int16, np.uint16):
+            codes = np.tile(np.array([0, 0, 100, 100], kind), 64)
+            schmitt_kernel.transitions(codes, kind(60), kind(40), kind(50), kind(50))
+    said["pulse extraction"] = why or "ready"
+    return said
+
+
 def measuring_time(campaign: Campaign) -> tuple[float, float]:
     """(expected, longest) seconds one run of the campaign measures: its samples at its period
     or its duration, whichever ends it later; at most max_duration. Set-up, teardown and

@@ -69,6 +69,10 @@ def test_fine_blocks_do_not_depend_on_how_the_stream_is_batched(cuts, seed):
     if x.size:  # block totals give back the sample's own mean and counts below each level
         assert dependence.mean_interval(whole)["estimate_ns"] == pytest.approx(x.mean())
         assert np.array(whole.below).sum(axis=0).tolist() == [np.sum(x <= 1000), np.sum(x <= 1500)]
+        edges = np.cumsum([0, *whole.counts])  # and each block's own counts, read off its events
+        assert [b.tolist() for b in parts.below] == [
+            [int(np.sum(x[lo:hi] <= 1000)), int(np.sum(x[lo:hi] <= 1500))]
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
 
 
 @settings(max_examples=40, deadline=None)

@@ -269,11 +269,19 @@ class FineBlocks:
         self.counts += np.diff(np.r_[edges, len(x)]).tolist()
         self.sums += np.add.reduceat(x - self.centre, edges).tolist()
         self.starts_s += t[edges].tolist()
+        whole = len(x) == m * size  # the usual case: every block whole, one call each
         if self.levels:
-            lv = np.asarray(self.levels)
-            hits = (x[:, None] <= lv[None, :]).astype(np.int64)
-            self.below += list(np.add.reduceat(hits, edges, axis=0))
-        if len(x) == m * size:  # the usual case: every block whole, one call
+            # a level at a time over the blocks as rows: a (events × levels) matrix of counts
+            # summed by reduceat took 8× as long (a seed-scale run: 1.1 s of its report)
+            if whole:
+                rows = x.reshape(m, size)
+                below = np.stack([np.count_nonzero(rows <= v, axis=1) for v in self.levels],
+                                 axis=1).astype(np.int64)
+            else:
+                below = np.stack([np.add.reduceat((x <= v).astype(np.int64), edges)
+                                  for v in self.levels], axis=1)
+            self.below += list(below)
+        if whole:
             q = np.percentile(x.reshape(m, size), [50, 99], axis=1)
             self.medians += q[0].tolist()
             self.p99s += q[1].tolist()
