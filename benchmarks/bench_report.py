@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,28 @@ import pyarrow.parquet as pq
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-PER_ACQUISITION = 50  # the demo's 5 ms records at 100 µs
-CAPTURE_RATIO = 0.43  # the demo's pulses ÷ events
-BATCH = 225  # records per arrival batch (the demo: 443 batches for 100 000 records)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a campaign's data look like to the report: pulses per acquisition (consecutive
+    events), records per arrival batch, and the share of events the scope caught."""
+
+    per_acquisition: int
+    batch: int
+    capture: float
+
+    def __str__(self) -> str:
+        return (f"{self.per_acquisition} pulses an acquisition, arrivals every {self.batch} "
+                f"events, {self.capture:.0%} captured")
+
+
+# the demo's: 5 ms records at 100 µs, 443 arrival batches for 100 000 records, 43 % of events seen
+DEMO = Shape(50, 225, 0.43)
+# the corners issue 50 names (5-500 pulses an acquisition, arrivals every 100-10 000 events,
+# 5-80 % captured), its own example (arrivals every 1 000 events), and the demo's
+SHAPES = {"demo": DEMO, "arrivals-1000": Shape(50, 1000, 0.43), "sparse": Shape(5, 100, 0.05),
+          "dense": Shape(500, 10_000, 0.80), "many-small": Shape(5, 10_000, 0.80)}
 
 BASELINE = """
 import sys, numpy as np, pandas as pd
@@ -142,7 +162,7 @@ HW_DTYPE = np.dtype([("acquisition", np.int64), ("start_s", np.float64), ("width
                      ("armed_host_s", np.float64)])
 
 
-def scale_run(run_dir: Path, samples: int) -> None:
+def scale_run(run_dir: Path, samples: int, shape: Shape = DEMO) -> None:
     """Replace a run's data with `samples` events drawn from the twin's model, in bounded memory
     (CHUNK_EVENTS events at a time; a Parquet row group of software records and one of pulses at
     most): sw.raw appended chunk by chunk, sw.parquet and hw.parquet written a row group at a time
@@ -167,9 +187,11 @@ def scale_run(run_dir: Path, samples: int) -> None:
     flags = records.pack_flags(records.Interface.LPT if iface == "lpt" else records.Interface.PCIE, check)
     if params.clock_hz > 0:
         flags |= records.Flag.HW_WIDTH
+    per, batch = shape.per_acquisition, shape.batch
     acq = 0
-    next_acq = 10 * PER_ACQUISITION
-    gap = int(PER_ACQUISITION / CAPTURE_RATIO)
+    next_acq = 10 * per
+    gap = max(per, round(per / shape.capture))
+    prev_first, prev_rise, prev_fall = 0, np.empty(0, np.int64), np.empty(0, np.int64)
     identity = run_identity(run_dir)
     (run_dir / "hw_pulses.csv").unlink(missing_ok=True)
     sw_out = ParquetChunks(run_dir / "sw.parquet", pd.DataFrame(records.V1Decoder.columns(
@@ -186,30 +208,34 @@ def scale_run(run_dir: Path, samples: int) -> None:
                 recs = np.frombuffer(records.encode_v1(seq, c.ts[:n], c.sw[:n], flags, width), records.V1_DTYPE)
                 raw.write(recs)
                 sw_out.add(recs)
-                last = np.arange(c.first + BATCH - 1 - c.first % BATCH, c.first + n, BATCH)
+                last = np.arange(c.first + batch - 1 - c.first % batch, c.first + n, batch)
                 host = host0 + (c.ts[last - c.first] - 10**12) / 1e9 + rng.uniform(0.002, 0.006, len(last))
                 arrivals.write("".join(f"{h:.6f},{s}\n" for h, s in zip(host.tolist(), last.tolist(), strict=True)))
+                # this chunk and the one before it: an acquisition may begin in the one before
+                # (at most CHUNK_EVENTS pulses long)
+                rise_all, fall_all = np.r_[prev_rise, c.rise[:n]], np.r_[prev_fall, c.fall[:n]]
                 pulses: list[tuple[np.ndarray, np.ndarray, float]] = []
-                while next_acq + PER_ACQUISITION <= c.first + n:
-                    lo = next_acq - c.first
-                    if lo < 0:  # an acquisition across two chunks: skip it, the next starts in this one
+                while next_acq + per <= c.first + n:
+                    lo = next_acq - prev_first
+                    if lo < 0:  # before what is held (an acquisition longer than a chunk): skip it
                         next_acq += gap
                         continue
-                    sl = slice(lo, lo + PER_ACQUISITION)
-                    rise, fall = c.rise[sl].astype(np.float64), c.fall[sl].astype(np.float64)
-                    trigger = rise[PER_ACQUISITION // 10]
-                    start = (rise - trigger + rng.normal(0, 5, PER_ACQUISITION)) / 1e9
-                    widths = (fall - rise + rng.normal(0, 10, PER_ACQUISITION)) / 1e9
+                    sl = slice(lo, lo + per)
+                    rise, fall = rise_all[sl].astype(np.float64), fall_all[sl].astype(np.float64)
+                    trigger = rise[per // 10]
+                    start = (rise - trigger + rng.normal(0, 5, per)) / 1e9
+                    widths = (fall - rise + rng.normal(0, 10, per)) / 1e9
                     armed = host0 + (rise[0] - 10**12) / 1e9 - rng.uniform(0.0005, 0.002)
                     pulses.append((start, widths, armed))
                     next_acq += gap
+                prev_first, prev_rise, prev_fall = c.first, c.rise[:n], c.fall[:n]
                 if pulses:
                     k = len(pulses)
-                    block = np.empty(k * PER_ACQUISITION, HW_DTYPE)
-                    block["acquisition"] = np.repeat(np.arange(acq, acq + k), PER_ACQUISITION)
+                    block = np.empty(k * per, HW_DTYPE)
+                    block["acquisition"] = np.repeat(np.arange(acq, acq + k), per)
                     block["start_s"] = np.concatenate([p[0] for p in pulses])
                     block["width_s"] = np.concatenate([p[1] for p in pulses])
-                    block["armed_host_s"] = np.repeat([p[2] for p in pulses], PER_ACQUISITION)
+                    block["armed_host_s"] = np.repeat([p[2] for p in pulses], per)
                     hw_out.add(block)
                     acq += k
         sw_out.close()
@@ -218,20 +244,20 @@ def scale_run(run_dir: Path, samples: int) -> None:
         sw_out.abandon()
         hw_out.abandon()
         raise
-    manifest["counts"] = {"sw_records": samples, "hw_pulses": acq * PER_ACQUISITION}
+    manifest["counts"] = {"sw_records": samples, "hw_pulses": acq * per}
     manifest["interrupts"] = {"before": 0, "after": samples, "row": manifest.get("interrupts", {}).get("row")}
     manifest["acquisitions"] = acq
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
 
 
-def scale_campaign(campaign: Path, samples: int) -> int:
-    """Scale every run of a (copy of the) template campaign to `samples` software samples; the
-    number of runs."""
+def scale_campaign(campaign: Path, samples: int, shape: Shape = DEMO) -> int:
+    """Scale every run of a (copy of the) template campaign to `samples` software samples of this
+    shape; the number of runs."""
     runs = sorted(d for d in (campaign / "runs").iterdir() if d.is_dir())
     for run_dir in runs:
         for stale in ("twin-truth.parquet", "report.json"):
             (run_dir / stale).unlink(missing_ok=True)
-        scale_run(run_dir, samples)
+        scale_run(run_dir, samples, shape)
     return len(runs)
 
 
@@ -239,44 +265,107 @@ PEAK = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=Tru
        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
 
 
-def timed(argv: list[str]) -> tuple[float, float]:
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds, peak resident GB) of one command, run under a small parent whose only
     child it is (ru_maxrss of the children: the largest resident set the command reached)."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", PEAK, *argv], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", PEAK, *argv], check=True, capture_output=True, text=True,
+                         env=env)
     return time.perf_counter() - t0, int(out.stdout.split()[-1]) / 1024**2
+
+
+def clone(work: Path, set_up: bool) -> Path:
+    """The repository's last commit in a fresh clone, as a new user has it: its byte-code and
+    numba's kernels compiled by the set-up's own steps (scripts/bootstrap.sh: compileall, then
+    warm_kernels), or with no cache at all (set_up False: a clone whose set-up was skipped). The
+    packages are this checkout's .venv's (a new venv would add minutes and change nothing the
+    report runs)."""
+    where = work / ("clone" if set_up else "clone-cold")
+    subprocess.run(["git", "clone", "-q", str(REPO), str(where)], check=True)
+    if set_up:
+        python = str(REPO / ".venv/bin/python")
+        subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(where / "station"),
+                        str(where / "instruments")], check=True)
+        subprocess.run([python, "-c", "from station.api import warm_kernels; warm_kernels()"],
+                       check=True, env=_env(where))
+    return where
+
+
+def _env(code: Path) -> dict[str, str]:
+    """The station imported from `code` (a clone), numba's cache beside its sources."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    return {**env, "PYTHONPATH": str(code)}
+
+
+def measure(campaign: Path, code: Path, repeat: int) -> tuple[tuple, tuple, list[float]]:
+    """Interleaved rounds (baseline, report) with the station of `code`: the two medians and each
+    round's own ratio."""
+    env = _env(code)
+    report = [str(REPO / ".venv/bin/python"), "-m", "station.cli", "report", str(campaign)]
+    rounds = [(timed([sys.executable, "-c", BASELINE, str(campaign)], env),
+               timed(report, env)) for _ in range(repeat)]
+    base, rep = (_median([r[i] for r in rounds]) for i in (0, 1))
+    return base, rep, [r[1][0] / r[0][0] for r in rounds]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=8_400_000, help="software samples per run")
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (baseline, report)")
-    parser.add_argument("--keep", type=Path, help="keep the campaign here (default: a temporary directory)")
+    parser.add_argument("--shape", action="append", choices=sorted(SHAPES),
+                        help="the campaign shapes to measure (repeatable; default: every one)")
+    parser.add_argument("--keep", type=Path, help="keep the (last) campaign here (default: a temporary "
+                        "directory)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-report-"))
+    verdicts: list[bool] = []
     try:
         t0 = time.perf_counter()
-        campaign = template(work)
-        runs = scale_campaign(campaign, args.samples)
-        print(f"campaign: {runs} runs × {args.samples:,} software samples, made in {time.perf_counter() - t0:.0f} s")
-        os.sync()  # the campaign just written is on disk: no write-back under the first rounds
-        rounds = [(timed([sys.executable, "-c", BASELINE, str(campaign)]),
-                   timed([str(REPO / ".venv/bin/station"), "report", str(campaign)])) for _ in range(args.repeat)]
-        base, report = (_median([r[i] for r in rounds]) for i in (0, 1))
-        for label, (t, peak, times) in (("baseline np.fromfile + np.histogram:", base), ("station report:", report)):
-            print(f"{label:36s} {t:7.2f} s  peak {peak:.2f} GB   (median of {len(times)}: "
-                  + ", ".join(f"{x:.2f}" for x in times) + " s)")
-        fast, small = report[0] / base[0] <= 3.0, report[1] <= 4.0
-        # each round's own ratio too: the machine's speed drifts between rounds, a round's pair shares it
-        paired = [r[1][0] / r[0][0] for r in rounds]
-        print(f"ratio: {report[0] / base[0]:.1f}× the baseline (target ≤ 3×: {'OK' if fast else 'MISS'}); "
-              f"peak {report[1]:.2f} GB (target ≤ 4 GB: {'OK' if small else 'MISS'})")
-        print(f"each round's ratio: median {np.median(paired):.1f}× (min {min(paired):.1f}, max {max(paired):.1f})")
-        if args.keep:
-            shutil.copytree(campaign, args.keep, dirs_exist_ok=True)
-        return 0 if fast and small else 1
+        first = template(work)
+        code = clone(work, set_up=True)
+        cold = clone(work, set_up=False)
+        print(f"template and fresh clones of {_head()} made in {time.perf_counter() - t0:.0f} s")
+        for name in args.shape or list(SHAPES):
+            shape = SHAPES[name]
+            campaign = work / name
+            shutil.copytree(first, campaign)
+            t0 = time.perf_counter()
+            runs = scale_campaign(campaign, args.samples, shape)
+            pulses = sum(json.loads((d / "manifest.json").read_text())["counts"]["hw_pulses"]
+                         for d in (campaign / "runs").iterdir() if d.is_dir()) // runs
+            print(f"\n[{name}] {shape}: {runs} runs × {args.samples:,} software samples, "
+                  f"{pulses:,} pulses a run, made in {time.perf_counter() - t0:.0f} s")
+            os.sync()  # the campaign just written is on disk: no write-back under the first rounds
+            base, report, paired = measure(campaign, code, args.repeat)
+            for label, (t, peak, times) in (("baseline np.fromfile + np.histogram:", base),
+                                            ("station report (fresh clone, set up):", report)):
+                print(f"  {label:38s} {t:7.2f} s  peak {peak:.2f} GB   (median of {len(times)}: "
+                      + ", ".join(f"{x:.2f}" for x in times) + " s)")
+            fast, small = report[0] / base[0] <= 3.0, report[1] <= 4.0
+            verdicts += [fast, small]
+            print(f"  ratio: {report[0] / base[0]:.1f}× the baseline (target ≤ 3×: "
+                  f"{'OK' if fast else 'MISS'}); peak {report[1]:.2f} GB (target ≤ 4 GB: "
+                  f"{'OK' if small else 'MISS'})")
+            # the machine's speed drifts between rounds, a round's pair shares it
+            print(f"  each round's ratio: median {np.median(paired):.1f}× (min {min(paired):.1f}, "
+                  f"max {max(paired):.1f})")
+            if name == (args.shape or list(SHAPES))[0]:  # once: what a clone without the set-up pays
+                t, _ = timed([str(REPO / ".venv/bin/python"), "-m", "station.cli", "report",
+                              str(campaign)], _env(cold))
+                print(f"  for reference, the first report of a clone whose set-up was skipped "
+                      f"(byte-code and kernels compiled by the report itself): {t:.2f} s, "
+                      f"{t / base[0]:.1f}× (no target)")
+            if args.keep:
+                shutil.copytree(campaign, args.keep, dirs_exist_ok=True)
+            shutil.rmtree(campaign, ignore_errors=True)
+        return 0 if all(verdicts) else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _head() -> str:
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
 
 
 def _median(runs: list[tuple[float, float]]) -> tuple[float, float, list[float]]:
