@@ -339,3 +339,23 @@ def test_the_pairs_do_not_depend_on_how_the_pulses_are_read_in_batches(rows):
     assert (cut.acquisitions, cut.acquisitions_paired, cut.pulses, cut.pairable) == (
         whole.acquisitions, whole.acquisitions_paired, whole.pulses, whole.pairable)
     assert cut.expected_false_pairs == pytest.approx(whole.expected_false_pairs, rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=20), st.integers(1, 200_000),
+       st.floats(1e-6, 1.0))
+def test_an_acquisition_said_never_significant_has_no_alignment_that_could_be(sizes, candidates, share):
+    """The pairing skips the search of an acquisition `never_significant` names: checked against
+    every count of pulses present (n ≤ its size) and agreeing (t ≤ n) the bound can be asked
+    about, no such acquisition can reach FALSE_PAIR_BOUND, and every other one can (all agreeing)."""
+    from station.kinds.module.false_pairs import FALSE_PAIR_BOUND, false_pair_log_bound, never_significant
+
+    never = never_significant(np.array(sizes), candidates, share)
+    limit = np.log(FALSE_PAIR_BOUND)
+    for size, hopeless in zip(sizes, never, strict=True):
+        # n = 0 (nothing present) is no bound at all: significant() keeps nothing there
+        pairs = [(n, t) for n in range(1, size + 1) for t in range(n + 1)]
+        bounds = [float(false_pair_log_bound(n, t, candidates, share)) for n, t in pairs]
+        assert hopeless == all(b > limit for b in bounds), (size, candidates, share)
+        if size == 0:
+            assert hopeless

@@ -123,6 +123,19 @@ def false_pair_log_bound(n: np.ndarray, agree: np.ndarray, candidates: np.ndarra
     )
 
 
+def never_significant(sizes: np.ndarray, candidates: int, share: float) -> np.ndarray:
+    """Whether an acquisition of `sizes` pulses cannot beat chance among `candidates` whatever its
+    residuals: with n pulses present, t of them agreeing, the bound is no smaller than with t of t
+    (log n − log t and the binomial term are ≥ 0), so the best any alignment can reach is the
+    smallest bound of m of m agreeing, m ≤ size. The pairing searches such an acquisition no
+    further (it would refuse every alignment it found)."""
+    sizes = np.asarray(sizes, np.int64)
+    top = int(max(sizes.max(initial=0), 1))
+    m = np.arange(1, top + 1)
+    best = np.minimum.accumulate(false_pair_log_bound(m, m, np.full(top, candidates), share))
+    return best[np.clip(sizes, 1, top) - 1] > np.log(FALSE_PAIR_BOUND)
+
+
 def pulses_needed(share: float, candidates: int) -> int | None:
     """The fewest pulses an acquisition needs, all agreeing, to be paired among `candidates`
     (None: no number is enough, the t_SW are all within 2·AGREE_NS of each other)."""

@@ -49,6 +49,7 @@ from station.kinds.module.false_pairs import (
     BlockShare,
     false_pair_log_bound,
     max_share_within,
+    never_significant,
 )
 from station.kinds.module.grouped import group_median
 from station.kinds.module.pairing_scores import block_choice, mad
@@ -394,6 +395,9 @@ class StreamPairer:
                                <= log_bound_max)
         self.pairable += int(pairable.sum())
         fits = np.zeros(len(a.ids), bool)
+        # too few pulses to beat chance, however well they agree: searching one would cost a sort
+        # of every candidate in the window (ms each) and find nothing it may keep
+        hopeless = never_significant(sizes_all, CANDIDATES_PER_WINDOW * window + 1, share)
 
         def significant(i: np.ndarray, n0: np.ndarray) -> np.ndarray:
             """Whether aligning acquisitions i at first events n0 beats chance among every candidate
@@ -415,6 +419,8 @@ class StreamPairer:
             return ok
 
         def search_one(i: int, predicted: int, half: int) -> None:
+            if hopeless[i]:
+                return
             lo = max(predicted - half, 0, win.base)
             hi = min(predicted + half, win.end - 1 - int(last_k[i]))
             if hi - lo < 2:
