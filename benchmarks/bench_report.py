@@ -1,41 +1,44 @@
-"""`station report` at the seed's scale, against reading the same raw files in the same run.
+"""`station report` at the seed's scale, on campaigns of several shapes, from a fresh clone, against
+reading the same raw files in the same run.
 
-The seed ran 14 minutes per run: 8.4 M software samples at 100 µs. This script
-makes such a campaign from a short twin campaign (the demo's configuration, run
-here for a few seconds, gives the manifests, the campaign facts and the twin's
-preset) by drawing each run's events from the twin's own event model
-(station/twin/model.py), a model chunk at a time: sw.raw as the module streams it,
-the scope's pulses with the demo's capture ratio (acquisitions of 50 consecutive
-events, 43 % of events seen), sw_arrivals.csv in batches, and sw.parquet and
-hw.parquet as the seal's conversions write them (same schema, metadata and row
-groups), a row group at a time. Generation runs in bounded memory (~0.5 GB
-whatever the sample count) at ~0.5 µs per sample, so the same code makes the
-growth bench's 16× campaign (benchmarks/bench_report_growth.py). No hw_pulses.csv:
-module_data.load_run reads hw.parquet when it exists. Draws are deterministic (the
+The seed ran 14 minutes per run: 8.4 M software samples at 100 µs. This script makes such a
+campaign from a short twin campaign (the demo's configuration, run here for a few seconds, gives
+the manifests, the campaign facts and the twin's preset) by drawing each run's events from the
+twin's own event model (station/twin/model.py), a model chunk at a time: sw.raw as the module
+streams it, the scope's pulses, sw_arrivals.csv in batches, and sw.parquet and hw.parquet as the
+seal's conversions write them (same schema, metadata and row groups), a row group at a time. The
+campaign's shape (issue 50: the target holds on every one) is what the report's pairing sees:
+
+    demo           50 pulses an acquisition, arrivals every   225 events, 43 % captured
+    arrivals-1000  50                                          1 000        43 %
+    sparse          5                                            100         5 %
+    dense         500                                         10 000        80 %
+    many-small      5                                         10 000        80 %
+
+Generation runs in bounded memory (~0.5 GB whatever the sample count) at ~0.5 µs per sample, so
+the same code makes the growth bench's 16× campaign (benchmarks/bench_report_growth.py). No
+hw_pulses.csv: module_data.load_run reads hw.parquet when it exists. Draws are deterministic (the
 model per chunk, the pulses' noise and arrival delays from the run's name).
 
-It then times, each as a whole process (wall time and peak resident memory):
+The station measured is the last commit in a fresh clone, set up as the README's set-up does it
+(scripts/bootstrap.sh: its byte-code compiled, numba's kernels compiled into their cache by
+station.api.warm_kernels), run with this checkout's .venv's packages. Each shape is timed, each
+command as a whole process (wall time and peak resident memory):
 
-    report    .venv/bin/station report DIR
+    report    python -m station.cli report DIR   (the clone's station)
     baseline  a Python process that np.fromfile's every run's sw.raw and
               np.histogram's its latencies, and reads hw.parquet and
               histograms the widths: the floor of any report over the same data
 
 in interleaved rounds (baseline, report; --repeat of them, 5 by default), and prints the
-medians and their ratio. Targets at the seed's scale: ≤ 3× the baseline (issue 33; it was 5×),
-peak ≤ 4 GB; a missed one says MISS and the exit status is 1. The printout:
+medians and their ratio. Targets at the seed's scale, on every shape: ≤ 3× the baseline (issues
+33 and 50), peak ≤ 4 GB; a missed one says MISS and the exit status is 1. Once, for reference
+and with no target: the first report of a clone whose set-up was skipped (it compiles its
+byte-code and kernels itself).
 
-    campaign: 4 runs × 8,400,000 software samples, made in N s
-    baseline np.fromfile + np.histogram:   T s  peak P GB   (median of 5: t1, …, t5 s)
-    station report:                        T s  peak P GB   (median of 5: t1, …, t5 s)
-    ratio: R× the baseline (target ≤ 3×: OK|MISS); peak P GB (target ≤ 4 GB: OK|MISS)
-    each round's ratio: median R× (min r1, max r2)
-
-The verdict is the ratio of the medians; each round's own ratio (report ÷ the baseline run just
-before it) is printed beside it, as the machine's speed drifts between rounds.
-
-    .venv/bin/python benchmarks/bench_report.py                   # 4 runs × 8.4 M
-    .venv/bin/python benchmarks/bench_report.py --samples 100000  # demo size
+    .venv/bin/python benchmarks/bench_report.py                    # every shape, 4 runs × 8.4 M
+    .venv/bin/python benchmarks/bench_report.py --shape demo       # one shape
+    .venv/bin/python benchmarks/bench_report.py --samples 100000   # demo size
 """
 
 from __future__ import annotations
