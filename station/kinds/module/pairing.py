@@ -398,6 +398,7 @@ class StreamPairer:
         # too few pulses to beat chance, however well they agree: searching one would cost a sort
         # of every candidate in the window (ms each) and find nothing it may keep
         hopeless = never_significant(sizes_all, CANDIDATES_PER_WINDOW * window + 1, share)
+        todo = todo[~hopeless[todo]]  # a campaign of 5-pulse acquisitions: a loop of nothing
 
         def significant(i: np.ndarray, n0: np.ndarray) -> np.ndarray:
             """Whether aligning acquisitions i at first events n0 beats chance among every candidate
