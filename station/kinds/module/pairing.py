@@ -202,13 +202,17 @@ def _rows(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _SeqWindow:
     """t_SW (and the write's time on the target's clock, when given) by event number over a sliding
     range of the stream: [base, end). Batches of (event, latency[, t_write]) are read as far as
-    asked; numbers below the range are forgotten."""
+    asked; numbers below the range are forgotten. The range lives at [_off, _off + _len) of its
+    buffers: forgetting moves the offset, and the held part is moved to the front only when an
+    append needs the room (a campaign of many small groups forgot, by copying the whole range, a
+    thousand times a run)."""
 
     def __init__(self, batches: Iterable[tuple[np.ndarray, ...]]) -> None:
         self._batches = iter(batches)
         self.base = 0
         self._buf = np.empty(0, np.float64)  # the range, then room to grow into
         self._writes = np.empty(0, np.float64)  # t_write_ns, NaN where unknown
+        self._off = 0
         self._len = 0
         self.done = False
 
@@ -230,10 +234,26 @@ class _SeqWindow:
     def _forget_below(self, lo: int) -> None:
         if lo > self.base:
             drop = min(lo - self.base, self._len)
-            self._buf[:self._len - drop] = self._buf[drop:self._len]
-            self._writes[:self._len - drop] = self._writes[drop:self._len]
+            self._off += drop
             self._len -= drop
             self.base = lo if not self._len else self.base + drop
+            if not self._len:
+                self._off = 0
+
+    def _room(self, top: int) -> None:
+        """Room for the range's first `top` numbers: the held part moved to the front, the
+        buffers grown by half again at least (appends stay linear)."""
+        if self._off + top <= len(self._buf):
+            return
+        if self._off:
+            held = slice(self._off, self._off + self._len)
+            self._buf[:self._len] = self._buf[held]
+            self._writes[:self._len] = self._writes[held]
+            self._off = 0
+        if top > len(self._buf):
+            size = max(top, len(self._buf) * 3 // 2)
+            self._buf = np.concatenate([self._buf[:self._len], np.empty(size - self._len)])
+            self._writes = np.concatenate([self._writes[:self._len], np.empty(size - self._len)])
 
     def _append(self, seq: np.ndarray, latency: np.ndarray,
                 t_write: np.ndarray | None = None) -> None:
@@ -252,17 +272,15 @@ class _SeqWindow:
             if not len(seq):
                 return
         top = (last if contiguous else int(seq.max())) + 1 - self.base
-        if top > len(self._buf):  # grow by half again at least: appends stay linear
-            size = max(top, len(self._buf) * 3 // 2)
-            self._buf = np.concatenate([self._buf[:self._len], np.empty(size - self._len)])
-            self._writes = np.concatenate([self._writes[:self._len], np.empty(size - self._len)])
+        self._room(top)
+        o = self._off
         if top > self._len:
             # numbers skipped (lost records) stay lost; a contiguous batch fills it all
             if not contiguous:
-                self._buf[self._len:top] = MISSING
-                self._writes[self._len:top] = np.nan
+                self._buf[o + self._len:o + top] = MISSING
+                self._writes[o + self._len:o + top] = np.nan
             self._len = top
-        at = slice(first - self.base, top) if contiguous else seq - self.base
+        at = slice(o + first - self.base, o + top) if contiguous else seq - self.base + o
         self._buf[at] = latency
         self._writes[at] = writes
 
@@ -272,26 +290,27 @@ class _SeqWindow:
         idx = np.asarray(seq, np.int64) - self.base
         inside = (idx >= 0) & (idx < self._len)
         out = np.full(idx.shape, np.nan)
-        out[inside] = self._writes[idx[inside]]
+        out[inside] = self._writes[self._off + idx[inside]]
         return out
 
     def share_within(self, width: float) -> float:
         """max_share_within of the latencies held (the lost left out)."""
-        held = self._buf[:self._len]
+        held = self.held()
         return max_share_within(held[held < MISSING], None, width)
 
     def held(self) -> np.ndarray:
         """t_SW of the events base, base + 1, … end - 1 (MISSING where lost): a view."""
-        return self._buf[:self._len]
+        return self._buf[self._off:self._off + self._len]
 
     def at(self, seq: np.ndarray) -> np.ndarray:
         """t_SW of each sequence number, MISSING outside the range or where lost."""
         if not self._len:
             return np.full(np.shape(seq), MISSING)
+        held = self.held()
         idx = np.asarray(seq, np.int64) - self.base
         if idx.size and idx.min() >= 0 and idx.max() < self._len:  # the usual case: all inside
-            return self._buf[idx]
-        out = self._buf[np.clip(idx, 0, self._len - 1)]
+            return held[idx]
+        out = held[np.clip(idx, 0, self._len - 1)]
         out[(idx < 0) | (idx >= self._len)] = MISSING
         return out
 
