@@ -22,4 +22,4 @@ fi
 "$REPO/.venv/bin/python" -m compileall -q -j 0 "$REPO/station" "$REPO/instruments"
 # The same for numba's kernels (pairing, clock ratios, pulse extraction): compiled into numba's
 # cache once here (~8 s), not in every worker of a new user's first report (~3 s each).
-"$REPO/.venv/bin/python" -c "from station.api import warm_kernels; warm_kernels()"
+"$REPO/.venv/bin/station" warm-up >/dev/null

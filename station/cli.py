@@ -204,6 +204,14 @@ def validate(config: Path = typer.Argument(..., help="campaign YAML file")) -> N
                "teardown")
 
 
+@app.command("warm-up")
+def warm_up() -> None:
+    """Compile the station's numba kernels into numba's cache now (the README's set-up does; an
+    installed wheel's first report would otherwise compile them in every worker)."""
+    for kernel, state in api.warm_kernels().items():
+        typer.echo(f"{kernel}: {state}")
+
+
 def _human(seconds: float) -> str:
     """A duration as a person reads it: 2 h 10 min, 3 min 20 s, 45 s."""
     s = round(seconds)

@@ -600,20 +600,19 @@ def test_the_analysis_does_not_depend_on_how_the_runs_are_read_in_batches(demo, 
 
 
 def test_the_set_up_compiles_the_kernels_a_report_uses(demo, tmp_path):
-    """The set-up's warm-up (station.api.warm_kernels, run by scripts/bootstrap.sh) leaves numba's
+    """The set-up's warm-up (`station warm-up`, run by scripts/bootstrap.sh) leaves numba's
     cache holding the very signatures a report calls: the report of the demo campaign then loads
     every compiled kernel it uses from the cache and compiles none (numba's own cache log says
     which, NUMBA_DEBUG_CACHE), so a new user's first report does not pay the compiler."""
     import os
     import shutil
-    import sys
 
     cache = tmp_path / "numba-cache"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), NUMBA_DEBUG_CACHE="1")
-    warmed = subprocess.run([sys.executable, "-c", "from station.api import warm_kernels; "
-                             "print(warm_kernels())"], env=env, capture_output=True, text=True, timeout=300)
+    warmed = subprocess.run([str(REPO / ".venv/bin/station"), "warm-up"], env=env, capture_output=True,
+                            text=True, timeout=300)
     assert warmed.returncode == 0, warmed.stderr
-    assert "data saved" in warmed.stdout and "'pairing choice': 'ready'" in warmed.stdout
+    assert "data saved" in warmed.stdout and "pairing choice: ready" in warmed.stdout
     campaign = tmp_path / "demo"
     shutil.copytree(demo[0], campaign)
     report = subprocess.run([str(REPO / ".venv/bin/station"), "report", str(campaign)], env=env,
