@@ -373,3 +373,47 @@ def test_a_crashed_runs_governor_is_put_back_by_cleanup(tmp_path):
         assert f"{work_dir}/governors.saved" not in twin.target.files
     finally:
         twin.stop_thread()
+
+
+@pytest.mark.parametrize("run_id", ["kernel-idle-r0", "sysfs-loaded-r0", "nothing-idle-r0"])
+def test_each_run_is_a_stop_rule_unit_of_the_delays_the_board_made(seed_campaign, run_id):
+    """A gpio run is one unit of a stop rule (matrix.until): its manifest's percentiles are those of
+    the delays the twin board logged for the stimuli the run measured, a stimulus with no answer in
+    the window counted beyond every value (a percentile among them has none), within two of the
+    scope's sample intervals (where an edge may fall between samples)."""
+    out, report, _ = seed_campaign
+    run = _run(report, run_id)
+    manifest = _manifest(out, run_id)
+    counts, unit = manifest["gpio_counts"], manifest["unit"]["latency_ns"]
+    assert counts["ambiguous"] == 0  # so every unanswered stimulus of delays.parquet is a miss
+    r = _truth(out, run_id)
+    answered = ~np.isnan(r["delay_s"].to_numpy())
+    assert unit["count"] == len(r) and unit["overflows"] == int((~answered).sum()) == counts["missed"]
+    truth = np.where(answered, r["truth_ns"].to_numpy(), np.inf)  # the board's delay; no answer: beyond
+    res = run["resolution_ns"]
+    for level, value in unit["percentiles"].items():
+        q = float(level) * 100
+        k = np.sort(truth)[int(np.floor(q / 100 * (len(truth) - 1))):][:2]  # the order statistics used
+        assert np.isfinite(k).all()  # the unit gives no percentile that falls among the misses
+        assert abs(value - np.percentile(truth, q)) <= 2 * res + 1e-6, (level, value, np.percentile(truth, q))
+    if run_id.startswith("nothing"):
+        assert unit["percentiles"] == {} and unit["overflows"] == len(r)
+    else:
+        assert "0.5" in unit["percentiles"]
+
+
+def test_a_gpio_campaign_may_stop_on_a_rule_with_room_to_answer(tmp_path):
+    """The gpio kind's runs carry units, so a stop rule over its cases is accepted, and one whose
+    repetitions leave no round at which an interval has both ends is refused at that line."""
+    from station.config import ConfigError, load_campaign
+
+    path = _campaign(tmp_path, "stop", {"kernel": {"responder": "kernel"}, "sysfs": {"responder": "sysfs"}},
+                     ["idle"], 300)
+    doc = yaml.safe_load(path.read_text())
+    doc["matrix"] |= {"repetitions": 12, "until": {"deadline": "100us", "miss_below": 0.01}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert load_campaign(path).matrix.until.level == pytest.approx(0.99)
+    doc["matrix"]["repetitions"] = 5
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ConfigError, match="repetitions.*no interval has both ends"):
+        load_campaign(path)

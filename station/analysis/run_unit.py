@@ -57,6 +57,7 @@ def histogram_unit(values_ns: np.ndarray, counts: np.ndarray, overflows: int,
     """The unit of a run known by a histogram (`values_ns` each bucket's value, `counts` its
     count) and the count of values beyond its range: a percentile that falls among those has no
     value (it is left out, and the run is no unit at that level)."""
+    levels = sorted({*LEVELS, *levels})  # every run carries these, as RunUnit's do
     values = np.asarray(values_ns, np.float64)
     counts = np.asarray(counts, np.int64)
     if overflows:

@@ -8,6 +8,7 @@ from station.config import Campaign, LocatedError, TargetSettings
 from station.kind_registry import BenchNeeds, Kind
 from station.kinds.cases import case_cells, case_run_id
 from station.kinds.gpio.settings import TWIN_ONLY_RESPONDERS, GpioSettings
+from station.kinds.stop_rule import check_rounds
 
 
 def _stimulus(campaign: Campaign) -> GpioSettings:
@@ -75,6 +76,7 @@ def _check(campaign: Campaign) -> None:
                            f"a run needs at least {needed:g} s (samples × gpio.period, or "
                            f"duration) but max_duration is {m.max_duration:g} s: every run would "
                            "end incomplete")
+    check_rounds(campaign, len(gpio.cases))  # a stop rule: each case under each load
 
 
 _cells = case_cells("gpio")
@@ -88,6 +90,7 @@ KIND = Kind(
     settings=GpioSettings,
     settings_required=True,
     cells=_cells,
+    units=True,
     describe_cells=lambda c: f"{len(_cells(c))} cases",
     run_id=case_run_id,
     check=_check,

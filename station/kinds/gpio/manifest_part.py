@@ -15,3 +15,6 @@ class GpioManifest(BaseModel):
     gpio_counts: dict[str, int] | None = Field(None,
                                                description="stimuli, answered, missed, … (at the "
                                                            "seal)")
+    unit: dict[str, Any] | None = Field(
+        None, description="the run as one unit of a stop rule: its response delays' count, "
+        "percentiles and misses (beyond every value; station/analysis/run_unit.py)")

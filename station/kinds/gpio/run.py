@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from station.analysis.run_unit import histogram_unit
 from station.kinds.base import Measurement, MeasurementFailure, RunContext
 from station.kinds.gpio.responder import Responder
 from station.store.run_store import read_csv_lines, write_parquet
@@ -200,7 +201,14 @@ class GpioRun(Measurement):
 
     def seal_extra(self) -> dict[str, Any]:
         answered = np.concatenate(self.answered) if self.answered else np.empty(0)
-        return {"gpio_counts": {
+        until = self.ctx.campaign.matrix.until
+        # the run as one unit of a stop rule: its answered delays, and each stimulus with no answer
+        # within the window as one beyond every value (a percentile among them has none); the
+        # censored and the ambiguous are not known, and left out
+        unit = histogram_unit(answered * 1e9, np.ones(len(answered), np.int64), self.missed,
+                              [until.level] if until is not None else [],
+                              "response delay (stimulus edge to response edge)")
+        return {"unit": unit, "gpio_counts": {
             "stimuli": self.stimuli, "answered": int(len(answered)), "missed": self.missed,
             "censored": self.censored, "ambiguous": self.ambiguous,
             "unanswering_responses": self.unanswering,
