@@ -303,7 +303,7 @@ def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
     ("{repetitions: 20, until: {deadline: 50us, miss_below: 1e-3, at: p99}}", "set by the rule", 4),
     ("{repetitions: 20, until: {deadline: 50us, miss_below: 0.7}}", "outside", 4),
     ("{repetitions: 20, until: {exceedance: 1e-4}}", "at least 10000 events a run", 4),
-    ("{repetitions: 20, until: {interval_width: 1us}}", "at", 4),
+    ("{repetitions: 20, until: {interval_width: 1us}}", "is needed: the percentile", 4),
 ])
 def test_a_question_that_cannot_be_asked_is_refused_at_its_line(tmp_path, matrix, words, line):
     path = tmp_path / "c.yaml"
