@@ -22,7 +22,7 @@ model per chunk, the pulses' noise and arrival delays from the run's name).
 
 The station measured is the last commit in a fresh clone, set up as the README's set-up does it
 (scripts/bootstrap.sh: its byte-code compiled, numba's kernels compiled into their cache by
-station.api.warm_kernels), run with this checkout's .venv's packages. Each shape is timed, each
+`station warm-up`), run with this checkout's .venv's packages. Each shape is timed, each
 command as a whole process (wall time and peak resident memory):
 
     report    python -m station.cli report DIR   (the clone's station)
@@ -280,7 +280,7 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, fl
 def clone(work: Path, set_up: bool) -> Path:
     """The repository's last commit in a fresh clone, as a new user has it: its byte-code and
     numba's kernels compiled by the set-up's own steps (scripts/bootstrap.sh: compileall, then
-    warm_kernels), or with no cache at all (set_up False: a clone whose set-up was skipped). The
+    `station warm-up`), or with no cache at all (set_up False: a clone whose set-up was skipped). The
     packages are this checkout's .venv's (a new venv would add minutes and change nothing the
     report runs)."""
     where = work / ("clone" if set_up else "clone-cold")
@@ -289,8 +289,8 @@ def clone(work: Path, set_up: bool) -> Path:
         python = str(REPO / ".venv/bin/python")
         subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(where / "station"),
                         str(where / "instruments")], check=True)
-        subprocess.run([python, "-c", "from station.api import warm_kernels; warm_kernels()"],
-                       check=True, env=_env(where))
+        subprocess.run([python, "-m", "station.cli", "warm-up"], check=True, capture_output=True,
+                       env=_env(where))
     return where
 
 

@@ -52,16 +52,20 @@ def measured(out: Path) -> list[str]:
     return sorted(p.parent.name for p in (out / "runs").glob("*/manifest.json"))
 
 
-@functools.cache
-def model_median_ns(interface: str, raised: bool) -> float:
-    """The interface's t_SW median from the twin's own model (idle; each load's offset and the
-    drift taken out, as logged), over 8 loads of 200 chunks."""
+def model_of(interface: str, raised: bool):  # noqa: ANN201 - (Preset, InterfaceParams)
+    """The twin's preset and the interface's parameters as the campaign sets them (RAISED)."""
     from dataclasses import replace
 
     preset = load_preset("seed-2015")
     params = preset.interfaces[interface]
-    if raised:
-        params = replace(params, sw_mean=9100)
+    return preset, replace(params, sw_mean=9100) if raised else params
+
+
+@functools.cache
+def model_median_ns(interface: str, raised: bool) -> float:
+    """The interface's t_SW median from the twin's own model (idle; each load's offset and the
+    drift taken out, as logged), over 8 loads of 200 chunks."""
+    preset, params = model_of(interface, raised)
     sessions = [ModuleSession(params, preset.calibration_samples, 100_000, True, 0, f"m-{k}")
                 for k in range(8)]
     chunks = [s.chunk(i, False) for s in sessions for i in range(200)]
@@ -147,12 +151,7 @@ def model_run_percentile_ns(interface: str, raised: bool, level: float, runs: in
                             samples: int = 3000) -> float:
     """The median run's own `level` percentile of t_SW from the twin's model: `runs` module loads
     of `samples` idle events each (their load offset and drift in, as a run's records have them)."""
-    from dataclasses import replace
-
-    preset = load_preset("seed-2015")
-    params = preset.interfaces[interface]
-    if raised:
-        params = replace(params, sw_mean=9100)
+    preset, params = model_of(interface, raised)
     chunks = -(-samples // 1000)
     per_run = []
     for k in range(runs):

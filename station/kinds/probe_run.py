@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from pathlib import Path
 from typing import ClassVar
 
 import asyncssh
@@ -20,6 +21,17 @@ from station.target import TargetError
 from station.target import processes as proc_ctl
 
 EXIT_SLACK_S = 30.0  # the probe's run length is its own clock: allow it this much beyond
+
+
+def process_words(path: Path, limit: int, none: str) -> str:
+    """The last `limit` characters a process wrote to its stderr file (`none` if nothing). The
+    wrapping shell's report of a killed child ("Aborted  setsid env IRQ_STATION_TAG=…") names the
+    station's wrapper, not the process's reason: it is left out."""
+    text = ""
+    with contextlib.suppress(OSError):
+        text = path.read_text(errors="replace")
+    text = "\n".join(line for line in text.splitlines() if "IRQ_STATION_TAG=" not in line).strip()
+    return text[-limit:] if text else none
 
 
 class ProbeFailure(MeasurementFailure):
@@ -113,12 +125,7 @@ class ProbeRun(Measurement):
             self.ctx.sink.update(self.ctx.progress)
 
     def stderr_tail(self) -> str:
-        path = self.ctx.store.dir / self.stderr_file
-        with contextlib.suppress(OSError):
-            text = path.read_text(errors="replace").strip()
-            if text:
-                return text[-500:]
-        return "(no message)"
+        return process_words(self.ctx.store.dir / self.stderr_file, 500, "(no message)")
 
     def ran_seconds(self) -> float | None:
         if self.started_at is None or self.ended_at is None:

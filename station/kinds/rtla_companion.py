@@ -15,7 +15,7 @@ import asyncssh
 
 from station.common.lifetime import finish_then_cancel
 from station.kinds.base import RunContext
-from station.kinds.probe_run import EXIT_SLACK_S, copy_stream
+from station.kinds.probe_run import EXIT_SLACK_S, copy_stream, process_words
 from station.target import TargetError, rtla
 from station.target import processes as proc_ctl
 
@@ -98,15 +98,9 @@ class RtlaCompanion:
 
     def stderr_tail(self) -> str:
         """rtla's last words (a failed allocation under a memory load, seen in CI as an abort)."""
-        text = ""
         with contextlib.suppress(OSError):
             self.err.write(b"", flush=True)
-            text = self.err.path.read_text(errors="replace")
-        # the wrapping shell's report of a killed child ("Aborted  setsid env IRQ_STATION_TAG=…")
-        # names our wrapper, not rtla's reason: rtla's last lines are what is quoted
-        text = "\n".join(line for line in text.splitlines()
-                         if "IRQ_STATION_TAG=" not in line).strip()
-        return text[-300:] if text else "(nothing on its stderr)"
+        return process_words(self.err.path, 300, "(nothing on its stderr)")
 
     async def stop(self) -> None:
         """SIGINT if it still runs (rtla then removes its instance), then forget it."""
