@@ -6,6 +6,7 @@ campaign run needs."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,29 +97,47 @@ async def run_campaign_async(
     config_path: Path | None = None, resume: bool = True,
 ) -> CampaignResult:
     """Run every (remaining) run of the campaign, then write the reports."""
+    from station.campaign.live_analysis import LiveAnalysis
+    from station.campaign.live_analysis import wanted as live_wanted
     from station.campaign.loop import run_campaign
     from station.common.progress import QuietProgress
-    from station.report.model import ReportSchemaError
     from station.store.run_store import list_runs
 
     out_dir = Path(out_dir)
-    result = await run_campaign(campaign, out_dir, progress or QuietProgress(), config_path, resume)
-    if list_runs(out_dir):
-        try:
-            result.report_paths = write_campaign_report(out_dir)
-        except OSError as exc:  # a full disk: the runs' data is safe, the report can be made later
-            result.report_error = (
-                f"the report was not written ({exc.strerror or exc}): run `station report "
-                f"{out_dir}`"
-            )
-        # a report that breaks its own schema: the runs are safe all the same
-        except ReportSchemaError as exc:
-            result.report_error = (
-                f"the report was not written ({exc}); the runs are kept: `station report {out_dir}`"
-            )
-        else:
-            result.unmatched = unmatched_runs(out_dir)
+    progress = progress or QuietProgress()
+    with LiveAnalysis(progress) as live:
+        result = await run_campaign(campaign, out_dir, progress, config_path, resume,
+                                    live=live if live_wanted(campaign) else None)
+        measured = time.monotonic()
+        if list_runs(out_dir):
+            _write_after_runs(result, out_dir, live)
+            result.report_after_runs_s = time.monotonic() - measured
     return result
+
+
+def _write_after_runs(result: CampaignResult, out_dir: Path, live: Any) -> None:
+    """The report, once the live analysis has kept the last runs (the others it kept as they
+    were sealed); a report that cannot be written leaves the runs as they are."""
+    from station.report.model import ReportSchemaError
+
+    if result.live is not None:
+        import station.report  # noqa: F401 - the writer's imports while the last run is analysed
+
+        live.wait()
+    try:
+        result.report_paths = write_campaign_report(out_dir)
+    except OSError as exc:  # a full disk: the runs' data is safe, the report can be made later
+        result.report_error = (
+            f"the report was not written ({exc.strerror or exc}): run `station report "
+            f"{out_dir}`"
+        )
+    # a report that breaks its own schema: the runs are safe all the same
+    except ReportSchemaError as exc:
+        result.report_error = (
+            f"the report was not written ({exc}); the runs are kept: `station report {out_dir}`"
+        )
+    else:
+        result.unmatched = unmatched_runs(out_dir)
 
 
 async def check_bench(campaign: Campaign, progress: ProgressSink | None = None,

@@ -104,6 +104,10 @@ class Kind:
     # its runs carry a `unit` (station/analysis/run_unit.py) in their manifest: a stop rule
     # (matrix.until, docs/stopping.md) can judge them
     units: bool = False
+    # run directory -> what its analysis keeps of one run (picklable), the function its `analysis`
+    # hands to analysis/run_pool.analysed: the live analysis (campaign/live_analysis.py) runs it as
+    # each run is sealed and keeps the result for the report; None: analysed in the report only
+    run_analysis: Any = None
 
     def matrix_keys(self) -> tuple[str, ...]:
         """The matrix keys only this kind reads."""
@@ -112,7 +116,7 @@ class Kind:
 
     def load(self, which: str) -> Any:
         """A heavy part (`measurement`, `analysis`, `report`, `compare`, `report_model`,
-        `manifest_model`, `bench_check`), imported now;
+        `manifest_model`, `bench_check`, `run_analysis`), imported now;
         None if it has none."""
         part = getattr(self, which)
         return import_named(part) if isinstance(part, str) else part

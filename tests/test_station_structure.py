@@ -64,10 +64,11 @@ INSIDE = {
     "station.bench": ["scope_session", "generator_session", "bench", "check", "proposal", "first_look"],
     "station.capture": ["pulses", "accounting", "scope_capture"],
     "station.store": ["manifest", "run_store", "result_store"],
-    "station.campaign": ["terminal", "run", "stopping", "loop"],
+    "station.campaign": ["terminal", "run", "stopping", "live_analysis", "loop"],
     "station.config": ["yaml_lines", "types", "twin", "until", "bench", "campaign", "loading",
                        "edit"],
-    "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names", "cli_help"],
+    "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names", "cli_help",
+                       "cache_dirs"],
 }
 
 

@@ -109,8 +109,17 @@ def _unknown_threads() -> list[str]:
 def analysed(analyse: Callable[[Path], T], run_dirs: Sequence[Path], large: bool,
              meanwhile: Callable[[], object] | None = None) -> list[T]:
     """analyse(run_dir) of each run, in their order; `meanwhile` runs in this process while worker
-    processes analyse, if they do."""
-    return mapped(analyse, run_dirs, large, meanwhile, what="analysing")
+    processes analyse, if they do. A run the live analysis already analysed (run_cache.py: this
+    run as it is now, this code, signed here) is taken as kept."""
+    from station.analysis import run_cache
+
+    name = run_cache.analysis_name(analyse)
+    kept = [run_cache.load(run_dir, name) for run_dir in run_dirs]
+    todo = [run_dir for run_dir, done in zip(run_dirs, kept, strict=True) if done is None]
+    if not todo and meanwhile is not None:
+        meanwhile()
+    fresh = iter(mapped(analyse, todo, large, meanwhile, what="analysing") if todo else [])
+    return [done if done is not None else next(fresh) for done in kept]
 
 
 def mapped(

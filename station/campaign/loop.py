@@ -16,7 +16,7 @@ from station.bench.bench import Bench, BenchError
 from station.campaign.run import RunOutcome, execute_run
 from station.common.progress import ProgressSink, RunProgress
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
-from station.store.manifest import ManifestError, TornManifest, read_manifest
+from station.store.manifest import MANIFEST, ManifestError, TornManifest, read_manifest
 from station.store.run_store import RunStore, StoreError, now_utc, station_version
 
 
@@ -34,6 +34,10 @@ class CampaignResult:
     # the stop rule's last judgement (matrix.until; station/campaign/stopping.py), if any
     judgement: Any = None
     judge: Any = None  # the stop rule's Judge, fed round after round
+    # the runs analysed as they are sealed (campaign/live_analysis.py), None: in the report only
+    live: Any = None
+    # seconds from the last run's end to the report written (None: no report)
+    report_after_runs_s: float | None = None
     report_error: str | None = None
     # target name -> why its bench did not come up
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -86,8 +90,11 @@ async def run_campaign(
     progress: ProgressSink,
     config_path: Path | None = None,
     resume: bool = True,
+    live: Any = None,
 ) -> CampaignResult:
-    result = CampaignResult(out_dir)
+    """Every remaining run of the campaign; `live` (campaign/live_analysis.LiveAnalysis) is handed
+    each run as it is sealed."""
+    result = CampaignResult(out_dir, live=live)
     config_hash = measurement_hash(campaign)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -248,8 +255,11 @@ async def _measure(bench: Bench, spec: RunSpec, order: int, total: int, i: int,
     run_progress = RunProgress(spec.id, order, total, session_started=session_started,
                                session_done=i,
                                session_left=len(todo) - i - 1, position=position.get(spec.id))
-    outcome = await execute_run(bench, spec, RunStore(out_dir, spec.id), run_progress, progress)
+    store = RunStore(out_dir, spec.id)
+    outcome = await execute_run(bench, spec, store, run_progress, progress)
     result.outcomes.append(outcome)
+    if result.live is not None and (store.dir / MANIFEST).exists():
+        result.live.submit(store.dir, bench.campaign.matrix.kind)  # while the next run measures
     progress.message(
         f"{spec.id}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else "")
     )

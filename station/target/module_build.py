@@ -78,7 +78,7 @@ class ModuleBuild:
 
 def cache_root() -> Path:
     """$IRQ_STATION_MODULES_DIR, else ~/.cache/irq-station/modules."""
-    from station.vm.paths import station_cache
+    from station.common.cache_dirs import station_cache
 
     return station_cache("IRQ_STATION_MODULES_DIR", "modules")
 

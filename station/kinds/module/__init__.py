@@ -96,6 +96,7 @@ KIND = Kind(
     measurement="station.kinds.module.run:ModuleRun",
     bench_check="station.kinds.module.bench_check:check",
     analysis="station.kinds.module.analysis:analyse",
+    run_analysis="station.kinds.module.run_analysis:analyse_run",
     report="station.kinds.module.report:PAGE",
     compare="station.kinds.module.compare:COMPARE",
     report_model="station.kinds.module.report_model:ModulePart",

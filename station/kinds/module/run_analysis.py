@@ -109,6 +109,18 @@ class RunAnalysis:
     def run_id(self) -> str:
         return self.manifest.run_id
 
+    def live_line(self) -> str:
+        """The run's figures in a line, for the live view (campaign/live_analysis.py)."""
+        if not self.sw.count:
+            return "no t_SW records"
+        median, p99 = self.sw.percentiles([50, 99])
+        line = (f"t_SW median {median / 1e3:.2f} µs, p99 {p99 / 1e3:.2f} µs, max "
+                f"{self.sw.max / 1e3:.2f} µs over {self.sw.count:,} events")
+        if self.diffs is not None:
+            line += (f"; t_HW − t_SW median {round(self.diffs.median):d} ns over "
+                     f"{self.diffs.distribution.count:,} paired events")
+        return line
+
     @property
     def samples(self) -> RunSamples:
         return RunSamples(sw_ns=self.sw, hw_ns=self.hw,
