@@ -102,3 +102,58 @@ def test_a_worst_load_search_with_cyclictest_on_this_machine(local, work_dir, tm
     assert report["stopping"]["verdict"] == stopping["verdict"]
     assert report["findings"][0]["kind"] == "stopping"
     assert "## Stop rule" in (out / "report.md").read_text()
+
+
+def test_each_of_two_targets_stops_on_its_own_answer(local, tmp_path):
+    """Two targets (this machine twice, through the same sshd, each its own work directory): each
+    target's runs are judged on their own, each stops after the round that settles its own groups,
+    and the rule's error is shared by both targets' groups (each sequence at (1 − 0.95)/2)."""
+    from station.analysis.anytime.quantile_cs import QuantileSequence
+
+    def target(name: str) -> dict:
+        return {"kind": "ssh", "host": local.host, "port": local.port, "user": local.user,
+                "identity_file": local.identity_file, "known_hosts": local.known_hosts,
+                "work_dir": f"/tmp/irq-station-test-{name}-{secrets.token_hex(4)}"}
+
+    cap = 9  # a sequence at 0.025 (t_opt 5) has both ends from its 7th value: 2 rounds to spare
+    cfg = {
+        "name": "two-targets",
+        "bench": {"targets": {"a": target("a"), "b": target("b")}, "scope": {"kind": "none"}},
+        "matrix": {"kind": "cyclictest", "loads": ["none"], "duration": "1s",
+                   "max_duration": "1min", "repetitions": cap,
+                   "until": {"interval_width": "1s", "at": "p50", "t_opt": 5}},
+        "cyclictest": {"threads": 1, "priority": 90, "interval": "500us", "histogram": "5ms"},
+    }
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    out = tmp_path / "out"
+    try:
+        res = run_station("run", str(path), "--out", str(out), timeout=900)
+    finally:
+        for name in ("a", "b"):
+            subprocess.run(["rm", "-rf", cfg["bench"]["targets"][name]["work_dir"]], check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    printed = res.stdout + res.stderr
+    stopping = json.loads((out / "campaign.json").read_text())["stopping"]
+    runs = {p.parent.name for p in (out / "runs").glob("*/manifest.json")}
+    for name in ("a", "b"):
+        measured = sorted(int(m.group(1)) for run in runs
+                          if (m := re.fullmatch(rf"{name}-none-r(\d+)", run)))
+        assert measured == list(range(7))  # settled at its 7th round; rounds 8 and 9 never started
+        assert f"target '{name}' stopped after round 7" in printed
+        group = stopping["groups"][f"none, on {name}"]
+        assert group["state"].startswith("known to")
+        # the sequence the rule keeps, made again from the runs' own units at the shared error
+        sequence = QuantileSequence(0.5, 0.05 / 2, 5)
+        for r in range(7):
+            unit = json.loads((out / "runs" / f"{name}-none-r{r}" / "manifest.json").read_text())
+            lower, upper = sequence.add(unit["unit"]["latency_ns"]["percentiles"]["0.5"])
+        assert group["interval_ns"] == pytest.approx([lower, upper])
+        assert stopping["targets"][name] == {"verdict": "answered", "rounds": 7,
+                                             "rounds_left_out": []}
+    # a's answer did not wait for b's runs: they came after it
+    assert printed.index("target 'a' stopped after round 7") < printed.index("b-none-r0")
+    assert stopping["verdict"] == "answered"
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopping"]["targets"]["b"]["rounds"] == 7
+    assert "7 on a, 7 on b" in report["findings"][0]["headline"]

@@ -16,8 +16,11 @@ def stopping_entry(campaign: Mapping[str, Any]) -> dict[str, Any] | None:
     stopping = campaign.get("stopping")
     if not isinstance(stopping, dict) or not isinstance(stopping.get("groups"), dict):
         return None
-    return {**{k: stopping.get(k) for k in ("rule", "verdict", "rounds", "rounds_left_out")},
-            "groups": [{"name": name, **group} for name, group in stopping["groups"].items()]}
+    entry = {**{k: stopping.get(k) for k in ("rule", "verdict", "rounds", "rounds_left_out")},
+             "groups": [{"name": name, **group} for name, group in stopping["groups"].items()]}
+    if isinstance(stopping.get("targets"), dict):  # several targets: each judged on its own runs
+        entry["targets"] = stopping["targets"]
+    return entry
 
 
 def question(rule: Mapping[str, Any]) -> str:
@@ -48,6 +51,9 @@ def stopping_finding(entry: Mapping[str, Any]) -> dict[str, Any]:
     rule, rounds = entry["rule"], entry["rounds"]
     states = "; ".join(f"{g['name']}: {g['state']}" for g in entry["groups"])
     confidence = f"{100 * float(rule.get('confidence', 0.95)):g} %"
+    targets = entry.get("targets") or {}
+    if targets:  # several targets, each stopped on its own question
+        rounds = ", ".join(f"{t['rounds']} on {name}" for name, t in targets.items())
     head = {"answered": f"Answered after {rounds} round(s): {states}.",
             "open": f"Not answered in {rounds} round(s): {states}.",
             "contradicted": f"No answer: {states}."}[entry["verdict"]]

@@ -203,17 +203,18 @@ def _same_rule(campaign: Campaign, out_dir: Path) -> None:
 
 
 def _answered(campaign: Campaign, out_dir: Path, progress: ProgressSink,
-              result: CampaignResult) -> bool:
+              result: CampaignResult, target: str | None = None) -> bool:
     """Judge the stop rule on the rounds measured so far (recorded in campaign.json's
-    `stopping`); whether it stops the campaign. What counts: the runs complete before this
+    `stopping`); whether it stops the campaign (with `target`, of several: that target's runs,
+    its own question settled). What counts: the runs complete before this
     session (result.skipped: none with --fresh) and every run this session measured; a run an
     earlier session left incomplete is not measured yet (this session measures it again)."""
-    from station.campaign.stopping import Judge
+    from station.campaign.stopping import make_judge
 
     complete = {*result.skipped, *(o.run_id for o in result.outcomes if o.status == "complete")}
     attempted = complete | {o.run_id for o in result.outcomes}
     if result.judge is None:
-        result.judge = Judge(campaign, out_dir)
+        result.judge = make_judge(campaign, out_dir)
     judgement = result.judge.update(complete, attempted)
     result.judgement = judgement
     _record(out_dir, "stopping", judgement.as_dict())
@@ -221,7 +222,7 @@ def _answered(campaign: Campaign, out_dir: Path, progress: ProgressSink,
         progress.message(judgement.text())
     if judgement.verdict == "contradicted":
         result.stopped = f"the stop rule is contradicted: {judgement.text()}"
-    return judgement.stops
+    return judgement.stops if target is None else judgement.stops_target(target)
 
 
 async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out_dir: Path,
@@ -239,11 +240,13 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
         elif await _measure(bench, spec, order, total, i, todo, out_dir, progress, result,
                             position, session_started):
             return  # the campaign stopped: the bench is lost, or the data cannot be kept
-        if until and round_ends and _answered(campaign, out_dir, progress, result):
+        if until and round_ends and _answered(campaign, out_dir, progress, result,
+                                              bench.target_name):
             left = len(todo) - i - 1
-            progress.message(f"campaign stopped after round {spec.repetition + 1}: its question "
-                             f"is {result.judgement.verdict}"
-                             + (f"; {left} run(s) not needed" if left else ""))
+            where = f"target {bench.target_name!r}" if bench.target_name else "campaign"
+            verdict = "contradicted" if result.stopped else "answered"
+            progress.message(f"{where} stopped after round {spec.repetition + 1}: its question "
+                             f"is {verdict}" + (f"; {left} run(s) not needed" if left else ""))
             return
 
 

@@ -101,6 +101,9 @@ class Judgement:
     def stops(self) -> bool:
         return self.verdict != "open"
 
+    def stops_target(self, target: str | None) -> bool:  # TargetsJudgement's, for one target
+        return self.stops
+
     def text(self) -> str:
         said = "; ".join(f"{g.name}: {g.state}" for g in self.groups)
         skipped = (f" ({len(self.skipped)} round(s) left out: a run not complete)"
@@ -161,9 +164,10 @@ def _unit(out_dir: Path, spec: RunSpec, key: str, complete: set[str],
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def start(rule: StopRule, pairs: list[Pair]) -> Judgement:
-    """The rule's judgement before any round: a confidence sequence per group."""
-    alpha = (1 - rule.confidence) / len(pairs)
+def start(rule: StopRule, pairs: list[Pair], families: int = 1) -> Judgement:
+    """The rule's judgement before any round: a confidence sequence per group (at the rule's
+    error shared by every group of every one of `families` judgements: a campaign's targets)."""
+    alpha = (1 - rule.confidence) / (len(pairs) * families)
     groups = [Group(name, QuantileSequence(0.5, alpha, rule.t_opt)) for name, _, _ in pairs]
     return Judgement(rule.model_dump(mode="json"), groups)
 
@@ -180,10 +184,11 @@ def feed(judgement: Judgement, rule: StopRule, pairs: list[Pair], r: int,
 
 
 def start_search(rule: StopRule, cells: list[tuple[str, str]],
-                 loads: list[str]) -> Judgement:
+                 loads: list[str], families: int = 1) -> Judgement:
     """The worst-load search before any round: per (interface, variant) an elimination over the
-    loads at (1 − confidence)/cells, and a group per load for the report."""
-    alpha = (1 - rule.confidence) / len(cells)
+    loads at (1 − confidence)/cells (and /families: start's), and a group per load for the
+    report."""
+    alpha = (1 - rule.confidence) / (len(cells) * families)
     judgement = Judgement(rule.model_dump(mode="json"), [])
     for interface, variant in cells:
         search = WorstArmSearch(tuple(loads), 0.5, alpha, rule.t_opt)
@@ -222,7 +227,10 @@ class Judge:
     `attempted`, the runs whose outcome counts (the others are not measured yet; a round waits
     for them, and the rounds after it too)."""
 
-    def __init__(self, campaign: Campaign, out_dir: Path) -> None:
+    def __init__(self, campaign: Campaign, out_dir: Path, target: str | None = None,
+                 families: int = 1) -> None:
+        """The rule over `target`'s runs (a campaign of one target: all of them), its error
+        shared with `families` - 1 other targets' judges."""
         rule = campaign.matrix.until
         assert rule is not None
         self.campaign, self.out_dir, self.rule = campaign, out_dir, rule
@@ -230,18 +238,23 @@ class Judge:
         self._units: dict[str, float | None] = {}  # run id -> value (None: not usable)
         self._rounds: dict[int, dict[Cell, RunSpec]] = {}
         for spec in expand_runs(campaign):
-            self._rounds.setdefault(spec.repetition, {})[
-                (spec.interface, spec.variant, spec.load)] = spec
+            if target is None or spec.target == target:
+                self._rounds.setdefault(spec.repetition, {})[
+                    (spec.interface, spec.variant, spec.load)] = spec
         self._order = sorted(self._rounds)
         if rule.worst is not None:
             self._cells = _cells(campaign)
-            self.judgement = start_search(rule, self._cells, list(campaign.matrix.loads))
+            self.judgement = start_search(rule, self._cells, list(campaign.matrix.loads),
+                                          families)
             self._next = {cell: 0 for cell in self._cells}  # each search's next round (index)
             self._fed: set[int] = set()
         else:
             self._pairs = pairs_of(campaign, rule)
-            self.judgement = start(rule, self._pairs)
+            self.judgement = start(rule, self._pairs, families)
             self._next_round = 0
+        if target is not None:  # one of several targets: its groups say which
+            for group in self.judgement.groups:
+                group.name = f"{group.name}, on {target}"
 
     def _unit(self, spec: RunSpec, complete: set[str], attempted: set[str]) -> float | None | bool:
         if spec.id in self._units:
@@ -289,10 +302,86 @@ class Judge:
         self.judgement.rounds = len(self._fed)
 
 
+@dataclass
+class TargetsJudgement:
+    """The rule's answer over several targets: each target's own judgement (its groups, its
+    rounds), all at one shared error. A target's runs stop when its own groups are settled; the
+    campaign's question is answered when every target's is."""
+
+    parts: dict[str, Judgement]
+
+    @property
+    def groups(self) -> list[Group]:
+        return [g for part in self.parts.values() for g in part.groups]
+
+    @property
+    def rounds(self) -> int:
+        return max((part.rounds for part in self.parts.values()), default=0)
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {part.verdict for part in self.parts.values()}
+        if "contradicted" in verdicts:
+            return "contradicted"
+        return "answered" if verdicts == {"answered"} else "open"
+
+    @property
+    def stops(self) -> bool:
+        return self.verdict != "open"
+
+    def stops_target(self, target: str | None) -> bool:
+        part = self.parts.get(target) if target is not None else None
+        return part.stops if part is not None else self.stops
+
+    def not_needed(self, spec: RunSpec) -> str | None:
+        part = self.parts.get(spec.target) if spec.target is not None else None
+        if part is None:
+            return None
+        if part.verdict == "answered":
+            return f"the question is answered on target {spec.target}"
+        return part.not_needed(spec)
+
+    def text(self) -> str:
+        return "; ".join(f"on {target}: {part.text()}" for target, part in self.parts.items()
+                         if part.rounds)
+
+    def as_dict(self) -> dict[str, Any]:
+        first = next(iter(self.parts.values()))
+        return {"rule": first.rule, "verdict": self.verdict, "rounds": self.rounds,
+                "rounds_left_out": sorted({r for p in self.parts.values() for r in p.skipped}),
+                "groups": {g.name: g.as_dict() for g in self.groups},
+                "targets": {target: {"verdict": part.verdict, "rounds": part.rounds,
+                                     "rounds_left_out": part.skipped}
+                            for target, part in self.parts.items()}}
+
+
+class TargetsJudge:
+    """Judge's counterpart for a campaign over several targets: a Judge per target, each over
+    its own runs (a target is another machine: its rounds are compared within it), the rule's
+    error shared by all their groups (Bonferroni over the targets)."""
+
+    def __init__(self, campaign: Campaign, out_dir: Path, targets: list[str]) -> None:
+        self._judges = {t: Judge(campaign, out_dir, target=t, families=len(targets))
+                        for t in targets}
+        self.judgement = TargetsJudgement({t: j.judgement for t, j in self._judges.items()})
+
+    def update(self, complete: set[str], attempted: set[str] | None = None) -> TargetsJudgement:
+        for judge_ in self._judges.values():
+            judge_.update(complete, attempted)
+        return self.judgement
+
+
+def make_judge(campaign: Campaign, out_dir: Path) -> Judge | TargetsJudge:
+    """The campaign's judge: one Judge, or a TargetsJudge over several targets."""
+    targets = list(campaign.bench.named_targets())
+    return TargetsJudge(campaign, out_dir, targets) if len(targets) > 1 else Judge(campaign,
+                                                                                   out_dir)
+
+
 def judge(campaign: Campaign, out_dir: Path, complete: set[str],
-          attempted: set[str] | None = None) -> Judgement:
+          attempted: set[str] | None = None) -> Judgement | TargetsJudgement:
     """The rule's answer from the runs in `out_dir`, judged afresh (Judge.update's arguments)."""
-    return Judge(campaign, out_dir).update(complete, attempted)
+    return make_judge(campaign, out_dir).update(complete, attempted)
 
 
 def _state(rule: StopRule, name: str, lower: float, upper: float) -> str:

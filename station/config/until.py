@@ -148,15 +148,12 @@ class StopRule(Strict):
 
 
 def check_until(campaign: Any, kind: Any) -> None:  # a Campaign, its kind_registry.Kind
-    """What a stop rule asks of its campaign: a kind whose runs carry units, one target, two of
+    """What a stop rule asks of its campaign: a kind whose runs carry units, two of
     what a comparison compares (the module kind's), and room in `repetitions` for an answer."""
     m, rule = campaign.matrix, campaign.matrix.until
     if not kind.units:
         raise LocatedError(("matrix", "until"), f"{kind.name} runs carry no unit a stop rule can "
                            "judge (the module and cyclictest kinds' do)")
-    if len(campaign.bench.named_targets()) > 1:
-        raise LocatedError(("matrix", "until"), "judges one target's rounds: a campaign over "
-                           "several targets (bench.targets) cannot stop on it yet")
     if rule.compare is not None:
         values = getattr(m, rule.compare, None)
         if rule.compare not in kind.matrix_keys() or values is None:

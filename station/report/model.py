@@ -124,6 +124,16 @@ class StoppingGroup(Closed):
         description="[round, lower, upper] after every round fed (null: unbounded)")
 
 
+class StoppingTarget(Closed):
+    """One target's part of a stop rule over several targets: its runs judged on their own (a
+    target is another machine), the rule's error shared by every target's groups."""
+
+    verdict: Literal["answered", "open", "contradicted"] = Field(
+        description="as `stopping.verdict`, for this target's groups: answered stops its runs")
+    rounds: int = Field(description="this target's complete rounds fed to the rule")
+    rounds_left_out: list[int] = Field(description="this target's rounds left out whole")
+
+
 class Stopping(Closed):
     """STOPPING: the campaign's stop rule (matrix.until, docs/stopping.md) as last judged."""
 
@@ -135,6 +145,9 @@ class Stopping(Closed):
     rounds: int = Field(description="complete rounds fed to the rule")
     rounds_left_out: list[int] = Field(description="rounds left out whole: a run not complete")
     groups: list[StoppingGroup]
+    targets: dict[str, StoppingTarget] | None = Field(
+        None, description="a campaign over several targets: each target's own judgement (its "
+        "groups are named `…, on <target>`); absent for one target")
 
 
 class ReportCore(Closed):
