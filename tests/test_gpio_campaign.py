@@ -417,3 +417,36 @@ def test_a_gpio_campaign_may_stop_on_a_rule_with_room_to_answer(tmp_path):
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     with pytest.raises(ConfigError, match="repetitions.*no interval has both ends"):
         load_campaign(path)
+
+
+def test_a_gpio_campaign_stops_once_each_case_meets_or_misses_its_deadline(tmp_path):
+    """A deadline rule over two cases the twin board answers an order of magnitude apart (the
+    kernel responder in microseconds, sysfs in over a hundred): each case's runs are units of
+    the delays the board logged, the rule says the kernel case meets 50 µs and sysfs misses it,
+    and the campaign stops after the round that settles both (no later run is started)."""
+    path = _campaign(tmp_path, "stop-deadline",
+                     {"kernel": {"responder": "kernel"}, "sysfs": {"responder": "sysfs"}}, ["idle"], 300)
+    doc = yaml.safe_load(path.read_text())
+    cap = 12
+    doc["matrix"] |= {"repetitions": cap, "until": {"deadline": "50us", "miss_below": 0.01, "t_opt": 10}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / "out"
+    proc = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stopping = json.loads((out / "campaign.json").read_text())["stopping"]
+    assert stopping["verdict"] == "answered"
+    rounds = stopping["rounds"]
+    assert rounds < cap
+    runs = sorted(p.parent.name for p in (out / "runs").glob("*/manifest.json"))
+    assert runs == sorted(f"{case}-idle-r{r}" for case in ("kernel", "sysfs") for r in range(rounds))
+    # the truth of each run: the p99 of the delays the board logged for the stimuli measured
+    truth_p99 = {run: float(np.nanpercentile(_truth(out, run)["truth_ns"], 99)) for run in runs}
+    assert max(v for run, v in truth_p99.items() if run.startswith("kernel")) < 25_000
+    assert min(v for run, v in truth_p99.items() if run.startswith("sysfs")) > 100_000
+    groups = stopping["groups"]
+    assert groups["kernel idle"]["state"].startswith("meets 50us"), groups
+    assert groups["sysfs idle"]["state"].startswith("misses 50us")
+    assert groups["kernel idle"]["interval_ns"][1] <= 50_000 < groups["sysfs idle"]["interval_ns"][0]
+    assert f"campaign stopped after round {rounds}" in proc.stdout + proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopping"]["verdict"] == "answered" and report["findings"][0]["kind"] == "stopping"
