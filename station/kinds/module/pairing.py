@@ -67,6 +67,10 @@ BOOTSTRAP = 8  # acquisitions paired one by one before the clock line is trusted
 BLOCK = 512  # acquisitions searched at once
 MODEL_POINTS = 512  # the latest paired acquisitions the clock line is fitted to
 MIN_HALF_WIDTH = 16  # candidates each side of the line, at least
+# a one-by-one search over more candidates × pulses than this computes the exact spread of the
+# WIDE_SHORTLIST best pre-scored candidates only (_shortlist)
+WIDE_PRESCORED = 200_000
+WIDE_SHORTLIST = 256
 SPAN_EVENTS = 1 << 18  # events of the stream one group of acquisitions is paired against at most
 # (a group is held whole: at the demo's 43 % capture, ~110 k pulses, as many as a batch held before)
 # and GROUP_ACQUISITIONS acquisitions at most, by their numbers (arm times past the last arrival all
@@ -189,6 +193,21 @@ def _scoring_columns(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
     j = np.arange(SCORE_PULSES)[None, :]
     spread = np.where(n >= SCORE_PULSES, (j * (n - 1)) // (SCORE_PULSES - 1), j % n)
     return begin[:, None] + spread
+
+
+def _shortlist(a: _Acquisitions, i: int, n0: np.ndarray, predicted: int,
+               win: _SeqWindow) -> np.ndarray:
+    """The WIDE_SHORTLIST candidates (indices into n0, in n0's order) of acquisition i whose
+    spread a wide search computes over every pulse: those whose residuals over the scoring pulses
+    stay together most often (the block search's pre-score), the nearer the prediction the
+    earlier among equals. The true alignment's residuals agree all along; a wide search of a
+    500-pulse acquisition over 6 001 candidates sorted 3 M residuals twice for each."""
+    cols = _scoring_columns(a.begin[i:i + 1], a.end[i:i + 1])[0]
+    resid = a.widths[cols][None, :] - win.at(n0[:, None] + a.k[cols][None, :])
+    steady = (np.abs(np.diff(resid, axis=1)) <= MAX_SPREAD_NS).sum(axis=1)
+    off = n0 - predicted
+    order = np.lexsort((off > 0, np.abs(off), -steady))  # last key first: steadiness
+    return np.sort(order[:WIDE_SHORTLIST])
 
 
 def _rows(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -447,6 +466,8 @@ class StreamPairer:
                 return
             n0 = np.arange(lo, hi + 1)
             k = a.k[a.begin[i]:a.end[i]]
+            if n0.size > WIDE_SHORTLIST and n0.size * k.size > WIDE_PRESCORED:
+                n0 = n0[_shortlist(a, i, n0, predicted, win)]
             spread = mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
             two = np.argsort(spread, kind="stable")[:2]  # ties: the earlier candidate, on any CPU
             best, runner_up = spread[two[0]], spread[two[1]]
