@@ -4,7 +4,8 @@
 A kept analysis is used only if it was made
 - of this very run: its directory (the absolute path: a kept analysis holds it), the bytes of its
   manifest, and the size and modification time of each of its files, as they are now;
-- by this very code: the station's sources, Python's and the array libraries' versions;
+- by this very code: the station's and the instruments' sources, Python's and the array
+  libraries' versions;
 - on this machine: it is a pickle, and unpickling runs code, so a campaign directory handed over by
   someone else must not bring its own: each file is signed with a key kept in the station's cache
   (HMAC-SHA256), and one that does not verify is ignored, never loaded.
@@ -117,10 +118,13 @@ def code_fingerprint() -> bytes:
 
     h = hashlib.sha256(f"{sys.version}\0{numpy.__version__}\0{pandas.__version__}\0"
                        f"{pyarrow.__version__}\0".encode())
-    package = Path(__file__).resolve().parent.parent
-    for path in sorted(package.rglob("*.py")):
-        h.update(str(path.relative_to(package)).encode() + b"\0")
-        h.update(path.read_bytes())
+    import instruments  # the pulses' extraction and the compiled kernels the analysis runs
+
+    root = Path(__file__).resolve().parent.parent.parent
+    for package in (root / "station", Path(instruments.__file__).resolve().parent):
+        for path in sorted(package.rglob("*.py")):
+            h.update(f"{package.name}/{path.relative_to(package)}".encode() + b"\0")
+            h.update(path.read_bytes())
     return h.digest()
 
 
