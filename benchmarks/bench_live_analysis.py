@@ -107,7 +107,7 @@ def _separate_report(campaign: Path) -> float:
 # One round of part 2, in a fresh process: what `station run` has imported when its last run is
 # sealed, the live worker warm with runs 1-3, then the timed end.
 ROUND = """
-import json, sys, time
+import asyncio, json, sys, time
 from pathlib import Path
 import station.api, station.campaign.loop, station.kinds.module.run  # as `station run` has them
 from station.api import _write_after_runs  # the function station run calls after its runs
@@ -119,11 +119,11 @@ runs = sorted(d for d in (out / "runs").iterdir() if (d / "manifest.json").exist
 with LiveAnalysis(QuietProgress()) as live:
     for run in runs[:-1]:
         live.submit(run, "module")
-    live.wait()
+    asyncio.run(live.finish())
     t0 = time.monotonic()
     live.submit(runs[-1], "module")
     result = CampaignResult(out, live=live)
-    _write_after_runs(result, out, live)
+    asyncio.run(_write_after_runs(result, out, live))
     print(json.dumps({"delay": time.monotonic() - t0, "error": result.report_error,
                       "live": [d.run_id for d in live.done]}))
 """

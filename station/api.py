@@ -110,12 +110,12 @@ async def run_campaign_async(
                                     live=live if live_wanted(campaign) else None)
         measured = time.monotonic()
         if list_runs(out_dir):
-            _write_after_runs(result, out_dir, live)
+            await _write_after_runs(result, out_dir, live)
             result.report_after_runs_s = time.monotonic() - measured
     return result
 
 
-def _write_after_runs(result: CampaignResult, out_dir: Path, live: Any) -> None:
+async def _write_after_runs(result: CampaignResult, out_dir: Path, live: Any) -> None:
     """The report, once the live analysis has kept the last runs (the others it kept as they
     were sealed); a report that cannot be written leaves the runs as they are."""
     from station.report.model import ReportSchemaError
@@ -123,7 +123,8 @@ def _write_after_runs(result: CampaignResult, out_dir: Path, live: Any) -> None:
     if result.live is not None:
         import station.report  # noqa: F401 - the writer's imports while the last run is analysed
 
-        live.wait()
+        await live.finish()
+    live.close()  # its memory back before the report's own workers start
     try:
         result.report_paths = write_campaign_report(out_dir)
     except OSError as exc:  # a full disk: the runs' data is safe, the report can be made later

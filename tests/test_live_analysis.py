@@ -181,12 +181,55 @@ def test_closing_ends_a_busy_worker_at_once(measured):
 
     live = live_analysis.LiveAnalysis(QuietProgress())
     live.submit(runs_of(out)[0], "module")
-    workers = list(live._pool._processes.values())
-    assert workers
+    pid = live._proc.pid
+    assert not gone(pid)
     live.close()
-    # by the kernel's word (is_alive() can say yes of a child the pool's own thread reaped)
-    assert all(gone(w.pid) for w in workers)
-    assert live._pool is None
+    assert gone(pid)
+
+
+class _Said:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def update(self, progress: object) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def test_a_worker_killed_meanwhile_is_a_message_and_nothing_else(measured):
+    # the OOM killer takes the worker: later runs are not handed over, nothing raises, and the
+    # report analyses what the worker did not answer
+    import asyncio
+    import signal as signals
+
+    out, _ = measured
+    said = _Said()
+    with live_analysis.LiveAnalysis(said) as live:
+        first, second = runs_of(out)[:2]
+        live.submit(first, "module")
+        os.kill(live._proc.pid, signals.SIGKILL)
+        live._proc.wait()
+        live.submit(second, "module")
+        asyncio.run(live.finish())
+    assert live.done == []
+    assert first.name in live.failed
+    assert any("the live analysis ended" in line and first.name in line for line in said.lines)
+
+
+def test_a_run_it_cannot_analyse_is_a_message(tmp_path):
+    import asyncio
+
+    broken = tmp_path / "c" / "runs" / "x-r0"
+    broken.mkdir(parents=True)
+    (broken / "manifest.json").write_text("{not json")
+    said = _Said()
+    with live_analysis.LiveAnalysis(said) as live:
+        live.submit(broken, "module")
+        asyncio.run(live.finish())
+    assert "x-r0" in live.failed and not live.done
+    assert any("x-r0: its live analysis failed" in line for line in said.lines)
 
 
 def gone(pid: int) -> bool:

@@ -359,3 +359,42 @@ def test_an_acquisition_said_never_significant_has_no_alignment_that_could_be(si
         assert hopeless == all(b > limit for b in bounds), (size, candidates, share)
         if size == 0:
             assert hopeless
+
+
+@pytest.mark.parametrize("sigma, quantised", [(300.0, False), (50.0, False), (30.0, False), (0.0, True)])
+@pytest.mark.parametrize("distance", [0, 400, 1500])
+@pytest.mark.parametrize("loss", [0.0, 0.02])
+def test_a_wide_searchs_shortlist_never_picks_what_the_whole_search_would_not(sigma, quantised, distance, loss):
+    """A wide one-by-one search first looks at its shortlist (pairing._shortlist) and, when that
+    pairs nothing, at every candidate. So the shortlist may fail (low jitter: every alignment looks
+    steady; the truth far from the prediction; a lost record among the scoring pulses) but must
+    never pair what the exhaustive search would not: over seeded acquisitions of 500 pulses, the
+    shortlist's pick, whenever it pairs, is the exhaustive search's, and that is the truth."""
+    import types
+
+    from station.kinds.module import pairing as P
+    from station.kinds.module.pairing_scores import mad
+
+    rng = np.random.default_rng(int(sigma) * 1000 + distance + int(loss * 100) + quantised)
+    n_events, pulses, half, predicted = 20_000, 500, 3000, 8000
+    for _ in range(4):
+        sw = 5000 + (64.0 * rng.integers(0, 3, n_events) if quantised else rng.normal(0, sigma, n_events))
+        held = np.where(rng.random(n_events) < loss, P.MISSING, sw)
+        k = np.cumsum(rng.integers(1, 3, pulses))
+        k -= k[0]
+        true = predicted + distance
+        widths = sw[true + k] + rng.normal(0, 5.0, pulses)  # the board's widths: its events' t_SW
+        a = types.SimpleNamespace(begin=np.array([0]), end=np.array([pulses]), widths=widths, k=k)
+        win = types.SimpleNamespace(at=lambda seq: held[np.asarray(seq)])
+        n0 = np.arange(predicted - half, predicted + half + 1)
+
+        def pick(cands):
+            spread = mad(widths[None, :] - held[cands[:, None] + k[None, :]])
+            two = np.argsort(spread, kind="stable")[:2]
+            best, runner_up = spread[two[0]], spread[two[1]]
+            ok = best <= P.MAX_SPREAD_NS and runner_up >= P.MIN_SEPARATION * max(best, 1.0)
+            return int(cands[two[0]]) if ok else None
+
+        short = P._shortlist(a, 0, n0, predicted, win)
+        if short is not None and (chosen := pick(n0[short])) is not None:
+            assert chosen == pick(n0) == true

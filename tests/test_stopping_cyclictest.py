@@ -156,4 +156,4 @@ def test_each_of_two_targets_stops_on_its_own_answer(local, tmp_path):
     assert stopping["verdict"] == "answered"
     report = json.loads((out / "report.json").read_text())
     assert report["stopping"]["targets"]["b"]["rounds"] == 7
-    assert "7 on a, 7 on b" in report["findings"][0]["headline"]
+    assert "after 7 round(s) on a and 7 round(s) on b" in report["findings"][0]["headline"]

@@ -67,9 +67,12 @@ def load(run_dir: Path, name: str) -> Any | None:
     if not hmac.compare_digest(tag, expected) or not hmac.compare_digest(fingerprint, current):
         return None
     try:
-        return pickle.loads(payload)
+        analysis = pickle.loads(payload)
     except Exception:  # noqa: BLE001 - signed here but unreadable now (a library moved on): afresh
         return None
+    if hasattr(analysis, "dir"):  # the run's directory as this caller names it (relative or not)
+        analysis.dir = run_dir
+    return analysis
 
 
 def store(run_dir: Path, name: str, analysis: Any, fingerprint: bytes) -> Path:

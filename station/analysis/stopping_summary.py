@@ -53,9 +53,11 @@ def stopping_finding(entry: Mapping[str, Any]) -> dict[str, Any]:
     confidence = f"{100 * float(rule.get('confidence', 0.95)):g} %"
     targets = entry.get("targets") or {}
     if targets:  # several targets, each stopped on its own question
-        rounds = ", ".join(f"{t['rounds']} on {name}" for name, t in targets.items())
-    head = {"answered": f"Answered after {rounds} round(s): {states}.",
-            "open": f"Not answered in {rounds} round(s): {states}.",
+        rounds = " and ".join(f"{t['rounds']} round(s) on {name}" for name, t in targets.items())
+    else:
+        rounds = f"{rounds} round(s)"
+    head = {"answered": f"Answered after {rounds}: {states}.",
+            "open": f"Not answered in {rounds}: {states}.",
             "contradicted": f"No answer: {states}."}[entry["verdict"]]
     return {"kind": "stopping", "headline": head,
             "text": f"{head} The question: {question(rule)}, at {confidence} for all groups and "

@@ -122,6 +122,11 @@ async def run_campaign(
     described = _described_targets(out_dir)
     try:
         for target_name, target_runs in by_target.items():
+            if (target_name is not None and result.judgement is not None
+                    and result.judgement.stops_target(target_name)):
+                progress.message(f"target {target_name!r}: its question is answered by its "
+                                 f"earlier rounds; its {len(target_runs)} run(s) not needed")
+                continue  # a resumed campaign: its bench is not even opened
             try:
                 # the kind's needs
                 async with Bench(campaign, progress, target_name=target_name) as bench:

@@ -23,7 +23,8 @@ def check_rounds(campaign: Any, cells: int) -> None:
                            f"gives each run {samples} events: its own p{100 * rule.level:g} is "
                            f"then its largest value, not a percentile; the stop rule needs at "
                            f"least {need} events a run (ten times that to see past the largest)")
-    needed = rounds_to_bound(rule, cells, len(m.loads))
+    # several targets share the rule's error (campaign/stopping.py TargetsJudge)
+    needed = rounds_to_bound(rule, cells, len(m.loads), len(campaign.bench.named_targets()))
     if m.repetitions < needed:
         raise LocatedError(("matrix", "repetitions"),
                            f"is the most rounds the stop rule may take ({m.repetitions}), but at "
@@ -31,10 +32,10 @@ def check_rounds(campaign: Any, cells: int) -> None:
                            f"round {needed}: give at least {needed} (docs/stopping.md)")
 
 
-def rounds_to_bound(rule: Any, cells: int, loads: int) -> int:
+def rounds_to_bound(rule: Any, cells: int, loads: int, targets: int = 1) -> int:
     """The first round at which one of the rule's confidence sequences can have both ends (the
     median of its values, at its share of the rule's error); `cells`: the kind's cells (interface
-    × variant, or one), each measured under every one of `loads`."""
+    × variant, or one), each measured under every one of `loads`, on each of `targets`."""
     from station.analysis.anytime.boundary import QuantileBoundary
 
     if rule.compare is not None:
@@ -43,7 +44,7 @@ def rounds_to_bound(rule: Any, cells: int, loads: int) -> int:
         groups, arms = cells, loads
     else:
         groups, arms = cells * loads, 1
-    boundary = QuantileBoundary(0.5, (1 - rule.confidence) / groups / arms, rule.t_opt)
+    boundary = QuantileBoundary(0.5, (1 - rule.confidence) / groups / arms / targets, rule.t_opt)
     for t in range(1, 100_000):
         lo, hi = boundary.ranks(t)
         if lo >= 1 and hi <= t:

@@ -33,12 +33,19 @@ def stopping_table(report: Mapping[str, Any]) -> Table | None:
         rows.append([Cell(g["name"]), Cell(str(g["units"]), numeric=True),
                      Cell(interval, numeric=True), Cell(g["state"], wrap=True)])
     rule = entry["rule"]
+    targets = entry.get("targets") or {}
+    after = (" and ".join(f"{t['rounds']} round(s) on {name}" for name, t in targets.items())
+             if targets else f"{entry['rounds']} round(s)")
     notes = [f"The question: {question(rule)}; confidence "
              f"{100 * float(rule.get('confidence', 0.95)):g} % for all groups and all rounds "
-             f"together. Verdict: {entry['verdict']} after {entry['rounds']} round(s)."]
-    if entry.get("rounds_left_out"):
-        notes.append(f"Rounds left out (a run not complete): "
-                     f"{', '.join(str(r + 1) for r in entry['rounds_left_out'])}.")
+             f"together" + (", every target judged on its own runs" if targets else "")
+             + f". Verdict: {entry['verdict']} after {after}."]
+    left_out = ({name: t.get("rounds_left_out") for name, t in targets.items()} if targets
+                else {"": entry.get("rounds_left_out")})
+    for name, rounds in left_out.items():
+        if rounds:
+            notes.append(f"Rounds left out (a run not complete){f' on {name}' if name else ''}: "
+                         f"{', '.join(str(r + 1) for r in rounds)}.")
     notes.append("Each interval is a confidence sequence over runs (one value a round): it holds "
                  "at every round at once, so stopping when it answered keeps its confidence; it "
                  "assumes the rounds' runs are independent and alike (docs/stopping.md).")

@@ -196,18 +196,20 @@ def _scoring_columns(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _shortlist(a: _Acquisitions, i: int, n0: np.ndarray, predicted: int,
-               win: _SeqWindow) -> np.ndarray:
-    """The WIDE_SHORTLIST candidates (indices into n0, in n0's order) of acquisition i whose
-    spread a wide search computes over every pulse: those whose residuals over the scoring pulses
-    stay together most often (the block search's pre-score), the nearer the prediction the
-    earlier among equals. The true alignment's residuals agree all along; a wide search of a
-    500-pulse acquisition over 6 001 candidates sorted 3 M residuals twice for each."""
+               win: _SeqWindow) -> np.ndarray | None:
+    """The candidates (indices into n0, in n0's order) of acquisition i whose spread a wide search
+    computes first: the WIDE_SHORTLIST whose residuals over the scoring pulses stay together most
+    often (the block search's pre-score), with every candidate tied with the last of them; None
+    when the pre-score cannot tell (more than twice that many tied: a run whose t_SW hardly
+    varies, where every alignment looks steady). A search whose shortlist pairs nothing looks at
+    every candidate, as without one: a wide search of a 500-pulse acquisition over 6 001
+    candidates sorts 3 M residuals twice; the true alignment's residuals agree all along."""
     cols = _scoring_columns(a.begin[i:i + 1], a.end[i:i + 1])[0]
     resid = a.widths[cols][None, :] - win.at(n0[:, None] + a.k[cols][None, :])
     steady = (np.abs(np.diff(resid, axis=1)) <= MAX_SPREAD_NS).sum(axis=1)
-    off = n0 - predicted
-    order = np.lexsort((off > 0, np.abs(off), -steady))  # last key first: steadiness
-    return np.sort(order[:WIDE_SHORTLIST])
+    cut = np.sort(steady)[::-1][WIDE_SHORTLIST - 1]
+    chosen = np.flatnonzero(steady >= cut)
+    return chosen if len(chosen) <= 2 * WIDE_SHORTLIST else None
 
 
 def _rows(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -465,18 +467,28 @@ class StreamPairer:
             if hi - lo < 2:
                 return
             n0 = np.arange(lo, hi + 1)
+            if n0.size > WIDE_SHORTLIST and n0.size * (a.end[i] - a.begin[i]) > WIDE_PRESCORED:
+                short = _shortlist(a, i, n0, predicted, win)
+                if short is not None and choose(i, n0[short], accept_only=True):
+                    return  # else every candidate, as if there were no shortlist
+            choose(i, n0)
+
+        def choose(i: int, n0: np.ndarray, accept_only: bool = False) -> bool:
+            """The best of the candidates n0 by spread; whether it paired (accept_only: nothing
+            is noted unless it did)."""
             k = a.k[a.begin[i]:a.end[i]]
-            if n0.size > WIDE_SHORTLIST and n0.size * k.size > WIDE_PRESCORED:
-                n0 = n0[_shortlist(a, i, n0, predicted, win)]
             spread = mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
             two = np.argsort(spread, kind="stable")[:2]  # ties: the earlier candidate, on any CPU
             best, runner_up = spread[two[0]], spread[two[1]]
             # it fits: its residuals agree, beyond what chance gives the best of the candidates
             # searched
             fit = best <= MAX_SPREAD_NS and significant(np.array([i]), n0[two[:1]])[0]
-            fits[i] |= fit
-            if fit and runner_up >= MIN_SEPARATION * max(best, 1.0):
+            paired = bool(fit and runner_up >= MIN_SEPARATION * max(best, 1.0))
+            if not accept_only or paired:
+                fits[i] |= fit
+            if paired:
                 first[i] = n0[two[0]]
+            return paired
 
         def paired_here(i: int) -> None:
             if first[i] >= 0:
