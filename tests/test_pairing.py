@@ -373,7 +373,6 @@ def test_a_wide_searchs_shortlist_never_picks_what_the_whole_search_would_not(si
     import types
 
     from station.kinds.module import pairing as P
-    from station.kinds.module.pairing_scores import mad
 
     rng = np.random.default_rng(int(sigma) * 1000 + distance + int(loss * 100) + quantised)
     n_events, pulses, half, predicted = 20_000, 500, 3000, 8000
@@ -385,16 +384,20 @@ def test_a_wide_searchs_shortlist_never_picks_what_the_whole_search_would_not(si
         true = predicted + distance
         widths = sw[true + k] + rng.normal(0, 5.0, pulses)  # the board's widths: its events' t_SW
         a = types.SimpleNamespace(begin=np.array([0]), end=np.array([pulses]), widths=widths, k=k)
-        win = types.SimpleNamespace(at=lambda seq: held[np.asarray(seq)])
+        win = types.SimpleNamespace(at=held.__getitem__)
         n0 = np.arange(predicted - half, predicted + half + 1)
-
-        def pick(cands):
-            spread = mad(widths[None, :] - held[cands[:, None] + k[None, :]])
-            two = np.argsort(spread, kind="stable")[:2]
-            best, runner_up = spread[two[0]], spread[two[1]]
-            ok = best <= P.MAX_SPREAD_NS and runner_up >= P.MIN_SEPARATION * max(best, 1.0)
-            return int(cands[two[0]]) if ok else None
-
         short = P._shortlist(a, 0, n0, predicted, win)
-        if short is not None and (chosen := pick(n0[short])) is not None:
-            assert chosen == pick(n0) == true
+        if short is not None and (chosen := _pick(n0[short], widths, k, held)) is not None:
+            assert chosen == _pick(n0, widths, k, held) == true
+
+
+def _pick(cands: np.ndarray, widths: np.ndarray, k: np.ndarray, held: np.ndarray) -> int | None:
+    """The exhaustive choice among cands, as pairing's one-by-one search makes it."""
+    from station.kinds.module import pairing as P
+    from station.kinds.module.pairing_scores import mad
+
+    spread = mad(widths[None, :] - held[cands[:, None] + k[None, :]])
+    two = np.argsort(spread, kind="stable")[:2]
+    best, runner_up = spread[two[0]], spread[two[1]]
+    ok = best <= P.MAX_SPREAD_NS and runner_up >= P.MIN_SEPARATION * max(best, 1.0)
+    return int(cands[two[0]]) if ok else None
