@@ -17,7 +17,7 @@ import pytest
 
 from station.target.irqtrace import MODULE_EVENTS
 from station.vm import VirtualMachine, VmError, VmImage, build_image, latency_modules, missing_host_packages
-from station.vm.hostdeps import HOST_PACKAGES, host_packages
+from station.vm.hostdeps import ARCH_PACKAGES, HOST_PACKAGES, host_packages
 from tests.conftest import free_port as _free_port
 from tests.conftest import missing as _missing
 
@@ -57,6 +57,8 @@ def test_ci_deps_script_installs_what_build_image_needs():
     script = Path(__file__).resolve().parents[1] / "station" / "vm" / "ci-deps.sh"
     listed = re.search(r'^PACKAGES="([^"]*)"', script.read_text(), re.M)
     assert listed and listed.group(1).split() == list(HOST_PACKAGES)
+    arm64 = re.search(r'^ARM64_PACKAGES="([^"]*)"', script.read_text(), re.M)
+    assert arm64 and arm64.group(1).split() == list(ARCH_PACKAGES["arm64"])
 
 
 def test_image_is_reused_when_nothing_changed(image):

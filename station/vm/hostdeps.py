@@ -36,10 +36,33 @@ HOST_PACKAGES: dict[str, str] = {
 # packages needed only by one kernel flavour (build_image(kernel=...)); the others every flavour
 # needs
 FLAVOUR_PACKAGES: dict[str, str] = {"linux-headers-rt-amd64": "rt"}
+# what an arm64 guest needs on this host besides (build_image(arch="arm64")): the guest's own
+# packages are arm64 ones, fetched into a cache (station/vm/guest_root.py), never installed
+ARCH_PACKAGES: dict[str, dict[str, str]] = {
+    "arm64": {
+        "qemu-system-arm": "runs the arm64 VM (qemu-system-aarch64)",
+        "gcc-aarch64-linux-gnu": "cross-builds the latency modules for Debian's arm64 kernel (the "
+                                 "gcc it was built with)",
+        "libc6-dev-arm64-cross": "links the guest's static tools (the interruption detector)",
+    },
+}
+# the amd64 guest's own programs: taken from this host's packages, which an arm64 guest does not
+# use
+_AMD64_GUEST = ("qemu-system-x86", "busybox-static", "dropbear-bin", "openssh-sftp-server",
+                "rt-tests", "stressapptest", "stress-ng", "procps", "rtla")
 
 
-def host_packages(kernel: str | None = None) -> dict[str, str]:
-    """HOST_PACKAGES a build of that kernel flavour needs (all of them for None)."""
+def host_packages(kernel: str | None = None, arch: str | None = None) -> dict[str, str]:
+    """HOST_PACKAGES a build of that kernel flavour and architecture needs (for None: every
+    flavour's, the amd64 guest's)."""
+    if arch not in (None, "amd64"):
+        base = {p: why for p, why in HOST_PACKAGES.items()
+                if p not in _AMD64_GUEST and FLAVOUR_PACKAGES.get(p) is None}
+        # the arm64 headers build with the host's common headers of the flavour (rt: -common-rt,
+        # which linux-headers-rt-amd64 brings)
+        if kernel == "rt":
+            base["linux-headers-rt-amd64"] = HOST_PACKAGES["linux-headers-rt-amd64"]
+        return {**base, **ARCH_PACKAGES[arch]}
     return {
         p: why
         for p, why in HOST_PACKAGES.items()
@@ -60,15 +83,16 @@ def missing_host_packages(packages: dict[str, str] | None = None) -> list[str]:
     return [p for p in wanted if p not in installed]
 
 
-def ensure_host_packages(log: Callable[[str], None] = print, kernel: str | None = None) -> None:
-    """Install what a build of kernel (None: any flavour) lacks with apt-get (as root); else say
-    what to install."""
-    wanted = host_packages(kernel)
+def ensure_host_packages(log: Callable[[str], None] = print, kernel: str | None = None,
+                         arch: str | None = None) -> None:
+    """Install what a build of kernel (None: any flavour) and arch lacks with apt-get (as root);
+    else say what to install."""
+    wanted = host_packages(kernel, arch)
     missing = missing_host_packages(wanted)
     if not missing:
         return
     if os.geteuid() != 0:
-        why = "; ".join(f"{p}: {HOST_PACKAGES[p]}" for p in missing)
+        why = "; ".join(f"{p}: {wanted[p]}" for p in missing)
         raise VmError(
             f"missing host packages ({why}). Install them as root: apt-get install "
             f"--no-install-recommends {' '.join(missing)}  (or, as root: sh {CI_DEPS})"

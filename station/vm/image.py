@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import gzip
 import hashlib
 import json
 import lzma
@@ -15,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from station.vm import cpio, initramfs, keys, latency_modules
+from station.vm import cpio, cross, guest_root, initramfs, keys, latency_modules
 from station.vm import kernel as kernel_mod
 from station.vm.errors import VmError
+from station.vm.foreign import ForeignArchive
 from station.vm.hostdeps import ensure_host_packages
-from station.vm.paths import image_dir
+from station.vm.paths import foreign_dir, image_dir
 
 IMAGE_RECORD = "manifest.json"  # what the cached image was built from (not a run's manifest)
 NIC_DRIVER = "e1000"  # matches `-device e1000` in machine.py
@@ -31,16 +33,18 @@ class VmImage:
     dir: Path
 
     @classmethod
-    def open(cls, vm_dir: Path | None = None, kernel: str = "regular") -> VmImage:
-        """A complete image of that kernel flavour already built under vm_dir (as build_image puts
-        it; no checks that its inputs are current)."""
+    def open(cls, vm_dir: Path | None = None, kernel: str = "regular",
+             arch: str = "amd64") -> VmImage:
+        """A complete image of that kernel flavour and architecture already built under vm_dir
+        (as build_image puts it; no checks that its inputs are current)."""
         kernel_mod.check_flavour(kernel)
-        image = cls(image_dir(vm_dir, kernel))
+        kernel_mod.check_arch(arch)
+        image = cls(image_dir(vm_dir, kernel, arch))
         manifest = image.read_manifest()
         if not manifest.get("complete"):
             raise VmError(
                 f"no complete VM image in {image.dir}: build it first "
-                f"(build_image(kernel={kernel!r}) / station vm up)"
+                f"(build_image(kernel={kernel!r}, arch={arch!r}) / station vm up)"
             )
         if image.flavour != kernel:
             raise VmError(f"{image.dir} holds a {image.flavour!r} image, not {kernel!r}")
@@ -54,7 +58,8 @@ class VmImage:
 
     @property
     def kernel_path(self) -> Path:
-        """The uncompressed ELF vmlinux (PVH boot), or the bzImage if extraction failed."""
+        """The uncompressed ELF vmlinux (PVH boot), or the bzImage if extraction failed; an arm64
+        guest's uncompressed Image."""
         return self.dir / "kernel" / self.read_manifest().get("kernel_file", "vmlinux")
 
     @property
@@ -72,6 +77,11 @@ class VmImage:
         build)."""
         # images built before flavours: regular
         return self.read_manifest().get("kernel_flavour", "regular")
+
+    @property
+    def arch(self) -> str:
+        """Debian's name of the guest's architecture: "amd64" or "arm64"."""
+        return self.read_manifest().get("arch", "amd64")  # images before arm64: amd64
 
     @property
     def preempt_rt(self) -> bool:
@@ -145,15 +155,22 @@ def _build_kernel(vm_dir: Path, deb: Path, release: str, version: str, log: Log)
     if out.exists():
         shutil.rmtree(out)
     (out / "nic").mkdir(parents=True)
-    try:
-        compression = kernel_mod.extract_vmlinux(img.bzimage, out / "vmlinux")
-        kernel_file = "vmlinux"
-        log(f"vm: extracted the uncompressed vmlinux ({compression}) for direct PVH boot")
-    except VmError as exc:
-        shutil.copy2(img.bzimage, out / "bzImage")
-        kernel_file, compression = "bzImage", None
-        log(f"vm: could not extract vmlinux ({exc}); booting the bzImage (slower: decompresses in "
-            "the guest)")
+    if kernel_mod.release_arch(release) == "arm64":
+        # QEMU loads an arm64 Image as it is; a gzipped one it would unpack at every boot
+        data = img.bzimage.read_bytes()
+        compression = "gzip" if data[:2] == b"\x1f\x8b" else None
+        (out / "Image").write_bytes(gzip.decompress(data) if compression else data)
+        kernel_file = "Image"
+    else:
+        try:
+            compression = kernel_mod.extract_vmlinux(img.bzimage, out / "vmlinux")
+            kernel_file = "vmlinux"
+            log(f"vm: extracted the uncompressed vmlinux ({compression}) for direct PVH boot")
+        except VmError as exc:
+            shutil.copy2(img.bzimage, out / "bzImage")
+            kernel_file, compression = "bzImage", None
+            log(f"vm: could not extract vmlinux ({exc}); booting the bzImage (slower: "
+                "decompresses in the guest)")
     nic = []
     for ko in _nic_load_order(img, NIC_DRIVER):
         dest = out / "nic" / ko.name
@@ -167,30 +184,49 @@ def _build_kernel(vm_dir: Path, deb: Path, release: str, version: str, log: Log)
     return {"kernel_file": kernel_file, "kernel_compression": compression, "nic_modules": nic}
 
 
+def _guest_kernel(vm_dir: Path, kernel: str, arch: str, root: Path | None,
+                  log: Log) -> tuple[str, str, Path]:
+    """(release, version, deb) of the guest's linux-image: the installed headers' own for amd64,
+    the same Debian version of arch's kernel otherwise."""
+    if arch == "amd64":
+        return kernel_mod.download_linux_image(vm_dir / "debs", log, flavour=kernel)
+    host, version = cross.host_release()
+    release = kernel_mod.flavour_release(host, kernel, arch)
+    archive = ForeignArchive(foreign_dir(arch, root), arch)
+    return release, version, guest_root.download_linux_image(archive, release, version, log)
+
+
 def build_image(
-    vm_dir: Path | None = None, force: bool = False, log: Log = print, *, kernel: str = "regular"
+    vm_dir: Path | None = None, force: bool = False, log: Log = print, *, kernel: str = "regular",
+    arch: str = "amd64"
 ) -> VmImage:
     """Build (or reuse) the image of a kernel flavour: Debian's kernel matching the installed
     headers ("regular"), or Debian's PREEMPT_RT build of the same version ("rt"), our modules built
     for it, and an initramfs with busybox, dropbear, the NIC driver and the load/probe tools
     (cyclictest, hackbench, stressapptest, stress-ng). vm_dir is the cache root: the regular image
-    lives in it, the rt image in <vm_dir>/rt, so both coexist. Idempotent: a part is rebuilt only
-    when its inputs changed (or force)."""
+    lives in it, the rt image in <vm_dir>/rt, so both coexist. arch "arm64": Debian's arm64 kernel
+    of the same version and flavour, the modules cross-built, the guest's programs from arm64
+    packages, in <vm_dir>/arm64 (and /rt). Idempotent: a part is rebuilt only when its inputs
+    changed (or force)."""
     kernel_mod.check_flavour(kernel)
-    vm_dir = image_dir(vm_dir, kernel).resolve()
+    kernel_mod.check_arch(arch)
+    root = vm_dir
+    vm_dir = image_dir(vm_dir, kernel, arch).resolve()
     vm_dir.mkdir(parents=True, exist_ok=True)
-    ensure_host_packages(log, kernel=kernel)
+    ensure_host_packages(log, kernel=kernel, arch=arch)
     image = VmImage(vm_dir)
     with _locked(vm_dir):
         old = image.read_manifest()
-        if old and old.get("kernel_flavour", "regular") != kernel:
+        if old and (old.get("kernel_flavour", "regular"), old.get("arch", "amd64")) != (kernel,
+                                                                                        arch):
             raise VmError(
-                f"{vm_dir} holds the {old.get('kernel_flavour', 'regular')!r} image, not "
-                f"{kernel!r}: pass the cache root as vm_dir (the rt image lives in <vm_dir>/rt)"
+                f"{vm_dir} holds the {old.get('kernel_flavour', 'regular')!r} "
+                f"{old.get('arch', 'amd64')} image, not {kernel!r} {arch}: pass the cache root as "
+                "vm_dir (the rt image lives in <vm_dir>/rt, arm64's in <vm_dir>/arm64)"
             )
         old = {} if force else old
         inputs = dict(old.get("inputs", {}))
-        manifest = {**old, "complete": False, "kernel_flavour": kernel}
+        manifest = {**old, "complete": False, "kernel_flavour": kernel, "arch": arch}
 
         client_pub = keys.ensure_client_key(image.identity_file)
         host_pub = keys.ensure_host_key(image.host_key_file)
@@ -200,8 +236,7 @@ def build_image(
             (vm_dir / "host_key.pub.tmp").write_text(host_pub + "\n")
             (vm_dir / "host_key.pub.tmp").replace(pub)
 
-        release, version, deb = kernel_mod.download_linux_image(vm_dir / "debs", log,
-                                                                flavour=kernel)
+        release, version, deb = _guest_kernel(vm_dir, kernel, arch, root, log)
         key = _digest(release, version, _recipe(kernel_mod), NIC_DRIVER)
         kernel_ok = (vm_dir / "kernel" / old.get("kernel_file", "vmlinux")).is_file()
         if inputs.get("kernel") != key or not kernel_ok:
@@ -212,20 +247,28 @@ def build_image(
             if stale != deb:
                 stale.unlink()
 
-        kdir = kernel_mod.ensure_headers(release, version, log)  # the rt headers are installed here
+        # amd64: the rt headers are installed here; arm64's are fetched and unpacked
+        kdir = cross.guest_headers(arch, kernel, root, log)[1]
+        make_args = cross.make_args(arch)
         src = latency_modules.module_sources()  # the installed package's copy, or the checkout's
         src_hash = latency_modules.sources_hash(src)
-        key = _digest(src_hash, release, version, _recipe(latency_modules))
+        key = _digest(src_hash, release, version, _recipe(latency_modules), *make_args)
         modules_ok = all((image.modules_dir / m).is_file() for m in latency_modules.MODULES)
         if inputs.get("modules") != key or not modules_ok:
             log(
                 f"vm: building {', '.join(latency_modules.MODULES)} from {src} against {kdir} (W=1)"
             )
             _write_manifest(vm_dir, manifest)
-            latency_modules.build(kdir, vm_dir / "build", image.modules_dir, src)
+            latency_modules.build(kdir, vm_dir / "build", image.modules_dir, src, make_args)
             inputs["modules"] = key
 
-        packages = {p: kernel_mod.package_version(p) for p in initramfs.HOST_SOURCES}
+        if arch == "amd64":
+            guest_files = Path("/")
+            packages = {p: kernel_mod.package_version(p) for p in initramfs.HOST_SOURCES}
+        else:
+            guest_files, packages = guest_root.guest_sysroot(
+                ForeignArchive(foreign_dir(arch, root), arch), initramfs.guest_tools(arch),
+                foreign_dir(arch, root) / "guest", log)
         key = _digest(
             _recipe(initramfs, cpio),
             json.dumps(packages, sort_keys=True),
@@ -244,6 +287,8 @@ def build_image(
                 latency_modules=[image.modules_dir / m for m in latency_modules.MODULES],
                 host_key=image.host_key_file,
                 authorized_key=client_pub,
+                root=guest_files,
+                arch=arch,
             )
             manifest["initrd_bytes"] = size
             (vm_dir / "initrd.gz").unlink(missing_ok=True)  # what images before initrd.cpio booted
@@ -255,8 +300,12 @@ def build_image(
             schema=1,
             kernel_release=release,
             kernel_flavour=kernel,
+            arch=arch,
+            # what Debian does not build for this architecture, left out of the guest
+            not_packaged=[Path(p).name for p in initramfs.NOT_PACKAGED.get(arch, ())],
             linux_image_version=version,
-            headers_version=kernel_mod.package_version(f"linux-headers-{release}"),
+            headers_version=(kernel_mod.package_version(f"linux-headers-{release}")
+                             if arch == "amd64" else version),
             linux_image_deb=deb.name,
             module_sources_sha256=src_hash,
             modules=list(latency_modules.MODULES),
@@ -264,5 +313,6 @@ def build_image(
             inputs=inputs,
         )
         _write_manifest(vm_dir, manifest)
-    log(f"vm: {kernel} image ready in {vm_dir} (kernel {release}, {manifest['kernel_file']})")
+    log(f"vm: {kernel} {arch} image ready in {vm_dir} (kernel {release}, "
+        f"{manifest['kernel_file']})")
     return image

@@ -3,13 +3,17 @@ load and probe tools (cyclictest, hackbench, stressapptest, stress-ng, pgrep/pki
 
 Everything comes from installed Debian packages (HOST_SOURCES) and from the unpacked linux-image;
 nothing is downloaded here. Dynamically linked binaries bring the libraries ldd finds for them on
-this host.
+this host. Another architecture's guest (arm64) takes the same files from a sysroot of that
+architecture's Debian packages unpacked by station/vm/guest_root.py: its binaries cannot run here,
+so their libraries are found by reading each ELF file's dynamic section (readelf), and busybox
+makes its applets' links itself at boot.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from station.vm.cpio import Tree
@@ -32,6 +36,8 @@ GUEST_TOOLS: dict[str, str] = {
     # osnoise/hwnoise: the kernel's own noise tracers (the RT kernel has them)
     "/usr/bin/rtla": "rtla",
 }
+# not built for every architecture by Debian: left out of that guest (its image says so)
+NOT_PACKAGED: dict[str, tuple[str, ...]] = {"arm64": ("/usr/bin/stressapptest",)}
 # glibc dlopen()s libgcc_s for pthread_cancel/pthread_exit unwinding: ldd does not list it for C
 # programs
 DLOPENED = ("libgcc_s.so.1",)
@@ -48,7 +54,7 @@ INIT = """#!/bin/sh
 # PID 1 until the last line: mount, network, SSH; then busybox init reaps orphans (the station's
 # setsid'd loads) so a finished process never lingers as a zombie that `kill -0` still finds.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-mount -t proc proc /proc
+{install_applets}mount -t proc proc /proc
 echo "{init_marker} $(cut -d' ' -f1 /proc/uptime) s"
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
@@ -84,8 +90,11 @@ INITTAB = """::ctrlaltdel:/sbin/poweroff -f
 """
 
 
-def shared_libraries(binary: Path) -> list[Path]:
-    """The libraries and dynamic loader binary needs, as ldd resolves them on this host."""
+def shared_libraries(binary: Path, root: Path = Path("/")) -> list[Path]:
+    """The libraries and dynamic loader binary needs: as ldd resolves them on this host, or, for
+    a binary under another architecture's sysroot `root`, as its loader would find them there."""
+    if root != Path("/"):
+        return foreign_libraries(binary, root)
     res = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise VmError(f"ldd {binary} failed: {res.stderr.strip()}")
@@ -99,28 +108,80 @@ def shared_libraries(binary: Path) -> list[Path]:
     return libs
 
 
-def _add_binary(tree: Tree, binary: Path) -> list[Path]:
-    tree.copy(str(binary).lstrip("/"), binary, 0o755)
-    libs = shared_libraries(binary)
-    for lib in libs:
-        # at the path ldd printed: the guest has no ld.so.cache, the loader's default dirs find them
-        tree.copy(str(lib).lstrip("/"), lib, 0o755)
+# where Debian's loader looks with no ld.so.cache, under a sysroot (multiarch first)
+_LIBRARY_DIRS = ("lib/{triplet}", "usr/lib/{triplet}", "lib", "usr/lib")
+
+
+def _dynamic(binary: Path) -> tuple[str | None, list[str]]:
+    """(the program interpreter, the NEEDED sonames) of an ELF file, by readelf (any
+    architecture's)."""
+    res = subprocess.run(["readelf", "-W", "-l", "-d", str(binary)], capture_output=True,
+                         text=True, check=False)
+    if res.returncode != 0:
+        raise VmError(f"readelf {binary} failed: {res.stderr.strip()}")
+    interp = re.search(r"\[Requesting program interpreter: (\S+)\]", res.stdout)
+    return (interp.group(1) if interp else None,
+            re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", res.stdout))
+
+
+def _triplet(binary: Path) -> str:
+    machine = subprocess.run(["readelf", "-h", str(binary)], capture_output=True, text=True,
+                             check=False).stdout
+    return "aarch64-linux-gnu" if "AArch64" in machine else "x86_64-linux-gnu"
+
+
+def foreign_libraries(binary: Path, root: Path) -> list[Path]:
+    """Every library binary (under sysroot root) needs, transitively, and its loader: paths under
+    root, where the guest's loader will look for them."""
+    dirs = [root / d.format(triplet=_triplet(binary)) for d in _LIBRARY_DIRS]
+    found: dict[str, Path] = {}
+    interp, todo = _dynamic(binary)
+    libs: list[Path] = []
+    if interp:
+        libs.append(root / interp.lstrip("/"))
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        lib = next((d / name for d in dirs if (d / name).exists()), None)
+        if lib is None:
+            raise VmError(f"{binary.relative_to(root)} needs {name}, which is in none of "
+                          f"{', '.join(str(d.relative_to(root)) for d in dirs)} under {root}")
+        found[name] = lib
+        libs.append(lib)
+        todo.extend(_dynamic(lib.resolve())[1])
     return libs
 
 
-def _add_tools(tree: Tree) -> None:
+def _add_binary(tree: Tree, binary: Path, root: Path = Path("/")) -> list[Path]:
+    tree.copy(str(binary.relative_to(root)), binary, 0o755)
+    libs = shared_libraries(binary, root)
+    for lib in libs:
+        # at the path ldd printed: the guest has no ld.so.cache, the loader's default dirs find them
+        tree.copy(str(lib.relative_to(root)), lib, 0o755)
+    return libs
+
+
+def guest_tools(arch: str = "amd64") -> dict[str, str]:
+    """GUEST_TOOLS as built for arch (Debian does not build every one everywhere)."""
+    return {path: package for path, package in GUEST_TOOLS.items()
+            if path not in NOT_PACKAGED.get(arch, ())}
+
+
+def _add_tools(tree: Tree, root: Path, tools: Iterable[str]) -> None:
     libdirs: set[Path] = set()
-    for path, package in GUEST_TOOLS.items():
-        binary = Path(path)
+    for path in tools:
+        binary = root / path.lstrip("/")
         if not binary.is_file():
-            raise VmError(f"{binary} is missing: apt-get install --no-install-recommends {package}")
-        libdirs.update(lib.parent for lib in _add_binary(tree,
-                                                         binary) if lib.name.startswith("libc.so"))
+            raise VmError(f"{binary} is missing: apt-get install --no-install-recommends "
+                          f"{GUEST_TOOLS[path]}")
+        libdirs.update(lib.parent for lib in _add_binary(tree, binary, root)
+                       if lib.name.startswith("libc.so"))
     for name in DLOPENED:
         lib = next((d / name for d in sorted(libdirs) if (d / name).is_file()), None)
         if lib is None:
             raise VmError(f"no {name} beside libc in {', '.join(map(str, sorted(libdirs)))}")
-        tree.copy(str(lib).lstrip("/"), lib, 0o755)
+        tree.copy(str(lib.relative_to(root)), lib, 0o755)
 
 
 def build(
@@ -131,8 +192,11 @@ def build(
     latency_modules: list[Path],
     host_key: Path,
     authorized_key: str,
+    root: Path = Path("/"),
+    arch: str = "amd64",
 ) -> int:
-    """Write the cpio (uncompressed) to out; returns its size in bytes."""
+    """Write the cpio (uncompressed) to out; returns its size in bytes. root: where the guest's
+    programs and libraries are (this host, or a sysroot of arch's packages)."""
     tree = Tree()
     for d in ("proc", "sys", "dev", "tmp", "run", "mnt", "var/log"):
         tree.dir(d)
@@ -141,19 +205,27 @@ def build(
     tree.chardev("dev/console", 5, 1)
     tree.chardev("dev/null", 1, 3, 0o666)
 
-    tree.copy("bin/busybox", BUSYBOX, 0o755)
-    res = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True)
-    for applet in res.stdout.split():
-        if applet == "bin/busybox":  # listed among its applets; a link would replace the binary
-            continue
-        depth = applet.count("/")
-        tree.symlink(applet, "../" * depth + "bin/busybox")
+    native = root == Path("/")
+    tree.copy("bin/busybox", root / str(BUSYBOX).lstrip("/"), 0o755)
+    if native:
+        res = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True,
+                             check=True)
+        for applet in res.stdout.split():
+            if applet == "bin/busybox":  # listed among its applets; a link would replace it
+                continue
+            depth = applet.count("/")
+            tree.symlink(applet, "../" * depth + "bin/busybox")
+    else:  # another architecture's busybox cannot list its applets here: it links them at boot
+        tree.symlink("bin/sh", "busybox")
+        for d in ("sbin", "usr/bin", "usr/sbin"):
+            tree.dir(d)
 
-    _add_binary(tree, DROPBEAR)
-    if SFTP_SERVER.is_file():
-        _add_binary(tree, SFTP_SERVER)
+    _add_binary(tree, root / str(DROPBEAR).lstrip("/"), root)
+    sftp = root / str(SFTP_SERVER).lstrip("/")
+    if sftp.is_file():
+        _add_binary(tree, sftp, root)
         tree.symlink("usr/lib/sftp-server", "openssh/sftp-server")  # where Debian's dropbear looks
-    _add_tools(tree)
+    _add_tools(tree, root, guest_tools(arch))
 
     tree.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
     tree.file("etc/group", b"root:x:0:\n")
@@ -180,6 +252,8 @@ def build(
         tree.copy(f"{GUEST_MODULES}/{ko.name}", ko, 0o644)
 
     init = INIT.format(
+        # existing files (procps' pgrep, util-linux's chrt) are kept: busybox does not overwrite
+        install_applets="" if native else "/bin/busybox --install -s\n",
         init_marker=INIT_MARKER,
         sshd_marker=SSHD_MARKER,
         nic_modules=" ".join(guest_nic),

@@ -8,7 +8,8 @@ download).
 Two flavours of the same Debian kernel version: "regular" (linux-image-<abi>-amd64, the release of
 the newest installed linux-headers-*-amd64) and "rt" (linux-image-<abi>-rt-amd64, PREEMPT_RT, built
 by Debian from the same source package and version), so regular and RT runs differ in the kernel
-build only.
+build only. The same two for arm64 (linux-image-<abi>-arm64, -rt-arm64), of the same ABI and
+version again, fetched as foreign packages (station/vm/foreign.py, station/vm/cross.py).
 """
 
 from __future__ import annotations
@@ -28,32 +29,52 @@ from station.vm.errors import VmError
 HEADERS_ROOT = Path("/usr/src")
 Log = Callable[[str], None]
 FLAVOURS = ("regular", "rt")
-# Debian's amd64 kernel flavours by the end of their release name; "regular" is the plain -amd64 one
-_OTHER_SUFFIXES = {"-rt-amd64": "rt", "-cloud-amd64": "cloud"}
+# the guests' architectures, by Debian's names: the station's own (amd64) and arm64 (seed 004's
+# board), each a kernel release suffix
+ARCHES = ("amd64", "arm64")
+# Debian's kernel flavours by the end of their release name (before the architecture); "regular"
+# is the plain -<arch> one
+_OTHER_FLAVOURS = {"rt": "rt", "cloud": "cloud"}
+
+
+def release_arch(release: str) -> str | None:
+    """Debian's architecture of a release: 6.1.0-56-rt-arm64 -> "arm64"; None if neither."""
+    return next((arch for arch in ARCHES if release.endswith(f"-{arch}")), None)
 
 
 def release_flavour(release: str) -> str | None:
-    """The flavour of a release: 6.1.0-56-amd64 is "regular", 6.1.0-56-rt-amd64 "rt"; None if not
-    amd64."""
-    for suffix, flavour in _OTHER_SUFFIXES.items():
-        if release.endswith(suffix):
+    """The flavour of a release: 6.1.0-56-amd64 (or -arm64) is "regular", 6.1.0-56-rt-amd64 "rt";
+    None if not a Debian amd64 or arm64 release."""
+    arch = release_arch(release)
+    if arch is None:
+        return None
+    for name, flavour in _OTHER_FLAVOURS.items():
+        if release.endswith(f"-{name}-{arch}"):
             return flavour
-    return "regular" if release.endswith("-amd64") else None
+    return "regular"
 
 
-def flavour_release(release: str, flavour: str) -> str:
-    """The release of flavour built from the same Debian kernel as release: 6.1.0-56-amd64 ->
-    6.1.0-56-rt-amd64."""
+def flavour_release(release: str, flavour: str, arch: str | None = None) -> str:
+    """The release of flavour (and arch: release's own by default) built from the same Debian
+    kernel as release: 6.1.0-56-amd64 -> 6.1.0-56-rt-amd64, or 6.1.0-56-rt-arm64."""
     check_flavour(flavour)
-    if release_flavour(release) != "regular":
-        raise VmError(f"{release} is not a regular Debian amd64 kernel release")
-    base = release.removesuffix("-amd64")
-    return release if flavour == "regular" else f"{base}-{flavour}-amd64"
+    own = release_arch(release)
+    if own is None or release_flavour(release) != "regular":
+        raise VmError(f"{release} is not a regular Debian amd64 or arm64 kernel release")
+    arch = check_arch(arch or own)
+    base = release.removesuffix(f"-{own}")
+    return f"{base}-{arch}" if flavour == "regular" else f"{base}-{flavour}-{arch}"
 
 
 def check_flavour(flavour: str) -> None:
     if flavour not in FLAVOURS:
         raise VmError(f"unknown kernel flavour {flavour!r}: choose one of {', '.join(FLAVOURS)}")
+
+
+def check_arch(arch: str) -> str:
+    if arch not in ARCHES:
+        raise VmError(f"unknown guest architecture {arch!r}: choose one of {', '.join(ARCHES)}")
+    return arch
 
 
 @dataclass(frozen=True)

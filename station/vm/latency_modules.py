@@ -22,6 +22,7 @@ CHECKOUT_MODULES = Path(__file__).resolve().parents[2] / "target_modules"
 # irqgap_inject and gpio_testchip: test only
 MODULES = ("lpt_latency.ko", "pcie_latency.ko", "irqgap_inject.ko", "gpio_responder.ko",
            "gpio_testchip.ko")
+BUILD_LOG = "make.log"  # beside the built modules
 # build products and the user-space tool: not inputs (pyproject.toml's exclude-package-data
 # keeps them out of the wheel too); nor are hidden files (.gitignore, kbuild's .*.cmd)
 _IGNORE = ("*.o", "*.ko", "*.mod", "*.mod.c", "Module.symvers", "modules.order", "irqs-dump",
@@ -97,7 +98,8 @@ def sources_tarball(src: Path | None = None) -> bytes:
 def build(kdir: Path, build_dir: Path, out_dir: Path, src: Path | None = None,
           make_args: tuple[str, ...] = ()) -> list[Path]:
     """make W=1 in a copy under build_dir (the sources stay clean); the .ko files land in
-    out_dir. `make_args`: more of make's variables (ARCH=…, CROSS_COMPILE=…), as arguments."""
+    out_dir, make's output in out_dir/make.log. `make_args`: more of make's variables (ARCH=…,
+    CROSS_COMPILE=…), as arguments."""
     tree = prepare_tree(build_dir, src)
     res = subprocess.run(
         ["make", "-C", str(tree), f"KDIR={kdir}", "W=1", *make_args], capture_output=True,
@@ -108,6 +110,8 @@ def build(kdir: Path, build_dir: Path, out_dir: Path, src: Path | None = None,
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
+    # make's own words beside what it made: a warning W=1 printed stays readable (and testable)
+    (out_dir / BUILD_LOG).write_text(res.stdout + res.stderr)
     built = []
     for name in MODULES:
         ko = tree / "linux" / name

@@ -118,31 +118,36 @@ class VirtualMachine:
         return self._pid
 
     def qemu_command(self) -> list[str]:
+        arm64 = self.image.arch == "arm64"
         return [
-            "qemu-system-x86_64",
+            "qemu-system-aarch64" if arm64 else "qemu-system-x86_64",
             # TCG: no KVM on the machines this runs on, and timings are emulated either way
             "-accel", f"tcg,thread={self.tcg_threads}",
             # threads named ("CPU 1/TCG", single: "ALL CPUs/TCG"): a host tool (or a test's stealer)
             # can find a vCPU's thread
             "-name", "irq-station-vm,debug-threads=on",
-            "-machine", "q35",
-            "-cpu", "max",
+            # arm64: QEMU's `virt` board (PCIe, a PL011 UART, GICv3) and pointer authentication
+            # with QEMU's cheap algorithm (the architected QARMA costs most of an emulated arm64
+            # kernel's time)
+            *(["-machine", "virt,gic-version=3", "-cpu", "max,pauth-impdef=on"] if arm64 else
+              ["-machine", "q35", "-cpu", "max"]),
             "-m", str(self.memory_mib),
             "-smp", str(self.cpus),
             "-display", "none",
-            "-vga", "none",
+            *([] if arm64 else ["-vga", "none"]),
             "-no-reboot",
             "-kernel", str(self.image.kernel_path),
             "-initrd", str(self.image.initrd_path),
-            "-append", KERNEL_CMDLINE,
+            "-append", KERNEL_CMDLINE.replace("ttyS0", "ttyAMA0") if arm64 else KERNEL_CMDLINE,
             "-netdev", f"user,id=n0,hostfwd=tcp:{HOST}:{self.ssh_port}-:22",
             # autonegotiation off: the emulated link is up at once instead of ~2.5 s after
             # `ip link set up`
             "-device", "e1000,netdev=n0,autonegotiation=off",
             # the PCIe module's emulated target (1234:11e8)
             "-device", "edu",
-            # keeps the ISA parallel port at 0x378 / IRQ 7 for the LPT module, with nothing attached
-            "-parallel", "null",
+            # keeps the ISA parallel port at 0x378 / IRQ 7 for the LPT module, with nothing
+            # attached (`virt` has no ISA bus: no LPT on arm64)
+            *([] if arm64 else ["-parallel", "null"]),
             "-serial", f"file:{self.console_log}",
             "-monitor", "none",
         ]  # fmt: skip
@@ -189,6 +194,7 @@ class VirtualMachine:
             "image_dir": str(self.image.dir),
             "kernel_release": self.image.kernel_release,
             "kernel_flavour": self.image.flavour,
+            "arch": self.image.arch,
             "memory_mib": self.memory_mib,
             "cpus": self.cpus,
             "identity_file": str(self.image.identity_file),
@@ -259,8 +265,9 @@ class VirtualMachine:
                     preexec_fn=die_with_parent if self.die_with_caller else None,
                 )
             except FileNotFoundError:
+                package = "qemu-system-arm" if self.image.arch == "arm64" else "qemu-system-x86"
                 raise VmError(
-                    "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+                    f"{self.qemu_command()[0]} not found (apt-get install {package})"
                 ) from None
         self._pid = self._proc.pid
         self._write_state()

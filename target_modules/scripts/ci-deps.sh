@@ -5,6 +5,10 @@
 #
 #   * Debian's kernel headers (linux-headers-amd64) to build the mainline
 #     modules against; the CI machine's running kernel is irrelevant.
+#   * the arm64 cross-compiler Debian's arm64 kernel is built with
+#     (gcc-aarch64-linux-gnu: gcc 12) and its C library (libc6-dev-arm64-cross,
+#     for the static tools); the arm64 headers themselves are fetched as
+#     foreign packages by station/vm/cross.py, never installed.
 #   * libgpiod v1 (libgpiod-dev: header, libgpiod.a for the static build)
 #     for tools/gpio_responder_user, and gpiod (gpiodetect, gpioinfo, ...).
 #   * the AVR responder (target_modules/avr): gcc-avr, binutils-avr and
@@ -30,7 +34,8 @@ fi
 
 . "$(dirname "$0")/../../scripts/ci/install-missing.sh"
 install_missing linux-headers-amd64 kmod gcc make perl xz-utils libgpiod-dev gpiod \
-	 gcc-avr binutils-avr avr-libc libsimavr-dev pkg-config arduino-core-avr
+	 gcc-avr binutils-avr avr-libc libsimavr-dev pkg-config arduino-core-avr \
+	 gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 
 if [ ! -s "$CP_DIR/checkpatch.pl" ] || [ ! -s "$CP_DIR/spelling.txt" ] ||
    [ ! -s "$CP_DIR/const_structs.checkpatch" ]; then
