@@ -54,6 +54,7 @@ ImportFormat = enum.Enum("ImportFormat", {n: n for n in ("auto", "legacy", "v1",
 Interface = enum.Enum("Interface", {n: n for n in get_args(InterfaceName)}, type=str)
 Variant = enum.Enum("Variant", {v.replace("-", "_"): v for v in get_args(VariantName)}, type=str)
 Kernel = enum.Enum("Kernel", {n: n for n in ("regular", "rt")}, type=str)
+Arch = enum.Enum("Arch", {n: n for n in ("amd64", "arm64")}, type=str)
 # the twin scope's buses (instruments/sim/bus.py BUSES, kept in step by tests/test_cli_help.py)
 TwinBus = enum.Enum("TwinBus", {n: n for n in ("loopback", "model", "gpib", "usb", "lan",
                                                "gigabit")}, type=str)
@@ -687,12 +688,16 @@ app.add_typer(vm_app, name="vm")
 
 # a Kernel
 KERNEL_OPTION = typer.Option("regular", help="regular: Debian's kernel; rt: its PREEMPT_RT build")
+# an Arch
+ARCH_OPTION = typer.Option("amd64", help="the guest's architecture: amd64, or arm64 (QEMU's virt "
+                           "board, emulated)")
 
 
-def _vm_state_dir(kernel: str) -> Path:
+def _vm_state_dir(kernel: str, arch: str) -> Path:
     from station.vm.paths import image_dir
 
-    return image_dir(None, kernel)  # where build_image puts that flavour (and `vm up` its state)
+    # where build_image puts that flavour and architecture (and `vm up` its state)
+    return image_dir(None, kernel, arch)
 
 
 @vm_app.command("build")
@@ -700,45 +705,48 @@ def vm_build(
     force: bool = typer.Option(False, help="rebuild even if the cached image is current",
                                metavar=FLAG),
     kernel: Kernel = KERNEL_OPTION,
+    arch: Arch = ARCH_OPTION,
 ) -> None:
     """Build (or reuse) the VM image from Debian packages."""
     from station.vm import VmError, build_image
 
     try:
         image = build_image(force=force, log=lambda msg: typer.echo(msg, err=True),
-                            kernel=kernel.value)
+                            kernel=kernel.value, arch=arch.value)
     except VmError as exc:
         _fail(str(exc))
-    typer.echo(f"image: {image.dir} (kernel {image.kernel_release})")
+    typer.echo(f"image: {image.dir} (kernel {image.kernel_release}, {image.arch})")
 
 
 @vm_app.command("up")
 def vm_up(port: int = typer.Option(10022, help="127.0.0.1 port forwarded to the VM's SSH"),
-          kernel: Kernel = KERNEL_OPTION) -> None:
+          kernel: Kernel = KERNEL_OPTION, arch: Arch = ARCH_OPTION) -> None:
     """Build the image if needed, boot the VM and wait until SSH answers."""
     from station.vm import VirtualMachine, VmError, build_image
 
     try:
-        image = build_image(log=lambda msg: typer.echo(msg, err=True), kernel=kernel.value)
+        image = build_image(log=lambda msg: typer.echo(msg, err=True), kernel=kernel.value,
+                            arch=arch.value)
         vm = VirtualMachine(image, ssh_port=port)
         vm.start()
     except VmError as exc:
         _fail(str(exc))
     t = vm.timings
     typer.echo(
-        f"VM up in {t.get('to_ssh_s', float('nan')):.1f} s (kernel {image.kernel_release}): ssh -p "
+        f"VM up in {t.get('to_ssh_s', float('nan')):.1f} s (kernel {image.kernel_release}, "
+        f"{image.arch}): ssh -p "
         f"{port} -i {image.identity_file} -o UserKnownHostsFile={vm.known_hosts_file} "
         "root@127.0.0.1"
     )
 
 
 @vm_app.command("down")
-def vm_down(kernel: Kernel = KERNEL_OPTION) -> None:
+def vm_down(kernel: Kernel = KERNEL_OPTION, arch: Arch = ARCH_OPTION) -> None:
     """Shut the VM down (poweroff over SSH; killed if it does not stop)."""
     from station.vm import VirtualMachine, VmError
 
     try:
-        vm = VirtualMachine.from_state(_vm_state_dir(kernel.value))
+        vm = VirtualMachine.from_state(_vm_state_dir(kernel.value, arch.value))
     except VmError as exc:
         _fail(str(exc))
     vm.stop()
@@ -746,7 +754,8 @@ def vm_down(kernel: Kernel = KERNEL_OPTION) -> None:
 
 
 @vm_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def vm_ssh(ctx: typer.Context, kernel: Kernel = KERNEL_OPTION) -> None:
+def vm_ssh(ctx: typer.Context, kernel: Kernel = KERNEL_OPTION,
+           arch: Arch = ARCH_OPTION) -> None:
     """Open a shell in the running VM (or run the command given after --)."""
     import os
     import shutil
@@ -754,7 +763,7 @@ def vm_ssh(ctx: typer.Context, kernel: Kernel = KERNEL_OPTION) -> None:
     from station.vm import VirtualMachine, VmError
 
     try:
-        vm = VirtualMachine.from_state(_vm_state_dir(kernel.value))
+        vm = VirtualMachine.from_state(_vm_state_dir(kernel.value, arch.value))
     except VmError as exc:
         _fail(str(exc))
     ssh = shutil.which("ssh")

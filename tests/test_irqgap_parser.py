@@ -66,8 +66,8 @@ def test_tsc_output():
     out = parse(TSC_OUTPUT)
     assert out.version == FORMAT_VERSION == 1
     assert (out.clock, out.cpu, out.threshold_ns, out.priority) == ("tsc", 1, 20000, 99)
-    assert out.tsc_hz == pytest.approx(2596122120.6)
-    assert out.tsc_hz_end == pytest.approx(2596122279.9)
+    assert out.counter_hz == pytest.approx(2596122120.6)
+    assert out.counter_hz_end == pytest.approx(2596122279.9)
     assert out.smi_available and out.smi_reason is None
     assert out.softirq_names[9] == "RCU" and len(out.softirq_names) == 10
     assert out.irq_lines[0] == ("0", "IO-APIC   2-edge      timer")
@@ -93,7 +93,7 @@ def test_tsc_output():
 
 def test_monotonic_output():
     out = parse(MONO_OUTPUT)
-    assert out.clock == "monotonic" and out.tsc_hz is None and out.tsc_hz_end is None
+    assert out.clock == "monotonic" and out.counter_hz is None and out.counter_hz_end is None
     assert not out.smi_available
     assert out.smi_reason == "open /dev/cpu/0/msr: No such file or directory"
     assert out.gaps == [Gap(70000200, 60000000, 2, None, {0: 15}, {1: 15})]
@@ -116,7 +116,7 @@ def test_unknown_keywords_are_ignored():
 def test_torn_last_line_is_dropped():
     cut = TSC_OUTPUT[: TSC_OUTPUT.index("tsc_hz_end") + 7]
     out = parse(cut)
-    assert out.torn and out.tsc_hz_end is None and out.end is not None
+    assert out.torn and out.counter_hz_end is None and out.end is not None
     cut = MONO_OUTPUT[: MONO_OUTPUT.index("\ngap ") + 1 + 12]  # killed while writing a gap line
     out = parse(cut)
     assert out.torn and out.gaps == [] and out.end is None
@@ -157,6 +157,14 @@ BAD = [
     (_replace("clock monotonic\n", "clock tsc\ntsc_hz nan\n"), "tsc_hz is not a positive number"),
     (_replace("clock monotonic\n", "clock tsc\ntsc_hz 0.0\n"), "tsc_hz is not a positive number"),
     (_replace("clock monotonic\n", "clock tsc\ntsc_hz 1e999\n"), "tsc_hz is not a positive number"),
+    (_replace("clock monotonic\n", "clock cntvct\n"), "no cntvct_hz"),
+    (_replace("clock monotonic\n", "arch x86-64\nclock monotonic\n"), "arch is not a machine name"),
+    (_replace("clock monotonic\n", "arch x86_64\narch aarch64\nclock monotonic\n"), "second 'arch'"),
+    (_replace("clock monotonic\n", "clock cntvct\ntsc_hz 62500000.0\n"), "tsc_hz but the clock is cntvct"),
+    (_replace("clock monotonic\n", "clock tsc\ntsc_hz 1e9\ncntvct_hz_end 62500000.0\n"),
+     "cntvct_hz_end but the clock is tsc"),
+    (_replace("clock monotonic\n", "clock cntvct\ncntvct_hz 62500000.0\ncntfrq_hz 0\n"),
+     "cntfrq_hz is not a positive number"),
     (_replace("smi unavailable", "smi maybe"), "smi available"),
     (_replace("smi unavailable open /dev/cpu/0/msr: No such file or directory\n", ""), "no smi"),
     (_replace("softirq 1 TIMER\n", "softirq 0 TIMER\n"), "softirq index 0 declared twice"),
@@ -209,14 +217,16 @@ def test_error_names_the_line():
 
 
 def _render(out: IrqgapOutput) -> str:
-    """The text the program would print for out (tsc_hz with one decimal, like %.1f)."""
+    """The text the program would print for out (the counter's rate with one decimal, like %.1f)."""
 
     def deltas(d: dict[int, int]) -> str:
         return ",".join(f"{k}:{v}" for k, v in d.items()) or "-"
 
-    lines = [f"irqgap {out.version}", f"clock {out.clock}"]
-    if out.tsc_hz is not None:
-        lines.append(f"tsc_hz {out.tsc_hz:.1f}")
+    lines = [f"irqgap {out.version}"] + ([f"arch {out.arch}"] if out.arch else []) + [f"clock {out.clock}"]
+    if out.counter_hz is not None:
+        lines.append(f"{out.clock}_hz {out.counter_hz:.1f}")
+    if out.cntfrq_hz is not None:
+        lines.append(f"cntfrq_hz {out.cntfrq_hz:.1f}")
     lines += [f"cpu {out.cpu}", f"threshold_ns {out.threshold_ns}", f"priority {out.priority}"]
     lines.append("smi available" if out.smi_available else f"smi unavailable {out.smi_reason}")
     lines += [f"softirq {i} {n}" for i, n in out.softirq_names.items()]
@@ -232,8 +242,8 @@ def _render(out: IrqgapOutput) -> str:
         lines.append(
             f"end {e['mono_ns']} {e['iterations']} {e['gaps']} {e['blind_ns']} {e['min_loop_ns']} {e['reason']}"
         )
-    if out.tsc_hz_end is not None:
-        lines.append(f"tsc_hz_end {out.tsc_hz_end:.1f}")
+    if out.counter_hz_end is not None:
+        lines.append(f"{out.clock}_hz_end {out.counter_hz_end:.1f}")
     return "\n".join(lines) + "\n"
 
 
@@ -245,7 +255,8 @@ _hz = st.integers(10**8, 10**11).map(lambda n: n / 10)
 
 @st.composite
 def outputs(draw) -> IrqgapOutput:
-    tsc = draw(st.booleans())
+    clock = draw(st.sampled_from(["tsc", "cntvct", "monotonic"]))
+    tsc = clock != "monotonic"  # a raw counter: its rates are printed
     smi = draw(st.booleans())
     irq_lines = draw(st.dictionaries(st.integers(0, 500), st.tuples(_token, _desc), max_size=8))
     softirqs = draw(st.dictionaries(st.integers(0, 20), _token, max_size=5))
@@ -284,9 +295,11 @@ def outputs(draw) -> IrqgapOutput:
     )
     return IrqgapOutput(
         version=1,
-        clock="tsc" if tsc else "monotonic",
-        tsc_hz=draw(_hz) if tsc else None,
-        tsc_hz_end=draw(_hz | st.none()) if tsc else None,
+        clock=clock,
+        arch=draw(st.none() | st.sampled_from(["x86_64", "aarch64"])),
+        counter_hz=draw(_hz) if tsc else None,
+        counter_hz_end=draw(_hz | st.none()) if tsc else None,
+        cntfrq_hz=draw(_hz) if clock == "cntvct" else None,
         cpu=draw(st.integers(0, 8191)),
         threshold_ns=draw(st.integers(1, 10**12)),
         priority=draw(st.integers(0, 99)),

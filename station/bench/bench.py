@@ -244,7 +244,8 @@ class Bench:
         target = wiring.target
         try:
             image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message,
-                                                                         kernel=target.kernel))
+                                                                         kernel=target.kernel,
+                                                                         arch=target.arch))
             vm = VirtualMachine(image, ssh_port=free_port(),
                                 state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
                                 die_with_caller=True)
@@ -253,7 +254,8 @@ class Bench:
         except VmError as exc:
             raise BenchError(f"vm: {exc}") from None
         self.vm = vm
-        self.log.message(f"VM up on 127.0.0.1:{vm.ssh_port} (kernel {image.kernel_release})")
+        self.log.message(f"VM up on 127.0.0.1:{vm.ssh_port} (kernel {image.kernel_release}, "
+                         f"{image.arch}, emulated)")
         return wiring._replace(target=target.model_copy(update={
             "kind": "ssh", "host": "127.0.0.1", "port": vm.ssh_port, "user": "root",
             "identity_file": str(image.identity_file), "known_hosts": str(vm.known_hosts_file),
@@ -468,6 +470,7 @@ class Bench:
                 "kernel": self.target_settings.kernel
                 if self.target_settings.kind == "vm"
                 else None,
+                "arch": self.target_settings.arch if self.target_settings.kind == "vm" else None,
                 "host": self.target.endpoint.where,
                 "audit": self.facts,
                 "place": None if self.place is None else self.place.describe(),

@@ -63,7 +63,13 @@ class TargetSettings(Strict):
     kernel: Literal["regular", "rt"] = Field(
         "regular",
         description="vm only: Debian's regular kernel or its PREEMPT_RT build "
-                    "(linux-image-rt-amd64)"
+                    "(linux-image-rt-amd64, -rt-arm64)"
+    )
+    arch: Literal["amd64", "arm64"] = Field(
+        "amd64",
+        description="vm only: the guest's architecture, by Debian's name: amd64 (QEMU's q35 PC) "
+        "or arm64 (QEMU's virt board, emulated: Debian's arm64 kernel of the same version, the "
+        "modules cross-built; no parallel port, so no LPT module; docs/vm.md)"
     )
     host: Host = Field("127.0.0.1",
                        description="a name or address; ~/.ssh/config's Host aliases, HostName, "
@@ -133,6 +139,9 @@ class TargetSettings(Strict):
                              "(RTAI needs its own kernel)")
         if self.kernel != "regular" and self.kind != "vm":
             raise LocatedError(("kernel",), "chooses the VM's kernel: only for kind: vm")
+        if self.arch != "amd64" and self.kind != "vm":
+            raise LocatedError(("arch",), "chooses the VM's architecture: only for kind: vm (a "
+                               "board's is what it runs)")
         return self
 
 

@@ -6,8 +6,10 @@ CPU's rows of /proc/interrupts and /proc/softirqs. Its output is text, one recor
 fields separated by one space, every line starting with a keyword::
 
     irqgap 1                       magic and format version (first line)
-    clock tsc|monotonic
-    tsc_hz <float>                 tsc only: calibrated before the loop
+    arch <machine>                 as uname -m names it (x86_64, aarch64); older outputs: none
+    clock tsc|cntvct|monotonic     a raw counter (x86's TSC, arm64's generic timer), or the clock
+    <counter>_hz <float>           a counter only (tsc_hz, cntvct_hz): calibrated before the loop
+    cntfrq_hz <float>              cntvct only: the rate the timer's register claims
     cpu <n>
     threshold_ns <int>
     priority <int>                 0: SCHED_OTHER
@@ -21,7 +23,7 @@ fields separated by one space, every line starting with a keyword::
     the
                                         threshold: the CPU was taken while the loop did not watch
     end <mono_ns> <iterations> <gaps> <blind_ns> <min_loop_ns> duration|signal
-    tsc_hz_end <float>             tsc only: calibrated again after the loop
+    <counter>_hz_end <float>       a counter only: calibrated again after the loop
 
 Known lines are checked strictly: anything malformed raises :class:`IrqgapOutputError` naming
 the line. Lines with other keywords are ignored (later versions may add some). The program may
@@ -41,8 +43,10 @@ END_REASONS = ("duration", "signal")
 
 _INT = re.compile(r"[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_HEADER_ONCE = ("clock", "tsc_hz", "cpu", "threshold_ns", "priority", "smi", "start", "end",
-                "tsc_hz_end")
+COUNTERS = ("tsc", "cntvct")  # the raw counters irqgap reads (x86, arm64)
+_RATES = tuple(f"{c}_hz{end}" for c in COUNTERS for end in ("", "_end"))
+_HEADER_ONCE = ("arch", "clock", "cpu", "threshold_ns", "priority", "smi", "start", "end",
+                "cntfrq_hz", *_RATES)
 
 
 class IrqgapOutputError(ValueError):
@@ -72,9 +76,11 @@ class IrqgapOutput:
     """Everything one irqgap run printed."""
 
     version: int
-    clock: str
-    tsc_hz: float | None
-    tsc_hz_end: float | None
+    clock: str  # "tsc", "cntvct" or "monotonic"
+    arch: str | None  # the loop's architecture (uname -m's word); None: an output before it said
+    counter_hz: float | None  # the counter's rate calibrated before the loop (None: monotonic)
+    counter_hz_end: float | None  # and after it
+    cntfrq_hz: float | None  # arm64: the rate the generic timer's register claims
     cpu: int
     threshold_ns: int
     priority: int
@@ -162,7 +168,8 @@ def parse(text: str) -> IrqgapOutput:
 
     version = _magic(_Line(1, lines[0]))
     seen: set[str] = set()
-    h: dict[str, Any] = {"tsc_hz": None, "tsc_hz_end": None, "smi_reason": None}
+    h: dict[str, Any] = {"counter_hz": None, "counter_hz_end": None, "cntfrq_hz": None,
+                         "smi_reason": None, "arch": None}
     irq_lines: dict[int, tuple[str, str]] = {}
     softirq_names: dict[int, str] = {}
     gaps: list[Gap] = []
@@ -173,8 +180,8 @@ def parse(text: str) -> IrqgapOutput:
 
     def missing_header() -> str:
         missing = [k for k in ("clock", "cpu", "threshold_ns", "priority", "smi") if k not in seen]
-        if not missing and h["clock"] == "tsc" and "tsc_hz" not in seen:
-            missing = ["tsc_hz"]
+        if not missing and h["clock"] in COUNTERS and f"{h['clock']}_hz" not in seen:
+            missing = [f"{h['clock']}_hz"]
         return ", ".join(missing)
 
     for number, text in enumerate(lines[1:], start=2):
@@ -191,12 +198,22 @@ def parse(text: str) -> IrqgapOutput:
 
         if kw == MAGIC:
             raise line.error("second magic line")
+        elif kw == "arch":
+            (arch,) = line.fields(2)
+            if not re.fullmatch(r"[A-Za-z0-9_]{1,32}", arch):
+                raise line.error("arch is not a machine name")
+            h["arch"] = arch
         elif kw == "clock":
             (clock,) = line.fields(2)
-            if clock not in ("tsc", "monotonic"):
-                raise line.error("clock is not tsc or monotonic")
+            if clock not in (*COUNTERS, "monotonic"):
+                raise line.error("clock is not tsc, cntvct or monotonic")
             h["clock"] = clock
-        elif kw in ("tsc_hz", "tsc_hz_end"):
+        elif kw in _RATES:
+            (hz,) = line.fields(2)
+            if not kw.startswith(f"{h.get('clock')}_"):
+                raise line.error(f"{kw} but the clock is {h.get('clock', 'not said yet')}")
+            h["counter_hz_end" if kw.endswith("_end") else "counter_hz"] = line.hz(hz, kw)
+        elif kw == "cntfrq_hz":
             (hz,) = line.fields(2)
             h[kw] = line.hz(hz, kw)
         elif kw in ("cpu", "threshold_ns", "priority"):
@@ -277,8 +294,10 @@ def parse(text: str) -> IrqgapOutput:
     return IrqgapOutput(
         version=version,
         clock=h["clock"],
-        tsc_hz=h["tsc_hz"],
-        tsc_hz_end=h["tsc_hz_end"],
+        arch=h["arch"],
+        counter_hz=h["counter_hz"],
+        counter_hz_end=h["counter_hz_end"],
+        cntfrq_hz=h["cntfrq_hz"],
         cpu=h["cpu"],
         threshold_ns=h["threshold_ns"],
         priority=h["priority"],

@@ -11,6 +11,7 @@ from station.target.ssh import TargetConnection
 
 AUDIT_COMMANDS = {
     "uname": "uname -a",
+    "machine": "uname -m",  # the architecture: x86_64, aarch64, armv7l
     "cmdline": "cat /proc/cmdline",
     "nproc": "nproc",
     "rtai": "cat /proc/rtai/hal",

@@ -1,6 +1,8 @@
 """The station's own programs on a target (target_modules/tools/*.c): built once on this machine
-as a static binary and uploaded where the target has the same architecture, or compiled on the
-target with its own cc otherwise (with the libraries the program links, which must be there)."""
+as a static binary and uploaded where the target has the same architecture, or another one this
+machine has a cross-compiler for (an arm64 board or guest: gcc-aarch64-linux-gnu), or compiled on
+the target with its own cc otherwise (with the libraries the program links, which must be
+there)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import hashlib
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,8 @@ from pathlib import Path
 from station.target.ssh import TargetConnection, TargetError
 
 CFLAGS = ("-std=gnu11", "-O2", "-Wall", "-Wextra")
+# a target's `uname -m` -> the cross-compiler this machine may have for it (Debian's names)
+CROSS_GCC = {"aarch64": "aarch64-linux-gnu-gcc", "x86_64": "x86_64-linux-gnu-gcc"}
 
 
 @dataclass(frozen=True)
@@ -39,22 +44,42 @@ class Tool:
     def link_flags(self) -> list[str]:
         return [f"-l{lib}" for lib in self.libs]
 
-    def host_binary(self) -> Path:
-        """The static binary for this machine's architecture, built on first use."""
-        out = self.cache_dir() / f"{self.program}-{platform.machine()}-{self.digest()}"
+    def host_binary(self, machine: str | None = None) -> Path:
+        """The static binary for `machine` (`uname -m`; default: this machine's), built on first
+        use, with the cross-compiler for another one."""
+        machine = machine or platform.machine()
+        gcc = "gcc" if machine == platform.machine() else CROSS_GCC.get(machine)
+        if gcc is None:
+            raise TargetError(f"no cross-compiler known for {machine}")
+        out = self.cache_dir() / f"{self.program}-{machine}-{self.digest()}"
         if out.is_file():
             return out
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")  # two stations may build at once
-        res = subprocess.run(["gcc", *CFLAGS, "-static", "-o", str(tmp), str(self.source()),
-                              *self.link_flags()],
-                             capture_output=True, text=True, check=False)
+        try:
+            res = subprocess.run([gcc, *CFLAGS, "-static", "-o", str(tmp), str(self.source()),
+                                  *self.link_flags()],
+                                 capture_output=True, text=True, check=False)
+        except FileNotFoundError:
+            raise TargetError(f"{gcc} is not installed") from None
         if res.returncode != 0:
             tmp.unlink(missing_ok=True)
-            raise TargetError(f"building {self.program} here failed ({self.packages} are needed):\n"
+            what = self.packages if gcc == "gcc" else f"{gcc} with the libraries it links"
+            raise TargetError(f"building {self.program} here with {gcc} failed ({what} needed):\n"
                               f"{res.stderr[-2000:]}")
         tmp.rename(out)
         return out
+
+    def cross_binary(self, machine: str) -> Path | None:
+        """The static binary for another machine, if this one has its cross-compiler and the
+        build succeeds (libraries it links included); None otherwise."""
+        gcc = CROSS_GCC.get(machine)
+        if gcc is None or shutil.which(gcc) is None:
+            return None
+        try:
+            return self.host_binary(machine)
+        except TargetError:
+            return None
 
     async def ensure(self, conn: TargetConnection, work_dir: str) -> str:
         """The program's path on the target, uploading or building it there if needed."""
@@ -64,15 +89,20 @@ class Tool:
             return remote
         await conn.run(f"mkdir -p {shlex.quote(remote.rsplit('/', 1)[0])}")
         arch = ((await conn.run("uname -m", check=False)).stdout or "").strip()
-        if arch == platform.machine():
-            await conn.upload(self.host_binary().read_bytes(), remote + ".part")
+        binary = self.host_binary() if arch == platform.machine() else self.cross_binary(arch)
+        if binary is not None:
+            await conn.upload(binary.read_bytes(), remote + ".part")
             await conn.run(f"chmod 755 {q}.part && mv {q}.part {q}")
             return remote
-        # another architecture: its own compiler, or nothing
+        # another architecture, no cross-compiler here: its own compiler, or nothing
         if (await conn.run("command -v cc", check=False)).exit_status != 0:
+            cross = CROSS_GCC.get(arch)
+            package = f"gcc-{cross.removesuffix('-gcc').replace('_', '-')}" if cross else ""
+            here = (f", or a cross-compiler here (Debian: apt-get install {package})" if cross
+                    else "")
             raise TargetError(f"{conn.endpoint.where} is {arch or 'of an unknown architecture'} "
                               f"(this machine: {platform.machine()}) and has no cc to build "
-                              f"{self.program}: install gcc there")
+                              f"{self.program}: install gcc there{here}")
         await conn.upload(self.source().read_bytes(), remote + ".c")
         links = " ".join(self.link_flags())
         built = await conn.run(f"cc {' '.join(CFLAGS)} -o {q} {q}.c {links}".rstrip(), check=False)

@@ -105,23 +105,34 @@ class ForeignArchive:
         if version is None:
             raise VmError(f"Debian's archive has no {package} for {self.arch} (apt-cache policy "
                           f"{package} with {self.root / 'apt.conf'})")
+        return self.download_all({package: version}, log)[package]
+
+    def _cached(self, package: str, version: str) -> Path:
         if not VERSION.fullmatch(version):
             raise VmError(f"{version!r} is not a Debian version")
-        cached = self.debs / f"{package}_{version.replace(':', '%3a')}_{self.arch}.deb"
-        if cached.is_file():
-            return cached
-        scratch = self.debs / "partial"
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True)
-        log(f"vm: apt-get download {package}:{self.arch}={version}")
-        res = self._apt("apt-get", "download", "-q", f"{package}:{self.arch}={version}",
-                        cwd=scratch)
-        got = sorted(scratch.glob(f"{package}_*.deb"))
-        if res.returncode != 0 or not got:
-            raise VmError(f"apt-get download {package}:{self.arch}={version} failed:\n"
-                          f"{(res.stdout + res.stderr)[-2000:]}")
-        got[-1].replace(cached)
-        shutil.rmtree(scratch, ignore_errors=True)
+        name = f"{_check_package(package)}_{version.replace(':', '%3a')}_{self.arch}.deb"
+        return self.debs / name
+
+    def download_all(self, packages: dict[str, str], log: Log = print) -> dict[str, Path]:
+        """package -> its .deb at the version given, the missing ones downloaded in one apt-get
+        call."""
+        cached = {p: self._cached(p, v) for p, v in packages.items()}
+        todo = {p: v for p, v in packages.items() if not cached[p].is_file()}
+        if todo:
+            scratch = self.debs / "partial"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir(parents=True)
+            names = [f"{p}:{self.arch}={v}" for p, v in sorted(todo.items())]
+            what = " ".join(names) if len(names) < 4 else f"{len(names)} {self.arch} packages"
+            log(f"vm: apt-get download {what}")
+            res = self._apt("apt-get", "download", "-q", *names, cwd=scratch)
+            for package in todo:
+                got = sorted(scratch.glob(f"{package}_*.deb"))
+                if res.returncode != 0 or not got:
+                    raise VmError(f"apt-get download {package}:{self.arch}={todo[package]} "
+                                  f"failed:\n{(res.stdout + res.stderr)[-2000:]}")
+                got[-1].replace(cached[package])
+            shutil.rmtree(scratch, ignore_errors=True)
         return cached
 
     def closure(self, packages: Iterable[str]) -> dict[str, str]:

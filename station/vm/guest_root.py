@@ -50,8 +50,8 @@ def guest_sysroot(archive: ForeignArchive, tools: dict[str, str], root: Path,
         pass
     if root.exists():
         shutil.rmtree(root)
-    for package, version in packages.items():
-        archive.unpack(archive.download(package, version, log), root)
+    for deb in archive.download_all(packages, log).values():
+        archive.unpack(deb, root)
     record.write_text(json.dumps(packages, indent=1, sort_keys=True))
     return root, packages
 

@@ -6,9 +6,13 @@
  * and the SMI counter (MSR 0x34).
  *
  *   irqgap --cpu N --threshold-ns T [--duration-s S] [--priority P]
- *          [--clock auto|tsc|monotonic] [--no-mlock] [--no-counts]
+ *          [--clock auto|tsc|cntvct|monotonic] [--no-mlock] [--no-counts]
  *          [--flush-ms M] [--msr-dev PATH] [--no-smi]
  *          [--interrupts-file PATH] [--softirqs-file PATH]
+ *
+ * The loop's clock is a raw counter where user space can read one (x86's
+ * invariant TSC; arm64's generic timer, its virtual count CNTVCT_EL0), its
+ * rate calibrated against CLOCK_MONOTONIC_RAW; else CLOCK_MONOTONIC.
  *
  * Output (stdout) is line based text, format version 1; see the station's
  * parser, station/parsers/irqgap.py. Everything the loop writes is kept in
@@ -40,11 +44,31 @@
 #include <time.h>
 #include <unistd.h>
 
+/* the raw counter of this architecture, if any: "tsc" (x86) or "cntvct" (arm64) */
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
-#define HAVE_TSC 1
+#define HAVE_COUNTER	1
+#define COUNTER_NAME	"tsc"
+#define HAVE_SMI	1
+#elif defined(__aarch64__)
+#define HAVE_COUNTER	1
+#define COUNTER_NAME	"cntvct"
+#define HAVE_SMI	0
 #else
-#define HAVE_TSC 0
+#define HAVE_COUNTER	0
+#define COUNTER_NAME	"none"
+#define HAVE_SMI	0
+#endif
+
+/* the architecture, as uname -m names it: the station words what it cannot explain by it */
+#if defined(__x86_64__)
+#define ARCH_NAME	"x86_64"
+#elif defined(__i386__)
+#define ARCH_NAME	"i686"
+#elif defined(__aarch64__)
+#define ARCH_NAME	"aarch64"
+#else
+#define ARCH_NAME	"unknown"
 #endif
 
 #define FORMAT_VERSION	1
@@ -58,7 +82,7 @@
 
 #define unlikely(x)	__builtin_expect(!!(x), 0)
 
-enum clock_kind { CLOCK_AUTO, CLOCK_TSC, CLOCK_MONO };
+enum clock_kind { CLOCK_AUTO, CLOCK_COUNTER, CLOCK_MONO };
 
 struct opts {
 	int cpu;
@@ -139,14 +163,15 @@ static void print_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: irqgap --cpu N --threshold-ns T [--duration-s S] [--priority P]\n"
-		"              [--clock auto|tsc|monotonic] [--no-mlock] [--no-counts]\n"
+		"              [--clock auto|tsc|cntvct|monotonic] [--no-mlock] [--no-counts]\n"
 		"              [--flush-ms M] [--msr-dev PATH] [--no-smi]\n"
 		"              [--interrupts-file PATH] [--softirqs-file PATH]\n"
 		"  --cpu N           CPU to pin the loop to (required)\n"
 		"  --threshold-ns T  shortest gap reported, in ns (required)\n"
 		"  --duration-s S    stop after S seconds (0, default: at SIGTERM/SIGINT)\n"
 		"  --priority P      SCHED_FIFO priority (default 99; 0: SCHED_OTHER)\n"
-		"  --clock C         loop clock (default auto: tsc if invariant)\n"
+		"  --clock C         loop clock (default auto: x86's tsc if invariant,\n"
+		"                    arm64's cntvct; else monotonic)\n"
 		"  --no-mlock        do not lock memory\n"
 		"  --no-counts       do not read /proc/interrupts and /proc/softirqs\n"
 		"  --flush-ms M      write output and a tick line every M ms (default 1000)\n"
@@ -244,13 +269,17 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case O_CLOCK:
 			if (!strcmp(optarg, "auto"))
 				o->clock = CLOCK_AUTO;
-			else if (!strcmp(optarg, "tsc"))
-				o->clock = CLOCK_TSC;
-			else if (!strcmp(optarg, "monotonic"))
+			else if (!strcmp(optarg, "tsc") ||
+				 !strcmp(optarg, "cntvct")) {
+				if (strcmp(optarg, COUNTER_NAME))
+					die("--clock %s: this architecture's counter is %s (use auto or monotonic)",
+					    optarg, COUNTER_NAME);
+				o->clock = CLOCK_COUNTER;
+			} else if (!strcmp(optarg, "monotonic"))
 				o->clock = CLOCK_MONO;
 			else
 				bad_value("clock", optarg,
-					  "auto, tsc or monotonic");
+					  "auto, tsc, cntvct or monotonic");
 			break;
 		case O_NOMLOCK:
 			o->mlock = false;
@@ -307,26 +336,54 @@ static inline uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
+/* the raw counter; the isb keeps arm64's read from being done early, out of order */
+static inline uint64_t read_counter(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __rdtsc();
+#elif defined(__aarch64__)
+	uint64_t v;
+
+	__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v) : : "memory");
+	return v;
+#else
+	return 0;
+#endif
+}
+
+#if defined(__aarch64__)
+/* the generic timer's frequency, as the firmware set it (the counter's nominal rate) */
+static uint64_t counter_frequency(void)
+{
+	uint64_t v;
+
+	__asm__ volatile("mrs %0, cntfrq_el0" : "=r"(v));
+	return v;
+}
+#endif
+
 static inline uint64_t now_ticks(bool tsc)
 {
-#if HAVE_TSC
-	if (tsc)
-		return __rdtsc();
-#else
-	(void)tsc;
-#endif
+	if (HAVE_COUNTER && tsc)
+		return read_counter();
 	return clock_ns(CLOCK_MONOTONIC);
 }
 
-/* Invariant TSC: same rate in every P- and C-state, so it measures time. */
+/*
+ * Whether the counter measures time: x86's TSC only when invariant (same rate
+ * in every P- and C-state); arm64's generic timer always (its rate is fixed
+ * by the architecture, and Linux lets user space read the virtual count).
+ */
 static bool tsc_invariant(void)
 {
 	bool constant = false, nonstop = false;
 	char line[8192];
 	FILE *f;
 
-	if (!HAVE_TSC)
+	if (!HAVE_COUNTER)
 		return false;
+	if (strcmp(COUNTER_NAME, "tsc"))
+		return true;
 	f = fopen("/proc/cpuinfo", "r");
 	if (!f)
 		return false;
@@ -346,9 +403,9 @@ static bool tsc_invariant(void)
 	return constant && nonstop;
 }
 
-#if HAVE_TSC
+#if HAVE_COUNTER
 /*
- * A TSC reading and the raw clock at that instant: the tightest of a few
+ * A counter reading and the raw clock at that instant: the tightest of a few
  * brackets, so a preemption between the reads does not skew it.
  */
 static void tsc_raw_pair(uint64_t *tsc, uint64_t *ns)
@@ -357,7 +414,7 @@ static void tsc_raw_pair(uint64_t *tsc, uint64_t *ns)
 
 	for (int i = 0; i < 7; i++) {
 		uint64_t a = clock_ns(CLOCK_MONOTONIC_RAW);
-		uint64_t t = __rdtsc();
+		uint64_t t = read_counter();
 		uint64_t b = clock_ns(CLOCK_MONOTONIC_RAW);
 
 		if (b - a < best) {
@@ -991,9 +1048,7 @@ int main(int argc, char **argv)
 	setup_signals();
 	setup_sched(&st.o);
 
-	if (st.o.clock == CLOCK_TSC && !HAVE_TSC)
-		die("--clock tsc: no TSC on this architecture (use monotonic)");
-	st.tsc = st.o.clock == CLOCK_TSC ||
+	st.tsc = st.o.clock == CLOCK_COUNTER ||
 		 (st.o.clock == CLOCK_AUTO && tsc_invariant());
 
 	st.out.buf = malloc(OUT_CAP);
@@ -1007,12 +1062,16 @@ int main(int argc, char **argv)
 				       .kind = "softirq", .fd = -1 };
 
 	out_kv(&st.out, "irqgap", FORMAT_VERSION);
-	out_str(&st.out, st.tsc ? "clock tsc\n" : "clock monotonic\n");
+	out_str(&st.out, "arch " ARCH_NAME "\n");
+	out_str(&st.out, st.tsc ? "clock " COUNTER_NAME "\n" : "clock monotonic\n");
 	if (st.tsc) {
 		st.tsc_hz = tsc_calibrate(200);
 		if (!(st.tsc_hz > 0))
-			die("--clock tsc: calibration failed");
-		out_hz(&st.out, "tsc_hz", st.tsc_hz);
+			die("--clock %s: calibration failed", COUNTER_NAME);
+		out_hz(&st.out, COUNTER_NAME "_hz", st.tsc_hz);
+#if defined(__aarch64__)
+		out_hz(&st.out, "cntfrq_hz", (double)counter_frequency());
+#endif
 		st.ns_per_tick = 1e9 / st.tsc_hz;
 		st.thr_ticks = (uint64_t)((double)st.o.threshold_ns *
 					  st.tsc_hz / 1e9);
@@ -1030,7 +1089,11 @@ int main(int argc, char **argv)
 			 st.o.cpu);
 		st.o.msr_dev = msr_path;
 	}
-	if (st.o.smi) {
+	if (!HAVE_SMI) {
+		/* SMIs are x86's: elsewhere firmware's time (arm64: TrustZone, SDEI) has no counter */
+		st.msr_fd = -1;
+		out_str(&st.out, "smi unavailable no SMI on " ARCH_NAME "\n");
+	} else if (st.o.smi) {
 		smi_open(&st, st.o.msr_dev);
 	} else {
 		st.msr_fd = -1;
@@ -1078,8 +1141,8 @@ int main(int argc, char **argv)
 	out_str(&st.out, timed_out ? " duration\n" : " signal\n");
 	out_flush(&st.out);
 	if (st.tsc) {
-		/* a drift from tsc_hz shows the TSC did not hold its rate */
-		out_hz(&st.out, "tsc_hz_end", tsc_calibrate(100));
+		/* a drift from the rate before shows the counter did not hold it */
+		out_hz(&st.out, COUNTER_NAME "_hz_end", tsc_calibrate(100));
 		out_flush(&st.out);
 	}
 	return 0;

@@ -550,6 +550,18 @@ def _max_table(entries: list[dict[str, Any]], targets: list[str], cases: list[st
     return {"targets": targets, "cases": cases, "max_latency_us": table, "problems": problems}
 
 
+def machine_arch(audit: dict[str, Any]) -> str | None:
+    """The target's architecture as the kernel names it (`uname -m`: x86_64, aarch64); from
+    `uname -a`'s machine word for campaigns audited before `uname -m` was."""
+    machine = str(audit.get("machine") or "")
+    if machine and not machine.startswith("unavailable"):
+        return machine
+    words = str(audit.get("uname") or "").split()
+    if words and words[-1] == "GNU/Linux":
+        words = words[:-1]
+    return words[-1] if len(words) > 3 and not words[-1][:1].isdigit() else None
+
+
 def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
     described = (campaign.get("targets") or {}).get("" if name == SINGLE_TARGET else name) or {}
     audit = described.get("audit") or {}
@@ -557,7 +569,7 @@ def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
     words = uname.split()
     if not described:  # never reached: nothing is known of its kernel
         return {"kind": None, "kernel_release": None, "preempt_rt": None, "emulated": None,
-                "cpus": None,
+                "arch": None, "cpus": None,
                 "uname": None, "virtual_machine": None, "virtual_evidence": None}
     verdict = Verdict.from_text(audit.get("virtual_machine"))
     if described.get("kind") == "vm":  # the station's own QEMU guest, whatever the guest can read
@@ -567,6 +579,7 @@ def _target_facts(name: str, campaign: dict[str, Any]) -> dict[str, Any]:
         "kernel_release": words[2] if len(words) > 2 else None,
         "preempt_rt": audit.get("realtime") == "1" or "PREEMPT_RT" in uname,
         "emulated": described.get("kind") in EMULATED_KINDS,
+        "arch": machine_arch(audit),
         "virtual_machine": verdict.virtual, "virtual_evidence": verdict.evidence or None,
         "cpus": decimal_int(str(audit.get("nproc", ""))),
         "uname": uname or None,

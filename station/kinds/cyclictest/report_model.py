@@ -146,6 +146,8 @@ class Target(Closed):
     kernel_release: str | None = Field(None, description="`uname -r`")
     preempt_rt: bool | None = Field(None, description="a PREEMPT_RT kernel")
     emulated: bool | None = Field(None, description="the CPU is emulated (QEMU/TCG)")
+    arch: str | None = Field(None, description="the architecture, as `uname -m` says (x86_64, "
+                             "aarch64)")
     virtual_machine: bool | None = Field(None,
                                          description="a guest on a hypervisor (null: cannot tell)")
     virtual_evidence: str | None = Field(None, description="what said so")

@@ -58,9 +58,12 @@ def _names(values: Iterable[Any]) -> list[str]:
 
 
 def target_badges(description: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
-    """The kernel (PREEMPT_RT or regular, when known) and the emulation warning."""
+    """The architecture and kernel (PREEMPT_RT or regular), when known, and the emulation
+    warning."""
     description = description or {}
     badges = []
+    if description.get("arch"):
+        badges.append(("arch", str(description["arch"])))
     rt = description.get("preempt_rt")
     if rt is not None:
         badges.append(("rt", "PREEMPT_RT") if rt else ("regular", "regular"))

@@ -33,6 +33,17 @@ CAUSE_WORDS = {"interrupt": "an interrupt", "throttled": "the kernel's throttlin
                "smi": "an SMI", "unexplained": "unexplained"}
 
 
+# what takes a CPU from the kernel unseen, by architecture (irqgap's `arch`): x86's SMIs, which a
+# counter may show; on arm64 the secure monitor (TrustZone) and SDEI events, which none does
+FIRMWARE_WORDS = {
+    "": {"unseen": "an SMI the counter does not see", "short": "SMI", "none": "firmware or SMIs",
+         "stall": "SMI"},
+    "aarch64": {"unseen": "TrustZone's secure monitor or an SDEI event: arm64 has no SMI, and "
+                          "nothing counts firmware's time", "short": "TrustZone, SDEI",
+                "none": "firmware (TrustZone, SDEI)", "stall": "firmware stall"},
+}
+
+
 def _cause_words(row: dict[str, Any]) -> str:
     """A group's cause in words: the throttling by its mechanism's name."""
     if row["cause"] == "throttled":
@@ -87,17 +98,19 @@ def conclusion(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             c = regular[0]
             shape = (f"; among them {c['count']} of about {duration_us(c['median_us'])} every "
                      f"{c['period_ms']:.4g} ms")
+        firmware = FIRMWARE_WORDS.get(summary.get("arch") or "", FIRMWARE_WORDS[""])
         who = {True: "the hypervisor (this target is a virtual machine) or firmware took the CPU",
-               False: "firmware (an SMI the counter does not see) took the CPU: the target shows "
-                      "no sign of "
+               False: f"firmware ({firmware['unseen']}) took the CPU: the target shows no sign of "
                       "a hypervisor"}.get(summary.get("virtual_machine"),
-                                          "firmware (SMI) or a hypervisor took the CPU")
+                                          f"firmware ({firmware['short']}) or a hypervisor took "
+                                          "the CPU")
         text += (f"; {suspects['count']} not explained by any interrupt "
                  f"({duration_us(suspects['median_us'])} median{shape}): {who}")
     else:
-        text += ("; none unexplained: no sign of firmware or SMIs" if summary.get("trace") else
-                 "; none unexplained by the counts (no trace: a short SMI next to a counted "
-                 "interrupt would pass for it)")
+        firmware = FIRMWARE_WORDS.get(summary.get("arch") or "", FIRMWARE_WORDS[""])
+        text += (f"; none unexplained: no sign of {firmware['none']}" if summary.get("trace") else
+                 f"; none unexplained by the counts (no trace: a short {firmware['stall']} next "
+                 "to a counted interrupt would pass for it)")
     if summary.get("uncosted_gaps"):
         text += (f" ({summary['uncosted_gaps']} of them with interrupts counted on lines whose "
                  "usual cost no trace or calibration gave: counts alone cannot tell an interrupt "
@@ -130,7 +143,8 @@ def summarise(run: RunOutputs, gaps: list[Attributed]) -> dict[str, Any]:
     sp = periodicity([g.start_ns for g in suspects])
     sd = np.asarray([g.duration_ns for g in suspects], dtype=np.float64) / 1e3
     return {
-        "cpu": out.cpu, "clock": out.clock, "threshold_us": out.threshold_ns / 1e3,
+        "cpu": out.cpu, "clock": out.clock, "arch": out.arch,
+        "threshold_us": out.threshold_ns / 1e3,
         "priority": out.priority,
         "measured_s": None if measured_s is None else round(measured_s, 3), "gaps": len(gaps),
         "max_us": round(max(durations) / 1e3, 3) if durations else None,

@@ -84,7 +84,11 @@ class IgRun(RunIdentity):
     osnoise_note: str | None = Field(None,
                                      description="why rtla osnoise did not run, when asked for")
     cpu: int | None = Field(None, description="the CPU the loop held")
-    clock: Literal["tsc", "monotonic"] | None = Field(None, description="what the loop read")
+    clock: Literal["tsc", "cntvct", "monotonic"] | None = Field(
+        None, description="what the loop read: x86's TSC, arm64's generic timer (its virtual "
+        "count), or CLOCK_MONOTONIC")
+    arch: str | None = Field(None, description="the loop's architecture as uname -m names it "
+                             "(x86_64, aarch64; null: a detector output before it said)")
     threshold_us: Float = Field(None, description="a loop iteration longer than this is a gap, µs")
     priority: int | None = Field(None,
                                  description="SCHED_FIFO priority of the loop (0: SCHED_OTHER)")

@@ -30,10 +30,12 @@ class InterruptionsSettings(Strict):
     )
     priority: Int = Field(99, ge=0, le=99,
                           description="SCHED_FIFO priority of the loop (0: SCHED_OTHER)")
-    clock: Literal["auto", "tsc", "monotonic"] = Field(
+    clock: Literal["auto", "tsc", "cntvct", "monotonic"] = Field(
         "auto",
-        description="what the loop reads: the TSC (calibrated against CLOCK_MONOTONIC) or the "
-        "monotonic clock; auto takes the TSC where it is invariant (constant_tsc and nonstop_tsc)"
+        description="what the loop reads: a raw counter, x86's TSC or arm64's generic timer "
+        "(cntvct, the virtual count; each calibrated against CLOCK_MONOTONIC_RAW), or the "
+        "monotonic clock; auto takes the TSC where it is invariant (constant_tsc and "
+        "nonstop_tsc), the generic timer on arm64, else the monotonic clock"
     )
     counts: Literal["auto"] | bool = Field(
         "auto",

@@ -38,6 +38,15 @@ def _check(campaign: Campaign) -> None:
     if m.pulses and campaign.bench.scope.kind == "none":
         raise LocatedError(("matrix", "pulses"),
                            "asks for scope pulses but bench.scope.kind is none")
+    if "lpt" in m.interfaces:
+        for name, target in campaign.bench.named_targets().items():
+            if target.kind == "vm" and target.arch != "amd64":
+                which = f"target {name!r}" if name else "the target"
+                raise LocatedError(("matrix", "interfaces"),
+                                   f"lists lpt, but {which} is an {target.arch} VM: QEMU's virt "
+                                   "board has no ISA bus, so no parallel port at 0x378 (the "
+                                   "module would load on empty I/O space and never see an "
+                                   "interrupt); measure pcie there (profile: edu)")
     settings = getattr(campaign, "module", None)
     if settings is not None and settings.trace:
         _check_traced(campaign)
