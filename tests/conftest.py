@@ -34,7 +34,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 # second guest or with a worker's campaign (its timing tests were written for a quiet host).
 VM_MODULES = frozenset({"test_vm_image", "test_vm_campaign", "test_vm_rt", "test_vm_bench",
                         "test_interruptions_campaign", "test_cyclictest_campaign", "test_gpio_campaign",
-                        "test_gpio_responder_vm",
+                        "test_gpio_responder_vm", "test_vm_arm64",
                         # measures this machine's latency: alone, or the other tests' load is its noise
                         "test_monitor"})
 assert all((REPO / "tests" / f"{m}.py").is_file() for m in VM_MODULES), "VM_MODULES names a module that is gone"
