@@ -595,13 +595,14 @@ def test_no_option_in_any_help_shows_a_bare_type_and_the_twin_lists_its_choices(
 
 def test_validate_says_how_long_the_campaign_measures() -> None:
     """The demo: 4 runs of 100 000 samples at 100 µs, 10 s each (max_duration 2 min); seed 004:
-    ten 1 h cases (max_duration 70 min), the ~10 h a user must know before starting it."""
+    twenty 1 h cases (five loads × four kernels, max_duration 70 min), the ~20 h a user must know
+    before starting it."""
     from tests.conftest import run_station
 
     demo = run_station("validate", str(REPO / "configs/rtai-lpt-vs-pcie.yaml"))
     assert demo.returncode == 0 and "measuring time: about 40 s (10 s a run), at most 8 min 00 s" in demo.stdout
     seed = run_station("validate", str(REPO / "configs/cyclictest-rt-vs-regular.yaml"))
-    assert "about 10 h 00 min (1 h 00 min a run), at most 11 h 40 min" in seed.stdout, seed.stdout
+    assert "about 20 h 00 min (1 h 00 min a run), at most 23 h 20 min" in seed.stdout, seed.stdout
 
 
 def test_the_campaign_eta_counts_the_runs_still_to_come(monkeypatch) -> None:

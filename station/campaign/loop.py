@@ -310,6 +310,9 @@ def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, An
         "station_version": station_version(),
         **latest,
         "targets": targets,
+        # the targets in the campaign file's order (the file written here sorts its keys, the
+        # config's targets among them): tables list their rows in it
+        "target_order": list(campaign.bench.named_targets()),
         "config": campaign.model_dump(mode="json"),
         # the order the runs are measured in (issue 46: interleaved, seeded), to be read beside
         # their times

@@ -81,11 +81,12 @@ def foreign_headers(archive: ForeignArchive, release: str, version: str, sysroot
         raise VmError(f"{release} is not a {archive.arch} kernel release")
     kdir = sysroot / "usr" / "src" / f"linux-headers-{release}"
     stamp = kdir / ".irq-station-version"
-    if not (stamp.is_file() and stamp.read_text() == version and (kdir / "Makefile").is_file()):
-        archive.update(log)
-        deb = archive.download(f"linux-headers-{release}", version, log)
-        archive.unpack(deb, sysroot)
-        stamp.write_text(version)
+    with archive.locked():
+        if not (stamp.is_file() and stamp.read_text() == version and (kdir / "Makefile").is_file()):
+            archive.update(log)
+            deb = archive.download(f"linux-headers-{release}", version, log)
+            archive.unpack(deb, sysroot)
+            stamp.write_text(version)
     # what the tree borrows from the host must be of the same version: the common headers (its
     # Makefile's include) and kbuild's tools (modpost reads Module.symvers' format)
     common = common_tree(kdir)
@@ -100,10 +101,11 @@ def foreign_headers(archive: ForeignArchive, release: str, version: str, sysroot
     # scripts/ and tools/ are links to ../../lib/linux-kbuild-<ver>/…: inside the sysroot, so
     # the sysroot's usr/lib/linux-kbuild-<ver> is a link to the host's
     link = sysroot / "usr" / "lib" / kbuild
-    if not link.is_symlink() or link.readlink() != Path("/usr/lib") / kbuild:
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.unlink(missing_ok=True)
-        link.symlink_to(Path("/usr/lib") / kbuild)
+    with archive.locked():
+        if not link.is_symlink() or link.readlink() != Path("/usr/lib") / kbuild:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.unlink(missing_ok=True)
+            link.symlink_to(Path("/usr/lib") / kbuild)
     return kdir
 
 

@@ -11,12 +11,14 @@ install, without essential packages nobody asked for.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from station.vm.errors import VmError
@@ -41,6 +43,19 @@ class ForeignArchive:
     @property
     def debs(self) -> Path:
         return self.root / "debs"
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[ForeignArchive]:
+        """This archive's state to one user at a time (two test workers, a build beside `station
+        vm up`): apt's own lock would fail the second, and two unpacks of one tree would mix.
+        Taken by whoever fetches and unpacks (not re-entrant: not inside another's hold)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield self
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def _config(self) -> Path:
         conf = self.root / "apt.conf"

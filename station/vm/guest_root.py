@@ -35,6 +35,12 @@ def guest_sysroot(archive: ForeignArchive, tools: dict[str, str], root: Path,
     """(the sysroot, package -> version of what is in it): the guest's programs of `tools` (path
     -> package) and BASE_PACKAGES, with their libraries; unpacked again only when a version
     changed."""
+    with archive.locked():
+        return _guest_sysroot(archive, tools, root, log)
+
+
+def _guest_sysroot(archive: ForeignArchive, tools: dict[str, str], root: Path,
+                   log: Log) -> tuple[Path, dict[str, str]]:
     archive.update(log)
     wanted = sorted({*BASE_PACKAGES, *tools.values()})
     closure = archive.closure(wanted)
@@ -60,10 +66,11 @@ def download_linux_image(archive: ForeignArchive, release: str, version: str,
                          log: Log = print) -> Path:
     """Debian's linux-image of `release` at `version` (the signed package, else the unsigned
     one)."""
-    archive.update(log)
-    for package in (f"linux-image-{release}", f"linux-image-{release}-unsigned"):
-        if version in archive.versions(package):
-            return archive.download(package, version, log)
+    with archive.locked():
+        archive.update(log)
+        for package in (f"linux-image-{release}", f"linux-image-{release}-unsigned"):
+            if version in archive.versions(package):
+                return archive.download(package, version, log)
     raise VmError(f"Debian's archive has no linux-image-{release}={version} for {archive.arch} "
                   f"(nor -unsigned): the archive moved on; upgrade linux-headers-amd64 so that "
                   "every guest kernel is of its version")

@@ -289,7 +289,7 @@ def analyse_runs(
         if hists:
             samples[entry["id"]] = RunSamples(np.empty(0, dtype=np.int64), None, tuple(hists))
     notes += timerlat_notes(entries)
-    targets = _target_names(config, entries)
+    targets = _target_names(campaign, entries)
     cases = list(
         (config.get("matrix") or {}).get("loads") or dict.fromkeys(e["load"] for e in entries)
     )
@@ -425,8 +425,12 @@ def _label(t: CyclictestThread) -> str:
     return f"thread {t.index}" + ("" if t.cpu is None else f" (CPU {t.cpu})")
 
 
-def _target_names(config: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
-    named = list((config.get("bench") or {}).get("targets") or {})
+def _target_names(campaign: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
+    """The targets in the campaign file's order (campaign.json's target_order; before it was kept,
+    the config's, which campaign.json sorts), then any other a run names."""
+    config = campaign.get("config") or {}
+    named = [t for t in campaign.get("target_order") or [] if t] or list(
+        (config.get("bench") or {}).get("targets") or {})
     seen = list(dict.fromkeys(e["target"] for e in entries))
     return named + [t for t in seen if t not in named] if named else seen
 
