@@ -124,7 +124,9 @@ def test_module_campaign_on_edu_counts_every_record_in_order(arm64_vm, tmp_path,
         assert manifest["kernel_log"]["trouble"] == [], manifest["kernel_log"]["trouble"]
         p50_us = round(run["sw"]["percentiles_ns"]["p50"] / 1e3, 1)
         record_property(f"{arm64_vm.image.flavour} {run['id']} p50_us", p50_us)
+    # the module unloaded, its load stopped
     assert "latency" not in asyncio.run(_guest(arm64_vm, "lsmod"))
+    assert asyncio.run(_guest(arm64_vm, "pgrep -f 'dd if=/dev/[z]ero' || true")).split() == []
 
 
 def test_lpt_is_refused_on_an_arm64_vm_before_anything_runs(arm64_vm, tmp_path):
@@ -179,3 +181,35 @@ def test_detector_finds_injected_gaps_on_arm64(arm64_vm, tmp_path, record_proper
     stall = next(r for r in run if r["id"] == "stall-r0")
     assert "TrustZone" in stall["conclusion"] or "hypervisor" in stall["conclusion"]
     assert "SMI" not in stall["conclusion"], stall["conclusion"]
+
+
+def test_cyclictest_on_the_arm64_guest_is_cyclictests_own_and_leaves_nothing(arm64_vm, tmp_path):
+    """A short cyclictest campaign (no load, hackbench; timerlat after it where the kernel has the
+    tracer) on the running guest: every run's figures are cyclictest's own JSON and rtla's own
+    summary (read by the checks of tests/test_cyclictest_campaign.py), and no probe or load is left
+    on the guest after. (Seed 004's whole sheet runs on both arm64 kernels there too.)"""
+    from tests.test_cyclictest_campaign import (
+        PROBE_AND_LOADS,
+        check_run_against_cyclictest,
+        check_timerlat_beside_cyclictest,
+        seed_004,
+    )
+
+    name = f"arm64-{arm64_vm.image.flavour}"  # the seed test's names: its timerlat check reads "-rt"
+    target = {k: v for k, v in _ssh_target(arm64_vm).items() if k != "upload_modules"}
+    cfg = seed_004({name: target}, network=False)
+    cfg["matrix"]["loads"] = ["no-load", "hackbench"]
+    cfg["cyclictest"]["companion"] = "timerlat"
+    path = tmp_path / "cyclictest.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    section = json.loads((out / "report.json").read_text())["cyclictest"]
+    assert len(section["runs"]) == 2 and section["targets"][name]["arch"] == "aarch64"
+    for entry in section["runs"]:
+        if entry["status"] == "complete":  # a thread starved for the whole run is said, not measured
+            check_run_against_cyclictest(out / "runs" / entry["id"], entry)
+    check_timerlat_beside_cyclictest(out, section)
+    left = asyncio.run(_guest(arm64_vm, f"pgrep -x '{'|'.join(PROBE_AND_LOADS)}' || true")).split()
+    assert left == [], f"left on the guest: {left}"

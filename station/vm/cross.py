@@ -26,7 +26,7 @@ from station.vm.foreign import ForeignArchive
 Log = Callable[[str], None]
 # Debian's architecture -> the GNU triplet of its cross-compiler (make's CROSS_COMPILE, less the -)
 GNU_TRIPLET = {"arm64": "aarch64-linux-gnu", "amd64": "x86_64-linux-gnu"}
-CROSS_COMPILERS = {"arm64": "gcc-aarch64-linux-gnu"}  # the Debian package of each
+KERNEL_ARCH = {"arm64": "arm64", "amd64": "x86"}  # Debian's architecture -> the kernel's ARCH
 
 
 def cross_compile(arch: str) -> str:
@@ -35,10 +35,11 @@ def cross_compile(arch: str) -> str:
 
 
 def make_args(arch: str) -> tuple[str, ...]:
-    """make's variables that build the modules for an arch guest on this (amd64) station."""
-    from station.target.module_build import make_args as by_prefix
-
-    return () if kernel_mod.check_arch(arch) == "amd64" else by_prefix(cross_compile(arch))
+    """make's variables that build the modules for an arch guest on this (amd64) station (a
+    campaign's module.cross_compile gets the same from station/target/module_build.py)."""
+    if kernel_mod.check_arch(arch) == "amd64":
+        return ()
+    return f"ARCH={KERNEL_ARCH[arch]}", f"CROSS_COMPILE={cross_compile(arch)}"
 
 
 def host_release() -> tuple[str, str]:
