@@ -184,12 +184,16 @@ def test_detector_finds_injected_gaps_on_arm64(arm64_vm, tmp_path, record_proper
 
 
 def test_cyclictest_on_the_arm64_guest_is_cyclictests_own_and_leaves_nothing(arm64_vm, tmp_path):
-    """A short cyclictest campaign (no load, hackbench; timerlat after it where the kernel has the
-    tracer) on the running guest: every run's figures are cyclictest's own JSON and rtla's own
-    summary (read by the checks of tests/test_cyclictest_campaign.py), and no probe or load is left
-    on the guest after. (Seed 004's whole sheet runs on both arm64 kernels there too.)"""
+    """A short cyclictest campaign under hackbench, timerlat after it, on the running PREEMPT_RT
+    guest (the kernel with the tracer: both probes, cyclictest and rtla): the run's figures are
+    cyclictest's own JSON and rtla's own summary (read by the checks of
+    tests/test_cyclictest_campaign.py), and no probe or load is left on the guest after. Seed
+    004's whole sheet runs on both arm64 kernels there (their figures checked the same way)."""
+    if arm64_vm.image.flavour != "rt":
+        pytest.skip("the regular arm64 kernel has no timerlat tracer: seed 004's sheet covers its cyclictest")
     from tests.test_cyclictest_campaign import (
         PROBE_AND_LOADS,
+        _threads_without_cycles,
         check_run_against_cyclictest,
         check_timerlat_beside_cyclictest,
         seed_004,
@@ -198,18 +202,25 @@ def test_cyclictest_on_the_arm64_guest_is_cyclictests_own_and_leaves_nothing(arm
     name = f"arm64-{arm64_vm.image.flavour}"  # the seed test's names: its timerlat check reads "-rt"
     target = {k: v for k, v in _ssh_target(arm64_vm).items() if k != "upload_modules"}
     cfg = seed_004({name: target}, network=False)
-    cfg["matrix"]["loads"] = ["no-load", "hackbench"]
+    cfg["matrix"]["loads"] = ["hackbench"]
     cfg["cyclictest"]["companion"] = "timerlat"
     path = tmp_path / "cyclictest.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     out = tmp_path / "out"
     res = run_station("run", str(path), "--out", str(out), timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
     section = json.loads((out / "report.json").read_text())["cyclictest"]
-    assert len(section["runs"]) == 2 and section["targets"][name]["arch"] == "aarch64"
-    for entry in section["runs"]:
-        if entry["status"] == "complete":  # a thread starved for the whole run is said, not measured
-            check_run_against_cyclictest(out / "runs" / entry["id"], entry)
+    assert len(section["runs"]) == 1 and section["targets"][name]["arch"] == "aarch64"
+    [entry] = section["runs"]
+    starved = _threads_without_cycles(out / "runs" / entry["id"])
+    if starved:
+        # the emulated guest's two vCPUs share one host thread: under hackbench a measuring thread
+        # can get no CPU for the whole run (1 try in 4 here, as in seed 004's test); cyclictest's own
+        # '# Total:' line says so, and the station must call the run incomplete, naming the thread
+        assert res.returncode == 3 and entry["status"] == "incomplete", (res.returncode, entry["status"])
+        assert all(f"thread {t} " in entry["error"] for t in starved), entry["error"]
+    else:
+        assert res.returncode == 0, res.stderr[-4000:]
+        check_run_against_cyclictest(out / "runs" / entry["id"], entry)
     check_timerlat_beside_cyclictest(out, section)
     left = asyncio.run(_guest(arm64_vm, f"pgrep -x '{'|'.join(PROBE_AND_LOADS)}' || true")).split()
     assert left == [], f"left on the guest: {left}"

@@ -125,7 +125,7 @@ def test_both_images_coexist_and_are_reused():
         lines: list[str] = []
         build_image(regular.dir, log=lines.append, kernel=flavour)  # building one leaves the other as it is
         assert [ln for ln in lines if re.search(r"unpacking|building|assembling|download|install", ln)] == []
-    with pytest.raises(VmError, match="holds the 'rt' image"):
+    with pytest.raises(VmError, match="holds the 'rt' amd64 image"):
         build_image(rt.dir, kernel="regular")  # the cache root is expected, not the rt image's directory
 
 

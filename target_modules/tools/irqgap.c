@@ -890,6 +890,32 @@ static void on_blind(struct state *st, uint64_t d, uint64_t end_ns)
 }
 
 /*
+ * CLOCK_MONOTONIC at counter reading t, a moment already past: the clock read
+ * now, less the counter's time since t. Reading the clock after t is not
+ * enough: the CPU may be taken between the two reads (an interrupt, or under
+ * QEMU the other vCPU's turn: 100 us and more was seen), which would move a
+ * gap's end, and its start with it, late by as much. The clock is bracketed
+ * by two counter reads, the tightest of three brackets kept.
+ */
+static uint64_t mono_at(const struct state *st, uint64_t t)
+{
+	uint64_t best = UINT64_MAX, mono = 0, mid = t;
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t a = read_counter();
+		uint64_t m = clock_ns(CLOCK_MONOTONIC);
+		uint64_t b = read_counter();
+
+		if (b - a < best) {
+			best = b - a;
+			mono = m;
+			mid = a + (b - a) / 2;
+		}
+	}
+	return mono - ticks_to_ns(st, mid - t);
+}
+
+/*
  * Bookkeeping began at t0: add it to the blind time, say it if it outlasted
  * the threshold, and return the time the loop watches from again. Saying it
  * is bookkeeping too: the loop goes on from the span's end, so the CPU taken
@@ -903,7 +929,7 @@ static uint64_t watch_again(struct state *st, const bool tsc, uint64_t t0)
 
 	st->blind_ticks += t - t0;
 	while (unlikely(t - t0 > st->thr_ticks)) {
-		on_blind(st, t - t0, tsc ? clock_ns(CLOCK_MONOTONIC) : t);
+		on_blind(st, t - t0, tsc ? mono_at(st, t) : t);
 		t0 = t;
 		t = now_ticks(tsc);
 		st->blind_ticks += t - t0;
@@ -960,8 +986,8 @@ static inline bool spin(struct state *st, const bool tsc, uint64_t *min_loop)
 			uint64_t t0 = t;
 
 			st->iterations = iters;
-			/* with the monotonic clock, t is the end itself: no read later, when an IRQ may have come */
-			on_gap(st, d, tsc ? clock_ns(CLOCK_MONOTONIC) : t);
+			/* t is the end: with the monotonic clock itself, with a counter placed on that clock */
+			on_gap(st, d, tsc ? mono_at(st, t) : t);
 			t = watch_again(st, tsc, t0);
 		} else if (d < mn) {
 			mn = d;
