@@ -139,9 +139,8 @@ def test_lpt_is_refused_on_an_arm64_vm_before_anything_runs(arm64_vm, tmp_path):
     assert "matrix.interfaces" in res.stderr and "no ISA bus" in res.stderr, res.stderr
 
 
+@pytest.mark.parametrize("arm64_vm", ["regular"], indirect=True)  # once: the cleanup path is the flavour's own
 def test_killed_station_then_cleanup_leaves_nothing_on_the_arm64_guest(arm64_vm, tmp_path):
-    if arm64_vm.image.flavour != "regular":
-        pytest.skip("once is enough: the cleanup path does not depend on the kernel's flavour")
     path = _module_config(arm64_vm, tmp_path, variants=["inb"], samples=200_000, max_duration="10min")
     probe = "lsmod | grep -c '^pcie_latency' || true; pgrep -f 'dd if=/dev/[z]ero' >/dev/null && echo load || echo -"
     log = tmp_path / "station.log"
@@ -170,11 +169,10 @@ def test_killed_station_then_cleanup_leaves_nothing_on_the_arm64_guest(arm64_vm,
     assert left == ["0", "-"], f"left on the guest: {left}\n{res.stdout}\n{res.stderr}"
 
 
+@pytest.mark.parametrize("arm64_vm", ["regular"], indirect=True)  # the issue's guest for it
 def test_detector_finds_injected_gaps_on_arm64(arm64_vm, tmp_path, record_property):
     """The x86 guest's test of the detector, on the arm64 regular kernel: the generic timer as its
     clock, the local timer's line arch_timer."""
-    if arm64_vm.image.flavour != "regular":
-        pytest.skip("the issue asks for the regular arm64 guest (the RT one runs rtla's tests on x86)")
     check_injected_gaps(arm64_vm, tmp_path, record_property, timer_line="arch_timer")
     run = json.loads((tmp_path / "results" / "report.json").read_text())["interruptions"]["runs"]
     assert {r["clock"] for r in run} == {"cntvct"} and {r["arch"] for r in run} == {"aarch64"}
@@ -183,14 +181,13 @@ def test_detector_finds_injected_gaps_on_arm64(arm64_vm, tmp_path, record_proper
     assert "SMI" not in stall["conclusion"], stall["conclusion"]
 
 
+@pytest.mark.parametrize("arm64_vm", ["rt"], indirect=True)  # the kernel with timerlat: both probes
 def test_cyclictest_on_the_arm64_guest_is_cyclictests_own_and_leaves_nothing(arm64_vm, tmp_path):
     """A short cyclictest campaign under hackbench, timerlat after it, on the running PREEMPT_RT
     guest (the kernel with the tracer: both probes, cyclictest and rtla): the run's figures are
     cyclictest's own JSON and rtla's own summary (read by the checks of
     tests/test_cyclictest_campaign.py), and no probe or load is left on the guest after. Seed
     004's whole sheet runs on both arm64 kernels there (their figures checked the same way)."""
-    if arm64_vm.image.flavour != "rt":
-        pytest.skip("the regular arm64 kernel has no timerlat tracer: seed 004's sheet covers its cyclictest")
     from tests.test_cyclictest_campaign import (
         PROBE_AND_LOADS,
         _threads_without_cycles,
