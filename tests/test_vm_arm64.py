@@ -33,6 +33,7 @@ from station.vm.hostdeps import host_packages
 from tests.conftest import REPO, free_port, run_station, station_cmd
 from tests.conftest import missing as _missing
 from tests.test_interruptions_campaign import check_injected_gaps
+from tests.test_vm_campaign import _guest
 
 pytestmark = pytest.mark.timeout(900)  # a first build fetches two arm64 kernels (~60 MB each)
 
@@ -64,11 +65,6 @@ def arm64_vm(request, tmp_path_factory) -> VirtualMachine:
 async def _guest_bytes(vm: VirtualMachine, path: str) -> bytes:
     async with asyncssh.connect(**vm.connect_options()) as conn:
         return (await conn.run(f"cat {path}", check=True, encoding=None)).stdout
-
-
-async def _guest(vm: VirtualMachine, command: str) -> str:
-    async with asyncssh.connect(**vm.connect_options()) as conn:
-        return (await conn.run(command, check=True)).stdout
 
 
 def _ssh_target(vm: VirtualMachine) -> dict:

@@ -12,20 +12,19 @@ install, without essential packages nobody asked for.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from station.vm.errors import VmError
+from station.vm.kernel import check_arch
+from station.vm.paths import dir_lock
 
 Log = Callable[[str], None]
-# Debian architectures the station can fetch for, by the kernel's name for them
-ARCHES = ("amd64", "arm64")
 LISTS_FRESH_S = 24 * 3600  # package lists younger than this are not fetched again
 PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{0,99}")
 VERSION = re.compile(r"[A-Za-z0-9.+~:-]{1,64}")
@@ -35,27 +34,18 @@ class ForeignArchive:
     """Debian's archive as an `arch` machine sees it, apt's state kept under `root`."""
 
     def __init__(self, root: Path, arch: str) -> None:
-        if arch not in ARCHES:
-            raise VmError(f"unknown architecture {arch!r}: choose one of {', '.join(ARCHES)}")
         self.root = Path(root).resolve()
-        self.arch = arch
+        self.arch = check_arch(arch)
 
     @property
     def debs(self) -> Path:
         return self.root / "debs"
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[ForeignArchive]:
+    def locked(self) -> contextlib.AbstractContextManager[None]:
         """This archive's state to one user at a time (two test workers, a build beside `station
         vm up`): apt's own lock would fail the second, and two unpacks of one tree would mix.
         Taken by whoever fetches and unpacks (not re-entrant: not inside another's hold)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield self
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        return dir_lock(self.root)
 
     def _config(self) -> Path:
         conf = self.root / "apt.conf"

@@ -3,15 +3,13 @@ input changes."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import fcntl
 import gzip
 import hashlib
 import json
 import lzma
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from station.vm import kernel as kernel_mod
 from station.vm.errors import VmError
 from station.vm.foreign import ForeignArchive
 from station.vm.hostdeps import ensure_host_packages
-from station.vm.paths import foreign_dir, image_dir
+from station.vm.paths import dir_lock, foreign_dir, image_dir
 
 IMAGE_RECORD = "manifest.json"  # what the cached image was built from (not a run's manifest)
 NIC_DRIVER = "e1000"  # matches `-device e1000` in machine.py
@@ -117,17 +115,6 @@ def _recipe(*modules: object) -> bytes:
     return b"".join(Path(m.__file__).read_bytes() for m in modules)  # type: ignore[attr-defined]
 
 
-@contextlib.contextmanager
-def _locked(vm_dir: Path) -> Iterator[None]:
-    # one builder at a time per cache dir (the CLI and a test may race)
-    with open(vm_dir / ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _write_manifest(vm_dir: Path, manifest: dict[str, Any]) -> None:
     tmp = vm_dir / (IMAGE_RECORD + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -215,7 +202,7 @@ def build_image(
     vm_dir.mkdir(parents=True, exist_ok=True)
     ensure_host_packages(log, kernel=kernel, arch=arch)
     image = VmImage(vm_dir)
-    with _locked(vm_dir):
+    with dir_lock(vm_dir):
         old = image.read_manifest()
         if old and (old.get("kernel_flavour", "regular"), old.get("arch", "amd64")) != (kernel,
                                                                                         arch):

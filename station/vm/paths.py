@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+from collections.abc import Iterator
 from pathlib import Path
 
 from station.common.cache_dirs import station_cache
@@ -26,3 +29,16 @@ def foreign_dir(arch: str, vm_dir: Path | None = None) -> Path:
     """Another architecture's Debian packages and their unpacked trees (station/vm/foreign.py):
     <vm_dir>/foreign/<arch>, shared by that architecture's images and its module builds."""
     return Path(vm_dir or default_vm_dir()) / "foreign" / arch
+
+
+@contextlib.contextmanager
+def dir_lock(directory: Path) -> Iterator[None]:
+    """One user at a time of a cache directory (the CLI and a test may race, two test workers
+    too): an exclusive flock on <directory>/.lock, not re-entrant."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
