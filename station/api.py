@@ -352,6 +352,12 @@ def warm_kernels() -> dict[str, str]:
             np.tile(np.arange(cands), (acqs, 1)), np.ones((acqs, cands), bool),
             np.zeros(cands + pulses), 0, pairing.MISSING, pairing.MAX_SPREAD_NS, cands // 2)
     said["pairing choice"] = why or "ready"
+    why = pairing_scores._spreads_compiled.available()
+    if why is None:  # a wide search big enough for the compiled spreads
+        cands, pulses = -(-pairing_scores.MIN_COMPILED // 16) + 1, 16
+        pairing_scores.spreads(np.zeros(pulses), np.arange(pulses), np.arange(cands),
+                               np.zeros(cands + pulses), 0, pairing.MISSING, pairing.MAX_SPREAD_NS)
+    said["pairing spreads"] = why or "ready"
     why = clock_ratio._compiled.available()
     if why is None:
         n = clock_ratio.MIN_COMPILED

@@ -612,7 +612,8 @@ def test_the_set_up_compiles_the_kernels_a_report_uses(demo, tmp_path):
     warmed = subprocess.run([str(REPO / ".venv/bin/station"), "warm-up"], env=env, capture_output=True,
                             text=True, timeout=300)
     assert warmed.returncode == 0, warmed.stderr
-    assert "data saved" in warmed.stdout and "pairing choice: ready" in warmed.stdout
+    assert "data saved" in warmed.stdout
+    assert "pairing choice: ready" in warmed.stdout and "pairing spreads: ready" in warmed.stdout
     campaign = tmp_path / "demo"
     shutil.copytree(demo[0], campaign)
     report = subprocess.run([str(REPO / ".venv/bin/station"), "report", str(campaign)], env=env,

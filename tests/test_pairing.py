@@ -401,3 +401,83 @@ def _pick(cands: np.ndarray, widths: np.ndarray, k: np.ndarray, held: np.ndarray
     best, runner_up = spread[two[0]], spread[two[1]]
     ok = best <= P.MAX_SPREAD_NS and runner_up >= P.MIN_SEPARATION * max(best, 1.0)
     return int(cands[two[0]]) if ok else None
+
+
+def _spread_case(rng: np.random.Generator, cands: int, pulses: int, held: int, base: int, step: float):
+    """Residuals on a grid of `step` ns (spreads land on and beside a limit; ties), with events
+    before, inside and past the held range, lost ones (MISSING) and NaN widths."""
+    from station.kinds.module import pairing
+
+    widths = 5_000.0 + step * rng.integers(0, 12, pulses)
+    widths[rng.random(pulses) < 0.03] = np.nan
+    k = np.sort(rng.integers(0, 12, pulses))
+    n0 = base + rng.integers(-8, held + 8, cands)
+    window = 3_000.0 + step * rng.integers(0, 12, held)
+    window[rng.random(held) < 0.1] = pairing.MISSING
+    return widths, k, n0, window
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 30), st.integers(0, 60), st.integers(-5, 30),
+       st.sampled_from([1.0, 37.5, 50.0, 150.0, 151.0, 300.0]), st.sampled_from([0.0, 1.0, 75.0, 150.0, 600.0]),
+       st.integers(0, 2**32 - 1))
+def test_the_compiled_spreads_are_numpys_to_the_bit(cands, pulses, held, base, step, limit, seed):
+    """A wide search's spreads up to a limit (station/kinds/module/pairing_scores.py): the compiled
+    kernel skips the exact spread of a candidate its bins prove above the limit; the result must
+    be numpy's (every spread, inf above the limit) to the bit, with spreads on, just under and just
+    over the limit (residuals on grids that make them so), lost records and NaN widths."""
+    from unittest.mock import patch
+
+    from station.kinds.module import pairing, pairing_scores
+
+    if pairing_scores._spreads_compiled.available() is not None:
+        pytest.skip(pairing_scores._spreads_compiled.available())
+    rng = np.random.default_rng(seed)
+    widths, k, n0, window = _spread_case(rng, cands, pulses, held, base, step)
+    args = (widths, k, n0, window, base, pairing.MISSING, limit)
+    with patch.object(pairing_scores, "MIN_COMPILED", 0):
+        compiled = pairing_scores.spreads(*args)
+    reference = pairing_scores.spreads_numpy(*args)
+    assert compiled.dtype == reference.dtype and compiled.tobytes() == reference.tobytes()
+    every = pairing_scores.mad(widths[None, :] - _held_at(window, n0[:, None] + k[None, :] - base))
+    assert np.array_equal(np.where(every > limit, np.inf, every), reference, equal_nan=True)
+
+
+def _held_at(window: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    from station.kinds.module import pairing
+
+    inside = (idx >= 0) & (idx < len(window))
+    out = np.full(idx.shape, pairing.MISSING)
+    out[inside] = window[idx[inside]]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 30), st.integers(0, 60), st.sampled_from([1.0, 5.0, 37.5, 50.0, 151.0]),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_a_search_on_the_deciding_spreads_chooses_as_on_every_spread(cands, pulses, held, step, compiled, seed):
+    """pairing's one-by-one search computes only the spreads that can decide (deciding_spreads):
+    which candidate is best, whether it fits (at most MAX_SPREAD_NS) and whether it pairs (the
+    runner-up MIN_SEPARATION times further) must be what every candidate's exact spread gives,
+    compiled or not."""
+    from unittest.mock import patch
+
+    from station.kinds.module import pairing, pairing_scores
+
+    if compiled and pairing_scores._spreads_compiled.available() is not None:
+        pytest.skip(pairing_scores._spreads_compiled.available())
+    rng = np.random.default_rng(seed)
+    widths, k, n0, window = _spread_case(rng, cands, pulses, held, 0, step)
+
+    def choice(spread: np.ndarray) -> tuple:
+        two = np.argsort(spread, kind="stable")[:2]
+        best, runner_up = spread[two[0]], spread[two[1]]
+        fit = bool(best <= pairing.MAX_SPREAD_NS)
+        paired = fit and bool(runner_up >= pairing.MIN_SEPARATION * max(best, 1.0))
+        return (int(two[0]), float(best)) if fit else None, fit, paired
+
+    with patch.object(pairing_scores, "MIN_COMPILED", 0 if compiled else 10**18):
+        deciding = pairing_scores.deciding_spreads(widths, k, n0, window, 0, pairing.MISSING,
+                                                   pairing.MAX_SPREAD_NS, pairing.MIN_SEPARATION)
+    every = pairing_scores.mad(widths[None, :] - _held_at(window, n0[:, None] + k[None, :]))
+    assert choice(deciding) == choice(every)

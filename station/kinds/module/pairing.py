@@ -52,7 +52,7 @@ from station.kinds.module.false_pairs import (
     never_significant,
 )
 from station.kinds.module.grouped import group_median
-from station.kinds.module.pairing_scores import block_choice, mad
+from station.kinds.module.pairing_scores import block_choice, deciding_spreads
 from station.parsers.records import Flag
 
 NOT_OURS = int(Flag.NOT_OURS)
@@ -476,8 +476,9 @@ class StreamPairer:
         def choose(i: int, n0: np.ndarray, accept_only: bool = False) -> bool:
             """The best of the candidates n0 by spread; whether it paired (accept_only: nothing
             is noted unless it did)."""
-            k = a.k[a.begin[i]:a.end[i]]
-            spread = mad(a.widths[a.begin[i]:a.end[i]][None, :] - win.at(n0[:, None] + k[None, :]))
+            spread = deciding_spreads(a.widths[a.begin[i]:a.end[i]], a.k[a.begin[i]:a.end[i]],
+                                      n0, win.held(), win.base, MISSING, MAX_SPREAD_NS,
+                                      MIN_SEPARATION)
             two = np.argsort(spread, kind="stable")[:2]  # ties: the earlier candidate, on any CPU
             best, runner_up = spread[two[0]], spread[two[1]]
             # it fits: its residuals agree, beyond what chance gives the best of the candidates

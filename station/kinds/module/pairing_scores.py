@@ -195,3 +195,114 @@ def _build() -> Any:
 
 
 _compiled = Compiled(_build)
+
+
+# A wide search (pairing.py's choose) needs every candidate's spread only up to a limit: a spread
+# above MIN_SEPARATION·MAX_SPREAD_NS can neither pair nor keep another candidate from pairing.
+# A spread (MAD) at most L puts at least half the residuals within L of their median: inside one
+# window of width 2L, which lies whole in one bin of width 4L of one of two grids offset by 2L.
+# So a candidate none of whose bins, in either grid, holds half its residuals has a spread above
+# L, and its exact spread is not computed (a majority vote per grid: two passes, no sort).
+# The bins are SCREEN_SLACK_NS wider each side than 4L needs: the label's division, rounded at
+# residuals of up to ~1e15 ns (MISSING), moves a residual by far less than that.
+SCREEN_SLACK_NS = 8.0
+SCREEN_MAX_ABS = 1e17  # a residual beyond this (or NaN) is not binned: the spread is computed
+
+
+def spreads(widths: np.ndarray, k: np.ndarray, n0: np.ndarray, held: np.ndarray, base: int,
+            missing: float, limit: float) -> np.ndarray:
+    """The spread (MAD) of each candidate first event n0's residuals widths − t_SW[n0 + k]
+    (t_SW: held from event `base`, `missing` outside it), inf where it is above `limit`."""
+    if widths.size * n0.size >= MIN_COMPILED and _spreads_compiled.available() is None:
+        return _spreads_compiled(np.ascontiguousarray(widths, np.float64),
+                                 np.ascontiguousarray(k, np.int64),
+                                 np.ascontiguousarray(n0, np.int64), held, base, missing,
+                                 float(limit), SCREEN_SLACK_NS, SCREEN_MAX_ABS)
+    return spreads_numpy(widths, k, n0, held, base, missing, limit)
+
+
+def deciding_spreads(widths: np.ndarray, k: np.ndarray, n0: np.ndarray, held: np.ndarray,
+                     base: int, missing: float, max_spread: float,
+                     separation: float) -> np.ndarray:
+    """The spreads a one-by-one search's choice needs (the best at most max_spread fits; it pairs
+    when the runner-up's is `separation` times its own, or 1 ns, at least), the others inf: those
+    that may fit, then, when one does, those that may keep it from pairing. The choice made on
+    them (which candidate is best, whether it fits, whether it pairs) is the one made on every
+    spread."""
+    spread = spreads(widths, k, n0, held, base, missing, max_spread)
+    best = float(np.min(spread, where=~np.isnan(spread), initial=np.inf))  # NaN sorts last
+    if best <= max_spread:
+        spread = spreads(widths, k, n0, held, base, missing, separation * max(best, 1.0))
+    return spread
+
+
+def spreads_numpy(widths: np.ndarray, k: np.ndarray, n0: np.ndarray, held: np.ndarray, base: int,
+                  missing: float, limit: float) -> np.ndarray:
+    idx = n0[:, None] + k[None, :] - base
+    sw = held[np.clip(idx, 0, max(len(held) - 1, 0))] if len(held) else np.full(idx.shape, missing)
+    sw = np.where((idx < 0) | (idx >= len(held)), missing, sw)
+    spread = mad(widths[None, :] - sw)
+    return np.where(spread > limit, np.inf, spread)
+
+
+def _build_spreads() -> Any:
+    import numba
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def spreads_compiled(widths: Any, k: Any, n0: Any, held: Any, base: int, missing: float,
+                         limit: float, slack: float, max_abs: float) -> Any:
+        pulses = widths.shape[0]
+        n = held.shape[0]
+        out = np.empty(n0.shape[0])
+        row = np.empty(pulses)
+        labels = np.empty(pulses, np.int64)
+        need = (pulses + 1) // 2  # residuals within `limit` of the median, at least
+        width = 4.0 * (limit + slack)
+        half = pulses // 2
+        for c in range(n0.shape[0]):
+            exact = False
+            for j in range(pulses):
+                i = n0[c] + k[j] - base
+                row[j] = widths[j] - (held[i] if 0 <= i < n else missing)
+                if not abs(row[j]) <= max_abs:  # NaN too
+                    exact = True
+            if not exact:
+                for grid in range(2):
+                    shift = 0.5 * width * grid
+                    for j in range(pulses):
+                        labels[j] = np.int64(np.floor((row[j] - shift) / width))
+                    # a label held by half the residuals is the majority of all but the last
+                    # one, or the last one's
+                    vote, votes = labels[0], 0
+                    for j in range(pulses - 1):
+                        if votes == 0:
+                            vote, votes = labels[j], 1
+                        elif labels[j] == vote:
+                            votes += 1
+                        else:
+                            votes -= 1
+                    for guess in (vote, labels[pulses - 1]):
+                        count = 0
+                        for j in range(pulses):
+                            if labels[j] == guess:
+                                count += 1
+                        if count >= need:
+                            exact = True
+                    if exact:
+                        break
+            if not exact:
+                out[c] = np.inf
+                continue
+            s = np.sort(row)  # numpy's order: NaN last
+            m = s[half] if pulses % 2 else 0.5 * (s[half - 1] + s[half])
+            for j in range(pulses):
+                row[j] = abs(row[j] - m)
+            s = np.sort(row)
+            spread = s[half] if pulses % 2 else 0.5 * (s[half - 1] + s[half])
+            out[c] = np.inf if spread > limit else spread
+        return out
+
+    return spreads_compiled
+
+
+_spreads_compiled = Compiled(_build_spreads)
