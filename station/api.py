@@ -15,6 +15,7 @@ from station.common.lazy_import import lazy_exports
 
 if TYPE_CHECKING:
     from station.analysis import analyse_campaign
+    from station.analysis.budgets import CheckResult
     from station.campaign.loop import CampaignError, CampaignResult
     from station.capture.scope_capture import (
         CaptureFailed,
@@ -53,6 +54,7 @@ __all__ = [
     "check_capture_output", "read_capture_sidecar",
     "ReportSchemaError", "report_json_schema", "report_model", "validate_report",
     "Manifest", "manifest_json_schema", "read_manifest",
+    "BudgetError", "CheckResult", "check_budgets",
 ]
 
 #: Every name this module re-exports, by the module that defines it: imported when first asked for.
@@ -86,6 +88,8 @@ _LAZY = {
     # a run's manifest.json (docs/manifest-schema.md; `station schema --manifest`)
     "Manifest": "station.store.manifest", "read_manifest": "station.store.manifest",
     "manifest_json_schema": "station.report.manifest_schema",
+    # budgets judged on a campaign's report (`station check`, docs/ci.md)
+    "CheckResult": "station.analysis.budgets",
 }
 
 
@@ -399,3 +403,46 @@ def percentile_intervals(
 
 
 __all__ += ["pair_events", "percentile_intervals"]
+
+
+class BudgetError(ValueError):
+    """`station check` cannot judge: no report, or a budget that does not parse (said where)."""
+
+
+def check_budgets(results: str | Path, budgets: Sequence[str] | None = None) -> CheckResult:
+    """The budgets of a campaign's results judged on its report.json (docs/ci.md): `budgets`
+    (lines as `station check --budget` takes them) instead of the campaign file's, when given.
+    Raises BudgetError when there is no report or no budget, or one does not parse."""
+    import json
+
+    from station.analysis.budgets import check
+    from station.config import ConfigError, load_campaign
+    from station.config.budgets import parse_budget
+
+    results = Path(results)
+    try:
+        report = json.loads((results / "report.json").read_text())
+    except FileNotFoundError:
+        raise BudgetError(f"{results}: no report.json (run `station report {results}` "
+                          "first)") from None
+    except (OSError, ValueError) as exc:
+        raise BudgetError(f"{results / 'report.json'}: cannot be read: {exc}") from None
+    name = str((report.get("campaign") or {}).get("name") or results.name)
+    if budgets:
+        parsed = []
+        for text in budgets:
+            try:
+                parsed.append(parse_budget(text))
+            except ValueError as exc:
+                raise BudgetError(f"--budget {text!r}: {exc}") from None
+    else:
+        try:
+            campaign = load_campaign(results / "campaign.yaml")
+        except ConfigError as exc:
+            raise BudgetError(str(exc)) from None
+        parsed = [spec.parsed() for spec in campaign.budgets]
+        name = campaign.name
+    if not parsed:
+        raise BudgetError(f"{results / 'campaign.yaml'}: budgets: the campaign states none "
+                          "(give --budget 'p99.99 <= 50us')")
+    return check(report, parsed, name)

@@ -99,6 +99,10 @@ def run(
     out: Path = typer.Option(..., "--out", "-o", help="campaign output directory"),
     fresh: bool = typer.Option(False, "--fresh",
                                help="re-run every run, not only the incomplete ones", metavar=FLAG),
+    check: bool = typer.Option(False, "--check", metavar=FLAG,
+                               help="end with the campaign's budgets judged (`station check`): "
+                               "check.json and check-junit.xml in --out, exit 1 when one is "
+                               "missed, 3 when one is undecided"),
 ) -> None:
     """Run a campaign: every run of its matrix, then the report."""
     import asyncio
@@ -133,6 +137,8 @@ def run(
         if path in result.report_paths:
             typer.echo(f"wrote {result.report_paths[path]}")
     also = f"; {result.report_error}" if result.report_error else ""
+    verdict = _check_and_say(out, None, out / "check-junit.xml", out / "check.json") if check \
+        else None
     if result.stopped is not None:
         _fail(f"campaign stopped: {result.stopped} (data so far is in {out}; run the same command "
               f"again to resume){also}", EXIT_FAILED_RUNS)
@@ -145,6 +151,53 @@ def run(
     if result.unmatched:
         _fail("the hardware side could not be matched to the software side: "
               + "; ".join(f"{run}: {why}" for run, why in result.unmatched.items()), EXIT_UNMATCHED)
+    if verdict:
+        raise typer.Exit(verdict)
+
+
+def _check_and_say(results: Path, budgets: list[str] | None, junit: Path | None,
+                   as_json: Path | None) -> int:
+    """The budgets judged, each said on a line, the files written; the exit status (docs/ci.md)."""
+    import json
+
+    from station.report.junit import write_junit
+
+    try:
+        result = api.check_budgets(results, budgets)
+    except api.BudgetError as exc:
+        _fail(str(exc))
+    colours = {"met": typer.colors.GREEN, "missed": typer.colors.RED,
+               "undecided": typer.colors.YELLOW}
+    for v in result.verdicts:
+        typer.secho(f"{v.verdict.upper():9} {v.budget}", fg=colours[v.verdict])
+        for j in v.judged:
+            typer.echo(f"          {j.label}: {j.text}: {j.verdict}")
+        if not v.judged:
+            typer.echo("          no run of the campaign is one it applies to")
+    if junit is not None:
+        write_junit(result, junit)
+        typer.echo(f"wrote {junit}")
+    if as_json is not None:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        as_json.write_text(json.dumps(result.as_json(), indent=1, default=float) + "\n")
+        typer.echo(f"wrote {as_json}")
+    typer.secho(f"budgets: {result.verdict}", fg=colours[result.verdict], bold=True)
+    return result.exit_status
+
+
+@app.command("check")
+def check_command(
+    results: Path = typer.Argument(..., help="a campaign's results directory (its report.json)"),
+    budget: list[str] = typer.Option(
+        None, "--budget", "-b", metavar="<budget>",
+        help="a budget, e.g. 'p99.99 <= 50us' or 'max <= 120us for load=hackbench' (repeat it); "
+        "instead of the campaign file's budgets"),
+    junit: Path = typer.Option(None, "--junit", help="write the verdicts as JUnit XML here"),
+    as_json: Path = typer.Option(None, "--json", help="write the verdicts as JSON here"),
+) -> None:
+    """Judge latency budgets on a campaign's report, each with its interval: exit 0 when every
+    budget is met, 1 when one is missed, 3 when one is undecided (docs/ci.md)."""
+    raise typer.Exit(_check_and_say(results, budget or None, junit, as_json))
 
 
 @app.command()

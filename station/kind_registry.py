@@ -108,6 +108,10 @@ class Kind:
     # hands to analysis/run_pool.analysed: the live analysis (campaign/live_analysis.py) runs it as
     # each run is sealed and keeps the result for the report; None: analysed in the report only
     run_analysis: Any = None
+    # (report, Budget, its complete runs' entries) -> [station.analysis.budgets.Estimate]: the
+    # figures a budget is judged on, from this kind's part of report.json (docs/ci.md); None: its
+    # runs have none
+    budget_figures: Any = None
 
     def matrix_keys(self) -> tuple[str, ...]:
         """The matrix keys only this kind reads."""
@@ -116,7 +120,7 @@ class Kind:
 
     def load(self, which: str) -> Any:
         """A heavy part (`measurement`, `analysis`, `report`, `compare`, `report_model`,
-        `manifest_model`, `bench_check`, `run_analysis`), imported now;
+        `manifest_model`, `bench_check`, `run_analysis`, `budget_figures`), imported now;
         None if it has none."""
         part = getattr(self, which)
         return import_named(part) if isinstance(part, str) else part
@@ -130,7 +134,7 @@ _generation = 0  # bumped on every registration: config rebuilds its campaign mo
 # or a key of report.json's envelope (tests/test_throwaway_kind.py checks both lists stay whole)
 RESERVED = frozenset({"name", "description", "bench", "matrix", "report", "loads",
                       "schema_version", "campaign", "runs", "notes", "findings", "comparisons",
-                      "stopping"})
+                      "stopping", "budgets"})
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")  # a campaign key and a Python name
 
 

@@ -65,7 +65,7 @@ INSIDE = {
     "station.capture": ["pulses", "accounting", "scope_capture"],
     "station.store": ["manifest", "run_store", "result_store"],
     "station.campaign": ["terminal", "run", "stopping", "live_analysis", "loop"],
-    "station.config": ["yaml_lines", "types", "twin", "until", "bench", "campaign", "loading",
+    "station.config": ["yaml_lines", "types", "twin", "until", "budgets", "bench", "campaign", "loading",
                        "edit"],
     "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names", "cli_help",
                        "cache_dirs"],

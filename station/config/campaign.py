@@ -18,6 +18,7 @@ from pydantic import (
 
 from station import kind_registry
 from station.config.bench import BenchSettings, LoadSpec
+from station.config.budgets import BudgetEntry
 from station.config.twin import GPIO_MISWIRES
 from station.config.types import (
     DURATION_RANGE,
@@ -103,6 +104,21 @@ class ReportSettings(Strict):
 
 
 
+def _check_budget_runs(campaign: Campaign, n: int, runs: tuple[tuple[str, str], ...]) -> None:
+    """A budget's runs named as the campaign names them: a typo would apply it to no run."""
+    cells = kind_registry.kind(campaign.matrix.kind).cells(campaign)
+    known = {"load": list(campaign.matrix.loads),
+             "target": [t for t in campaign.bench.named_targets() if t],
+             "interface": sorted({i for i, _ in cells if i}),
+             "variant": sorted({v for _, v in cells if v}),
+             "case": sorted({v for _, v in cells if v})}
+    for key, value in runs:
+        if value not in known[key]:
+            raise LocatedError(("budgets", n, key),
+                               f"{value!r} is not one of this campaign's {key}s "
+                               f"({', '.join(known[key]) or 'it names none'})")
+
+
 class Campaign(Strict):
     """A campaign's settings common to every kind. The model that reads a file is
     `campaign_model()`: this one with each registered kind's own section beside
@@ -114,6 +130,10 @@ class Campaign(Strict):
     matrix: Matrix
     report: ReportSettings = ReportSettings()
     loads: dict[LoadSetName, list[LoadSpec]] = Field(default_factory=lambda: {"none": []})
+    budgets: list[BudgetEntry] = Field(
+        default_factory=list, max_length=200,
+        description="latency budgets `station check` and `station run --check` judge, each with "
+                    "its interval: met, missed or undecided (docs/ci.md)")
 
     @model_validator(mode="after")
     def _kind_fits(self) -> Campaign:
@@ -154,6 +174,8 @@ class Campaign(Strict):
                                "scope: set none or leave bench.scope out")
         if m.until is not None:
             check_until(self, kind)
+        for n, spec in enumerate(self.budgets):
+            _check_budget_runs(self, n, spec.parsed().runs)
         for n, fault in enumerate(self.bench.twin.miswire):
             if fault in GPIO_MISWIRES and kind.needs.board is None:
                 raise LocatedError(("bench", "twin", "miswire", n),
@@ -291,6 +313,7 @@ def measurement_hash(campaign: Campaign) -> str:
     for key in ("repetitions", "order", "order_seed"):
         data["matrix"].pop(key)
     data["matrix"].pop("until", None)
+    data.pop("budgets", None)  # what the runs are judged against, not what they measure
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -33,6 +33,7 @@ def _check(campaign: Campaign) -> None:
 
 
 KIND = Kind(
+    budget_figures="station.kinds.cyclictest.budgets:figures",
     name="cyclictest",
     store_tables=("cyclictest_histogram",),
     window_maximum=lambda run: (run.get("combined") or {}).get("max_ns"),  # every thread's

@@ -23,6 +23,7 @@ def _check(campaign: Campaign) -> None:
 
 
 KIND = Kind(
+    budget_figures="station.kinds.interruptions.budgets:figures",
     name="interruptions",
     store_tables=("interruptions_gaps",),
     # the longest interruption the detector saw (µs in its report)

@@ -87,6 +87,7 @@ def _run_id(spec: RunSpec) -> str:
 
 
 KIND = Kind(
+    budget_figures="station.kinds.module.budgets:figures",
     name="module",
     settings=ModuleSettings,
     store_tables=("sw", "hw", "decomposition"),

@@ -1,0 +1,41 @@
+"""A budget check as JUnit XML (`station check --junit`), the format every CI system reads: one
+test case per budget; a missed budget a failure, an undecided one skipped with the reason (a CI
+page shows it apart from the passes, and `station check`'s exit status 3 says it too), the
+figures and their intervals in each case's message and output."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from station.analysis.budgets import CheckResult
+
+
+def junit_xml(result: CheckResult) -> bytes:
+    counts = {v: sum(b.verdict == v for b in result.verdicts) for v in ("met", "missed",
+                                                                          "undecided")}
+    suites = ET.Element("testsuites", name="irq-station budgets", tests=str(len(result.verdicts)),
+                        failures=str(counts["missed"]), errors="0",
+                        skipped=str(counts["undecided"]))
+    suite = ET.SubElement(suites, "testsuite", name=f"budgets: {result.campaign}",
+                          tests=str(len(result.verdicts)), failures=str(counts["missed"]),
+                          errors="0", skipped=str(counts["undecided"]), time="0")
+    for v in result.verdicts:
+        case = ET.SubElement(suite, "testcase", classname=f"irq-station.{result.campaign}",
+                             name=v.budget, time="0")
+        if v.verdict == "missed":
+            ET.SubElement(case, "failure", type="missed", message=v.message).text = v.message
+        elif v.verdict == "undecided":
+            ET.SubElement(case, "skipped", type="undecided", message=f"undecided: {v.message}")
+        ET.SubElement(case, "system-out").text = "\n".join(
+            f"{j.label}: {j.text}: {j.verdict}" for j in v.judged) or "no run it applies to"
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def write_junit(result: CheckResult, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(junit_xml(result))
+    tmp.replace(path)

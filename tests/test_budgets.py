@@ -1,0 +1,153 @@
+"""Latency budgets and the CI verdict (`budgets:`, `station check`, `station run --check`;
+docs/ci.md): a twin campaign whose budgets are set against the twin's truth (its logged t_SW of
+every event it made, twin-truth.parquet), never against what the station measured; the JUnit XML
+read by junitparser, a parser that is not ours."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from station.config import ConfigError, parse_campaign
+from station.config.budgets import parse_budget
+from tests.conftest import REPO, run_station
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1000:.3f}us"
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    """The demo's twin, PCIe with inb only, 100 000 events: its percentiles' intervals (p50, p99)
+    are given, its p99.999's has no upper end (one event beyond it). Measured first; then budgets
+    set against the twin's log of what it made are written into the campaign file, and `station
+    run --check` resumes it (budgets are not what a run measures: nothing is measured again)."""
+    base = yaml.safe_load((REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text())
+    base["matrix"] |= {"interfaces": ["pcie"], "variants": ["inb"], "samples": 100_000,
+                       "pulses": 1000}
+    work = tmp_path_factory.mktemp("budgets")
+    out, config = work / "out", work / "campaign.yaml"
+    config.write_text(yaml.safe_dump(base))
+    res = run_station("run", str(config), "--out", str(out), timeout=400)
+    assert res.returncode == 0, res.stderr[-3000:]
+    truth = _truth(out)
+    budgets = {
+        "met": f"p99 <= {_us(1.5 * np.percentile(truth, 99))}",
+        "missed": f"p50 <= {_us(0.5 * np.percentile(truth, 50))}",
+        # far above anything the twin made, yet undecided: one event lies beyond p99.999, so its
+        # interval has no upper end (never rounded into a pass)
+        "undecided": f"p99.999 <= {_us(100 * truth.max())}",
+        "max met": f"max <= {_us(np.ceil(truth.max()))}",  # the measured events are the twin's
+        "max missed": f"max < {_us(np.percentile(truth, 50))}",
+    }
+    base["budgets"] = list(budgets.values())
+    config.write_text(yaml.safe_dump(base))
+    res = run_station("run", str(config), "--out", str(out), "--check", timeout=400)
+    return out, budgets, res
+
+
+def _truth(out: Path) -> np.ndarray:
+    (run,) = sorted((out / "runs").iterdir())
+    return pd.read_parquet(run / "twin-truth.parquet", columns=["sw_ns"])["sw_ns"].to_numpy(float)
+
+
+def test_run_check_says_each_budget_met_missed_or_undecided_against_the_truth(campaign):
+    out, budgets, res = campaign
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]  # one missed: exit 1
+    said = json.loads((out / "check.json").read_text())
+    verdicts = {b["budget"]: b["verdict"] for b in said["budgets"]}
+    assert verdicts == {budgets["met"]: "met", budgets["missed"]: "missed",
+                        budgets["undecided"]: "undecided", budgets["max met"]: "met",
+                        budgets["max missed"]: "missed"}
+    assert said["verdict"] == "missed"
+    undecided = next(b for b in said["budgets"] if b["budget"] == budgets["undecided"])
+    (figure,) = undecided["figures"]
+    assert figure["low"] is not None and figure["high"] is None  # no upper end: not a pass
+
+
+def test_the_junit_xml_has_one_case_per_budget_with_its_status_and_figures(campaign):
+    from junitparser import Failure, JUnitXml, Skipped
+
+    out, budgets, _ = campaign
+    xml = JUnitXml.fromfile(str(out / "check-junit.xml"))
+    cases = {case.name: case for suite in xml for case in suite}
+    assert set(cases) == set(budgets.values())
+    for which, text in budgets.items():
+        result = cases[text].result
+        if which.endswith("met"):
+            assert result == [], (which, result)
+        elif which.endswith("missed"):
+            (failure,) = result
+            assert isinstance(failure, Failure) and failure.type == "missed"
+            assert "missed" in failure.message and "µs" in failure.message
+        else:
+            (skipped,) = result
+            assert isinstance(skipped, Skipped) and skipped.message.startswith("undecided")
+            assert "[" in skipped.message and ", –]" in skipped.message  # the open interval
+    assert "95 %" in cases[budgets["met"]].system_out
+
+
+@pytest.mark.parametrize("which, status", [(("met", "max met"), 0), (("met", "undecided"), 3),
+                                           (("undecided", "max missed"), 1)])
+def test_station_check_exits_0_met_1_missed_3_undecided(campaign, which, status, tmp_path):
+    out, budgets, _ = campaign
+    args = [a for w in which for a in ("--budget", budgets[w])]
+    res = run_station("check", str(out), *args, "--json", str(tmp_path / "c.json"))
+    assert res.returncode == status, res.stdout + res.stderr
+    assert [b["budget"] for b in json.loads((tmp_path / "c.json").read_text())["budgets"]] == \
+        [budgets[w] for w in which]
+
+
+def test_a_budget_for_runs_the_campaign_does_not_have_is_refused_where_it_stands(tmp_path):
+    text = (REPO / "configs/rtai-lpt-vs-pcie.yaml").read_text()
+    text += "budgets:\n  - p99 <= 20us\n  - {budget: max <= 50us, load: seed-oi}\n"
+    with pytest.raises(ConfigError) as info:
+        parse_campaign(text, "c.yaml")
+    line = text.splitlines().index("  - {budget: max <= 50us, load: seed-oi}") + 1
+    assert f"c.yaml:{line}: budgets.1.load: 'seed-oi' is not one of this campaign's loads" in \
+        str(info.value)
+    bad = text.replace("seed-oi}", "seed-io}").replace("p99 <= 20us", "p99 <= 20 furlongs")
+    with pytest.raises(ConfigError, match=r"budgets\.0"):
+        parse_campaign(bad, "c.yaml")
+
+
+def test_station_check_without_a_report_or_with_a_bad_budget_says_so(tmp_path, campaign):
+    res = run_station("check", str(tmp_path), "--budget", "p99 <= 1ms")
+    assert res.returncode == 2 and "no report.json" in res.stderr
+    res = run_station("check", str(campaign[0]), "--budget", "p99 <= 1 parsec")
+    assert res.returncode == 2 and "--budget 'p99 <= 1 parsec'" in res.stderr
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=80))
+def test_a_garbage_budget_is_a_value_error_never_a_crash(text):
+    try:
+        b = parse_budget(text)
+    except ValueError:
+        return
+    assert b.op in ("<=", "<") and b.limit > 0 and b.figure.name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["p50", "p99", "p99.99", "p99.9999", "max", "mean", "miss(100us)",
+                        "timerlat_irq_max"]),
+       st.sampled_from(["<=", "<"]), st.floats(1e-3, 1e5), st.sampled_from(["", " for load=x",
+                                                                          " for interface=pcie load=y"]))
+def test_every_written_budget_parses_to_what_it_says(figure, op, amount, runs):
+    limit = f"{amount:.6g}" if figure.startswith("miss") else f"{amount:.6g}us"
+    if figure.startswith("miss") and not amount < 1:
+        with pytest.raises(ValueError, match="probability"):
+            parse_budget(f"{figure} {op} {limit}{runs}")
+        return
+    b = parse_budget(f"{figure} {op} {limit}{runs}")
+    assert b.figure.name == figure and b.op == op
+    assert b.limit == pytest.approx(amount if figure.startswith("miss") else amount * 1e-6, rel=1e-5)
+    assert dict(b.runs) == dict(w.split("=") for w in runs.replace(" for ", "").split())
