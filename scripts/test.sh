@@ -3,7 +3,7 @@
 # extras, headless Chromium (report tests), OpenSSH's server (this machine as a
 # real target; tracefs mounted, for the detector's traces, and debugfs, for the kernel's
 # scheduler facts), a Java runtime (Spark reading
-# the result store), Debian's kernel headers and checkpatch (kernel module tests), QEMU
+# the result store), Debian's Prometheus and promtool (the monitor's metrics), Debian's kernel headers and checkpatch (kernel module tests), QEMU
 # and the VM image's packages (real-kernel target tests), Icarus Verilog, Verilator and
 # Yosys (the FPGA echoer's Verilog).
 # Extra arguments go to pytest.
@@ -13,6 +13,7 @@ cd "$REPO"
 as_root bash scripts/ci/browser-deps.sh
 as_root bash scripts/ci/sshd-deps.sh >/dev/null
 as_root sh scripts/ci/spark-deps.sh >/dev/null
+as_root sh scripts/ci/prometheus-deps.sh >/dev/null
 as_root sh scripts/ci/tracefs.sh
 as_root sh scripts/ci/debugfs.sh
 as_root bash target_modules/scripts/ci-deps.sh >/dev/null

@@ -38,6 +38,51 @@ class Monitor:
         self.store = resolve(self.path, self.schedule.store)
         self.ledger = Ledger(self.store)
         self.progress, self.clock, self.sleep = progress, clock, sleep
+        self.exporter: Any = None  # station.monitor.exporter.Exporter, while run() runs
+
+    def _start_exporter(self) -> None:
+        """The Prometheus endpoint and/or textfile the schedule asks for, serving the ledger as
+        it stands from the start (a restarted monitor's history included)."""
+        settings = self.schedule.prometheus
+        if settings is None:
+            return
+        from station.monitor.exporter import Exporter
+
+        textfile = resolve(self.path, settings.textfile) if settings.textfile else None
+        self.exporter = Exporter(self.schedule, self.store, self._max_budgets(), textfile)
+        self.exporter.start()
+        if settings.listen is not None:
+            host, port = settings.address()
+            self.progress.message(f"monitor: Prometheus metrics on http://{host}:{port}/metrics")
+        self._export()
+
+    def _export(self) -> None:
+        if self.exporter is None:
+            return
+        from station.monitor.overview import phase_verdicts
+
+        entries = self.ledger.entries()
+        try:
+            self.exporter.update(entries, phase_verdicts(
+                entries, [p.name for p in self.schedule.phases], self.schedule.false_alarm))
+        except OSError as exc:  # a textfile that cannot be written: said, the schedule goes on
+            self.progress.message(f"monitor: the Prometheus textfile was not written: {exc}")
+
+    def _max_budgets(self) -> dict[str, float]:
+        """Each phase's tightest `max` budget for all its runs (its campaign's budgets:), in s."""
+        from station.config import ConfigError, load_campaign
+
+        out = {}
+        for phase in self.schedule.phases:
+            try:
+                campaign = load_campaign(resolve(self.path, phase.campaign))
+            except ConfigError:
+                continue
+            limits = [b.limit for b in (spec.parsed() for spec in campaign.budgets)
+                      if b.figure.name == "max" and not b.runs]
+            if limits:
+                out[phase.name] = min(limits)
+        return out
 
     def _anchor(self) -> float:
         path = self.store / ANCHOR
@@ -49,6 +94,15 @@ class Monitor:
         return anchor
 
     async def run(self, cycles: int | None = None) -> MonitorResult:
+        self._start_exporter()
+        try:
+            return await self._run(cycles)
+        finally:
+            if self.exporter is not None:
+                self.exporter.stop()
+                self.exporter = None
+
+    async def _run(self, cycles: int | None = None) -> MonitorResult:
         last = cycles if cycles is not None else self.schedule.cycles
         anchor = self._anchor()
         entries = self.ledger.entries()
@@ -119,6 +173,7 @@ class Monitor:
                                              due + self.schedule.every,
                                              reason=reason))
                     done.add((cycle, phase.name, w))
+        self._export()
 
     def _disk_full(self) -> str | None:
         self.store.mkdir(parents=True, exist_ok=True)
@@ -213,6 +268,7 @@ class Monitor:
                               kernel, why)
             self.ledger.append(entry)
             done.add(entry.key)
+        self._export()
 
 
 def _window_runs(out: Path, kind_name: str) -> dict[int, dict[str, Any]]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from station.config import (
     LocalPath,
@@ -43,6 +44,36 @@ class Retry(Strict):
                                        "windows are recorded as a gap and the schedule goes on")
 
 
+LISTEN = re.compile(r"(?P<host>\d{1,3}(?:\.\d{1,3}){3}|localhost)?:(?P<port>\d{1,5})")
+
+
+class Prometheus(Strict):
+    """The monitor's figures for Prometheus (docs/lab.md "Prometheus")."""
+
+    listen: str | None = Field(
+        None, max_length=64,
+        description="serve the metrics over HTTP on host:port; ':9464' listens on 127.0.0.1 (an "
+                    "address beyond this machine only when written)")
+    textfile: LocalPath | None = Field(
+        None, description="also write them to this file after every phase, for node_exporter's "
+                          "textfile collector (relative to the schedule file)")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        match = LISTEN.fullmatch(value.strip())
+        if match is None or not 0 < int(match.group("port")) < 65536:
+            raise ValueError(f"{value!r} is not host:port (e.g. 127.0.0.1:9464 or :9464)")
+        return value.strip()
+
+    def address(self) -> tuple[str, int]:
+        match = LISTEN.fullmatch(self.listen or "")
+        assert match is not None, "listen was validated"
+        return match.group("host") or "127.0.0.1", int(match.group("port"))
+
+
 class Schedule(Strict):
     name: Name
     store: LocalPath = Field(description="the lab store: every run of every cycle, the ledger, the "
@@ -63,6 +94,8 @@ class Schedule(Strict):
         description="stop cleanly, with the message, when the store's disk has less free space "
                     "than this")
     retry: Retry = Retry()
+    prometheus: Prometheus | None = Field(
+        None, description="export the monitor's figures to Prometheus (docs/lab.md)")
 
 
 def load_schedule(path: str | Path) -> Schedule:
