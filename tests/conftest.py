@@ -97,11 +97,11 @@ def scope(request, server):
         yield s
 
 
-def running_twin(state: Path) -> Iterator[dict]:
-    """`station twin` in its own process, its endpoints (twin.json) while it runs."""
+def running_twin(state: Path, *options: str) -> Iterator[dict]:
+    """`station twin` in its own process (with `options`), its endpoints (twin.json) while it runs."""
     state.mkdir(parents=True, exist_ok=True)
     log = state / "twin.log"  # a file, not a pipe: a twin that outlives many tests never blocks on it
-    proc = subprocess.Popen(station_cmd("twin", "--state-dir", str(state)), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(station_cmd("twin", "--state-dir", str(state), *options), stdout=subprocess.DEVNULL,
                             stderr=log.open("w"))
     deadline = time.monotonic() + 60
     while not (state / "twin.json").exists():
