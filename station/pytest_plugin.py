@@ -146,6 +146,24 @@ class StationBench:
                              self.place)
 
 
+# The one warning the station silences (station/__init__.py: asyncssh touching cryptography's
+# deprecated DSA classes). This plugin imports the station while pytest loads its plugins, inside
+# a warnings context that is undone afterwards: the filter is set again where a suite's conftest
+# and tests import asyncssh.
+DSA_WARNING = "ignore:DSA is deprecated:UserWarning"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", message="DSA is deprecated", category=UserWarning)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("filterwarnings", DSA_WARNING)
+
+
 @pytest.fixture
 def irq_station(request: pytest.FixtureRequest, tmp_path: Path) -> StationBench:
     """Runs campaigns on a bench (with labgrid's --lg-env: its place) and returns typed reports."""

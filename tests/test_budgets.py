@@ -151,3 +151,59 @@ def test_every_written_budget_parses_to_what_it_says(figure, op, amount, runs):
     assert b.figure.name == figure and b.op == op
     assert b.limit == pytest.approx(amount if figure.startswith("miss") else amount * 1e-6, rel=1e-5)
     assert dict(b.runs) == dict(w.split("=") for w in runs.replace(" for ", "").split())
+
+
+def _judged(section: str, run: dict, budget: str, report_extra: dict | None = None) -> list[tuple[str, str]]:
+    """A report holding one run of a kind, judged: [(verdict, text)] of its figures."""
+    from station.analysis.budgets import judge_budget
+
+    report = {section: {"runs": [{"id": "r0", "status": "complete", "load": "none", "target": "t",
+                                  "repetition": 0, **run}], **(report_extra or {})}}
+    verdict = judge_budget(report, parse_budget(budget))
+    return [(j.verdict, j.text) for j in verdict.judged]
+
+
+def test_each_kinds_figures_come_from_its_part_of_the_report():
+    """Figures with the kinds' report shapes (docs/report-schema.md): what each budget reads."""
+    sliced = {"combined": {"max_ns": 250_000, "mean_ns": 20_000, "percentiles_ns": {"p99": 40_000, "p99.99": 90_000},
+                           "percentile_ci95_ns": {"p99": [38_000, 45_000]},
+                           "percentile_ci_withheld": "9 cycles beyond it: too few"},
+              "timerlat": {"irq_max_us": 30, "thread_max_us": 55, "note": None}}
+    assert _judged("cyclictest", sliced, "p99 <= 50us")[0][0] == "met"
+    assert _judged("cyclictest", sliced, "p99 < 38us")[0][0] == "missed"
+    assert _judged("cyclictest", sliced, "p99 <= 40us")[0][0] == "undecided"
+    verdict, text = _judged("cyclictest", sliced, "p99.99 <= 1ms")[0]
+    assert verdict == "undecided" and "too few" in text  # no interval: the report's reason
+    assert _judged("cyclictest", sliced, "max <= 250us")[0][0] == "met"
+    assert _judged("cyclictest", sliced, "max < 250us")[0][0] == "missed"
+    assert _judged("cyclictest", sliced, "timerlat_thread_max <= 50us")[0][0] == "missed"
+    assert _judged("cyclictest", sliced, "timerlat_irq_max <= 50us")[0][0] == "met"
+    view = {"deadline_view": [{"target": "t", "load": "none", "deadline_us": 100.0, "p_exceed": 2e-5,
+                               "ci_low": 1e-5, "ci_high": 4e-5, "method": "extremal index 1.00"}]}
+    assert _judged("cyclictest", sliced, "miss(100us) < 1e-4", view)[0][0] == "met"
+    assert _judged("cyclictest", sliced, "miss(100us) < 1e-5", view)[0][0] == "missed"
+    assert _judged("cyclictest", sliced, "miss(100us) < 3e-5", view)[0][0] == "undecided"
+    assert _judged("cyclictest", sliced, "miss(50us) < 1e-4", view)[0][0] == "undecided"  # another D
+    # the detector: its longest gap; none above its threshold: below the threshold
+    assert _judged("interruptions", {"max_us": 81.0, "threshold_us": 20}, "max <= 80us")[0][0] == "missed"
+    assert _judged("interruptions", {"max_us": None, "threshold_us": 20}, "max <= 50us")[0][0] == "met"
+    assert _judged("interruptions", {"max_us": None, "threshold_us": 20}, "max <= 10us")[0][0] == "undecided"
+    # gpio: the mean's interval; a percentile has none
+    delays = {"delay_us": {"mean": 6.5, "mean_ci": [6.4, 6.7], "p999": 17.3, "max": 21.9}}
+    assert _judged("gpio", delays, "mean <= 7us")[0][0] == "met"
+    assert _judged("gpio", delays, "mean <= 6.5us")[0][0] == "undecided"
+    assert _judged("gpio", delays, "p99.9 <= 100us") == [
+        ("undecided", "p99.9 = 17.300 µs: the report keeps no interval of a GPIO delay percentile")]
+    assert _judged("gpio", delays, "max <= 20us")[0][0] == "missed"
+
+
+def test_a_run_that_did_not_complete_or_no_run_at_all_leaves_a_budget_undecided():
+    from station.analysis.budgets import judge_budget
+
+    report = {"runs": [{"id": "a", "status": "complete", "interface": "lpt", "load": "x",
+                        "sw": {"max_ns": 5_000}},
+                       {"id": "b", "status": "failed", "interface": "lpt", "load": "x", "sw": None}]}
+    v = judge_budget(report, parse_budget("max <= 1ms"))
+    assert v.verdict == "undecided" and [j.verdict for j in v.judged] == ["undecided", "met"]
+    assert judge_budget(report, parse_budget("max <= 1ms for interface=pcie")).verdict == "undecided"
+    assert judge_budget(report, parse_budget("max <= 1us for interface=lpt")).verdict == "missed"
