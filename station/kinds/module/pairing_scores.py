@@ -203,10 +203,11 @@ _compiled = Compiled(_build)
 # window of width 2L, which lies whole in one bin of width 4L of one of two grids offset by 2L.
 # So a candidate none of whose bins, in either grid, holds half its residuals has a spread above
 # L, and its exact spread is not computed (a majority vote per grid: two passes, no sort).
-# The bins are SCREEN_SLACK_NS wider each side than 4L needs: the label's division, rounded at
-# residuals of up to ~1e15 ns (MISSING), moves a residual by far less than that.
+# The bins are SCREEN_SLACK_NS wider each side than 4L needs, so a window of 2L lies in one bin
+# with 16 ns to spare: the bin's division, rounded, moves a residual by at most a few of its ulps
+# (under 7 ns up to SCREEN_MAX_ABS; MISSING residuals are ~1e15 ns), far less than that.
 SCREEN_SLACK_NS = 8.0
-SCREEN_MAX_ABS = 1e17  # a residual beyond this (or NaN) is not binned: the spread is computed
+SCREEN_MAX_ABS = 1e16  # a residual beyond this (or NaN) is not binned: the spread is computed
 
 
 def spreads(widths: np.ndarray, k: np.ndarray, n0: np.ndarray, held: np.ndarray, base: int,
