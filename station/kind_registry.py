@@ -112,6 +112,10 @@ class Kind:
     # figures a budget is judged on, from this kind's part of report.json (docs/ci.md); None: its
     # runs have none
     budget_figures: Any = None
+    # the keys of its runs a budget may select them by, besides target and load: (report key,
+    # the RunSpec attribute that holds it); module runs carry interface and variant, gpio runs
+    # their case (in the variant's place)
+    budget_selectors: tuple[tuple[str, str], ...] = ()
 
     def matrix_keys(self) -> tuple[str, ...]:
         """The matrix keys only this kind reads."""

@@ -29,9 +29,8 @@ from typing import Any
 import pytest
 
 # the target keys a labgrid place keeps from the campaign's own target (the rest is the place's)
-KEPT_TARGET_KEYS = ("identity_file", "known_hosts", "connect_timeout", "reconnect_for", "user",
-                    "family", "module_dir", "work_dir", "fifo", "sudo", "upload_modules",
-                    "ssh_resource")
+KEPT_TARGET_KEYS = ("identity_file", "known_hosts", "connect_timeout", "reconnect_for", "family",
+                    "module_dir", "work_dir", "fifo", "sudo", "upload_modules", "ssh_resource")
 
 
 class StationRunFailed(AssertionError):
@@ -60,23 +59,26 @@ class StationResult:
 def labgrid_place(config: pytest.Config) -> tuple[str, str | None] | None:
     """(place, coordinator) of labgrid's environment (`--lg-env`) `main` target, None without
     one."""
+    asked = getattr(config.option, "lg_env", None) or os.environ.get("LG_ENV")
     try:
+        from labgrid.factory import TargetFactory
         from labgrid.pytestplugin.hooks import LABGRID_ENV_KEY
-    except ImportError:
+    except ImportError as exc:
+        if asked:  # never the campaign's own bench instead of the place asked for
+            raise pytest.UsageError(f"--lg-env {asked}: irq-station reads labgrid's environment "
+                                    f"through labgrid 24 or later ({exc})") from None
         return None
     env = config.stash.get(LABGRID_ENV_KEY, None)
     if env is None:
         return None
-    targets = env.config.get_targets() or {}
-    main = targets.get("main") or {}
-    resources = main.get("resources") or {}
-    items = resources.items() if isinstance(resources, dict) else (
-        kv for entry in resources for kv in (entry or {}).items())
-    place = next((str((args or {}).get("name")) for cls, args in items
-                  if cls == "RemotePlace" and (args or {}).get("name")), None)
+    main = (env.config.get_targets() or {}).get("main") or {}
+    # labgrid's own reading of a target's resources, whichever of its forms the file uses
+    resources, _ = TargetFactory.normalize_config(main)
+    places = list((resources.get("RemotePlace") or {}).keys())
+    place = places[0] if len(places) == 1 else None
     if place is None:
-        raise pytest.UsageError(f"{env.config_file}: targets.main has no RemotePlace with a name: "
-                                "irq-station's target is a labgrid place")
+        raise pytest.UsageError(f"{env.config_file}: targets.main names {len(places)} "
+                                "RemotePlace resources: irq-station's target is one labgrid place")
     try:
         coordinator = env.config.get_option("coordinator_address")
     except KeyError:
@@ -104,10 +106,13 @@ class StationBench:
         data = dict(campaign) if isinstance(campaign, dict) else yaml.safe_load(
             Path(campaign).read_text())
         if budgets:
-            data["budgets"] = [*data.get("budgets", []), *budgets]
+            data["budgets"] = [*(data.get("budgets") or []), *budgets]
         if self.labgrid is not None:
             place, coordinator = self.labgrid
             bench = dict(data.get("bench") or {})
+            if "targets" in bench:
+                raise pytest.UsageError("with --lg-env the bench's target is labgrid's place: "
+                                        "the campaign must name one bench.target, not targets")
             own = dict(bench.get("target") or {})
             target = {k: own[k] for k in KEPT_TARGET_KEYS if k in own}
             target |= {"kind": "labgrid", "place": place}
@@ -123,7 +128,7 @@ class StationBench:
 
         import yaml
 
-        from station import api
+        from station import api, kind_registry
 
         self._runs += 1
         data = self.campaign(campaign, budgets)
@@ -131,19 +136,49 @@ class StationBench:
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         out = Path(out) if out is not None else self.workdir / f"results-{self._runs}"
         has_budgets = bool(data.get("budgets"))
-        res = subprocess.run([sys.executable, "-m", "station.cli", "run", str(path), "--out",
-                              str(out), *(["--check"] if has_budgets else [])],
-                             capture_output=True, text=True, timeout=timeout,
-                             env=dict(os.environ, COLUMNS="200"))
-        allowed = (0, 1, 3) if has_budgets else (0,)
+        returncode, stdout, stderr = _run_station(
+            [sys.executable, "-m", "station.cli", "run", str(path), "--out", str(out),
+             *(["--check"] if has_budgets else [])], timeout)
         report_path = out / "report.json"
-        if res.returncode not in allowed or not report_path.exists():
-            raise StationRunFailed(f"station run {path} exited {res.returncode}:\n"
-                                   f"{res.stderr[-4000:]}")
-        report = api.validate_report(json.loads(report_path.read_text()))
+        # with budgets, 1 is one missed and 3 one undecided, but 3 is also runs that did not
+        # complete or a target lost: those are read from the results, not from the status
+        if returncode not in ((0, 1, 3) if has_budgets else (0,)) or not report_path.exists():
+            raise StationRunFailed(f"station run {path} exited {returncode}:\n{stderr[-4000:]}")
+        raw = json.loads(report_path.read_text())
+        try:
+            lost = json.loads((out / "campaign.json").read_text()).get("unavailable") or {}
+        except (OSError, ValueError):
+            lost = {}
+        unfinished = [f"{r.get('id')} ({r.get('status')})" for k in kind_registry.kinds().values()
+                      for r in kind_registry.report_runs(k, raw) if r.get("status") != "complete"]
+        unfinished += [f"target {name} unavailable ({why})" for name, why in lost.items()]
+        if unfinished:
+            raise StationRunFailed(f"station run {path}: not every run measured: "
+                                   f"{', '.join(unfinished)}\n{stderr[-4000:]}")
+        report = api.validate_report(raw)
         check = api.check_budgets(out) if has_budgets else None
-        return StationResult(out, report, check, res.returncode, res.stdout, res.stderr,
-                             self.place)
+        return StationResult(out, report, check, returncode, stdout, stderr, self.place)
+
+
+def _run_station(command: list[str], timeout: float) -> tuple[int, str, str]:
+    """`station run` in its own session; past the timeout, interrupted as Ctrl-C does (it tears the
+    run down and releases the place), killed only if that does not end it within a minute."""
+    import signal
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, COLUMNS="200"), start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            stdout, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        raise StationRunFailed(f"station run did not end within {timeout:g} s (interrupted):\n"
+                               f"{stderr[-4000:]}") from None
+    return proc.returncode, stdout, stderr
 
 
 # The one warning the station silences (station/__init__.py: asyncssh touching cryptography's

@@ -114,6 +114,8 @@ def test_a_budget_for_runs_the_campaign_does_not_have_is_refused_where_it_stands
     line = text.splitlines().index("  - {budget: max <= 50us, load: seed-oi}") + 1
     assert f"c.yaml:{line}: budgets.1.load: 'seed-oi' is not one of this campaign's loads" in \
         str(info.value)
+    with pytest.raises(ConfigError, match="a module run has no case"):
+        parse_campaign(text.replace("load: seed-oi}", "case: inb}"), "c.yaml")
     bad = text.replace("seed-oi}", "seed-io}").replace("p99 <= 20us", "p99 <= 20 furlongs")
     with pytest.raises(ConfigError, match=r"budgets\.0"):
         parse_campaign(bad, "c.yaml")
@@ -174,8 +176,16 @@ def test_each_kinds_figures_come_from_its_part_of_the_report():
     assert _judged("cyclictest", sliced, "p99 <= 40us")[0][0] == "undecided"
     verdict, text = _judged("cyclictest", sliced, "p99.99 <= 1ms")[0]
     assert verdict == "undecided" and "too few" in text  # no interval: the report's reason
-    assert _judged("cyclictest", sliced, "max <= 250us")[0][0] == "met"
+    # whole µs: a maximum said as 250 µs lies in [250, 251) µs
+    assert _judged("cyclictest", sliced, "max <= 251us")[0][0] == "met"
+    assert _judged("cyclictest", sliced, "max <= 250us")[0][0] == "undecided"
     assert _judged("cyclictest", sliced, "max < 250us")[0][0] == "missed"
+    # cyclictest's own maxima, whatever the histogram's range; without them, overflows make the
+    # histogram's maximum a lower bound
+    threads = sliced | {"threads": [{"max_us": 240}, {"max_us": 260}]}
+    assert _judged("cyclictest", threads, "max <= 255us")[0][0] == "missed"
+    over = sliced | {"combined": sliced["combined"] | {"overflows": 3}}
+    assert _judged("cyclictest", over, "max <= 1ms")[0][0] == "undecided"
     assert _judged("cyclictest", sliced, "timerlat_thread_max <= 50us")[0][0] == "missed"
     assert _judged("cyclictest", sliced, "timerlat_irq_max <= 50us")[0][0] == "met"
     view = {"deadline_view": [{"target": "t", "load": "none", "deadline_us": 100.0, "p_exceed": 2e-5,
@@ -185,9 +195,16 @@ def test_each_kinds_figures_come_from_its_part_of_the_report():
     assert _judged("cyclictest", sliced, "miss(100us) < 3e-5", view)[0][0] == "undecided"
     assert _judged("cyclictest", sliced, "miss(50us) < 1e-4", view)[0][0] == "undecided"  # another D
     # the detector: its longest gap; none above its threshold: below the threshold
-    assert _judged("interruptions", {"max_us": 81.0, "threshold_us": 20}, "max <= 80us")[0][0] == "missed"
-    assert _judged("interruptions", {"max_us": None, "threshold_us": 20}, "max <= 50us")[0][0] == "met"
-    assert _judged("interruptions", {"max_us": None, "threshold_us": 20}, "max <= 10us")[0][0] == "undecided"
+    seen = {"gaps": 3, "max_us": 81.0, "threshold_us": 20}
+    assert _judged("interruptions", seen, "max <= 80us")[0][0] == "missed"
+    assert _judged("interruptions", seen, "max <= 81us")[0][0] == "met"
+    quiet = {"gaps": 0, "max_us": None, "threshold_us": 20}
+    assert _judged("interruptions", quiet, "max <= 50us")[0][0] == "met"
+    assert _judged("interruptions", quiet, "max <= 10us")[0][0] == "undecided"
+    # a blind span (the detector writing) longer than the gaps seen may hide a longer one
+    assert _judged("interruptions", seen | {"blind_span_max_us": 120.0}, "max <= 100us")[0][0] == "undecided"
+    # its output never read: no figure, never "no gap"
+    assert _judged("interruptions", {}, "max <= 1us")[0][0] == "undecided"
     # gpio: the mean's interval; a percentile has none
     delays = {"delay_us": {"mean": 6.5, "mean_ci": [6.4, 6.7], "p999": 17.3, "max": 21.9}}
     assert _judged("gpio", delays, "mean <= 7us")[0][0] == "met"
@@ -195,6 +212,65 @@ def test_each_kinds_figures_come_from_its_part_of_the_report():
     assert _judged("gpio", delays, "p99.9 <= 100us") == [
         ("undecided", "p99.9 = 17.300 µs: the report keeps no interval of a GPIO delay percentile")]
     assert _judged("gpio", delays, "max <= 20us")[0][0] == "missed"
+    # stimuli without a response: their delays unknown, every budget undecided
+    unanswered = delays | {"stimuli": 1000, "missed": 500}
+    assert [v for v, _ in (_judged("gpio", unanswered, b)[0] for b in ("max <= 50us", "mean <= 7us"))] \
+        == ["undecided", "undecided"]
+
+
+def test_a_module_run_that_lost_records_cannot_meet_a_max_budget_and_pooled_misses_are_not_a_cells():
+    run = {"interface": "pcie", "variant": "inb", "sw": {"max_ns": 9_000},
+           "losses": {"sw_lost": 2, "sw_dropped_by_target": 0}}
+    assert _judged_module(run, "max <= 1ms")[0][0] == "undecided"
+    assert _judged_module(run, "max <= 5us")[0][0] == "missed"
+    case = {"comparisons": {"worst_case": [{"interface": "pcie", "load": "none", "deadline": {
+        "deadline_ns": 100_000, "p_exceed": 1e-7, "ci_low": 1e-8, "ci_high": 5e-7}}]}}
+    assert _judged_module(run | {"losses": {}}, "miss(100us) < 1e-6", case)[0][0] == "met"
+    verdict, text = _judged_module(run, "miss(100us) < 1e-6 for variant=inb", case)[0]
+    assert verdict == "undecided" and "pools" in text
+
+
+def _judged_module(run: dict, budget: str, extra: dict | None = None) -> list[tuple[str, str]]:
+    from station.analysis.budgets import judge_budget
+
+    report = {"runs": [{"id": "r0", "status": "complete", "load": "none", "target": None, **run}],
+              **(extra or {})}
+    return [(j.verdict, j.text) for j in judge_budget(report, parse_budget(budget)).judged]
+
+
+def test_a_figure_that_is_not_a_number_leaves_a_budget_undecided():
+    from station.analysis.budgets import Estimate, judge_estimate
+
+    b = parse_budget("max <= 1ms")
+    assert judge_estimate(b, Estimate("x", float("nan"), observed=True)).verdict == "undecided"
+    assert judge_estimate(b, Estimate("x", 1e-5, float("nan"), float("inf"))).verdict == "undecided"
+    assert judge_estimate(parse_budget("miss(1ms) < 1e-6"),
+                          Estimate("x", 1e-7, float("nan"), 5e-7)).verdict == "met"
+
+
+def test_the_junit_xml_stays_well_formed_whatever_the_text():
+    import xml.dom.minidom
+
+    from station.analysis.budgets import check
+    from station.report.junit import junit_xml
+
+    result = check({"runs": [{"id": "r\x1b0", "status": "complete", "load": "a\x00b",
+                              "sw": {"max_ns": 5.0}}]},
+                   [parse_budget("max <= 1ms for load=a\x1bb"), parse_budget("max <= 1ms")], "c\x07")
+    xml.dom.minidom.parseString(junit_xml(result))
+
+
+def test_planned_runs_the_report_lacks_leave_their_budgets_undecided():
+    from station.analysis.budgets import check
+
+    report = {"runs": [{"id": "pcie-inb-none-r0", "status": "complete", "interface": "pcie",
+                        "variant": "inb", "load": "none", "sw": {"max_ns": 5_000}}]}
+    planned = [{"id": "pcie-inb-none-r0", "target": None, "load": "none", "interface": "pcie", "variant": "inb"},
+               {"id": "lpt-inb-none-r0", "target": None, "load": "none", "interface": "lpt", "variant": "inb"}]
+    result = check(report, [parse_budget("max <= 1ms"), parse_budget("max <= 1ms for interface=pcie")], "c",
+                   planned)
+    assert [v.verdict for v in result.verdicts] == ["undecided", "met"] and result.exit_status == 3
+    assert "never measured" in result.verdicts[0].message
 
 
 def test_a_run_that_did_not_complete_or_no_run_at_all_leaves_a_budget_undecided():

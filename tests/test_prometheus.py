@@ -142,6 +142,7 @@ def test_prometheus_scrapes_the_ledgers_windows_and_gaps_and_alerts_on_the_injec
         assert all(a[1] <= b[1] for a, b in zip(by_le, by_le[1:], strict=False))
         budget = _api(prometheus_port, "query", query="irq_station_max_budget_seconds")
         assert float(budget["result"][0]["value"][1]) == budget_s
+        assert budget["result"][0]["metric"]["op"] == "<="
 
         # the injector held CPU 0 in every window of cycle 1 (its own log): the truth of the alerts
         holds = np.loadtxt(hog_log, dtype=np.int64, ndmin=2)
@@ -200,3 +201,32 @@ def test_a_listen_address_that_is_not_host_port_is_refused(listen):
 
     with pytest.raises(ValidationError, match="host:port"):
         Prometheus(listen=listen)
+
+
+def test_a_phase_never_measured_is_silent_since_the_schedule_began_and_overflows_count_in_inf():
+    """What the rules rely on, from the figures the exporter makes of a ledger it is given."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from station.monitor.exporter import MonitorMetrics
+    from station.monitor.ledger import Entry
+    from station.monitor.schedule import Schedule
+
+    schedule = Schedule.model_validate({"name": "s", "store": "st", "every": 3600, "phases": [
+        {"name": "never", "campaign": "a.yaml"}, {"name": "idle", "campaign": "b.yaml"}]})
+    metrics = MonitorMetrics(schedule, anchor=1000.0)
+    entries = [Entry(0, "never", 0, "gap", 1000.0, 1100.0, reason="cannot reach"),
+               Entry(0, "idle", 0, "complete", 1100.0, 1400.0, "rt-box", "c", "r", 55_000.0, "6.1")]
+    metrics.update(entries, {"idle": [(10.0, 90), (49.0, 5)]}, {}, {"idle": ("<", 60e-6)},
+                   {"idle": 5})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    text = generate_latest(registry).decode()
+    assert 'irq_station_last_good_window_timestamp_seconds{host="unknown",phase="never"} 1000.0' in text
+    assert 'irq_station_last_good_window_timestamp_seconds{host="rt-box",phase="idle"} 1400.0' in text
+    assert 'irq_station_window_gaps_total{host="unknown",phase="never"} 1.0' in text
+    assert 'irq_station_max_budget_seconds{host="rt-box",op="<",phase="idle"} 6e-05' in text
+    # 90 cycles in [10, 11) µs, 5 in [49, 50) µs, 5 beyond the histogram's range
+    assert 'irq_station_latency_seconds_bucket{host="rt-box",le="2e-05",phase="idle"} 90.0' in text
+    assert 'irq_station_latency_seconds_bucket{host="rt-box",le="5e-05",phase="idle"} 95.0' in text
+    assert 'irq_station_latency_seconds_bucket{host="rt-box",le="+Inf",phase="idle"} 100.0' in text
+    assert 'irq_station_latency_seconds_count{host="rt-box",phase="idle"} 100.0' in text

@@ -17,6 +17,7 @@ names no kind.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -102,8 +103,17 @@ def _amount(budget: Budget, value: float) -> str:
     return f"{value:.3g}" if budget.figure.is_probability else f"{us(value * 1e9)} µs"
 
 
+def _finite(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
+
+
 def judge_estimate(budget: Budget, e: Estimate) -> Judged:
     name = budget.figure.name
+    if any(x is not None and not math.isfinite(x) for x in (e.value, e.low, e.high)):
+        e = Estimate(e.label, _finite(e.value), _finite(e.low), _finite(e.high), e.observed,
+                     e.method, e.why or "the report gives a figure that is not a number")
+        if e.observed and e.value is None:
+            e = Estimate(e.label, None, why=e.why)
     if e.observed and e.value is not None:
         verdict: Verdict = "met" if budget.holds(e.value) else "missed"
         return Judged(e.label, verdict, f"{name} = {_amount(budget, e.value)} as measured "
@@ -123,8 +133,21 @@ def judge_estimate(budget: Budget, e: Estimate) -> Judged:
                                                 ": the interval holds the budget"), e)
 
 
-def judge_budget(report: dict[str, Any], budget: Budget) -> BudgetVerdict:
+def judge_budget(report: dict[str, Any], budget: Budget,
+                 planned: list[dict[str, Any]] | None = None) -> BudgetVerdict:
+    """`planned`: the runs the campaign's matrix names (id, target, load, interface, variant,
+    case), when known: one it applies to that the report does not hold (never measured: its
+    target unavailable, the campaign cut short) leaves the budget undecided. A campaign that stops
+    when answered (matrix.until) measures fewer rounds than its repetitions: `planned` then holds
+    one run per condition, and a condition with no run at all is what is missing."""
     judged: list[Judged] = []
+    present = [r for k in kind_registry.kinds().values()
+               for r in kind_registry.report_runs(k, report)]
+    for plan in planned or []:
+        if budget.applies_to(plan) and not any(_same_condition(plan, r) for r in present):
+            judged.append(judge_estimate(budget, Estimate(
+                str(plan["id"]), None, why="planned, not in the report: never measured (its "
+                "target unavailable, or the campaign cut short)")))
     for kind in kind_registry.kinds().values():
         reader = kind.load("budget_figures")
         runs = [r for r in kind_registry.report_runs(kind, report) if budget.applies_to(r)]
@@ -143,5 +166,14 @@ def judge_budget(report: dict[str, Any], budget: Budget) -> BudgetVerdict:
     return BudgetVerdict(budget.text, verdict, judged)
 
 
-def check(report: dict[str, Any], budgets: list[Budget], campaign: str) -> CheckResult:
-    return CheckResult(campaign, [judge_budget(report, b) for b in budgets])
+def _same_condition(plan: dict[str, Any], run: dict[str, Any]) -> bool:
+    """Whether a report's run is the planned one (by id), or of its condition where the plan
+    names conditions (no id)."""
+    if plan.get("id") is not None:
+        return str(run.get("id")) == str(plan["id"])
+    return all(str(run.get(k)) == str(v) for k, v in plan.items() if k != "id" and v is not None)
+
+
+def check(report: dict[str, Any], budgets: list[Budget], campaign: str,
+          planned: list[dict[str, Any]] | None = None) -> CheckResult:
+    return CheckResult(campaign, [judge_budget(report, b, planned) for b in budgets])

@@ -106,13 +106,19 @@ class ReportSettings(Strict):
 
 def _check_budget_runs(campaign: Campaign, n: int, runs: tuple[tuple[str, str], ...]) -> None:
     """A budget's runs named as the campaign names them: a typo would apply it to no run."""
-    cells = kind_registry.kind(campaign.matrix.kind).cells(campaign)
+    kind = kind_registry.kind(campaign.matrix.kind)
+    cells = kind.cells(campaign)
+    at = {"interface": 0, "variant": 1}
     known = {"load": list(campaign.matrix.loads),
-             "target": [t for t in campaign.bench.named_targets() if t],
-             "interface": sorted({i for i, _ in cells if i}),
-             "variant": sorted({v for _, v in cells if v}),
-             "case": sorted({v for _, v in cells if v})}
+             "target": [t for t in campaign.bench.named_targets() if t]}
+    for key, attr in kind.budget_selectors:
+        known[key] = sorted({cell[at[attr]] for cell in cells if cell[at[attr]]})
     for key, value in runs:
+        if key not in known:
+            raise LocatedError(("budgets", n, key),
+                               f"{article(kind.name)} {kind.name} run has no {key}: the runs a "
+                               f"budget applies to are chosen by "
+                               f"{', '.join(sorted(known))}")
         if value not in known[key]:
             raise LocatedError(("budgets", n, key),
                                f"{value!r} is not one of this campaign's {key}s "

@@ -38,10 +38,12 @@ def host_of_phases(entries: list[Entry]) -> dict[str, str]:
     return out
 
 
-def _cumulative(rows: list[tuple[float, int]]) -> tuple[list[tuple[str, float]], float, int]:
+def _cumulative(rows: list[tuple[float, int]],
+                beyond: int = 0) -> tuple[list[tuple[str, float]], float, int]:
     """cyclictest's bucket k µs holds latencies in [k, k + 1) µs: it is under a bound b when
-    k + 1 ≤ b. (buckets, sum of the buckets' floors in seconds, count)."""
-    buckets, total = [], sum(n for _, n in rows)
+    k + 1 ≤ b; `beyond` cycles above the histogram's range are in +Inf alone (and the count, not
+    the sum). (buckets, sum of the buckets' floors in seconds, count)."""
+    buckets, total = [], sum(n for _, n in rows) + beyond
     for bound in BUCKETS_US:
         buckets.append((repr(bound / 1e6), float(sum(n for lat, n in rows if lat + 1 <= bound))))
     buckets.append(("+Inf", float(total)))
@@ -51,14 +53,19 @@ def _cumulative(rows: list[tuple[float, int]]) -> tuple[list[tuple[str, float]],
 class MonitorMetrics:
     """A prometheus_client collector over the monitor's ledger snapshot."""
 
-    def __init__(self, schedule: Schedule, budgets: dict[str, float] | None = None) -> None:
+    def __init__(self, schedule: Schedule, anchor: float | None = None) -> None:
         self.schedule = schedule
-        self.budgets = budgets or {}  # phase -> its `max` budget (s)
+        self.anchor = anchor  # the schedule's start: a phase's "last good window" before its first
         self._families: list[Any] = []
         self._lock = threading.Lock()
 
     def update(self, entries: list[Entry], histograms: dict[str, list[tuple[float, int]]],
-               verdicts: dict[str, dict[str, Any]]) -> None:
+               verdicts: dict[str, dict[str, Any]],
+               budgets: dict[str, tuple[str, float]] | None = None,
+               overflows: dict[str, int] | None = None) -> None:
+        """budgets: phase -> its tightest `max` budget (op, s); overflows: phase -> cycles
+        beyond its cyclictest histogram's range (in the +Inf bucket only)."""
+        budgets, overflows = budgets or {}, overflows or {}
         from prometheus_client.core import (
             CounterMetricFamily,
             GaugeMetricFamily,
@@ -81,16 +88,18 @@ class MonitorMetrics:
         p_value = GaugeMetricFamily(f"{PREFIX}_regression_p_value", "the rank test's p-value "
                                     "(NaN: no verdict yet)", labels=labels)
         last_good = GaugeMetricFamily(f"{PREFIX}_last_good_window_timestamp_seconds",
-                                      "when the latest measured window ended", labels=labels)
+                                      "when the latest measured window ended (the schedule's "
+                                      "start while none has)", labels=labels)
         period = GaugeMetricFamily(f"{PREFIX}_cycle_period_seconds", "the schedule's `every`",
                                    labels=labels)
-        budget = GaugeMetricFamily(f"{PREFIX}_max_budget_seconds", "the phase campaign's `max` "
-                                   "budget (budgets:)", labels=labels)
+        budget = GaugeMetricFamily(f"{PREFIX}_max_budget_seconds", "the phase campaign's tightest "
+                                   "`max` budget (budgets:), op its comparison (<= or <)",
+                                   labels=[*labels, "op"])
         kernel = GaugeMetricFamily(f"{PREFIX}_kernel_info", "the target's kernel release "
                                    "(uname -r) in its latest window", labels=["host", "kernel"])
         latency = HistogramMetricFamily(f"{PREFIX}_latency_seconds", "every window's cyclictest "
-                                        "histogram summed (sum: of the 1 µs buckets' floors)",
-                                        labels=labels)
+                                        "histogram summed, its overflows in +Inf (sum: of the 1 "
+                                        "µs buckets' floors)", labels=labels)
         kernels: dict[str, tuple[float, str]] = {}
         for phase in [p.name for p in self.schedule.phases]:
             mine = [e for e in entries if e.phase == phase]
@@ -99,8 +108,9 @@ class MonitorMetrics:
             measured.add_metric(key, len(ran))
             gaps.add_metric(key, sum(e.status == "gap" for e in mine))
             period.add_metric(key, self.schedule.every)
-            if phase in self.budgets:
-                budget.add_metric(key, self.budgets[phase])
+            if phase in budgets:
+                op, limit = budgets[phase]
+                budget.add_metric([*key, op], limit)
             if ran:
                 latest = max(e.cycle for e in ran)
                 cycle.add_metric(key, latest)
@@ -108,6 +118,8 @@ class MonitorMetrics:
                     window_max.add_metric([*key, str(e.window), e.kernel or ""],
                                           e.max_ns * 1e-9)  # type: ignore[operator]
                 last_good.add_metric(key, max(e.ended for e in ran))
+            elif self.anchor is not None:  # never measured: silent since the schedule began
+                last_good.add_metric(key, self.anchor)
                 for e in ran:
                     if e.kernel and e.started >= kernels.get(key[0], (-math.inf, ""))[0]:
                         kernels[key[0]] = (e.started, e.kernel)
@@ -116,7 +128,7 @@ class MonitorMetrics:
             p = v.get("p_value")
             p_value.add_metric(key, math.nan if p is None else float(p))
             if rows := histograms.get(phase):
-                buckets, total, count = _cumulative(rows)
+                buckets, total, _ = _cumulative(rows, overflows.get(phase, 0))
                 latency.add_metric(key, buckets, total)
         for host, (_, release) in sorted(kernels.items()):
             kernel.add_metric([host, release], 1.0)
@@ -136,13 +148,14 @@ class MonitorMetrics:
 class Exporter:
     """The endpoint and the textfile a monitor keeps up to date."""
 
-    def __init__(self, schedule: Schedule, store: Path, budgets: dict[str, float],
-                 textfile: Path | None) -> None:
+    def __init__(self, schedule: Schedule, store: Path, textfile: Path | None,
+                 anchor: float | None = None) -> None:
         from prometheus_client import CollectorRegistry
 
         self.settings = schedule.prometheus
         self.store, self.textfile = Path(store), textfile
-        self.metrics = MonitorMetrics(schedule, budgets)
+        self.metrics = MonitorMetrics(schedule, anchor)
+        self._overflows: dict[str, int] = {}  # a campaign directory's, read once
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.metrics)
         self._server: Any = None
@@ -154,19 +167,38 @@ class Exporter:
             host, port = self.settings.address()
             self._server = start_http_server(port, host, registry=self.registry)
 
-    def update(self, entries: list[Entry], verdicts: dict[str, dict[str, Any]]) -> None:
+    def update(self, entries: list[Entry], verdicts: dict[str, dict[str, Any]],
+               budgets: dict[str, tuple[str, float]]) -> None:
         from station.monitor.overview import long_term_histogram
 
         try:
             histograms = long_term_histogram(self.store, entries)
         except Exception:  # noqa: BLE001 - the other figures are still worth exporting
             histograms = {}
-        self.metrics.update(entries, histograms, verdicts)
+        overflows: dict[str, int] = {}
+        for phase, rel in {(e.phase, e.campaign_dir) for e in entries
+                           if e.campaign_dir and e.status != "gap"}:
+            overflows[phase] = overflows.get(phase, 0) + self._overflows_of(rel)
+        self.metrics.update(entries, histograms, verdicts, budgets, overflows)
         if self.textfile is not None:
             from prometheus_client import write_to_textfile
 
             self.textfile.parent.mkdir(parents=True, exist_ok=True)
             write_to_textfile(str(self.textfile), self.registry)  # written whole, then renamed
+
+    def _overflows_of(self, rel: str) -> int:
+        """The cycles beyond the histogram's range of a campaign's cyclictest runs (its report)."""
+        if rel not in self._overflows:
+            import json
+
+            try:
+                report = json.loads((self.store / rel / "report.json").read_text())
+                runs = (report.get("cyclictest") or {}).get("runs") or []
+                self._overflows[rel] = sum(int(t.get("overflows") or 0) for r in runs
+                                           for t in r.get("threads") or [])
+            except (OSError, ValueError, TypeError, AttributeError):
+                return 0  # not written yet, or torn: asked again next time
+        return self._overflows[rel]
 
     def stop(self) -> None:
         if self._server is not None:

@@ -49,7 +49,7 @@ class Monitor:
         from station.monitor.exporter import Exporter
 
         textfile = resolve(self.path, settings.textfile) if settings.textfile else None
-        self.exporter = Exporter(self.schedule, self.store, self._max_budgets(), textfile)
+        self.exporter = Exporter(self.schedule, self.store, textfile, self._anchor())
         self.exporter.start()
         if settings.listen is not None:
             host, port = settings.address()
@@ -64,24 +64,31 @@ class Monitor:
         entries = self.ledger.entries()
         try:
             self.exporter.update(entries, phase_verdicts(
-                entries, [p.name for p in self.schedule.phases], self.schedule.false_alarm))
-        except OSError as exc:  # a textfile that cannot be written: said, the schedule goes on
-            self.progress.message(f"monitor: the Prometheus textfile was not written: {exc}")
+                entries, [p.name for p in self.schedule.phases], self.schedule.false_alarm),
+                self._max_budgets())
+        # a textfile that cannot be written, a figure that cannot be made: said, and the schedule
+        # goes on (the endpoint keeps the last figures made)
+        except Exception as exc:  # noqa: BLE001
+            self.progress.message("monitor: the Prometheus figures were not updated: "
+                                  f"{type(exc).__name__}: {exc}")
 
-    def _max_budgets(self) -> dict[str, float]:
-        """Each phase's tightest `max` budget for all its runs (its campaign's budgets:), in s."""
+    def _max_budgets(self) -> dict[str, tuple[str, float]]:
+        """Each phase's tightest `max` budget for all its runs (its campaign's budgets:, read as
+        each phase is), as (op, s); of equal limits, `<` is the tighter."""
         from station.config import ConfigError, load_campaign
 
         out = {}
         for phase in self.schedule.phases:
             try:
-                campaign = load_campaign(resolve(self.path, phase.campaign))
+                campaign = load_campaign(resolve(self.path, phase.campaign), check_files=False)
             except ConfigError:
                 continue
-            limits = [b.limit for b in (spec.parsed() for spec in campaign.budgets)
+            limits = [(b.limit, b.op != "<", b.op) for b in (spec.parsed()
+                                                            for spec in campaign.budgets)
                       if b.figure.name == "max" and not b.runs]
             if limits:
-                out[phase.name] = min(limits)
+                limit, _, op = min(limits)
+                out[phase.name] = (op, limit)
         return out
 
     def _anchor(self) -> float:
@@ -94,8 +101,8 @@ class Monitor:
         return anchor
 
     async def run(self, cycles: int | None = None) -> MonitorResult:
-        self._start_exporter()
         try:
+            self._start_exporter()
             return await self._run(cycles)
         finally:
             if self.exporter is not None:

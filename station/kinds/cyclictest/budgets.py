@@ -1,8 +1,10 @@
 """cyclictest runs' figures for budgets (station/analysis/budgets.py): the pooled threads'
 percentiles with the intervals of a sliced run (cyclictest.slices; a histogram alone keeps no time
 order, so an unsliced run's percentiles get none and their budgets stay undecided), the largest
-latency as measured, rtla timerlat's largest IRQ and thread latencies, and the probability of
-missing the campaign's deadline per target and load (the report's deadline view)."""
+latency as measured, rtla timerlat's largest IRQ and thread latencies (both in whole µs: the true
+maximum lies below the next µs, an interval; cycles beyond the histogram make it a lower bound),
+and the probability of missing the campaign's deadline per target and load (the report's
+deadline view)."""
 
 from __future__ import annotations
 
@@ -20,14 +22,23 @@ def figures(report: dict[str, Any], budget: Budget, runs: list[dict[str, Any]]) 
     for run in runs:
         label, combined = str(run["id"]), run.get("combined") or {}
         if f.name == "max":
-            out.append(Estimate(label, seconds(combined.get("max_ns")), observed=True))
+            # cyclictest's own maxima (whole µs, whatever the histogram's range), else the
+            # histogram's, which cycles beyond its range leave a lower bound
+            threads = [t["max_us"] for t in run.get("threads") or [] if t.get("max_us") is not None]
+            if threads:
+                out.append(_whole_us(label, max(threads) * 1e-6, 0))
+            else:
+                out.append(_whole_us(label, seconds(combined.get("max_ns")),
+                                     int(combined.get("overflows") or 0)))
         elif f.name.startswith("timerlat_"):
             timerlat = run.get("timerlat") or {}
             value = timerlat.get(f.name.removeprefix("timerlat_") + "_us")
-            out.append(Estimate(label, None if value is None else value * 1e-6,
-                                observed=value is not None,
-                                why=timerlat.get("note") or "the run has no rtla timerlat "
-                                "companion (cyclictest.timerlat)"))
+            if value is None or timerlat.get("note"):
+                out.append(Estimate(label, None, why=timerlat.get("note") or "the run has no rtla "
+                                    "timerlat companion (cyclictest.timerlat)"))
+            else:
+                # a threshold stopped it: the largest is the one that stopped it, or a lower bound
+                out.append(_whole_us(label, value * 1e-6, 1 if timerlat.get("stopped") else 0))
         elif f.level is not None:
             key = percentile_key(f.level)
             value = (combined.get("percentiles_ns") or {}).get(key)
@@ -44,6 +55,18 @@ def figures(report: dict[str, Any], budget: Budget, runs: list[dict[str, Any]]) 
             out.append(Estimate(label, seconds(combined.get("mean_ns")),
                                 why="a cyclictest run's mean has no interval in the report"))
     return out
+
+
+def _whole_us(label: str, value: float | None, beyond: int) -> Estimate:
+    """A maximum counted in whole µs (cyclictest's histogram, rtla's figures): the true one lies in
+    [value, value + 1 µs); with latencies beyond the histogram (or a run stopped short) it is a
+    lower bound."""
+    if value is None:
+        return Estimate(label, None, why="the run gives no maximum")
+    high = None if beyond else value + 1e-6 - 1e-12
+    return Estimate(label, value, value, high,
+                    method=f"{beyond} beyond the histogram: a lower bound" if beyond else
+                    "whole µs: the true maximum is under the next µs")
 
 
 def _misses(report: dict[str, Any], budget: Budget, runs: list[dict[str, Any]]) -> list[Estimate]:

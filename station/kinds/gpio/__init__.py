@@ -84,6 +84,7 @@ _cells = case_cells("gpio")
 
 KIND = Kind(
     budget_figures="station.kinds.gpio.budgets:figures",
+    budget_selectors=(("case", "variant"),),
     name="gpio",
     store_tables=("delays",),
     summary="GPIO response timing: a generator's stimulus, a responder's answer, both on the "

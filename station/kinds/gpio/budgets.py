@@ -1,6 +1,7 @@
 """GPIO response delays' figures for budgets (station/analysis/budgets.py): the mean delay with
 its dependence-aware interval, the largest as measured; the report keeps no interval of a delay
-percentile, so a percentile's budget stays undecided (said so)."""
+percentile, so a percentile's budget stays undecided (said so). A run with stimuli that got no
+response within the window leaves every budget undecided: their delays are unknown."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ def figures(report: dict[str, Any], budget: Budget, runs: list[dict[str, Any]]) 
         def s(us: Any) -> float | None:
             return None if us is None else float(us) * 1e-6
 
+        unknown = int(run.get("missed") or 0)
+        if unknown:
+            # a stimulus with no response in its window has a delay the run does not know (above
+            # the window, or never): the delays measured are not all of them
+            out.append(Estimate(label, None, why=f"{unknown} of {run.get('stimuli')} stimuli got "
+                                "no response within the window: their delays are unknown"))
+            continue
         if f.name == "max":
             out.append(Estimate(label, s(delay.get("max")), observed=True))
         elif f.name == "mean":

@@ -88,6 +88,7 @@ def _run_id(spec: RunSpec) -> str:
 
 KIND = Kind(
     budget_figures="station.kinds.module.budgets:figures",
+    budget_selectors=(("interface", "interface"), ("variant", "variant")),
     name="module",
     settings=ModuleSettings,
     store_tables=("sw", "hw", "decomposition"),

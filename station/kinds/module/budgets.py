@@ -1,7 +1,8 @@
 """The module runs' figures for budgets (station/analysis/budgets.py): t_SW's percentiles and mean
 with their dependence-aware intervals (docs/statistics.md), its largest latency as measured, and
 the probability of missing a deadline, which the report gives per interface and load with every
-run of them pooled (report.deadline)."""
+run of them pooled (report.deadline). The largest t_SW of a run that lost records is a lower bound
+(the lost one may have been the worst): it can miss a `max` budget, never meet it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ def figures(report: dict[str, Any], budget: Budget, runs: list[dict[str, Any]]) 
     for run in runs:
         label, dep = str(run["id"]), run.get("dependence") or {}
         if f.name == "max":
-            out.append(Estimate(label, seconds((run.get("sw") or {}).get("max_ns")), observed=True))
+            losses = run.get("losses") or {}
+            lost = int(losses.get("sw_lost") or 0) + int(losses.get("sw_dropped_by_target") or 0)
+            top = seconds((run.get("sw") or {}).get("max_ns"))
+            if lost and top is not None:  # a lost record may have been the worst: a lower bound
+                out.append(Estimate(label, top, top, None, method=f"{lost} records lost: the "
+                                    "largest measured is a lower bound"))
+            else:
+                out.append(Estimate(label, top, observed=True))
         elif f.name == "mean" or f.level is not None:
             key = "mean" if f.level is None else percentile_key(f.level)
             entry = dep.get("mean") if f.level is None else (dep.get("percentiles") or {}).get(key)
@@ -43,8 +51,14 @@ def _misses(report: dict[str, Any], budget: Budget, runs: list[dict[str, Any]]) 
     groups = sorted({(str(r.get("interface")), str(r.get("load"))) for r in runs})
     cases = (report.get("comparisons") or {}).get("worst_case") or []
     out = []
+    pooled = [key for key, _ in budget.runs if key in ("variant", "target")]
     for interface, load in groups:
         label = f"{interface}, {load} (its runs pooled)"
+        if pooled:  # the report's figure is of every variant and target together
+            out.append(Estimate(label, None, why="the report's miss probability pools the "
+                                f"variants and targets of {interface} under {load}; a budget "
+                                f"for one {' and one '.join(pooled)} has no figure of its own"))
+            continue
         case = next((c for c in cases if c.get("interface") == interface
                      and c.get("load") == load), None)
         d = (case or {}).get("deadline") or {}
