@@ -192,7 +192,7 @@ def test_the_endpoint_listens_on_this_machine_unless_told(listen, address):
     assert Prometheus(listen=listen).address() == address
 
 
-@pytest.mark.parametrize("listen", ["9464", "0.0.0.0:0", "127.0.0.1:65536", "[::]:9464", "a b:1",
+@pytest.mark.parametrize("listen", ["9464", "0.0.0.0:0", "127.0.0.1:65536", "[::]:9464", "a b:1", "127.0.0.256:80",
                                     "127.0.0.1:9464; rm -rf /"])
 def test_a_listen_address_that_is_not_host_port_is_refused(listen):
     from pydantic import ValidationError

@@ -64,8 +64,11 @@ class Prometheus(Strict):
         if value is None:
             return value
         match = LISTEN.fullmatch(value.strip())
-        if match is None or not 0 < int(match.group("port")) < 65536:
-            raise ValueError(f"{value!r} is not host:port (e.g. 127.0.0.1:9464 or :9464)")
+        host = match.group("host") if match else None
+        if (match is None or not 0 < int(match.group("port")) < 65536
+                or host not in (None, "localhost") and any(int(o) > 255 for o in host.split("."))):
+            raise ValueError(f"{value!r} is not host:port with an IPv4 address (e.g. "
+                             "127.0.0.1:9464 or :9464)")
         return value.strip()
 
     def address(self) -> tuple[str, int]:
