@@ -75,6 +75,37 @@ def test_fine_blocks_do_not_depend_on_how_the_stream_is_batched(cuts, seed):
             for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 5000), st.integers(0, 2), st.integers(0, 2**31 - 1))
+def test_fine_blocks_come_back_from_a_worker_as_they_left(n, levels, seed):
+    """A run's blocks travel pickled (worker → report, the live analysis's cache): the same lists of
+    the same Python numbers, the same intervals, and still open to more events."""
+    import math
+    import pickle
+
+    rng = np.random.default_rng(seed)
+    x = rng.gamma(4, 300, n).round()
+    lv = tuple(float(v) for v in (900, 1200)[:levels])
+    blocks = dependence.blocks_of(x, list(lv)) if n else dependence.FineBlocks(levels=lv).close()
+    if n:
+        blocks.starts_s[0] = math.nan  # a block without a time: NaN survives as NaN
+    back = pickle.loads(pickle.dumps(blocks, protocol=pickle.HIGHEST_PROTOCOL))
+    for name in ("counts", "sums", "medians", "p99s"):
+        assert getattr(back, name) == getattr(blocks, name)
+        assert [type(v) for v in getattr(back, name)] == [type(v) for v in getattr(blocks, name)]
+    assert np.array_equal(np.asarray(back.starts_s), np.asarray(blocks.starts_s), equal_nan=True)
+    assert [b.tolist() for b in back.below] == [b.tolist() for b in blocks.below]
+    assert back.levels == blocks.levels and back.centre == blocks.centre
+    if n:
+        assert dependence.mean_interval(back) == dependence.mean_interval(blocks)
+        for i in range(levels):
+            assert np.array_equal(back.below_at(i), blocks.below_at(i))
+        more = rng.gamma(4, 300, 2 * dependence.FINE_EVENTS).round()
+        blocks.add(more)
+        back.add(more)
+        assert back.counts == blocks.counts and back.medians == blocks.medians
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(-1e9, 1e9, allow_nan=False), max_size=3000))
 def test_intervals_of_any_sample_are_ordered_or_withheld(values):
