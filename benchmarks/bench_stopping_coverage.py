@@ -29,11 +29,13 @@ Speed: the median round the rule stops at, against the fixed-sample design that 
 question in at least 80 % of the campaigns (the smallest n it needs, chosen in advance); target
 ≤ 50 % of it (OK / MISS). With `--planned-delta`, also against the design a user plans without
 knowing the effect: sized (80 %) for the smallest difference worth detecting and met with the
-larger one the campaigns have (compare only).
+larger one the campaigns have (compare); with `--planned-gap`, the deadline rule's likewise: the
+fixed design sized to settle a deadline that much above the truth, met with `--deadline-gap`.
 
     .venv/bin/python benchmarks/bench_stopping_coverage.py [--campaigns 60] [--cap 80]
         [--events 20000] [--delta 500] [--at 99] [--width 400] [--independent]
-        [--searches 50] [--search-gap 600] [--planned-delta 250] [--rules compare,...]
+        [--searches 50] [--search-gap 600] [--planned-delta 250] [--planned-gap 200]
+        [--rules compare,...]
 
 and the worst-load search: three loads whose loaded latency the model shifts by 0, gap and
 2·gap ns; the share of seeded searches that name the worst alone within the cap (target ≥ 95 %)
@@ -111,6 +113,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--width", type=float, default=400.0, help="interval_width (ns)")
     ap.add_argument("--planned-delta", type=float, default=None,
                     help="also size the fixed compare design for this smaller difference (ns)")
+    ap.add_argument("--planned-gap", type=float, default=None,
+                    help="also size the fixed deadline design for a deadline this much (ns) above "
+                         "the truth, nearer than --deadline-gap")
     ap.add_argument("--rules", default="compare,interval_width,deadline,exceedance",
                     help="the rules to study, comma-separated")
     ap.add_argument("--deadline-gap", type=float, default=400.0,
@@ -119,6 +124,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--confidence", type=float, default=0.95)
     ap.add_argument("--independent", action="store_true")
     ap.add_argument("--searches", type=int, default=50)
+    ap.add_argument("--search-two-sided", action="store_true",
+                    help="the search as it ran before it spent its error one-sided: each load's "
+                         "sequence two-sided at alpha/K (every interval then holds together at "
+                         "the confidence), judged against the same alpha")
     ap.add_argument("--search-gap", type=float, default=600.0,
                     help="the loads' shifts step (ns): 0, gap, 2·gap")
     args = ap.parse_args(argv)
@@ -220,6 +229,9 @@ def main(argv: list[str]) -> int:
                   f"{ratio:.2f} (target ≤ 0.50) {'OK' if ratio <= 0.5 else 'MISS'}")
     if args.planned_delta is not None and "compare" in stops_of:
         failed |= planned_study(args, preset, params, at, float(np.median(stops_of["compare"])))
+    if args.planned_gap is not None and "deadline" in stops_of:
+        failed |= planned_deadline_study(args, preset, params, at, median_run,
+                                         float(np.median(stops_of["deadline"])))
     failed |= search_study(args, preset, lpt, at)
     return 1 if failed else 0
 
@@ -254,6 +266,38 @@ def planned_study(args: argparse.Namespace, preset: Preset, params: dict[str, In
     return ratio > 0.5
 
 
+def planned_deadline_study(args: argparse.Namespace, preset: Preset,
+                           params: dict[str, InterfaceParams], at: float, median_run: float,
+                           median_stop: float) -> bool:
+    """The deadline rule's speed against the fixed design a user plans without knowing how far
+    under the deadline the target is: sized (80 % power, the same confidence) to show "meets" for a
+    deadline `--planned-gap` ns above the median run's percentile (the closest call worth
+    settling), met with the deadline the campaigns had (`--deadline-gap` above it). The n comes
+    from `--campaigns` seeded campaigns of A (other keys), fixed intervals alone."""
+    planned_ns = median_run + args.planned_gap
+    rule = StopRule(deadline=planned_ns * 1e-9, miss_below=round(1 - at, 12),
+                    confidence=args.confidence)
+    settled_at = np.zeros(args.cap + 1)
+    for c in range(args.campaigns):
+        values: list[float] = []
+        for r in range(args.cap):
+            values.append(run_value(params[A[0]], preset, args.events, f"d{c}-r{r}", at))
+            f_lo, f_hi = fixed_interval(np.array(values), args.confidence)
+            settled_at[r + 1] += settled(rule, f_lo, f_hi)
+    n_fixed = next((n for n in range(1, args.cap + 1) if settled_at[n] >= POWER * args.campaigns),
+                   None)
+    print(f"\ndeadline against the fixed design planned for the closest deadline worth settling "
+          f"({args.planned_gap:g} ns above the truth; the campaigns had {args.deadline_gap:g} ns):")
+    if n_fixed is None:
+        print(f"  no n ≤ {args.cap} settles the planned deadline in {POWER:.0%} of campaigns: "
+              f"the plan needs more than the cap; median stop {median_stop:g}")
+        return False
+    ratio = median_stop / n_fixed
+    print(f"  planned n = {n_fixed}; the rule's median stop {median_stop:g}; median stop / n = "
+          f"{ratio:.2f} (target ≤ 0.50) {'OK' if ratio <= 0.5 else 'MISS'}")
+    return ratio > 0.5
+
+
 def search_study(args: argparse.Namespace, preset: Preset, lpt: InterfaceParams, at: float) -> bool:
     """The worst-load search (stopping.start_search/feed_search, as a campaign judges it) over
     three loads whose loaded latency the model shifts by 0, gap and 2·gap ns (the last the truth's
@@ -268,7 +312,11 @@ def search_study(args: argparse.Namespace, preset: Preset, lpt: InterfaceParams,
     gap = args.search_gap
     loads = {"light": 0.0, "medium": gap, "heavy": 2 * gap}
     params = {name: with_load_effect(lpt, shift_ns=shift) for name, shift in loads.items()}
-    rule = StopRule(worst="loads", at=f"p{args.at:g}", confidence=args.confidence)
+    alpha = 1 - args.confidence
+    # the station spends alpha/K a side (elimination.py); two-sided spending is the same code at
+    # half the error: each load's sequence two-sided at alpha/K
+    spent = 1 - alpha / 2 if args.search_two_sided else args.confidence
+    rule = StopRule(worst="loads", at=f"p{args.at:g}", confidence=round(spent, 12))
     cell = ("lpt", "inb")
     found = wrong = 0
     rounds: list[int] = []
@@ -284,11 +332,12 @@ def search_study(args: argparse.Namespace, preset: Preset, lpt: InterfaceParams,
         found += search.survivors == ("heavy",)
         wrong += "heavy" in search.eliminated
         rounds.append(r if search.done else args.cap + 1)
-    alpha = 1 - args.confidence
     share, wrong_share = found / args.searches, wrong / args.searches
     slack = 3 * math.sqrt(alpha * (1 - alpha) / args.searches)
     print(f"\nworst-load search: loads shifted 0 / {gap:g} / {2 * gap:g} ns, {args.searches} "
-          f"searches, cap {args.cap} rounds")
+          f"searches, cap {args.cap} rounds"
+          + (f" (two-sided spending: the search run at confidence {spent:g})"
+             if args.search_two_sided else ""))
     print(f"  named the worst alone within the cap: {share:.3f} (target ≥ 0.95) "
           f"{'OK' if share >= 0.95 else 'MISS'}")
     print(f"  ever dropped the worst: {wrong_share:.3f} (stated ≤ {alpha:.3f}, +{slack:.3f} Monte "

@@ -287,6 +287,11 @@ def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
 
     fresh = judge(load_campaign(path), out, set(measured(out))).as_dict()
     assert json.loads(json.dumps(fresh)) == stopping
+    # the page says what the search's confidence is about, and what its intervals hold at: each
+    # load's spends 5 %/3 a side (elimination.py), so alone 1 − 2·0.05/3, all three 1 − 2·0.05
+    md = (out / "report.md").read_text()
+    assert "confidence 95 % that the load named the worst is" in md
+    assert "each load's interval holds alone at 96.67 %, all of them together at 90 %" in md
 
 
 @pytest.mark.parametrize(("matrix", "words", "line"), [

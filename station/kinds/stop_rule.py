@@ -38,13 +38,16 @@ def rounds_to_bound(rule: Any, cells: int, loads: int, targets: int = 1) -> int:
     × variant, or one), each measured under every one of `loads`, on each of `targets`."""
     from station.analysis.anytime.boundary import QuantileBoundary
 
+    from station.analysis.anytime.elimination import per_arm_alpha
+
+    alpha = 1 - rule.confidence
     if rule.compare is not None:
-        groups, arms = cells * loads // 2, 1
-    elif rule.worst is not None:
-        groups, arms = cells, loads
+        each = alpha / (cells * loads // 2) / targets
+    elif rule.worst is not None:  # a search per cell, its loads its arms
+        each = per_arm_alpha(alpha / cells / targets, loads)
     else:
-        groups, arms = cells * loads, 1
-    boundary = QuantileBoundary(0.5, (1 - rule.confidence) / groups / arms / targets, rule.t_opt)
+        each = alpha / (cells * loads) / targets
+    boundary = QuantileBoundary(0.5, each, rule.t_opt)
     for t in range(1, 100_000):
         lo, hi = boundary.ranks(t)
         if lo >= 1 and hi <= t:
