@@ -252,12 +252,19 @@ def planned_study(args: argparse.Namespace, preset: Preset, params: dict[str, In
             diffs.append(run_value(params[A[0]], preset, args.events, f"p{c}-r{r}-a", at)
                          - run_value(planned, preset, args.events, f"p{c}-r{r}-b", at))
             settled_at[r + 1] += settled(rule, *fixed_interval(np.array(diffs), args.confidence))
-    n_fixed = next((n for n in range(1, args.cap + 1) if settled_at[n] >= POWER * args.campaigns),
-                   None)
     print(f"\ncompare against the fixed design planned for the smallest difference worth "
           f"detecting ({args.planned_delta:g} ns; the campaigns had {args.delta:g} ns):")
+    return planned_verdict(args, settled_at, "difference", median_stop)
+
+
+def planned_verdict(args: argparse.Namespace, settled_at: np.ndarray, what: str,
+                    median_stop: float) -> bool:
+    """The planned design's n (the fewest runs that settle the planned case in POWER of the
+    campaigns) against the rule's median stop; whether the target is missed."""
+    n_fixed = next((n for n in range(1, args.cap + 1) if settled_at[n] >= POWER * args.campaigns),
+                   None)
     if n_fixed is None:
-        print(f"  no n ≤ {args.cap} settles the planned difference in {POWER:.0%} of campaigns: "
+        print(f"  no n ≤ {args.cap} settles the planned {what} in {POWER:.0%} of campaigns: "
               f"the plan needs more than the cap; median stop {median_stop:g}")
         return False
     ratio = median_stop / n_fixed
@@ -284,18 +291,9 @@ def planned_deadline_study(args: argparse.Namespace, preset: Preset,
             values.append(run_value(params[A[0]], preset, args.events, f"d{c}-r{r}", at))
             f_lo, f_hi = fixed_interval(np.array(values), args.confidence)
             settled_at[r + 1] += settled(rule, f_lo, f_hi)
-    n_fixed = next((n for n in range(1, args.cap + 1) if settled_at[n] >= POWER * args.campaigns),
-                   None)
     print(f"\ndeadline against the fixed design planned for the closest deadline worth settling "
           f"({args.planned_gap:g} ns above the truth; the campaigns had {args.deadline_gap:g} ns):")
-    if n_fixed is None:
-        print(f"  no n ≤ {args.cap} settles the planned deadline in {POWER:.0%} of campaigns: "
-              f"the plan needs more than the cap; median stop {median_stop:g}")
-        return False
-    ratio = median_stop / n_fixed
-    print(f"  planned n = {n_fixed}; the rule's median stop {median_stop:g}; median stop / n = "
-          f"{ratio:.2f} (target ≤ 0.50) {'OK' if ratio <= 0.5 else 'MISS'}")
-    return ratio > 0.5
+    return planned_verdict(args, settled_at, "deadline", median_stop)
 
 
 def search_study(args: argparse.Namespace, preset: Preset, lpt: InterfaceParams, at: float) -> bool:

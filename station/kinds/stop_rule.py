@@ -37,7 +37,6 @@ def rounds_to_bound(rule: Any, cells: int, loads: int, targets: int = 1) -> int:
     median of its values, at its share of the rule's error); `cells`: the kind's cells (interface
     × variant, or one), each measured under every one of `loads`, on each of `targets`."""
     from station.analysis.anytime.boundary import QuantileBoundary
-
     from station.analysis.anytime.elimination import per_arm_alpha
 
     alpha = 1 - rule.confidence
