@@ -133,6 +133,42 @@ def test_a_pair_the_twin_draws_from_one_law_runs_to_its_cap_and_says_so(tmp_path
     assert "stop rule not answered yet after 6 round(s)" in res.stdout + res.stderr
 
 
+def test_a_budget_leaves_an_unsettled_question_open_and_a_resumed_session_goes_on(tmp_path):
+    """Both variants one law (never settled) with room for 60 rounds and a budget of 6 s: the
+    session starts no round its rounds so far say would end past the budget, says so, leaves the
+    question open, and records where (campaign.json, the page); its run directories are exactly
+    those whole rounds. The budget is not the question: a resumed session with another budget is
+    not refused, goes on from there, and its own stop replaces the earlier one."""
+    until = "{compare: variants, at: p50, t_opt: 10, budget: %s}"
+    path = campaign(tmp_path, "budget", until % "6s", cap=60, interfaces="[lpt]",
+                    variants="[inb, no-inb]")
+    out = tmp_path / "out"
+    res = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.loads((out / "campaign.json").read_text())
+    spent = data["budget"][""]
+    rounds = spent["rounds"]
+    assert 1 <= rounds < 60 and spent["stopped_before_round"] == rounds + 1
+    assert spent["budget_s"] == 6.0 and spent["spent_s"] * (rounds + 1) / rounds > 6.0
+    assert measured(out) == sorted(f"lpt-{v}-none-r{r}" for v in ("inb", "no-inb")
+                                   for r in range(rounds))
+    assert data["stopping"]["verdict"] == "open" and data["stopping"]["rounds"] == rounds
+    assert "budget" not in data["stopping"]["rule"]  # the question, as its rounds are judged
+    assert f"stopped before round {rounds + 1}: the stop rule's budget (6 s)" in res.stdout + res.stderr
+    page = (out / "report.md").read_text()
+    assert f"6 s would have been overrun by round {rounds + 1}" in page
+
+    path.write_text(path.read_text().replace("budget: 6s", "budget: 4s"))
+    again = run_station("run", str(path), "--out", str(out), timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    later = json.loads((out / "campaign.json").read_text())
+    more = later["budget"][""]["rounds"]
+    assert later["budget"][""]["budget_s"] == 4.0
+    assert later["budget"][""]["stopped_before_round"] == rounds + more + 1
+    assert later["stopping"]["rounds"] == rounds + more and later["stopping"]["verdict"] == "open"
+    assert len(measured(out)) == 2 * (rounds + more)
+
+
 def test_a_margin_settles_a_pair_known_to_be_close(tmp_path):
     path = campaign(tmp_path, "close", "{compare: variants, at: p50, margin: 2us, t_opt: 10}",
                     cap=20, interfaces="[lpt]", variants="[inb, no-inb]")
@@ -308,6 +344,8 @@ def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
     ("{repetitions: 20, until: {deadline: 50us, miss_below: 0.7}}", "outside", 4),
     ("{repetitions: 20, until: {exceedance: 1e-4}}", "at least 10000 events a run", 4),
     ("{repetitions: 20, until: {interval_width: 1us}}", "is needed: the percentile", 4),
+    ("{repetitions: 20, until: {interval_width: 1us, at: p99, budget: 10ms}}", "at least 1 s", 4),
+    ("{repetitions: 20, until: {interval_width: 1us, at: p99, budget: soon}}", "budget", 4),
 ])
 def test_a_question_that_cannot_be_asked_is_refused_at_its_line(tmp_path, matrix, words, line):
     path = tmp_path / "c.yaml"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from station.common.formatting import wall_time
 from station.common.units import format_duration
 
 
@@ -20,7 +21,38 @@ def stopping_entry(campaign: Mapping[str, Any]) -> dict[str, Any] | None:
              "groups": [{"name": name, **group} for name, group in stopping["groups"].items()]}
     if isinstance(stopping.get("targets"), dict):  # several targets: each judged on its own runs
         entry["targets"] = stopping["targets"]
+    if isinstance(campaign.get("budget"), dict) and campaign["budget"]:  # loop.py's record
+        entry["budget"] = campaign["budget"]
     return entry
+
+
+def budget_text(entry: Mapping[str, Any]) -> str:
+    """Where the rule's budget stopped rounds, as a sentence ("" where it did not)."""
+    parts = [f"{f'on {name}: ' if name else ''}{wall_time(b['budget_s'])} would have "
+             f"been overrun by round {b['stopped_before_round']} ({wall_time(b['spent_s'])} "
+             f"spent on {b['rounds']} round(s))"
+             for name, b in (entry.get("budget") or {}).items()]
+    return f"The stop rule's budget ended its rounds: {'; '.join(parts)}." if parts else ""
+
+
+def confidence_text(entry: Mapping[str, Any]) -> str:
+    """What the rule's confidence is about: every group's interval together, or, for a search,
+    the load it names (each load's interval spends its error on one side only: elimination.py)."""
+    from station.analysis.anytime.elimination import interval_confidence
+
+    rule = entry["rule"]
+    confidence = float(rule.get("confidence", 0.95))
+    several = " and target" if entry.get("targets") else ""
+    if rule.get("worst"):
+        # each cell's search at alpha/cells (and /targets): an arm's share is 2·alpha/groups
+        groups = max(len(entry["groups"]), 1)
+        alone, _ = interval_confidence(1 - confidence, groups)
+        together = max(1 - 2 * (1 - confidence), 0.0)
+        return (f"confidence {100 * confidence:g} % that the load named the worst is (at every "
+                f"round, over every search{several}); each load's interval holds alone at "
+                f"{100 * alone:.4g} %, all of them together at {100 * together:.4g} %")
+    return (f"confidence {100 * confidence:g} % for all groups and all rounds together"
+            + (", every target judged on its own runs" if several else ""))
 
 
 def question(rule: Mapping[str, Any]) -> str:
@@ -50,7 +82,6 @@ def question(rule: Mapping[str, Any]) -> str:
 def stopping_finding(entry: Mapping[str, Any]) -> dict[str, Any]:
     rule, rounds = entry["rule"], entry["rounds"]
     states = "; ".join(f"{g['name']}: {g['state']}" for g in entry["groups"])
-    confidence = f"{100 * float(rule.get('confidence', 0.95)):g} %"
     targets = entry.get("targets") or {}
     if targets:  # several targets, each stopped on its own question
         rounds = " and ".join(f"{t['rounds']} round(s) on {name}" for name, t in targets.items())
@@ -59,7 +90,8 @@ def stopping_finding(entry: Mapping[str, Any]) -> dict[str, Any]:
     head = {"answered": f"Answered after {rounds}: {states}.",
             "open": f"Not answered in {rounds}: {states}.",
             "contradicted": f"No answer: {states}."}[entry["verdict"]]
+    spent = budget_text(entry)
     return {"kind": "stopping", "headline": head,
-            "text": f"{head} The question: {question(rule)}, at {confidence} for all groups and "
-                    "rounds together (anytime-valid confidence sequences over runs; "
-                    "docs/stopping.md).", "figure": str(rounds), "see": "stopping"}
+            "text": f"{head} The question: {question(rule)}; {confidence_text(entry)} "
+                    "(anytime-valid confidence sequences over runs; docs/stopping.md)."
+                    + (f" {spent}" if spent else ""), "figure": str(rounds), "see": "stopping"}

@@ -14,6 +14,7 @@ from typing import Any
 
 from station.bench.bench import Bench, BenchError
 from station.campaign.run import RunOutcome, execute_run
+from station.common.formatting import wall_time
 from station.common.progress import ProgressSink, RunProgress
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
 from station.store.manifest import MANIFEST, ManifestError, TornManifest, read_manifest
@@ -199,7 +200,7 @@ def _same_rule(campaign: Campaign, out_dir: Path) -> None:
     except (OSError, ValueError, AttributeError):
         return
     assert campaign.matrix.until is not None
-    now = campaign.matrix.until.model_dump(mode="json")
+    now = campaign.matrix.until.question()
     if earlier.get("rounds") and earlier.get("rule") not in (None, now):
         raise CampaignError(f"{out_dir}: its {earlier['rounds']} round(s) were judged under the "
                             f"stop rule {earlier['rule']}, and matrix.until is now {now}: a rule "
@@ -237,8 +238,18 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
     campaign's stop rule is answered after a round."""
     session_started = time.monotonic()
     until = campaign is not None and campaign.matrix.until is not None
+    budget = campaign.matrix.until.budget if until else None
+    if until:
+        _forget_budget(out_dir, bench.target_name)  # an earlier session's stop: history now
+    rounds_done = 0
     for i, (order, spec) in enumerate(todo):
+        round_starts = i == 0 or todo[i - 1][1].repetition != spec.repetition
+        if budget is not None and round_starts and rounds_done and _budget_spent(
+                budget, time.monotonic() - session_started, rounds_done, out_dir, progress,
+                bench.target_name, spec.repetition):
+            return
         round_ends = i + 1 == len(todo) or todo[i + 1][1].repetition != spec.repetition
+        rounds_done += round_ends
         why = result.judgement.not_needed(spec) if until and result.judgement else None
         if why is not None:
             progress.message(f"{spec.id}: not measured: {why}")
@@ -253,6 +264,41 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
             progress.message(f"{where} stopped after round {spec.repetition + 1}: its question "
                              f"is {verdict}" + (f"; {left} run(s) not needed" if left else ""))
             return
+
+
+def _forget_budget(out_dir: Path, target: str | None) -> None:
+    """This target's rounds go on: where an earlier session's budget stopped them is no longer
+    where they stop."""
+    try:
+        recorded = json.loads((out_dir / "campaign.json").read_text()).get("budget")
+    except (OSError, ValueError):
+        return
+    if isinstance(recorded, dict) and (target or "") in recorded:
+        recorded.pop(target or "")
+        _record(out_dir, "budget", recorded or None)
+
+
+def _budget_spent(budget: float, elapsed: float, rounds: int, out_dir: Path,
+                  progress: ProgressSink, target: str | None, next_round: int) -> bool:
+    """Whether another round would end past the stop rule's budget, by the mean of this session's
+    rounds on this target so far; if so, said and recorded (campaign.json's `budget`: per target,
+    the rounds and seconds this session spent before it stopped)."""
+    per_round = elapsed / rounds
+    if elapsed + per_round <= budget:
+        return False
+    where = f"target {target!r}" if target else "campaign"
+    progress.message(f"{where} stopped before round {next_round + 1}: the stop rule's budget "
+                     f"({wall_time(budget)}) would be overrun by another round "
+                     f"({wall_time(elapsed)} spent on {rounds} round(s), "
+                     f"~{wall_time(per_round)} each); its question is left open")
+    try:
+        recorded = json.loads((out_dir / "campaign.json").read_text()).get("budget") or {}
+    except (OSError, ValueError):
+        recorded = {}
+    recorded[target or ""] = {"budget_s": budget, "spent_s": round(elapsed, 3),
+                              "rounds": rounds, "stopped_before_round": next_round + 1}
+    _record(out_dir, "budget", recorded)
+    return True
 
 
 async def _measure(bench: Bench, spec: RunSpec, order: int, total: int, i: int,

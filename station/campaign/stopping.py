@@ -169,7 +169,7 @@ def start(rule: StopRule, pairs: list[Pair], families: int = 1) -> Judgement:
     error shared by every group of every one of `families` judgements: a campaign's targets)."""
     alpha = (1 - rule.confidence) / (len(pairs) * families)
     groups = [Group(name, QuantileSequence(0.5, alpha, rule.t_opt)) for name, _, _ in pairs]
-    return Judgement(rule.model_dump(mode="json"), groups)
+    return Judgement(rule.question(), groups)
 
 
 def feed(judgement: Judgement, rule: StopRule, pairs: list[Pair], r: int,
@@ -189,7 +189,7 @@ def start_search(rule: StopRule, cells: list[tuple[str, str]],
     loads at (1 − confidence)/cells (and /families: start's), and a group per load for the
     report."""
     alpha = (1 - rule.confidence) / (len(cells) * families)
-    judgement = Judgement(rule.model_dump(mode="json"), [])
+    judgement = Judgement(rule.question(), [])
     for interface, variant in cells:
         search = WorstArmSearch(tuple(loads), 0.5, alpha, rule.t_opt)
         judgement.searches[(interface, variant)] = search

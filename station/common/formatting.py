@@ -50,6 +50,17 @@ def duration_us(value_us: float) -> str:
     return f"{value_us / 1e3:.3g} ms" if value_us >= 999.5 else f"{value_us:.3g} µs"
 
 
+def wall_time(seconds: float) -> str:
+    """Bench time as a person reads it: "6 s", "5.2 s", "12 min 3 s", "2 h 5 min"."""
+    if seconds < 60:
+        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min" + (f" {secs} s" if secs else "")
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
+
+
 def plain_us(value_us: Any, decimals: int | None = None) -> str:
     """A value already in µs, as cyclictest prints it: whole numbers bare, else ≤ 3 decimals.
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from station.config.types import Float, Int, LocatedError, Seconds, Strict
+from station.config.types import MAX_DURATION_RANGE, Float, Int, LocatedError, Seconds, Strict
 
 WIDTH_RANGE = (1e-9, 1.0, "1 ns", "1 s")
 QUESTIONS = ("compare", "interval_width", "worst", "deadline", "exceedance")
@@ -104,6 +104,11 @@ class StopRule(Strict):
         "(0: only an order settles it)")
     t_opt: Int = Field(30, ge=2, le=100_000, description="the round count at which the "
                        "confidence sequence is tightest (it holds at every count)")
+    budget: Seconds(MAX_DURATION_RANGE) | None = Field(
+        None, description="the bench time a session may spend on each target's rounds (e.g. 2h): "
+        "no round is started that the rounds so far say would end past it (the first always "
+        "is); the question is then left open, as at the cap (`repetitions`). Not part of the "
+        "question: a resumed campaign may be given another")
 
     @model_validator(mode="after")
     def _one_question(self) -> StopRule:
@@ -128,6 +133,11 @@ class StopRule(Strict):
             raise LocatedError(("at",), "is needed: the percentile the question is about "
                                "(e.g. at: p99.99)")
         return self
+
+    def question(self) -> dict[str, Any]:
+        """The rule as its rounds are judged under (campaign.json's `stopping.rule`): all of it but
+        the budget, which says how long to ask, not what."""
+        return self.model_dump(mode="json", exclude={"budget"})
 
     @property
     def level(self) -> float:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from station.analysis.stopping_summary import question
+from station.analysis.stopping_summary import budget_text, confidence_text, question
 from station.report.tables import Cell, Table
 
 if TYPE_CHECKING:
@@ -36,21 +36,10 @@ def stopping_table(report: Mapping[str, Any]) -> Table | None:
     targets = entry.get("targets") or {}
     after = (" and ".join(f"{t['rounds']} round(s) on {name}" for name, t in targets.items())
              if targets else f"{entry['rounds']} round(s)")
-    confidence = float(rule.get("confidence", 0.95))
-    if rule.get("worst"):
-        # each load's sequence spends its error on one side only (elimination.py): the load named
-        # worst holds at the confidence, each interval alone at 1 − 2·alpha/groups
-        alone = 1 - 2 * (1 - confidence) / max(len(entry["groups"]), 1)
-        together = max(1 - 2 * (1 - confidence), 0.0)
-        level = (f"confidence {100 * confidence:g} % that the load named the worst is (at every "
-                 f"round, over every search" + (" and target" if targets else "") + "); each "
-                 f"load's interval holds alone at {100 * alone:.4g} %, all of them together at "
-                 f"{100 * together:.4g} %")
-    else:
-        level = (f"confidence {100 * confidence:g} % for all groups and all rounds together"
-                 + (", every target judged on its own runs" if targets else ""))
-    notes = [f"The question: {question(rule)}; {level}. Verdict: {entry['verdict']} after "
-             f"{after}."]
+    notes = [f"The question: {question(rule)}; {confidence_text(entry)}. Verdict: "
+             f"{entry['verdict']} after {after}."]
+    if spent := budget_text(entry):
+        notes.append(spent)
     left_out = ({name: t.get("rounds_left_out") for name, t in targets.items()} if targets
                 else {"": entry.get("rounds_left_out")})
     for name, rounds in left_out.items():
