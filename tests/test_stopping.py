@@ -139,32 +139,32 @@ def test_a_budget_leaves_an_unsettled_question_open_and_a_resumed_session_goes_o
     question open, and records where (campaign.json, the page); its run directories are exactly
     those whole rounds. The budget is not the question: a resumed session with another budget is
     not refused, goes on from there, and its own stop replaces the earlier one."""
-    until = "{compare: variants, at: p50, t_opt: 10, budget: %s}"
+    until = "{compare: variants, at: p50, t_opt: 10, time_budget: %s}"
     path = campaign(tmp_path, "budget", until % "6s", cap=60, interfaces="[lpt]",
                     variants="[inb, no-inb]")
     out = tmp_path / "out"
     res = run_station("run", str(path), "--out", str(out), timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     data = json.loads((out / "campaign.json").read_text())
-    spent = data["budget"][""]
+    spent = data["time_budget"][""]
     rounds = spent["rounds"]
     assert 1 <= rounds < 60 and spent["stopped_before_round"] == rounds + 1
     assert spent["budget_s"] == 6.0 and spent["spent_s"] * (rounds + 1) / rounds > 6.0
     assert measured(out) == sorted(f"lpt-{v}-none-r{r}" for v in ("inb", "no-inb")
                                    for r in range(rounds))
     assert data["stopping"]["verdict"] == "open" and data["stopping"]["rounds"] == rounds
-    assert "budget" not in data["stopping"]["rule"]  # the question, as its rounds are judged
-    assert f"stopped before round {rounds + 1}: the stop rule's budget (6 s)" in res.stdout + res.stderr
+    assert "time_budget" not in data["stopping"]["rule"]  # the question, as its rounds are judged
+    assert f"stopped before round {rounds + 1}: the stop rule's time budget (6 s)" in res.stdout + res.stderr
     page = (out / "report.md").read_text()
     assert f"6 s would have been overrun by round {rounds + 1}" in page
 
-    path.write_text(path.read_text().replace("budget: 6s", "budget: 4s"))
+    path.write_text(path.read_text().replace("time_budget: 6s", "time_budget: 4s"))
     again = run_station("run", str(path), "--out", str(out), timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     later = json.loads((out / "campaign.json").read_text())
-    more = later["budget"][""]["rounds"]
-    assert later["budget"][""]["budget_s"] == 4.0
-    assert later["budget"][""]["stopped_before_round"] == rounds + more + 1
+    more = later["time_budget"][""]["rounds"]
+    assert later["time_budget"][""]["budget_s"] == 4.0
+    assert later["time_budget"][""]["stopped_before_round"] == rounds + more + 1
     assert later["stopping"]["rounds"] == rounds + more and later["stopping"]["verdict"] == "open"
     assert len(measured(out)) == 2 * (rounds + more)
 
@@ -344,8 +344,8 @@ def test_the_worst_load_is_found_and_the_others_stop_being_measured(tmp_path):
     ("{repetitions: 20, until: {deadline: 50us, miss_below: 0.7}}", "outside", 4),
     ("{repetitions: 20, until: {exceedance: 1e-4}}", "at least 10000 events a run", 4),
     ("{repetitions: 20, until: {interval_width: 1us}}", "is needed: the percentile", 4),
-    ("{repetitions: 20, until: {interval_width: 1us, at: p99, budget: 10ms}}", "at least 1 s", 4),
-    ("{repetitions: 20, until: {interval_width: 1us, at: p99, budget: soon}}", "budget", 4),
+    ("{repetitions: 20, until: {interval_width: 1us, at: p99, time_budget: 10ms}}", "at least 1 s", 4),
+    ("{repetitions: 20, until: {interval_width: 1us, at: p99, time_budget: soon}}", "time_budget", 4),
 ])
 def test_a_question_that_cannot_be_asked_is_refused_at_its_line(tmp_path, matrix, words, line):
     path = tmp_path / "c.yaml"

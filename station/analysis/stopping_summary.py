@@ -21,18 +21,18 @@ def stopping_entry(campaign: Mapping[str, Any]) -> dict[str, Any] | None:
              "groups": [{"name": name, **group} for name, group in stopping["groups"].items()]}
     if isinstance(stopping.get("targets"), dict):  # several targets: each judged on its own runs
         entry["targets"] = stopping["targets"]
-    if isinstance(campaign.get("budget"), dict) and campaign["budget"]:  # loop.py's record
-        entry["budget"] = campaign["budget"]
+    if isinstance(campaign.get("time_budget"), dict) and campaign["time_budget"]:  # loop.py's
+        entry["time_budget"] = campaign["time_budget"]
     return entry
 
 
-def budget_text(entry: Mapping[str, Any]) -> str:
-    """Where the rule's budget stopped rounds, as a sentence ("" where it did not)."""
+def time_budget_text(entry: Mapping[str, Any]) -> str:
+    """Where the rule's time budget stopped rounds, as a sentence ("" where it did not)."""
     parts = [f"{f'on {name}: ' if name else ''}{wall_time(b['budget_s'])} would have "
              f"been overrun by round {b['stopped_before_round']} ({wall_time(b['spent_s'])} "
              f"spent on {b['rounds']} round(s))"
-             for name, b in (entry.get("budget") or {}).items()]
-    return f"The stop rule's budget ended its rounds: {'; '.join(parts)}." if parts else ""
+             for name, b in (entry.get("time_budget") or {}).items()]
+    return f"The stop rule's time budget ended its rounds: {'; '.join(parts)}." if parts else ""
 
 
 def confidence_text(entry: Mapping[str, Any]) -> str:
@@ -90,7 +90,7 @@ def stopping_finding(entry: Mapping[str, Any]) -> dict[str, Any]:
     head = {"answered": f"Answered after {rounds}: {states}.",
             "open": f"Not answered in {rounds}: {states}.",
             "contradicted": f"No answer: {states}."}[entry["verdict"]]
-    spent = budget_text(entry)
+    spent = time_budget_text(entry)
     return {"kind": "stopping", "headline": head,
             "text": f"{head} The question: {question(rule)}; {confidence_text(entry)} "
                     "(anytime-valid confidence sequences over runs; docs/stopping.md)."

@@ -238,13 +238,13 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
     campaign's stop rule is answered after a round."""
     session_started = time.monotonic()
     until = campaign is not None and campaign.matrix.until is not None
-    budget = campaign.matrix.until.budget if until else None
+    budget = campaign.matrix.until.time_budget if until else None
     if until:
-        _forget_budget(out_dir, bench.target_name)  # an earlier session's stop: history now
+        _forget_time_budget(out_dir, bench.target_name)  # an earlier session's stop: history now
     rounds_done = 0
     for i, (order, spec) in enumerate(todo):
         round_starts = i == 0 or todo[i - 1][1].repetition != spec.repetition
-        if budget is not None and round_starts and rounds_done and _budget_spent(
+        if budget is not None and round_starts and rounds_done and _time_budget_spent(
                 budget, time.monotonic() - session_started, rounds_done, out_dir, progress,
                 bench.target_name, spec.repetition):
             return
@@ -266,38 +266,38 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
             return
 
 
-def _forget_budget(out_dir: Path, target: str | None) -> None:
-    """This target's rounds go on: where an earlier session's budget stopped them is no longer
+def _forget_time_budget(out_dir: Path, target: str | None) -> None:
+    """This target's rounds go on: where an earlier session's time budget stopped them is no longer
     where they stop."""
     try:
-        recorded = json.loads((out_dir / "campaign.json").read_text()).get("budget")
+        recorded = json.loads((out_dir / "campaign.json").read_text()).get("time_budget")
     except (OSError, ValueError):
         return
     if isinstance(recorded, dict) and (target or "") in recorded:
         recorded.pop(target or "")
-        _record(out_dir, "budget", recorded or None)
+        _record(out_dir, "time_budget", recorded or None)
 
 
-def _budget_spent(budget: float, elapsed: float, rounds: int, out_dir: Path,
-                  progress: ProgressSink, target: str | None, next_round: int) -> bool:
-    """Whether another round would end past the stop rule's budget, by the mean of this session's
-    rounds on this target so far; if so, said and recorded (campaign.json's `budget`: per target,
-    the rounds and seconds this session spent before it stopped)."""
+def _time_budget_spent(budget: float, elapsed: float, rounds: int, out_dir: Path,
+                       progress: ProgressSink, target: str | None, next_round: int) -> bool:
+    """Whether another round would end past the stop rule's time budget, by the mean of this
+    session's rounds on this target so far; if so, said and recorded (campaign.json's
+    `time_budget`: per target, the rounds and seconds this session spent before it stopped)."""
     per_round = elapsed / rounds
     if elapsed + per_round <= budget:
         return False
     where = f"target {target!r}" if target else "campaign"
-    progress.message(f"{where} stopped before round {next_round + 1}: the stop rule's budget "
+    progress.message(f"{where} stopped before round {next_round + 1}: the stop rule's time budget "
                      f"({wall_time(budget)}) would be overrun by another round "
                      f"({wall_time(elapsed)} spent on {rounds} round(s), "
                      f"~{wall_time(per_round)} each); its question is left open")
     try:
-        recorded = json.loads((out_dir / "campaign.json").read_text()).get("budget") or {}
+        recorded = json.loads((out_dir / "campaign.json").read_text()).get("time_budget") or {}
     except (OSError, ValueError):
         recorded = {}
     recorded[target or ""] = {"budget_s": budget, "spent_s": round(elapsed, 3),
                               "rounds": rounds, "stopped_before_round": next_round + 1}
-    _record(out_dir, "budget", recorded)
+    _record(out_dir, "time_budget", recorded)
     return True
 
 

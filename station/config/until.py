@@ -104,7 +104,7 @@ class StopRule(Strict):
         "(0: only an order settles it)")
     t_opt: Int = Field(30, ge=2, le=100_000, description="the round count at which the "
                        "confidence sequence is tightest (it holds at every count)")
-    budget: Seconds(MAX_DURATION_RANGE) | None = Field(
+    time_budget: Seconds(MAX_DURATION_RANGE) | None = Field(
         None, description="the bench time a session may spend on each target's rounds (e.g. 2h): "
         "no round is started that the rounds so far say would end past it (the first always "
         "is); the question is then left open, as at the cap (`repetitions`). Not part of the "
@@ -136,8 +136,8 @@ class StopRule(Strict):
 
     def question(self) -> dict[str, Any]:
         """The rule as its rounds are judged under (campaign.json's `stopping.rule`): all of it but
-        the budget, which says how long to ask, not what."""
-        return self.model_dump(mode="json", exclude={"budget"})
+        the time budget, which says how long to ask, not what."""
+        return self.model_dump(mode="json", exclude={"time_budget"})
 
     @property
     def level(self) -> float:

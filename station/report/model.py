@@ -134,9 +134,9 @@ class StoppingTarget(Closed):
     rounds_left_out: list[int] = Field(description="this target's rounds left out whole")
 
 
-class StoppingBudget(Closed):
-    """Where the stop rule's budget (matrix.until.budget) stopped a target's rounds before an
-    answer, in the session that spent it."""
+class StoppingTimeBudget(Closed):
+    """Where the stop rule's time budget (matrix.until.time_budget) stopped a target's rounds
+    before an answer, in the session that spent it."""
 
     budget_s: float = Field(description="the budget, s")
     spent_s: float = Field(description="the seconds that session's rounds on this target took")
@@ -158,9 +158,9 @@ class Stopping(Closed):
     targets: dict[str, StoppingTarget] | None = Field(
         None, description="a campaign over several targets: each target's own judgement (its "
         "groups are named `…, on <target>`); absent for one target")
-    budget: dict[str, StoppingBudget] | None = Field(
-        None, description="per target (\"\" for a campaign of one), where the rule's budget "
-        "stopped its rounds; absent when no budget did")
+    time_budget: dict[str, StoppingTimeBudget] | None = Field(
+        None, description="per target (\"\" for a campaign of one), where the rule's time budget "
+        "stopped its rounds; absent when no time budget did")
 
 
 class ReportCore(Closed):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from station.analysis.stopping_summary import budget_text, confidence_text, question
+from station.analysis.stopping_summary import confidence_text, question, time_budget_text
 from station.report.tables import Cell, Table
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def stopping_table(report: Mapping[str, Any]) -> Table | None:
              if targets else f"{entry['rounds']} round(s)")
     notes = [f"The question: {question(rule)}; {confidence_text(entry)}. Verdict: "
              f"{entry['verdict']} after {after}."]
-    if spent := budget_text(entry):
+    if spent := time_budget_text(entry):
         notes.append(spent)
     left_out = ({name: t.get("rounds_left_out") for name, t in targets.items()} if targets
                 else {"": entry.get("rounds_left_out")})
