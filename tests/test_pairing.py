@@ -387,7 +387,7 @@ def test_a_wide_searchs_shortlist_never_picks_what_the_whole_search_would_not(si
         win = types.SimpleNamespace(at=held.__getitem__)
         n0 = np.arange(predicted - half, predicted + half + 1)
         short = P._shortlist(a, 0, n0, predicted, win)
-        if short is not None and (chosen := _pick(n0[short], widths, k, held)) is not None:
+        if short is not None and (chosen := _accepted(n0, short, widths, k, held)) is not None:
             assert chosen == _pick(n0, widths, k, held) == true
 
 
@@ -416,7 +416,55 @@ def test_a_true_alignment_above_a_crowd_of_ties_is_shortlisted(sigma):
         short = P._shortlist(a, 0, n0, predicted, win)
         assert short is not None and len(short) <= 2 * P.WIDE_SHORTLIST
         assert true in set(n0[short].tolist())
-        assert _pick(n0[short], widths, k, sw) == _pick(n0, widths, k, sw) == true
+        assert _accepted(n0, short, widths, k, sw) == _pick(n0, widths, k, sw) == true
+
+
+def test_a_shortlist_pick_another_candidate_could_change_is_left_to_the_whole_search():
+    """The stream repeats a stretch (a periodic load's pattern, a module re-reading its ring): a
+    second alignment fits nearly as well as the true one, but its scoring pulses land on events
+    that differ, so the pre-score leaves it out of the shortlist. The shortlist alone would pair
+    the truth; the whole search sees two alignments too close to tell and pairs nothing; the
+    check on the candidates left out (pairing.none_within) makes the shortlist's answer the whole
+    search's."""
+    import types
+
+    from station.kinds.module import pairing as P
+
+    rng = np.random.default_rng(5)
+    n_events, pulses, half, predicted = 20_000, 500, 3000, 8000
+    sw = 5000 + rng.normal(0, 300, n_events)
+    k = np.cumsum(rng.integers(1, 3, pulses))
+    k -= k[0]
+    true, twin = predicted + 1500, predicted - 2000
+    sw[twin:twin + k[-1] + 1] = sw[true:true + k[-1] + 1] + rng.normal(0, 5, k[-1] + 1)
+    cols = P._scoring_columns(np.array([0]), np.array([pulses]))[0]
+    sw[twin + k[cols[::2]]] += 1500.0  # the copy differs at every other pulse the pre-score reads
+    widths = sw[true + k] + rng.normal(0, 5.0, pulses)
+    a = types.SimpleNamespace(begin=np.array([0]), end=np.array([pulses]), widths=widths, k=k)
+    win = types.SimpleNamespace(at=sw.__getitem__)
+    n0 = np.arange(predicted - half, predicted + half + 1)
+    short = P._shortlist(a, 0, n0, predicted, win)
+    assert short is not None and true in set(n0[short].tolist()) and twin not in set(
+        n0[short].tolist())
+    assert _pick(n0[short], widths, k, sw) == true  # the premise: alone, the shortlist pairs
+    assert _pick(n0, widths, k, sw) is None  # the whole search: too close to tell
+    assert _accepted(n0, short, widths, k, sw) is None
+
+
+def _accepted(n0: np.ndarray, short: np.ndarray, widths: np.ndarray, k: np.ndarray,
+              held: np.ndarray) -> int | None:
+    """What pairing's wide search keeps of its shortlist: its pick, when no candidate left out
+    is within MIN_SEPARATION of the pick's spread (pairing.none_within)."""
+    from station.kinds.module import pairing as P
+    from station.kinds.module.pairing_scores import mad
+
+    chosen = _pick(n0[short], widths, k, held)
+    if chosen is None:
+        return None
+    best = float(mad(widths[None, :] - held[np.array([chosen])[:, None] + k[None, :]])[0])
+    rest = np.delete(n0, short)
+    ok = P.none_within(widths, k, rest, held, 0, P.MIN_SEPARATION * max(best, 1.0))
+    return chosen if ok else None
 
 
 def _pick(cands: np.ndarray, widths: np.ndarray, k: np.ndarray, held: np.ndarray) -> int | None:

@@ -30,7 +30,7 @@ def time_budget_text(entry: Mapping[str, Any]) -> str:
     """Where the rule's time budget stopped rounds, as a sentence ("" where it did not)."""
     parts = [f"{f'on {name}: ' if name else ''}{wall_time(b['budget_s'])} would have "
              f"been overrun by round {b['stopped_before_round']} ({wall_time(b['spent_s'])} "
-             f"spent on {b['rounds']} round(s))"
+             f"spent in that session on {b['runs']} run(s) in {b['rounds']} round(s))"
              for name, b in (entry.get("time_budget") or {}).items()]
     return f"The stop rule's time budget ended its rounds: {'; '.join(parts)}." if parts else ""
 

@@ -4,6 +4,7 @@ last complete run, and stopping early — resumably — when the bench itself fa
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -241,21 +242,30 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
     budget = campaign.matrix.until.time_budget if until else None
     if until:
         _forget_time_budget(out_dir, bench.target_name)  # an earlier session's stop: history now
-    rounds_done = 0
+    rounds_done = runs_done = 0  # this session's, on this target
     for i, (order, spec) in enumerate(todo):
         round_starts = i == 0 or todo[i - 1][1].repetition != spec.repetition
-        if budget is not None and round_starts and rounds_done and _time_budget_spent(
-                budget, time.monotonic() - session_started, rounds_done, out_dir, progress,
-                bench.target_name, spec.repetition):
-            return
+        if budget is not None and round_starts and runs_done:
+            # the round's runs still to measure (a resumed session may begin mid-round; a search
+            # measures fewer loads as it drops them), at this session's mean per run
+            block = itertools.takewhile(
+                lambda item, rep=spec.repetition: item[1].repetition == rep, todo[i:])
+            coming = [s for _, s in block
+                      if result.judgement is None or result.judgement.not_needed(s) is None]
+            if coming and _time_budget_spent(budget, time.monotonic() - session_started,
+                                             runs_done, rounds_done, len(coming), out_dir,
+                                             progress, bench.target_name, spec.repetition):
+                return
         round_ends = i + 1 == len(todo) or todo[i + 1][1].repetition != spec.repetition
-        rounds_done += round_ends
         why = result.judgement.not_needed(spec) if until and result.judgement else None
         if why is not None:
             progress.message(f"{spec.id}: not measured: {why}")
         elif await _measure(bench, spec, order, total, i, todo, out_dir, progress, result,
                             position, session_started):
             return  # the campaign stopped: the bench is lost, or the data cannot be kept
+        else:
+            runs_done += 1
+        rounds_done += round_ends
         if until and round_ends and _answered(campaign, out_dir, progress, result,
                                               bench.target_name):
             left = len(todo) - i - 1
@@ -278,24 +288,25 @@ def _forget_time_budget(out_dir: Path, target: str | None) -> None:
         _record(out_dir, "time_budget", recorded or None)
 
 
-def _time_budget_spent(budget: float, elapsed: float, rounds: int, out_dir: Path,
-                       progress: ProgressSink, target: str | None, next_round: int) -> bool:
-    """Whether another round would end past the stop rule's time budget, by the mean of this
-    session's rounds on this target so far; if so, said and recorded (campaign.json's
-    `time_budget`: per target, the rounds and seconds this session spent before it stopped)."""
-    per_round = elapsed / rounds
-    if elapsed + per_round <= budget:
+def _time_budget_spent(budget: float, elapsed: float, runs: int, rounds: int, coming: int,
+                       out_dir: Path, progress: ProgressSink, target: str | None,
+                       next_round: int) -> bool:
+    """Whether the next round's `coming` runs would end past the stop rule's time budget, at the
+    mean of this session's runs on this target so far; if so, said and recorded (campaign.json's
+    `time_budget`: per target, what this session spent before it stopped)."""
+    per_run = elapsed / runs
+    if elapsed + per_run * coming <= budget:
         return False
     where = f"target {target!r}" if target else "campaign"
     progress.message(f"{where} stopped before round {next_round + 1}: the stop rule's time budget "
-                     f"({wall_time(budget)}) would be overrun by another round "
-                     f"({wall_time(elapsed)} spent on {rounds} round(s), "
-                     f"~{wall_time(per_round)} each); its question is left open")
+                     f"({wall_time(budget)}) would be overrun by its {coming} run(s) "
+                     f"({wall_time(elapsed)} spent on {runs} run(s) in {rounds} round(s), "
+                     f"~{wall_time(per_run)} each); its question is left open")
     try:
         recorded = json.loads((out_dir / "campaign.json").read_text()).get("time_budget") or {}
     except (OSError, ValueError):
         recorded = {}
-    recorded[target or ""] = {"budget_s": budget, "spent_s": round(elapsed, 3),
+    recorded[target or ""] = {"budget_s": budget, "spent_s": round(elapsed, 3), "runs": runs,
                               "rounds": rounds, "stopped_before_round": next_round + 1}
     _record(out_dir, "time_budget", recorded)
     return True
@@ -367,9 +378,12 @@ def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, An
                   "runs": [spec.id for spec in expand_runs(campaign)]},
     }
     with contextlib.suppress(OSError, ValueError, AttributeError):  # the stop rule's last word
-        stopping = json.loads((out_dir / "campaign.json").read_text()).get("stopping")
-        if stopping is not None and campaign.matrix.until is not None:
-            data["stopping"] = stopping
+        before = json.loads((out_dir / "campaign.json").read_text())
+        if campaign.matrix.until is not None:
+            # and where a time budget stopped another target's rounds (or an earlier session's)
+            for key in ("stopping", "time_budget"):
+                if before.get(key) is not None:
+                    data[key] = before[key]
     earlier = _earlier_orders(out_dir / "campaign.json", data["order"])
     if earlier:  # a resume under another order (or name, or seed): what the first sessions followed
         data["earlier_orders"] = earlier

@@ -140,7 +140,9 @@ class StoppingTimeBudget(Closed):
 
     budget_s: float = Field(description="the budget, s")
     spent_s: float = Field(description="the seconds that session's rounds on this target took")
-    rounds: int = Field(description="the rounds that session measured on this target")
+    runs: int = Field(description="the runs that session measured on this target")
+    rounds: int = Field(description="the rounds those runs were in (a resumed session's first "
+                        "may be part of one)")
     stopped_before_round: int = Field(description="the round not started (1-based)")
 
 

@@ -52,7 +52,7 @@ from station.kinds.module.false_pairs import (
     never_significant,
 )
 from station.kinds.module.grouped import group_median
-from station.kinds.module.pairing_scores import block_choice, deciding_spreads
+from station.kinds.module.pairing_scores import block_choice, deciding_spreads, spreads
 from station.parsers.records import Flag
 
 NOT_OURS = int(Flag.NOT_OURS)
@@ -199,11 +199,13 @@ def _shortlist(a: _Acquisitions, i: int, n0: np.ndarray, predicted: int,
                win: _SeqWindow) -> np.ndarray | None:
     """The candidates (indices into n0, in n0's order) of acquisition i whose spread a wide search
     computes first: the WIDE_SHORTLIST whose residuals over the scoring pulses stay together most
-    often (the block search's pre-score), with every candidate tied with the last of them; None
-    when the pre-score cannot tell (more than twice that many tied: a run whose t_SW hardly
-    varies, where every alignment looks steady). A search whose shortlist pairs nothing looks at
-    every candidate, as without one: a wide search of a 500-pulse acquisition over 6 001
-    candidates sorts 3 M residuals twice; the true alignment's residuals agree all along."""
+    often (the block search's pre-score), with every candidate tied with the last of them, or,
+    when more than twice that many tie at the cut, every candidate above it; None when the
+    pre-score cannot tell (fewer than two above a crowd of ties: a run whose t_SW hardly varies,
+    where every alignment looks steady). The shortlist only orders the work: its pick is kept
+    only when no other candidate could have changed it (search_one), else every candidate is
+    searched, as without one (a wide search of a 500-pulse acquisition over 6 001 candidates
+    computes 3 M residuals' spreads twice; the true alignment's residuals agree all along)."""
     cols = _scoring_columns(a.begin[i:i + 1], a.end[i:i + 1])[0]
     resid = a.widths[cols][None, :] - win.at(n0[:, None] + a.k[cols][None, :])
     steady = (np.abs(np.diff(resid, axis=1)) <= MAX_SPREAD_NS).sum(axis=1)
@@ -214,7 +216,16 @@ def _shortlist(a: _Acquisitions, i: int, n0: np.ndarray, predicted: int,
         # acquisition off the line whose true alignment stays together at every scoring pulse
         # where thousands of others do at 4 of 15: seen on every wide search of a dense run)
         chosen = np.flatnonzero(steady > cut)
-    return chosen if 0 < len(chosen) <= 2 * WIDE_SHORTLIST else None
+    return chosen if 2 <= len(chosen) <= 2 * WIDE_SHORTLIST else None  # a choice needs two
+
+
+def none_within(widths: np.ndarray, k: np.ndarray, rest: np.ndarray, held: np.ndarray,
+                base: int, limit: float) -> bool:
+    """Whether every candidate first event of `rest` has a spread of at least `limit` (those
+    above it come back inf, those under it exact; NaN sorts last in a search, as here): what a
+    shortlist's pick needs to be the whole search's."""
+    return not len(rest) or not bool((spreads(widths, k, rest, held, base, MISSING, limit)
+                                      < limit).any())
 
 
 def _rows(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -474,22 +485,29 @@ class StreamPairer:
             n0 = np.arange(lo, hi + 1)
             if n0.size > WIDE_SHORTLIST and n0.size * (a.end[i] - a.begin[i]) > WIDE_PRESCORED:
                 short = _shortlist(a, i, n0, predicted, win)
-                if short is not None and choose(i, n0[short], accept_only=True):
+                if short is not None and choose(i, n0[short], rest=np.delete(n0, short)):
                     return  # else every candidate, as if there were no shortlist
             choose(i, n0)
 
-        def choose(i: int, n0: np.ndarray, accept_only: bool = False) -> bool:
-            """The best of the candidates n0 by spread; whether it paired (accept_only: nothing
-            is noted unless it did)."""
-            spread = deciding_spreads(a.widths[a.begin[i]:a.end[i]], a.k[a.begin[i]:a.end[i]],
-                                      n0, win.held(), win.base, MISSING, MAX_SPREAD_NS,
+        def choose(i: int, n0: np.ndarray, rest: np.ndarray | None = None) -> bool:
+            """The best of the candidates n0 by spread; whether it paired. With `rest` (the
+            candidates a shortlist left out), nothing is noted unless it paired and no candidate
+            of `rest` is within MIN_SEPARATION of its spread: then the search over n0 and rest
+            together would make the same choice (the best, its fit, the pairing; ties to the
+            earlier candidate, and every spread of rest is above the best)."""
+            widths, k = a.widths[a.begin[i]:a.end[i]], a.k[a.begin[i]:a.end[i]]
+            spread = deciding_spreads(widths, k, n0, win.held(), win.base, MISSING, MAX_SPREAD_NS,
                                       MIN_SEPARATION)
             two = np.argsort(spread, kind="stable")[:2]  # ties: the earlier candidate, on any CPU
             best, runner_up = spread[two[0]], spread[two[1]]
             # it fits: its residuals agree, beyond what chance gives the best of the candidates
             # searched
             fit = best <= MAX_SPREAD_NS and significant(np.array([i]), n0[two[:1]])[0]
-            paired = bool(fit and runner_up >= MIN_SEPARATION * max(best, 1.0))
+            limit = MIN_SEPARATION * max(best, 1.0)
+            paired = bool(fit and runner_up >= limit)
+            accept_only = rest is not None
+            if paired and accept_only:
+                paired = none_within(widths, k, rest, win.held(), win.base, limit)
             if not accept_only or paired:
                 fits[i] |= fit
             if paired:
