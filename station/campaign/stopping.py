@@ -4,7 +4,8 @@ station/analysis/run_unit.py).
 
 The rounds are fed in their order (repetition 0, 1, …) to one anytime-valid confidence sequence
 per group (station/analysis/anytime/quantile_cs.py), each at (1 − confidence)/groups so that all
-hold together, at every round: looking after each round and stopping when they answer is what
+hold together, at every round (a worst-load search's at twice that: the error it spends is one
+side of each, elimination.py): looking after each round and stopping when they answer is what
 they are made for.
 
 - interval_width: a group per condition (interface, variant, load); its values are the runs'

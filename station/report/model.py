@@ -149,10 +149,12 @@ class StoppingTimeBudget(Closed):
 class Stopping(Closed):
     """STOPPING: the campaign's stop rule (matrix.until, docs/stopping.md) as last judged."""
 
-    rule: dict[str, Any] = Field(description="matrix.until as given (`at` as a fraction)")
+    rule: dict[str, Any] = Field(description="matrix.until as given (`at` as a fraction), but its "
+                                 "time_budget (how long to ask, not what)")
     verdict: Literal["answered", "open", "contradicted"] = Field(
         description="answered: every group settled and the campaign stopped there; open: not "
-        "settled by the last round measured (the cap, or a campaign still running); contradicted: "
+        "settled by the last round measured (the cap, the time budget, or a campaign still "
+        "running); contradicted: "
         "a group's intervals stopped overlapping (the rounds are not alike)")
     rounds: int = Field(description="complete rounds fed to the rule")
     rounds_left_out: list[int] = Field(description="rounds left out whole: a run not complete")
