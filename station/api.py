@@ -362,6 +362,14 @@ def warm_kernels() -> dict[str, str]:
         pairing_scores.spreads(np.zeros(pulses), np.arange(pulses), np.arange(cands),
                                np.zeros(cands + pulses), 0, pairing.MISSING, pairing.MAX_SPREAD_NS)
     said["pairing spreads"] = why or "ready"
+    why = pairing_scores._agreement_compiled.available()
+    if why is None:  # acquisitions enough for the compiled significance count
+        acqs, pulses = -(-pairing_scores.MIN_COMPILED // 16), 16
+        begin = np.arange(acqs, dtype=np.int64) * pulses
+        pairing_scores.agreement(np.zeros(acqs * pulses), np.tile(np.arange(pulses), acqs),
+                                 begin, begin + pulses, np.zeros(acqs, np.int64),
+                                 np.zeros(pulses), 0, pairing.MISSING, pairing.AGREE_NS)
+    said["pairing agreement"] = why or "ready"
     why = clock_ratio._compiled.available()
     if why is None:
         n = clock_ratio.MIN_COMPILED

@@ -614,6 +614,7 @@ def test_the_set_up_compiles_the_kernels_a_report_uses(demo, tmp_path):
     assert warmed.returncode == 0, warmed.stderr
     assert "data saved" in warmed.stdout
     assert "pairing choice: ready" in warmed.stdout and "pairing spreads: ready" in warmed.stdout
+    assert "pairing agreement: ready" in warmed.stdout
     campaign = tmp_path / "demo"
     shutil.copytree(demo[0], campaign)
     report = subprocess.run([str(REPO / ".venv/bin/station"), "report", str(campaign)], env=env,

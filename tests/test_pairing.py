@@ -519,6 +519,47 @@ def test_the_compiled_spreads_are_numpys_to_the_bit(cands, pulses, held, base, s
     assert np.array_equal(np.where(every > limit, np.inf, every), reference, equal_nan=True)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=25), st.integers(0, 60), st.integers(-5, 30),
+       st.sampled_from([1.0, 37.5, 75.0, 150.0, 151.0, 300.0]), st.integers(0, 2**32 - 1))
+def test_the_compiled_agreement_is_numpys_and_the_medians_to_the_bit(sizes, held, base, step, seed):
+    """The pairing's significance count (pairing_scores.agreement): per acquisition, its pulses
+    with a t_SW and those within AGREE_NS of their median residual. The compiled kernel (a
+    selection, not a sort) must give numpy's counts to the bit, and both the counts read off each
+    acquisition's own residuals with np.median: residuals on grids that put them on and beside the
+    agreement's edge, lost records (MISSING), NaN and infinite widths, empty acquisitions."""
+    from unittest.mock import patch
+
+    from station.kinds.module import pairing, pairing_scores
+
+    if pairing_scores._agreement_compiled.available() is not None:
+        pytest.skip(pairing_scores._agreement_compiled.available())
+    rng = np.random.default_rng(seed)
+    sizes_a = np.array(sizes, np.int64)
+    end = np.cumsum(sizes_a)
+    begin = end - sizes_a
+    total = int(end[-1])
+    widths = 5_000.0 + step * rng.integers(0, 12, total)
+    widths[rng.random(total) < 0.03] = np.nan
+    widths[rng.random(total) < 0.02] = np.inf
+    k = np.concatenate([np.sort(rng.integers(0, 12, n)) for n in sizes_a]).astype(np.int64)
+    n0 = base + rng.integers(-8, held + 8, len(sizes_a))
+    window = 3_000.0 + step * rng.integers(0, 12, held)
+    window[rng.random(held) < 0.1] = pairing.MISSING
+    args = (widths, k, begin, end, n0, window, base, pairing.MISSING, pairing.AGREE_NS)
+    with patch.object(pairing_scores, "MIN_COMPILED", 0):
+        n, agree = pairing_scores.agreement(*args)
+    n_ref, agree_ref = pairing_scores.agreement_numpy(*args)
+    assert n.tobytes() == n_ref.tobytes() and agree.tobytes() == agree_ref.tobytes()
+    for j, (lo, hi) in enumerate(zip(begin, end, strict=True)):
+        resid = widths[lo:hi] - _held_at(window, n0[j] + k[lo:hi] - base)
+        present = resid[resid > -pairing.MISSING / 2]
+        centre = float(np.median(present)) if len(present) else 0.0
+        with np.errstate(invalid="ignore"):
+            assert (n[j], agree[j]) == (len(present),
+                                        int(np.sum(np.abs(present - centre) <= pairing.AGREE_NS)))
+
+
 def _held_at(window: np.ndarray, idx: np.ndarray) -> np.ndarray:
     from station.kinds.module import pairing
 

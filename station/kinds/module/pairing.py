@@ -51,8 +51,12 @@ from station.kinds.module.false_pairs import (
     max_share_within,
     never_significant,
 )
-from station.kinds.module.grouped import group_median
-from station.kinds.module.pairing_scores import block_choice, deciding_spreads, spreads
+from station.kinds.module.pairing_scores import (
+    agreement,
+    block_choice,
+    deciding_spreads,
+    spreads,
+)
 from station.parsers.records import Flag
 
 NOT_OURS = int(Flag.NOT_OURS)
@@ -460,14 +464,8 @@ class StreamPairer:
             """Whether aligning acquisitions i at first events n0 beats chance among every candidate
             the search may look at (CANDIDATES_PER_WINDOW·window + 1, however narrowly it looked:
             the bound does not depend on the path it took); their bounds are kept."""
-            rows, owner = _rows(a.begin[i], a.end[i])
-            resid = a.widths[rows] - win.at(n0[owner] + a.k[rows])
-            present = resid > -MISSING / 2
-            n = np.bincount(owner, weights=present, minlength=len(i))
-            centre = group_median(np.where(present, resid, np.inf), owner, n.astype(np.int64))
-            agree = np.bincount(owner,
-                                weights=present & (np.abs(resid - centre[owner]) <= AGREE_NS),
-                                minlength=len(i))
+            n, agree = agreement(a.widths, a.k, a.begin[i], a.end[i], n0, win.held(), win.base,
+                                 MISSING, AGREE_NS)
             log_bound = false_pair_log_bound(n, agree, np.full(len(i),
                                                                CANDIDATES_PER_WINDOW * window + 1),
                                                                share)

@@ -307,3 +307,117 @@ def _build_spreads() -> Any:
 
 
 _spreads_compiled = Compiled(_build_spreads)
+
+
+def agreement(widths: np.ndarray, k: np.ndarray, begin: np.ndarray, end: np.ndarray,
+              n0: np.ndarray, held: np.ndarray, base: int, missing: float,
+              agree_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per acquisition j (its pulses begin[j]:end[j], aligned at first event n0[j]; t_SW held from
+    event `base`, `missing` outside): how many of its pulses have a t_SW (residual above
+    −missing/2: a lost record's is about −missing), and how many of those lie within agree_ns of
+    their median residual (0 for none); as float counts, np.bincount's."""
+    if int((end - begin).sum()) >= MIN_COMPILED and _agreement_compiled.available() is None:
+        return _agreement_compiled(np.ascontiguousarray(widths, np.float64),
+                                   np.ascontiguousarray(k, np.int64),
+                                   np.ascontiguousarray(begin, np.int64),
+                                   np.ascontiguousarray(end, np.int64),
+                                   np.ascontiguousarray(n0, np.int64), held, base, missing,
+                                   float(agree_ns))
+    return agreement_numpy(widths, k, begin, end, n0, held, base, missing, agree_ns)
+
+
+def agreement_numpy(widths: np.ndarray, k: np.ndarray, begin: np.ndarray, end: np.ndarray,
+                    n0: np.ndarray, held: np.ndarray, base: int, missing: float,
+                    agree_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    from station.kinds.module.grouped import group_median
+
+    sizes = end - begin
+    owner = np.repeat(np.arange(len(begin)), sizes)
+    rows = np.arange(int(sizes.sum())) + np.repeat(begin - np.cumsum(sizes) + sizes, sizes)
+    idx = n0[owner] + k[rows] - base
+    sw = held[np.clip(idx, 0, max(len(held) - 1, 0))] if len(held) else np.full(idx.shape,
+                                                                                 missing)
+    sw = np.where((idx < 0) | (idx >= len(held)), missing, sw)
+    resid = widths[rows] - sw
+    present = resid > -missing / 2
+    n = np.bincount(owner, weights=present, minlength=len(begin))
+    centre = group_median(np.where(present, resid, np.inf), owner, n.astype(np.int64))
+    with np.errstate(invalid="ignore"):  # an infinite width about an infinite median: no
+        near = present & (np.abs(resid - centre[owner]) <= agree_ns)
+    return n, np.bincount(owner, weights=near, minlength=len(begin))
+
+
+def _build_agreement() -> Any:
+    import numba
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False)
+    def agreement_compiled(widths: Any, k: Any, begin: Any, end: Any, n0: Any, held: Any,
+                           base: int, missing: float, agree_ns: float) -> Any:
+        m = begin.shape[0]
+        n_out = np.zeros(m)
+        agree_out = np.zeros(m)
+        nheld = held.shape[0]
+        widest = 0
+        for j in range(m):
+            widest = max(widest, end[j] - begin[j])
+        resid = np.empty(widest)
+        values = np.empty(widest)
+        floor = -missing / 2
+        for j in range(m):
+            size = end[j] - begin[j]
+            count = 0
+            for p in range(size):
+                q = begin[j] + p
+                i = n0[j] + k[q] - base
+                r = widths[q] - (held[i] if 0 <= i < nheld else missing)
+                resid[p] = r
+                if r > floor:  # NaN is not
+                    values[count] = r
+                    count += 1
+            centre = 0.0
+            if count > 0:
+                # the median of the present residuals: order statistics (count−1)//2 and count//2
+                # by a selection (Hoare's), not a sort: the same values. clock_ratio's kernel has
+                # the same selection, written out there too: numba's cache of a kernel is keyed on
+                # its own file only, so a shared jitted helper changed elsewhere would leave this
+                # kernel's cached code stale (a silent wrong count)
+                hi_k, lo_k = count // 2, (count - 1) // 2
+                lo, hi = 0, count - 1
+                while lo < hi:
+                    pivot = values[(lo + hi) // 2]
+                    a, b = lo, hi
+                    while a <= b:
+                        while values[a] < pivot:
+                            a += 1
+                        while values[b] > pivot:
+                            b -= 1
+                        if a <= b:
+                            values[a], values[b] = values[b], values[a]
+                            a += 1
+                            b -= 1
+                    if hi_k <= b:
+                        hi = b
+                    elif hi_k >= a:
+                        lo = a
+                    else:
+                        break
+                upper = values[hi_k]
+                lower = upper
+                if lo_k != hi_k:  # the largest left of hi_k: every value there is <= it
+                    lower = values[0]
+                    for q in range(1, hi_k):
+                        lower = max(lower, values[q])
+                centre = 0.5 * (lower + upper)
+            agree = 0
+            for p in range(size):
+                r = resid[p]
+                if r > floor and abs(r - centre) <= agree_ns:
+                    agree += 1
+            n_out[j] = count
+            agree_out[j] = agree
+        return n_out, agree_out
+
+    return agreement_compiled
+
+
+_agreement_compiled = Compiled(_build_agreement)
