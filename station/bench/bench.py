@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -246,10 +247,18 @@ class Bench:
             image = await loop.run_in_executor(None, lambda: build_image(log=self.log.message,
                                                                          kernel=target.kernel,
                                                                          arch=target.arch))
-            vm = VirtualMachine(image, ssh_port=free_port(),
-                                state_dir=Path(tempfile.mkdtemp(prefix="irq-vm-")),
+            state_dir = Path(tempfile.mkdtemp(prefix="irq-vm-"))
+            vm = VirtualMachine(image, ssh_port=free_port(), state_dir=state_dir,
                                 die_with_caller=True)
-            self._on_deactivate("the VM", lambda: loop.run_in_executor(None, vm.stop))
+
+            def stop() -> None:
+                vm.stop()
+                # its console log, known_hosts and state: kept only where it never came up (the
+                # boot's error names its console log), else one directory per campaign in /tmp
+                if self.vm is vm:
+                    shutil.rmtree(state_dir, ignore_errors=True)
+
+            self._on_deactivate("the VM", lambda: loop.run_in_executor(None, stop))
             await vm.start_async()
         except VmError as exc:
             raise BenchError(f"vm: {exc}") from None
