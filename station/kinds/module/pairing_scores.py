@@ -17,6 +17,7 @@ shortlisted alone. At seed scale the numpy path spends seconds a run on those te
 
 from __future__ import annotations
 
+import sys
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,6 +28,7 @@ SHORTLIST = 3  # candidates per acquisition whose spread is computed exactly
 # residuals in a block below which numpy's temporaries cost little, and numba is not imported
 # (a demo-sized run's blocks; a seed-scale run's are ~270 000)
 MIN_COMPILED = 100_000
+MIN_COMPILED_STARTED = 4_000  # the same, where numba has been imported already (agreement)
 
 
 class BlockChoice(NamedTuple):
@@ -316,7 +318,12 @@ def agreement(widths: np.ndarray, k: np.ndarray, begin: np.ndarray, end: np.ndar
     event `base`, `missing` outside): how many of its pulses have a t_SW (residual above
     −missing/2: a lost record's is about −missing), and how many of those lie within agree_ns of
     their median residual (0 for none); as float counts, np.bincount's."""
-    if int((end - begin).sum()) >= MIN_COMPILED and _agreement_compiled.available() is None:
+    pulses = int((end - begin).sum())
+    # numba's start (~0.5 s a process) is worth paying for big blocks only; once this process
+    # has paid it (the block choice's kernel, a seed-scale run's first block), small blocks too:
+    # the selection is ~2× numpy's padded sort from a few thousand pulses up
+    started = "numba" in sys.modules and pulses >= MIN_COMPILED_STARTED
+    if (pulses >= MIN_COMPILED or started) and _agreement_compiled.available() is None:
         return _agreement_compiled(np.ascontiguousarray(widths, np.float64),
                                    np.ascontiguousarray(k, np.int64),
                                    np.ascontiguousarray(begin, np.int64),
