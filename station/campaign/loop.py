@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import Any
 
 from station.bench.bench import Bench, BenchError
 from station.campaign.run import RunOutcome, execute_run
+from station.common.atomic_file import write_text_atomically
 from station.common.formatting import wall_time
 from station.common.progress import ProgressSink, RunProgress
 from station.config import Campaign, RunSpec, expand_runs, measurement_hash, order_seed
@@ -188,9 +188,7 @@ def _record(out_dir: Path, key: str, value: Any) -> None:
     except (OSError, ValueError):
         data = {}
     data[key] = value
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _same_rule(campaign: Campaign, out_dir: Path) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from instruments.scope import ScopeError, WidthMeasurement
 from station.bench.scope_session import DetailedCapture, ScopeSession
 from station.capture.accounting import MeasurementTally
 from station.capture.pulses import CAPTURE_ORDER, PULSE_COLUMNS
+from station.common.atomic_file import replace_atomically, write_text_atomically
 from station.config import ScopeSettingsConfig, explain_validation_error
 from station.store.run_store import Appender, StoreError, station_version
 
@@ -402,12 +402,9 @@ class _ParquetWriter(_Writer):
         table = pa.table(columns).replace_schema_metadata(
             {PARQUET_METADATA_KEY: json.dumps(sidecar).encode()}
         )
-        tmp = self.path.with_name(self.path.name + ".tmp")
         try:
-            pq.write_table(table, tmp)
-            os.replace(tmp, self.path)
+            replace_atomically(self.path, lambda tmp: pq.write_table(table, tmp))
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
 
@@ -462,12 +459,9 @@ def _sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> dict[str
 
 def _write_sidecar(summary: CaptureSummary, settings: ScopeSettingsConfig) -> None:
     path = summary.sidecar
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(_sidecar(summary, settings), indent=2) + "\n")
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(_sidecar(summary, settings), indent=2) + "\n")
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from station.analysis.budgets import CheckResult
+from station.common.atomic_file import replace_atomically
 
 # characters XML 1.0 cannot hold (a target's stderr, a budget written with an escape in it)
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -46,6 +47,5 @@ def junit_xml(result: CheckResult) -> bytes:
 def write_junit(result: CheckResult, path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(junit_xml(result))
-    tmp.replace(path)
+    xml = junit_xml(result)
+    replace_atomically(path, lambda tmp: tmp.write_bytes(xml))

@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from station.common.atomic_file import replace_atomically, write_text_atomically
 from station.store.manifest import MANIFEST, MANIFEST_VERSION, read_manifest_json
 
 STATUS_RUNNING = "running"
@@ -212,14 +213,8 @@ class RunStore:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically: the old file stays whole if the new one cannot be written."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    text = json.dumps(data, indent=2, sort_keys=True, default=_json_default) + "\n"
+    write_text_atomically(path, text)
 
 
 # ---- the result store: what every run's Parquet file carries
@@ -290,14 +285,7 @@ def write_parquet(frame: pd.DataFrame, path: Path, identity: dict[str, Any] | No
         identity = run_identity(path.parent) if (path.parent / MANIFEST).exists() else {}
     data = with_identity(pa.Table.from_pandas(frame, preserve_index=False), identity,
                          table or path.stem)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        pq.write_table(data, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    replace_atomically(path, lambda tmp: pq.write_table(data, tmp))
 
 
 def sealed_or_streamed(

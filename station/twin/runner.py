@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from station.common.atomic_file import write_text_atomically
 from station.twin.clock import (
     DEFAULT_DRIFT_PPM,
     DEFAULT_SCOPE_TIMEBASE_PPM,
@@ -40,7 +41,8 @@ class TwinEndpoints:
     generator_resource: str = ""  # a gpio campaign's twin only
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        # atomically: `station twin`'s callers poll for this file and read it once it exists
+        write_text_atomically(path, json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> TwinEndpoints:

@@ -1,0 +1,28 @@
+"""Files written whole or not at all: a reader that polls for a file (a test waiting for the
+twin's twin.json, a dashboard reading campaign.json) never sees it empty or half written, and a
+failed write leaves the previous file as it was."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+
+def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """`write` fills a temporary file beside `path`, which then replaces `path` in one rename
+    (atomic on one file system); on any failure the temporary file is removed and the error
+    raised, `path` untouched."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    replace_atomically(path, lambda tmp: tmp.write_text(text))
