@@ -227,6 +227,28 @@ def spread_of(y: np.ndarray, n: np.ndarray, cycle: int | None, what: str = "an i
                   batches=b.count, events_per_batch=b.size * block)
 
 
+def rows_median_p99(rows: np.ndarray) -> np.ndarray:
+    """np.percentile(rows, [50, 99], axis=1), to the bit: each row sorted (numpy's vectorised
+    sort takes about half the time of the partition np.percentile does: a seed-scale run's 17 000
+    blocks of 500), then numpy's linear interpolation as numpy computes it (its virtual index
+    (n − 1)·q, its lerp taken from the upper neighbour from a fraction of one half on). Rows
+    holding a NaN go to np.percentile itself."""
+    if not rows.size or np.isnan(rows).any():
+        return np.percentile(rows, [50, 99], axis=1)
+    s = np.sort(rows, axis=1)
+    n = s.shape[1]
+    out = np.empty((2, s.shape[0]))
+    for i, q in enumerate((50 / 100, 99 / 100)):
+        virtual = (n - 1) * q
+        lo = math.floor(virtual)
+        t = virtual - lo
+        a, b = s[:, lo], s[:, min(lo + 1, n - 1)]
+        with np.errstate(invalid="ignore"):  # infinities: NaN, as numpy's
+            d = b - a
+            out[i] = b - d * (1 - t) if t >= 0.5 else a + d * t
+    return out
+
+
 @dataclass
 class FineBlocks:
     """A time-ordered sample as consecutive blocks of `block` events (FINE_EVENTS; fewer for a short
@@ -304,7 +326,7 @@ class FineBlocks:
                                   for v in self.levels], axis=1)
             self.below += list(below)
         if whole:
-            q = np.percentile(x.reshape(m, size), [50, 99], axis=1)
+            q = rows_median_p99(x.reshape(m, size))
             self.medians += q[0].tolist()
             self.p99s += q[1].tolist()
         else:
