@@ -274,14 +274,21 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
             return
 
 
+def _recorded_time_budgets(out_dir: Path) -> dict[str, Any]:
+    """campaign.json's `time_budget`: per target, where the stop rule's time budget stopped its
+    rounds (empty where none did, or the file cannot be read)."""
+    try:
+        recorded = json.loads((out_dir / "campaign.json").read_text()).get("time_budget")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
 def _forget_time_budget(out_dir: Path, target: str | None) -> None:
     """This target's rounds go on: where an earlier session's time budget stopped them is no longer
     where they stop."""
-    try:
-        recorded = json.loads((out_dir / "campaign.json").read_text()).get("time_budget")
-    except (OSError, ValueError):
-        return
-    if isinstance(recorded, dict) and (target or "") in recorded:
+    recorded = _recorded_time_budgets(out_dir)
+    if (target or "") in recorded:
         recorded.pop(target or "")
         _record(out_dir, "time_budget", recorded or None)
 
@@ -300,10 +307,7 @@ def _time_budget_spent(budget: float, elapsed: float, runs: int, rounds: int, co
                      f"({wall_time(budget)}) would be overrun by its {coming} run(s) "
                      f"({wall_time(elapsed)} spent on {runs} run(s) in {rounds} round(s), "
                      f"~{wall_time(per_run)} each); its question is left open")
-    try:
-        recorded = json.loads((out_dir / "campaign.json").read_text()).get("time_budget") or {}
-    except (OSError, ValueError):
-        recorded = {}
+    recorded = _recorded_time_budgets(out_dir)
     recorded[target or ""] = {"budget_s": budget, "spent_s": round(elapsed, 3), "runs": runs,
                               "rounds": rounds, "stopped_before_round": next_round + 1}
     _record(out_dir, "time_budget", recorded)
@@ -385,4 +389,5 @@ def _write_campaign_json(out_dir: Path, campaign: Campaign, latest: dict[str, An
     earlier = _earlier_orders(out_dir / "campaign.json", data["order"])
     if earlier:  # a resume under another order (or name, or seed): what the first sessions followed
         data["earlier_orders"] = earlier
-    (out_dir / "campaign.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text_atomically(out_dir / "campaign.json",
+                          json.dumps(data, indent=2, sort_keys=True) + "\n")
