@@ -251,15 +251,19 @@ class Bench:
             vm = VirtualMachine(image, ssh_port=free_port(), state_dir=state_dir,
                                 die_with_caller=True)
 
+            came_up: list[bool] = []
+
             def stop() -> None:
                 vm.stop()
                 # its console log, known_hosts and state: kept only where it never came up (the
                 # boot's error names its console log), else one directory per campaign in /tmp
-                if self.vm is vm:
+                # (this VM's own flag: a bench with several VM targets holds the last in self.vm)
+                if came_up:
                     shutil.rmtree(state_dir, ignore_errors=True)
 
             self._on_deactivate("the VM", lambda: loop.run_in_executor(None, stop))
             await vm.start_async()
+            came_up.append(True)
         except VmError as exc:
             raise BenchError(f"vm: {exc}") from None
         self.vm = vm
