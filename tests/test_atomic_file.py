@@ -65,3 +65,35 @@ def test_the_twin_endpoints_are_written_through_it(tmp_path: Path) -> None:
     TwinEndpoints("127.0.0.1", 2222, "root", "k", "kh", "TCPIP::127.0.0.1::5025::SOCKET").write(path)
     assert TwinEndpoints.read(path).ssh_port == 2222
     assert sorted(p.name for p in tmp_path.iterdir()) == ["twin.json"]
+
+
+def test_two_writers_of_one_file_never_tear_it(tmp_path: Path) -> None:
+    """Two writers at once (`station check --junit` aimed at a file a campaign writes too): each
+    read finds one writer's document whole, and no temporary file is left."""
+    path = tmp_path / "check-junit.xml"
+    docs = [json.dumps({"writer": w, "pad": str(w) * 100_000}) for w in (1, 2)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(text: str) -> None:
+        try:
+            while not stop.is_set():
+                write_text_atomically(path, text)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(d,)) for d in docs]
+    for t in threads:
+        t.start()
+    seen = set()
+    try:
+        for _ in range(2_000):
+            if path.exists():
+                seen.add(json.loads(path.read_text())["writer"])
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert seen and seen <= {1, 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["check-junit.xml"]

@@ -345,7 +345,8 @@ def test_no_run_estimate_on_a_side_is_no_test_and_no_warning():
 def test_the_blocks_median_and_p99_are_numpys_percentiles_to_the_bit(m, size, seed, kind):
     """FineBlocks' per-block median and p99 (a sort and numpy's interpolation written out, where
     np.percentile partitions): the same values, bit for bit, on whole-ns latencies, spread floats,
-    long ties, infinities and NaN, over every block size up to the default's 500 and past it."""
+    long ties, infinities and NaN, over every block size up to the default's 500 and past it (no
+    −0: tied with +0, the sort and the partition may put either first)."""
     rng = np.random.default_rng(seed)
     rows = {"ints": lambda: rng.integers(0, 10**6, (m, size)).astype(np.float64),
             "spread": lambda: rng.lognormal(8, 2, (m, size)),

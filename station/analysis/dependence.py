@@ -228,7 +228,8 @@ def spread_of(y: np.ndarray, n: np.ndarray, cycle: int | None, what: str = "an i
 
 
 def rows_median_p99(rows: np.ndarray) -> np.ndarray:
-    """np.percentile(rows, [50, 99], axis=1), to the bit: each row sorted (numpy's vectorised
+    """np.percentile(rows, [50, 99], axis=1), to the bit (but the sign of a zero where +0 and −0
+    tie: the two orderings differ; latencies hold no −0): each row sorted (numpy's vectorised
     sort takes about half the time of the partition np.percentile does: a seed-scale run's 17 000
     blocks of 500), then numpy's linear interpolation as numpy computes it (its virtual index
     (n − 1)·q, its lerp taken from the upper neighbour from a fraction of one half on). Rows

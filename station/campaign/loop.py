@@ -238,8 +238,6 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
     session_started = time.monotonic()
     until = campaign is not None and campaign.matrix.until is not None
     budget = campaign.matrix.until.time_budget if until else None
-    if until:
-        _forget_time_budget(out_dir, bench.target_name)  # an earlier session's stop: history now
     rounds_done = runs_done = 0  # this session's, on this target
     for i, (order, spec) in enumerate(todo):
         round_starts = i == 0 or todo[i - 1][1].repetition != spec.repetition
@@ -263,6 +261,11 @@ async def _run_on(bench: Bench, todo: list[tuple[int, RunSpec]], total: int, out
             return  # the campaign stopped: the bench is lost, or the data cannot be kept
         else:
             runs_done += 1
+            if until and runs_done == 1:
+                # this target's rounds went on past where an earlier session's time budget stopped
+                # them: that stop is history now (kept while nothing is measured: a session ended
+                # before its first run leaves the reason the question is open)
+                _forget_time_budget(out_dir, bench.target_name)
         rounds_done += round_ends
         if until and round_ends and _answered(campaign, out_dir, progress, result,
                                               bench.target_name):

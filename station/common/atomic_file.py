@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +15,9 @@ def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
     """`write` fills a temporary file beside `path`, which then replaces `path` in one rename
     (atomic on one file system); on any failure the temporary file is removed and the error
     raised, `path` untouched."""
-    tmp = path.with_name(path.name + ".tmp")
+    # its own temporary name: two writers of one path (two processes, two threads) never write
+    # into each other's; the last rename wins whole
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         write(tmp)
         os.replace(tmp, path)
