@@ -68,7 +68,7 @@ INSIDE = {
     "station.config": ["yaml_lines", "types", "twin", "until", "budgets", "bench", "campaign", "loading",
                        "edit"],
     "station.common": ["units", "formatting", "progress", "lifetime", "lazy_import", "module_names", "cli_help",
-                       "cache_dirs"],
+                       "cache_dirs", "atomic_file"],
 }
 
 
