@@ -120,9 +120,9 @@ class MonitorMetrics:
                 last_good.add_metric(key, max(e.ended for e in ran))
             elif self.anchor is not None:  # never measured: silent since the schedule began
                 last_good.add_metric(key, self.anchor)
-                for e in ran:
-                    if e.kernel and e.started >= kernels.get(key[0], (-math.inf, ""))[0]:
-                        kernels[key[0]] = (e.started, e.kernel)
+            for e in ran:  # the host's kernel: its latest measured window's, whichever phase
+                if e.kernel and e.started >= kernels.get(key[0], (-math.inf, ""))[0]:
+                    kernels[key[0]] = (e.started, e.kernel)
             v = verdicts.get(phase) or {}
             regression.add_metric(key, 1.0 if v.get("verdict") == "regression" else 0.0)
             p = v.get("p_value")
