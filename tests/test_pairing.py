@@ -223,14 +223,16 @@ def test_block_share_does_not_depend_on_how_the_records_come(latencies, pieces, 
     assert got == want
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.integers(0, 6), st.integers(2, 9), st.integers(1, 20), st.integers(0, 40), st.integers(-5, 30),
-       st.integers(0, 2**32 - 1))
-def test_the_compiled_block_choice_is_numpys_to_the_bit(acqs, cands, pulses, held, base, seed):
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_the_compiled_block_choice_is_numpys_to_the_bit(acqs, cands, pulses, held, base, seed, in_a_row):
     """The pairing's choice among a block's candidates (station/kinds/module/pairing_scores.py)
     compiled and in numpy: the same two candidates, spreads and centre residual, with events
     before, inside and past the held range, lost ones (MISSING), NaN widths, candidates outside
-    the records held, pre-scores and spreads tied, and nothing held at all."""
+    the records held, pre-scores and spreads tied, and nothing held at all; candidates anywhere,
+    or consecutive in each row as the block search makes them (the compiled pre-score's
+    vectorised path, its rows partly past either end of the held range)."""
     from unittest.mock import patch
 
     from station.kinds.module import pairing, pairing_scores
@@ -243,6 +245,9 @@ def test_the_compiled_block_choice_is_numpys_to_the_bit(acqs, cands, pulses, hel
     widths[rng.random(widths.shape) < 0.05] = np.nan
     k = np.sort(rng.integers(0, 12, (acqs, pulses)), axis=1)
     cand = base + rng.integers(-8, held + 8, (acqs, cands))
+    if in_a_row:  # mostly consecutive: one row in a few keeps a gap (the scalar path)
+        cand = cand[:, :1] + np.arange(cands)[None, :]
+        cand[rng.random(acqs) < 0.2, -1] += 1
     inside = rng.random((acqs, cands)) < 0.8
     window = 3_000.0 + 50 * rng.integers(0, 8, held)
     window[rng.random(held) < 0.1] = pairing.MISSING

@@ -12,7 +12,10 @@ pairing, and the report, depended on the machine).
 Two implementations, one result to the bit (tests/test_pairing.py): numpy's, which builds the
 (acquisition, candidate, pulse) arrays of residuals, and a compiled one (numba:
 instruments/compiled.py) that scores each candidate in one pass and computes the spreads of the
-shortlisted alone. At seed scale the numpy path spends seconds a run on those temporaries.
+shortlisted alone: a row of consecutive candidates (the block search's) pulse by pulse across its
+candidates, a loop the compiler vectorises, and the median of a row without NaN by counting each
+value's place, not by sorting (0.25 → 0.11 s a seed-scale run). At seed scale the numpy path
+spends seconds a run on those temporaries.
 """
 
 from __future__ import annotations
@@ -121,36 +124,78 @@ def _build() -> Any:
         best = np.empty(acqs)
         runner_up = np.empty(acqs)
         centre_resid = np.empty(acqs)
-        key = np.empty(cands, np.int64)
+        short_key = np.empty(shortlist, np.int64)
         short = np.empty(shortlist, np.int64)
         spread = np.empty(shortlist)
+        centre_of = np.empty(shortlist)  # each shortlisted candidate's median residual
         order = np.empty(shortlist, np.int64)
         row = np.empty(pulses)
         dev = np.empty(pulses)
         half = pulses // 2
+        count = np.empty(cands, np.int64)  # each candidate's pre-score (steady residual pairs)
+        prev = np.empty(cands)  # each candidate's residual at the pulse before
         for a in range(acqs):
+            # A row of consecutive candidates (the block search's) is pre-scored pulse by pulse
+            # across its candidates: one contiguous stretch of `held` a pulse, a loop the
+            # compiler vectorises. The same residuals and comparisons as the scalar loop below
+            # (which scores the others: candidates reading outside `held`, rows not consecutive).
+            consecutive = True
+            for c in range(1, cands):
+                if cand[a, c] != cand[a, 0] + c:
+                    consecutive = False
+                    break
+            lo_c, hi_c = 0, 0  # the candidates whose every pulse reads inside `held`
+            if consecutive:
+                k_lo, k_hi = k[a, 0], k[a, 0]
+                for j in range(1, pulses):
+                    k_lo, k_hi = min(k_lo, k[a, j]), max(k_hi, k[a, j])
+                f0 = cand[a, 0] - base
+                lo_c = min(max(0, -(f0 + k_lo)), cands)
+                hi_c = max(min(cands, n - (f0 + k_hi)), lo_c)
+                # slices and a comparison without a branch: what lets the loop vectorise (~5×)
+                steady_of = count[lo_c:hi_c]
+                before = prev[lo_c:hi_c]
+                w = widths[a, 0]
+                at = f0 + k[a, 0] + lo_c
+                from_held = held[at:at + hi_c - lo_c]
+                for c in range(hi_c - lo_c):
+                    before[c] = w - from_held[c]
+                    steady_of[c] = 0
+                for j in range(1, pulses):
+                    w = widths[a, j]
+                    at = f0 + k[a, j] + lo_c
+                    from_held = held[at:at + hi_c - lo_c]
+                    for c in range(hi_c - lo_c):
+                        r = w - from_held[c]
+                        d = r - before[c]  # |d| <= max_spread, NaN false: as the scalar loop
+                        steady_of[c] += (d <= max_spread) & (d >= -max_spread)
+                        before[c] = r
+            held_keys = 0  # how many of the shortlist's places are taken
             for c in range(cands):
                 steady = -1
                 if inside[a, c]:
-                    first = cand[a, c] - base
-                    steady = 0
-                    before = 0.0
-                    for j in range(pulses):
-                        i = first + k[a, j]
-                        r = widths[a, j] - (held[i] if 0 <= i < n else missing)
-                        if j and abs(r - before) <= max_spread:
-                            steady += 1
-                        before = r
+                    if lo_c <= c < hi_c:
+                        steady = count[c]
+                    else:
+                        first = cand[a, c] - base
+                        steady = 0
+                        before = 0.0
+                        for j in range(pulses):
+                            i = first + k[a, j]
+                            r = widths[a, j] - (held[i] if 0 <= i < n else missing)
+                            if j and abs(r - before) <= max_spread:
+                                steady += 1
+                            before = r
                 d = c - centre
-                key[c] = (pulses - steady) * (2 * cands + 2) + 2 * abs(d) + (1 if d > 0 else 0)
-            last = -1  # the shortlist: the smallest keys in order (unique in the row)
-            for s in range(shortlist):
-                pick = -1
-                for c in range(cands):
-                    if key[c] > last and (pick < 0 or key[c] < key[pick]):
-                        pick = c
-                short[s] = pick
-                last = key[pick]
+                key = (pulses - steady) * (2 * cands + 2) + 2 * abs(d) + (1 if d > 0 else 0)
+                # the shortlist: the smallest keys in order (unique in the row), kept as they come
+                if held_keys < shortlist or key < short_key[held_keys - 1]:
+                    u = min(held_keys, shortlist - 1)
+                    while u > 0 and short_key[u - 1] > key:
+                        short_key[u], short[u] = short_key[u - 1], short[u - 1]
+                        u -= 1
+                    short_key[u], short[u] = key, c
+                    held_keys = min(held_keys + 1, shortlist)
             # 2·shortlist + 1 medians of a row: each shortlisted candidate's residuals, then their
             # deviations from it (its spread); then the winner's residuals (its centre)
             m = 0.0
@@ -167,11 +212,15 @@ def _build() -> Any:
                             u -= 1
                     two[a, 0], two[a, 1] = short[order[0]], short[order[1]]
                     best[a], runner_up[a] = spread[order[0]], spread[order[1]]
+                    if inside[a, two[a, 0]]:  # its residuals' median is known: step 2·order[0]
+                        centre_resid[a] = centre_of[order[0]]
+                        break
                 c = short[s] if step < 2 * shortlist else two[a, 0]
                 if step < 2 * shortlist and not inside[a, c]:
                     spread[s] = np.inf
                     continue
                 first = cand[a, c] - base
+                nan = False
                 for j in range(pulses):
                     if deviations:
                         dev[j] = abs(row[j] - m)
@@ -179,18 +228,38 @@ def _build() -> Any:
                         i = first + k[a, j]
                         row[j] = widths[a, j] - (held[i] if 0 <= i < n else missing)
                         dev[j] = row[j]
-                for u in range(1, pulses):  # insertion sort, NaN last as numpy's: short rows
-                    x = dev[u]
-                    v = u
-                    while v > 0 and (x < dev[v - 1] or (np.isnan(dev[v - 1]) and not np.isnan(x))):
-                        dev[v] = dev[v - 1]
-                        v -= 1
-                    dev[v] = x
-                m = dev[half] if pulses % 2 else 0.5 * (dev[half - 1] + dev[half])
+                    nan = nan or np.isnan(dev[j])
+                if nan:
+                    for u in range(1, pulses):  # insertion sort, NaN last as numpy's: short rows
+                        x = dev[u]
+                        v = u
+                        while v > 0 and (x < dev[v - 1]
+                                         or (np.isnan(dev[v - 1]) and not np.isnan(x))):
+                            dev[v] = dev[v - 1]
+                            v -= 1
+                        dev[v] = x
+                    m = dev[half] if pulses % 2 else 0.5 * (dev[half - 1] + dev[half])
+                else:
+                    # the middle of the row without sorting it: each value's place in a stable
+                    # sort (those below it, and those equal before it: a -0.0 and a 0.0 keep
+                    # their order, as in the insertion sort), counted without a branch
+                    lower = upper = 0.0
+                    for u in range(pulses):
+                        x = dev[u]
+                        place = 0
+                        for v in range(pulses):
+                            place += (dev[v] < x) | ((dev[v] == x) & (v < u))
+                        if place == half:
+                            upper = x
+                        elif place == half - 1:
+                            lower = x
+                    m = upper if pulses % 2 else 0.5 * (lower + upper)
                 if step == 2 * shortlist:
                     centre_resid[a] = m
                 elif deviations:
                     spread[s] = m
+                else:
+                    centre_of[s] = m
         return two, best, runner_up, centre_resid
 
     return choice_compiled
