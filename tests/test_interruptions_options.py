@@ -72,3 +72,25 @@ def test_the_options_mean_to_the_real_program_what_the_schema_says(tmp_path):
     assert header["clock"] == "monotonic" and header["smi"].startswith("unavailable")
     assert not any(line.startswith("irq ") for line in out.stdout.splitlines())  # counts: false
     assert out.stdout.splitlines()[-1].endswith("duration")
+
+
+def test_a_tool_that_fails_to_build_says_the_compilers_error_and_leaves_no_file(tmp_path, monkeypatch):
+    """A target tool is built here on first use (station/target/tools.py), written whole or not
+    at all: a source gcc refuses gives the compiler's own message and leaves the cache empty (no
+    half-written binary or temporary a later run would take); the fixed source then builds."""
+    from station.target import tools
+
+    src = tmp_path / "tools" / "broken.c"
+    src.parent.mkdir()
+    src.write_text("int main(void) { return undeclared_thing; }\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr("station.vm.latency_modules.module_sources", lambda: tmp_path)
+    tool = tools.Tool("broken")
+    with pytest.raises(tools.TargetError, match="undeclared_thing") as err:
+        tool.host_binary()
+    assert "building broken here with gcc failed" in str(err.value)
+    assert list(tool.cache_dir().iterdir()) == []
+    src.write_text("int main(void) { return 3; }\n")
+    built = tools.Tool("broken").host_binary()
+    assert list(tool.cache_dir().iterdir()) == [built]
+    assert subprocess.run([str(built)], check=False).returncode == 3

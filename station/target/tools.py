@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from station.common.atomic_file import replace_atomically
 from station.target.ssh import TargetConnection, TargetError
 
 CFLAGS = ("-std=gnu11", "-O2", "-Wall", "-Wextra")
@@ -55,20 +56,20 @@ class Tool:
         if out.is_file():
             return out
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")  # two stations may build at once
+        replace_atomically(out, lambda tmp: self._build(gcc, tmp))  # two stations may build at once
+        return out
+
+    def _build(self, gcc: str, binary: Path) -> None:
         try:
-            res = subprocess.run([gcc, *CFLAGS, "-static", "-o", str(tmp), str(self.source()),
+            res = subprocess.run([gcc, *CFLAGS, "-static", "-o", str(binary), str(self.source()),
                                   *self.link_flags()],
                                  capture_output=True, text=True, check=False)
         except FileNotFoundError:
             raise TargetError(f"{gcc} is not installed") from None
         if res.returncode != 0:
-            tmp.unlink(missing_ok=True)
             what = self.packages if gcc == "gcc" else f"{gcc} with the libraries it links"
             raise TargetError(f"building {self.program} here with {gcc} failed ({what} needed):\n"
                               f"{res.stderr[-2000:]}")
-        tmp.rename(out)
-        return out
 
     def cross_binary(self, machine: str) -> Path | None:
         """The static binary for another machine, if this one has its cross-compiler and the
