@@ -30,11 +30,15 @@ question in at least 80 % of the campaigns (the smallest n it needs, chosen in a
 ≤ 50 % of it (OK / MISS). With `--planned-delta`, also against the design a user plans without
 knowing the effect: sized (80 %) for the smallest difference worth detecting and met with the
 larger one the campaigns have (compare); with `--planned-gap`, the deadline rule's likewise: the
-fixed design sized to settle a deadline that much above the truth, met with `--deadline-gap`.
+fixed design sized to settle a deadline that much above the truth, met with `--deadline-gap`;
+with `--planned-spread F`, interval_width's: the fixed design sized to reach `--width` on runs F
+times as spread about their median as the ones met (a user sizing it from a guess of the
+run-to-run spread, or from a pilot whose runs a fair comparison would count too).
 
     .venv/bin/python benchmarks/bench_stopping_coverage.py [--campaigns 60] [--cap 80]
         [--events 20000] [--delta 500] [--at 99] [--width 400] [--independent]
         [--searches 50] [--search-gap 600] [--planned-delta 250] [--planned-gap 200]
+        [--planned-spread 2]
         [--rules compare,...]
 
 and the worst-load search: three loads whose loaded latency the model shifts by 0, gap and
@@ -116,6 +120,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--planned-gap", type=float, default=None,
                     help="also size the fixed deadline design for a deadline this much (ns) above "
                          "the truth, nearer than --deadline-gap")
+    ap.add_argument("--planned-spread", type=float, default=None,
+                    help="also size the fixed interval_width design for runs this many times as "
+                         "spread about their median as the ones met")
     ap.add_argument("--rules", default="compare,interval_width,deadline,exceedance",
                     help="the rules to study, comma-separated")
     ap.add_argument("--deadline-gap", type=float, default=400.0,
@@ -232,6 +239,9 @@ def main(argv: list[str]) -> int:
     if args.planned_gap is not None and "deadline" in stops_of:
         failed |= planned_deadline_study(args, preset, params, at, median_run,
                                          float(np.median(stops_of["deadline"])))
+    if args.planned_spread is not None and "interval_width" in stops_of:
+        failed |= planned_width_study(args, preset, params, at, median_run,
+                                      float(np.median(stops_of["interval_width"])))
     failed |= search_study(args, preset, lpt, at)
     return 1 if failed else 0
 
@@ -294,6 +304,28 @@ def planned_deadline_study(args: argparse.Namespace, preset: Preset,
     print(f"\ndeadline against the fixed design planned for the closest deadline worth settling "
           f"({args.planned_gap:g} ns above the truth; the campaigns had {args.deadline_gap:g} ns):")
     return planned_verdict(args, settled_at, "deadline", median_stop)
+
+
+def planned_width_study(args: argparse.Namespace, preset: Preset,
+                        params: dict[str, InterfaceParams], at: float, median_run: float,
+                        median_stop: float) -> bool:
+    """interval_width's speed against the fixed design a user sizes without knowing the run-to-run
+    spread: to reach `--width` (80 % power, the same confidence) on runs `--planned-spread` times as
+    spread about their median as those met. The n comes from `--campaigns` seeded campaigns of A
+    (other keys), each run's value moved away from the median run's by that factor, fixed
+    intervals alone."""
+    rule = StopRule(interval_width=args.width * 1e-9, at=f"p{args.at:g}",
+                    confidence=args.confidence)
+    settled_at = np.zeros(args.cap + 1)
+    for c in range(args.campaigns):
+        values: list[float] = []
+        for r in range(args.cap):
+            v = run_value(params[A[0]], preset, args.events, f"w{c}-r{r}", at)
+            values.append(median_run + args.planned_spread * (v - median_run))
+            settled_at[r + 1] += settled(rule, *fixed_interval(np.array(values), args.confidence))
+    print(f"\ninterval_width against the fixed design planned for runs {args.planned_spread:g}× as "
+          f"spread as met ({args.width:g} ns wide):")
+    return planned_verdict(args, settled_at, "width", median_stop)
 
 
 def search_study(args: argparse.Namespace, preset: Preset, lpt: InterfaceParams, at: float) -> bool:
