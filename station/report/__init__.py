@@ -14,7 +14,7 @@ from station import kind_registry
 from station.analysis.samples import RunSamples
 from station.report.export import write_json, write_rows
 from station.report.figures import drawn, write_figures
-from station.report.html import render_html
+from station.report.html import html_template, render_html
 from station.report.markdown import render_markdown
 from station.report.model import (
     ReportSchemaError,
@@ -25,15 +25,24 @@ from station.report.model import (
 from station.report.page import KindPage
 from station.report.stopping import stopping_figures
 
-__all__ = ["ReportSchemaError", "kind_pages", "report_json_schema", "report_model",
-           "validate_report",
-           "write_reports"]
+__all__ = ["ReportSchemaError", "kind_pages", "prepare_writing", "report_json_schema",
+           "report_model", "validate_report", "write_reports"]
 
 
 def kind_pages() -> list[tuple[kind_registry.Kind, KindPage]]:
     """Every registered kind's report part (Kind.report), in the registry's order: the first with
     anything to show leads the page (station/report/page.py: page_sections)."""
     return [(k, k.load("report")) for k in kind_registry.kinds().values() if k.report is not None]
+
+
+def prepare_writing() -> None:
+    """What writing any report needs, done ahead: report.json's model with every kind's part
+    (pydantic builds ~70 classes), each kind's page, the HTML template compiled. The report
+    writer calls it while worker processes analyse the runs, so that none of it is left for after
+    the last run."""
+    report_model()
+    kind_pages()
+    html_template()
 
 
 def write_reports(report: Mapping[str, Any], samples: Mapping[str, RunSamples],

@@ -76,12 +76,17 @@ for _name, _type in {"table": Table, "figures": Figures, "sentences": Sentences,
 _ENV.filters["figure_items"] = _items
 
 
+def html_template() -> jinja2.Template:
+    """The page's template, compiled once (jinja's environment keeps it)."""
+    return _ENV.get_template("report.html.j2")
+
+
 def render_html(report: Mapping[str, Any], figures: Sequence[RenderedFigure],
                 parts: Sequence[Part]) -> str:
     """The page: the header's facts, the findings, every part's sections (page.py orders them), the
     Target appendix."""
     campaign = report.get("campaign") or {}
-    return _ENV.get_template("report.html.j2").render(
+    return html_template().render(
         title=f"IRQ latency report: {campaign.get('name', 'campaign')}",
         campaign=campaign,
         facts=campaign_facts(report),
