@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,8 @@ import pytest
 
 from station.config import ConfigError, load_campaign
 from station.twin.model import ModuleSession, load_preset
-from tests.conftest import run_station
+from tests.conftest import run_station, running_twin, station_cmd
+from tests.fault_proxy import FaultyLink
 
 CAMPAIGN = """\
 name: {name}
@@ -170,6 +173,58 @@ def test_a_budget_leaves_an_unsettled_question_open_and_a_resumed_session_goes_o
     assert later["time_budget"][""]["stopped_before_round"] == rounds + more + 1
     assert later["stopping"]["rounds"] == rounds + more and later["stopping"]["verdict"] == "open"
     assert len(measured(out)) == 2 * (rounds + more)
+
+
+def test_a_resumed_session_that_measures_nothing_keeps_the_earlier_budget_stop(tmp_path):
+    """The budget's stop is forgotten only once a resumed session has measured a run: a resumed
+    session whose first run is cut off (the SSH link to a standalone twin cut while it streams, and
+    kept cut: the target is lost) leaves campaign.json's record, so the question stays open for the
+    reason the earlier session gave."""
+    twin_process = running_twin(tmp_path / "twin")
+    twin = next(twin_process)
+    try:
+        with FaultyLink(twin["ssh_port"]) as link:
+            key = Path(twin["known_hosts"]).read_text().split(" ", 1)[1]
+            known_hosts = tmp_path / "known_hosts_relay"
+            known_hosts.write_text(f"[127.0.0.1]:{link.port} {key}")
+            path = tmp_path / "remote.yaml"
+            path.write_text(
+                "name: remote\nbench:\n"
+                f"  target: {{kind: ssh, host: 127.0.0.1, port: {link.port}, user: root, "
+                f"connect_timeout: 3s, reconnect_for: 2s, identity_file: '{twin['identity_file']}', "
+                f"known_hosts: '{known_hosts}'}}\n"
+                "  scope: {kind: none}\n"
+                "matrix:\n  interfaces: [lpt]\n  variants: [inb, no-inb]\n  loads: [none]\n"
+                "  repetitions: 60\n  period: 100us\n  samples: 20000\n  max_duration: 1min\n"
+                "  until: {compare: variants, at: p50, t_opt: 10, time_budget: 8s}\n")
+            out = tmp_path / "out"
+            res = run_station("run", str(path), "--out", str(out), timeout=600)
+            assert res.returncode == 0, res.stdout + res.stderr
+            first = json.loads((out / "campaign.json").read_text())
+            rounds = first["time_budget"][""]["rounds"]
+            assert 1 <= rounds < 60 and first["time_budget"][""]["stopped_before_round"] == rounds + 1
+            runs_before = measured(out)
+            resumed = subprocess.Popen(station_cmd("run", str(path), "--out", str(out)),
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 120
+            # its first run streams (2 s of records a run): then the link goes, for good
+            while not any(p.stat().st_size > 40 * 3000 for p in (out / "runs").glob("*/sw.raw")
+                          if p.parent.name not in runs_before):
+                assert resumed.poll() is None, resumed.communicate()
+                assert time.monotonic() < deadline, "the resumed session measured nothing"
+                time.sleep(0.05)
+            link.cut()
+            _, stderr = resumed.communicate(timeout=300)
+    finally:
+        next(twin_process, None)
+    assert resumed.returncode != 0, stderr
+    assert "lost the SSH session" in stderr
+    later = json.loads((out / "campaign.json").read_text())
+    new = [json.loads((out / "runs" / r / "manifest.json").read_text())["status"]
+           for r in measured(out) if r not in runs_before]
+    assert new == ["failed"]  # the resumed session's one run, cut off: nothing measured ...
+    assert later["time_budget"] == first["time_budget"]  # ... so the reason is kept
+    assert later["stopping"]["verdict"] == "open" and later["stopping"]["rounds"] == rounds
 
 
 def test_a_margin_settles_a_pair_known_to_be_close(tmp_path):
