@@ -261,6 +261,35 @@ def test_the_compiled_block_choice_is_numpys_to_the_bit(acqs, cands, pulses, hel
         assert a.tobytes() == b.tobytes()  # to the bit: -0.0 is not 0.0, a NaN's payload counts
 
 
+EXTREME = np.iinfo(np.int64)
+
+
+@pytest.mark.parametrize(("k", "first", "held"), [
+    ([EXTREME.min, 0], 0, 2),  # -(first + k) wraps to itself
+    ([-3 * 2**61, 2**62], -2**62, 2),  # first + k wraps on one side only
+    ([0, EXTREME.max], 10, 8),  # n - (first + k) wraps
+])
+def test_a_row_of_candidates_at_extreme_offsets_reads_nothing_outside_held(k, first, held):
+    """The compiled pre-score of a row of consecutive candidates bounds its vectorised loop by
+    integer arithmetic that must not wrap (a review found these inputs reading past `held` and
+    changing the choice); such a row is scored as numpy scores it, with no read outside `held`
+    (the kernel compiled with bounds checks raises on one)."""
+    import numba
+
+    from station.kinds.module import pairing, pairing_scores
+
+    if pairing_scores._compiled.available() is not None:
+        pytest.skip(pairing_scores._compiled.available())
+    args = (np.array([[5000.0, 5001.0]]), np.array([k], np.int64), first + np.arange(4)[None, :],
+            np.ones((1, 4), bool), 3000.0 + np.arange(held), 0, pairing.MISSING, 100.0, 0)
+    with np.errstate(all="ignore"):
+        reference = pairing_scores.block_choice_numpy(*args)
+    checked = numba.njit(boundscheck=True)(pairing_scores._compiled._fn.py_func)
+    compiled = checked(*args, 3)  # an IndexError: a read outside an array
+    for a, b in zip(compiled, reference, strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
 @pytest.mark.parametrize("kernel", ["compiled", "numpy"])
 def test_equal_pre_scores_are_shortlisted_nearest_the_clock_line_first(kernel, monkeypatch):
     """Every candidate pre-scores alike but the true one: beside it the shortlist holds the

@@ -15,7 +15,10 @@ instruments/compiled.py) that scores each candidate in one pass and computes the
 shortlisted alone: a row of consecutive candidates (the block search's) pulse by pulse across its
 candidates, a loop the compiler vectorises, and the median of a row without NaN by counting each
 value's place, not by sorting (0.25 → 0.11 s a seed-scale run). At seed scale the numpy path
-spends seconds a run on those temporaries.
+spends seconds a run on those temporaries. "To the bit" but for the sign of a zero or of a NaN
+in the centre residual: numpy's SIMD sort keeps neither (a review's fuzzing found them, with
+widths of −0.0 or ±inf, in the kernel before this one too); pulse widths and latencies hold no
+−0.0, and a NaN's sign changes no decision.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ def _build() -> Any:
         dev = np.empty(pulses)
         half = pulses // 2
         count = np.empty(cands, np.int64)  # each candidate's pre-score (steady residual pairs)
+        SAFE = 1 << 61  # noqa: N806 - offsets within ±this: no sum of three wraps
         prev = np.empty(cands)  # each candidate's residual at the pulse before
         for a in range(acqs):
             # A row of consecutive candidates (the block search's) is pre-scored pulse by pulse
@@ -150,8 +154,12 @@ def _build() -> Any:
                 for j in range(1, pulses):
                     k_lo, k_hi = min(k_lo, k[a, j]), max(k_hi, k[a, j])
                 f0 = cand[a, 0] - base
-                lo_c = min(max(0, -(f0 + k_lo)), cands)
-                hi_c = max(min(cands, n - (f0 + k_hi)), lo_c)
+                # the bounds' arithmetic must not wrap (event numbers are far below 2^61; a row
+                # beyond that is scored by the scalar loop, which wraps as numpy does; not abs(),
+                # which leaves the most negative int64 negative)
+                if -SAFE < f0 < SAFE and k_lo > -SAFE and k_hi < SAFE:
+                    lo_c = min(max(0, -(f0 + k_lo)), cands)
+                    hi_c = max(min(cands, n - (f0 + k_hi)), lo_c)
                 # slices and a comparison without a branch: what lets the loop vectorise (~5×)
                 steady_of = count[lo_c:hi_c]
                 before = prev[lo_c:hi_c]
