@@ -23,7 +23,7 @@ from station.kinds.module.data import load_run
 from station.parsers.records import decode_file
 from station.target import TargetError
 from tests.conftest import run_station, station_cmd
-from tests.fault_proxy import FaultyLink
+from tests.fault_proxy import FaultyLink, relay_known_hosts
 
 RUN = "lpt-inb-io-r0"
 
@@ -31,9 +31,8 @@ RUN = "lpt-inb-io-r0"
 def _config(path: Path, twin: dict, ssh_port: int, scope_port: int | None = None, samples: int = 10_000_000,
             known_hosts: str | None = None) -> Path:
     if known_hosts is None and ssh_port != twin["ssh_port"]:  # the twin's key, under the relay's port
-        key = Path(twin["known_hosts"]).read_text().split(" ", 1)[1]
-        known_hosts = str(path.with_name("known_hosts_relay"))
-        Path(known_hosts).write_text(f"[127.0.0.1]:{ssh_port} {key}")
+        known_hosts = str(relay_known_hosts(twin["known_hosts"], ssh_port,
+                                            path.with_name("known_hosts_relay")))
     scope = (f"  scope: {{kind: visa, resource: 'TCPIP::127.0.0.1::{scope_port}::SOCKET', timeout: 3s}}\n"
              if scope_port else "  scope: {kind: none}\n")
     path.write_text(
@@ -291,9 +290,7 @@ def _relayed_host(twin: dict, port: int, tmp_path: Path, identity_file: str | No
     from station.target.hosts import Host
     from station.target.ssh import SSHEndpoint
 
-    key = Path(twin["known_hosts"]).read_text().split(" ", 1)[1]
-    known_hosts = tmp_path / "known_hosts_relay"
-    known_hosts.write_text(f"[127.0.0.1]:{port} {key}")
+    known_hosts = relay_known_hosts(twin["known_hosts"], port, tmp_path / "known_hosts_relay")
     endpoint = SSHEndpoint("127.0.0.1", port, "root", identity_file or twin["identity_file"], str(known_hosts), 1.0,
                            reconnect_for=reconnect_for)
     host = Host(endpoint, "/tmp/irq-station", "the target")

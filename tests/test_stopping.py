@@ -22,7 +22,7 @@ import pytest
 from station.config import ConfigError, load_campaign
 from station.twin.model import ModuleSession, load_preset
 from tests.conftest import run_station, running_twin, station_cmd
-from tests.fault_proxy import FaultyLink
+from tests.fault_proxy import FaultyLink, relay_known_hosts
 
 CAMPAIGN = """\
 name: {name}
@@ -184,9 +184,8 @@ def test_a_resumed_session_that_measures_nothing_keeps_the_earlier_budget_stop(t
     twin = next(twin_process)
     try:
         with FaultyLink(twin["ssh_port"]) as link:
-            key = Path(twin["known_hosts"]).read_text().split(" ", 1)[1]
-            known_hosts = tmp_path / "known_hosts_relay"
-            known_hosts.write_text(f"[127.0.0.1]:{link.port} {key}")
+            known_hosts = relay_known_hosts(twin["known_hosts"], link.port,
+                                            tmp_path / "known_hosts_relay")
             path = tmp_path / "remote.yaml"
             path.write_text(
                 "name: remote\nbench:\n"

@@ -148,7 +148,7 @@ def _build() -> Any:
                 if cand[a, c] != cand[a, 0] + c:
                     consecutive = False
                     break
-            lo_c, hi_c = 0, 0  # the candidates whose every pulse reads inside `held`
+            lo_c, hi_c, f0 = 0, 0, 0  # the candidates whose every pulse reads inside `held`
             if consecutive:
                 k_lo, k_hi = k[a, 0], k[a, 0]
                 for j in range(1, pulses):
@@ -160,6 +160,7 @@ def _build() -> Any:
                 if -SAFE < f0 < SAFE and k_lo > -SAFE and k_hi < SAFE:
                     lo_c = min(max(0, -(f0 + k_lo)), cands)
                     hi_c = max(min(cands, n - (f0 + k_hi)), lo_c)
+            if hi_c > lo_c:
                 # slices and a comparison without a branch: what lets the loop vectorise (~5×)
                 steady_of = count[lo_c:hi_c]
                 before = prev[lo_c:hi_c]
